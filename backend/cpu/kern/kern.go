@@ -1,0 +1,294 @@
+// Package kern holds what every CPU kernel shares: the Kernel signature, the
+// kernel registry, the execution context and small helpers (broadcasting,
+// axes, dtype dispatch). Kernel families live in the packages under
+// backend/cpu/ops and register themselves here from init.
+package kern
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// Kernel computes a node's outputs from its inputs. in[i] is nil for an
+// omitted optional input. A kernel returns one tensor per declared output
+// (trailing optional outputs that the node does not name may be nil or absent).
+// Kernels must not modify their inputs.
+type Kernel func(ctx *Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error)
+
+// Spec is a registered kernel and what it accepts.
+type Spec struct {
+	Fn Kernel
+	// Half is true when the kernel handles Float16/BFloat16 tensors itself.
+	// Otherwise the executor converts half inputs to float32 and the float32
+	// outputs back to the input's half type.
+	Half bool
+	// MinOpset and MaxOpset bound the opsets the kernel implements (0 = any).
+	MinOpset, MaxOpset int64
+}
+
+// SubgraphRunner runs a subgraph (the body of If, Loop, Scan) in the scope of
+// the node that holds it: names the subgraph does not define are looked up
+// in the enclosing graphs.
+type SubgraphRunner interface {
+	RunSubgraph(g *graph.Graph, inputs []*graph.Tensor) ([]*graph.Tensor, error)
+}
+
+// Context is what a kernel may use besides its inputs.
+type Context struct {
+	// Opset is the ai.onnx opset version of the model.
+	Opset int64
+	// Opsets maps every imported domain to its version.
+	Opsets map[string]int64
+	// Rand is the seeded generator for random ops.
+	Rand *rand.Rand
+	// Sub runs subgraphs; nil outside an executor.
+	Sub SubgraphRunner
+}
+
+var registry = map[string][]Spec{}
+
+func key(domain, op string) string {
+	if domain == "ai.onnx" {
+		domain = ""
+	}
+	return domain + ":" + op
+}
+
+// Register adds a kernel for op in the default (ai.onnx) domain with float32
+// only float handling (half types are converted by the executor).
+func Register(op string, fn Kernel) { RegisterSpec("", op, Spec{Fn: fn}) }
+
+// RegisterHalf adds a kernel that handles every float dtype itself
+// (typically a dtype-agnostic data movement op).
+func RegisterHalf(op string, fn Kernel) { RegisterSpec("", op, Spec{Fn: fn, Half: true}) }
+
+// RegisterSpec adds a kernel for op in domain.
+func RegisterSpec(domain, op string, s Spec) {
+	k := key(domain, op)
+	registry[k] = append(registry[k], s)
+}
+
+// Lookup returns the kernel for op at opset, if any.
+func Lookup(domain, op string, opset int64) (Spec, bool) {
+	for _, s := range registry[key(domain, op)] {
+		if (s.MinOpset == 0 || opset >= s.MinOpset) && (s.MaxOpset == 0 || opset <= s.MaxOpset) {
+			return s, true
+		}
+	}
+	return Spec{}, false
+}
+
+// Ops lists the registered op names (domain:op).
+func Ops() []string {
+	var out []string
+	for k := range registry {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Errorf wraps an error with the node it concerns.
+func Errorf(n *graph.Node, format string, args ...any) error { return n.Errorf(format, args...) }
+
+// NormAxis maps a possibly negative axis into [0, rank).
+func NormAxis(n *graph.Node, axis, rank int) (int, error) {
+	if axis < -rank || axis >= rank {
+		if rank == 0 && (axis == 0 || axis == -1) {
+			return 0, nil
+		}
+		return 0, n.Errorf("axis %d is out of range for rank %d", axis, rank)
+	}
+	if axis < 0 {
+		axis += rank
+	}
+	return axis, nil
+}
+
+// BroadcastShape computes the numpy-style broadcast of shapes.
+func BroadcastShape(shapes ...[]int) ([]int, error) {
+	rank := 0
+	for _, s := range shapes {
+		if len(s) > rank {
+			rank = len(s)
+		}
+	}
+	out := make([]int, rank)
+	for i := range out {
+		out[i] = 1
+	}
+	for _, s := range shapes {
+		off := rank - len(s)
+		for i, d := range s {
+			o := out[off+i]
+			switch {
+			case o == d || d == 1:
+			case o == 1:
+				out[off+i] = d
+			default:
+				return nil, fmt.Errorf("shapes %v cannot be broadcast together", shapes)
+			}
+		}
+	}
+	return out, nil
+}
+
+// BroadcastStrides returns strides for reading a tensor of shape `shape` as
+// if it had shape `out` (0 on broadcast dimensions).
+func BroadcastStrides(shape, out []int) []int {
+	st := make([]int, len(out))
+	off := len(out) - len(shape)
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		if shape[i] != 1 {
+			st[off+i] = acc
+		}
+		acc *= shape[i]
+	}
+	return st
+}
+
+// BroadcastIndex returns, for each element of out (row-major), the flat index
+// into a tensor of the given shape broadcast to out. Used by kernels that
+// need a gather map; elementwise fast paths avoid it.
+func BroadcastIndex(shape, out []int) []int {
+	n := 1
+	for _, d := range out {
+		n *= d
+	}
+	idx := make([]int, n)
+	st := BroadcastStrides(shape, out)
+	if len(out) == 0 {
+		return idx
+	}
+	counter := make([]int, len(out))
+	cur := 0
+	for i := 0; i < n; i++ {
+		idx[i] = cur
+		for d := len(out) - 1; d >= 0; d-- {
+			counter[d]++
+			cur += st[d]
+			if counter[d] < out[d] {
+				break
+			}
+			cur -= st[d] * counter[d]
+			counter[d] = 0
+		}
+	}
+	return idx
+}
+
+// New allocates an output tensor; it fails (rather than panics) on shapes
+// that are negative or too large.
+func New(n *graph.Node, d graph.DType, shape []int) (*graph.Tensor, error) {
+	t, err := graph.NewTensor(d, shape)
+	if err != nil {
+		return nil, n.Errorf("output of shape %v: %w", shape, err)
+	}
+	return t, nil
+}
+
+// Need checks that inputs [0, count) are present.
+func Need(n *graph.Node, in []*graph.Tensor, count int) error {
+	if len(in) < count {
+		return n.Errorf("needs %d inputs, has %d", count, len(in))
+	}
+	for i := 0; i < count; i++ {
+		if in[i] == nil {
+			return n.Errorf("input %d is required", i)
+		}
+	}
+	return nil
+}
+
+// Opt returns in[i] or nil when absent.
+func Opt(in []*graph.Tensor, i int) *graph.Tensor {
+	if i < len(in) {
+		return in[i]
+	}
+	return nil
+}
+
+// Cast converts t to dtype d (a new tensor; t itself when it already has d).
+// Float to integer conversion truncates toward zero, as ONNX Cast does.
+func Cast(t *graph.Tensor, d graph.DType) (*graph.Tensor, error) {
+	if t.DType == d {
+		return t, nil
+	}
+	out, err := graph.NewTensor(d, t.Shape)
+	if err != nil {
+		return nil, err
+	}
+	n := t.Size()
+	switch dst := out.Data.(type) {
+	case []float32:
+		if src, ok := t.Data.([]uint16); ok && t.DType == graph.Float16 {
+			for i, v := range src {
+				dst[i] = graph.Float16ToFloat32(v)
+			}
+			return out, nil
+		}
+		for i := 0; i < n; i++ {
+			dst[i] = float32(t.Float(i))
+		}
+	case []float64:
+		for i := 0; i < n; i++ {
+			dst[i] = t.Float(i)
+		}
+	case []bool:
+		for i := 0; i < n; i++ {
+			dst[i] = t.Float(i) != 0
+		}
+	case []string:
+		return nil, fmt.Errorf("cast to string is not supported")
+	default:
+		if t.DType.IsInt() || t.DType == graph.Bool {
+			for i := 0; i < n; i++ {
+				setInt(out, i, t.Int(i))
+			}
+		} else {
+			for i := 0; i < n; i++ {
+				out.SetFloat(i, t.Float(i))
+			}
+		}
+	}
+	return out, nil
+}
+
+func setInt(t *graph.Tensor, i int, v int64) {
+	switch s := t.Data.(type) {
+	case []int64:
+		s[i] = v
+	case []int32:
+		s[i] = int32(v)
+	case []int16:
+		s[i] = int16(v)
+	case []int8:
+		s[i] = int8(v)
+	case []uint8:
+		s[i] = uint8(v)
+	case []uint16:
+		if t.DType == graph.Uint16 {
+			s[i] = uint16(v)
+		} else {
+			t.SetFloat(i, float64(v))
+		}
+	case []uint32:
+		s[i] = uint32(v)
+	case []uint64:
+		s[i] = uint64(v)
+	default:
+		t.SetFloat(i, float64(v))
+	}
+}
+
+// SetInt stores an integer at element i, converting to t's dtype.
+func SetInt(t *graph.Tensor, i int, v int64) { setInt(t, i, v) }
+
+// Reshape returns a tensor sharing t's data with a new shape.
+func Reshape(t *graph.Tensor, shape []int) *graph.Tensor {
+	return &graph.Tensor{DType: t.DType, Shape: append([]int{}, shape...), Data: t.Data}
+}

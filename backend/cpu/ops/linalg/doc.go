@@ -1,0 +1,3 @@
+// Package linalg holds the CPU kernels of one op family; they register
+// themselves with kern from init.
+package linalg

@@ -1,0 +1,3 @@
+// Package nn holds the CPU kernels of one op family; they register
+// themselves with kern from init.
+package nn

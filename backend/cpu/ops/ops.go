@@ -1,0 +1,12 @@
+// Package ops links every CPU kernel family into the binary. Each family is a
+// package that registers its kernels with kern in init.
+package ops
+
+import (
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/control"
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/elementwise"
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/reduce"
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/shape"
+)
