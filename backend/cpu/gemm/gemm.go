@@ -1,44 +1,208 @@
 // Package gemm is the CPU backend's float32 matrix multiply, shared by
 // MatMul, Gemm, Conv and the recurrent layers.
+//
+// Sgemm follows the usual blocked design (Goto/BLIS): C is split into NC-wide
+// column panels, the shared dimension into KC-deep slices and the rows into
+// MC-high blocks. For each (KC, NC) slice the B panel is packed into
+// NR-wide column strips and for each MC block the A block into MR-high row
+// strips, both laid out so that the micro-kernel reads them sequentially. The
+// micro-kernel (see microKernel) computes one MR×NR tile of C from one A strip
+// and one B strip; it is the only architecture-specific piece and can be
+// swapped for an assembly version with different MR/NR without touching the
+// packing or blocking code.
+//
+// Small problems skip packing and run a direct loop. Large problems are split
+// across goroutines (one per GOMAXPROCS) over the rows or the columns of C.
 package gemm
+
+import (
+	"fmt"
+)
 
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices, where
 // op(X) is X or its transpose. op(A) is m×k, op(B) is k×n, C is m×n; lda, ldb
 // and ldc are the row strides of A, B and C as stored. When beta is 0, C is
 // overwritten without being read (NaNs in C do not propagate).
+//
+// The caller guarantees that the slices are long enough for the given shapes
+// and strides (Check validates them); Sgemm panics otherwise, like an
+// out-of-range slice index.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	scaleC(m, n, beta, c, ldc)
+	if k <= 0 || alpha == 0 {
+		// Per BLAS convention alpha == 0 means A and B are not referenced.
+		return
+	}
+	p := &problem{
+		transA: transA, transB: transB,
+		m: m, n: n, k: k, alpha: alpha,
+		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc,
+	}
+	if m*n*k <= smallWork || m < 2 || n < 2 {
+		p.direct(0, m, 0, n)
+		return
+	}
+	p.run()
+}
+
+// SgemmStrided runs batch independent Sgemm products. Matrix i of A starts at
+// a[i*strideA] (likewise for B and C). A stride of 0 reuses the same matrix
+// for every product (broadcasting). Small products are spread over
+// goroutines by batch; large ones parallelise inside Sgemm.
+func SgemmStrided(transA, transB bool, m, n, k int, alpha float32,
+	a []float32, lda, strideA int, b []float32, ldb, strideB int,
+	beta float32, c []float32, ldc, strideC int, batch int) {
+	if batch <= 0 || m <= 0 || n <= 0 {
+		return
+	}
+	work := m * n * k
+	one := func(i int) {
+		Sgemm(transA, transB, m, n, k, alpha,
+			a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+	}
+	if work >= parallelWork || batch == 1 || work*batch < parallelWork {
+		for i := 0; i < batch; i++ {
+			one(i)
+		}
+		return
+	}
+	parallelFor(batch, one)
+}
+
+// Check validates Sgemm's arguments against the slice lengths and returns a
+// descriptive error instead of the panic Sgemm would raise.
+func Check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) error {
+	if m < 0 || n < 0 || k < 0 {
+		return fmt.Errorf("gemm: negative size m=%d n=%d k=%d", m, n, k)
+	}
+	if m == 0 || n == 0 {
+		return nil
+	}
+	ar, ac := m, k
+	if transA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if transB {
+		br, bc = n, k
+	}
+	if err := checkMatrix("A", a, ar, ac, lda); err != nil {
+		return err
+	}
+	if err := checkMatrix("B", b, br, bc, ldb); err != nil {
+		return err
+	}
+	return checkMatrix("C", c, m, n, ldc)
+}
+
+func checkMatrix(name string, x []float32, rows, cols, ld int) error {
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	if ld < cols {
+		return fmt.Errorf("gemm: %s is %d×%d but its row stride is %d", name, rows, cols, ld)
+	}
+	if need := (rows-1)*ld + cols; len(x) < need {
+		return fmt.Errorf("gemm: %s is %d×%d with stride %d and needs %d elements, has %d", name, rows, cols, ld, need, len(x))
+	}
+	return nil
+}
+
+// scaleC applies C = beta*C, writing zeros without reading C when beta is 0.
+func scaleC(m, n int, beta float32, c []float32, ldc int) {
+	if beta == 1 {
+		return
+	}
 	for i := 0; i < m; i++ {
 		row := c[i*ldc : i*ldc+n]
 		if beta == 0 {
-			for j := range row {
-				row[j] = 0
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// problem is one C += alpha*op(A)*op(B) after C has been scaled by beta.
+type problem struct {
+	transA, transB bool
+	m, n, k        int
+	alpha          float32
+	a              []float32
+	lda            int
+	b              []float32
+	ldb            int
+	c              []float32
+	ldc            int
+}
+
+// direct computes rows [i0, i1) and columns [j0, j1) of C without packing. It
+// is used for small or degenerate (single row or column) problems.
+func (p *problem) direct(i0, i1, j0, j1 int) {
+	n, k := j1-j0, p.k
+	if p.transB {
+		// C[i][j] += alpha * dot(A row i, B row j): both rows are contiguous
+		// in B, and in A unless A is transposed.
+		var arow []float32
+		if p.transA {
+			arow = make([]float32, k)
+		}
+		for i := i0; i < i1; i++ {
+			if p.transA {
+				for q := range arow {
+					arow[q] = p.a[q*p.lda+i]
+				}
+			} else {
+				arow = p.a[i*p.lda : i*p.lda+k]
 			}
-		} else if beta != 1 {
+			row := p.c[i*p.ldc+j0 : i*p.ldc+j1]
 			for j := range row {
-				row[j] *= beta
+				brow := p.b[(j0+j)*p.ldb : (j0+j)*p.ldb+k]
+				row[j] += p.alpha * dot(arow, brow)
 			}
 		}
-		for p := 0; p < k; p++ {
+		return
+	}
+	for i := i0; i < i1; i++ {
+		row := p.c[i*p.ldc+j0 : i*p.ldc+j1]
+		for q := 0; q < k; q++ {
 			var av float32
-			if transA {
-				av = a[p*lda+i]
+			if p.transA {
+				av = p.a[q*p.lda+i]
 			} else {
-				av = a[i*lda+p]
+				av = p.a[i*p.lda+q]
 			}
-			av *= alpha
-			if av == 0 {
-				continue
-			}
-			if transB {
-				for j := 0; j < n; j++ {
-					row[j] += av * b[j*ldb+p]
-				}
-			} else {
-				brow := b[p*ldb : p*ldb+n]
-				for j, bv := range brow {
-					row[j] += av * bv
-				}
-			}
+			axpy(p.alpha*av, p.b[q*p.ldb+j0:q*p.ldb+j0+n], row)
 		}
+	}
+}
+
+// dot returns the inner product of x and y (len(y) >= len(x)).
+func dot(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i] * y[i]
+		s1 += x[i+1] * y[i+1]
+		s2 += x[i+2] * y[i+2]
+		s3 += x[i+3] * y[i+3]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i] * y[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy computes y += alpha*x (len(y) >= len(x)).
+func axpy(alpha float32, x, y []float32) {
+	y = y[:len(x)]
+	for i, v := range x {
+		y[i] += alpha * v
 	}
 }

@@ -1,0 +1,85 @@
+package tensorio
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// testdata/mixed.npz was written by numpy (see the arrays' definitions in
+// the assertions below): it checks our reader against the reference writer.
+func TestReadNumpyWrittenNPZ(t *testing.T) {
+	arrays, err := ReadNPZ("testdata/mixed.npz")
+	require.NoError(t, err)
+
+	f32 := arrays["f32"]
+	require.NotNil(t, f32)
+	assert.Equal(t, graph.Float32, f32.DType)
+	assert.Equal(t, []int{2, 3, 4}, f32.Shape)
+	assert.InDelta(t, 23.0/7, f32.Float32s()[23], 1e-6)
+
+	assert.Equal(t, graph.Float64, arrays["f64"].DType)
+	assert.Equal(t, []int64{-3, -2, -1, 0, 1, 2}, arrays["i64"].Int64s())
+	assert.Equal(t, []int{3, 2}, arrays["i64"].Shape)
+	assert.Equal(t, []bool{true, false, true}, arrays["b"].Bools())
+	assert.Equal(t, []uint8{0, 1, 2, 3, 4}, arrays["u8"].Data)
+
+	f16 := arrays["f16"]
+	assert.Equal(t, graph.Float16, f16.DType)
+	assert.Equal(t, []float64{0.5, -2.25, 65504}, []float64{f16.Float(0), f16.Float(1), f16.Float(2)})
+
+	// Column-major on disk, row-major in memory.
+	assert.Equal(t, []int32{0, 1, 2, 3, 4, 5}, arrays["fortran"].Data)
+	assert.Equal(t, []int32{0, 1, 2}, arrays["big"].Data)
+	assert.Equal(t, []int{}, arrays["scalar"].Shape)
+	assert.Equal(t, 3.5, arrays["scalar"].Float(0))
+}
+
+func TestRoundTrip(t *testing.T) {
+	in := map[string]*graph.Tensor{
+		"x":    graph.FromFloat32([]float32{1, -2, 3.5, 4, 5, 6}, 2, 3),
+		"ids":  graph.FromInt64([]int64{7, 8}, 2),
+		"mask": graph.FromBool([]bool{true, false}, 1, 2),
+		"s":    graph.FromFloat64([]float64{2.5}),
+	}
+	path := filepath.Join(t.TempDir(), "a.npz")
+	require.NoError(t, WriteNPZ(path, in))
+	out, err := ReadNPZ(path)
+	require.NoError(t, err)
+	require.Len(t, out, 4)
+	for k, v := range in {
+		assert.Equal(t, v.DType, out[k].DType, k)
+		assert.True(t, graph.SameShape(v.Shape, out[k].Shape), "%s: %v vs %v", k, v.Shape, out[k].Shape)
+		assert.Equal(t, v.Data, out[k].Data, k)
+	}
+}
+
+func TestReadNPYRejectsBadInput(t *testing.T) {
+	for name, b := range map[string][]byte{
+		"empty":     {},
+		"magic":     []byte("NOTNUMPY1234"),
+		"truncated": append(append([]byte("\x93NUMPY\x01\x00"), 0x40, 0), []byte("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000,), }")...),
+		"dtype":     append(append([]byte("\x93NUMPY\x01\x00"), 0x40, 0), []byte("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }           ")...),
+	} {
+		_, err := ReadNPY(bytes.NewReader(b))
+		assert.ErrorIs(t, err, ErrFormat, name)
+	}
+}
+
+func FuzzReadNPY(f *testing.F) {
+	var buf bytes.Buffer
+	require.NoError(f, WriteNPY(&buf, graph.FromFloat32([]float32{1, 2, 3, 4}, 2, 2)))
+	f.Add(buf.Bytes())
+	f.Add([]byte("\x93NUMPY\x01\x00\x10\x00{'descr': '<i8'}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tt, err := ReadNPY(bytes.NewReader(b))
+		if err == nil {
+			require.NoError(t, tt.Validate())
+		}
+	})
+}
