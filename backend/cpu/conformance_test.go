@@ -45,3 +45,24 @@ func TestConformanceNode(t *testing.T) {
 		assert.NotEqual(t, conformance.Fail, r.Status, "%s", r)
 	}
 }
+
+func TestConformanceSimple(t *testing.T) { requireAllPass(t, "simple") }
+
+func TestConformancePyTorchConverted(t *testing.T) { requireAllPass(t, "pytorch-converted") }
+
+func TestConformancePyTorchOperator(t *testing.T) { requireAllPass(t, "pytorch-operator") }
+
+// The light/ suite holds whole CNNs (ResNet-50, VGG-19, ...): seconds each.
+func TestConformanceLight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole CNNs are slow; skipped in -short mode")
+	}
+	requireAllPass(t, "light")
+}
+
+// requireAllPass runs a suite that must pass entirely: no failure, no skip.
+func requireAllPass(t *testing.T, suite string) {
+	for _, r := range runSuite(t, suite) {
+		assert.Equal(t, conformance.Pass, r.Status, "%s", r)
+	}
+}
