@@ -32,6 +32,14 @@ const (
 	Complex64  DType = 14
 	Complex128 DType = 15
 	BFloat16   DType = 16
+
+	// SequenceOf and OptionalOf are not tensor element types: a Tensor of
+	// this DType is an ONNX sequence (Data is []*Tensor) or optional (Data
+	// is []*Tensor of length 0 or 1). They let sequence and optional values
+	// flow through the same executor as tensors. The codes are outside
+	// ONNX's range.
+	SequenceOf DType = 1000
+	OptionalOf DType = 1001
 )
 
 var dtypeNames = map[DType]string{
@@ -40,6 +48,7 @@ var dtypeNames = map[DType]string{
 	String: "string", Bool: "bool", Float16: "float16", Float64: "float64",
 	Uint32: "uint32", Uint64: "uint64", Complex64: "complex64",
 	Complex128: "complex128", BFloat16: "bfloat16",
+	SequenceOf: "sequence", OptionalOf: "optional",
 }
 
 func (d DType) String() string {

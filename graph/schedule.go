@@ -10,6 +10,16 @@ func TopoSort(g *Graph) error {
 	return topoSortScope(g, nil)
 }
 
+// TopoSortSubgraph sorts the body of If, Loop or Scan: names the body
+// captures from enclosing graphs count as available.
+func TopoSortSubgraph(g *Graph) error {
+	outer := map[string]bool{}
+	for _, name := range g.OuterScopeNames() {
+		outer[name] = true
+	}
+	return topoSortScope(g, outer)
+}
+
 func topoSortScope(g *Graph, outer map[string]bool) error {
 	avail := map[string]bool{"": true}
 	for k := range outer {

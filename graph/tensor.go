@@ -40,6 +40,28 @@ func NumElements(shape []int) (int, error) {
 	return n, nil
 }
 
+// NewSequence makes a sequence value holding items (not copied).
+func NewSequence(items []*Tensor) *Tensor {
+	if items == nil {
+		items = []*Tensor{}
+	}
+	return &Tensor{DType: SequenceOf, Shape: []int{len(items)}, Data: items}
+}
+
+// NewOptional makes an optional value: empty when v is nil.
+func NewOptional(v *Tensor) *Tensor {
+	if v == nil {
+		return &Tensor{DType: OptionalOf, Shape: []int{0}, Data: []*Tensor{}}
+	}
+	return &Tensor{DType: OptionalOf, Shape: []int{1}, Data: []*Tensor{v}}
+}
+
+// Items returns the elements of a sequence or optional value (nil otherwise).
+func (t *Tensor) Items() []*Tensor { s, _ := t.Data.([]*Tensor); return s }
+
+// IsContainer reports whether t is a sequence or optional value rather than a tensor.
+func (t *Tensor) IsContainer() bool { return t.DType == SequenceOf || t.DType == OptionalOf }
+
 // Size is the number of elements in t.
 func (t *Tensor) Size() int {
 	n := 1
@@ -79,6 +101,8 @@ func MakeSlice(d DType, n int) (any, error) {
 		return make([]bool, n), nil
 	case String:
 		return make([]string, n), nil
+	case SequenceOf, OptionalOf:
+		return make([]*Tensor, n), nil
 	}
 	return nil, fmt.Errorf("graph: dtype %v is not supported", d)
 }
@@ -173,6 +197,12 @@ func (t *Tensor) Clone() *Tensor {
 		c.Data = append([]bool{}, s...)
 	case []string:
 		c.Data = append([]string{}, s...)
+	case []*Tensor:
+		items := make([]*Tensor, len(s))
+		for i, it := range s {
+			items[i] = it.Clone()
+		}
+		c.Data = items
 	}
 	return c
 }
@@ -319,6 +349,19 @@ func (t *Tensor) Validate() error {
 		l, ok = len(s), t.DType == Bool
 	case []string:
 		l, ok = len(s), t.DType == String
+	case []*Tensor:
+		if !t.IsContainer() || len(t.Shape) != 1 || t.Shape[0] != len(s) {
+			return fmt.Errorf("container of dtype %v and shape %v holds %d items", t.DType, t.Shape, len(s))
+		}
+		for i, it := range s {
+			if it == nil {
+				return fmt.Errorf("item %d is nil", i)
+			}
+			if err := it.Validate(); err != nil {
+				return fmt.Errorf("item %d: %w", i, err)
+			}
+		}
+		return nil
 	}
 	if !ok {
 		return fmt.Errorf("tensor of dtype %v holds %T", t.DType, t.Data)

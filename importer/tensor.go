@@ -379,3 +379,62 @@ func ReadTensorFile(path string) (*graph.Tensor, string, error) {
 	}
 	return t, name, nil
 }
+
+// DecodeValue parses a serialized value of the given ONNX type: a
+// TensorProto, or for sequences and optionals a SequenceProto or
+// OptionalProto (as in the conformance suite's input_K.pb files).
+func DecodeValue(b []byte, ty *graph.Type) (*graph.Tensor, string, error) {
+	if ty == nil || (ty.Kind != graph.KindSequence && ty.Kind != graph.KindOptional) {
+		return decodeTensor(b, nil)
+	}
+	return decodeContainer(b, ty.Kind == graph.KindOptional, 0)
+}
+
+// decodeContainer parses SequenceProto (name=1, elem_type=2,
+// tensor_values=3, sequence_values=5, optional_values=7) or OptionalProto
+// (the same fields, singular).
+func decodeContainer(b []byte, optional bool, depth int) (*graph.Tensor, string, error) {
+	if depth > 16 {
+		return nil, "", fmt.Errorf("%w: values nested too deep", ErrMalformed)
+	}
+	var name string
+	var items []*graph.Tensor
+	err := walk(b, func(f field) error {
+		var err error
+		var mb []byte
+		switch f.num {
+		case 1:
+			name, err = f.str()
+		case 3, 5, 7:
+			if mb, err = f.msg(); err != nil {
+				return err
+			}
+			var t *graph.Tensor
+			switch f.num {
+			case 3:
+				t, _, err = decodeTensor(mb, nil)
+			case 5:
+				t, _, err = decodeContainer(mb, false, depth+1)
+			case 7:
+				t, _, err = decodeContainer(mb, true, depth+1)
+			}
+			items = append(items, t)
+		case 4, 6:
+			err = fmt.Errorf("sparse tensors and maps inside sequences are not supported")
+		}
+		return err
+	})
+	if err != nil {
+		return nil, name, err
+	}
+	if optional {
+		if len(items) > 1 {
+			return nil, name, fmt.Errorf("%w: optional holds %d values", ErrMalformed, len(items))
+		}
+		if len(items) == 0 {
+			return graph.NewOptional(nil), name, nil
+		}
+		return graph.NewOptional(items[0]), name, nil
+	}
+	return graph.NewSequence(items), name, nil
+}

@@ -149,18 +149,13 @@ func RunCase(b backend.Backend, dir string, opts Options) (res Result) {
 		res.Status, res.Reason = Fail, err.Error()
 		return res
 	}
-	for _, in := range m.Graph.Inputs {
-		if in.Type != nil && in.Type.Kind != graph.KindTensor && in.Type.Kind != graph.KindUnknown {
-			res.Status, res.Reason = Skip, fmt.Sprintf("input %q has %v type: sequence, map and optional values are not supported yet", in.Name, in.Type)
+	for _, vi := range append(append([]*graph.ValueInfo{}, m.Graph.Inputs...), m.Graph.Outputs...) {
+		if vi.Type != nil && (vi.Type.Kind == graph.KindMap || vi.Type.Kind == graph.KindSparseTensor) {
+			res.Status, res.Reason = Skip, fmt.Sprintf("%q has %v type: map and sparse-tensor values are not supported", vi.Name, vi.Type)
 			return res
 		}
 	}
-	for _, o := range m.Graph.Outputs {
-		if o.Type != nil && o.Type.Kind != graph.KindTensor && o.Type.Kind != graph.KindUnknown {
-			res.Status, res.Reason = Skip, fmt.Sprintf("output %q has %v type: sequence, map and optional values are not supported yet", o.Name, o.Type)
-			return res
-		}
-	}
+	relaxDeclaredShapes(m.Graph, dir)
 	exe, err := b.Compile(m, backend.CompileOptions{})
 	if err != nil {
 		if errors.Is(err, graph.ErrUnsupportedOp) {
@@ -195,7 +190,11 @@ func RunCase(b backend.Backend, dir string, opts Options) (res Result) {
 			if _, err := os.Stat(p); err != nil {
 				break
 			}
-			t, name, err := importer.ReadTensorFile(p)
+			var ty *graph.Type
+			if k < len(feedNames) {
+				ty = declaredType(m.Graph.Inputs, feedNames[k])
+			}
+			t, name, err := readValue(p, ty)
 			if err != nil {
 				res.Status, res.Reason = Fail, err.Error()
 				return res
@@ -205,7 +204,7 @@ func RunCase(b backend.Backend, dir string, opts Options) (res Result) {
 					name = feedNames[k]
 				}
 			}
-			inputs[name] = t
+			inputs[name] = asDeclared(m.Graph, name, t)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		got, err := exe.Run(ctx, inputs)
@@ -224,7 +223,11 @@ func RunCase(b backend.Backend, dir string, opts Options) (res Result) {
 			if _, err := os.Stat(p); err != nil {
 				break
 			}
-			want, name, err := importer.ReadTensorFile(p)
+			var ty *graph.Type
+			if k < len(outNames) {
+				ty = declaredType(m.Graph.Outputs, outNames[k])
+			}
+			want, name, err := readValue(p, ty)
 			if err != nil {
 				res.Status, res.Reason = Fail, err.Error()
 				return res
@@ -239,6 +242,11 @@ func RunCase(b backend.Backend, dir string, opts Options) (res Result) {
 				res.Status, res.Reason = Fail, fmt.Sprintf("output %q missing", name)
 				return res
 			}
+			if want.DType == graph.Uint16 && g.DType == graph.BFloat16 {
+				// ONNX 1.12's generator stored bfloat16 data as uint16
+				// tensors; compare the bits as bfloat16.
+				want = &graph.Tensor{DType: graph.BFloat16, Shape: want.Shape, Data: want.Data}
+			}
 			ok, why, maxAbs, maxRel := Compare(want, g, rtol, atol)
 			if !ok {
 				res.Status, res.Reason, res.Output, res.MaxAbs, res.MaxRel = Fail, why, name, maxAbs, maxRel
@@ -248,6 +256,67 @@ func RunCase(b backend.Backend, dir string, opts Options) (res Result) {
 	}
 	res.Status = Pass
 	return res
+}
+
+// relaxDeclaredShapes forgets the declared shape of any input that the
+// case's own data contradicts (a few ONNX 1.12 cases, e.g. castlike's "like"
+// input, declare [3,4] and ship [1]); the reference runner never checks
+// declared shapes, and the op semantics under test do not depend on them.
+func relaxDeclaredShapes(g *graph.Graph, dir string) {
+	feedNames := g.InputNames()
+	for k, name := range feedNames {
+		t, _, err := importer.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("input_%d.pb", k)))
+		if err != nil {
+			continue
+		}
+		for _, in := range g.Inputs {
+			if in.Name != name || in.Type == nil || !in.Type.HasShape {
+				continue
+			}
+			fits := len(in.Type.Shape) == len(t.Shape)
+			for i := 0; fits && i < len(t.Shape); i++ {
+				d := in.Type.Shape[i]
+				fits = !d.Known || int(d.Value) == t.Shape[i]
+			}
+			if !fits {
+				ty := *in.Type
+				ty.HasShape, ty.Shape = false, nil
+				in.Type = &ty
+			}
+		}
+	}
+}
+
+// asDeclared reinterprets a uint16 tensor fed to a bfloat16 input as
+// bfloat16 bits: ONNX 1.12's test generator wrote bfloat16 data that way.
+func asDeclared(g *graph.Graph, name string, t *graph.Tensor) *graph.Tensor {
+	for _, in := range g.Inputs {
+		if in.Name == name && in.Type != nil && in.Type.DType == graph.BFloat16 && t.DType == graph.Uint16 {
+			return &graph.Tensor{DType: graph.BFloat16, Shape: t.Shape, Data: t.Data}
+		}
+	}
+	return t
+}
+
+func declaredType(vis []*graph.ValueInfo, name string) *graph.Type {
+	for _, vi := range vis {
+		if vi.Name == name {
+			return vi.Type
+		}
+	}
+	return nil
+}
+
+func readValue(path string, ty *graph.Type) (*graph.Tensor, string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	t, name, err := importer.DecodeValue(b, ty)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return t, name, nil
 }
 
 func contains(s []string, x string) bool {
@@ -268,6 +337,20 @@ func Compare(want, got *graph.Tensor, rtol, atol float64) (ok bool, why string, 
 	}
 	if !graph.SameShape(want.Shape, got.Shape) {
 		return false, fmt.Sprintf("shape %v, want %v", got.Shape, want.Shape), 0, 0
+	}
+	if want.IsContainer() {
+		wi, gi := want.Items(), got.Items()
+		if len(wi) != len(gi) {
+			return false, fmt.Sprintf("%d items, want %d", len(gi), len(wi)), 0, 0
+		}
+		for i := range wi {
+			ok, why, a, r := Compare(wi[i], gi[i], rtol, atol)
+			maxAbs, maxRel = math.Max(maxAbs, a), math.Max(maxRel, r)
+			if !ok {
+				return false, fmt.Sprintf("item %d: %s", i, why), maxAbs, maxRel
+			}
+		}
+		return true, "", maxAbs, maxRel
 	}
 	if err := got.Validate(); err != nil {
 		return false, err.Error(), 0, 0

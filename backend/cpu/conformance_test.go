@@ -16,7 +16,10 @@ import (
 
 // Known gaps: cases of features the README lists as not supported yet. A case
 // listed here is skipped with the reason; every other case must pass.
-var knownGaps = map[string]string{}
+var knownGaps = map[string]string{
+	`^test_bernoulli`:        "random: the expected values come from numpy's generator, which onnxtrain does not reproduce",
+	`^test_training_dropout`: "random: the expected mask comes from numpy's generator, which onnxtrain does not reproduce",
+}
 
 func runSuite(t *testing.T, suite string) []conformance.Result {
 	root := conformance.TestdataDir()

@@ -368,7 +368,7 @@ func (s *subRunner) RunSubgraph(g *graph.Graph, inputs []*graph.Tensor) ([]*grap
 	if !ok {
 		c := copyGraph(g)
 		var err error
-		if err = graph.TopoSort(c); err == nil {
+		if err = graph.TopoSortSubgraph(c); err == nil {
 			p, err = e.planGraph(c, false)
 		}
 		if err != nil {

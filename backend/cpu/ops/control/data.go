@@ -245,3 +245,9 @@ func scalarInt(n *graph.Node, what string, t *graph.Tensor) (int64, error) {
 	}
 	return t.Int(0), nil
 }
+
+// errShapeMismatch reports a batch entry whose scan output differs from the
+// others.
+func errShapeMismatch(b int, p *graph.Tensor, d graph.DType, elem []int) error {
+	return fmt.Errorf("batch entry %d produced elements of %v%v, others %v%v", b, p.DType, p.Shape[1:], d, elem)
+}
