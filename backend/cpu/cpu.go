@@ -36,6 +36,9 @@ func (*Backend) Supports(domain, op string, opset int64) bool {
 	if _, ok := kern.Lookup(domain, op, opset); ok {
 		return true
 	}
+	if domain == "ai.onnx.preview.training" && op == "Gradient" {
+		return true // expanded by autodiff at compile time
+	}
 	return domain == "" && graph.HasLowering(op)
 }
 
@@ -53,6 +56,9 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	if err := graph.TopoSort(g); err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	if err := graph.ExpandGradientOps(g, e.opset); err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	p, err := e.planGraph(g, true)

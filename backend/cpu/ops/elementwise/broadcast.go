@@ -85,22 +85,37 @@ func newPlan(n *graph.Node, shapes ...[]int) (*bcastPlan, error) {
 // innerStride is operand j's stride along the innermost collapsed dim (0 or 1).
 func (p *bcastPlan) innerStride(j int) int { return p.strides[j][len(p.dims)-1] }
 
+// rows is the number of inner-length rows of the output.
+func (p *bcastPlan) rows() int {
+	if p.size == 0 {
+		return 0
+	}
+	return p.size / p.inner
+}
+
 // eachRow calls fn for every row of inner output elements with the output
 // offset of the row and each operand's offset (offs is reused between calls).
-func (p *bcastPlan) eachRow(fn func(out int, offs []int)) {
-	if p.size == 0 {
+func (p *bcastPlan) eachRow(fn func(out int, offs []int)) { p.eachRowIn(0, p.rows(), fn) }
+
+// eachRowIn is eachRow for rows [lo, hi) only; calls for disjoint ranges
+// may run concurrently.
+func (p *bcastPlan) eachRowIn(lo, hi int, fn func(out int, offs []int)) {
+	if lo >= hi {
 		return
 	}
 	ops := len(p.strides)
 	offs := make([]int, ops)
 	outer := len(p.dims) - 1
-	if outer == 0 {
-		fn(0, offs)
-		return
-	}
+	// Counters over the outer dims for row lo, and the offsets they give.
 	cnt := make([]int, outer)
-	rows := p.size / p.inner
-	for r := 0; r < rows; r++ {
+	for d, r := outer-1, lo; d >= 0; d-- {
+		cnt[d] = r % p.dims[d]
+		r /= p.dims[d]
+		for j := 0; j < ops; j++ {
+			offs[j] += cnt[d] * p.strides[j][d]
+		}
+	}
+	for r := lo; r < hi; r++ {
 		fn(r*p.inner, offs)
 		for d := outer - 1; d >= 0; d-- {
 			cnt[d]++
@@ -118,6 +133,13 @@ func (p *bcastPlan) eachRow(fn func(out int, offs []int)) {
 	}
 }
 
+// eachRowParallel is eachRow spread over goroutines for large outputs.
+func (p *bcastPlan) eachRowParallel(fn func(out int, offs []int)) {
+	parallelRange(p.rows(), max(1, parallelGrain/p.inner), func(lo, hi int) {
+		p.eachRowIn(lo, hi, fn)
+	})
+}
+
 // binLoops are the three row kernels of a binary op: both operands
 // contiguous (vv), the second repeated (vs) and the first repeated (sv).
 type binLoops[A, B, O any] struct {
@@ -130,21 +152,21 @@ type binLoops[A, B, O any] struct {
 func runBinary[A, B, O any](p *bcastPlan, dst []O, a []A, b []B, k binLoops[A, B, O]) {
 	inner := p.inner
 	sa, sb := p.innerStride(0), p.innerStride(1)
-	// The most common cases get a single call without row bookkeeping.
-	if len(p.dims) == 1 {
-		switch {
-		case sa == 1 && sb == 1:
-			k.vv(dst, a, b)
-			return
-		case sa == 1:
-			k.vs(dst, a, b[0])
-			return
-		case sb == 1:
-			k.sv(dst, a[0], b)
-			return
-		}
+	// The most common cases get a single loop without row bookkeeping.
+	if len(p.dims) == 1 && (sa == 1 || sb == 1) {
+		parallelRange(p.size, parallelGrain, func(lo, hi int) {
+			switch {
+			case sa == 1 && sb == 1:
+				k.vv(dst[lo:hi], a[lo:hi], b[lo:hi])
+			case sa == 1:
+				k.vs(dst[lo:hi], a[lo:hi], b[0])
+			default:
+				k.sv(dst[lo:hi], a[0], b[lo:hi])
+			}
+		})
+		return
 	}
-	p.eachRow(func(o int, offs []int) {
+	p.eachRowParallel(func(o int, offs []int) {
 		row := dst[o : o+inner]
 		oa, ob := offs[0], offs[1]
 		switch {

@@ -82,3 +82,8 @@ func validateData(n *graph.Node, in []*graph.Tensor) error {
 
 // shapeString formats a shape for errors.
 func shapeString(s []int) string { return fmt.Sprint(s) }
+
+// isNumeric reports whether t holds a non-half numeric dtype.
+func isNumeric(t *graph.Tensor) bool {
+	return t.DType == graph.Float32 || t.DType == graph.Float64 || t.DType.IsInt()
+}
