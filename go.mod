@@ -3,11 +3,14 @@ module github.com/onnxtrain/onnxtrain
 go 1.26.0
 
 require (
+	github.com/owulveryck/onnx-go v0.5.0
 	github.com/sirupsen/logrus v1.10.2
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.50.0
+	gonum.org/v1/gonum v0.0.0-20190902003836-43865b531bee
 	google.golang.org/protobuf v1.36.12
+	gorgonia.org/tensor v0.9.3
 )
 
 require (
@@ -17,13 +20,10 @@ require (
 	github.com/golang/protobuf v1.5.0 // indirect
 	github.com/google/flatbuffers v1.11.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/owulveryck/onnx-go v0.5.0 // indirect
 	github.com/pkg/errors v0.8.1 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/xtgo/set v1.0.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	gonum.org/v1/gonum v0.0.0-20190902003836-43865b531bee // indirect
-	gorgonia.org/tensor v0.9.3 // indirect
 	gorgonia.org/vecf32 v0.9.0 // indirect
 	gorgonia.org/vecf64 v0.9.0 // indirect
 )

@@ -1,0 +1,210 @@
+package reduce
+
+import (
+	"math"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// BatchNormalization handles half types itself: from opset 15 the running
+// statistics may have a different dtype from X, and each output keeps the
+// dtype its spec gives it.
+func init() { kern.RegisterHalf("BatchNormalization", batchNorm) }
+
+// batchNorm is BatchNormalization with inputs X (N, C, D1, ...), scale, B,
+// mean and var.
+//
+// Inference: Y = (X - mean) / sqrt(var + epsilon) * scale + B per channel.
+//
+// Training (opset 14+: training_mode=1; earlier opsets: when the node names
+// more than one output and is_test, which opset 6 has, is not set): Y is
+// normalised with the batch statistics (population variance), and the running
+// statistics come back updated as mean·momentum + batch·(1 - momentum). From
+// opset 14 the outputs are Y, running_mean, running_var; before, they are Y,
+// mean, var, saved_mean, saved_var, the saved ones being the batch mean and
+// variance.
+//
+// Before opset 9, spatial=0 gave per-activation parameters of shape
+// (C, D1, ...); parameters of that size are accepted at any opset and then
+// statistics are taken over N only.
+func batchNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 5); err != nil {
+		return nil, err
+	}
+	xDType := in[0].DType
+	statDType := in[3].DType
+	conv := make([]*graph.Tensor, 5)
+	for i := range conv {
+		var err error
+		if conv[i], err = toFloat32(n, in[i]); err != nil {
+			return nil, err
+		}
+		if err := checkFloat(n, conv[i], bnInputNames[i]); err != nil {
+			return nil, err
+		}
+	}
+	x := conv[0]
+	if x.Rank() < 2 {
+		return nil, n.Errorf("X must have rank 2 or more (N, C, ...), has shape %v", x.Shape)
+	}
+	c := x.Shape[1]
+	spatial := product(x.Shape[2:])
+	params := conv[1].Size()
+	for i := 2; i < 5; i++ {
+		if conv[i].Size() != params {
+			return nil, n.Errorf("%s has %d elements, scale has %d", bnInputNames[i], conv[i].Size(), params)
+		}
+	}
+	// View X as (N, P, inner): P parameters, each applying to inner
+	// contiguous elements of every sample.
+	b := blocks{outer: x.Shape[0], r: c, inner: spatial}
+	switch {
+	case params == c:
+	case params == c*spatial:
+		b.r, b.inner = c*spatial, 1
+	default:
+		return nil, n.Errorf("scale has %d elements, want C = %d (or C·D = %d for per-activation statistics)", params, c, c*spatial)
+	}
+	eps := float64(n.AttrFloat("epsilon", 1e-5))
+	momentum := float64(n.AttrFloat("momentum", 0.9))
+	modern := ctx.Opset == 0 || ctx.Opset >= 14 // 0: no opset, the newest semantics
+	var training bool
+	if modern {
+		training = n.AttrInt("training_mode", 0) != 0
+	} else {
+		named := 0
+		for _, o := range n.Outputs {
+			if o != "" {
+				named++
+			}
+		}
+		training = named > 1 && n.AttrInt("is_test", 0) == 0
+	}
+	scale, bias := float64s(conv[1]), float64s(conv[2])
+	mean, variance := float64s(conv[3]), float64s(conv[4])
+	y := &graph.Tensor{DType: x.DType, Shape: append([]int{}, x.Shape...)}
+	if !training {
+		switch xs := x.Data.(type) {
+		case []float32:
+			y.Data = bnApply(xs, b, scale, bias, mean, variance, eps)
+		case []float64:
+			y.Data = bnApply(xs, b, scale, bias, mean, variance, eps)
+		}
+		out, err := castTo(n, y, xDType)
+		if err != nil {
+			return nil, err
+		}
+		// Running statistics, when a model names them in inference mode,
+		// pass through unchanged.
+		return []*graph.Tensor{out, in[3], in[4]}, nil
+	}
+	var batchMean, batchVar []float64
+	switch xs := x.Data.(type) {
+	case []float32:
+		batchMean, batchVar = bnStats(xs, b)
+		y.Data = bnApply(xs, b, scale, bias, batchMean, batchVar, eps)
+	case []float64:
+		batchMean, batchVar = bnStats(xs, b)
+		y.Data = bnApply(xs, b, scale, bias, batchMean, batchVar, eps)
+	}
+	runMean := make([]float64, params)
+	runVar := make([]float64, params)
+	for p := range runMean {
+		runMean[p] = mean[p]*momentum + batchMean[p]*(1-momentum)
+		runVar[p] = variance[p]*momentum + batchVar[p]*(1-momentum)
+	}
+	pshape := in[3].Shape
+	yOut, err := castTo(n, y, xDType)
+	if err != nil {
+		return nil, err
+	}
+	outs := []*graph.Tensor{yOut}
+	for _, s := range []struct {
+		v []float64
+		d graph.DType
+	}{{runMean, statDType}, {runVar, statDType}, {batchMean, xDType}, {batchVar, xDType}} {
+		if modern && len(outs) == 3 {
+			break
+		}
+		t, err := floatTensor(n, s.d, pshape, s.v)
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, t)
+	}
+	return outs, nil
+}
+
+// bnInputNames names BatchNormalization's inputs for errors.
+var bnInputNames = []string{"X", "scale", "B", "input_mean", "input_var"}
+
+// bnApply returns x normalised per parameter p of blocks b:
+// (x - mean[p]) / sqrt(variance[p] + eps) * scale[p] + bias[p].
+func bnApply[F float](x []F, b blocks, scale, bias, mean, variance []float64, eps float64) []F {
+	y := make([]F, len(x))
+	for p := 0; p < b.r; p++ {
+		a := scale[p] / math.Sqrt(variance[p]+eps)
+		mul, add := F(a), F(bias[p]-mean[p]*a)
+		for o := 0; o < b.outer; o++ {
+			off := (o*b.r + p) * b.inner
+			dst := y[off : off+b.inner]
+			for i, v := range x[off : off+b.inner] {
+				dst[i] = v*mul + add
+			}
+		}
+	}
+	return y
+}
+
+// bnStats returns the mean and population variance of each parameter's
+// elements (over outer and inner), accumulated in float64.
+func bnStats[F float](x []F, b blocks) (mean, variance []float64) {
+	mean = make([]float64, b.r)
+	variance = make([]float64, b.r)
+	count := float64(b.outer * b.inner)
+	for p := 0; p < b.r; p++ {
+		var s float64
+		for o := 0; o < b.outer; o++ {
+			off := (o*b.r + p) * b.inner
+			for _, v := range x[off : off+b.inner] {
+				s += float64(v)
+			}
+		}
+		m := s / count
+		var q float64
+		for o := 0; o < b.outer; o++ {
+			off := (o*b.r + p) * b.inner
+			for _, v := range x[off : off+b.inner] {
+				d := float64(v) - m
+				q += d * d
+			}
+		}
+		mean[p], variance[p] = m, q/count
+	}
+	return mean, variance
+}
+
+// floatTensor builds a tensor of float dtype d from float64 values.
+func floatTensor(n *graph.Node, d graph.DType, shape []int, v []float64) (*graph.Tensor, error) {
+	t, err := kern.New(n, d, shape)
+	if err != nil {
+		return nil, err
+	}
+	if t.Size() != len(v) {
+		return nil, n.Errorf("internal: %d values for shape %v", len(v), shape)
+	}
+	switch s := t.Data.(type) {
+	case []float32:
+		for i, f := range v {
+			s[i] = float32(f)
+		}
+	case []float64:
+		copy(s, v)
+	default:
+		for i, f := range v {
+			t.SetFloat(i, f)
+		}
+	}
+	return t, nil
+}

@@ -1,0 +1,181 @@
+package reduce
+
+import (
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+func init() {
+	kern.Register("NegativeLogLikelihoodLoss", nllLoss)
+	kern.Register("SoftmaxCrossEntropyLoss", softmaxCrossEntropyLoss)
+}
+
+// lossOptions are the attributes the two losses share.
+type lossOptions struct {
+	reduction   string
+	hasIgnore   bool
+	ignoreIndex int64
+}
+
+func readLossOptions(n *graph.Node) (lossOptions, error) {
+	o := lossOptions{
+		reduction:   n.AttrString("reduction", "mean"),
+		hasIgnore:   n.HasAttr("ignore_index"),
+		ignoreIndex: n.AttrInt("ignore_index", 0),
+	}
+	switch o.reduction {
+	case "none", "sum", "mean":
+		return o, nil
+	}
+	return o, n.Errorf("reduction %q is not one of none, sum, mean", o.reduction)
+}
+
+// nllLoss is NegativeLogLikelihoodLoss: input (N, C, d1, ...) holds
+// log-probabilities, target (N, d1, ...) class indices, the optional weight
+// (C) per-class weights. loss = -input[n, target, d...] · weight[target],
+// zero (with zero weight) where target equals ignore_index. reduction
+// "none" returns the per-element losses, "sum" their sum, "mean" (the
+// default) their sum divided by the sum of the weights used.
+func nllLoss(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 2); err != nil {
+		return nil, err
+	}
+	opts, err := readLossOptions(n)
+	if err != nil {
+		return nil, err
+	}
+	loss, err := nll(n, in[0], in[1], kern.Opt(in, 2), opts)
+	if err != nil {
+		return nil, err
+	}
+	return []*graph.Tensor{loss}, nil
+}
+
+// softmaxCrossEntropyLoss is SoftmaxCrossEntropyLoss: the
+// NegativeLogLikelihoodLoss of LogSoftmax(scores) along axis 1, with the
+// same target, weights, ignore_index and reduction. The optional second
+// output is the log-probabilities.
+func softmaxCrossEntropyLoss(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 2); err != nil {
+		return nil, err
+	}
+	opts, err := readLossOptions(n)
+	if err != nil {
+		return nil, err
+	}
+	x := in[0]
+	if x.Rank() < 2 {
+		return nil, n.Errorf("scores must have rank 2 or more (N, C, ...), has shape %v", x.Shape)
+	}
+	logProb, err := kern.New(n, x.DType, x.Shape)
+	if err != nil {
+		return nil, err
+	}
+	b := blocks{outer: x.Shape[0], r: x.Shape[1], inner: product(x.Shape[2:])}
+	switch xs := x.Data.(type) {
+	case []float32:
+		softmaxBlocks(kindLogSoftmax, xs, logProb.Data.([]float32), b)
+	case []float64:
+		softmaxBlocks(kindLogSoftmax, xs, logProb.Data.([]float64), b)
+	default:
+		return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
+	}
+	loss, err := nll(n, logProb, in[1], kern.Opt(in, 2), opts)
+	if err != nil {
+		return nil, err
+	}
+	return []*graph.Tensor{loss, logProb}, nil
+}
+
+// nll computes the negative log-likelihood loss of log-probabilities x
+// (N, C, d...) against target (N, d...).
+func nll(n *graph.Node, x, target, weight *graph.Tensor, opts lossOptions) (*graph.Tensor, error) {
+	if x.Rank() < 2 {
+		return nil, n.Errorf("input must have rank 2 or more (N, C, ...), has shape %v", x.Shape)
+	}
+	batch, c := x.Shape[0], x.Shape[1]
+	want := append([]int{batch}, x.Shape[2:]...)
+	if !graph.SameShape(target.Shape, want) {
+		return nil, n.Errorf("target has shape %v, want %v for input of shape %v", target.Shape, want, x.Shape)
+	}
+	if !target.DType.IsInt() {
+		return nil, n.Errorf("target has dtype %v, want int32 or int64", target.DType)
+	}
+	var w []float64
+	if weight != nil {
+		if weight.Size() != c || weight.Rank() != 1 {
+			return nil, n.Errorf("weight has shape %v, want [%d]", weight.Shape, c)
+		}
+		w = float64s(weight)
+	}
+	labels := int64s(target)
+	inner := product(x.Shape[2:])
+	losses := make([]float64, len(labels))
+	var weightSum float64
+	var bad int
+	switch xs := x.Data.(type) {
+	case []float32:
+		weightSum, bad = nllGather(xs, labels, w, losses, c, inner, opts)
+	case []float64:
+		weightSum, bad = nllGather(xs, labels, w, losses, c, inner, opts)
+	default:
+		return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
+	}
+	if bad >= 0 {
+		return nil, n.Errorf("target %d at element %d is out of range [0, %d)", labels[bad], bad, c)
+	}
+	if opts.reduction == "none" {
+		return floatTensor(n, x.DType, want, losses)
+	}
+	var sum float64
+	for _, l := range losses {
+		sum += l
+	}
+	if opts.reduction == "mean" {
+		sum /= weightSum
+	}
+	return floatTensor(n, x.DType, nil, []float64{sum})
+}
+
+// nllGather sets losses[k] = -x[n, t, j]·w[t] for every target t =
+// labels[k] (k = n·inner + j) and returns the sum of the weights used. An
+// ignored target gets loss and weight 0. bad is the index of the first
+// target out of [0, c), or -1.
+func nllGather[F float](x []F, labels []int64, w, losses []float64, c, inner int, opts lossOptions) (weightSum float64, bad int) {
+	for k, t := range labels {
+		if opts.hasIgnore && t == opts.ignoreIndex {
+			continue
+		}
+		if t < 0 || t >= int64(c) {
+			return 0, k
+		}
+		wt := 1.0
+		if w != nil {
+			wt = w[t]
+		}
+		s, j := k/inner, k%inner
+		losses[k] = -float64(x[(s*c+int(t))*inner+j]) * wt
+		weightSum += wt
+	}
+	return weightSum, -1
+}
+
+// int64s returns an integer tensor's elements as int64 (its own data when
+// it is int64 already; do not modify).
+func int64s(t *graph.Tensor) []int64 {
+	switch s := t.Data.(type) {
+	case []int64:
+		return s
+	case []int32:
+		out := make([]int64, len(s))
+		for i, v := range s {
+			out[i] = int64(v)
+		}
+		return out
+	}
+	out := make([]int64, t.Size())
+	for i := range out {
+		out[i] = t.Int(i)
+	}
+	return out
+}

@@ -1,0 +1,198 @@
+package reduce
+
+import (
+	"math"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// softmaxKind selects a member of the softmax family.
+type softmaxKind int
+
+const (
+	kindSoftmax softmaxKind = iota
+	kindLogSoftmax
+	kindHardmax
+)
+
+func init() {
+	kern.Register("Softmax", softmaxKernel(kindSoftmax))
+	kern.Register("LogSoftmax", softmaxKernel(kindLogSoftmax))
+	kern.Register("Hardmax", softmaxKernel(kindHardmax))
+}
+
+// softmaxLayout returns the blocks a softmax-family node normalises over.
+// Before opset 13 the input is coerced to 2-D at axis (default 1): every
+// dim from axis on is one row. From opset 13 the op runs along the single
+// axis (default -1).
+func softmaxLayout(opset int64, n *graph.Node, shape []int) (blocks, error) {
+	rank := len(shape)
+	if rank == 0 {
+		return blocks{outer: 1, r: 1, inner: 1}, nil
+	}
+	if opset != 0 && opset < 13 {
+		axis := int(n.AttrInt("axis", 1))
+		if axis < -rank || axis > rank {
+			return blocks{}, n.Errorf("axis %d is out of range for an input of rank %d", axis, rank)
+		}
+		if axis < 0 {
+			axis += rank
+		}
+		return blocks{outer: product(shape[:axis]), r: product(shape[axis:]), inner: 1}, nil
+	}
+	axis, err := kern.NormAxis(n, int(n.AttrInt("axis", -1)), rank)
+	if err != nil {
+		return blocks{}, err
+	}
+	return axisBlocks(shape, axis), nil
+}
+
+// softmaxKernel returns the kernel of Softmax, LogSoftmax or Hardmax.
+func softmaxKernel(kind softmaxKind) kern.Kernel {
+	return func(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+		if err := kern.Need(n, in, 1); err != nil {
+			return nil, err
+		}
+		x := in[0]
+		b, err := softmaxLayout(ctx.Opset, n, x.Shape)
+		if err != nil {
+			return nil, err
+		}
+		out, err := kern.New(n, x.DType, x.Shape)
+		if err != nil {
+			return nil, err
+		}
+		switch xs := x.Data.(type) {
+		case []float32:
+			softmaxBlocks(kind, xs, out.Data.([]float32), b)
+		case []float64:
+			softmaxBlocks(kind, xs, out.Data.([]float64), b)
+		default:
+			return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
+		}
+		return []*graph.Tensor{out}, nil
+	}
+}
+
+// softmaxBlocks applies the op along r in every block of x, writing y.
+func softmaxBlocks[F float](kind softmaxKind, x, y []F, b blocks) {
+	size := b.r * b.inner
+	if b.inner == 1 {
+		for o := 0; o < b.outer; o++ {
+			softmaxRow(kind, x[o*size:(o+1)*size], y[o*size:(o+1)*size])
+		}
+		return
+	}
+	mx := make([]float64, b.inner)
+	acc := make([]float64, b.inner)
+	arg := make([]int, b.inner)
+	for o := 0; o < b.outer; o++ {
+		softmaxStrided(kind, x[o*size:(o+1)*size], y[o*size:(o+1)*size], b.r, mx, acc, arg)
+	}
+}
+
+// softmaxRow applies the op to one contiguous row.
+func softmaxRow[F float](kind softmaxKind, row, dst []F) {
+	if len(row) == 0 {
+		return
+	}
+	exp := expFunc[F]()
+	m, arg := float64(row[0]), 0
+	for i, v := range row {
+		if f := float64(v); f > m {
+			m, arg = f, i
+		}
+	}
+	switch kind {
+	case kindHardmax:
+		clear(dst)
+		dst[arg] = 1
+	case kindSoftmax:
+		var s float64
+		for i, v := range row {
+			e := exp(float64(v) - m)
+			dst[i] = F(e)
+			s += e
+		}
+		inv := 1 / s
+		for i, v := range dst {
+			dst[i] = F(float64(v) * inv)
+		}
+	case kindLogSoftmax:
+		var s float64
+		for _, v := range row {
+			s += exp(float64(v) - m)
+		}
+		shift := m + math.Log(s)
+		for i, v := range row {
+			dst[i] = F(float64(v) - shift)
+		}
+	}
+}
+
+// softmaxStrided applies the op along r rows of inner = len(mx) elements;
+// mx, acc and arg are scratch buffers of that length.
+func softmaxStrided[F float](kind softmaxKind, block, dst []F, r int, mx, acc []float64, arg []int) {
+	inner := len(mx)
+	if r == 0 {
+		return
+	}
+	exp := expFunc[F]()
+	for i, v := range block[:inner] {
+		mx[i] = float64(v)
+		arg[i] = 0
+	}
+	for k := 1; k < r; k++ {
+		for i, v := range block[k*inner : (k+1)*inner] {
+			if f := float64(v); f > mx[i] {
+				mx[i], arg[i] = f, k
+			}
+		}
+	}
+	switch kind {
+	case kindHardmax:
+		clear(dst)
+		for i, k := range arg {
+			dst[k*inner+i] = 1
+		}
+		return
+	case kindSoftmax:
+		clear(acc)
+		for k := 0; k < r; k++ {
+			src := block[k*inner : (k+1)*inner]
+			row := dst[k*inner : (k+1)*inner]
+			for i, v := range src {
+				e := exp(float64(v) - mx[i])
+				row[i] = F(e)
+				acc[i] += e
+			}
+		}
+		for i := range acc {
+			acc[i] = 1 / acc[i]
+		}
+		for k := 0; k < r; k++ {
+			row := dst[k*inner : (k+1)*inner]
+			for i, v := range row {
+				row[i] = F(float64(v) * acc[i])
+			}
+		}
+	case kindLogSoftmax:
+		clear(acc)
+		for k := 0; k < r; k++ {
+			for i, v := range block[k*inner : (k+1)*inner] {
+				acc[i] += exp(float64(v) - mx[i])
+			}
+		}
+		for i := range acc {
+			acc[i] = mx[i] + math.Log(acc[i])
+		}
+		for k := 0; k < r; k++ {
+			src := block[k*inner : (k+1)*inner]
+			row := dst[k*inner : (k+1)*inner]
+			for i, v := range src {
+				row[i] = F(float64(v) - acc[i])
+			}
+		}
+	}
+}
