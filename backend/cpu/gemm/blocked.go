@@ -5,14 +5,6 @@ import (
 	"sync"
 )
 
-// Cache blocking: a KC-deep A block of MC rows stays in L2, a KC×NR B strip
-// in L1, and the packed KC×NC B panel in L3.
-const (
-	blockMC = 128
-	blockKC = 256
-	blockNC = 2048
-)
-
 // smallWork is the m*n*k below which packing does not pay for itself.
 const smallWork = 32 * 32 * 32
 
@@ -104,15 +96,15 @@ func (p *problem) blocked(i0, i1, j0, j1 int) {
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	var tile [64 * 64]float32 // scratch for edge tiles (mr*nr <= 4096)
-	for jc := j0; jc < j1; jc += blockNC {
-		ncur := min(blockNC, j1-jc)
+	for jc := j0; jc < j1; jc += mk.nc {
+		ncur := min(mk.nc, j1-jc)
 		nstrips := (ncur + mk.nr - 1) / mk.nr
-		for pc := 0; pc < p.k; pc += blockKC {
-			kcur := min(blockKC, p.k-pc)
+		for pc := 0; pc < p.k; pc += mk.kc {
+			kcur := min(mk.kc, p.k-pc)
 			buf.b = grow(buf.b, nstrips*mk.nr*kcur)
 			p.packB(buf.b, pc, kcur, jc, ncur, mk.nr)
-			for ic := i0; ic < i1; ic += blockMC {
-				mcur := min(blockMC, i1-ic)
+			for ic := i0; ic < i1; ic += mk.mc {
+				mcur := min(mk.mc, i1-ic)
 				mstrips := (mcur + mk.mr - 1) / mk.mr
 				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
 				p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)

@@ -22,7 +22,9 @@ import (
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices, where
 // op(X) is X or its transpose. op(A) is m×k, op(B) is k×n, C is m×n; lda, ldb
 // and ldc are the row strides of A, B and C as stored. When beta is 0, C is
-// overwritten without being read (NaNs in C do not propagate).
+// overwritten without being read (NaNs in C do not propagate). A and B are
+// always read, even when alpha is 0, so that NaNs in them propagate as they
+// would in alpha*(A·B) (0*NaN is NaN).
 //
 // The caller guarantees that the slices are long enough for the given shapes
 // and strides (Check validates them); Sgemm panics otherwise, like an
@@ -32,8 +34,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		return
 	}
 	scaleC(m, n, beta, c, ldc)
-	if k <= 0 || alpha == 0 {
-		// Per BLAS convention alpha == 0 means A and B are not referenced.
+	if k <= 0 {
 		return
 	}
 	p := &problem{
@@ -145,12 +146,18 @@ type problem struct {
 // is used for small or degenerate (single row or column) problems.
 func (p *problem) direct(i0, i1, j0, j1 int) {
 	n, k := j1-j0, p.k
-	if p.transB {
-		// C[i][j] += alpha * dot(A row i, B row j): both rows are contiguous
-		// in B, and in A unless A is transposed.
-		var arow []float32
+	if p.transB || n == 1 {
+		// C[i][j] += alpha * dot(row i of op(A), column j of op(B)), with
+		// strided operands gathered into contiguous vectors first.
+		var arow, bcol []float32
 		if p.transA {
 			arow = make([]float32, k)
+		}
+		if !p.transB { // then n == 1: gather the single column once
+			bcol = make([]float32, k)
+			for q := range bcol {
+				bcol[q] = p.b[q*p.ldb+j0]
+			}
 		}
 		for i := i0; i < i1; i++ {
 			if p.transA {
@@ -162,8 +169,10 @@ func (p *problem) direct(i0, i1, j0, j1 int) {
 			}
 			row := p.c[i*p.ldc+j0 : i*p.ldc+j1]
 			for j := range row {
-				brow := p.b[(j0+j)*p.ldb : (j0+j)*p.ldb+k]
-				row[j] += p.alpha * dot(arow, brow)
+				if p.transB {
+					bcol = p.b[(j0+j)*p.ldb : (j0+j)*p.ldb+k]
+				}
+				row[j] += p.alpha * dot(arow, bcol)
 			}
 		}
 		return
