@@ -103,6 +103,56 @@ type Executable struct {
 	mu    sync.Mutex
 	plans map[*graph.Graph]*plan
 	rng   *rand.Rand
+	// specialised holds one plan per set of input shapes, in which shape
+	// computations are folded to constants.
+	specialised map[string]*plan
+}
+
+// maxSpecialised bounds the per-shape plan cache.
+const maxSpecialised = 32
+
+// planFor returns the plan specialised to the inputs' shapes, building it
+// on first sight of those shapes. A shape error found while specialising
+// is returned; any other failure falls back to the general plan.
+func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
+	if e.opts.NoFold {
+		return e.main, nil
+	}
+	shapes := graph.InputShapes(inputs)
+	key := graph.ShapeKey(shapes)
+	e.mu.Lock()
+	p, ok := e.specialised[key]
+	e.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	sg, err := graph.Specialize(e.main.g, e.opset, shapes, e.evaluate)
+	if err != nil {
+		if errors.Is(err, graph.ErrShapeMismatch) {
+			return nil, fmt.Errorf("cpu: %w: %v", ErrInput, err)
+		}
+		return e.main, nil
+	}
+	p, err = e.planGraph(sg, false)
+	if err != nil {
+		return e.main, nil
+	}
+	e.mu.Lock()
+	if e.specialised == nil || len(e.specialised) >= maxSpecialised {
+		e.specialised = map[string]*plan{}
+	}
+	e.specialised[key] = p
+	e.mu.Unlock()
+	return p, nil
+}
+
+// evaluate runs one node on constant inputs (for folding).
+func (e *Executable) evaluate(n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	spec, ok := kern.Lookup(n.Domain, n.OpType, e.opset)
+	if !ok {
+		return nil, graph.ErrUnsupportedOp
+	}
+	return e.call(spec, n, in, nil)
 }
 
 // planGraph lowers ops without kernels, folds constants (top level only,
@@ -152,13 +202,7 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 	}
 	g.Nodes = nodes
 	if top && !e.opts.NoFold {
-		graph.FoldConstants(g, func(n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
-			spec, ok := kern.Lookup(n.Domain, n.OpType, e.opset)
-			if !ok {
-				return nil, graph.ErrUnsupportedOp
-			}
-			return e.call(spec, n, in, nil)
-		})
+		graph.FoldConstants(g, e.evaluate)
 		graph.RemoveDeadNodes(g)
 	}
 	p := &plan{g: g}
@@ -186,18 +230,22 @@ func (f *frame) lookup(name string) (*graph.Tensor, bool) {
 
 // Run implements backend.Executable.
 func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (map[string]*graph.Tensor, error) {
-	g := e.main.g
+	if err := checkInputs(e.main.g, inputs); err != nil {
+		return nil, err
+	}
+	p, err := e.planFor(inputs)
+	if err != nil {
+		return nil, err
+	}
+	g := p.g
 	fr := &frame{values: make(map[string]*graph.Tensor, len(g.Initializers)+len(inputs)+len(g.Nodes))}
 	for k, v := range g.Initializers {
 		fr.values[k] = v
 	}
-	if err := checkInputs(g, inputs); err != nil {
-		return nil, err
-	}
 	for k, v := range inputs {
 		fr.values[k] = v
 	}
-	if err := e.runPlan(ctx, e.main, fr); err != nil {
+	if err := e.runPlan(ctx, p, fr); err != nil {
 		return nil, err
 	}
 	out := make(map[string]*graph.Tensor, len(g.Outputs))

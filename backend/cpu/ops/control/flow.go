@@ -66,7 +66,9 @@ func ifKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 // condition holds. The body takes (iteration_num, cond, carried...) and
 // returns (cond, carried..., scan_outputs...). The node's outputs are the
 // final carried values followed by the scan outputs, each the stack of its
-// per-iteration values along a new axis 0.
+// per-iteration values along a new axis 0. Loop-carried values may be
+// tensors, sequences or optionals (they are passed through as they are);
+// scan outputs must be tensors.
 func loopKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	body, err := bodyAttr(n, "body")
 	if err != nil {
@@ -125,7 +127,11 @@ func loopKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 		}
 		copy(carried, out[1:1+nCarried])
 		for k := range scans {
-			scans[k] = append(scans[k], out[1+nCarried+k])
+			t := out[1+nCarried+k]
+			if t.IsContainer() {
+				return nil, n.Errorf("scan output %d is a %v value in iteration %d: scan outputs must be tensors (carry sequences as loop-carried values)", k, t.DType, i)
+			}
+			scans[k] = append(scans[k], t)
 		}
 	}
 	res := append([]*graph.Tensor{}, carried...)

@@ -184,3 +184,31 @@ func TestStackRejectsChangingShapes(t *testing.T) {
 	_, err := stack([]*graph.Tensor{graph.FromFloat32([]float32{1}, 1), graph.FromFloat32([]float32{1, 2}, 2)}, 0, false, graph.Float32, nil)
 	assert.ErrorContains(t, err, "must keep their dtype and shape")
 }
+
+func TestControlFlowPassesContainers(t *testing.T) {
+	seq := graph.NewSequence([]*graph.Tensor{graph.FromFloat32([]float32{1, 2}, 2)})
+	opt := graph.NewOptional(seq)
+
+	out := mustRun(t, 16, node("Identity", []string{"x"}, []string{"y"}), opt)
+	assert.Equal(t, graph.OptionalOf, out[0].DType)
+	assert.Same(t, seq, out[0].Items()[0])
+
+	// If returns a sequence its branch computes from the outer scope.
+	then := body(nil, []string{"outer"})
+	n := node("If", []string{"c"}, []string{"y"}, graphAttr("then_branch", then), graphAttr("else_branch", then))
+	out, err := run(t, 13, n, map[string]*graph.Tensor{"outer": seq}, scalarBool(true))
+	require.NoError(t, err)
+	assert.Same(t, seq, out[0])
+
+	// A sequence is loop-carried unchanged; it cannot be a scan output.
+	n = node("Loop", []string{"M", "", "s"}, []string{"s_final"}, graphAttr("body", loopBody(nil)))
+	out, err = run(t, 13, n, nil, scalarI64(2), nil, seq)
+	require.NoError(t, err)
+	assert.Equal(t, graph.SequenceOf, out[0].DType)
+	assert.Equal(t, seq.Items(), out[0].Items())
+
+	scanSeq := body([]string{"i", "c", "s_in"}, []string{"c", "s_in", "s_in"})
+	n = node("Loop", []string{"M", "", "s"}, []string{"s_final", "stacked"}, graphAttr("body", scanSeq))
+	_, err = run(t, 13, n, nil, scalarI64(2), nil, seq)
+	assert.ErrorContains(t, err, "scan outputs must be tensors")
+}
