@@ -1,0 +1,351 @@
+package shape
+
+import (
+	"fmt"
+)
+
+// padOffset marks a source offset that reads the fill value instead of the
+// source. It is so negative that adding any real offset (every tensor holds
+// fewer than graph.MaxElements = 2^40 elements) keeps the sum negative, and
+// a sum of up to 2048 of them cannot overflow.
+const padOffset = -(1 << 52)
+
+// axisMap says, for each index along one output axis, which source offset
+// (in elements) that index contributes. The source element of an output
+// element is the sum over the axes of their contributions.
+//
+// An arithmetic map (table == nil) gives start + i*stride; a table map lists
+// the offsets, and may hold padOffset for indices that read the fill value.
+type axisMap struct {
+	n             int
+	start, stride int
+	table         []int
+}
+
+// arith returns the arithmetic map i -> start + i*stride over n indices.
+func arith(n, start, stride int) axisMap { return axisMap{n: n, start: start, stride: stride} }
+
+// tabled returns the map that reads offsets from t.
+func tabled(t []int) axisMap { return axisMap{n: len(t), table: t} }
+
+// at is the contribution of index i.
+func (m *axisMap) at(i int) int {
+	if m.table != nil {
+		return m.table[i]
+	}
+	return m.start + i*m.stride
+}
+
+// simplifyMaps drops axes of length 1 (folding their offset into base) and
+// merges neighbouring arithmetic axes that walk the source contiguously, so
+// that the innermost axis is as long as possible. empty is true when some
+// axis has length 0 (the output holds no elements).
+func simplifyMaps(maps []axisMap) (base int, out []axisMap, empty bool) {
+	out = make([]axisMap, 0, len(maps))
+	for _, m := range maps {
+		switch {
+		case m.n == 0:
+			return 0, nil, true
+		case m.n == 1:
+			base += m.at(0)
+			continue
+		}
+		if m.table != nil {
+			// Tables that happen to be arithmetic merge like arithmetic maps.
+			if s, ok := tableStride(m.table); ok {
+				m = arith(m.n, m.table[0], s)
+			}
+		}
+		if k := len(out) - 1; k >= 0 && out[k].table == nil && m.table == nil && out[k].stride == m.stride*m.n {
+			out[k] = arith(out[k].n*m.n, out[k].start+m.start, m.stride)
+			continue
+		}
+		out = append(out, m)
+	}
+	return base, out, false
+}
+
+// tableStride reports whether t (len >= 2) is an arithmetic sequence of
+// real (non-pad) offsets, and its stride.
+func tableStride(t []int) (int, bool) {
+	s := t[1] - t[0]
+	for i, v := range t {
+		if v < 0 || (i > 0 && v-t[i-1] != s) {
+			return 0, false
+		}
+	}
+	return s, true
+}
+
+// span is one run of the innermost axis: n output elements from dst on,
+// read from the source starting at src, or filled when fill is true.
+type span struct {
+	dst, src, n int
+	fill        bool
+}
+
+// innerSpans splits the innermost axis into contiguous source runs and fill runs.
+func innerSpans(m *axisMap) []span {
+	if m.table == nil && m.stride == 1 {
+		return []span{{dst: 0, src: m.start, n: m.n}}
+	}
+	var out []span
+	for j := 0; j < m.n; j++ {
+		o := m.at(j)
+		pad := o < 0
+		if k := len(out) - 1; k >= 0 {
+			last := &out[k]
+			if pad && last.fill || !pad && !last.fill && o == last.src+last.n {
+				last.n++
+				continue
+			}
+		}
+		out = append(out, span{dst: j, src: o, n: 1, fill: pad})
+	}
+	return out
+}
+
+// gatherView fills dst, a contiguous row-major array over the output axes
+// described by maps, with dst[i0,...,ik] = src[base + Σ maps[a].at(i_a)],
+// or with fill[0] (the zero value when fill is nil) where that sum is
+// negative. dst and src must hold the same element type; fill, when not nil,
+// is a slice of that type too.
+//
+// It serves every op whose output element reads one input element chosen
+// per axis: Transpose, Slice, Expand, Tile, Pad, Gather, Split,
+// DepthToSpace and the like.
+func gatherView(dst, src any, base int, maps []axisMap, fill any) error {
+	switch d := dst.(type) {
+	case []float32:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []float64:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []int8:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []int16:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []int32:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []int64:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []uint8:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []uint16:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []uint32:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []uint64:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []bool:
+		return gatherViewOf(d, src, base, maps, fill)
+	case []string:
+		return gatherViewOf(d, src, base, maps, fill)
+	}
+	return fmt.Errorf("tensor data of Go type %T is not supported", dst)
+}
+
+// typedPair asserts that src holds the same element type as dst and picks
+// the fill value.
+func typedPair[T any](dst []T, src, fill any) ([]T, T, error) {
+	var f T
+	s, ok := src.([]T)
+	if !ok {
+		return nil, f, fmt.Errorf("source holds %T, destination %T", src, dst)
+	}
+	if fill != nil {
+		fs, ok := fill.([]T)
+		if !ok || len(fs) == 0 {
+			return nil, f, fmt.Errorf("fill value holds %T, destination %T", fill, dst)
+		}
+		f = fs[0]
+	}
+	return s, f, nil
+}
+
+func gatherViewOf[T any](dst []T, srcAny any, base int, maps []axisMap, fillAny any) error {
+	src, fill, err := typedPair(dst, srcAny, fillAny)
+	if err != nil {
+		return err
+	}
+	b0, maps, empty := simplifyMaps(maps)
+	if empty {
+		return nil
+	}
+	base += b0
+	if len(maps) == 0 {
+		if base < 0 {
+			dst[0] = fill
+		} else {
+			dst[0] = src[base]
+		}
+		return nil
+	}
+	if len(maps) >= 2 {
+		if tileTranspose(dst, src, base, maps) {
+			return nil
+		}
+	}
+	inner := &maps[len(maps)-1]
+	outer := maps[:len(maps)-1]
+	n := inner.n
+	spans := innerSpans(inner)
+	// elementwise: every inner element is its own run and none is padding.
+	elementwise := len(spans) == n
+	for _, s := range spans {
+		if s.fill {
+			elementwise = false
+		}
+	}
+	idx := make([]int, len(outer))
+	partial := make([]int, len(outer)+1)
+	partial[0] = base
+	for a := range outer {
+		partial[a+1] = partial[a] + outer[a].at(0)
+	}
+	for p := 0; p < len(dst); p += n {
+		readRow(dst[p:p+n], src, partial[len(outer)], inner, spans, elementwise, fill)
+		// Advance the odometer over the outer axes.
+		a := len(outer) - 1
+		for ; a >= 0; a-- {
+			idx[a]++
+			if idx[a] < outer[a].n {
+				break
+			}
+			idx[a] = 0
+		}
+		if a < 0 {
+			break
+		}
+		for k := a; k < len(outer); k++ {
+			partial[k+1] = partial[k] + outer[k].at(idx[k])
+		}
+	}
+	return nil
+}
+
+// readRow fills one row of the innermost output axis from source offset b
+// (negative: the whole row is fill). It is a separate function so that its
+// loops keep their variables in registers.
+func readRow[T any](row, src []T, b int, inner *axisMap, spans []span, elementwise bool, fill T) {
+	switch {
+	case b < 0:
+		for j := range row {
+			row[j] = fill
+		}
+	case elementwise && inner.table == nil:
+		o, st := b+inner.start, inner.stride
+		for j := range row {
+			row[j] = src[o]
+			o += st
+		}
+	case elementwise:
+		src = src[b:]
+		for j, o := range inner.table[:len(row)] {
+			row[j] = src[o]
+		}
+	default:
+		for _, s := range spans {
+			seg := row[s.dst : s.dst+s.n]
+			switch {
+			case s.fill:
+				for j := range seg {
+					seg[j] = fill
+				}
+			case s.n == 1:
+				seg[0] = src[b+s.src]
+			default:
+				copy(seg, src[b+s.src:b+s.src+s.n])
+			}
+		}
+	}
+}
+
+// tileBlock is the edge of the square tiles a blocked transpose copies; 32
+// float32 rows of 32 elements stay in L1 while both sides are walked.
+const tileBlock = 32
+
+// tileTranspose handles the transpose-like case where the innermost output
+// axis strides through the source while an outer output axis walks it
+// contiguously: copying element by element would load a source cache line
+// per element, so it copies square tiles instead. It reports false (and
+// does nothing) when the maps are not of that form.
+func tileTranspose[T any](dst, src []T, base int, maps []axisMap) bool {
+	r := len(maps)
+	inner := &maps[r-1]
+	if inner.table != nil || inner.stride == 1 {
+		return false
+	}
+	// Find the outer axis that walks the source contiguously.
+	c := -1
+	for a := 0; a < r-1; a++ {
+		if maps[a].table == nil && maps[a].stride == 1 && maps[a].n >= tileBlock {
+			c = a
+		}
+	}
+	if c < 0 {
+		return false
+	}
+	for a := 0; a < r-1; a++ {
+		if maps[a].table != nil {
+			return false
+		}
+	}
+	// Output strides (dst is contiguous over maps).
+	dstStride := make([]int, r)
+	acc := 1
+	for a := r - 1; a >= 0; a-- {
+		dstStride[a] = acc
+		acc *= maps[a].n
+	}
+	// Iterate over every axis except c and the innermost; for each, copy
+	// the 2-D plane (axis c × innermost) in tiles.
+	rest := make([]int, 0, r-2)
+	for a := 0; a < r-1; a++ {
+		if a != c {
+			rest = append(rest, a)
+		}
+	}
+	idx := make([]int, len(rest))
+	nc, ni := maps[c].n, inner.n
+	dsc := dstStride[c]
+	ssi := inner.stride
+	for {
+		so, do := base+maps[c].start+inner.start, 0
+		for k, a := range rest {
+			so += maps[a].at(idx[k])
+			do += idx[k] * dstStride[a]
+		}
+		transposePlane(dst, src, do, so, nc, ni, dsc, ssi)
+		k := len(rest) - 1
+		for ; k >= 0; k-- {
+			idx[k]++
+			if idx[k] < maps[rest[k]].n {
+				break
+			}
+			idx[k] = 0
+		}
+		if k < 0 {
+			return true
+		}
+	}
+}
+
+// transposePlane copies an nc×ni plane in square tiles: dst[do+i*dsc+j] =
+// src[so+i+j*ssi]. It is kept small so that its loop variables stay in
+// registers.
+func transposePlane[T any](dst, src []T, do, so, nc, ni, dsc, ssi int) {
+	for i0 := 0; i0 < nc; i0 += tileBlock {
+		i1 := min(i0+tileBlock, nc)
+		for j0 := 0; j0 < ni; j0 += tileBlock {
+			j1 := min(j0+tileBlock, ni)
+			for i := i0; i < i1; i++ {
+				d := dst[do+i*dsc+j0 : do+i*dsc+j1]
+				s := so + i + j0*ssi
+				for j := range d {
+					d[j] = src[s]
+					s += ssi
+				}
+			}
+		}
+	}
+}
