@@ -11,4 +11,5 @@ import (
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/reduce"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/sequence"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/shape"
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/training"
 )
