@@ -83,3 +83,37 @@ func FuzzReadNPY(f *testing.F) {
 		}
 	})
 }
+
+func TestSafetensorsRoundTrip(t *testing.T) {
+	in := map[string]*graph.Tensor{
+		"w":    graph.FromFloat32([]float32{1, -2, 3.5, 4, 5, 6}, 2, 3),
+		"step": graph.FromInt64([]int64{7}),
+		"m":    graph.FromBool([]bool{true, false}, 2),
+	}
+	path := filepath.Join(t.TempDir(), "a.safetensors")
+	require.NoError(t, WriteSafetensors(path, in, map[string]string{"format": "pt"}))
+	out, meta, err := ReadSafetensors(path)
+	require.NoError(t, err)
+	assert.Equal(t, "pt", meta["format"])
+	require.Len(t, out, 3)
+	for k, v := range in {
+		assert.Equal(t, v.DType, out[k].DType, k)
+		assert.True(t, graph.SameShape(v.Shape, out[k].Shape), k)
+		assert.Equal(t, v.Data, out[k].Data, k)
+	}
+}
+
+func FuzzDecodeSafetensors(f *testing.F) {
+	b, err := EncodeSafetensors(map[string]*graph.Tensor{"w": graph.FromFloat32([]float32{1, 2}, 2)}, nil)
+	require.NoError(f, err)
+	f.Add(b)
+	f.Add([]byte("\x10\x00\x00\x00\x00\x00\x00\x00{}              "))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, _, err := DecodeSafetensors(b)
+		if err == nil {
+			for _, tt := range ts {
+				require.NoError(t, tt.Validate())
+			}
+		}
+	})
+}
