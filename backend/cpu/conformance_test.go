@@ -17,7 +17,8 @@ import (
 // Known gaps: cases of features the README lists as not supported yet. A case
 // listed here is skipped with the reason; every other case must pass.
 var knownGaps = map[string]string{
-	`^test_bernoulli`:        "random: the expected values come from numpy's generator, which onnxtrain does not reproduce",
+	`^test_bernoulli`:                            "random: the expected values come from numpy's generator, which onnxtrain does not reproduce",
+	`^test_adam_multiple$`:                       "the ONNX 1.12 model omits Adam's epsilon attribute (default 0) while its expected outputs use epsilon=1e-2 (onnx/onnx issue 7749, fixed upstream)",
 	`^test_training_dropout(_default)?(_mask)?$`: "random: the expected mask comes from numpy's generator, which onnxtrain does not reproduce",
 }
 
