@@ -1,0 +1,236 @@
+package nn
+
+import (
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+)
+
+// convElem is the element types the convolution machinery computes in.
+type convElem interface {
+	float32 | float64
+}
+
+// nnNumber is every integer and float element type.
+type nnNumber interface {
+	int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64
+}
+
+// validRange returns the output positions [lo, hi) of one spatial axis whose
+// input position o*stride+off lies in [0, in), clamped to [0, out).
+func validRange(off, stride, in, out int) (lo, hi int) {
+	if off < 0 {
+		lo = (-off + stride - 1) / stride
+	}
+	if last := in - 1 - off; last >= 0 {
+		hi = last/stride + 1
+	}
+	if hi > out {
+		hi = out
+	}
+	if lo > hi {
+		lo = hi
+	}
+	return lo, hi
+}
+
+// im2col fills col with the receptive fields of one image and one group: cg
+// channels of x (each prod(w.in) elements) become cg*prod(w.kernel) rows,
+// and the output positions of outer rows [r0, r1) become the columns (an
+// outer row is one line along the last spatial axis, w.out[last] positions).
+// Positions in the padding read as zero.
+func im2col[T convElem](col, x []T, cg int, w *window, r0, r1 int) {
+	r := w.rank()
+	last := r - 1
+	oLast := w.out[last]
+	cols := (r1 - r0) * oLast
+	inSize := prod(w.in)
+	inStride := make([]int, r)
+	acc := 1
+	for j := last; j >= 0; j-- {
+		inStride[j] = acc
+		acc *= w.in[j]
+	}
+	kSize := prod(w.kernel)
+	kIdx := make([]int, r)
+	oIdx := make([]int, r)
+	sLast := w.strides[last]
+	row := 0
+	for c := 0; c < cg; c++ {
+		xc := x[c*inSize : (c+1)*inSize]
+		for j := range kIdx {
+			kIdx[j] = 0
+		}
+		for k := 0; k < kSize; k++ {
+			dst := col[row*cols : (row+1)*cols]
+			off := kIdx[last]*w.dilations[last] - w.padBegin[last]
+			lo, hi := validRange(off, sLast, w.in[last], oLast)
+			// Position the outer-row counter at r0.
+			rem := r0
+			for j := last - 1; j >= 0; j-- {
+				oIdx[j] = rem % w.out[j]
+				rem /= w.out[j]
+			}
+			for rr := r0; rr < r1; rr++ {
+				d := dst[(rr-r0)*oLast : (rr-r0+1)*oLast]
+				base, ok := 0, true
+				for j := 0; j < last; j++ {
+					i := oIdx[j]*w.strides[j] + kIdx[j]*w.dilations[j] - w.padBegin[j]
+					if i < 0 || i >= w.in[j] {
+						ok = false
+						break
+					}
+					base += i * inStride[j]
+				}
+				if !ok || lo == hi {
+					clear(d)
+				} else {
+					clear(d[:lo])
+					clear(d[hi:])
+					if sLast == 1 {
+						copy(d[lo:hi], xc[base+lo+off:base+hi+off])
+					} else {
+						src := xc[base:]
+						p := lo*sLast + off
+						for o := lo; o < hi; o++ {
+							d[o] = src[p]
+							p += sLast
+						}
+					}
+				}
+				for j := last - 1; j >= 0; j-- {
+					oIdx[j]++
+					if oIdx[j] < w.out[j] {
+						break
+					}
+					oIdx[j] = 0
+				}
+			}
+			row++
+			for j := last; j >= 0; j-- {
+				kIdx[j]++
+				if kIdx[j] < w.kernel[j] {
+					break
+				}
+				kIdx[j] = 0
+			}
+		}
+	}
+}
+
+// col2imAdd is the adjoint of im2col: it adds every column entry of outer
+// rows [r0, r1) into the image position it was read from, for cg channels
+// of y (each prod(w.in) elements). Entries that fall in the padding are
+// dropped. Pads may be negative (ConvTranspose with a larger output_shape).
+func col2imAdd[T nnNumber](y, col []T, cg int, w *window, r0, r1 int) {
+	r := w.rank()
+	last := r - 1
+	oLast := w.out[last]
+	cols := (r1 - r0) * oLast
+	inSize := prod(w.in)
+	inStride := make([]int, r)
+	acc := 1
+	for j := last; j >= 0; j-- {
+		inStride[j] = acc
+		acc *= w.in[j]
+	}
+	kSize := prod(w.kernel)
+	kIdx := make([]int, r)
+	oIdx := make([]int, r)
+	sLast := w.strides[last]
+	row := 0
+	for c := 0; c < cg; c++ {
+		yc := y[c*inSize : (c+1)*inSize]
+		for j := range kIdx {
+			kIdx[j] = 0
+		}
+		for k := 0; k < kSize; k++ {
+			src := col[row*cols : (row+1)*cols]
+			off := kIdx[last]*w.dilations[last] - w.padBegin[last]
+			lo, hi := validRange(off, sLast, w.in[last], oLast)
+			rem := r0
+			for j := last - 1; j >= 0; j-- {
+				oIdx[j] = rem % w.out[j]
+				rem /= w.out[j]
+			}
+			for rr := r0; rr < r1; rr++ {
+				base, ok := 0, lo < hi
+				for j := 0; j < last && ok; j++ {
+					i := oIdx[j]*w.strides[j] + kIdx[j]*w.dilations[j] - w.padBegin[j]
+					if i < 0 || i >= w.in[j] {
+						ok = false
+					}
+					base += i * inStride[j]
+				}
+				if ok {
+					s := src[(rr-r0)*oLast+lo : (rr-r0)*oLast+hi]
+					if sLast == 1 {
+						d := yc[base+lo+off : base+hi+off]
+						d = d[:len(s)]
+						for i, v := range s {
+							d[i] += v
+						}
+					} else {
+						p := base + lo*sLast + off
+						for _, v := range s {
+							yc[p] += v
+							p += sLast
+						}
+					}
+				}
+				for j := last - 1; j >= 0; j-- {
+					oIdx[j]++
+					if oIdx[j] < w.out[j] {
+						break
+					}
+					oIdx[j] = 0
+				}
+			}
+			row++
+			for j := last; j >= 0; j-- {
+				kIdx[j]++
+				if kIdx[j] < w.kernel[j] {
+					break
+				}
+				kIdx[j] = 0
+			}
+		}
+	}
+}
+
+// matmul computes C = op(A)·B (accumulate false) or C += op(A)·B, with
+// op(A) m×k (A stored k×m when transA), B k×n, row-major with leading
+// dimensions lda, ldb, ldc. float32 goes to gemm.Sgemm; the other types use
+// a plain loop (float64 serves gradient checks).
+func matmul[T convElem](transA bool, m, n, k int, a []T, lda int, b []T, ldb int, accumulate bool, c []T, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if af, ok := any(a).([]float32); ok {
+		beta := float32(0)
+		if accumulate {
+			beta = 1
+		}
+		gemm.Sgemm(transA, false, m, n, k, 1, af, lda, any(b).([]float32), ldb, beta, any(c).([]float32), ldc)
+		return
+	}
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if !accumulate {
+			clear(row)
+		}
+		for p := 0; p < k; p++ {
+			var av T
+			if transA {
+				av = a[p*lda+i]
+			} else {
+				av = a[i*lda+p]
+			}
+			if av == 0 {
+				continue
+			}
+			brow := b[p*ldb : p*ldb+n]
+			for j, bv := range brow {
+				row[j] += av * bv
+			}
+		}
+	}
+}

@@ -1,0 +1,429 @@
+package nn
+
+import (
+	"math"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// poolKind selects what a pooling window computes.
+type poolKind int
+
+const (
+	poolMax poolKind = iota
+	poolAvg
+	poolLp
+)
+
+// poolPlan describes the windows of one (N, C) plane axis by axis: for
+// axis j and output coordinate o, the valid input indices are
+// idx[j][start[j][o]:start[j][o+1]] and padded[j][o] counts the window taps
+// inside the padded extent (AveragePool count_include_pad=1). A window is the
+// product of its axes' index lists, so the plan stays small however large
+// the kernel.
+type poolPlan struct {
+	in, out  []int
+	stride   []int // row-major input strides
+	start    [][]int32
+	idx      [][]int32
+	padded   [][]int32
+	inSize   int
+	outSize  int
+	colMajor bool // MaxPool storage_order=1 indices
+}
+
+// newPoolPlan enumerates the window taps of every axis of w.
+func newPoolPlan(w *window) *poolPlan {
+	r := w.rank()
+	p := &poolPlan{in: w.in, out: w.out, stride: make([]int, r), start: make([][]int32, r),
+		idx: make([][]int32, r), padded: make([][]int32, r), inSize: prod(w.in), outSize: prod(w.out)}
+	acc := 1
+	for j := r - 1; j >= 0; j-- {
+		p.stride[j] = acc
+		acc *= w.in[j]
+	}
+	for j := 0; j < r; j++ {
+		p.start[j] = make([]int32, w.out[j]+1)
+		p.padded[j] = make([]int32, w.out[j])
+		for o := 0; o < w.out[j]; o++ {
+			p.start[j][o] = int32(len(p.idx[j]))
+			s := o*w.strides[j] - w.padBegin[j]
+			for t := 0; t < w.kernel[j]; t++ {
+				i := s + t*w.dilations[j]
+				if i >= 0 && i < w.in[j] {
+					p.idx[j] = append(p.idx[j], int32(i))
+				}
+				if i >= -w.padBegin[j] && i < w.in[j]+w.padEnd[j] {
+					p.padded[j][o]++
+				}
+			}
+		}
+		p.start[j][w.out[j]] = int32(len(p.idx[j]))
+	}
+	return p
+}
+
+// axisList returns the valid input indices of axis j at output coordinate o.
+func (p *poolPlan) axisList(j, o int) []int32 {
+	return p.idx[j][p.start[j][o]:p.start[j][o+1]]
+}
+
+// forRows calls fn once per line of outputs along the last axis, with the
+// flat offset of the line's first output and, for its window, the input
+// offsets of every tap combination on the other axes (bases) and how many
+// of their taps lie in the padded extent (padded).
+func (p *poolPlan) forRows(fn func(outOff int, bases []int, padded int)) {
+	r := len(p.out)
+	oLast := p.out[r-1]
+	rows := p.outSize / max(oLast, 1)
+	if oLast == 0 {
+		rows = 0
+	}
+	o := make([]int, r)
+	var bases, tmp []int
+	for row := 0; row < rows; row++ {
+		bases = append(bases[:0], 0)
+		padded := 1
+		for j := 0; j < r-1; j++ {
+			list := p.axisList(j, o[j])
+			padded *= int(p.padded[j][o[j]])
+			tmp = tmp[:0]
+			for _, b := range bases {
+				for _, i := range list {
+					tmp = append(tmp, b+int(i)*p.stride[j])
+				}
+			}
+			bases, tmp = tmp, bases
+		}
+		fn(row*oLast, bases, padded)
+		for j := r - 2; j >= 0; j-- {
+			o[j]++
+			if o[j] < p.out[j] {
+				break
+			}
+			o[j] = 0
+		}
+	}
+}
+
+// colMajorIndex converts a row-major offset within a plane to the
+// column-major offset of the same element.
+func (p *poolPlan) colMajorIndex(off int) int {
+	r := len(p.in)
+	out, acc := 0, 1
+	for j := 0; j < r; j++ {
+		out += (off / p.stride[j] % p.in[j]) * acc
+		acc *= p.in[j]
+	}
+	return out
+}
+
+// ordered is the element types MaxPool compares.
+type ordered interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+// poolFloat is the element types AveragePool and LpPool compute in.
+type poolFloat interface{ ~float32 | ~float64 }
+
+// poolKernel returns the MaxPool, AveragePool or LpPool kernel.
+func poolKernel(kind poolKind) kern.Kernel {
+	return func(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+		if err := kern.Need(n, in, 1); err != nil {
+			return nil, err
+		}
+		x := in[0]
+		if err := spatialInput(n, x, "input X"); err != nil {
+			return nil, err
+		}
+		r := len(x.Shape) - 2
+		kernel, err := kernelShapeAttr(n, r)
+		if err != nil {
+			return nil, err
+		}
+		w, err := resolveWindow(n, x.Shape[2:], kernel, windowOpts{ceil: true})
+		if err != nil {
+			return nil, err
+		}
+		y, err := kern.New(n, x.DType, concatShape(x.Shape[:2], w.out))
+		if err != nil {
+			return nil, err
+		}
+		planes := x.Shape[0] * x.Shape[1]
+		switch kind {
+		case poolMax:
+			return maxPool(n, x, y, w, planes)
+		case poolAvg:
+			plan := newPoolPlan(w)
+			includePad := n.AttrInt("count_include_pad", 0) != 0
+			switch xd := x.Data.(type) {
+			case []float32:
+				avgPool(plan, xd, y.Data.([]float32), planes, includePad)
+			case []float64:
+				avgPool(plan, xd, y.Data.([]float64), planes, includePad)
+			default:
+				return nil, n.Errorf("dtype %v is not supported", x.DType)
+			}
+		case poolLp:
+			p, err := lpPoolP(n)
+			if err != nil {
+				return nil, err
+			}
+			plan := newPoolPlan(w)
+			switch xd := x.Data.(type) {
+			case []float32:
+				lpPool(plan, xd, y.Data.([]float32), planes, p)
+			case []float64:
+				lpPool(plan, xd, y.Data.([]float64), planes, p)
+			default:
+				return nil, n.Errorf("dtype %v is not supported", x.DType)
+			}
+		}
+		return []*graph.Tensor{y}, nil
+	}
+}
+
+// lpPoolP reads LpPool's p: a float before opset 2, an int after.
+func lpPoolP(n *graph.Node) (float64, error) {
+	p := 2.0
+	if a := n.Attr("p"); a != nil {
+		if a.Type == graph.AttrFloat {
+			p = float64(a.F)
+		} else {
+			p = float64(a.I)
+		}
+	}
+	if p <= 0 {
+		return 0, n.Errorf("p = %g must be positive", p)
+	}
+	return p, nil
+}
+
+// maxPool dispatches MaxPool on the element type and fills the optional
+// Indices output.
+func maxPool(n *graph.Node, x, y *graph.Tensor, w *window, planes int) ([]*graph.Tensor, error) {
+	wantIdx := len(n.Outputs) > 1 && n.Outputs[1] != ""
+	plan := newPoolPlan(w)
+	plan.colMajor = n.AttrInt("storage_order", 0) != 0
+	var idx []int64
+	var it *graph.Tensor
+	if wantIdx {
+		var err error
+		if it, err = kern.New(n, graph.Int64, y.Shape); err != nil {
+			return nil, err
+		}
+		idx = it.Data.([]int64)
+	}
+	switch xd := x.Data.(type) {
+	case []float32:
+		maxPoolRun(plan, xd, y.Data.([]float32), idx, planes, float32(math.Inf(-1)))
+	case []float64:
+		maxPoolRun(plan, xd, y.Data.([]float64), idx, planes, math.Inf(-1))
+	case []int8:
+		maxPoolRun(plan, xd, y.Data.([]int8), idx, planes, math.MinInt8)
+	case []uint8:
+		maxPoolRun(plan, xd, y.Data.([]uint8), idx, planes, 0)
+	case []int16:
+		maxPoolRun(plan, xd, y.Data.([]int16), idx, planes, math.MinInt16)
+	case []int32:
+		maxPoolRun(plan, xd, y.Data.([]int32), idx, planes, math.MinInt32)
+	case []int64:
+		maxPoolRun(plan, xd, y.Data.([]int64), idx, planes, math.MinInt64)
+	default:
+		return nil, n.Errorf("dtype %v is not supported", x.DType)
+	}
+	if wantIdx {
+		return []*graph.Tensor{y, it}, nil
+	}
+	return []*graph.Tensor{y}, nil
+}
+
+// poolCost estimates the taps of one plane, for sizing the worker count.
+func (p *poolPlan) poolCost() int {
+	c := 1
+	for j := range p.out {
+		c *= max(len(p.idx[j]), 1)
+	}
+	return c + p.outSize
+}
+
+// maxPoolRun computes the window maxima of every plane; idx (when not nil)
+// receives the flat input index of each maximum (the first one on ties).
+func maxPoolRun[T ordered](plan *poolPlan, x, y []T, idx []int64, planes int, lowest T) {
+	inSize, outSize := plan.inSize, plan.outSize
+	r := len(plan.out)
+	workers := nnWorkers(planes, plan.poolCost())
+	parallelFor(planes, workers, func(_, c int) {
+		xp := x[c*inSize : (c+1)*inSize]
+		yp := y[c*outSize : (c+1)*outSize]
+		plan.forRows(func(outOff int, bases []int, _ int) {
+			for ol := 0; ol < plan.out[r-1]; ol++ {
+				inner := plan.axisList(r-1, ol)
+				best, bestAt := lowest, -1
+				for _, b := range bases {
+					row := xp[b:]
+					for _, i := range inner {
+						if v := row[i]; v > best || bestAt < 0 {
+							best, bestAt = v, b+int(i)
+						}
+					}
+				}
+				yp[outOff+ol] = best
+				if idx != nil {
+					switch {
+					case bestAt < 0:
+						idx[c*outSize+outOff+ol] = -1
+					case plan.colMajor:
+						idx[c*outSize+outOff+ol] = int64(c*inSize + plan.colMajorIndex(bestAt))
+					default:
+						idx[c*outSize+outOff+ol] = int64(c*inSize + bestAt)
+					}
+				}
+			}
+		})
+	})
+}
+
+// avgPool averages each window, dividing by the window's taps inside the
+// input, or inside the padded input when includePad is set.
+func avgPool[T poolFloat](plan *poolPlan, x, y []T, planes int, includePad bool) {
+	inSize, outSize := plan.inSize, plan.outSize
+	r := len(plan.out)
+	workers := nnWorkers(planes, plan.poolCost())
+	parallelFor(planes, workers, func(_, c int) {
+		xp := x[c*inSize : (c+1)*inSize]
+		yp := y[c*outSize : (c+1)*outSize]
+		plan.forRows(func(outOff int, bases []int, padded int) {
+			for ol := 0; ol < plan.out[r-1]; ol++ {
+				inner := plan.axisList(r-1, ol)
+				var sum T
+				for _, b := range bases {
+					row := xp[b:]
+					for _, i := range inner {
+						sum += row[i]
+					}
+				}
+				div := len(bases) * len(inner)
+				if includePad {
+					div = padded * int(plan.padded[r-1][ol])
+				}
+				if div > 0 {
+					yp[outOff+ol] = sum / T(div)
+				} else {
+					yp[outOff+ol] = 0
+				}
+			}
+		})
+	})
+}
+
+// lpPool computes (sum |x|^p)^(1/p) over each window (padding adds zero).
+func lpPool[T poolFloat](plan *poolPlan, x, y []T, planes int, p float64) {
+	inSize, outSize := plan.inSize, plan.outSize
+	r := len(plan.out)
+	workers := nnWorkers(planes, plan.poolCost())
+	parallelFor(planes, workers, func(_, c int) {
+		xp := x[c*inSize : (c+1)*inSize]
+		yp := y[c*outSize : (c+1)*outSize]
+		plan.forRows(func(outOff int, bases []int, _ int) {
+			for ol := 0; ol < plan.out[r-1]; ol++ {
+				inner := plan.axisList(r-1, ol)
+				var sum float64
+				for _, b := range bases {
+					row := xp[b:]
+					for _, i := range inner {
+						v := math.Abs(float64(row[i]))
+						switch p {
+						case 1:
+							sum += v
+						case 2:
+							sum += v * v
+						default:
+							sum += math.Pow(v, p)
+						}
+					}
+				}
+				switch p {
+				case 1:
+					yp[outOff+ol] = T(sum)
+				case 2:
+					yp[outOff+ol] = T(math.Sqrt(sum))
+				default:
+					yp[outOff+ol] = T(math.Pow(sum, 1/p))
+				}
+			}
+		})
+	})
+}
+
+// globalPoolKernel returns GlobalMaxPool, GlobalAveragePool or GlobalLpPool:
+// the pool over all spatial dims, keeping them as ones.
+func globalPoolKernel(kind poolKind) kern.Kernel {
+	return func(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+		if err := kern.Need(n, in, 1); err != nil {
+			return nil, err
+		}
+		x := in[0]
+		if err := spatialInput(n, x, "input X"); err != nil {
+			return nil, err
+		}
+		shape := append([]int{}, x.Shape...)
+		for i := 2; i < len(shape); i++ {
+			shape[i] = 1
+		}
+		y, err := kern.New(n, x.DType, shape)
+		if err != nil {
+			return nil, err
+		}
+		planes := x.Shape[0] * x.Shape[1]
+		size := prod(x.Shape[2:])
+		p := 2.0
+		if kind == poolLp {
+			if p, err = lpPoolP(n); err != nil {
+				return nil, err
+			}
+		}
+		switch xd := x.Data.(type) {
+		case []float32:
+			globalPool(kind, xd, y.Data.([]float32), planes, size, p)
+		case []float64:
+			globalPool(kind, xd, y.Data.([]float64), planes, size, p)
+		default:
+			return nil, n.Errorf("dtype %v is not supported", x.DType)
+		}
+		return []*graph.Tensor{y}, nil
+	}
+}
+
+// globalPool reduces each plane of size elements to one value.
+func globalPool[T poolFloat](kind poolKind, x, y []T, planes, size int, p float64) {
+	workers := nnWorkers(planes, size)
+	parallelFor(planes, workers, func(_, c int) {
+		xp := x[c*size : (c+1)*size]
+		switch kind {
+		case poolMax:
+			best := T(math.Inf(-1))
+			for i, v := range xp {
+				if v > best || i == 0 {
+					best = v
+				}
+			}
+			y[c] = best
+		case poolAvg:
+			var sum float64
+			for _, v := range xp {
+				sum += float64(v)
+			}
+			if size > 0 {
+				y[c] = T(sum / float64(size))
+			}
+		case poolLp:
+			var sum float64
+			for _, v := range xp {
+				sum += math.Pow(math.Abs(float64(v)), p)
+			}
+			y[c] = T(math.Pow(sum, 1/p))
+		}
+	})
+}
