@@ -46,11 +46,53 @@ func constantOfShapeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) (
 	if err := checkedShape(n, shape); err != nil {
 		return nil, err
 	}
-	out, err := gatherInto(n, value, shape, 0, []axisMap{arith(prod(shape), 0, 0)}, nil)
+	out, err := kern.New(n, value.DType, shape)
 	if err != nil {
 		return nil, err
 	}
+	fillWith(out, value)
 	return []*graph.Tensor{out}, nil
+}
+
+// fillWith sets every element of out (freshly zeroed) to value's single
+// element. Zero values need no work, which is the common case.
+func fillWith(out, value *graph.Tensor) {
+	switch dst := out.Data.(type) {
+	case []float32:
+		fillSlice(dst, value.Data.([]float32)[0])
+	case []float64:
+		fillSlice(dst, value.Data.([]float64)[0])
+	case []int64:
+		fillSlice(dst, value.Data.([]int64)[0])
+	case []int32:
+		fillSlice(dst, value.Data.([]int32)[0])
+	case []int16:
+		fillSlice(dst, value.Data.([]int16)[0])
+	case []int8:
+		fillSlice(dst, value.Data.([]int8)[0])
+	case []uint8:
+		fillSlice(dst, value.Data.([]uint8)[0])
+	case []uint16:
+		fillSlice(dst, value.Data.([]uint16)[0])
+	case []uint32:
+		fillSlice(dst, value.Data.([]uint32)[0])
+	case []uint64:
+		fillSlice(dst, value.Data.([]uint64)[0])
+	case []bool:
+		fillSlice(dst, value.Data.([]bool)[0])
+	case []string:
+		fillSlice(dst, value.Data.([]string)[0])
+	}
+}
+
+func fillSlice[T comparable](s []T, v T) {
+	var zero T
+	if v == zero {
+		return
+	}
+	for i := range s {
+		s[i] = v
+	}
 }
 
 // rangeKernel implements Range: start, start+delta, ... up to (excluding)
