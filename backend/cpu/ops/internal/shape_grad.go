@@ -1,0 +1,835 @@
+package internal
+
+import (
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// Backward kernels of matrix multiplication and of the data-movement ops.
+// Each takes the output gradient dy first, then the forward values it needs
+// for shapes and indices, and returns the gradient of one forward input,
+// shaped like it. Gradients are float32 or float64 (half types arrive as
+// float32: these kernels are registered without Half).
+
+func init() {
+	register("MatMulGradA", matMulGradA)
+	register("MatMulGradB", matMulGradB)
+	register("SplitLike", splitLike)
+	register("SliceGrad", sliceGrad)
+	register("PadGrad", padGrad)
+	register("TileGrad", tileGrad)
+	register("GatherGrad", gatherGrad)
+	register("GatherElementsGrad", gatherElementsGrad)
+}
+
+// ---------------------------------------------------------------- MatMul
+
+// matMulGradPlan is the shape analysis of Y = MatMul(A, B) seen from its
+// gradient: operands promoted to matrices (a 1-D A is 1×K, a 1-D B is K×1),
+// batch dims broadcast, and for product i of the broadcast batch the
+// matrices of A and B it read.
+type matMulGradPlan struct {
+	m, k, n    int
+	batch      int
+	aIdx, bIdx []int
+}
+
+// newMatMulGradPlan checks dy, a and b against each other.
+func newMatMulGradPlan(n *graph.Node, dy, a, b *graph.Tensor) (*matMulGradPlan, error) {
+	as, bs := a.Shape, b.Shape
+	if len(as) == 0 || len(bs) == 0 {
+		return nil, n.Errorf("operands must have rank >= 1, got shapes %v and %v", as, bs)
+	}
+	if dy.DType != a.DType || dy.DType != b.DType {
+		return nil, n.Errorf("dy is %v, A is %v and B is %v: dtypes must agree", dy.DType, a.DType, b.DType)
+	}
+	aMat, bMat := as, bs
+	if len(as) == 1 {
+		aMat = []int{1, as[0]}
+	}
+	if len(bs) == 1 {
+		bMat = []int{bs[0], 1}
+	}
+	p := &matMulGradPlan{m: aMat[len(aMat)-2], k: aMat[len(aMat)-1], n: bMat[len(bMat)-1]}
+	if bMat[len(bMat)-2] != p.k {
+		return nil, n.Errorf("inner dimensions differ: A has shape %v, B has shape %v", as, bs)
+	}
+	aBatch, bBatch := aMat[:len(aMat)-2], bMat[:len(bMat)-2]
+	batch, err := kern.BroadcastShape(aBatch, bBatch)
+	if err != nil {
+		return nil, n.Errorf("batch dimensions of A %v and B %v do not broadcast", as, bs)
+	}
+	want := append([]int{}, batch...)
+	if len(as) > 1 {
+		want = append(want, p.m)
+	}
+	if len(bs) > 1 {
+		want = append(want, p.n)
+	}
+	if !graph.SameShape(dy.Shape, want) {
+		return nil, n.Errorf("dy has shape %v, the product of %v and %v has shape %v", dy.Shape, as, bs, want)
+	}
+	p.batch = 1
+	for _, d := range batch {
+		p.batch *= d
+	}
+	p.aIdx = kern.BroadcastIndex(aBatch, batch)
+	p.bIdx = kern.BroadcastIndex(bBatch, batch)
+	return p, nil
+}
+
+// consecutive reports whether idx is 0, 1, 2, ... (the operand has the
+// whole batch); shared whether every entry is 0 (one matrix for all).
+func consecutive(idx []int) bool {
+	for i, v := range idx {
+		if v != i {
+			return false
+		}
+	}
+	return true
+}
+
+func shared(idx []int) bool {
+	for _, v := range idx {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// matMulGradA(dy, a, b) is dA = dY·Bᵀ per product, summed over the batch
+// dims along which A was broadcast, shaped like a.
+func matMulGradA(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	dy, a, b := in[0], in[1], in[2]
+	p, err := newMatMulGradPlan(n, dy, a, b)
+	if err != nil {
+		return nil, err
+	}
+	out, err := kern.New(n, dy.DType, a.Shape)
+	if err != nil {
+		return nil, err
+	}
+	m, k, nn := p.m, p.k, p.n
+	switch g := dy.Data.(type) {
+	case []float32:
+		bd, da := b.Data.([]float32), out.Data.([]float32)
+		if consecutive(p.aIdx) && shared(p.bIdx) {
+			// One tall product: every row block of dY times the same Bᵀ.
+			gemm.Sgemm(false, true, p.batch*m, k, nn, 1, g, nn, bd, nn, 0, da, k)
+			break
+		}
+		for i := 0; i < p.batch; i++ {
+			gemm.Sgemm(false, true, m, k, nn, 1, g[i*m*nn:], nn, bd[p.bIdx[i]*k*nn:], nn, 1, da[p.aIdx[i]*m*k:], k)
+		}
+	case []float64:
+		bd, da := b.Data.([]float64), out.Data.([]float64)
+		for i := 0; i < p.batch; i++ {
+			addMatMulABt(m, k, nn, g[i*m*nn:], bd[p.bIdx[i]*k*nn:], da[p.aIdx[i]*m*k:])
+		}
+	default:
+		return nil, n.Errorf("dtype %v is not supported", dy.DType)
+	}
+	return []*graph.Tensor{out}, nil
+}
+
+// matMulGradB(dy, a, b) is dB = Aᵀ·dY per product, summed over the batch
+// dims along which B was broadcast, shaped like b.
+func matMulGradB(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	dy, a, b := in[0], in[1], in[2]
+	p, err := newMatMulGradPlan(n, dy, a, b)
+	if err != nil {
+		return nil, err
+	}
+	out, err := kern.New(n, dy.DType, b.Shape)
+	if err != nil {
+		return nil, err
+	}
+	m, k, nn := p.m, p.k, p.n
+	switch g := dy.Data.(type) {
+	case []float32:
+		ad, db := a.Data.([]float32), out.Data.([]float32)
+		if consecutive(p.aIdx) && shared(p.bIdx) {
+			// B was shared by the whole batch: one product over all rows.
+			gemm.Sgemm(true, false, k, nn, p.batch*m, 1, ad, k, g, nn, 0, db, nn)
+			break
+		}
+		for i := 0; i < p.batch; i++ {
+			gemm.Sgemm(true, false, k, nn, m, 1, ad[p.aIdx[i]*m*k:], k, g[i*m*nn:], nn, 1, db[p.bIdx[i]*k*nn:], nn)
+		}
+	case []float64:
+		ad, db := a.Data.([]float64), out.Data.([]float64)
+		for i := 0; i < p.batch; i++ {
+			addMatMulAtB(m, k, nn, ad[p.aIdx[i]*m*k:], g[i*m*nn:], db[p.bIdx[i]*k*nn:])
+		}
+	default:
+		return nil, n.Errorf("dtype %v is not supported", dy.DType)
+	}
+	return []*graph.Tensor{out}, nil
+}
+
+// addMatMulABt adds g·bᵀ to c, with g m×n, b k×n and c m×k (row-major).
+func addMatMulABt[T float32 | float64](m, k, n int, g, b, c []T) {
+	for i := 0; i < m; i++ {
+		grow := g[i*n : i*n+n]
+		crow := c[i*k : i*k+k]
+		for q := 0; q < k; q++ {
+			brow := b[q*n : q*n+n]
+			var s T
+			for j, v := range grow {
+				s += v * brow[j]
+			}
+			crow[q] += s
+		}
+	}
+}
+
+// addMatMulAtB adds aᵀ·g to c, with a m×k, g m×n and c k×n (row-major).
+func addMatMulAtB[T float32 | float64](m, k, n int, a, g, c []T) {
+	for i := 0; i < m; i++ {
+		arow := a[i*k : i*k+k]
+		grow := g[i*n : i*n+n]
+		for q, av := range arow {
+			crow := c[q*n : q*n+n]
+			for j, v := range grow {
+				crow[j] += av * v
+			}
+		}
+	}
+}
+
+// ---------------------------------------------------------------- scatter
+
+// scatterAdd adds every element of src (of shape shape) into dst: element
+// (i_0, ..., i_{r-1}) goes to offset tables[0][i_0] + ... + tables[r-1][i_{r-1}],
+// and is dropped when any of those entries is negative (a padded position).
+func scatterAdd[T float32 | float64](dst, src []T, shape []int, tables [][]int) {
+	r := len(shape)
+	if r == 0 {
+		if len(src) > 0 && len(dst) > 0 {
+			dst[0] += src[0]
+		}
+		return
+	}
+	for _, d := range shape {
+		if d == 0 {
+			return
+		}
+	}
+	inner := tables[r-1]
+	idx := make([]int, r-1)
+	for pos := 0; pos < len(src); pos += len(inner) {
+		base, skip := 0, false
+		for a, i := range idx {
+			o := tables[a][i]
+			if o < 0 {
+				skip = true
+				break
+			}
+			base += o
+		}
+		if !skip {
+			row := src[pos : pos+len(inner)]
+			for j, o := range inner {
+				if o >= 0 {
+					dst[base+o] += row[j]
+				}
+			}
+		}
+		for d := r - 2; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
+
+// scatterAddNew returns zeros of shape like with dy scattered into them
+// through tables (see scatterAdd).
+func scatterAddNew(n *graph.Node, dy *graph.Tensor, like []int, tables [][]int) (*graph.Tensor, error) {
+	out, err := kern.New(n, dy.DType, like)
+	if err != nil {
+		return nil, err
+	}
+	switch src := dy.Data.(type) {
+	case []float32:
+		scatterAdd(out.Data.([]float32), src, dy.Shape, tables)
+	case []float64:
+		scatterAdd(out.Data.([]float64), src, dy.Shape, tables)
+	default:
+		return nil, n.Errorf("dtype %v is not supported", dy.DType)
+	}
+	return out, nil
+}
+
+// checkGradShape fails unless dy has the shape the forward op produced.
+func checkGradShape(n *graph.Node, dy *graph.Tensor, want []int) error {
+	if !graph.SameShape(dy.Shape, want) {
+		return n.Errorf("dy has shape %v, the forward output has shape %v", dy.Shape, want)
+	}
+	return nil
+}
+
+// intsOf reads an integer tensor (scalar or 1-D) as int64s.
+func intsOf(n *graph.Node, t *graph.Tensor, what string) ([]int64, error) {
+	if !t.DType.IsInt() {
+		return nil, n.Errorf("input %s must be an integer tensor, got %v", what, t.DType)
+	}
+	if t.Rank() > 1 {
+		return nil, n.Errorf("input %s must be 1-D, has shape %v", what, t.Shape)
+	}
+	out := make([]int64, t.Size())
+	for i := range out {
+		out[i] = t.Int(i)
+	}
+	return out, nil
+}
+
+// normAxesList maps possibly negative axes into [0, rank), rejecting
+// repeats and axes out of range.
+func normAxesList(n *graph.Node, axes []int64, rank int) ([]int, error) {
+	out := make([]int, len(axes))
+	seen := make([]bool, rank)
+	for i, a := range axes {
+		if a < int64(-rank) || a >= int64(rank) {
+			return nil, n.Errorf("axis %d is out of range for rank %d", a, rank)
+		}
+		if a < 0 {
+			a += int64(rank)
+		}
+		if seen[a] {
+			return nil, n.Errorf("axis %d is repeated in %v", a, axes)
+		}
+		seen[a] = true
+		out[i] = int(a)
+	}
+	return out, nil
+}
+
+// identityTables are the tables of a tensor read in place: index i of axis
+// a is at offset i*stride[a].
+func identityTables(shape []int) [][]int {
+	st := graph.Strides(shape)
+	tables := make([][]int, len(shape))
+	for a, d := range shape {
+		t := make([]int, d)
+		for i := range t {
+			t[i] = i * st[a]
+		}
+		tables[a] = t
+	}
+	return tables
+}
+
+// ---------------------------------------------------------------- SplitLike
+
+// splitLike(dy, like_0, ..., like_{k-1}) cuts dy along axis into k pieces,
+// piece i as long as like_i along axis: the gradient of Concat.
+func splitLike(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 2); err != nil {
+		return nil, err
+	}
+	for i := range in {
+		if in[i] == nil {
+			return nil, n.Errorf("input %d is required", i)
+		}
+	}
+	dy := in[0]
+	r := dy.Rank()
+	if r == 0 {
+		return nil, n.Errorf("dy must have rank 1 or more")
+	}
+	ax, err := kern.NormAxis(n, int(n.AttrInt("axis", 0)), r)
+	if err != nil {
+		return nil, err
+	}
+	total := 0
+	for i, like := range in[1:] {
+		if like.Rank() != r {
+			return nil, n.Errorf("input %d has shape %v, dy has %v: ranks differ", i+1, like.Shape, dy.Shape)
+		}
+		total += like.Shape[ax]
+	}
+	if total != dy.Shape[ax] {
+		return nil, n.Errorf("the pieces add up to %d along axis %d, dy has shape %v", total, ax, dy.Shape)
+	}
+	outer, inner := 1, 1
+	for a, d := range dy.Shape {
+		switch {
+		case a < ax:
+			outer *= d
+		case a > ax:
+			inner *= d
+		}
+	}
+	outs := make([]*graph.Tensor, len(in)-1)
+	off := 0
+	for i, like := range in[1:] {
+		shape := append([]int{}, dy.Shape...)
+		shape[ax] = like.Shape[ax]
+		out, err := kern.New(n, dy.DType, shape)
+		if err != nil {
+			return nil, err
+		}
+		switch src := dy.Data.(type) {
+		case []float32:
+			copyBlock(out.Data.([]float32), src, outer, shape[ax]*inner, dy.Shape[ax]*inner, off*inner)
+		case []float64:
+			copyBlock(out.Data.([]float64), src, outer, shape[ax]*inner, dy.Shape[ax]*inner, off*inner)
+		default:
+			return nil, n.Errorf("dtype %v is not supported", dy.DType)
+		}
+		off += shape[ax]
+		outs[i] = out
+	}
+	return outs, nil
+}
+
+// copyBlock copies rows of width w from src (row stride stride, starting at
+// column off) to dst (contiguous).
+func copyBlock[T any](dst, src []T, rows, w, stride, off int) {
+	for o := 0; o < rows; o++ {
+		copy(dst[o*w:(o+1)*w], src[o*stride+off:o*stride+off+w])
+	}
+}
+
+// ---------------------------------------------------------------- SliceGrad
+
+// sliceGrad(dy, x[, starts, ends, axes, steps]) scatters dy into zeros
+// shaped like x at the positions Slice read. Like Slice, it takes starts,
+// ends and axes as attributes (Slice before opset 10) or as inputs 2-5.
+func sliceGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 2); err != nil {
+		return nil, err
+	}
+	dy, x := in[0], in[1]
+	var starts, ends, axes, steps []int64
+	if n.HasAttr("starts") || n.HasAttr("ends") {
+		starts = n.AttrInts("starts", nil)
+		ends = n.AttrInts("ends", nil)
+		axes = n.AttrInts("axes", nil)
+	} else {
+		if err := kern.Need(n, in, 4); err != nil {
+			return nil, err
+		}
+		var err error
+		if starts, err = intsOf(n, in[2], "starts"); err != nil {
+			return nil, err
+		}
+		if ends, err = intsOf(n, in[3], "ends"); err != nil {
+			return nil, err
+		}
+		if t := kern.Opt(in, 4); t != nil {
+			if axes, err = intsOf(n, t, "axes"); err != nil {
+				return nil, err
+			}
+		}
+		if t := kern.Opt(in, 5); t != nil {
+			if steps, err = intsOf(n, t, "steps"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	r := x.Rank()
+	if len(starts) != len(ends) {
+		return nil, n.Errorf("starts %v and ends %v differ in length", starts, ends)
+	}
+	if axes == nil {
+		if len(starts) > r {
+			return nil, n.Errorf("starts %v has more entries than x %v has axes", starts, x.Shape)
+		}
+		axes = make([]int64, len(starts))
+		for i := range axes {
+			axes[i] = int64(i)
+		}
+	}
+	if len(axes) != len(starts) || (steps != nil && len(steps) != len(starts)) {
+		return nil, n.Errorf("starts %v, ends %v, axes %v and steps %v differ in length", starts, ends, axes, steps)
+	}
+	ax, err := normAxesList(n, axes, r)
+	if err != nil {
+		return nil, err
+	}
+	st := graph.Strides(x.Shape)
+	shape := append([]int{}, x.Shape...)
+	tables := identityTables(x.Shape)
+	for i, a := range ax {
+		step := int64(1)
+		if steps != nil {
+			step = steps[i]
+		}
+		if step == 0 {
+			return nil, n.Errorf("steps %v has a 0", steps)
+		}
+		first, count := sliceBounds(starts[i], ends[i], step, int64(x.Shape[a]))
+		shape[a] = int(count)
+		t := make([]int, count)
+		for j := range t {
+			t[j] = int(first+int64(j)*step) * st[a]
+		}
+		tables[a] = t
+	}
+	if err := checkGradShape(n, dy, shape); err != nil {
+		return nil, err
+	}
+	out, err := scatterAddNew(n, dy, x.Shape, tables)
+	if err != nil {
+		return nil, err
+	}
+	return []*graph.Tensor{out}, nil
+}
+
+// sliceBounds clamps start and end as the Slice spec says and returns the
+// first index read along an axis of size dim and how many are read.
+func sliceBounds(start, end, step, dim int64) (first, count int64) {
+	if start < 0 {
+		start += dim
+	}
+	if end < 0 {
+		end += dim
+	}
+	step = min(max(step, -dim-1), dim+1)
+	if step > 0 {
+		start = min(max(start, 0), dim)
+		end = min(max(end, 0), dim)
+		if end <= start {
+			return start, 0
+		}
+		return start, (end-start-1)/step + 1
+	}
+	if dim == 0 {
+		return 0, 0
+	}
+	start = min(max(start, 0), dim-1)
+	end = min(max(end, -1), dim-1)
+	if end >= start {
+		return start, 0
+	}
+	return start, (start-end-1)/-step + 1
+}
+
+// ---------------------------------------------------------------- PadGrad
+
+// padGrad(dy, x[, pads, constant_value, axes]) is the gradient of Pad with
+// respect to its data: each element of dy goes back to the element of x it
+// was copied from (none for constant padding; several elements of dy may
+// come from one of x in edge, reflect and wrap modes, and they add up).
+// Pads are input 2 (opset 11 on) or the pads/paddings attribute; axes are
+// input 4 (opset 18 on); mode is the forward node's.
+func padGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 2); err != nil {
+		return nil, err
+	}
+	dy, x := in[0], in[1]
+	r := x.Rank()
+	mode := n.AttrString("mode", "constant")
+	var pads []int64
+	var axes []int
+	var err error
+	if t := kern.Opt(in, 2); t != nil {
+		if pads, err = intsOf(n, t, "pads"); err != nil {
+			return nil, err
+		}
+		if t := kern.Opt(in, 4); t != nil {
+			raw, err := intsOf(n, t, "axes")
+			if err != nil {
+				return nil, err
+			}
+			if axes, err = normAxesList(n, raw, r); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		a := n.Attr("pads")
+		if a == nil {
+			a = n.Attr("paddings")
+		}
+		if a == nil {
+			return nil, n.Errorf("pads are required (input 2 or attribute pads)")
+		}
+		pads = a.Ints
+	}
+	if axes == nil {
+		axes = make([]int, r)
+		for i := range axes {
+			axes[i] = i
+		}
+	}
+	if len(pads) != 2*len(axes) {
+		return nil, n.Errorf("pads %v must have 2 entries per padded axis (%d axes)", pads, len(axes))
+	}
+	begin := make([]int64, r)
+	end := make([]int64, r)
+	for i, a := range axes {
+		begin[a], end[a] = pads[i], pads[i+len(axes)]
+	}
+	st := graph.Strides(x.Shape)
+	shape := make([]int, r)
+	tables := make([][]int, r)
+	for a, d := range x.Shape {
+		b, e := begin[a], end[a]
+		size := int64(d) + b + e
+		if b < -int64(d) || e < -int64(d) || size < 0 || size > graph.MaxElements {
+			return nil, n.Errorf("pads %v give axis %d of x %v a size of %d", pads, a, x.Shape, size)
+		}
+		shape[a] = int(size)
+		if tables[a], err = padSources(n, mode, d, int(b), int(e), st[a]); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkGradShape(n, dy, shape); err != nil {
+		return nil, err
+	}
+	out, err := scatterAddNew(n, dy, x.Shape, tables)
+	if err != nil {
+		return nil, err
+	}
+	return []*graph.Tensor{out}, nil
+}
+
+// padSources maps each index of a padded axis (input size d, b and e pads
+// at the two ends, negative pads crop) to the offset of the input element
+// it was copied from, or -1 for a constant.
+func padSources(n *graph.Node, mode string, d, b, e, stride int) ([]int, error) {
+	size := d + b + e
+	out := make([]int, size)
+	lo, hi := max(-b, 0), d-max(-e, 0) // the input range that survives cropping
+	m := hi - lo
+	if mode != "constant" && m <= 0 && size > 0 {
+		return nil, n.Errorf("mode %s cannot pad an axis of size %d (after cropping)", mode, m)
+	}
+	for i := range out {
+		j := i - b
+		if j >= lo && j < hi {
+			out[i] = j * stride
+			continue
+		}
+		k := j - lo
+		switch mode {
+		case "constant":
+			out[i] = -1
+			continue
+		case "edge":
+			k = min(max(k, 0), m-1)
+		case "reflect":
+			if m == 1 {
+				k = 0
+				break
+			}
+			p := 2 * (m - 1)
+			k %= p
+			if k < 0 {
+				k += p
+			}
+			if k >= m {
+				k = p - k
+			}
+		case "wrap":
+			k %= m
+			if k < 0 {
+				k += m
+			}
+		default:
+			return nil, n.Errorf("mode %q is not constant, reflect, edge or wrap", mode)
+		}
+		out[i] = (lo + k) * stride
+	}
+	return out, nil
+}
+
+// ---------------------------------------------------------------- TileGrad
+
+// tileGrad(dy, x) sums dy over the tiles: the gradient of Tile. dy's dims
+// are multiples of x's.
+func tileGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 2); err != nil {
+		return nil, err
+	}
+	dy, x := in[0], in[1]
+	if dy.Rank() != x.Rank() {
+		return nil, n.Errorf("dy has shape %v, x has %v: ranks differ", dy.Shape, x.Shape)
+	}
+	st := graph.Strides(x.Shape)
+	tables := make([][]int, x.Rank())
+	for a, d := range x.Shape {
+		if (d == 0 && dy.Shape[a] != 0) || (d != 0 && dy.Shape[a]%d != 0) {
+			return nil, n.Errorf("dy has shape %v, which does not tile x of shape %v", dy.Shape, x.Shape)
+		}
+		t := make([]int, dy.Shape[a])
+		for i := range t {
+			t[i] = (i % d) * st[a]
+		}
+		tables[a] = t
+	}
+	out, err := scatterAddNew(n, dy, x.Shape, tables)
+	if err != nil {
+		return nil, err
+	}
+	return []*graph.Tensor{out}, nil
+}
+
+// ---------------------------------------------------------------- Gather
+
+// wrapIndex maps a possibly negative index into [0, dim).
+func wrapIndex(n *graph.Node, v int64, dim int) (int, error) {
+	if v < -int64(dim) || v >= int64(dim) {
+		return 0, n.Errorf("index %d is out of range for an axis of size %d", v, dim)
+	}
+	if v < 0 {
+		v += int64(dim)
+	}
+	return int(v), nil
+}
+
+// gatherGrad(dy, data, indices) adds each slice of dy into zeros shaped like
+// data at the position its index names along axis (repeated indices add
+// up; negative indices count from the end): the gradient of Gather.
+func gatherGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	dy, data, ind := in[0], in[1], in[2]
+	r := data.Rank()
+	if r == 0 {
+		return nil, n.Errorf("data must have rank 1 or more")
+	}
+	if !ind.DType.IsInt() {
+		return nil, n.Errorf("indices must be an integer tensor, got %v", ind.DType)
+	}
+	ax, err := kern.NormAxis(n, int(n.AttrInt("axis", 0)), r)
+	if err != nil {
+		return nil, err
+	}
+	want := append(append(append([]int{}, data.Shape[:ax]...), ind.Shape...), data.Shape[ax+1:]...)
+	if err := checkGradShape(n, dy, want); err != nil {
+		return nil, err
+	}
+	outer, inner := 1, 1
+	for a, d := range data.Shape {
+		switch {
+		case a < ax:
+			outer *= d
+		case a > ax:
+			inner *= d
+		}
+	}
+	dim := data.Shape[ax]
+	idx := make([]int, ind.Size())
+	for i := range idx {
+		if idx[i], err = wrapIndex(n, ind.Int(i), dim); err != nil {
+			return nil, err
+		}
+	}
+	out, err := kern.New(n, dy.DType, data.Shape)
+	if err != nil {
+		return nil, err
+	}
+	switch src := dy.Data.(type) {
+	case []float32:
+		gatherAdd(out.Data.([]float32), src, idx, outer, dim, inner)
+	case []float64:
+		gatherAdd(out.Data.([]float64), src, idx, outer, dim, inner)
+	default:
+		return nil, n.Errorf("dtype %v is not supported", dy.DType)
+	}
+	return []*graph.Tensor{out}, nil
+}
+
+// gatherAdd adds src (outer × len(idx) × inner) into dst (outer × dim ×
+// inner) at the rows idx names.
+func gatherAdd[T float32 | float64](dst, src []T, idx []int, outer, dim, inner int) {
+	k := len(idx)
+	for o := 0; o < outer; o++ {
+		for j, row := range idx {
+			s := src[(o*k+j)*inner : (o*k+j+1)*inner]
+			d := dst[(o*dim+row)*inner : (o*dim+row+1)*inner]
+			for i, v := range s {
+				d[i] += v
+			}
+		}
+	}
+}
+
+// gatherElementsGrad(dy, data, indices) adds each element of dy into zeros
+// shaped like data at the element its index names along axis: the gradient
+// of GatherElements (torch.gather).
+func gatherElementsGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	dy, data, ind := in[0], in[1], in[2]
+	r := data.Rank()
+	if r == 0 {
+		return nil, n.Errorf("data must have rank 1 or more")
+	}
+	if !ind.DType.IsInt() {
+		return nil, n.Errorf("indices must be an integer tensor, got %v", ind.DType)
+	}
+	if ind.Rank() != r {
+		return nil, n.Errorf("indices has shape %v, data has %v: ranks differ", ind.Shape, data.Shape)
+	}
+	ax, err := kern.NormAxis(n, int(n.AttrInt("axis", 0)), r)
+	if err != nil {
+		return nil, err
+	}
+	for a, d := range ind.Shape {
+		if a != ax && d > data.Shape[a] {
+			return nil, n.Errorf("indices of shape %v do not fit data of shape %v", ind.Shape, data.Shape)
+		}
+	}
+	if err := checkGradShape(n, dy, ind.Shape); err != nil {
+		return nil, err
+	}
+	st := graph.Strides(data.Shape)
+	offs := make([]int, ind.Size())
+	coord := make([]int, r)
+	base := 0 // offset of coord with the axis coordinate left out
+	for i := range offs {
+		j, err := wrapIndex(n, ind.Int(i), data.Shape[ax])
+		if err != nil {
+			return nil, err
+		}
+		offs[i] = base + j*st[ax]
+		for a := r - 1; a >= 0; a-- {
+			coord[a]++
+			if a != ax {
+				base += st[a]
+			}
+			if coord[a] < ind.Shape[a] {
+				break
+			}
+			if a != ax {
+				base -= st[a] * coord[a]
+			}
+			coord[a] = 0
+		}
+	}
+	out, err := kern.New(n, dy.DType, data.Shape)
+	if err != nil {
+		return nil, err
+	}
+	switch src := dy.Data.(type) {
+	case []float32:
+		dst := out.Data.([]float32)
+		for i, o := range offs {
+			dst[o] += src[i]
+		}
+	case []float64:
+		dst := out.Data.([]float64)
+		for i, o := range offs {
+			dst[o] += src[i]
+		}
+	default:
+		return nil, n.Errorf("dtype %v is not supported", dy.DType)
+	}
+	return []*graph.Tensor{out}, nil
+}
