@@ -57,8 +57,14 @@ func (b *GradBuilder) ScalarLike(v float64, like string) string {
 var gradRules = map[string]GradRule{}
 
 // RegisterGrad adds the gradient rule of an op. The key is the op type for
-// ai.onnx ops and "onnxtrain.Op" for internal ones.
-func RegisterGrad(op string, rule GradRule) { gradRules[op] = rule }
+// ai.onnx ops and "onnxtrain.Op" for internal ones. Registering an op twice
+// is a programming error and panics (at init time).
+func RegisterGrad(op string, rule GradRule) {
+	if _, dup := gradRules[op]; dup {
+		panic("graph: RegisterGrad called twice for " + op)
+	}
+	gradRules[op] = rule
+}
 
 // HasGrad reports whether an op (of node n's domain) has a gradient rule.
 func HasGrad(domain, op string) bool {

@@ -140,12 +140,7 @@ func inferGraph(g *Graph, opset int64, known map[string]*Type, useValueInfo bool
 	if useValueInfo {
 		st.valueInfo = g.ValueInfo
 	}
-	nodes := g.Nodes
-	sorted := &Graph{Name: g.Name, Nodes: append([]*Node{}, g.Nodes...), Inputs: g.Inputs, Initializers: g.Initializers}
-	if TopoSort(sorted) == nil {
-		nodes = sorted.Nodes
-	}
-	for _, n := range nodes {
+	for _, n := range topoOrder(g) {
 		if err := st.inferNode(n); err != nil {
 			return st, err
 		}
@@ -158,6 +153,62 @@ func inferGraph(g *Graph, opset int64, known map[string]*Type, useValueInfo bool
 		}
 	}
 	return st, nil
+}
+
+// topoOrder returns g's top-level nodes in an order where every node comes
+// after the producers of the values it reads (captured values of its
+// subgraphs included), keeping file order among ready nodes. Unlike
+// TopoSort it changes nothing, subgraphs included. Nodes that can never be
+// ready (cycles, missing inputs) come last, in file order.
+func topoOrder(g *Graph) []*Node {
+	avail := map[string]bool{"": true}
+	for _, in := range g.Inputs {
+		avail[in.Name] = true
+	}
+	for name := range g.Initializers {
+		avail[name] = true
+	}
+	produced := map[string]bool{}
+	for _, n := range g.Nodes {
+		for _, o := range n.Outputs {
+			produced[o] = true
+		}
+	}
+	needs := func(n *Node) []string {
+		out := append([]string{}, n.Inputs...)
+		for _, sg := range n.Subgraphs() {
+			out = append(out, sg.OuterScopeNames()...)
+		}
+		return out
+	}
+	order := make([]*Node, 0, len(g.Nodes))
+	pending := g.Nodes
+	for len(pending) > 0 {
+		var rest []*Node
+		for _, n := range pending {
+			ready := true
+			for _, in := range needs(n) {
+				// Names no node produces come from an enclosing scope.
+				if !avail[in] && produced[in] {
+					ready = false
+					break
+				}
+			}
+			if !ready {
+				rest = append(rest, n)
+				continue
+			}
+			order = append(order, n)
+			for _, o := range n.Outputs {
+				avail[o] = true
+			}
+		}
+		if len(rest) == len(pending) {
+			return append(order, rest...)
+		}
+		pending = rest
+	}
+	return order
 }
 
 // inferNode applies n's rule and records what it found.

@@ -11,7 +11,7 @@ import (
 
 func init() {
 	for _, op := range []string{
-		"Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Tanh", "Sigmoid", "Erf", "Relu",
+		"Exp", "Log", "Sqrt", "Reciprocal", "Tanh", "Sigmoid", "Erf", "Relu",
 		"Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
 		"Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "Elu", "Selu",
 		"Celu", "LeakyRelu", "HardSigmoid", "HardSwish", "ThresholdedRelu", "Mish", "Gelu",
@@ -22,9 +22,12 @@ func init() {
 		inferRules[op] = inferSameAsInput
 	}
 	for _, op := range []string{"Add", "Sub", "Mul", "Div", "Mod", "Pow", "BitShift",
-		"BitwiseAnd", "BitwiseOr", "BitwiseXor", "PRelu"} {
+		"BitwiseAnd", "BitwiseOr", "BitwiseXor"} {
 		inferRules[op] = inferBinary
 	}
+	inferRules["PRelu"] = inferPRelu
+	inferRules["Neg"] = inferNegAbs
+	inferRules["Abs"] = inferNegAbs
 	for _, op := range []string{"Max", "Min", "Sum", "Mean"} {
 		inferRules[op] = inferVariadic
 	}
@@ -82,6 +85,30 @@ func inferSameAsInput(c *inferCall) error {
 	}
 	s, ok := c.shape(0)
 	c.setShapeOrUnranked(0, t.DType, s, ok)
+	return nil
+}
+
+// inferNegAbs is the elementwise rule, plus element values.
+func inferNegAbs(c *inferCall) error {
+	if err := inferSameAsInput(c); err != nil {
+		return err
+	}
+	s := c.sym(0)
+	if s == nil || !c.dtype(0).IsInt() {
+		return nil
+	}
+	out := &symValue{scalar: s.scalar, dims: make([]Dim, len(s.dims))}
+	for i, d := range s.dims {
+		switch {
+		case d.Known && c.n.OpType == "Neg":
+			out.dims[i] = knownDim(-d.Value)
+		case d.Known:
+			out.dims[i] = knownDim(max(d.Value, -d.Value))
+		case c.n.OpType == "Abs" && d.Param != "":
+			out.dims[i] = d
+		}
+	}
+	c.setSym(0, c.dtype(0), out)
 	return nil
 }
 
@@ -263,6 +290,20 @@ func inferBinary(c *inferCall) error {
 	return nil
 }
 
+// inferPRelu: the slope broadcasts to X (before opset 7, along the channel
+// axis), so the output has X's shape.
+func inferPRelu(c *inferCall) error {
+	x, ok := c.shape(0)
+	if s, okS := c.shape(1); ok && okS && c.opset() >= 7 {
+		out, err := broadcastShapes(x, s)
+		if err != nil || len(out) != len(x) {
+			return c.errorf("slope %s does not broadcast to %s", dimsString(s), dimsString(x))
+		}
+	}
+	c.setShapeOrUnranked(0, c.dtype(0), x, ok)
+	return nil
+}
+
 func inferVariadic(c *inferCall) error {
 	var shapes [][]Dim
 	dt := Undefined
@@ -346,7 +387,9 @@ func inferCompare(c *inferCall) error {
 	case "Or":
 		f = func(x, y Dim) Dim { return symKnown2(x, y, func(a, b int64) int64 { return b2i(a != 0 || b != 0) }) }
 	case "Xor":
-		f = func(x, y Dim) Dim { return symKnown2(x, y, func(a, b int64) int64 { return b2i((a != 0) != (b != 0)) }) }
+		f = func(x, y Dim) Dim {
+			return symKnown2(x, y, func(a, b int64) int64 { return b2i((a != 0) != (b != 0)) })
+		}
 	}
 	if s := symBinary(c.sym(0), c.sym(1), f); s != nil {
 		c.setSym(0, Bool, s)
@@ -712,6 +755,9 @@ func inferConcat(c *inferCall) error {
 	}
 	out[axis] = sum
 	c.setOut(0, dt, out)
+	if rank == 1 && allRanked && concatSmallConsts(c) {
+		return nil
+	}
 	// Element values: concatenation of vectors.
 	if rank == 1 && allRanked {
 		sv := &symValue{}
@@ -728,6 +774,47 @@ func inferConcat(c *inferCall) error {
 		c.setSym(0, dt, sv)
 	}
 	return nil
+}
+
+// concatSmallConsts makes the output of a Concat of short constant
+// vectors (Resize scales, say) a constant.
+func concatSmallConsts(c *inferCall) bool {
+	var parts []*Tensor
+	total := 0
+	for i := range c.n.Inputs {
+		if !c.has(i) {
+			continue
+		}
+		t := c.tensor(i)
+		if t == nil || t.Rank() != 1 || t.Validate() != nil || t.DType == String {
+			return false
+		}
+		if len(parts) > 0 && t.DType != parts[0].DType {
+			return false
+		}
+		parts = append(parts, t)
+		total += t.Size()
+	}
+	if len(parts) == 0 || total > maxSymLen {
+		return false
+	}
+	out, err := NewTensor(parts[0].DType, []int{total})
+	if err != nil {
+		return false
+	}
+	k := 0
+	for _, p := range parts {
+		for j := 0; j < p.Size(); j++ {
+			if out.DType.IsInt() {
+				setIntElem(out, k, p.Int(j))
+			} else {
+				out.SetFloat(k, p.Float(j))
+			}
+			k++
+		}
+	}
+	c.setConst(0, out)
+	return true
 }
 
 func sumDim(a, b Dim) Dim {

@@ -181,7 +181,7 @@ func TestInferShapesMatchesConformanceOutputs(t *testing.T) {
 	cases, err := conformance.Cases(root)
 	require.NoError(t, err)
 	require.NotEmpty(t, cases)
-	var failures []string
+	var failures, incomplete []string
 	checked, inferred := 0, 0
 	for _, dir := range cases {
 		name := filepath.Base(dir)
@@ -218,9 +218,14 @@ func TestInferShapesMatchesConformanceOutputs(t *testing.T) {
 			}
 			got := types[o.Name]
 			if got == nil || !complete(got) || got.Kind != graph.KindTensor {
+				incomplete = append(incomplete, fmt.Sprintf("%s: %s %v", name, o.Name, got))
 				continue
 			}
 			inferred++
+			if want.DType == graph.Uint16 && got.DType == graph.BFloat16 {
+				// ONNX 1.12 stores bfloat16 test outputs as uint16.
+				want.DType = graph.BFloat16
+			}
 			if w := exactType(want).String(); w != got.String() {
 				failures = append(failures, fmt.Sprintf("%s: output %q inferred %v, want %v", name, o.Name, got, w))
 			}
@@ -230,7 +235,7 @@ func TestInferShapesMatchesConformanceOutputs(t *testing.T) {
 	t.Logf("%d models, %d outputs inferred completely", checked, inferred)
 	assert.Empty(t, failures, "\n%s", strings.Join(failures, "\n"))
 	if os.Getenv("ONNXTRAIN_INFER_VERBOSE") != "" {
-		t.Log(strings.Join(failures, "\n"))
+		t.Log("incomplete:\n" + strings.Join(incomplete, "\n"))
 	}
 }
 
@@ -252,4 +257,17 @@ func complete(t *graph.Type) bool {
 		}
 	}
 	return true
+}
+
+func TestInferShapesHandlesUnsortedGraphsWithoutChangingThem(t *testing.T) {
+	g := graph.NewGraph("unsorted")
+	g.Inputs = []*graph.ValueInfo{input("x", tensorType(graph.Float32, known(4, 6)...))}
+	g.Nodes = []*graph.Node{
+		{Name: "second", OpType: "Relu", Inputs: []string{"t"}, Outputs: []string{"y"}},
+		{Name: "first", OpType: "Transpose", Inputs: []string{"x"}, Outputs: []string{"t"}},
+	}
+	types, err := graph.InferShapes(g, 17, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "float32[6,4]", types["y"].String())
+	assert.Equal(t, "second", g.Nodes[0].Name, "the caller's node order is kept")
 }

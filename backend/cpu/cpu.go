@@ -158,49 +158,19 @@ func (e *Executable) evaluate(n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 // planGraph lowers ops without kernels, folds constants (top level only,
 // where inputs are known to be fed) and resolves kernels.
 func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
-	var nodes []*graph.Node
-	var lower func(n *graph.Node, depth int) error
-	lower = func(n *graph.Node, depth int) error {
-		spec, ok := kern.Lookup(n.Domain, n.OpType, e.opset)
-		if ok && !(e.opts.DisableFused && graph.HasLowering(n.OpType)) {
-			_ = spec
-			nodes = append(nodes, n)
-			return nil
+	// Ops without a kernel here (or all ops with a lowering, under
+	// DisableFused) are lowered to primitives, with constants typed like
+	// their inputs.
+	err := graph.LowerGraph(g, e.opset, func(n *graph.Node) bool {
+		if n.Domain == "ai.onnx.preview.training" && n.OpType == "Gradient" {
+			return false
 		}
-		sub, consts, has, err := graph.Lower(n, e.opset)
-		if err != nil {
-			return err
-		}
-		if !has {
-			if ok {
-				nodes = append(nodes, n)
-				return nil
-			}
-			dom := n.Domain
-			if dom == "" {
-				dom = "ai.onnx"
-			}
-			return n.Errorf("%w: the cpu backend has no kernel for %s (domain %s, opset %d)", graph.ErrUnsupportedOp, n.OpType, dom, e.opset)
-		}
-		if depth > 16 {
-			return n.Errorf("lowering recursed too deep")
-		}
-		for k, v := range consts {
-			g.Initializers[k] = v
-		}
-		for _, s := range sub {
-			if err := lower(s, depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, ok := kern.Lookup(n.Domain, n.OpType, e.opset)
+		return ok && !(e.opts.DisableFused && graph.HasLowering(n.OpType))
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, n := range g.Nodes {
-		if err := lower(n, 0); err != nil {
-			return nil, err
-		}
-	}
-	g.Nodes = nodes
 	if top && !e.opts.NoFold {
 		graph.FoldConstants(g, e.evaluate)
 		graph.RemoveDeadNodes(g)
