@@ -6,10 +6,12 @@ require (
 	github.com/owulveryck/onnx-go v0.5.0
 	github.com/sirupsen/logrus v1.10.2
 	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/gonum v0.0.0-20190902003836-43865b531bee
 	google.golang.org/protobuf v1.36.12
+	gopkg.in/yaml.v3 v3.0.1
 	gorgonia.org/tensor v0.9.3
 )
 
@@ -21,7 +23,6 @@ require (
 	github.com/google/flatbuffers v1.11.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/pkg/errors v0.8.1 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/xtgo/set v1.0.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	gorgonia.org/vecf32 v0.9.0 // indirect

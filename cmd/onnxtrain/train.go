@@ -1,0 +1,91 @@
+package main
+
+import (
+	"reflect"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/onnxtrain/onnxtrain/train"
+)
+
+func newTrainCmd() *cobra.Command {
+	cfg := train.DefaultConfig()
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "train --model MODEL.onnx --data DATA [flags]",
+		Short: "Fine-tune an exported model: forward, loss, backward, optimizer, over the data",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			final := cfg
+			if configPath != "" {
+				// The file gives defaults; flags set on the command line win.
+				base := train.DefaultConfig()
+				if err := train.LoadYAML(configPath, &base); err != nil {
+					return err
+				}
+				final = base
+				cmd.Flags().Visit(func(f *pflag.Flag) { applyFlag(&final, &cfg, f.Name) })
+			}
+			_, err := train.Run(cmd.Context(), final, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "YAML file with any of these flags (flags given on the command line override it)")
+	f.StringVar(&cfg.Model, "model", "", "ONNX model to train (exported in training mode)")
+	f.StringVar(&cfg.Data, "data", "", "training data: .npz/.npy, an IDX images file (MNIST family), or an image folder (one sub-folder per class)")
+	f.StringVar(&cfg.ValData, "val-data", "", "validation data, same formats; evaluated after every epoch")
+	f.StringVar(&cfg.Labels, "labels", cfg.Labels, "name of the label array in .npz data")
+	f.StringVar(&cfg.InputName, "input-name", "", "graph input fed by IDX or image-folder data (default: the model's only input)")
+	f.StringVar(&cfg.Loss, "loss", cfg.Loss, "cross_entropy, mse, l1, bce_with_logits, or output:NAME (the graph computes its own loss)")
+	f.Float64Var(&cfg.LabelSmoothing, "label-smoothing", 0, "label smoothing for cross_entropy")
+	f.Int64Var(&cfg.IgnoreIndex, "ignore-index", cfg.IgnoreIndex, "label value cross_entropy ignores")
+	f.StringVar(&cfg.Optimizer, "optimizer", cfg.Optimizer, "sgd, adam or adamw")
+	f.Float64Var(&cfg.LR, "lr", cfg.LR, "learning rate")
+	f.Float64Var(&cfg.Momentum, "momentum", 0, "SGD momentum")
+	f.Float64Var(&cfg.Dampening, "dampening", 0, "SGD dampening")
+	f.BoolVar(&cfg.Nesterov, "nesterov", false, "SGD Nesterov momentum")
+	f.Float64Var(&cfg.WeightDecay, "weight-decay", 0, "weight decay (L2 for sgd/adam, decoupled for adamw)")
+	f.Float64Var(&cfg.Beta1, "beta1", cfg.Beta1, "Adam beta1")
+	f.Float64Var(&cfg.Beta2, "beta2", cfg.Beta2, "Adam beta2")
+	f.Float64Var(&cfg.Eps, "eps", cfg.Eps, "Adam epsilon")
+	f.BoolVar(&cfg.NoDecayBiasNorm, "no-decay-bias-norm", false, "no weight decay on biases and normalisation weights (rank ≤ 1 parameters)")
+	f.StringVar(&cfg.TrainOnly, "train-only", "", "train only parameters whose name matches this regexp; freeze the rest")
+	f.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "micro-batch size")
+	f.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "epochs to train")
+	f.IntVar(&cfg.Steps, "steps", 0, "stop after this many optimizer steps (overrides --epochs)")
+	f.IntVar(&cfg.GradAccum, "grad-accum", cfg.GradAccum, "micro-batches per optimizer step")
+	f.Float64Var(&cfg.ClipGradNorm, "clip-grad-norm", 0, "clip the total gradient L2 norm to this (0: off)")
+	f.Float64Var(&cfg.ClipGradValue, "clip-grad-value", 0, "clip every gradient element to ±this (0: off)")
+	f.StringVar(&cfg.LRSchedule, "lr-schedule", cfg.LRSchedule, "constant, linear, cosine or step")
+	f.IntVar(&cfg.WarmupSteps, "warmup-steps", 0, "linear warmup steps")
+	f.IntVar(&cfg.StepSize, "step-size", 0, "steps between decays for --lr-schedule step")
+	f.Float64Var(&cfg.Gamma, "gamma", cfg.Gamma, "decay factor for --lr-schedule step")
+	f.Int64Var(&cfg.Seed, "seed", 0, "seed for shuffling, augmentation and dropout")
+	f.BoolVar(&cfg.Shuffle, "shuffle", cfg.Shuffle, "shuffle the training data every epoch")
+	f.BoolVar(&cfg.DropLast, "drop-last", false, "drop the last incomplete batch of an epoch")
+	f.IntVar(&cfg.ImageSize, "image-size", 0, "resize images to this square size")
+	f.BoolVar(&cfg.Grayscale, "grayscale", false, "load images as one channel")
+	f.Float64SliceVar(&cfg.Mean, "mean", nil, "per-channel mean to subtract (images and IDX)")
+	f.Float64SliceVar(&cfg.Std, "std", nil, "per-channel std to divide by (images and IDX)")
+	f.IntVar(&cfg.RandomCrop, "random-crop", 0, "random crops with this much padding (training data only)")
+	f.BoolVar(&cfg.RandomFlip, "random-flip", false, "random horizontal flips (training data only)")
+	f.StringVar(&cfg.Output, "output", "", "folder for the trained model (model.onnx and model.safetensors)")
+	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text (for people) or json (one object per optimizer step on stdout)")
+	f.StringVar(&cfg.Backend, "backend", cfg.Backend, "backend to train on")
+	return cmd
+}
+
+// applyFlag copies the field whose YAML name is the flag's name from flags
+// into dst (Config's YAML names are the flag names).
+func applyFlag(dst, flags *train.Config, name string) {
+	dv, fv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(flags).Elem()
+	ty := dv.Type()
+	for i := 0; i < ty.NumField(); i++ {
+		if ty.Field(i).Tag.Get("yaml") == name {
+			dv.Field(i).Set(fv.Field(i))
+			return
+		}
+	}
+}

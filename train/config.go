@@ -1,0 +1,117 @@
+package train
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is everything `onnxtrain train` takes. The YAML names are the flag
+// names; a YAML file (--config) sets defaults that flags override.
+type Config struct {
+	Model   string `yaml:"model"`
+	Data    string `yaml:"data"`
+	ValData string `yaml:"val-data"`
+	Labels  string `yaml:"labels"`
+	// InputName names the graph input IDX and image-folder data feed
+	// (default: the model's only data input).
+	InputName string `yaml:"input-name"`
+
+	Loss           string  `yaml:"loss"`
+	LabelSmoothing float64 `yaml:"label-smoothing"`
+	IgnoreIndex    int64   `yaml:"ignore-index"`
+
+	Optimizer   string  `yaml:"optimizer"`
+	LR          float64 `yaml:"lr"`
+	Momentum    float64 `yaml:"momentum"`
+	Dampening   float64 `yaml:"dampening"`
+	Nesterov    bool    `yaml:"nesterov"`
+	WeightDecay float64 `yaml:"weight-decay"`
+	Beta1       float64 `yaml:"beta1"`
+	Beta2       float64 `yaml:"beta2"`
+	Eps         float64 `yaml:"eps"`
+	// NoDecayBiasNorm puts biases and normalisation weights in a parameter
+	// group without weight decay.
+	NoDecayBiasNorm bool   `yaml:"no-decay-bias-norm"`
+	TrainOnly       string `yaml:"train-only"`
+
+	BatchSize     int     `yaml:"batch-size"`
+	Epochs        int     `yaml:"epochs"`
+	Steps         int     `yaml:"steps"`
+	GradAccum     int     `yaml:"grad-accum"`
+	ClipGradNorm  float64 `yaml:"clip-grad-norm"`
+	ClipGradValue float64 `yaml:"clip-grad-value"`
+
+	LRSchedule  string  `yaml:"lr-schedule"`
+	WarmupSteps int     `yaml:"warmup-steps"`
+	StepSize    int     `yaml:"step-size"`
+	Gamma       float64 `yaml:"gamma"`
+
+	Seed     int64 `yaml:"seed"`
+	Shuffle  bool  `yaml:"shuffle"`
+	DropLast bool  `yaml:"drop-last"`
+
+	// Image and IDX preprocessing.
+	ImageSize  int       `yaml:"image-size"`
+	Grayscale  bool      `yaml:"grayscale"`
+	Mean       []float64 `yaml:"mean"`
+	Std        []float64 `yaml:"std"`
+	RandomCrop int       `yaml:"random-crop"` // padding for random crops; 0 = none
+	RandomFlip bool      `yaml:"random-flip"`
+
+	Output    string `yaml:"output"`
+	LogFormat string `yaml:"log-format"`
+	Backend   string `yaml:"backend"`
+}
+
+// DefaultConfig holds the defaults of every flag.
+func DefaultConfig() Config {
+	return Config{
+		Labels: "labels", Loss: "cross_entropy", IgnoreIndex: -100,
+		Optimizer: "adamw", LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8,
+		BatchSize: 32, Epochs: 1, GradAccum: 1,
+		LRSchedule: "constant", Gamma: 0.1,
+		Shuffle: true, LogFormat: "text", Backend: "cpu",
+	}
+}
+
+// LoadYAML reads a config file over cfg (keys it lacks keep cfg's values).
+func LoadYAML(path string, cfg *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// Validate checks the values that cannot work, naming the flag.
+func (c *Config) Validate() error {
+	switch {
+	case c.Model == "":
+		return fmt.Errorf("--model is required")
+	case c.Data == "":
+		return fmt.Errorf("--data is required")
+	case c.BatchSize <= 0:
+		return fmt.Errorf("--batch-size must be positive, got %d", c.BatchSize)
+	case c.GradAccum <= 0:
+		return fmt.Errorf("--grad-accum must be positive, got %d", c.GradAccum)
+	case c.Epochs <= 0 && c.Steps <= 0:
+		return fmt.Errorf("--epochs or --steps must be positive")
+	case c.LR < 0:
+		return fmt.Errorf("--lr must not be negative, got %g", c.LR)
+	case c.ClipGradNorm < 0 || c.ClipGradValue < 0:
+		return fmt.Errorf("--clip-grad-norm and --clip-grad-value must not be negative")
+	case c.LabelSmoothing < 0 || c.LabelSmoothing >= 1:
+		return fmt.Errorf("--label-smoothing must be in [0, 1), got %g", c.LabelSmoothing)
+	case c.LogFormat != "text" && c.LogFormat != "json":
+		return fmt.Errorf("--log-format must be text or json, got %q", c.LogFormat)
+	}
+	return nil
+}

@@ -1,0 +1,567 @@
+// Package train turns an imported ONNX model into a training program (forward,
+// loss, backward) and runs the training loop: losses, optimizers, gradient
+// accumulation, clipping, evaluation and export of the trained weights.
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// Names of the values the training builder adds to the graph.
+const (
+	labelsInput    = "onnxtrain/labels"
+	lossScaleInput = "onnxtrain/loss_scale"
+	lossValue      = "onnxtrain/loss"
+	gradPrefix     = "onnxtrain/grad/"
+)
+
+// LossConfig says what is minimised.
+type LossConfig struct {
+	// Kind is cross_entropy, mse, l1, bce_with_logits, or output (the graph
+	// computes its own loss; Output names it).
+	Kind string
+	// Output is the model output the loss applies to (default: the first
+	// graph output), or for Kind "output" the loss value itself.
+	Output string
+	// LabelSmoothing for cross_entropy, as torch.nn.CrossEntropyLoss.
+	LabelSmoothing float64
+	// IgnoreIndex for cross_entropy (default -100, as PyTorch).
+	IgnoreIndex int64
+}
+
+// ParseLoss reads a --loss flag value: cross_entropy, mse, l1,
+// bce_with_logits or output:NAME.
+func ParseLoss(s string) (LossConfig, error) {
+	switch {
+	case strings.HasPrefix(s, "output:"):
+		name := strings.TrimPrefix(s, "output:")
+		if name == "" {
+			return LossConfig{}, fmt.Errorf("--loss output:NAME needs the name of a graph output")
+		}
+		return LossConfig{Kind: "output", Output: name, IgnoreIndex: -100}, nil
+	case s == "cross_entropy", s == "mse", s == "l1", s == "bce_with_logits":
+		return LossConfig{Kind: s, IgnoreIndex: -100}, nil
+	}
+	return LossConfig{}, fmt.Errorf("unknown loss %q (want cross_entropy, mse, l1, bce_with_logits or output:NAME)", s)
+}
+
+// ProgramConfig configures Build.
+type ProgramConfig struct {
+	Loss LossConfig
+	// TrainOnly, when set, freezes every parameter whose name does not match.
+	TrainOnly *regexp.Regexp
+	// Backend name (default "cpu").
+	Backend string
+	// Seed for random ops (Dropout).
+	Seed int64
+}
+
+// Parameter is a trainable tensor of the model.
+type Parameter struct {
+	Name  string
+	Value *graph.Tensor
+}
+
+// Program is a model ready to train: a compiled training step (forward,
+// loss, backward) and a compiled evaluation pass.
+type Program struct {
+	Model *graph.Model
+	// Params are the trainable tensors, in the file's initializer order.
+	// Training updates Value in place.
+	Params []*Parameter
+	// Buffers are non-trainable state the forward pass updates
+	// (BatchNormalization running statistics), by initializer name.
+	Buffers map[string]*graph.Tensor
+	// DataInputs are the graph inputs the data feeds (for Kind "output"
+	// this includes the model's own label input).
+	DataInputs []string
+	// NeedsLabels is true when the loss takes the batch labels.
+	NeedsLabels bool
+	// Frozen lists parameters excluded by TrainOnly.
+	Frozen []string
+
+	cfg           ProgramConfig
+	bufferUpdates map[string]string // graph output -> buffer name
+	trainExe      backend.Executable
+	evalExe       backend.Executable
+	evalOutput    string
+	labelDType    graph.DType
+}
+
+// ErrData is wrapped by errors about data that does not fit the model.
+var ErrData = errors.New("data does not fit the model")
+
+// Build prepares m for training with the given loss.
+func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
+	if cfg.Backend == "" {
+		cfg.Backend = "cpu"
+	}
+	be, err := backend.Open(cfg.Backend)
+	if err != nil {
+		return nil, err
+	}
+	opset := m.Opset()
+	src := m.Graph
+	if err := graph.TopoSort(src); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	p := &Program{Model: m, Buffers: map[string]*graph.Tensor{}, bufferUpdates: map[string]string{}, cfg: cfg}
+
+	// Which model output the loss applies to.
+	outName := cfg.Loss.Output
+	if outName == "" {
+		if len(src.Outputs) == 0 {
+			return nil, fmt.Errorf("train: the model has no outputs")
+		}
+		outName = src.Outputs[0].Name
+	}
+	if !hasOutput(src, outName) {
+		return nil, fmt.Errorf("train: --loss: %q is not an output of the model (outputs: %v)", outName, src.OutputNames())
+	}
+	p.DataInputs = src.InputNames()
+
+	g := cloneGraph(src)
+	// BatchNormalization running statistics are buffers; the training-mode
+	// node's extra outputs are their new values.
+	isBuffer := map[string]bool{}
+	for _, n := range g.Nodes {
+		if n.OpType != "BatchNormalization" {
+			continue
+		}
+		for i, in := range []int{3, 4} {
+			name := n.Input(in)
+			if _, ok := g.Initializers[name]; !ok {
+				continue
+			}
+			isBuffer[name] = true
+			if trainingMode(n) && len(n.Outputs) > i+1 && n.Outputs[i+1] != "" {
+				p.bufferUpdates[n.Outputs[i+1]] = name
+			}
+		}
+	}
+	isInput := map[string]bool{}
+	for _, in := range g.Inputs {
+		isInput[in.Name] = true
+	}
+	for _, name := range g.SortedInitializerNames() {
+		t := g.Initializers[name]
+		if isInput[name] || !t.DType.IsFloat() || t.Size() == 0 {
+			continue
+		}
+		if isBuffer[name] {
+			p.Buffers[name] = t
+			continue
+		}
+		if !usedAsInput(g, name) {
+			continue
+		}
+		if cfg.TrainOnly != nil && !cfg.TrainOnly.MatchString(name) {
+			p.Frozen = append(p.Frozen, name)
+			continue
+		}
+		if t.DType != graph.Float32 {
+			return nil, fmt.Errorf("train: parameter %q is %v; training needs float32 parameters", name, t.DType)
+		}
+		p.Params = append(p.Params, &Parameter{Name: name, Value: t})
+	}
+	if len(p.Params) == 0 {
+		return nil, fmt.Errorf("train: the model has no trainable parameters (float initializers)")
+	}
+
+	// Training graph: parameters and buffers become inputs fed each step.
+	promote := func(name string, t *graph.Tensor) {
+		delete(g.Initializers, name)
+		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(t)})
+	}
+	for _, prm := range p.Params {
+		promote(prm.Name, prm.Value)
+	}
+	for name, t := range p.Buffers {
+		promote(name, t)
+	}
+	lossName, err := p.addLoss(g, outName)
+	if err != nil {
+		return nil, err
+	}
+	g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: lossScaleInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: []graph.Dim{}}})
+	if err := graph.LowerForAutodiff(g, opset); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if err := ensureDropoutMasks(g); err != nil {
+		return nil, err
+	}
+	xs := make([]string, len(p.Params))
+	for i, prm := range p.Params {
+		xs[i] = prm.Name
+	}
+	seed := lossScaleInput
+	grads, err := graph.Gradients(g, lossName, xs, seed, opset)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	g.Outputs = []*graph.ValueInfo{{Name: lossValue}}
+	g.Nodes = append(g.Nodes, &graph.Node{Name: lossValue, OpType: "Identity", Inputs: []string{lossName}, Outputs: []string{lossValue}})
+	for i, gname := range grads {
+		out := gradPrefix + p.Params[i].Name
+		g.Nodes = append(g.Nodes, &graph.Node{Name: out, OpType: "Identity", Inputs: []string{gname}, Outputs: []string{out}})
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: out})
+	}
+	upd := make([]string, 0, len(p.bufferUpdates))
+	for o := range p.bufferUpdates {
+		upd = append(upd, o)
+	}
+	sort.Strings(upd)
+	for _, o := range upd {
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: o})
+	}
+	if err := graph.TopoSort(g); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
+	p.trainExe, err = be.Compile(tm, backend.CompileOptions{Seed: cfg.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("train: compiling the training step: %w", err)
+	}
+
+	// Evaluation graph: the model in inference mode, with the loss.
+	eg := cloneGraph(src)
+	toInference(eg)
+	evalLoss, err := p.addLoss(eg, outName)
+	if err != nil {
+		return nil, err
+	}
+	p.evalOutput = outName
+	eg.Outputs = []*graph.ValueInfo{{Name: evalLoss}}
+	if p.cfg.Loss.Kind != "output" {
+		eg.Outputs = append(eg.Outputs, &graph.ValueInfo{Name: outName})
+	}
+	for _, prm := range p.Params {
+		eg.Initializers[prm.Name] = prm.Value
+	}
+	em := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: eg, Functions: m.Functions}
+	// Parameters change between evaluations: keep them out of folding by
+	// compiling with them as inputs.
+	for _, prm := range p.Params {
+		delete(eg.Initializers, prm.Name)
+		eg.Inputs = append(eg.Inputs, &graph.ValueInfo{Name: prm.Name, Type: typeOf(prm.Value)})
+	}
+	for name, t := range p.Buffers {
+		delete(eg.Initializers, name)
+		eg.Inputs = append(eg.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(t)})
+	}
+	p.evalExe, err = be.Compile(em, backend.CompileOptions{Seed: cfg.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("train: compiling evaluation: %w", err)
+	}
+	return p, nil
+}
+
+func hasOutput(g *graph.Graph, name string) bool {
+	for _, o := range g.Outputs {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func usedAsInput(g *graph.Graph, name string) bool {
+	for _, n := range g.Nodes {
+		for _, in := range n.Inputs {
+			if in == name {
+				return true
+			}
+		}
+		for _, sg := range n.Subgraphs() {
+			for _, s := range sg.OuterScopeNames() {
+				if s == name {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func typeOf(t *graph.Tensor) *graph.Type {
+	ty := &graph.Type{Kind: graph.KindTensor, DType: t.DType, HasShape: true, Shape: []graph.Dim{}}
+	for _, d := range t.Shape {
+		ty.Shape = append(ty.Shape, graph.Dim{Value: int64(d), Known: true})
+	}
+	return ty
+}
+
+// cloneGraph copies g's node list (nodes themselves are copied, attributes
+// shared) and initializer map, so passes on the copy leave g alone.
+func cloneGraph(g *graph.Graph) *graph.Graph {
+	c := *g
+	c.Nodes = make([]*graph.Node, len(g.Nodes))
+	for i, n := range g.Nodes {
+		cn := *n
+		cn.Inputs = append([]string{}, n.Inputs...)
+		cn.Outputs = append([]string{}, n.Outputs...)
+		cn.Attrs = map[string]*graph.Attr{}
+		for k, v := range n.Attrs {
+			cn.Attrs[k] = v
+		}
+		c.Nodes[i] = &cn
+	}
+	c.Inputs = append([]*graph.ValueInfo{}, g.Inputs...)
+	c.Outputs = append([]*graph.ValueInfo{}, g.Outputs...)
+	c.Initializers = make(map[string]*graph.Tensor, len(g.Initializers))
+	for k, v := range g.Initializers {
+		c.Initializers[k] = v
+	}
+	return &c
+}
+
+func trainingMode(n *graph.Node) bool {
+	return n.AttrInt("training_mode", 0) == 1
+}
+
+// toInference switches BatchNormalization to running statistics and
+// Dropout off.
+func toInference(g *graph.Graph) {
+	for _, n := range g.Nodes {
+		switch n.OpType {
+		case "BatchNormalization":
+			if trainingMode(n) {
+				n.SetAttr(graph.IntAttr("training_mode", 0))
+				n.Outputs = n.Outputs[:1]
+			}
+		case "Dropout":
+			if len(n.Inputs) > 2 {
+				n.Inputs = n.Inputs[:2]
+			}
+		}
+	}
+}
+
+// ensureDropoutMasks names the mask output of training-mode Dropout nodes,
+// so the backward pass reuses the forward pass's mask.
+func ensureDropoutMasks(g *graph.Graph) error {
+	for _, n := range g.Nodes {
+		if n.OpType != "Dropout" {
+			continue
+		}
+		if len(n.Outputs) < 2 {
+			n.Outputs = append(n.Outputs, "")
+		}
+		if n.Outputs[1] == "" {
+			n.Outputs[1] = n.Label() + "/onnxtrain_mask"
+		}
+	}
+	return nil
+}
+
+// addLoss appends the loss to g and returns the name of the scalar loss.
+func (p *Program) addLoss(g *graph.Graph, out string) (string, error) {
+	lc := p.cfg.Loss
+	if lc.Kind == "output" {
+		return out, nil
+	}
+	p.NeedsLabels = true
+	b := graph.NewBuilder("onnxtrain/loss", 0)
+	var loss string
+	switch lc.Kind {
+	case "cross_entropy":
+		p.labelDType = graph.Int64
+		attrs := []*graph.Attr{graph.StringAttr("reduction", "mean"), graph.IntAttr("ignore_index", lc.IgnoreIndex)}
+		nll := b.Op("SoftmaxCrossEntropyLoss", []string{out, labelsInput}, attrs...)
+		loss = nll
+		if lc.LabelSmoothing > 0 {
+			// PyTorch: (1-e)*nll + e*mean over samples of -mean_c log p.
+			logp := b.Op("LogSoftmax", []string{out}, graph.IntAttr("axis", 1))
+			perSample := b.Op("ReduceMean", []string{logp}, graph.IntsAttr("axes", 1), graph.IntAttr("keepdims", 0))
+			smooth := b.Op("Neg", []string{b.Op("ReduceMean", []string{perSample}, graph.IntAttr("keepdims", 0))})
+			e := b.Const(graph.Scalar(graph.Float32, lc.LabelSmoothing))
+			one := b.Const(graph.Scalar(graph.Float32, 1-lc.LabelSmoothing))
+			loss = b.Op("Add", []string{b.Op("Mul", []string{one, nll}), b.Op("Mul", []string{e, smooth})})
+		}
+	case "mse", "l1":
+		p.labelDType = graph.Float32
+		d := b.Op("Sub", []string{out, labelsInput})
+		var e string
+		if lc.Kind == "mse" {
+			e = b.Op("Mul", []string{d, d})
+		} else {
+			e = b.Op("Abs", []string{d})
+		}
+		loss = b.Op("ReduceMean", []string{e}, graph.IntAttr("keepdims", 0))
+	case "bce_with_logits":
+		p.labelDType = graph.Float32
+		// max(x,0) - x*t + log(1 + exp(-|x|))
+		zero := b.Const(graph.Scalar(graph.Float32, 0))
+		one := b.Const(graph.Scalar(graph.Float32, 1))
+		relu := b.Op("Max", []string{out, zero})
+		xt := b.Op("Mul", []string{out, labelsInput})
+		sp := b.Op("Log", []string{b.Op("Add", []string{one, b.Op("Exp", []string{b.Op("Neg", []string{b.Op("Abs", []string{out})})})})})
+		loss = b.Op("ReduceMean", []string{b.Op("Add", []string{b.Op("Sub", []string{relu, xt}), sp})}, graph.IntAttr("keepdims", 0))
+	default:
+		return "", fmt.Errorf("train: unknown loss %q", lc.Kind)
+	}
+	g.Nodes = append(g.Nodes, b.Nodes...)
+	for k, v := range b.Consts {
+		g.Initializers[k] = v
+	}
+	found := false
+	for _, in := range g.Inputs {
+		found = found || in.Name == labelsInput
+	}
+	if !found {
+		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: labelsInput, Type: &graph.Type{Kind: graph.KindTensor, DType: p.labelDType}})
+	}
+	return loss, nil
+}
+
+// StepResult is the outcome of one forward and backward pass.
+type StepResult struct {
+	Loss  float64
+	Grads []*graph.Tensor // one per Params entry, same order
+}
+
+// ForwardBackward runs one micro-batch: the loss (before any update) and
+// the gradients of loss*lossScale. Buffers (BatchNorm running statistics)
+// are updated in place.
+func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.Tensor, labels *graph.Tensor, lossScale float32) (*StepResult, error) {
+	feeds, err := p.feeds(inputs, labels)
+	if err != nil {
+		return nil, err
+	}
+	feeds[lossScaleInput] = graph.FromFloat32([]float32{lossScale})
+	for _, prm := range p.Params {
+		feeds[prm.Name] = prm.Value
+	}
+	for name, t := range p.Buffers {
+		feeds[name] = t
+	}
+	out, err := p.trainExe.Run(ctx, feeds)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	res := &StepResult{Loss: out[lossValue].Float(0)}
+	for _, prm := range p.Params {
+		g := out[gradPrefix+prm.Name]
+		if g == nil || !graph.SameShape(g.Shape, prm.Value.Shape) {
+			return nil, fmt.Errorf("train: gradient of %q is missing or misshaped", prm.Name)
+		}
+		res.Grads = append(res.Grads, g)
+	}
+	for o, name := range p.bufferUpdates {
+		if t := out[o]; t != nil {
+			copyInto(p.Buffers[name], t)
+		}
+	}
+	return res, nil
+}
+
+// Evaluate runs the model in inference mode: the loss and, for losses
+// outside the graph, the model output (logits).
+func (p *Program) Evaluate(ctx context.Context, inputs map[string]*graph.Tensor, labels *graph.Tensor) (float64, *graph.Tensor, error) {
+	feeds, err := p.feeds(inputs, labels)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, prm := range p.Params {
+		feeds[prm.Name] = prm.Value
+	}
+	for name, t := range p.Buffers {
+		feeds[name] = t
+	}
+	out, err := p.evalExe.Run(ctx, feeds)
+	if err != nil {
+		return 0, nil, fmt.Errorf("train: evaluation: %w", err)
+	}
+	var loss float64
+	var logits *graph.Tensor
+	for _, o := range out {
+		_ = o
+	}
+	for name, t := range out {
+		if name == p.evalOutput && p.cfg.Loss.Kind != "output" {
+			logits = t
+		} else {
+			loss = t.Float(0)
+		}
+	}
+	return loss, logits, nil
+}
+
+func (p *Program) feeds(inputs map[string]*graph.Tensor, labels *graph.Tensor) (map[string]*graph.Tensor, error) {
+	feeds := make(map[string]*graph.Tensor, len(inputs)+len(p.Params)+4)
+	for _, name := range p.DataInputs {
+		t, ok := inputs[name]
+		if !ok {
+			return nil, fmt.Errorf("train: %w: the batch has no array for graph input %q (it has %v)", ErrData, name, mapKeys(inputs))
+		}
+		feeds[name] = t
+	}
+	if p.NeedsLabels {
+		if labels == nil {
+			return nil, fmt.Errorf("train: %w: the loss needs labels and the batch has none", ErrData)
+		}
+		if labels.DType != p.labelDType {
+			l, err := castLabels(labels, p.labelDType)
+			if err != nil {
+				return nil, err
+			}
+			labels = l
+		}
+		feeds[labelsInput] = labels
+	}
+	return feeds, nil
+}
+
+func castLabels(t *graph.Tensor, d graph.DType) (*graph.Tensor, error) {
+	if d == graph.Int64 && !t.DType.IsInt() {
+		return nil, fmt.Errorf("train: %w: cross_entropy needs integer class labels, got %v", ErrData, t.DType)
+	}
+	out, err := graph.NewTensor(d, t.Shape)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < t.Size(); i++ {
+		if d == graph.Int64 {
+			out.Data.([]int64)[i] = t.Int(i)
+		} else {
+			out.SetFloat(i, t.Float(i))
+		}
+	}
+	return out, nil
+}
+
+func mapKeys(m map[string]*graph.Tensor) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// copyInto overwrites dst's elements with src's (same dtype and size).
+func copyInto(dst, src *graph.Tensor) {
+	switch d := dst.Data.(type) {
+	case []float32:
+		if s, ok := src.Data.([]float32); ok && len(s) == len(d) {
+			copy(d, s)
+			return
+		}
+	case []float64:
+		if s, ok := src.Data.([]float64); ok && len(s) == len(d) {
+			copy(d, s)
+			return
+		}
+	}
+	for i := 0; i < dst.Size() && i < src.Size(); i++ {
+		dst.SetFloat(i, src.Float(i))
+	}
+}
