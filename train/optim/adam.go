@@ -1,0 +1,265 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// AdamConfig configures NewAdam and NewAdamW. Every field is taken as
+// given (a zero Beta2 means β2 = 0): start from DefaultAdamConfig or
+// DefaultAdamWConfig for PyTorch's defaults.
+type AdamConfig struct {
+	LR    float64
+	Beta1 float64
+	Beta2 float64
+	Eps   float64
+	// WeightDecay is added to the gradient as an L2 penalty by Adam and
+	// applied as p *= 1 - lr*wd by AdamW (group 0 by default).
+	WeightDecay float64
+	AMSGrad     bool
+	Maximize    bool
+	// Groups overrides the default groups: {WeightDecay}, {no decay}.
+	Groups []Group
+}
+
+// DefaultAdamConfig returns torch.optim.Adam's defaults with the given LR
+// (betas 0.9, 0.999, eps 1e-8, no weight decay).
+func DefaultAdamConfig(lr float64) AdamConfig {
+	return AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+}
+
+// DefaultAdamWConfig returns torch.optim.AdamW's defaults with the given
+// LR (as Adam, with weight decay 0.01).
+func DefaultAdamWConfig(lr float64) AdamConfig {
+	c := DefaultAdamConfig(lr)
+	c.WeightDecay = 0.01
+	return c
+}
+
+// Adam is Adam (L2 weight decay) or, with decoupled set, AdamW.
+type Adam struct {
+	cfg       AdamConfig
+	decoupled bool
+	lr        float64
+	groups    []Group
+	steps     int64
+	state     map[string]*adamState
+}
+
+type adamState struct {
+	step                    int64
+	expAvg, expAvgSq, maxSq *graph.Tensor
+}
+
+// NewAdam returns Adam with the L2 penalty added to the gradient
+// (torch 1.13 _single_tensor_adam).
+func NewAdam(cfg AdamConfig) (Optimizer, error) { return newAdam(cfg, false) }
+
+// NewAdamW returns AdamW: decoupled weight decay, p *= 1 - lr*wd, before
+// the Adam update (torch 1.13 _single_tensor_adamw).
+func NewAdamW(cfg AdamConfig) (Optimizer, error) { return newAdam(cfg, true) }
+
+func newAdam(cfg AdamConfig, decoupled bool) (*Adam, error) {
+	name := "Adam"
+	if decoupled {
+		name = "AdamW"
+	}
+	switch {
+	case cfg.LR < 0 || math.IsNaN(cfg.LR):
+		return nil, fmt.Errorf("optim: %s: invalid learning rate %v", name, cfg.LR)
+	case cfg.Eps < 0 || math.IsNaN(cfg.Eps):
+		return nil, fmt.Errorf("optim: %s: invalid epsilon %v", name, cfg.Eps)
+	case !(cfg.Beta1 >= 0 && cfg.Beta1 < 1):
+		return nil, fmt.Errorf("optim: %s: invalid beta1 %v (want 0 <= beta1 < 1)", name, cfg.Beta1)
+	case !(cfg.Beta2 >= 0 && cfg.Beta2 < 1):
+		return nil, fmt.Errorf("optim: %s: invalid beta2 %v (want 0 <= beta2 < 1)", name, cfg.Beta2)
+	case cfg.WeightDecay < 0 || math.IsNaN(cfg.WeightDecay):
+		return nil, fmt.Errorf("optim: %s: invalid weight decay %v", name, cfg.WeightDecay)
+	}
+	groups, err := makeGroups(cfg.LR, cfg.WeightDecay, cfg.Groups)
+	if err != nil {
+		return nil, err
+	}
+	return &Adam{cfg: cfg, decoupled: decoupled, lr: cfg.LR, groups: groups, state: map[string]*adamState{}}, nil
+}
+
+// Groups returns a copy of the parameter groups.
+func (o *Adam) Groups() []Group { return append([]Group(nil), o.groups...) }
+
+// SetLR sets the learning rate of every group (times its LRScale).
+func (o *Adam) SetLR(lr float64) { o.lr = lr; setGroupLR(o.groups, lr) }
+
+// LR is the optimizer-wide learning rate.
+func (o *Adam) LR() float64 { return o.lr }
+
+// Step applies one Adam or AdamW update.
+func (o *Adam) Step(params []*Param) error {
+	if err := checkParams(params, len(o.groups)); err != nil {
+		return err
+	}
+	for _, p := range params {
+		if s := o.state[p.Name]; s != nil && p.Grad != nil {
+			for slot, t := range map[string]*graph.Tensor{"exp_avg": s.expAvg, "exp_avg_sq": s.expAvgSq, "max_exp_avg_sq": s.maxSq} {
+				if err := checkSlot(p.Name, slot, t, p.Value.Shape); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	b1, b2 := o.cfg.Beta1, o.cfg.Beta2
+	b1f, b2f := float32(b1), float32(b2)
+	omb1, omb2 := float32(1-b1), float32(1-b2)
+	eps := float32(o.cfg.Eps)
+	type corr struct{ bc1, bc2sqrt float64 }
+	corrs := map[int64]corr{} // bias corrections by step, shared by params
+	for _, p := range params {
+		if p.Grad == nil {
+			continue
+		}
+		s := o.state[p.Name]
+		if s == nil {
+			s = &adamState{
+				expAvg:   graph.Zeros(graph.Float32, p.Value.Shape...),
+				expAvgSq: graph.Zeros(graph.Float32, p.Value.Shape...),
+			}
+			if o.cfg.AMSGrad {
+				s.maxSq = graph.Zeros(graph.Float32, p.Value.Shape...)
+			}
+			o.state[p.Name] = s
+		}
+		s.step++
+		c, ok := corrs[s.step]
+		if !ok {
+			// Python floats: bias_correction = 1 - beta**step.
+			c = corr{bc1: 1 - powInt(b1, s.step), bc2sqrt: math.Sqrt(1 - powInt(b2, s.step))}
+			corrs[s.step] = c
+		}
+		grp := o.groups[p.Group]
+		negStep := float32(-(grp.LR / c.bc1))
+		bc2 := float32(c.bc2sqrt)
+		wd := float32(grp.WeightDecay)
+		decay := float32(1 - grp.LR*grp.WeightDecay)
+		l2 := !o.decoupled && grp.WeightDecay != 0
+		pv, gv := p.Value.Float32s(), p.Grad.Float32s()
+		m, v := s.expAvg.Float32s(), s.expAvgSq.Float32s()
+		var mx []float32
+		if s.maxSq != nil {
+			mx = s.maxSq.Float32s()
+		}
+		for i := range pv {
+			g := gv[i]
+			if o.cfg.Maximize {
+				g = -g
+			}
+			if o.decoupled {
+				pv[i] *= decay // param.mul_(1 - lr*wd)
+			} else if l2 {
+				g = fma32(wd, pv[i], g) // grad.add(param, alpha=wd)
+			}
+			m[i] = fma32(omb1, g, m[i]*b1f)   // exp_avg.mul_(b1).add_(grad, alpha=1-b1)
+			v[i] = fma32(omb2*g, g, v[i]*b2f) // exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1-b2)
+			vv := v[i]
+			if mx != nil {
+				// torch.maximum, which propagates NaN.
+				if vv > mx[i] || vv != vv {
+					mx[i] = vv
+				}
+				vv = mx[i]
+			}
+			denom := sqrt32(vv)/bc2 + eps   // (v.sqrt() / bc2_sqrt).add_(eps)
+			pv[i] += negStep * m[i] / denom // param.addcdiv_(exp_avg, denom, value=-step_size)
+		}
+	}
+	o.steps++
+	return nil
+}
+
+// State returns "step", "lr", and per param "<param>/step" (int64),
+// "<param>/exp_avg", "<param>/exp_avg_sq" and, with AMSGrad,
+// "<param>/max_exp_avg_sq".
+func (o *Adam) State() map[string]*graph.Tensor {
+	st := map[string]*graph.Tensor{"step": int64Scalar(o.steps), "lr": float64Scalar(o.lr)}
+	for name, s := range o.state {
+		st[name+"/step"] = int64Scalar(s.step)
+		st[name+"/exp_avg"] = s.expAvg.Clone()
+		st[name+"/exp_avg_sq"] = s.expAvgSq.Clone()
+		if s.maxSq != nil {
+			st[name+"/max_exp_avg_sq"] = s.maxSq.Clone()
+		}
+	}
+	return st
+}
+
+// LoadState restores what State returned.
+func (o *Adam) LoadState(st map[string]*graph.Tensor) error {
+	steps, lr, err := loadCommon(st)
+	if err != nil {
+		return err
+	}
+	state := map[string]*adamState{}
+	get := func(name string) *adamState {
+		s := state[name]
+		if s == nil {
+			s = &adamState{step: -1}
+			state[name] = s
+		}
+		return s
+	}
+	for _, k := range sortedKeys(st) {
+		if k == "step" || k == "lr" {
+			continue
+		}
+		name, slot, ok := splitKey(k)
+		if !ok {
+			return fmt.Errorf("optim: Adam: %w: unexpected entry %q", ErrState, k)
+		}
+		var t *graph.Tensor
+		if slot != "step" {
+			if t, err = float32State(k, st[k]); err != nil {
+				return err
+			}
+		}
+		s := get(name)
+		switch slot {
+		case "step":
+			n, err := scalarState(k, st[k], true)
+			if err != nil {
+				return err
+			}
+			s.step = int64(n)
+		case "exp_avg":
+			s.expAvg = t
+		case "exp_avg_sq":
+			s.expAvgSq = t
+		case "max_exp_avg_sq":
+			if !o.cfg.AMSGrad {
+				return fmt.Errorf("optim: Adam: %w: %q given but AMSGrad is off", ErrState, k)
+			}
+			s.maxSq = t
+		default:
+			return fmt.Errorf("optim: Adam: %w: unexpected entry %q", ErrState, k)
+		}
+	}
+	for _, name := range sortedKeys(state) {
+		s := state[name]
+		switch {
+		case s.step < 0:
+			return fmt.Errorf("optim: Adam: %w: %q is missing", ErrState, name+"/step")
+		case s.expAvg == nil:
+			return fmt.Errorf("optim: Adam: %w: %q is missing", ErrState, name+"/exp_avg")
+		case s.expAvgSq == nil:
+			return fmt.Errorf("optim: Adam: %w: %q is missing", ErrState, name+"/exp_avg_sq")
+		case o.cfg.AMSGrad && s.maxSq == nil:
+			return fmt.Errorf("optim: Adam: %w: %q is missing", ErrState, name+"/max_exp_avg_sq")
+		case !graph.SameShape(s.expAvg.Shape, s.expAvgSq.Shape):
+			return fmt.Errorf("optim: Adam: %w: %s/exp_avg has shape %v but %s/exp_avg_sq has %v", ErrState, name, s.expAvg.Shape, name, s.expAvgSq.Shape)
+		case s.maxSq != nil && !graph.SameShape(s.expAvg.Shape, s.maxSq.Shape):
+			return fmt.Errorf("optim: Adam: %w: %s/exp_avg has shape %v but %s/max_exp_avg_sq has %v", ErrState, name, s.expAvg.Shape, name, s.maxSq.Shape)
+		}
+	}
+	o.steps, o.state = steps, state
+	o.SetLR(lr)
+	return nil
+}
