@@ -1,8 +1,117 @@
 package train
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
-// OpenData opens the dataset at path as a batch source for prog.
+	"github.com/onnxtrain/onnxtrain/train/data"
+)
+
+// OpenData opens the dataset at path as a batch source for prog. The format
+// follows the path:
+//   - *.npz / *.npy: arrays named like the graph inputs, plus the labels
+//     array (--labels);
+//   - an IDX images file (*idx3-ubyte[.gz]) with its labels file beside it,
+//     or a folder holding MNIST-style files (train-* for training data,
+//     t10k-* for validation data);
+//   - a folder with one sub-folder of images per class.
+//
+// Training data is shuffled (when cfg.Shuffle) and augmented; validation
+// data is neither.
 func OpenData(cfg Config, path string, training bool, prog *Program) (BatchSource, error) {
-	return nil, fmt.Errorf("data: not wired yet")
+	ds, err := openDataset(cfg, path, training, prog)
+	if err != nil {
+		return nil, err
+	}
+	if ds.Len() == 0 {
+		return nil, fmt.Errorf("data: %s holds no examples", path)
+	}
+	lc := data.LoaderConfig{BatchSize: cfg.BatchSize, Seed: uint64(cfg.Seed), Prefetch: 2}
+	if training {
+		lc.Shuffle = cfg.Shuffle
+		lc.DropLast = cfg.DropLast
+	}
+	l, err := data.NewLoader(ds, lc)
+	if err != nil {
+		return nil, fmt.Errorf("data: %s: %w", path, err)
+	}
+	if l.Len() == 0 {
+		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", path, ds.Len(), cfg.BatchSize)
+	}
+	return &loaderSource{l: l}, nil
+}
+
+func openDataset(cfg Config, path string, training bool, prog *Program) (data.Dataset, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	input := cfg.InputName
+	if input == "" && len(prog.DataInputs) == 1 {
+		input = prog.DataInputs[0]
+	}
+	lower := strings.ToLower(path)
+	switch {
+	case strings.HasSuffix(lower, ".npz") || strings.HasSuffix(lower, ".npy"):
+		opts := data.NPZOptions{Labels: cfg.Labels, NoLabels: !prog.NeedsLabels, Inputs: prog.DataInputs}
+		return data.OpenNPZ(path, opts)
+	case !st.IsDir() && strings.Contains(lower, "idx3-ubyte"):
+		labels := strings.Replace(path, "images", "labels", 1)
+		labels = strings.Replace(labels, "idx3", "idx1", 1)
+		return data.OpenIDX(path, labels, idxOptions(cfg, input))
+	case st.IsDir() && hasMNIST(path):
+		split := "train"
+		if !training {
+			split = "t10k"
+		}
+		return data.OpenMNIST(path, split, idxOptions(cfg, input))
+	case st.IsDir():
+		if input == "" {
+			return nil, fmt.Errorf("data: the model has inputs %v; say which one the images feed with --input-name", prog.DataInputs)
+		}
+		opts := data.ImageFolderOptions{Input: input, Height: cfg.ImageSize, Width: cfg.ImageSize, Grayscale: cfg.Grayscale,
+			Mean: cfg.Mean, Std: cfg.Std, Seed: uint64(cfg.Seed)}
+		if training {
+			opts.RandomCrop = cfg.RandomCrop > 0
+			opts.CropPadding = cfg.RandomCrop
+			opts.HFlip = cfg.RandomFlip
+		}
+		return data.OpenImageFolder(path, opts)
+	}
+	return nil, fmt.Errorf("data: %s: unknown format (want .npz, .npy, an IDX images file, an MNIST-style folder or a folder of class folders)", path)
+}
+
+func idxOptions(cfg Config, input string) data.IDXOptions {
+	o := data.IDXOptions{Input: input}
+	if len(cfg.Mean) > 0 && len(cfg.Std) > 0 {
+		o.Mean, o.Std = cfg.Mean[0], cfg.Std[0]
+	}
+	return o
+}
+
+func hasMNIST(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "*-images*idx3-ubyte*"))
+	return len(m) > 0
+}
+
+// loaderSource adapts a data.Loader to BatchSource.
+type loaderSource struct{ l *data.Loader }
+
+func (s *loaderSource) NumBatches() int { return s.l.Len() }
+
+func (s *loaderSource) Batches(ctx context.Context, epoch int) func(yield func(*Batch, error) bool) {
+	return func(yield func(*Batch, error) bool) {
+		for b, err := range s.l.Epoch(ctx, epoch, 0) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(&Batch{Inputs: b.Inputs, Labels: b.Labels, Size: b.Size}, nil) {
+				return
+			}
+		}
+	}
 }
