@@ -127,6 +127,13 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		return nil, fmt.Errorf("train: --loss: %q is not an output of the model (outputs: %v)", outName, src.OutputNames())
 	}
 	p.DataInputs = src.InputNames()
+	if cfg.Loss.Kind == "output" {
+		for _, o := range src.Outputs {
+			if o.Name == outName && o.Type != nil && o.Type.HasShape && len(o.Type.Shape) > 0 {
+				return nil, fmt.Errorf("train: --loss output:%s: that output is %v, not a scalar; the loss a graph computes must be a single value", outName, o.Type)
+			}
+		}
+	}
 
 	g := cloneGraph(src)
 	// BatchNormalization running statistics are buffers; the training-mode
@@ -447,7 +454,11 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	res := &StepResult{Loss: out[lossValue].Float(0)}
+	lt := out[lossValue]
+	if lt.Size() != 1 {
+		return nil, fmt.Errorf("train: %w: the loss has shape %v, not a scalar", ErrData, lt.Shape)
+	}
+	res := &StepResult{Loss: lt.Float(0)}
 	for _, prm := range p.Params {
 		g := out[gradPrefix+prm.Name]
 		if g == nil || !graph.SameShape(g.Shape, prm.Value.Shape) {
