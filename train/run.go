@@ -85,6 +85,11 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 				enc.Encode(r)
 				return
 			}
+			// Text is for people: about twenty lines per run.
+			every := max(1, total/20)
+			if r.Step != 1 && r.Step%every != 0 && r.Step != total {
+				return
+			}
 			fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %.0f samples/s\n",
 				r.Step, total, r.Epoch, r.Loss, r.LR, r.GradNorm, r.SamplesPerS)
 		},

@@ -3,6 +3,7 @@ package gemm
 import (
 	"runtime"
 	"sync"
+	"unsafe"
 )
 
 // smallWork is the m*n*k below which packing does not pay for itself.
@@ -18,30 +19,114 @@ type buffers struct {
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
 
+// grow returns s resized to n elements, reallocating when it is too small.
+// New storage starts on a 64-byte boundary so that the packed strips the
+// micro-kernel streams do not straddle cache lines more than they must.
 func grow(s []float32, n int) []float32 {
-	if cap(s) < n {
-		return make([]float32, n)
+	if cap(s) >= n {
+		return s[:n]
 	}
-	return s[:n]
+	const align = 64 / 4
+	raw := make([]float32, n+align)
+	off := int(uintptr(unsafe.Pointer(&raw[0]))%64) / 4
+	if off != 0 {
+		off = align - off
+	}
+	return raw[off : off+n : off+n]
 }
 
 // run computes the whole product with packing, in parallel when it is big.
+//
+// With w workers there are three ways to cut the work, each with its own
+// overhead: splitting the rows of C makes every worker pack all of op(B)
+// (k·n elements again per extra worker), splitting the columns makes every
+// worker pack all of op(A) (m·k), and splitting the shared dimension costs
+// a private m×n partial product per extra worker that is summed into C
+// afterwards (about two passes over m·n). run picks the cheapest cut that
+// still gives every worker a share, so skinny products such as
+// 4096×128×128 (rows) or 256×256×4096 (shared dimension) keep both cores
+// streaming their own panels.
 func (p *problem) run() {
+	mk := kernel
 	workers := runtime.GOMAXPROCS(0)
 	if p.m*p.n*p.k < parallelWork || workers < 2 {
-		p.blocked(0, p.m, 0, p.n)
+		p.blocked(mk, 0, p.m, 0, p.n)
 		return
 	}
-	mk := kernel
-	// Split the dimension with more micro-tiles so each worker gets a
-	// rectangle of whole tiles.
-	if p.m/mk.mr >= p.n/mk.nr {
-		parts := splitRange(p.m, mk.mr, workers)
-		parallelFor(len(parts)-1, func(w int) { p.blocked(parts[w], parts[w+1], 0, p.n) })
-	} else {
-		parts := splitRange(p.n, mk.nr, workers)
-		parallelFor(len(parts)-1, func(w int) { p.blocked(0, p.m, parts[w], parts[w+1]) })
+	mTiles := (p.m + mk.mr - 1) / mk.mr
+	nTiles := (p.n + mk.nr - 1) / mk.nr
+	kBlocks := p.k / mk.kc // whole blocks: a k share below kc wastes the kernel's depth
+	const never = int(^uint(0) >> 1)
+	costM, costN, costK := never, never, never
+	if mTiles >= workers {
+		costM = (workers - 1) * p.k * p.n
 	}
+	if nTiles >= workers {
+		costN = (workers - 1) * p.m * p.k
+	}
+	if kBlocks >= workers {
+		costK = (workers - 1) * p.m * p.n * 2
+	}
+	switch {
+	case costK < costM && costK < costN:
+		p.splitK(mk, workers)
+	case costM <= costN && costM != never:
+		parts := splitRange(p.m, mk.mr, workers)
+		parallelFor(len(parts)-1, func(w int) { p.blocked(mk, parts[w], parts[w+1], 0, p.n) })
+	case costN != never:
+		parts := splitRange(p.n, mk.nr, workers)
+		parallelFor(len(parts)-1, func(w int) { p.blocked(mk, 0, p.m, parts[w], parts[w+1]) })
+	default:
+		// Fewer tiles than workers in both directions: too small to split.
+		p.blocked(mk, 0, p.m, 0, p.n)
+	}
+}
+
+// splitK cuts the shared dimension into one slice per worker (at multiples
+// of the kernel's kc, so each slice runs whole blocks). Worker 0 applies
+// beta and accumulates into C; the others compute their partial products
+// into private buffers, which are then added to C, split by rows.
+func (p *problem) splitK(mk microKernel, workers int) {
+	bounds := splitRange(p.k, mk.kc, workers)
+	parts := len(bounds) - 1
+	partial := make([][]float32, parts)
+	parallelFor(parts, func(w int) {
+		sub := p.kSlice(bounds[w], bounds[w+1])
+		if w > 0 {
+			partial[w] = make([]float32, p.m*p.n)
+			sub.c, sub.ldc, sub.beta = partial[w], p.n, 0
+		}
+		sub.blocked(mk, 0, p.m, 0, p.n)
+	})
+	rows := splitRange(p.m, 1, parts)
+	parallelFor(len(rows)-1, func(w int) {
+		for i := rows[w]; i < rows[w+1]; i++ {
+			dst := p.c[i*p.ldc : i*p.ldc+p.n]
+			for _, part := range partial[1:] {
+				src := part[i*p.n : i*p.n+p.n]
+				for j, v := range src {
+					dst[j] += v
+				}
+			}
+		}
+	})
+}
+
+// kSlice returns the sub-problem over shared-dimension indices [k0, k1).
+func (p *problem) kSlice(k0, k1 int) problem {
+	sub := *p
+	sub.k = k1 - k0
+	if p.transA {
+		sub.a = p.a[k0*p.lda:]
+	} else {
+		sub.a = p.a[k0:]
+	}
+	if p.transB {
+		sub.b = p.b[k0:]
+	} else {
+		sub.b = p.b[k0*p.ldb:]
+	}
+	return sub
 }
 
 // splitRange cuts [0, size) into at most parts pieces whose boundaries are
@@ -58,7 +143,8 @@ func splitRange(size, unit, parts int) []int {
 	return bounds
 }
 
-// parallelFor runs fn(0..count-1) on up to GOMAXPROCS goroutines.
+// parallelFor runs fn(0..count-1) on up to GOMAXPROCS goroutines, the
+// calling goroutine being one of them.
 func parallelFor(count int, fn func(i int)) {
 	workers := min(runtime.GOMAXPROCS(0), count)
 	if workers <= 1 {
@@ -70,53 +156,72 @@ func parallelFor(count int, fn func(i int)) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	next := 0
-	for w := 0; w < workers; w++ {
+	work := func() {
+		for {
+			mu.Lock()
+			i := next
+			next++
+			mu.Unlock()
+			if i >= count {
+				return
+			}
+			fn(i)
+		}
+	}
+	for w := 1; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= count {
-					return
-				}
-				fn(i)
-			}
+			work()
 		}()
 	}
+	work()
 	wg.Wait()
 }
 
+// blockSize splits size into the fewest blocks of at most max elements and
+// returns the block length that makes them even, rounded up to a multiple
+// of unit (so 300 with max 256 runs as 152+148 rather than 256+44).
+func blockSize(size, max, unit int) int {
+	blocks := (size + max - 1) / max
+	per := (size + blocks - 1) / blocks
+	return min(max, (per+unit-1)/unit*unit)
+}
+
 // blocked computes rows [i0, i1) and columns [j0, j1) of C with packed
-// panels and the micro-kernel.
-func (p *problem) blocked(i0, i1, j0, j1 int) {
-	mk := kernel
+// panels and the micro-kernel mk, applying beta on the first k block.
+func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
-	var tile [64 * 64]float32 // scratch for edge tiles (mr*nr <= 4096)
+	var tile [16 * 16]float32 // scratch for edge tiles (mr*nr <= 256)
+	kc := blockSize(p.k, mk.kc, 1)
+	mc := blockSize(i1-i0, mk.mc, mk.mr)
 	for jc := j0; jc < j1; jc += mk.nc {
 		ncur := min(mk.nc, j1-jc)
 		nstrips := (ncur + mk.nr - 1) / mk.nr
-		for pc := 0; pc < p.k; pc += mk.kc {
-			kcur := min(mk.kc, p.k-pc)
+		for pc := 0; pc < p.k; pc += kc {
+			kcur := min(kc, p.k-pc)
+			beta := float32(1)
+			if pc == 0 {
+				beta = p.beta
+			}
 			buf.b = grow(buf.b, nstrips*mk.nr*kcur)
 			p.packB(buf.b, pc, kcur, jc, ncur, mk.nr)
-			for ic := i0; ic < i1; ic += mk.mc {
-				mcur := min(mk.mc, i1-ic)
+			for ic := i0; ic < i1; ic += mc {
+				mcur := min(mc, i1-ic)
 				mstrips := (mcur + mk.mr - 1) / mk.mr
 				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
 				p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
-				macroKernel(mk, mcur, ncur, kcur, buf.a, buf.b, p.c[ic*p.ldc+jc:], p.ldc, tile[:mk.mr*mk.nr])
+				macroKernel(mk, mcur, ncur, kcur, buf.a, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, tile[:mk.mr*mk.nr])
 			}
 		}
 	}
 }
 
 // macroKernel runs the micro-kernel over every tile of an mc×nc block of C
-// from packed A (mc rows) and B (nc columns) panels kc deep.
-func macroKernel(mk microKernel, mc, nc, kc int, ap, bp, c []float32, ldc int, tile []float32) {
+// from packed A (mc rows) and B (nc columns) panels kc deep, storing
+// C = alpha*A·B + beta*C.
+func macroKernel(mk microKernel, mc, nc, kc int, ap, bp, c []float32, ldc int, alpha, beta float32, tile []float32) {
 	mr, nr := mk.mr, mk.nr
 	for jr := 0; jr < nc; jr += nr {
 		nb := min(nr, nc-jr)
@@ -125,46 +230,103 @@ func macroKernel(mk microKernel, mc, nc, kc int, ap, bp, c []float32, ldc int, t
 			mb := min(mr, mc-ir)
 			as := ap[ir*kc : ir*kc+mr*kc]
 			if mb == mr && nb == nr {
-				mk.fn(kc, as, bs, c[ir*ldc+jr:], ldc)
+				mk.fn(kc, as, bs, c[ir*ldc+jr:], ldc, alpha, beta)
 				continue
 			}
-			clear(tile)
-			mk.fn(kc, as, bs, tile, nr)
+			// Edge tile: compute the whole tile into scratch (beta 0 does
+			// not read it) and merge the valid part.
+			mk.fn(kc, as, bs, tile, nr, alpha, 0)
 			for i := 0; i < mb; i++ {
 				row := c[(ir+i)*ldc+jr : (ir+i)*ldc+jr+nb]
 				t := tile[i*nr : i*nr+nb]
+				if beta == 0 {
+					copy(row, t)
+					continue
+				}
 				for j := range row {
-					row[j] += t[j]
+					row[j] = beta*row[j] + t[j]
 				}
 			}
 		}
 	}
 }
 
-// packA packs rows [i0, i0+mc) and columns [p0, p0+kc) of alpha*op(A) into
+// The packing fast paths for the 6×16 kernel's layouts. The portable
+// versions below are replaced by assembly where available.
+var (
+	packRows6Fn   = packRows6Go
+	packPanel6Fn  = packPanel6Go
+	packPanel16Fn = packPanel16Go
+	packCols16TFn = packCols16TGo
+)
+
+// packA packs rows [i0, i0+mc) and columns [p0, p0+kc) of op(A) into
 // mr-high strips, each stored k-major; rows past mc are zero.
 func (p *problem) packA(dst []float32, i0, mc, p0, kc, mr int) {
-	alpha := p.alpha
-	for is := 0; is < mc; is += mr {
+	is := 0
+	if mr == 6 && p.transA {
+		full := mc / 6
+		packPanel6Fn(dst, p.a[p0*p.lda+i0:], p.lda, kc, full)
+		is = full * 6
+	}
+	for ; is < mc; is += mr {
 		strip := dst[is*kc : is*kc+mr*kc]
 		rows := min(mr, mc-is)
-		if rows < mr {
+		r := i0 + is
+		switch {
+		case rows == 6 && mr == 6 && !p.transA:
+			packRows6Fn(strip, p.a[r*p.lda+p0:], p.lda, kc)
+			continue
+		case rows < mr:
 			clear(strip)
 		}
 		for i := 0; i < rows; i++ {
-			r := i0 + is + i
 			if p.transA {
-				// A stored k×m: element (r, q) at a[q*lda+r].
-				src := p.a[p0*p.lda+r:]
+				// A stored k×m: element (r+i, q) at a[q*lda+r+i].
+				src := p.a[p0*p.lda+r+i:]
 				for q := 0; q < kc; q++ {
-					strip[q*mr+i] = alpha * src[q*p.lda]
+					strip[q*mr+i] = src[q*p.lda]
 				}
 			} else {
-				src := p.a[r*p.lda+p0 : r*p.lda+p0+kc]
+				src := p.a[(r+i)*p.lda+p0 : (r+i)*p.lda+p0+kc]
 				for q, v := range src {
-					strip[q*mr+i] = alpha * v
+					strip[q*mr+i] = v
 				}
 			}
+		}
+	}
+}
+
+// packRows6Go interleaves six rows of a row-major matrix (src[0:kc] and
+// the five rows below it, ld apart) into dst[q*6+i].
+func packRows6Go(dst, src []float32, ld, kc int) {
+	r0 := src[0:kc]
+	r1 := src[ld : ld+kc]
+	r2 := src[2*ld : 2*ld+kc]
+	r3 := src[3*ld : 3*ld+kc]
+	r4 := src[4*ld : 4*ld+kc]
+	r5 := src[5*ld : 5*ld+kc]
+	dst = dst[:6*kc]
+	for q := range r0 {
+		d := (*[6]float32)(dst[6*q:])
+		d[0], d[1], d[2], d[3], d[4], d[5] = r0[q], r1[q], r2[q], r3[q], r4[q], r5[q]
+	}
+}
+
+// packPanel6Go copies a kc×(6·strips) block (rows ld apart) into 6-wide
+// k-major strips: element (q, 6s+i) to dst[s*6*kc+q*6+i].
+func packPanel6Go(dst, src []float32, ld, kc, strips int) {
+	packPanelRows(dst, src, ld, kc, 0, strips, 6)
+}
+
+// packPanelRows copies rows [q0, kc) of a kc×(w·strips) block (rows ld
+// apart) into w-wide k-major strips kc deep: element (q, w*s+j) to
+// dst[s*w*kc+q*w+j].
+func packPanelRows(dst, src []float32, ld, kc, q0, strips, w int) {
+	for q := q0; q < kc; q++ {
+		row := src[q*ld : q*ld+w*strips]
+		for s := 0; s < strips; s++ {
+			copy(dst[s*w*kc+w*q:s*w*kc+w*q+w], row[w*s:w*s+w])
 		}
 	}
 }
@@ -172,7 +334,19 @@ func (p *problem) packA(dst []float32, i0, mc, p0, kc, mr int) {
 // packB packs rows [p0, p0+kc) and columns [j0, j0+nc) of op(B) into
 // nr-wide strips, each stored k-major; columns past nc are zero.
 func (p *problem) packB(dst []float32, p0, kc, j0, nc, nr int) {
-	for js := 0; js < nc; js += nr {
+	js := 0
+	if nr == 16 {
+		full := nc / 16
+		if p.transB {
+			for s := 0; s < full; s++ {
+				packCols16TFn(dst[s*16*kc:], p.b[(j0+16*s)*p.ldb+p0:], p.ldb, kc)
+			}
+		} else {
+			packPanel16Fn(dst, p.b[p0*p.ldb+j0:], p.ldb, kc, full)
+		}
+		js = full * 16
+	}
+	for ; js < nc; js += nr {
 		strip := dst[js*kc : js*kc+nr*kc]
 		cols := min(nr, nc-js)
 		if cols < nr {
@@ -191,6 +365,24 @@ func (p *problem) packB(dst []float32, p0, kc, j0, nc, nr int) {
 		for q := 0; q < kc; q++ {
 			src := p.b[(p0+q)*p.ldb+j0+js : (p0+q)*p.ldb+j0+js+cols]
 			copy(strip[q*nr:q*nr+cols], src)
+		}
+	}
+}
+
+// packPanel16Go copies a kc×(16·strips) block (rows ld apart) into
+// 16-wide k-major strips: element (q, 16s+j) to dst[s*16*kc+q*16+j].
+func packPanel16Go(dst, src []float32, ld, kc, strips int) {
+	packPanelRows(dst, src, ld, kc, 0, strips, 16)
+}
+
+// packCols16TGo packs 16 rows of a row-major n×k matrix (ld apart, kc
+// long) as the 16 columns of a k-major strip: dst[q*16+j] = src[j*ld+q].
+func packCols16TGo(dst, src []float32, ld, kc int) {
+	dst = dst[:16*kc]
+	for j := 0; j < 16; j++ {
+		row := src[j*ld : j*ld+kc]
+		for q, v := range row {
+			dst[q*16+j] = v
 		}
 	}
 }

@@ -12,7 +12,8 @@
 // packing or blocking code.
 //
 // Small problems skip packing and run a direct loop. Large problems are split
-// across goroutines (one per GOMAXPROCS) over the rows or the columns of C.
+// across goroutines (one per GOMAXPROCS) over the rows, the columns or the
+// shared dimension, whichever duplicates the least packing work (see run).
 package gemm
 
 import (
@@ -33,16 +34,17 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m <= 0 || n <= 0 {
 		return
 	}
-	scaleC(m, n, beta, c, ldc)
 	if k <= 0 {
+		scaleC(m, n, beta, c, ldc)
 		return
 	}
 	p := &problem{
 		transA: transA, transB: transB,
-		m: m, n: n, k: k, alpha: alpha,
+		m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc,
 	}
 	if m*n*k <= smallWork || m < 2 || n < 2 {
+		scaleC(m, n, beta, c, ldc)
 		p.direct(0, m, 0, n)
 		return
 	}
@@ -129,11 +131,13 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 	}
 }
 
-// problem is one C += alpha*op(A)*op(B) after C has been scaled by beta.
+// problem is one C = alpha*op(A)*op(B) + beta*C. The packed path applies
+// beta while storing the first k block; the direct path expects C to have
+// been scaled by beta already and adds to it.
 type problem struct {
 	transA, transB bool
 	m, n, k        int
-	alpha          float32
+	alpha, beta    float32
 	a              []float32
 	lda            int
 	b              []float32

@@ -149,18 +149,135 @@ func TestCheck(t *testing.T) {
 	assert.NoError(t, Check(true, true, 2, 3, 4, make([]float32, 8), 2, make([]float32, 12), 4, make([]float32, 6), 3))
 }
 
-func benchSgemm(b *testing.B, m, n, k int) {
-	r := rand.New(rand.NewPCG(5, 6))
-	x := randSlice(r, m*k)
-	y := randSlice(r, k*n)
-	z := make([]float32, m*n)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		Sgemm(false, false, m, n, k, 1, x, k, y, n, 0, z, n)
-	}
-	b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+// useKernel makes Sgemm use mk until the returned function restores the
+// previous kernel. Tests using it must not run in parallel.
+func useKernel(mk microKernel) (restore func()) {
+	old := kernel
+	kernel = mk
+	return func() { kernel = old }
 }
 
-func BenchmarkSgemm1024(b *testing.B) { benchSgemm(b, 1024, 1024, 1024) }
+// TestSgemmGoKernel runs the correctness tests on the portable kernel,
+// which amd64 machines with AVX2 never select on their own.
+func TestSgemmGoKernel(t *testing.T) {
+	defer useKernel(goKernel2x4)()
+	t.Run("RandomShapes", TestSgemmRandomShapes)
+	t.Run("NaN", TestSgemmNaNPropagates)
+	t.Run("Large", TestSgemmLarge)
+}
 
-func BenchmarkSgemm256(b *testing.B) { benchSgemm(b, 256, 256, 256) }
+// TestSgemmLarge covers the parallel cuts (rows, columns, shared
+// dimension), several k blocks and edge tiles on every side.
+func TestSgemmLarge(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	sizes := [][3]int{
+		{500, 130, 200}, // rows
+		{60, 700, 200},  // columns
+		{70, 50, 1100},  // shared dimension
+		{131, 67, 1500}, // shared dimension, uneven
+	}
+	for _, sz := range sizes {
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				for _, ab := range [][2]float32{{1, 0}, {-0.5, 0.75}} {
+					checkCase(t, r, tA, tB, sz[0], sz[1], sz[2], ab[0], ab[1], r.IntN(3))
+				}
+			}
+		}
+	}
+}
+
+// TestSgemmSmallBlocks shrinks the cache blocks of the active kernel so
+// that modest shapes run many mc, kc and nc blocks (and the first-block
+// beta logic) through the packing code.
+func TestSgemmSmallBlocks(t *testing.T) {
+	for _, base := range []microKernel{kernel, goKernel2x4} {
+		mk := base
+		mk.mc, mk.kc, mk.nc = 2*mk.mr, 7, 3*mk.nr
+		t.Run(mk.name, func(t *testing.T) {
+			defer useKernel(mk)()
+			r := rand.New(rand.NewPCG(9, 10))
+			for _, sz := range [][3]int{{37, 101, 45}, {100, 35, 30}, {13, 200, 64}} {
+				for _, tA := range []bool{false, true} {
+					for _, tB := range []bool{false, true} {
+						checkCase(t, r, tA, tB, sz[0], sz[1], sz[2], 1.5, 0, r.IntN(3))
+						checkCase(t, r, tA, tB, sz[0], sz[1], sz[2], -1, 0.5, r.IntN(3))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMicroKernels checks each available micro-kernel on its own against a
+// float64 reference for depths around its unrolling, including beta 0
+// over NaNs (never read) and NaN inputs (propagated).
+func TestMicroKernels(t *testing.T) {
+	kernels := []microKernel{goKernel2x4}
+	if kernel.name != goKernel2x4.name {
+		kernels = append(kernels, kernel)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, mk := range kernels {
+		for kc := 1; kc <= 35; kc++ {
+			for _, ab := range [][2]float32{{1, 0}, {0.5, 1}, {-2, 0.25}} {
+				alpha, beta := ab[0], ab[1]
+				ap := randSlice(r, mk.mr*kc)
+				bp := randSlice(r, mk.nr*kc)
+				ldc := mk.nr + 3
+				c := randSlice(r, mk.mr*ldc)
+				if beta == 0 {
+					for i := range c {
+						c[i] = float32(math.NaN())
+					}
+				}
+				want := make([]float64, mk.mr*mk.nr)
+				for i := 0; i < mk.mr; i++ {
+					for j := 0; j < mk.nr; j++ {
+						var s float64
+						for p := 0; p < kc; p++ {
+							s += float64(ap[p*mk.mr+i]) * float64(bp[p*mk.nr+j])
+						}
+						s *= float64(alpha)
+						if beta != 0 {
+							s += float64(beta) * float64(c[i*ldc+j])
+						}
+						want[i*mk.nr+j] = s
+					}
+				}
+				pad := c[mk.nr] // a column outside the tile
+				mk.fn(kc, ap, bp, c, ldc, alpha, beta)
+				for i := 0; i < mk.mr; i++ {
+					for j := 0; j < mk.nr; j++ {
+						require.InDelta(t, want[i*mk.nr+j], float64(c[i*ldc+j]), 1e-5*float64(kc+1),
+							"%s kc=%d alpha=%v beta=%v C[%d][%d]", mk.name, kc, alpha, beta, i, j)
+					}
+				}
+				if beta != 0 {
+					require.Equal(t, pad, c[mk.nr], "%s wrote outside its tile", mk.name)
+				}
+			}
+		}
+		// A NaN in B reaches every row even where A is zero.
+		ap := make([]float32, mk.mr*3)
+		bp := make([]float32, mk.nr*3)
+		bp[mk.nr+1] = float32(math.NaN())
+		c := make([]float32, mk.mr*mk.nr)
+		mk.fn(3, ap, bp, c, mk.nr, 1, 0)
+		for i := 0; i < mk.mr; i++ {
+			assert.True(t, math.IsNaN(float64(c[i*mk.nr+1])), "%s row %d", mk.name, i)
+			assert.Equal(t, float32(0), c[i*mk.nr])
+		}
+	}
+}
+
+// TestKernelSelection checks that amd64 machines with AVX2 and FMA use the
+// assembly kernel.
+func TestKernelSelection(t *testing.T) {
+	t.Logf("micro-kernel: %s (%d×%d, mc=%d kc=%d nc=%d)", kernel.name, kernel.mr, kernel.nr, kernel.mc, kernel.kc, kernel.nc)
+	if wantAsmKernel() {
+		assert.NotEqual(t, goKernel2x4.name, kernel.name)
+	} else {
+		assert.Equal(t, goKernel2x4.name, kernel.name)
+	}
+}

@@ -1,14 +1,19 @@
 package gemm
 
 // microKernel computes one mr×nr tile of C. ap holds an A strip packed
-// k-major (ap[p*mr+i] = alpha*A[i][p]) and bp a B strip packed k-major
-// (bp[p*nr+j] = B[p][j]), both kc deep. fn adds their product to the tile
-// whose top-left element is c[0] and whose row stride is ldc; the tile is
-// always complete (edges are handled by the caller through a scratch tile).
+// k-major (ap[p*mr+i] = A[i][p]) and bp a B strip packed k-major
+// (bp[p*nr+j] = B[p][j]), both kc deep. fn stores
+//
+//	C = alpha*(A·B) + beta*C
+//
+// into the tile whose top-left element is c[0] and whose row stride is ldc.
+// When beta is 0 the tile is written without being read, so it may hold
+// garbage (or NaNs) beforehand. The tile is always complete: edges are
+// handled by the caller through a scratch tile.
 //
 // The packing and blocking code only depends on mr and nr, so an assembly
-// kernel (for example 6×16 with AVX2/FMA) can replace the pure-Go one by
-// assigning a different microKernel to kernel at init time.
+// kernel (6×16 with AVX2/FMA on amd64, see kernel_amd64.go) replaces the
+// pure-Go one at init time when the CPU supports it.
 type microKernel struct {
 	name   string
 	mr, nr int
@@ -16,10 +21,11 @@ type microKernel struct {
 	// A block stays in L2, a kc×nr B strip in L1 and the kc×nc B panel in
 	// L3. mc must be a multiple of mr and nc of nr.
 	mc, kc, nc int
-	fn         func(kc int, ap, bp, c []float32, ldc int)
+	fn         func(kc int, ap, bp, c []float32, ldc int, alpha, beta float32)
 }
 
-// kernel is the micro-kernel Sgemm uses.
+// kernel is the micro-kernel Sgemm uses. Architecture files replace it in
+// init when a faster one is supported; tests swap it to cover both.
 var kernel = goKernel2x4
 
 // goKernel2x4 is the portable micro-kernel. Without SIMD the limit is the
@@ -29,7 +35,7 @@ var kernel = goKernel2x4
 // spill and measured slower. Unrolling k by 8 hides the loop overhead.
 var goKernel2x4 = microKernel{name: "go2x4", mr: 2, nr: 4, mc: 128, kc: 256, nc: 2048, fn: kernel2x4}
 
-func kernel2x4(kc int, ap, bp, c []float32, ldc int) {
+func kernel2x4(kc int, ap, bp, c []float32, ldc int, alpha, beta float32) {
 	var c00, c01, c02, c03 float32
 	var c10, c11, c12, c13 float32
 	ap = ap[:kc*2]
@@ -150,14 +156,19 @@ func kernel2x4(kc int, ap, bp, c []float32, ldc int) {
 		c12 += a1 * b2
 		c13 += a1 * b3
 	}
-	r := c[0:4:4]
-	r[0] += c00
-	r[1] += c01
-	r[2] += c02
-	r[3] += c03
-	r = c[ldc : ldc+4 : ldc+4]
-	r[0] += c10
-	r[1] += c11
-	r[2] += c12
-	r[3] += c13
+	r0 := c[0:4:4]
+	r1 := c[ldc : ldc+4 : ldc+4]
+	if beta == 0 {
+		r0[0], r0[1], r0[2], r0[3] = alpha*c00, alpha*c01, alpha*c02, alpha*c03
+		r1[0], r1[1], r1[2], r1[3] = alpha*c10, alpha*c11, alpha*c12, alpha*c13
+		return
+	}
+	r0[0] = beta*r0[0] + alpha*c00
+	r0[1] = beta*r0[1] + alpha*c01
+	r0[2] = beta*r0[2] + alpha*c02
+	r0[3] = beta*r0[3] + alpha*c03
+	r1[0] = beta*r1[0] + alpha*c10
+	r1[1] = beta*r1[1] + alpha*c11
+	r1[2] = beta*r1[2] + alpha*c12
+	r1[3] = beta*r1[3] + alpha*c13
 }
