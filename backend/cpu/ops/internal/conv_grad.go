@@ -1,0 +1,878 @@
+package internal
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// Backward kernels of Conv and ConvTranspose (the rules are in
+// graph/grad_conv.go). Each takes the forward node's attributes and resolves
+// the same geometry the forward kernel does.
+//
+// Both ops are described by one picture: an "image" tensor (channels ci,
+// spatial dims win.in) and a "column" tensor (channels cq, spatial dims
+// win.out) related per group g by Q_g = W_g · im2col(I_g), with W of shape
+// (cq, ci/group, kernel...). Conv has I = X and Q = Y; ConvTranspose has
+// I = Y and Q = X (Y = col2im(W_gᵀ·X_g)). So:
+//
+//	ConvBackwardData(dy, W, shape(X))            dX = col2im(Wᵀ·dy)
+//	ConvBackwardFilter(dy, X, shape(W))          dW = dy · im2col(X)ᵀ
+//	ConvTransposeBackwardData(dy, W, shape(X))   dX = W · im2col(dy)  (a Conv of dy)
+//	ConvTransposeBackwardFilter(dy, X, shape(W)) dW = X · im2col(dy)ᵀ
+//
+// float32 runs its products through gemm.Sgemm; float64 (gradient checks)
+// uses a plain loop.
+
+func init() {
+	register("ConvBackwardData", convGradKernel(false, false))
+	register("ConvBackwardFilter", convGradKernel(false, true))
+	register("ConvTransposeBackwardData", convGradKernel(true, false))
+	register("ConvTransposeBackwardFilter", convGradKernel(true, true))
+}
+
+// convGradColBudget bounds the elements of one im2col buffer per worker.
+var convGradColBudget = 1 << 19
+
+// gradWindow is the resolved geometry of a sliding window over the spatial
+// dims: in are the image dims, out the window positions.
+type gradWindow struct {
+	in, out, kernel              []int
+	strides, dilations           []int
+	padBegin, padEnd             []int
+	inSize, outSize, kernelSize  int
+	outLast, outRows, lastStride int
+}
+
+// finish fills the derived sizes.
+func (w *gradWindow) finish() {
+	w.inSize, w.outSize, w.kernelSize = product(w.in), product(w.out), product(w.kernel)
+	r := len(w.in)
+	w.outLast = w.out[r-1]
+	w.outRows = 0
+	if w.outLast > 0 {
+		w.outRows = w.outSize / w.outLast
+	}
+	w.lastStride = w.strides[r-1]
+}
+
+// windowIntsAttr reads an ints attribute with one value per spatial axis
+// (want values; fill when absent).
+func windowIntsAttr(n *graph.Node, name string, want, fill int) ([]int, error) {
+	v := n.AttrInts(name, nil)
+	out := make([]int, want)
+	if v == nil {
+		for i := range out {
+			out[i] = fill
+		}
+		return out, nil
+	}
+	if len(v) != want {
+		return nil, n.Errorf("attribute %s has %d values, want %d", name, len(v), want)
+	}
+	for i, x := range v {
+		out[i] = int(x)
+	}
+	return out, nil
+}
+
+// resolveGradWindow computes the window of Conv or a pool over image dims
+// in: strides, dilations, pads, auto_pad and (when ceil is allowed)
+// ceil_mode, exactly as the forward kernels resolve them.
+func resolveGradWindow(n *graph.Node, in, kernel []int, ceil bool) (*gradWindow, error) {
+	r := len(in)
+	if r == 0 || len(kernel) != r {
+		return nil, n.Errorf("kernel %v does not match the %d spatial dims", kernel, r)
+	}
+	w := &gradWindow{in: in, kernel: kernel}
+	var err error
+	if w.strides, err = windowIntsAttr(n, "strides", r, 1); err != nil {
+		return nil, err
+	}
+	if w.dilations, err = windowIntsAttr(n, "dilations", r, 1); err != nil {
+		return nil, err
+	}
+	pads, err := windowIntsAttr(n, "pads", 2*r, 0)
+	if err != nil {
+		return nil, err
+	}
+	w.padBegin, w.padEnd = pads[:r], pads[r:]
+	for i := 0; i < r; i++ {
+		if kernel[i] <= 0 || w.strides[i] <= 0 || w.dilations[i] <= 0 {
+			return nil, n.Errorf("kernel %v, strides %v and dilations %v must be positive", kernel, w.strides, w.dilations)
+		}
+		if w.padBegin[i] < 0 || w.padEnd[i] < 0 {
+			return nil, n.Errorf("pads %v must not be negative", pads)
+		}
+	}
+	ceil = ceil && n.AttrInt("ceil_mode", 0) != 0
+	autoPad := n.AttrString("auto_pad", "NOTSET")
+	w.out = make([]int, r)
+	for i := 0; i < r; i++ {
+		dk := (kernel[i]-1)*w.dilations[i] + 1
+		s := w.strides[i]
+		switch autoPad {
+		case "NOTSET", "":
+			span := in[i] + w.padBegin[i] + w.padEnd[i] - dk
+			if span < 0 {
+				return nil, n.Errorf("kernel %v is larger than the padded input on spatial axis %d", kernel, i)
+			}
+			if ceil {
+				w.out[i] = (span+s-1)/s + 1
+				if (w.out[i]-1)*s >= in[i]+w.padBegin[i] {
+					w.out[i]--
+				}
+			} else {
+				w.out[i] = span/s + 1
+			}
+		case "VALID":
+			w.padBegin[i], w.padEnd[i] = 0, 0
+			if in[i] < dk {
+				return nil, n.Errorf("kernel %v is larger than the input on spatial axis %d", kernel, i)
+			}
+			w.out[i] = (in[i]-dk)/s + 1
+		case "SAME_UPPER", "SAME_LOWER":
+			w.out[i] = (in[i] + s - 1) / s
+			total := max((w.out[i]-1)*s+dk-in[i], 0)
+			if autoPad == "SAME_UPPER" {
+				w.padBegin[i] = total / 2
+			} else {
+				w.padBegin[i] = total - total/2
+			}
+			w.padEnd[i] = total - w.padBegin[i]
+		default:
+			return nil, n.Errorf("auto_pad %q is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", autoPad)
+		}
+	}
+	w.finish()
+	return w, nil
+}
+
+// floorDivInt divides rounding toward negative infinity.
+func floorDivInt(a, b int) int {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// resolveConvTransposeGradWindow computes ConvTranspose's geometry as the
+// window of the equivalent convolution: the image (in) is the ConvTranspose
+// output and the window positions (out) are its input positions xs. Pads may
+// come out negative when output_shape asks for more than the natural size.
+func resolveConvTransposeGradWindow(n *graph.Node, xs, kernel []int) (*gradWindow, error) {
+	r := len(xs)
+	if r == 0 || len(kernel) != r {
+		return nil, n.Errorf("kernel %v does not match the %d spatial dims", kernel, r)
+	}
+	w := &gradWindow{out: xs, kernel: kernel, in: make([]int, r), padBegin: make([]int, r), padEnd: make([]int, r)}
+	var err error
+	if w.strides, err = windowIntsAttr(n, "strides", r, 1); err != nil {
+		return nil, err
+	}
+	if w.dilations, err = windowIntsAttr(n, "dilations", r, 1); err != nil {
+		return nil, err
+	}
+	outPad, err := windowIntsAttr(n, "output_padding", r, 0)
+	if err != nil {
+		return nil, err
+	}
+	pads, err := windowIntsAttr(n, "pads", 2*r, 0)
+	if err != nil {
+		return nil, err
+	}
+	var outShape []int
+	if v := n.AttrInts("output_shape", nil); v != nil {
+		switch len(v) {
+		case r:
+			outShape = graph.IntsToInt(v)
+		case r + 2:
+			outShape = graph.IntsToInt(v[2:])
+		default:
+			return nil, n.Errorf("output_shape %v must list the %d spatial dims", v, r)
+		}
+	}
+	autoPad := n.AttrString("auto_pad", "NOTSET")
+	switch autoPad {
+	case "NOTSET", "", "VALID", "SAME_UPPER", "SAME_LOWER":
+	default:
+		return nil, n.Errorf("auto_pad %q is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", autoPad)
+	}
+	for i := 0; i < r; i++ {
+		if kernel[i] <= 0 || w.strides[i] <= 0 || w.dilations[i] <= 0 {
+			return nil, n.Errorf("kernel %v, strides %v and dilations %v must be positive", kernel, w.strides, w.dilations)
+		}
+		if outPad[i] < 0 || pads[i] < 0 || pads[i+r] < 0 {
+			return nil, n.Errorf("pads %v and output_padding %v must not be negative", pads, outPad)
+		}
+		dk := (kernel[i]-1)*w.dilations[i] + 1
+		full := w.strides[i]*(xs[i]-1) + outPad[i] + dk
+		switch {
+		case outShape != nil || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER":
+			out := xs[i] * w.strides[i]
+			if outShape != nil {
+				out = outShape[i]
+			}
+			total := full - out
+			if autoPad == "SAME_UPPER" {
+				w.padBegin[i] = floorDivInt(total, 2)
+			} else {
+				w.padBegin[i] = total - floorDivInt(total, 2)
+			}
+			w.padEnd[i] = total - w.padBegin[i]
+			w.in[i] = out
+		case autoPad == "VALID":
+			w.in[i] = full
+		default:
+			w.padBegin[i], w.padEnd[i] = pads[i], pads[i+r]
+			w.in[i] = full - pads[i] - pads[i+r]
+		}
+		if w.in[i] < 0 {
+			return nil, n.Errorf("output spatial dim %d would be %d", i, w.in[i])
+		}
+	}
+	w.finish()
+	return w, nil
+}
+
+// convGradPlan is the resolved geometry of one Conv or ConvTranspose.
+type convGradPlan struct {
+	batch, group int
+	ci, cq       int // channels of the image and the column tensor
+	win          *gradWindow
+	xShape       []int
+	wShape       []int
+	dyShape      []int // the shape dy must have (the forward output's)
+}
+
+// newConvGradPlan validates X's and W's shapes against the attributes.
+func newConvGradPlan(n *graph.Node, xShape, wShape []int, transpose bool) (*convGradPlan, error) {
+	if len(xShape) < 3 {
+		return nil, n.Errorf("input X must have rank >= 3 (N, C, spatial...), has shape %v", xShape)
+	}
+	if len(wShape) != len(xShape) {
+		return nil, n.Errorf("weight W has shape %v, want rank %d like X %v", wShape, len(xShape), xShape)
+	}
+	for _, d := range append(append([]int{}, xShape...), wShape...) {
+		if d < 0 {
+			return nil, n.Errorf("shapes %v and %v must not be negative", xShape, wShape)
+		}
+	}
+	group := int(n.AttrInt("group", 1))
+	kernel := append([]int{}, wShape[2:]...)
+	if ks := n.AttrInts("kernel_shape", nil); ks != nil {
+		if len(ks) != len(kernel) {
+			return nil, n.Errorf("kernel_shape %v does not match weight shape %v", ks, wShape)
+		}
+		for i, k := range ks {
+			if int(k) != kernel[i] {
+				return nil, n.Errorf("kernel_shape %v does not match weight shape %v", ks, wShape)
+			}
+		}
+	}
+	p := &convGradPlan{batch: xShape[0], group: group, xShape: xShape, wShape: wShape}
+	c := xShape[1]
+	if group <= 0 || c%group != 0 {
+		return nil, n.Errorf("group %d must divide the %d input channels", group, c)
+	}
+	var err error
+	if !transpose {
+		// W is (M, C/group, k...): the image is X, the columns Y.
+		p.ci, p.cq = c, wShape[0]
+		if p.cq%group != 0 || wShape[1] != c/group {
+			return nil, n.Errorf("weight W has shape %v: want (M, C/group = %d, ...) with group %d dividing M", wShape, c/group, group)
+		}
+		if p.win, err = resolveGradWindow(n, xShape[2:], kernel, false); err != nil {
+			return nil, err
+		}
+		p.dyShape = append([]int{p.batch, p.cq}, p.win.out...)
+	} else {
+		// W is (C, M/group, k...): the image is Y, the columns X.
+		if wShape[0] != c {
+			return nil, n.Errorf("weight W has shape %v: dim 0 must be C = %d", wShape, c)
+		}
+		p.cq, p.ci = c, wShape[1]*group
+		if p.win, err = resolveConvTransposeGradWindow(n, xShape[2:], kernel); err != nil {
+			return nil, err
+		}
+		p.dyShape = append([]int{p.batch, p.ci}, p.win.in...)
+	}
+	return p, nil
+}
+
+// pointwise reports whether im2col is the identity (a 1×…×1 window, unit
+// strides, no padding, image and columns of one size).
+func (p *convGradPlan) pointwise() bool {
+	w := p.win
+	if w.kernelSize != 1 {
+		return false
+	}
+	for j := range w.in {
+		if w.strides[j] != 1 || w.padBegin[j] != 0 || w.padEnd[j] != 0 || w.in[j] != w.out[j] {
+			return false
+		}
+	}
+	return true
+}
+
+// convGradKernel returns one of the four backward kernels: transpose picks
+// ConvTranspose's roles, filter the weight gradient over the input one.
+func convGradKernel(transpose, filter bool) kern.Kernel {
+	return func(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+		if err := kern.Need(n, in, 3); err != nil {
+			return nil, err
+		}
+		dy, other, shapeT := in[0], in[1], in[2]
+		if dy.DType != graph.Float32 && dy.DType != graph.Float64 {
+			return nil, n.Errorf("dtype %v is not supported (float32, float64)", dy.DType)
+		}
+		if other.DType != dy.DType {
+			return nil, n.Errorf("gradient has dtype %v, the forward value %v", dy.DType, other.DType)
+		}
+		if !shapeT.DType.IsInt() || len(shapeT.Shape) != 1 {
+			return nil, n.Errorf("input 2 must be a 1-D integer shape, has %v of shape %v", shapeT.DType, shapeT.Shape)
+		}
+		target := shapeT.Ints()
+		var xShape, wShape []int
+		if filter {
+			xShape, wShape = other.Shape, target
+		} else {
+			xShape, wShape = target, other.Shape
+		}
+		p, err := newConvGradPlan(n, xShape, wShape, transpose)
+		if err != nil {
+			return nil, err
+		}
+		if !graph.SameShape(dy.Shape, p.dyShape) {
+			return nil, n.Errorf("gradient has shape %v, the forward output %v", dy.Shape, p.dyShape)
+		}
+		out, err := kern.New(n, dy.DType, target)
+		if err != nil {
+			return nil, err
+		}
+		switch d := dy.Data.(type) {
+		case []float32:
+			convGradRun(p, transpose, filter, d, other.Data.([]float32), out.Data.([]float32))
+		case []float64:
+			convGradRun(p, transpose, filter, d, other.Data.([]float64), out.Data.([]float64))
+		}
+		return []*graph.Tensor{out}, nil
+	}
+}
+
+// convGradRun dispatches to the product that computes the wanted gradient;
+// out is zero on entry.
+func convGradRun[T float32 | float64](p *convGradPlan, transpose, filter bool, dy, other, out []T) {
+	depthwise := p.ci == p.group && p.group > 1 && len(p.win.in) <= 2
+	switch {
+	case !transpose && !filter && depthwise:
+		depthwiseDataGrad(p, dy, other, out)
+	case !transpose && filter && depthwise:
+		depthwiseFilterGrad(p, dy, other, out)
+	case !transpose && !filter:
+		convColsToImage(p, dy, other, out)
+	case !transpose && filter:
+		convFilterGrad(p, dy, other, out)
+	case transpose && !filter:
+		convImageToCols(p, dy, other, out)
+	default:
+		convFilterGrad(p, other, dy, out)
+	}
+}
+
+// convColsToImage computes img = col2im(Wᵀ·q) per image and group (the
+// input gradient of Conv). img is zero on entry.
+func convColsToImage[T float32 | float64](p *convGradPlan, q, w, img []T) {
+	win := p.win
+	if p.batch == 0 || win.inSize == 0 || win.outSize == 0 || p.ci == 0 || p.cq == 0 {
+		return
+	}
+	ciG, cqG := p.ci/p.group, p.cq/p.group
+	ck := ciG * win.kernelSize
+	L, I := win.outSize, win.inSize
+	items := p.batch * p.group
+	if p.pointwise() {
+		workers := convGradItemWorkers(items, ck*cqG*L)
+		convGradParallel(items, workers, false, func(_, item int) {
+			i, g := item/p.group, item%p.group
+			wg := w[g*cqG*ck : (g+1)*cqG*ck]
+			qg := q[(i*p.cq+g*cqG)*L:]
+			ig := img[(i*p.ci+g*ciG)*I:]
+			gemmAcc(true, false, ck, L, cqG, wg, ck, qg, L, false, ig, I)
+		})
+		return
+	}
+	rowsPerTile := convGradRowsPerTile(ck, win)
+	workers := convGradItemWorkers(items, ck*cqG*L)
+	bufs := make([][]T, workers)
+	convGradParallel(items, workers, false, func(worker, item int) {
+		i, g := item/p.group, item%p.group
+		if bufs[worker] == nil {
+			bufs[worker] = make([]T, ck*rowsPerTile*win.outLast)
+		}
+		wg := w[g*cqG*ck : (g+1)*cqG*ck]
+		qg := q[(i*p.cq+g*cqG)*L:]
+		ig := img[(i*p.ci+g*ciG)*I : (i*p.ci+(g+1)*ciG)*I]
+		for r0 := 0; r0 < win.outRows; r0 += rowsPerTile {
+			r1 := min(r0+rowsPerTile, win.outRows)
+			cols := (r1 - r0) * win.outLast
+			col := bufs[worker][:ck*cols]
+			gemmAcc(true, false, ck, cols, cqG, wg, ck, qg[r0*win.outLast:], L, false, col, cols)
+			windowColumns(col, ig, ciG, win, r0, r1, true)
+		}
+	})
+}
+
+// convImageToCols computes q = W·im2col(img) per image and group (the input
+// gradient of ConvTranspose: a convolution of dy with W).
+func convImageToCols[T float32 | float64](p *convGradPlan, img, w, q []T) {
+	win := p.win
+	if p.batch == 0 || win.outSize == 0 || p.cq == 0 {
+		return
+	}
+	ciG, cqG := p.ci/p.group, p.cq/p.group
+	ck := ciG * win.kernelSize
+	L, I := win.outSize, win.inSize
+	if p.pointwise() {
+		items := p.batch * p.group
+		workers := convGradItemWorkers(items, ck*cqG*L)
+		convGradParallel(items, workers, false, func(_, item int) {
+			i, g := item/p.group, item%p.group
+			wg := w[g*cqG*ck : (g+1)*cqG*ck]
+			ig := img[(i*p.ci+g*ciG)*I:]
+			qg := q[(i*p.cq+g*cqG)*L:]
+			gemmAcc(false, false, cqG, L, ck, wg, ck, ig, I, false, qg, L)
+		})
+		return
+	}
+	rowsPerTile := convGradRowsPerTile(ck, win)
+	tiles := (win.outRows + rowsPerTile - 1) / rowsPerTile
+	items := p.batch * p.group * tiles
+	workers := convGradItemWorkers(items, cqG*ck*rowsPerTile*win.outLast)
+	bufs := make([][]T, workers)
+	convGradParallel(items, workers, false, func(worker, item int) {
+		t := item % tiles
+		g := (item / tiles) % p.group
+		i := item / (tiles * p.group)
+		r0 := t * rowsPerTile
+		r1 := min(r0+rowsPerTile, win.outRows)
+		cols := (r1 - r0) * win.outLast
+		if bufs[worker] == nil {
+			bufs[worker] = make([]T, ck*rowsPerTile*win.outLast)
+		}
+		col := bufs[worker][:ck*cols]
+		ig := img[(i*p.ci+g*ciG)*I : (i*p.ci+(g+1)*ciG)*I]
+		windowColumns(col, ig, ciG, win, r0, r1, false)
+		wg := w[g*cqG*ck : (g+1)*cqG*ck]
+		qg := q[(i*p.cq+g*cqG)*L+r0*win.outLast:]
+		gemmAcc(false, false, cqG, cols, ck, wg, ck, col, cols, false, qg, L)
+	})
+}
+
+// convFilterGrad computes dw = Σ over images of q·im2col(img)ᵀ per group
+// (the weight gradient of both ops: q is the column-side tensor, img the
+// image-side one). Images are split statically over the workers, each
+// summing into its own buffer, and the buffers are added in worker order, so
+// the result does not depend on scheduling.
+func convFilterGrad[T float32 | float64](p *convGradPlan, q, img, dw []T) {
+	win := p.win
+	if p.batch == 0 || win.outSize == 0 || len(dw) == 0 {
+		return
+	}
+	ciG, cqG := p.ci/p.group, p.cq/p.group
+	ck := ciG * win.kernelSize
+	L, I := win.outSize, win.inSize
+	pointwise := p.pointwise()
+	rowsPerTile, tiles := win.outRows, 1
+	if !pointwise {
+		rowsPerTile = convGradRowsPerTile(ck, win)
+		tiles = (win.outRows + rowsPerTile - 1) / rowsPerTile
+	}
+	items := p.batch * p.group * tiles
+	workers := convGradItemWorkers(items, cqG*ck*rowsPerTile*win.outLast)
+	partial := make([][]T, workers)
+	partial[0] = dw
+	cols := make([][]T, workers)
+	convGradParallel(items, workers, true, func(worker, item int) {
+		t := item % tiles
+		g := (item / tiles) % p.group
+		i := item / (tiles * p.group)
+		if partial[worker] == nil {
+			partial[worker] = make([]T, len(dw))
+		}
+		dwg := partial[worker][g*cqG*ck : (g+1)*cqG*ck]
+		ig := img[(i*p.ci+g*ciG)*I : (i*p.ci+(g+1)*ciG)*I]
+		if pointwise {
+			qg := q[(i*p.cq+g*cqG)*L:]
+			gemmAcc(false, true, cqG, ck, L, qg, L, ig, I, true, dwg, ck)
+			return
+		}
+		r0 := t * rowsPerTile
+		r1 := min(r0+rowsPerTile, win.outRows)
+		n := (r1 - r0) * win.outLast
+		if cols[worker] == nil {
+			cols[worker] = make([]T, ck*rowsPerTile*win.outLast)
+		}
+		col := cols[worker][:ck*n]
+		windowColumns(col, ig, ciG, win, r0, r1, false)
+		qg := q[(i*p.cq+g*cqG)*L+r0*win.outLast:]
+		gemmAcc(false, true, cqG, ck, n, qg, L, col, n, true, dwg, ck)
+	})
+	for _, part := range partial[1:] {
+		if part == nil {
+			continue
+		}
+		for j, v := range part {
+			dw[j] += v
+		}
+	}
+}
+
+// depthwiseGeom views a 1-D or 2-D window as 2-D (a unit height for 1-D).
+type depthwiseGeom struct {
+	ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw int
+	los, his                                       []int // valid output columns per horizontal tap
+}
+
+func newDepthwiseGeom(w *gradWindow) *depthwiseGeom {
+	g := &depthwiseGeom{ih: 1, iw: w.in[0], oh: 1, ow: w.out[0], kh: 1, kw: w.kernel[0], sh: 1, sw: w.strides[0],
+		dh: 1, dw: w.dilations[0], ph: 0, pw: w.padBegin[0]}
+	if len(w.in) == 2 {
+		g.ih, g.iw, g.oh, g.ow = w.in[0], w.in[1], w.out[0], w.out[1]
+		g.kh, g.kw = w.kernel[0], w.kernel[1]
+		g.sh, g.sw = w.strides[0], w.strides[1]
+		g.dh, g.dw = w.dilations[0], w.dilations[1]
+		g.ph, g.pw = w.padBegin[0], w.padBegin[1]
+	}
+	g.los, g.his = make([]int, g.kw), make([]int, g.kw)
+	for b := 0; b < g.kw; b++ {
+		g.los[b], g.his[b] = windowValidRange(b*g.dw-g.pw, g.sw, g.iw, g.ow)
+	}
+	return g
+}
+
+// depthwiseDataGrad is the input gradient of a 1-D or 2-D Conv with one
+// input channel per group, by direct accumulation: every output channel of
+// a group adds its taps times dy into the group's input channel.
+func depthwiseDataGrad[T float32 | float64](p *convGradPlan, dy, w, dx []T) {
+	g := newDepthwiseGeom(p.win)
+	mult := p.cq / p.group
+	inSize, outSize, kSize := g.ih*g.iw, g.oh*g.ow, g.kh*g.kw
+	items := p.batch * p.group
+	workers := gradWorkers(items, mult*outSize*kSize)
+	convGradParallel(items, workers, false, func(_, item int) {
+		i, c := item/p.group, item%p.group
+		dxp := dx[(i*p.ci+c)*inSize : (i*p.ci+c+1)*inSize]
+		for m := c * mult; m < (c+1)*mult; m++ {
+			dyp := dy[(i*p.cq+m)*outSize : (i*p.cq+m+1)*outSize]
+			wk := w[m*kSize : (m+1)*kSize]
+			for r := 0; r < g.oh; r++ {
+				dyrow := dyp[r*g.ow : (r+1)*g.ow]
+				for a := 0; a < g.kh; a++ {
+					in := r*g.sh + a*g.dh - g.ph
+					if in < 0 || in >= g.ih {
+						continue
+					}
+					xrow := dxp[in*g.iw : (in+1)*g.iw]
+					for b := 0; b < g.kw; b++ {
+						lo, hi := g.los[b], g.his[b]
+						if lo >= hi {
+							continue
+						}
+						wv := wk[a*g.kw+b]
+						pos := lo*g.sw + b*g.dw - g.pw
+						for _, v := range dyrow[lo:hi] {
+							xrow[pos] += wv * v
+							pos += g.sw
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// depthwiseFilterGrad is the weight gradient of a 1-D or 2-D Conv with one
+// input channel per group: each output channel's taps correlate its dy with
+// its input channel, summed over the batch in order (one goroutine per
+// channel, so the result is reproducible).
+func depthwiseFilterGrad[T float32 | float64](p *convGradPlan, dy, x, dw []T) {
+	g := newDepthwiseGeom(p.win)
+	mult := p.cq / p.group
+	inSize, outSize, kSize := g.ih*g.iw, g.oh*g.ow, g.kh*g.kw
+	workers := gradWorkers(p.cq, p.batch*outSize*kSize)
+	convGradParallel(p.cq, workers, false, func(_, m int) {
+		c := m / mult
+		wk := dw[m*kSize : (m+1)*kSize]
+		for i := 0; i < p.batch; i++ {
+			xp := x[(i*p.ci+c)*inSize : (i*p.ci+c+1)*inSize]
+			dyp := dy[(i*p.cq+m)*outSize : (i*p.cq+m+1)*outSize]
+			for a := 0; a < g.kh; a++ {
+				for b := 0; b < g.kw; b++ {
+					lo, hi := g.los[b], g.his[b]
+					if lo >= hi {
+						continue
+					}
+					var sum T
+					for r := 0; r < g.oh; r++ {
+						in := r*g.sh + a*g.dh - g.ph
+						if in < 0 || in >= g.ih {
+							continue
+						}
+						xrow := xp[in*g.iw : (in+1)*g.iw]
+						pos := lo*g.sw + b*g.dw - g.pw
+						for _, v := range dyp[r*g.ow+lo : r*g.ow+hi] {
+							sum += v * xrow[pos]
+							pos += g.sw
+						}
+					}
+					wk[a*g.kw+b] += sum
+				}
+			}
+		}
+	})
+}
+
+// convGradRowsPerTile picks how many rows of window positions one im2col
+// buffer of ck rows holds.
+func convGradRowsPerTile(ck int, win *gradWindow) int {
+	rows := convGradColBudget / max(ck*win.outLast, 1)
+	return min(max(rows, 1), max(win.outRows, 1))
+}
+
+// windowValidRange returns the window positions [lo, hi) of one axis whose
+// image position o*stride+off lies in [0, in), clamped to [0, out).
+func windowValidRange(off, stride, in, out int) (lo, hi int) {
+	if off < 0 {
+		lo = (-off + stride - 1) / stride
+	}
+	if last := in - 1 - off; last >= 0 {
+		hi = last/stride + 1
+	}
+	hi = min(hi, out)
+	lo = min(lo, hi)
+	return lo, hi
+}
+
+// windowColumns moves data between an image of ch channels (each
+// prod(w.in) elements) and its column matrix: ch·prod(w.kernel) rows, one
+// column per window position in rows [r0, r1) of positions (a row is one line
+// along the last spatial axis). With scatter false it fills col (im2col,
+// zero where a tap falls in the padding); with scatter true it adds col's
+// entries into the image positions they were read from (col2im, the
+// adjoint), dropping those in the padding.
+func windowColumns[T float32 | float64](col, img []T, ch int, w *gradWindow, r0, r1 int, scatter bool) {
+	r := len(w.in)
+	last := r - 1
+	oLast := w.outLast
+	cols := (r1 - r0) * oLast
+	inStride := make([]int, r)
+	acc := 1
+	for j := last; j >= 0; j-- {
+		inStride[j] = acc
+		acc *= w.in[j]
+	}
+	kIdx := make([]int, r)
+	oIdx := make([]int, r)
+	s := w.lastStride
+	row := 0
+	for c := 0; c < ch; c++ {
+		ic := img[c*w.inSize : (c+1)*w.inSize]
+		clear(kIdx)
+		for k := 0; k < w.kernelSize; k++ {
+			crow := col[row*cols : (row+1)*cols]
+			off := kIdx[last]*w.dilations[last] - w.padBegin[last]
+			lo, hi := windowValidRange(off, s, w.in[last], oLast)
+			rem := r0
+			for j := last - 1; j >= 0; j-- {
+				oIdx[j] = rem % w.out[j]
+				rem /= w.out[j]
+			}
+			for rr := r0; rr < r1; rr++ {
+				seg := crow[(rr-r0)*oLast : (rr-r0+1)*oLast]
+				base, ok := 0, lo < hi
+				for j := 0; j < last && ok; j++ {
+					i := oIdx[j]*w.strides[j] + kIdx[j]*w.dilations[j] - w.padBegin[j]
+					if i < 0 || i >= w.in[j] {
+						ok = false
+					}
+					base += i * inStride[j]
+				}
+				switch {
+				case !scatter && !ok:
+					clear(seg)
+				case !scatter:
+					clear(seg[:lo])
+					clear(seg[hi:])
+					if s == 1 {
+						copy(seg[lo:hi], ic[base+lo+off:base+hi+off])
+					} else {
+						pos := base + lo*s + off
+						for o := lo; o < hi; o++ {
+							seg[o] = ic[pos]
+							pos += s
+						}
+					}
+				case ok:
+					src := seg[lo:hi]
+					if s == 1 {
+						dst := ic[base+lo+off : base+hi+off]
+						dst = dst[:len(src)]
+						for i, v := range src {
+							dst[i] += v
+						}
+					} else {
+						pos := base + lo*s + off
+						for _, v := range src {
+							ic[pos] += v
+							pos += s
+						}
+					}
+				}
+				for j := last - 1; j >= 0; j-- {
+					oIdx[j]++
+					if oIdx[j] < w.out[j] {
+						break
+					}
+					oIdx[j] = 0
+				}
+			}
+			row++
+			for j := last; j >= 0; j-- {
+				kIdx[j]++
+				if kIdx[j] < w.kernel[j] {
+					break
+				}
+				kIdx[j] = 0
+			}
+		}
+	}
+}
+
+// gemmAcc computes C = op(A)·op(B), or C += op(A)·op(B) when accumulate is
+// set, for row-major matrices: op(A) is m×k, op(B) k×n, with row strides
+// lda, ldb, ldc as stored. float32 goes to gemm.Sgemm; float64 uses a plain
+// loop (it serves gradient checks).
+func gemmAcc[T float32 | float64](transA, transB bool, m, n, k int, a []T, lda int, b []T, ldb int, accumulate bool, c []T, ldc int) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	if af, ok := any(a).([]float32); ok {
+		beta := float32(0)
+		if accumulate {
+			beta = 1
+		}
+		gemm.Sgemm(transA, transB, m, n, k, 1, af, lda, any(b).([]float32), ldb, beta, any(c).([]float32), ldc)
+		return
+	}
+	at := func(i, p int) T {
+		if transA {
+			return a[p*lda+i]
+		}
+		return a[i*lda+p]
+	}
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if !accumulate {
+			clear(row)
+		}
+		if transB {
+			for j := range row {
+				bj := b[j*ldb : j*ldb+k]
+				var s T
+				for p, bv := range bj {
+					s += at(i, p) * bv
+				}
+				row[j] += s
+			}
+			continue
+		}
+		for p := 0; p < k; p++ {
+			av := at(i, p)
+			if av == 0 {
+				continue
+			}
+			brow := b[p*ldb : p*ldb+n]
+			for j, bv := range brow {
+				row[j] += av * bv
+			}
+		}
+	}
+}
+
+// convGradGemmParallelWork is the m·n·k above which one gemm.Sgemm call
+// spreads itself over the cores, so the caller runs its products in turn.
+const convGradGemmParallelWork = 1 << 20
+
+// convGradItemWorkers picks the goroutines for items independent products
+// of m·n·k work each.
+func convGradItemWorkers(items, work int) int {
+	if work >= convGradGemmParallelWork {
+		return 1
+	}
+	return gradWorkers(items, work)
+}
+
+// gradWorkers is how many goroutines share items work items of about cost
+// operations each: one per core, fewer when the work is small.
+func gradWorkers(items, cost int) int {
+	p := min(runtime.GOMAXPROCS(0), items)
+	if total := items * cost; total < p*(1<<16) {
+		p = total / (1 << 16)
+	}
+	return max(p, 1)
+}
+
+// convGradParallel runs fn(worker, item) for item in [0, items) on workers
+// goroutines. With static set, worker w gets the contiguous block of items
+// w·⌈items/workers⌉ onwards (so per-worker partial sums are reproducible);
+// otherwise items are handed out as workers free up. A panic in a worker is
+// re-raised in the caller's goroutine.
+func convGradParallel(items, workers int, static bool, fn func(worker, item int)) {
+	if workers <= 1 || items <= 1 {
+		for i := 0; i < items; i++ {
+			fn(0, i)
+		}
+		return
+	}
+	workers = min(workers, items)
+	per := (items + workers - 1) / workers
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var panicked any
+	wg.Add(workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					once.Do(func() { panicked = r })
+					next.Store(int64(items))
+				}
+			}()
+			if static {
+				for i := w * per; i < min((w+1)*per, items); i++ {
+					fn(w, i)
+				}
+				return
+			}
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= items {
+					return
+				}
+				fn(w, i)
+			}
+		}(w)
+	}
+	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
+}
