@@ -9,6 +9,13 @@ import (
 // ErrUnsupportedOp is wrapped by every error about an op onnxtrain cannot run.
 var ErrUnsupportedOp = errors.New("unsupported op")
 
+// UnbiasedVarAttr is an onnxtrain attribute of BatchNormalization: when 1,
+// training mode updates the running variance with the unbiased batch
+// variance, as PyTorch does (ONNX uses the population variance). The
+// training builder sets it on its own copy of the graph; exported models
+// never carry it.
+const UnbiasedVarAttr = "onnxtrain_unbiased_var"
+
 // Model is an imported ONNX model: metadata plus the main graph.
 type Model struct {
 	IRVersion       int64

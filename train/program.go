@@ -149,6 +149,7 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 				continue
 			}
 			isBuffer[name] = true
+			n.SetAttr(graph.IntAttr(graph.UnbiasedVarAttr, 1))
 			if trainingMode(n) && len(n.Outputs) > i+1 && n.Outputs[i+1] != "" {
 				p.bufferUpdates[n.Outputs[i+1]] = name
 			}
@@ -385,10 +386,19 @@ func (p *Program) addLoss(g *graph.Graph, out string) (string, error) {
 		nll := b.Op("SoftmaxCrossEntropyLoss", []string{out, labelsInput}, attrs...)
 		loss = nll
 		if lc.LabelSmoothing > 0 {
-			// PyTorch: (1-e)*nll + e*mean over samples of -mean_c log p.
+			// PyTorch: (1-e)*nll + e*smooth, where smooth is the mean over
+			// the samples whose label is not ignored of -mean_c log p.
 			logp := b.Op("LogSoftmax", []string{out}, graph.IntAttr("axis", 1))
-			perSample := b.Op("ReduceMean", []string{logp}, graph.IntsAttr("axes", 1), graph.IntAttr("keepdims", 0))
-			smooth := b.Op("Neg", []string{b.Op("ReduceMean", []string{perSample}, graph.IntAttr("keepdims", 0))})
+			var perSample string
+			if p.Model.Opset() >= 18 { // axes became an input
+				perSample = b.Op("ReduceMean", []string{logp, b.Const(graph.FromInt64([]int64{1}, 1))}, graph.IntAttr("keepdims", 0))
+			} else {
+				perSample = b.Op("ReduceMean", []string{logp}, graph.IntsAttr("axes", 1), graph.IntAttr("keepdims", 0))
+			}
+			ignore := b.Const(graph.FromInt64([]int64{lc.IgnoreIndex}))
+			keep := b.Op("Cast", []string{b.Op("Not", []string{b.Op("Equal", []string{labelsInput, ignore})})}, graph.IntAttr("to", int64(graph.Float32)))
+			total := b.Op("ReduceSum", []string{b.Op("Mul", []string{perSample, keep})}, graph.IntAttr("keepdims", 0))
+			smooth := b.Op("Neg", []string{b.Op("Div", []string{total, b.Op("ReduceSum", []string{keep}, graph.IntAttr("keepdims", 0))})})
 			e := b.Const(graph.Scalar(graph.Float32, lc.LabelSmoothing))
 			one := b.Const(graph.Scalar(graph.Float32, 1-lc.LabelSmoothing))
 			loss = b.Op("Add", []string{b.Op("Mul", []string{one, nll}), b.Op("Mul", []string{e, smooth})})

@@ -110,9 +110,16 @@ func batchNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	}
 	runMean := make([]float64, params)
 	runVar := make([]float64, params)
+	// ONNX updates the running variance with the population variance;
+	// PyTorch uses the unbiased one. onnxtrain's training graphs set the
+	// (non-ONNX) attribute onnxtrain_unbiased_var so training matches PyTorch.
+	correction := 1.0
+	if count := b.outer * b.inner; n.AttrInt(graph.UnbiasedVarAttr, 0) == 1 && count > 1 {
+		correction = float64(count) / float64(count-1)
+	}
 	for p := range runMean {
 		runMean[p] = mean[p]*momentum + batchMean[p]*(1-momentum)
-		runVar[p] = variance[p]*momentum + batchVar[p]*(1-momentum)
+		runVar[p] = variance[p]*momentum + batchVar[p]*correction*(1-momentum)
 	}
 	pshape := in[3].Shape
 	yOut, err := castTo(n, y, xDType)
