@@ -1,7 +1,6 @@
 package train
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,8 +9,8 @@ import (
 	"github.com/onnxtrain/onnxtrain/train/data"
 )
 
-// OpenData opens the dataset at path as a batch source for prog. The format
-// follows the path:
+// OpenData opens the dataset at path for prog. The format follows the
+// path:
 //   - *.npz / *.npy: arrays named like the graph inputs, plus the labels
 //     array (--labels);
 //   - an IDX images file (*idx3-ubyte[.gz]) with its labels file beside it,
@@ -19,9 +18,8 @@ import (
 //     t10k-* for validation data);
 //   - a folder with one sub-folder of images per class.
 //
-// Training data is shuffled (when cfg.Shuffle) and augmented; validation
-// data is neither.
-func OpenData(cfg Config, path string, training bool, prog *Program) (BatchSource, error) {
+// Training data is augmented as cfg asks; validation data is not.
+func OpenData(cfg Config, path string, training bool, prog *Program) (data.Dataset, error) {
 	ds, err := openDataset(cfg, path, training, prog)
 	if err != nil {
 		return nil, err
@@ -29,19 +27,7 @@ func OpenData(cfg Config, path string, training bool, prog *Program) (BatchSourc
 	if ds.Len() == 0 {
 		return nil, fmt.Errorf("data: %s holds no examples", path)
 	}
-	lc := data.LoaderConfig{BatchSize: cfg.BatchSize, Seed: uint64(cfg.Seed), Prefetch: 2}
-	if training {
-		lc.Shuffle = cfg.Shuffle
-		lc.DropLast = cfg.DropLast
-	}
-	l, err := data.NewLoader(ds, lc)
-	if err != nil {
-		return nil, fmt.Errorf("data: %s: %w", path, err)
-	}
-	if l.Len() == 0 {
-		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", path, ds.Len(), cfg.BatchSize)
-	}
-	return &loaderSource{l: l}, nil
+	return ds, nil
 }
 
 func openDataset(cfg Config, path string, training bool, prog *Program) (data.Dataset, error) {
@@ -97,21 +83,3 @@ func hasMNIST(dir string) bool {
 	return len(m) > 0
 }
 
-// loaderSource adapts a data.Loader to BatchSource.
-type loaderSource struct{ l *data.Loader }
-
-func (s *loaderSource) NumBatches() int { return s.l.Len() }
-
-func (s *loaderSource) Batches(ctx context.Context, epoch int) func(yield func(*Batch, error) bool) {
-	return func(yield func(*Batch, error) bool) {
-		for b, err := range s.l.Epoch(ctx, epoch, 0) {
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if !yield(&Batch{Inputs: b.Inputs, Labels: b.Labels, Size: b.Size}, nil) {
-				return
-			}
-		}
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/tensorio"
+	"github.com/onnxtrain/onnxtrain/train/data"
 )
 
 // Summary is what a finished run reports.
@@ -24,10 +26,10 @@ type Summary struct {
 	Outputs   []string     `json:"outputs,omitempty"`
 }
 
-// Run is `onnxtrain train`: it loads the model and data the config names,
-// trains, evaluates, and writes the trained model. Step records go to out
-// (JSON lines with LogFormat "json", text otherwise); messages for people
-// go to msg.
+// Run is `onnxtrain train`, written on the Accelerator API: it loads the
+// model and data the config names, trains, evaluates, and writes the
+// trained model. Step records go to out (JSON lines with LogFormat "json",
+// text otherwise); messages for people go to msg.
 func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -46,76 +48,99 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	loss.LabelSmoothing = cfg.LabelSmoothing
 	loss.IgnoreIndex = cfg.IgnoreIndex
-	trainOnly, err := TrainOnlyRegexp(cfg.TrainOnly)
+	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed})
 	if err != nil {
 		return nil, err
 	}
-	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: trainOnly, Backend: cfg.Backend, Seed: cfg.Seed})
+	model, err := acc.PrepareModel(m, loss, ModelOptions{TrainOnly: cfg.TrainOnly})
 	if err != nil {
 		return nil, err
 	}
-	src, err := OpenData(cfg, cfg.Data, true, prog)
+	inner, err := NewOptimizer(cfg, model.Params())
 	if err != nil {
 		return nil, err
 	}
-	var val BatchSource
+	opt := acc.PrepareOptimizer(inner, model)
+	trainDS, err := OpenData(cfg, cfg.Data, true, model.Prog)
+	if err != nil {
+		return nil, err
+	}
+	loader, err := acc.PrepareDataLoader(trainDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Shuffle: cfg.Shuffle, DropLast: cfg.DropLast, Seed: uint64(cfg.Seed), Prefetch: 2})
+	if err != nil {
+		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)
+	}
+	if loader.Len() == 0 {
+		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, trainDS.Len(), cfg.BatchSize)
+	}
+	var val *DataLoader
 	if cfg.ValData != "" {
-		if val, err = OpenData(cfg, cfg.ValData, false, prog); err != nil {
+		valDS, err := OpenData(cfg, cfg.ValData, false, model.Prog)
+		if err != nil {
 			return nil, err
 		}
+		if val, err = acc.PrepareDataLoader(valDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Prefetch: 2}); err != nil {
+			return nil, fmt.Errorf("data: %s: %w", cfg.ValData, err)
+		}
 	}
-	opt, params, err := NewOptimizer(cfg, prog)
+	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), cfg.GradAccum)
+	schedule, err := NewSchedule(cfg, total)
 	if err != nil {
 		return nil, err
 	}
-	total := TotalSteps(cfg.Steps, cfg.Epochs, src.NumBatches(), cfg.GradAccum)
-	sched, err := NewSchedule(cfg, total)
-	if err != nil {
-		return nil, err
-	}
+	sched := acc.PrepareScheduler(schedule, opt)
+
 	sum := &Summary{}
 	enc := json.NewEncoder(out)
-	tr := &Trainer{
-		Prog: prog, Opt: opt, Sched: sched, Params: params,
-		GradAccum: cfg.GradAccum, ClipNorm: cfg.ClipGradNorm, ClipValue: cfg.ClipGradValue,
-		MaxSteps: cfg.Steps, Epochs: cfg.Epochs, Val: val,
-		OnStep: func(r StepRecord) {
-			sum.Records = append(sum.Records, r)
-			if cfg.LogFormat == "json" {
-				enc.Encode(r)
-				return
-			}
-			// Text is for people: about twenty lines per run.
-			every := max(1, total/20)
-			if r.Step != 1 && r.Step%every != 0 && r.Step != total {
-				return
-			}
-			fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %.0f samples/s\n",
-				r.Step, total, r.Epoch, r.Loss, r.LR, r.GradNorm, r.SamplesPerS)
-		},
-		OnEval: func(e EvalRecord) {
-			ev := e
-			sum.LastEval = &ev
-			if cfg.LogFormat == "json" {
-				enc.Encode(e)
-				return
-			}
-			fmt.Fprintf(out, "epoch %d  val_loss %.5f  val_accuracy %.2f%%  (%d samples)\n", e.Epoch, e.Loss, 100*e.Accuracy, e.Samples)
-		},
+	onStep := func(r StepRecord) {
+		sum.Records = append(sum.Records, r)
+		if cfg.LogFormat == "json" {
+			enc.Encode(r)
+			return
+		}
+		// Text is for people: about twenty lines per run.
+		every := max(1, total/20)
+		if r.Step != 1 && r.Step%every != 0 && r.Step != total {
+			return
+		}
+		fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %.0f samples/s\n",
+			r.Step, total, r.Epoch, r.Loss, r.LR, r.GradNorm, r.SamplesPerS)
+	}
+	onEval := func(e EvalRecord) {
+		ev := e
+		sum.LastEval = &ev
+		if cfg.LogFormat == "json" {
+			enc.Encode(e)
+			return
+		}
+		fmt.Fprintf(out, "epoch %d  val_loss %.5f  val_accuracy %.2f%%  (%d samples)\n", e.Epoch, e.Loss, 100*e.Accuracy, e.Samples)
 	}
 	if cfg.LogFormat != "json" {
 		fmt.Fprintf(msg, "training %s: %d parameters in %d tensors (%d frozen), %d batches of %d per epoch, %d optimizer steps\n",
-			cfg.Model, countElements(prog.Params), len(prog.Params), len(prog.Frozen), src.NumBatches(), cfg.BatchSize, total)
+			cfg.Model, countElements(model.Prog.Params), len(model.Prog.Params), len(model.Prog.Frozen), loader.Len(), cfg.BatchSize, total)
 	}
-	if err := tr.Run(ctx, src); err != nil {
-		return sum, err
+	loop := &trainLoop{acc: acc, model: model, opt: opt, sched: sched, cfg: cfg, onStep: onStep}
+	epochs := cfg.Epochs
+	if cfg.Steps > 0 {
+		epochs = math.MaxInt32 // --steps decides
 	}
-	sum.Steps = tr.Step()
+	for epoch := 0; epoch < epochs && !(cfg.Steps > 0 && acc.Step() >= cfg.Steps); epoch++ {
+		if err := loop.epoch(ctx, loader, epoch); err != nil {
+			return sum, err
+		}
+		if val != nil {
+			ev, err := Evaluate(ctx, acc, model, val, epoch)
+			if err != nil {
+				return sum, err
+			}
+			onEval(ev)
+		}
+	}
+	sum.Steps = acc.Step()
 	if n := len(sum.Records); n > 0 {
 		sum.FinalLoss = sum.Records[n-1].Loss
 	}
 	if cfg.Output != "" {
-		paths, err := SaveModel(cfg.Output, prog)
+		paths, err := acc.SaveModel(cfg.Output)
 		if err != nil {
 			return sum, err
 		}
@@ -126,6 +151,110 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
+}
+
+// trainLoop is the body of `onnxtrain train`, on the Accelerator API.
+type trainLoop struct {
+	acc    *Accelerator
+	model  *Model
+	opt    *Optimizer
+	sched  *Scheduler
+	cfg    Config
+	onStep func(StepRecord)
+
+	// the current accumulation window
+	lossSum float64
+	micro   int
+	samples int
+	started time.Time
+}
+
+// epoch trains over one epoch, stopping early at --steps.
+func (t *trainLoop) epoch(ctx context.Context, loader *DataLoader, epoch int) error {
+	t.started = time.Now()
+	for b, err := range loader.Epoch(ctx, epoch) {
+		if err != nil {
+			return err
+		}
+		err = t.acc.Accumulate(func() error { return t.microStep(ctx, b, epoch) })
+		if err != nil {
+			return err
+		}
+		if t.cfg.Steps > 0 && t.acc.Step() >= t.cfg.Steps {
+			break
+		}
+	}
+	return nil
+}
+
+func (t *trainLoop) microStep(ctx context.Context, b *data.Batch, epoch int) error {
+	out, err := t.model.Forward(ctx, b)
+	if err != nil {
+		return fmt.Errorf("step %d, epoch %d: %w", t.acc.Step()+1, epoch, err)
+	}
+	if math.IsNaN(out.Loss) || math.IsInf(out.Loss, 0) {
+		return fmt.Errorf("train: step %d (epoch %d): %w (%v); try a lower --lr, --clip-grad-norm, or check the data for NaNs", t.acc.Step()+1, epoch, ErrNaNLoss, out.Loss)
+	}
+	if err := t.acc.Backward(out); err != nil {
+		return err
+	}
+	t.lossSum += out.Loss
+	t.micro++
+	t.samples += out.Size
+	if !t.acc.SyncGradients() {
+		return nil
+	}
+	norm, err := t.acc.ClipGradNorm(t.model, t.cfg.ClipGradNorm)
+	if err != nil {
+		return err
+	}
+	if t.cfg.ClipGradValue > 0 {
+		if err := t.acc.ClipGradValue(t.model, t.cfg.ClipGradValue); err != nil {
+			return err
+		}
+	}
+	lr := t.sched.LR()
+	if err := t.opt.Step(); err != nil {
+		return err
+	}
+	t.sched.Step()
+	t.opt.ZeroGrad()
+	rec := StepRecord{Step: t.acc.Step(), Epoch: epoch, Loss: t.lossSum / float64(t.micro), LR: lr, GradNorm: norm,
+		Samples: t.samples, SamplesPerS: float64(t.samples) / time.Since(t.started).Seconds()}
+	t.lossSum, t.micro, t.samples, t.started = 0, 0, 0, time.Now()
+	t.onStep(rec)
+	return nil
+}
+
+// Evaluate runs the model in inference mode over a loader: the mean loss
+// (weighted by batch size) and, for classification, the accuracy.
+func Evaluate(ctx context.Context, acc *Accelerator, m *Model, loader *DataLoader, epoch int) (EvalRecord, error) {
+	rec := EvalRecord{Epoch: epoch, Step: acc.Step()}
+	var lossSum float64
+	correct := 0
+	for b, err := range loader.Epoch(ctx, 0) {
+		if err != nil {
+			return rec, err
+		}
+		loss, logits, err := m.Evaluate(ctx, b)
+		if err != nil {
+			return rec, err
+		}
+		n := b.Size - b.Padding
+		lossSum += loss * float64(n)
+		rec.Samples += n
+		if logits != nil && b.Labels != nil && m.Prog.cfg.Loss.Kind == "cross_entropy" {
+			if logits, err = acc.GatherForMetrics(ctx, logits, b); err != nil {
+				return rec, err
+			}
+			correct += countCorrect(logits, b.Labels)
+		}
+	}
+	if rec.Samples > 0 {
+		rec.Loss = lossSum / float64(rec.Samples)
+		rec.Accuracy = float64(correct) / float64(rec.Samples)
+	}
+	return rec, nil
 }
 
 func countElements(ps []*Parameter) int {

@@ -1,0 +1,409 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"math"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/train/data"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// AcceleratorConfig configures an Accelerator.
+type AcceleratorConfig struct {
+	// GradAccum is the number of micro-batches per optimizer step.
+	GradAccum int
+	// Backend runs the model ("cpu" by default).
+	Backend string
+	// Seed seeds random ops (Dropout) and data shuffling.
+	Seed int64
+	// MixedPrecision is "no" (default); "bf16" and "fp16" are not
+	// supported yet and are refused.
+	MixedPrecision string
+	// Log receives main-process messages; nil discards them.
+	Log *logrus.Logger
+}
+
+// Accelerator is Hugging Face accelerate's training loop in Go. Prepare the
+// model, optimizer, schedule and data loader with it, then:
+//
+//	for batch, err := range loader.Epoch(ctx, epoch) {
+//		err = acc.Accumulate(func() error {
+//			out, err := model.Forward(ctx, batch) // loss, and gradients pending
+//			if err != nil {
+//				return err
+//			}
+//			acc.Backward(out) // adds them, scaled by 1/GradAccum
+//			if acc.SyncGradients() {
+//				acc.ClipGradNorm(model, 1.0)
+//			}
+//			opt.Step() // acts only at the end of an accumulation window
+//			sched.Step()
+//			opt.ZeroGrad()
+//			return nil
+//		})
+//	}
+//
+// Unlike PyTorch, Forward runs forward and backward together (the program
+// is one compiled graph); Backward adds the gradients it computed.
+type Accelerator struct {
+	cfg AcceleratorConfig
+	log *logrus.Logger
+
+	step      int // optimizer steps taken
+	micro     int // micro-batches in the current window
+	sync      bool
+	endOfData bool
+
+	models []*Model
+	opts   []*Optimizer
+	scheds []*Scheduler
+	loader []*DataLoader
+	extra  map[string]Checkpointable
+}
+
+// Checkpointable is state registered with RegisterForCheckpointing.
+type Checkpointable interface {
+	StateDict() ([]byte, error)
+	LoadStateDict([]byte) error
+}
+
+// NewAccelerator checks the configuration.
+func NewAccelerator(cfg AcceleratorConfig) (*Accelerator, error) {
+	if cfg.GradAccum <= 0 {
+		cfg.GradAccum = 1
+	}
+	if cfg.Backend == "" {
+		cfg.Backend = "cpu"
+	}
+	switch cfg.MixedPrecision {
+	case "", "no":
+	default:
+		return nil, fmt.Errorf("accelerator: --mixed-precision %q is not supported yet (only \"no\")", cfg.MixedPrecision)
+	}
+	log := cfg.Log
+	if log == nil {
+		log = logrus.New()
+		log.Out = discard{}
+	}
+	return &Accelerator{cfg: cfg, log: log, extra: map[string]Checkpointable{}}, nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// GradAccum is the number of micro-batches per optimizer step.
+func (a *Accelerator) GradAccum() int { return a.cfg.GradAccum }
+
+// Step is the number of optimizer steps taken so far.
+func (a *Accelerator) Step() int { return a.step }
+
+// SyncGradients reports whether the current micro-batch ends an
+// accumulation window (the optimizer will step).
+func (a *Accelerator) SyncGradients() bool { return a.sync }
+
+// IsMainProcess reports whether this process logs and saves (rank 0).
+func (a *Accelerator) IsMainProcess() bool { return true }
+
+// ProcessIndex is this process's rank.
+func (a *Accelerator) ProcessIndex() int { return 0 }
+
+// NumProcesses is the number of processes training together.
+func (a *Accelerator) NumProcesses() int { return 1 }
+
+// WaitForEveryone is a barrier across processes.
+func (a *Accelerator) WaitForEveryone(ctx context.Context) error { return ctx.Err() }
+
+// Print logs a message on the main process only.
+func (a *Accelerator) Print(format string, args ...any) {
+	if a.IsMainProcess() {
+		a.log.Infof(format, args...)
+	}
+}
+
+// Gather concatenates a tensor across processes along dim 0.
+func (a *Accelerator) Gather(ctx context.Context, t *graph.Tensor) (*graph.Tensor, error) {
+	return t, ctx.Err()
+}
+
+// GatherForMetrics gathers like Gather, then drops the samples that were
+// padded onto the last uneven batch so that metrics count each example once.
+func (a *Accelerator) GatherForMetrics(ctx context.Context, t *graph.Tensor, b *data.Batch) (*graph.Tensor, error) {
+	g, err := a.Gather(ctx, t)
+	if err != nil || b == nil || b.Padding == 0 {
+		return g, err
+	}
+	return sliceRows(g, g.Shape[0]-b.Padding)
+}
+
+// Reduce sums (or averages, with mean) a tensor across processes.
+func (a *Accelerator) Reduce(ctx context.Context, t *graph.Tensor, mean bool) (*graph.Tensor, error) {
+	return t, ctx.Err()
+}
+
+// Broadcast sends the main process's tensor to every process.
+func (a *Accelerator) Broadcast(ctx context.Context, t *graph.Tensor) (*graph.Tensor, error) {
+	return t, ctx.Err()
+}
+
+// sliceRows keeps the first n rows of t (dim 0).
+func sliceRows(t *graph.Tensor, n int) (*graph.Tensor, error) {
+	if t.Rank() == 0 || n < 0 || n > t.Shape[0] {
+		return nil, fmt.Errorf("accelerator: cannot keep %d rows of shape %v", n, t.Shape)
+	}
+	c := t.Clone()
+	per := 1
+	for _, d := range t.Shape[1:] {
+		per *= d
+	}
+	c.Shape[0] = n
+	switch s := c.Data.(type) {
+	case []float32:
+		c.Data = s[:n*per]
+	case []float64:
+		c.Data = s[:n*per]
+	case []int64:
+		c.Data = s[:n*per]
+	case []int32:
+		c.Data = s[:n*per]
+	case []bool:
+		c.Data = s[:n*per]
+	default:
+		return nil, fmt.Errorf("accelerator: dtype %v not supported", t.DType)
+	}
+	return c, nil
+}
+
+// Model is a prepared model: a compiled training program with gradient
+// buffers.
+type Model struct {
+	acc    *Accelerator
+	Prog   *Program
+	params []*optim.Param
+	grads  []*graph.Tensor
+	fresh  bool // the next Backward starts a window
+}
+
+// ModelOptions tune PrepareModel.
+type ModelOptions struct {
+	// TrainOnly freezes every parameter whose name does not match.
+	TrainOnly string
+}
+
+// PrepareModel builds the training program of an imported model.
+func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOptions) (*Model, error) {
+	re, err := TrainOnlyRegexp(opts.TrainOnly)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed})
+	if err != nil {
+		return nil, err
+	}
+	pm := &Model{acc: a, Prog: prog, fresh: true}
+	for _, p := range prog.Params {
+		pm.params = append(pm.params, &optim.Param{Name: p.Name, Value: p.Value})
+	}
+	pm.grads = make([]*graph.Tensor, len(pm.params))
+	a.models = append(a.models, pm)
+	return pm, nil
+}
+
+// Params are the trainable parameters, as optimizers take them.
+func (m *Model) Params() []*optim.Param { return m.params }
+
+// Output is what Forward computed for one micro-batch.
+type Output struct {
+	// Loss is the micro-batch's loss (unscaled).
+	Loss  float64
+	Size  int
+	grads []*graph.Tensor
+}
+
+// Forward runs the forward and backward pass of one micro-batch. The
+// gradients are those of loss/GradAccum; Backward adds them.
+func (m *Model) Forward(ctx context.Context, b *data.Batch) (*Output, error) {
+	res, err := m.Prog.ForwardBackward(ctx, b.Inputs, b.Labels, float32(1/float64(m.acc.cfg.GradAccum)))
+	if err != nil {
+		return nil, err
+	}
+	return &Output{Loss: res.Loss, Size: b.Size, grads: res.Grads}, nil
+}
+
+// Evaluate runs the model in inference mode: loss and (for losses applied
+// outside the graph) the model output.
+func (m *Model) Evaluate(ctx context.Context, b *data.Batch) (float64, *graph.Tensor, error) {
+	return m.Prog.Evaluate(ctx, b.Inputs, b.Labels)
+}
+
+// Backward adds the micro-batch's gradients to the model's gradient buffers.
+func (a *Accelerator) Backward(out *Output) error {
+	if len(a.models) == 0 {
+		return fmt.Errorf("accelerator: Backward before PrepareModel")
+	}
+	m := a.models[0]
+	if len(out.grads) != len(m.grads) {
+		return fmt.Errorf("accelerator: %d gradients for %d parameters", len(out.grads), len(m.grads))
+	}
+	accumulate(m.grads, out.grads, m.fresh)
+	m.fresh = false
+	for i, p := range m.params {
+		p.Grad = m.grads[i]
+	}
+	return nil
+}
+
+// Accumulate runs fn for one micro-batch, tracking the accumulation window:
+// inside fn, SyncGradients is true on the window's last micro-batch (or the
+// last batch of an epoch), and the prepared optimizer and schedule act only
+// then.
+func (a *Accelerator) Accumulate(fn func() error) error {
+	a.micro++
+	a.sync = a.micro >= a.cfg.GradAccum || a.endOfData
+	err := fn()
+	if a.sync {
+		a.micro = 0
+	}
+	return err
+}
+
+// ClipGradNorm clips the model's gradients to a total L2 norm of maxNorm
+// (maxNorm <= 0 clips nothing) and returns the norm before clipping.
+func (a *Accelerator) ClipGradNorm(m *Model, maxNorm float64) (float64, error) {
+	if maxNorm <= 0 {
+		maxNorm = math.Inf(1)
+	}
+	return optim.ClipGradNorm(m.params, maxNorm)
+}
+
+// ClipGradValue clamps every gradient element to [-v, v].
+func (a *Accelerator) ClipGradValue(m *Model, v float64) error {
+	return optim.ClipGradValue(m.params, v)
+}
+
+// Optimizer is a prepared optimizer: Step and ZeroGrad act only at the end
+// of an accumulation window.
+type Optimizer struct {
+	acc   *Accelerator
+	Inner optim.Optimizer
+	model *Model
+}
+
+// PrepareOptimizer wraps an optimizer over the model's parameters.
+func (a *Accelerator) PrepareOptimizer(opt optim.Optimizer, m *Model) *Optimizer {
+	o := &Optimizer{acc: a, Inner: opt, model: m}
+	a.opts = append(a.opts, o)
+	return o
+}
+
+// Step updates the parameters when the window is complete.
+func (o *Optimizer) Step() error {
+	if !o.acc.sync {
+		return nil
+	}
+	if err := o.Inner.Step(o.model.params); err != nil {
+		return err
+	}
+	o.acc.step++
+	return nil
+}
+
+// ZeroGrad starts a new window's gradients when the window is complete.
+func (o *Optimizer) ZeroGrad() {
+	if o.acc.sync {
+		o.model.fresh = true
+	}
+}
+
+// Scheduler is a prepared LR schedule: Step advances it after each
+// optimizer step.
+type Scheduler struct {
+	acc   *Accelerator
+	Inner optim.Schedule
+	opt   *Optimizer
+}
+
+// PrepareScheduler sets the optimizer's LR for the first step.
+func (a *Accelerator) PrepareScheduler(s optim.Schedule, o *Optimizer) *Scheduler {
+	sc := &Scheduler{acc: a, Inner: s, opt: o}
+	o.Inner.SetLR(s.LR(a.step))
+	a.scheds = append(a.scheds, sc)
+	return sc
+}
+
+// Step sets the LR for the next optimizer step (when one was just taken).
+func (s *Scheduler) Step() {
+	if s.acc.sync {
+		s.opt.Inner.SetLR(s.Inner.LR(s.acc.step))
+	}
+}
+
+// LR is the rate the next optimizer step uses.
+func (s *Scheduler) LR() float64 { return s.opt.Inner.LR() }
+
+// DataLoader is a prepared data loader: it tells the accelerator when an
+// epoch's last batch comes, so the last partial window is applied.
+type DataLoader struct {
+	acc  *Accelerator
+	L    *data.Loader
+	skip int
+}
+
+// PrepareDataLoader makes a loader over ds.
+func (a *Accelerator) PrepareDataLoader(ds data.Dataset, cfg data.LoaderConfig) (*DataLoader, error) {
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(a.cfg.Seed)
+	}
+	l, err := data.NewLoader(ds, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &DataLoader{acc: a, L: l}
+	a.loader = append(a.loader, d)
+	return d, nil
+}
+
+// Len is the number of batches per epoch.
+func (d *DataLoader) Len() int { return d.L.Len() }
+
+// SkipFirstBatches makes the next epoch start after n batches (to resume
+// mid-epoch).
+func (a *Accelerator) SkipFirstBatches(d *DataLoader, n int) { d.skip = n }
+
+// Epoch iterates over one epoch's batches.
+func (d *DataLoader) Epoch(ctx context.Context, epoch int) iter.Seq2[*data.Batch, error] {
+	skip := d.skip
+	d.skip = 0
+	return func(yield func(*data.Batch, error) bool) {
+		for b, err := range d.L.Epoch(ctx, epoch, skip) {
+			if err == nil {
+				d.acc.endOfData = b.Index == d.L.Len()-1
+			}
+			if !yield(b, err) {
+				break
+			}
+		}
+		d.acc.endOfData = false
+	}
+}
+
+// RegisterForCheckpointing adds state that SaveState and LoadState carry.
+func (a *Accelerator) RegisterForCheckpointing(name string, c Checkpointable) {
+	a.extra[name] = c
+}
+
+// SaveModel writes the first prepared model to dir as ONNX and safetensors.
+func (a *Accelerator) SaveModel(dir string) ([]string, error) {
+	if len(a.models) == 0 {
+		return nil, fmt.Errorf("accelerator: SaveModel before PrepareModel")
+	}
+	if !a.IsMainProcess() {
+		return nil, nil
+	}
+	return SaveModel(dir, a.models[0].Prog)
+}
