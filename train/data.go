@@ -82,4 +82,3 @@ func hasMNIST(dir string) bool {
 	m, _ := filepath.Glob(filepath.Join(dir, "*-images*idx3-ubyte*"))
 	return len(m) > 0
 }
-
