@@ -27,13 +27,21 @@ func main() {
 	modelPath := flag.String("model", "models/cifar_resnet/cifar_resnet_train.onnx", "ONNX model exported in training mode")
 	dataPath := flag.String("data", "models/cifar_resnet/train_case.npz", ".npz with the graph's inputs and labels")
 	steps := flag.Int("steps", 10, "optimizer steps")
+	out := flag.String("output", "", "folder for the fine-tuned model (default: a new temporary folder)")
 	flag.Parse()
-	if err := run(*modelPath, *dataPath, *steps); err != nil {
+	if *out == "" {
+		dir, err := os.MkdirTemp("", "finetuned-")
+		if err != nil {
+			log.Fatal(err)
+		}
+		*out = dir
+	}
+	if err := run(*modelPath, *dataPath, *steps, *out); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(modelPath, dataPath string, steps int) error {
+func run(modelPath, dataPath string, steps int, outDir string) error {
 	ctx := context.Background()
 	logger := logrus.New()
 	logger.SetOutput(os.Stderr)
@@ -100,11 +108,7 @@ func run(modelPath, dataPath string, steps int) error {
 			}
 		}
 	}
-	dir, err := os.MkdirTemp("", "finetuned-")
-	if err != nil {
-		return err
-	}
-	paths, err := acc.SaveModel(dir)
+	paths, err := acc.SaveModel(outDir)
 	if err != nil {
 		return err
 	}
