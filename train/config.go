@@ -63,6 +63,10 @@ type Config struct {
 
 	Output    string `yaml:"output"`
 	LogFormat string `yaml:"log-format"`
+	// LogDir receives TensorBoard event files; MetricsAddr serves
+	// Prometheus metrics at /metrics (e.g. ":9090").
+	LogDir      string `yaml:"log-dir"`
+	MetricsAddr string `yaml:"metrics-addr"`
 	Backend   string `yaml:"backend"`
 }
 

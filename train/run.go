@@ -14,6 +14,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train/data"
+	"github.com/onnxtrain/onnxtrain/train/track"
 )
 
 // Summary is what a finished run reports.
@@ -89,13 +90,25 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	sched := acc.PrepareScheduler(schedule, opt)
 
+	trackers, err := openTrackers(cfg, out, total)
+	if err != nil {
+		return nil, err
+	}
+	defer trackers.Close()
+	progress := cfg.LogFormat != "json" && track.IsTerminal(out)
 	sum := &Summary{}
 	enc := json.NewEncoder(out)
 	onStep := func(r StepRecord) {
 		sum.Records = append(sum.Records, r)
+		trackers.Step(track.Record{Step: r.Step, Epoch: r.Epoch, Metrics: map[string]float64{
+			track.MetricLoss: r.Loss, track.MetricLR: r.LR, track.MetricGradNorm: r.GradNorm,
+			track.MetricSamplesPerS: r.SamplesPerS, track.MetricSamples: float64(r.Samples)}})
 		if cfg.LogFormat == "json" {
 			enc.Encode(r)
 			return
+		}
+		if progress {
+			return // the bar shows it
 		}
 		// Text is for people: about twenty lines per run.
 		every := max(1, total/20)
@@ -108,6 +121,8 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	onEval := func(e EvalRecord) {
 		ev := e
 		sum.LastEval = &ev
+		trackers.Eval(track.Record{Step: e.Step, Epoch: e.Epoch, Metrics: map[string]float64{
+			track.MetricValLoss: e.Loss, track.MetricValAccuracy: e.Accuracy, track.MetricValSamples: float64(e.Samples)}})
 		if cfg.LogFormat == "json" {
 			enc.Encode(e)
 			return
@@ -149,8 +164,44 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 			fmt.Fprintf(msg, "wrote %v\n", paths)
 		}
 	}
+	if err := trackers.Close(); err != nil {
+		return sum, err
+	}
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
+}
+
+// openTrackers starts the progress bar (text logs on a terminal), the
+// TensorBoard writer (--log-dir), the Prometheus endpoint (--metrics-addr)
+// and the loss curve (loss.png in --output).
+func openTrackers(cfg Config, out io.Writer, total int) (track.Tracker, error) {
+	var ts []track.Tracker
+	if cfg.LogFormat != "json" {
+		ts = append(ts, track.NewProgress(out, total))
+	}
+	if cfg.LogDir != "" {
+		tb, err := track.NewTensorBoard(cfg.LogDir)
+		if err != nil {
+			return nil, fmt.Errorf("--log-dir: %w", err)
+		}
+		ts = append(ts, tb)
+	}
+	if cfg.MetricsAddr != "" {
+		p, err := track.NewPrometheus(cfg.MetricsAddr)
+		if err != nil {
+			track.Multi(ts...).Close()
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+		ts = append(ts, p)
+	}
+	if cfg.Output != "" {
+		if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
+			track.Multi(ts...).Close()
+			return nil, fmt.Errorf("--output: %w", err)
+		}
+		ts = append(ts, track.NewLossCurve(filepath.Join(cfg.Output, "loss.png")))
+	}
+	return track.Multi(ts...), nil
 }
 
 // trainLoop is the body of `onnxtrain train`, on the Accelerator API.

@@ -74,6 +74,8 @@ func newTrainCmd() *cobra.Command {
 	f.StringVar(&cfg.Output, "output", "", "folder for the trained model (model.onnx and model.safetensors)")
 	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text (for people) or json (one object per optimizer step on stdout)")
 	f.StringVar(&cfg.Backend, "backend", cfg.Backend, "backend to train on")
+	f.StringVar(&cfg.LogDir, "log-dir", "", "write TensorBoard event files into this folder")
+	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during training (e.g. :9090)")
 	return cmd
 }
 

@@ -181,3 +181,9 @@ func formatETA(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", s/3600, (s%3600)/60)
 	}
 }
+
+// IsTerminal reports whether w is a terminal (where a progress bar is drawn).
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && f != nil && term.IsTerminal(int(f.Fd()))
+}
