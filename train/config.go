@@ -67,7 +67,7 @@ type Config struct {
 	// Prometheus metrics at /metrics (e.g. ":9090").
 	LogDir      string `yaml:"log-dir"`
 	MetricsAddr string `yaml:"metrics-addr"`
-	Backend   string `yaml:"backend"`
+	Backend     string `yaml:"backend"`
 }
 
 // DefaultConfig holds the defaults of every flag.
