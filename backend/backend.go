@@ -42,6 +42,14 @@ type Executable interface {
 	Run(ctx context.Context, inputs map[string]*graph.Tensor) (map[string]*graph.Tensor, error)
 }
 
+// RandomState is implemented by executables whose random ops (Dropout,
+// RandomNormal, ...) draw from a generator that checkpoints can save and
+// restore, so that a resumed run draws the same numbers.
+type RandomState interface {
+	RandomState() ([]byte, error)
+	SetRandomState([]byte) error
+}
+
 var (
 	mu       sync.RWMutex
 	registry = map[string]func() (Backend, error){}

@@ -58,6 +58,9 @@ type Accelerator struct {
 	micro     int // micro-batches in the current window
 	sync      bool
 	endOfData bool
+	// data position: batches of epoch consumed; checkpoint counter
+	epoch, batchInEpoch int
+	counter             int
 
 	models []*Model
 	opts   []*Optimizer
@@ -383,6 +386,7 @@ func (d *DataLoader) Epoch(ctx context.Context, epoch int) iter.Seq2[*data.Batch
 		for b, err := range d.L.Epoch(ctx, epoch, skip) {
 			if err == nil {
 				d.acc.endOfData = b.Index == d.L.Len()-1
+				d.acc.epoch, d.acc.batchInEpoch = epoch, b.Index+1
 			}
 			if !yield(b, err) {
 				break

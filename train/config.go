@@ -66,6 +66,12 @@ type Config struct {
 	// LogDir receives TensorBoard event files; MetricsAddr serves
 	// Prometheus metrics at /metrics (e.g. ":9090").
 	LogDir      string `yaml:"log-dir"`
+	// CheckpointEvery saves a checkpoint under Output every that many
+	// optimizer steps; KeepLast keeps only the newest K; Resume restarts
+	// from a checkpoint folder, or "latest" under Output.
+	CheckpointEvery int    `yaml:"checkpoint-every"`
+	KeepLast        int    `yaml:"keep-last"`
+	Resume          string `yaml:"resume"`
 	MetricsAddr string `yaml:"metrics-addr"`
 	Backend     string `yaml:"backend"`
 }
@@ -114,6 +120,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--clip-grad-norm and --clip-grad-value must not be negative")
 	case c.LabelSmoothing < 0 || c.LabelSmoothing >= 1:
 		return fmt.Errorf("--label-smoothing must be in [0, 1), got %g", c.LabelSmoothing)
+	case (c.CheckpointEvery > 0 || c.Resume == "latest") && c.Output == "":
+		return fmt.Errorf("--checkpoint-every and --resume latest need --output (checkpoints live under it)")
+	case c.CheckpointEvery < 0 || c.KeepLast < 0:
+		return fmt.Errorf("--checkpoint-every and --keep-last must not be negative")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format must be text or json, got %q", c.LogFormat)
 	}

@@ -133,12 +133,30 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		fmt.Fprintf(msg, "training %s: %d parameters in %d tensors (%d frozen), %d batches of %d per epoch, %d optimizer steps\n",
 			cfg.Model, countElements(model.Prog.Params), len(model.Prog.Params), len(model.Prog.Frozen), loader.Len(), cfg.BatchSize, total)
 	}
+	startEpoch := 0
+	if cfg.Resume != "" {
+		dir := cfg.Resume
+		if dir == "latest" {
+			if dir, err = Latest(cfg.Output); err != nil {
+				return nil, fmt.Errorf("--resume latest: %w", err)
+			}
+		}
+		if err := acc.LoadState(dir); err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
+		var skip int
+		startEpoch, skip = acc.Position().ResumePoint(loader.Len())
+		acc.SkipFirstBatches(loader, skip)
+		if cfg.LogFormat != "json" {
+			fmt.Fprintf(msg, "resumed from %s at step %d (epoch %d, batch %d)\n", dir, acc.Step(), startEpoch, skip)
+		}
+	}
 	loop := &trainLoop{acc: acc, model: model, opt: opt, sched: sched, cfg: cfg, onStep: onStep}
 	epochs := cfg.Epochs
 	if cfg.Steps > 0 {
 		epochs = math.MaxInt32 // --steps decides
 	}
-	for epoch := 0; epoch < epochs && !(cfg.Steps > 0 && acc.Step() >= cfg.Steps); epoch++ {
+	for epoch := startEpoch; epoch < epochs && !(cfg.Steps > 0 && acc.Step() >= cfg.Steps); epoch++ {
 		if err := loop.epoch(ctx, loader, epoch); err != nil {
 			return sum, err
 		}
@@ -274,6 +292,22 @@ func (t *trainLoop) microStep(ctx context.Context, b *data.Batch, epoch int) err
 		Samples: t.samples, SamplesPerS: float64(t.samples) / time.Since(t.started).Seconds()}
 	t.lossSum, t.micro, t.samples, t.started = 0, 0, 0, time.Now()
 	t.onStep(rec)
+	if every := t.cfg.CheckpointEvery; every > 0 && rec.Step%every == 0 {
+		return t.checkpoint()
+	}
+	return nil
+}
+
+// checkpoint saves the next numbered checkpoint under --output and prunes
+// old ones (--keep-last).
+func (t *trainLoop) checkpoint() error {
+	dir := filepath.Join(t.cfg.Output, CheckpointName(t.acc.CheckpointCounter()+1))
+	if err := t.acc.SaveState(dir); err != nil {
+		return fmt.Errorf("checkpoint at step %d: %w", t.acc.Step(), err)
+	}
+	if t.cfg.KeepLast > 0 {
+		return Prune(t.cfg.Output, t.cfg.KeepLast)
+	}
 	return nil
 }
 

@@ -75,6 +75,9 @@ func newTrainCmd() *cobra.Command {
 	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text (for people) or json (one object per optimizer step on stdout)")
 	f.StringVar(&cfg.Backend, "backend", cfg.Backend, "backend to train on")
 	f.StringVar(&cfg.LogDir, "log-dir", "", "write TensorBoard event files into this folder")
+	f.IntVar(&cfg.CheckpointEvery, "checkpoint-every", 0, "save a checkpoint under --output every N optimizer steps")
+	f.IntVar(&cfg.KeepLast, "keep-last", 0, "keep only the newest K checkpoints (0: all)")
+	f.StringVar(&cfg.Resume, "resume", "", "resume from a checkpoint folder, or \"latest\" (the newest complete one under --output)")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during training (e.g. :9090)")
 	return cmd
 }
