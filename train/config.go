@@ -65,15 +65,15 @@ type Config struct {
 	LogFormat string `yaml:"log-format"`
 	// LogDir receives TensorBoard event files; MetricsAddr serves
 	// Prometheus metrics at /metrics (e.g. ":9090").
-	LogDir      string `yaml:"log-dir"`
+	LogDir string `yaml:"log-dir"`
 	// CheckpointEvery saves a checkpoint under Output every that many
 	// optimizer steps; KeepLast keeps only the newest K; Resume restarts
 	// from a checkpoint folder, or "latest" under Output.
 	CheckpointEvery int    `yaml:"checkpoint-every"`
 	KeepLast        int    `yaml:"keep-last"`
 	Resume          string `yaml:"resume"`
-	MetricsAddr string `yaml:"metrics-addr"`
-	Backend     string `yaml:"backend"`
+	MetricsAddr     string `yaml:"metrics-addr"`
+	Backend         string `yaml:"backend"`
 }
 
 // DefaultConfig holds the defaults of every flag.
