@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
@@ -49,7 +51,7 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 		opsets: m.Opsets,
 		opts:   opts,
 		plans:  map[*graph.Graph]*plan{},
-		rng:    rand.New(rand.NewPCG(uint64(opts.Seed), 0x9e3779b97f4a7c15)),
+		rng:    newRand(opts.Seed),
 	}
 	g := copyGraph(m.Graph)
 	if err := graph.InlineFunctions(g, m.Functions); err != nil {
@@ -66,7 +68,17 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	e.main = p
+	e.noMemPlan.Store(os.Getenv("ONNXTRAIN_NO_MEMPLAN") != "")
+	e.declared = make(map[string]*graph.ValueInfo, len(p.g.Inputs))
+	for _, in := range p.g.Inputs {
+		e.declared[in.Name] = in
+	}
 	return e, nil
+}
+
+// newRand is the generator of the random ops, seeded.
+func newRand(seed int64) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 }
 
 // copyGraph copies the parts of g that passes change (node list and
@@ -85,20 +97,54 @@ func copyGraph(g *graph.Graph) *graph.Graph {
 type step struct {
 	node *graph.Node
 	spec kern.Spec
+	// in and out are the value slots of the node's inputs and outputs
+	// (-1 for an omitted input or an unnamed output).
+	in, out []int
 }
 
-// plan is a graph ready to run.
+// plan is a graph ready to run. Values live in slots: every name the graph
+// defines or reads has an index, so a run keeps its values in a slice.
 type plan struct {
 	g     *graph.Graph
 	steps []step
+	index map[string]int // value name -> slot
+	names []string       // slot -> value name
+	inits []slotValue    // initializers, by slot
+	outs  []int          // slots of g.Outputs
+	// shapes are the input shapes a specialised plan was built for (nil
+	// for the general plan); mem plans its memory (nil: not planned).
+	shapes map[string][]int
+	mem    *memState
+}
+
+type slotValue struct {
+	slot int
+	t    *graph.Tensor
 }
 
 // Executable is a compiled model on the CPU.
+//
+// Memory: a plan specialised to a set of input shapes records, on its
+// first run, the size and lifetime of every tensor its kernels allocate,
+// and from the second run on serves them from one arena in which tensors
+// whose lifetimes do not overlap share storage (see MemoryStats).
+//
+// The tensors Run returns may live in that arena: they stay valid until
+// the next Run of the same Executable, from any goroutine, which may
+// overwrite them. A caller that keeps outputs longer copies them
+// (graph.Tensor.Clone); goroutines that share an Executable and read its
+// outputs after their Run returns call SetCopyOutputs(true). The plan can
+// be turned off with SetMemoryPlan(false), or for every executable of a
+// process with the environment variable ONNXTRAIN_NO_MEMPLAN=1. Inputs may
+// be outputs of the previous run: a run never uses an arena that one of its
+// inputs lives in.
 type Executable struct {
 	opset  int64
 	opsets map[string]int64
 	opts   backend.CompileOptions
 	main   *plan
+	// declared maps the main graph's inputs by name (for checkInputs).
+	declared map[string]*graph.ValueInfo
 
 	mu    sync.Mutex
 	plans map[*graph.Graph]*plan
@@ -106,6 +152,12 @@ type Executable struct {
 	// specialised holds one plan per set of input shapes, in which shape
 	// computations are folded to constants.
 	specialised map[string]*plan
+	// last is the specialised plan of the latest run (for MemoryStats and
+	// as a cache of the latest shapes).
+	last atomic.Pointer[plan]
+	// noMemPlan turns the memory plan off (SetMemoryPlan); copyOutputs
+	// copies outputs out of the arena (SetCopyOutputs).
+	noMemPlan, copyOutputs atomic.Bool
 }
 
 // maxSpecialised bounds the per-shape plan cache.
@@ -118,12 +170,16 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 	if e.opts.NoFold {
 		return e.main, nil
 	}
+	if p := e.last.Load(); p != nil && sameShapes(p.shapes, inputs) {
+		return p, nil
+	}
 	shapes := graph.InputShapes(inputs)
 	key := graph.ShapeKey(shapes)
 	e.mu.Lock()
 	p, ok := e.specialised[key]
 	e.mu.Unlock()
 	if ok {
+		e.last.Store(p)
 		return p, nil
 	}
 	sg, err := graph.Specialize(e.main.g, e.opset, shapes, e.evaluate)
@@ -137,13 +193,32 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 	if err != nil {
 		return e.main, nil
 	}
+	p.shapes = shapes
+	p.mem = &memState{}
 	e.mu.Lock()
 	if e.specialised == nil || len(e.specialised) >= maxSpecialised {
 		e.specialised = map[string]*plan{}
 	}
 	e.specialised[key] = p
 	e.mu.Unlock()
+	e.last.Store(p)
 	return p, nil
+}
+
+// sameShapes reports whether inputs have exactly the shapes (same names).
+func sameShapes(shapes map[string][]int, inputs map[string]*graph.Tensor) bool {
+	n := 0
+	for name, t := range inputs {
+		if t == nil {
+			continue
+		}
+		s, ok := shapes[name]
+		if !ok || !graph.SameShape(s, t.Shape) {
+			return false
+		}
+		n++
+	}
+	return n == len(shapes)
 }
 
 // evaluate runs one node on constant inputs (for folding).
@@ -152,7 +227,8 @@ func (e *Executable) evaluate(n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 	if !ok {
 		return nil, graph.ErrUnsupportedOp
 	}
-	return e.call(spec, n, in, nil)
+	kctx := &kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &subRunner{e: e}}
+	return e.call(kctx, spec, n, in)
 }
 
 // planGraph lowers ops without kernels, folds constants (top level only,
@@ -175,56 +251,106 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 		graph.FoldConstants(g, e.evaluate)
 		graph.RemoveDeadNodes(g)
 	}
-	p := &plan{g: g}
+	p := &plan{g: g, index: map[string]int{}}
+	slot := func(name string) int {
+		if name == "" {
+			return -1
+		}
+		if i, ok := p.index[name]; ok {
+			return i
+		}
+		p.index[name] = len(p.names)
+		p.names = append(p.names, name)
+		return len(p.names) - 1
+	}
+	for _, name := range g.SortedInitializerNames() {
+		p.inits = append(p.inits, slotValue{slot: slot(name), t: g.Initializers[name]})
+	}
+	for _, in := range g.Inputs {
+		slot(in.Name)
+	}
 	for _, n := range g.Nodes {
 		spec, _ := kern.Lookup(n.Domain, n.OpType, e.opset)
-		p.steps = append(p.steps, step{node: n, spec: spec})
+		st := step{node: n, spec: spec, in: make([]int, len(n.Inputs)), out: make([]int, len(n.Outputs))}
+		for i, name := range n.Inputs {
+			st.in[i] = slot(name)
+		}
+		for i, name := range n.Outputs {
+			st.out[i] = slot(name)
+		}
+		p.steps = append(p.steps, st)
+	}
+	for _, o := range g.Outputs {
+		p.outs = append(p.outs, slot(o.Name))
 	}
 	return p, nil
 }
 
 // frame is one scope of values: a graph's, linked to the graph that holds it.
 type frame struct {
-	values map[string]*graph.Tensor
+	p      *plan
+	vals   []*graph.Tensor // by slot
 	parent *frame
 }
 
 func (f *frame) lookup(name string) (*graph.Tensor, bool) {
 	for s := f; s != nil; s = s.parent {
-		if t, ok := s.values[name]; ok {
-			return t, true
+		if i, ok := s.p.index[name]; ok && s.vals[i] != nil {
+			return s.vals[i], true
 		}
 	}
 	return nil, false
 }
 
-// Run implements backend.Executable.
+// Run implements backend.Executable. The returned tensors stay valid until
+// the next Run (see Executable).
 func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (map[string]*graph.Tensor, error) {
-	if err := checkInputs(e.main.g, inputs); err != nil {
+	if err := e.checkInputs(inputs); err != nil {
 		return nil, err
 	}
 	p, err := e.planFor(inputs)
 	if err != nil {
 		return nil, err
 	}
-	g := p.g
-	fr := &frame{values: make(map[string]*graph.Tensor, len(g.Initializers)+len(inputs)+len(g.Nodes))}
-	for k, v := range g.Initializers {
-		fr.values[k] = v
+	var ar *arena
+	if p.mem != nil && !e.noMemPlan.Load() {
+		ar = p.mem.acquire(p, inputs)
+	}
+	var fr *frame
+	if ar != nil {
+		fr = &ar.frame
+	} else {
+		fr = &frame{p: p, vals: make([]*graph.Tensor, len(p.names))}
+	}
+	for _, iv := range p.inits {
+		fr.vals[iv.slot] = iv.t
 	}
 	for k, v := range inputs {
-		fr.values[k] = v
-	}
-	if err := e.runPlan(ctx, p, fr); err != nil {
-		return nil, err
-	}
-	out := make(map[string]*graph.Tensor, len(g.Outputs))
-	for _, o := range g.Outputs {
-		t, ok := fr.lookup(o.Name)
-		if !ok {
-			return nil, fmt.Errorf("cpu: graph output %q was not computed", o.Name)
+		if i, ok := p.index[k]; ok {
+			fr.vals[i] = v
 		}
-		out[o.Name] = t
+	}
+	err = e.runPlan(ctx, p, fr, ar)
+	var out map[string]*graph.Tensor
+	if err == nil {
+		out = make(map[string]*graph.Tensor, len(p.outs))
+		for i, o := range p.g.Outputs {
+			t := fr.vals[p.outs[i]]
+			if t == nil {
+				err = fmt.Errorf("cpu: graph output %q was not computed", o.Name)
+				break
+			}
+			if ar != nil && e.copyOutputs.Load() && ar.holds(t) {
+				t = t.Clone()
+			}
+			out[o.Name] = t
+		}
+	}
+	if ar != nil {
+		p.mem.release(ar, err == nil)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -235,13 +361,10 @@ var ErrInput = errors.New("bad input")
 // checkInputs compares fed tensors with the graph's declared inputs: every
 // required input present, dtypes equal, ranks and fixed dims equal, and a
 // symbolic dim bound to the same size everywhere.
-func checkInputs(g *graph.Graph, inputs map[string]*graph.Tensor) error {
-	declared := map[string]*graph.ValueInfo{}
-	for _, in := range g.Inputs {
-		declared[in.Name] = in
-	}
+func (e *Executable) checkInputs(inputs map[string]*graph.Tensor) error {
+	g := e.main.g
 	for name, t := range inputs {
-		if _, ok := declared[name]; !ok {
+		if _, ok := e.declared[name]; !ok {
 			return fmt.Errorf("cpu: %w: %q is not an input of the graph (inputs: %v)", ErrInput, name, g.InputNames())
 		}
 		if t == nil {
@@ -251,7 +374,13 @@ func checkInputs(g *graph.Graph, inputs map[string]*graph.Tensor) error {
 			return fmt.Errorf("cpu: %w: input %q: %v", ErrInput, name, err)
 		}
 	}
-	bound := map[string]int{}
+	// Symbolic dims seen so far; a few fit on the stack.
+	type binding struct {
+		param string
+		size  int
+	}
+	var buf [8]binding
+	bound := buf[:0]
 	for _, vi := range g.Inputs {
 		t, ok := inputs[vi.Name]
 		if !ok {
@@ -273,55 +402,93 @@ func checkInputs(g *graph.Graph, inputs map[string]*graph.Tensor) error {
 		if len(ty.Shape) != len(t.Shape) {
 			return fmt.Errorf("cpu: %w: input %q has shape %v, the graph expects %v", ErrInput, vi.Name, t.Shape, ty)
 		}
+	dims:
 		for i, d := range ty.Shape {
 			switch {
 			case d.Known && int(d.Value) != t.Shape[i]:
 				return fmt.Errorf("cpu: %w: input %q has shape %v, the graph expects %v (dim %d)", ErrInput, vi.Name, t.Shape, ty, i)
 			case d.Param != "":
-				if v, ok := bound[d.Param]; ok && v != t.Shape[i] {
-					return fmt.Errorf("cpu: %w: input %q dim %d (%s) is %d, but %s is %d in another input", ErrInput, vi.Name, i, d.Param, t.Shape[i], d.Param, v)
+				for _, b := range bound {
+					if b.param == d.Param {
+						if b.size != t.Shape[i] {
+							return fmt.Errorf("cpu: %w: input %q dim %d (%s) is %d, but %s is %d in another input", ErrInput, vi.Name, i, d.Param, t.Shape[i], d.Param, b.size)
+						}
+						continue dims
+					}
 				}
-				bound[d.Param] = t.Shape[i]
+				bound = append(bound, binding{d.Param, t.Shape[i]})
 			}
 		}
 	}
 	return nil
 }
 
-func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame) error {
-	in := make([]*graph.Tensor, 0, 8)
-	for i := range p.steps {
+// runPlan runs p's steps over the values in fr. With an arena, the steps
+// are the arena's own copies of the nodes, whose allocations the arena
+// serves (or records, on a plan's first run).
+func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena) error {
+	steps := p.steps
+	var kctx *kern.Context
+	var in []*graph.Tensor
+	if ar != nil {
+		steps = ar.steps
+		kctx, in = &ar.kctx, ar.in[:0]
+		ar.kctx = kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &ar.sub}
+		ar.sub = subRunner{e: e, parent: fr}
+		if ar.rec != nil {
+			ar.rec.begin(p, fr)
+		}
+	} else {
+		kctx = &kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &subRunner{e: e, parent: fr}}
+		in = make([]*graph.Tensor, 0, 8)
+	}
+	defer func() {
+		if ar != nil {
+			clear(in[:cap(in)])
+			ar.in = in[:0]
+		}
+	}()
+	for i := range steps {
 		if i%64 == 0 && ctx != nil {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		st := &p.steps[i]
+		st := &steps[i]
 		n := st.node
 		in = in[:0]
-		for _, name := range n.Inputs {
-			if name == "" {
+		for k, slot := range st.in {
+			if slot < 0 {
 				in = append(in, nil)
 				continue
 			}
-			t, ok := fr.lookup(name)
-			if !ok {
-				return fmt.Errorf("cpu: %w", n.Errorf("input %q has no value", name))
+			t := fr.vals[slot]
+			if t == nil && fr.parent != nil {
+				t, _ = fr.parent.lookup(p.names[slot])
+			}
+			if t == nil {
+				return fmt.Errorf("cpu: %w", n.Errorf("input %q has no value", n.Inputs[k]))
 			}
 			in = append(in, t)
 		}
-		out, err := e.call(st.spec, n, in, fr)
+		if ar != nil {
+			ar.beginStep(i)
+		}
+		out, err := e.call(kctx, st.spec, n, in)
 		if err != nil {
 			return fmt.Errorf("cpu: %w", err)
 		}
-		for j, name := range n.Outputs {
-			if name == "" {
+		for j, slot := range st.out {
+			if slot < 0 {
 				continue
 			}
 			if j >= len(out) || out[j] == nil {
-				return fmt.Errorf("cpu: %w", n.Errorf("output %d (%q) was not produced", j, name))
+				return fmt.Errorf("cpu: %w", n.Errorf("output %d (%q) was not produced", j, n.Outputs[j]))
 			}
-			fr.values[name] = out[j]
+			fr.vals[slot] = out[j]
+		}
+		if ar != nil {
+			ar.endStep(i, st, fr)
 		}
 	}
 	return nil
@@ -330,7 +497,7 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame) error {
 // call runs one kernel, converting half-precision floats for kernels that
 // only handle float32, and turning a kernel panic into an error that names
 // the node.
-func (e *Executable) call(spec kern.Spec, n *graph.Node, in []*graph.Tensor, fr *frame) (out []*graph.Tensor, err error) {
+func (e *Executable) call(kctx *kern.Context, spec kern.Spec, n *graph.Node, in []*graph.Tensor) (out []*graph.Tensor, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = n.Errorf("kernel panicked: %v\n%s", r, debug.Stack())
@@ -339,7 +506,6 @@ func (e *Executable) call(spec kern.Spec, n *graph.Node, in []*graph.Tensor, fr 
 	if spec.Fn == nil {
 		return nil, n.Errorf("%w: no kernel", graph.ErrUnsupportedOp)
 	}
-	ctx := &kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &subRunner{e: e, parent: fr}}
 	halfType := graph.Undefined
 	if !spec.Half {
 		conv := false
@@ -362,7 +528,7 @@ func (e *Executable) call(spec kern.Spec, n *graph.Node, in []*graph.Tensor, fr 
 			in = c
 		}
 	}
-	out, err = spec.Fn(ctx, n, in)
+	out, err = spec.Fn(kctx, n, in)
 	if err != nil {
 		return nil, err
 	}
@@ -402,19 +568,19 @@ func (s *subRunner) RunSubgraph(g *graph.Graph, inputs []*graph.Tensor) ([]*grap
 		e.plans[g] = p
 	}
 	e.mu.Unlock()
-	fr := &frame{values: make(map[string]*graph.Tensor, len(p.g.Initializers)+len(inputs)), parent: s.parent}
-	for k, v := range p.g.Initializers {
-		fr.values[k] = v
+	fr := &frame{p: p, vals: make([]*graph.Tensor, len(p.names)), parent: s.parent}
+	for _, iv := range p.inits {
+		fr.vals[iv.slot] = iv.t
 	}
 	if len(inputs) > len(p.g.Inputs) {
 		return nil, fmt.Errorf("subgraph %q takes %d inputs, got %d", g.Name, len(p.g.Inputs), len(inputs))
 	}
 	for i, t := range inputs {
 		if t != nil {
-			fr.values[p.g.Inputs[i].Name] = t
+			fr.vals[p.index[p.g.Inputs[i].Name]] = t
 		}
 	}
-	if err := e.runPlan(context.Background(), p, fr); err != nil {
+	if err := e.runPlan(context.Background(), p, fr, nil); err != nil {
 		return nil, err
 	}
 	out := make([]*graph.Tensor, len(p.g.Outputs))

@@ -181,9 +181,15 @@ func BroadcastIndex(shape, out []int) []int {
 	return idx
 }
 
-// New allocates an output tensor; it fails (rather than panics) on shapes
-// that are negative or too large.
+// New allocates a zeroed output tensor; it fails (rather than panics) on
+// shapes that are negative or too large. When the executor has bound an
+// Allocator to n (see Bind), the storage comes from its memory plan.
 func New(n *graph.Node, d graph.DType, shape []int) (*graph.Tensor, error) {
+	if boundNodes.Load() != 0 {
+		if t := boundAlloc(n, d, shape); t != nil {
+			return t, nil
+		}
+	}
 	t, err := graph.NewTensor(d, shape)
 	if err != nil {
 		return nil, n.Errorf("output of shape %v: %w", shape, err)

@@ -1,0 +1,224 @@
+package cpu_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/tensorio"
+	"github.com/onnxtrain/onnxtrain/train"
+)
+
+// recordingBackend is the cpu backend under another name that remembers the
+// executables it compiles, so tests reach the *cpu.Executable behind a
+// train.Program.
+type recordingBackend struct {
+	cpu.Backend
+	mu   sync.Mutex
+	exes []*cpu.Executable
+}
+
+func (b *recordingBackend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.Executable, error) {
+	exe, err := b.Backend.Compile(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.exes = append(b.exes, exe.(*cpu.Executable))
+	b.mu.Unlock()
+	return exe, nil
+}
+
+func (b *recordingBackend) take() []*cpu.Executable {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.exes
+	b.exes = nil
+	return out
+}
+
+var recorder = &recordingBackend{}
+
+func init() {
+	backend.Register("cpu-recording", func() (backend.Backend, error) { return recorder, nil })
+}
+
+// fixtureProgram builds a models/ fixture's training program (loss as in
+// its train_golden.json) and returns it with its training executable and
+// the fixture's batch, tiled `tile` times along the batch dimension.
+func fixtureProgram(t *testing.T, name string, tile int) (*train.Program, *cpu.Executable, map[string]*graph.Tensor, *graph.Tensor) {
+	t.Helper()
+	dir := "../../models/" + name + "/"
+	m, err := importer.Load(dir + name + "_train.onnx")
+	require.NoError(t, err)
+	var golden struct {
+		Configs map[string]struct {
+			Loss string `json:"loss"`
+		} `json:"configs"`
+	}
+	b, err := os.ReadFile(dir + "train_golden.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &golden))
+	lossName := ""
+	for _, c := range golden.Configs {
+		lossName = c.Loss
+	}
+	loss, err := train.ParseLoss(lossName)
+	require.NoError(t, err)
+	recorder.take()
+	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: "cpu-recording", Seed: 7})
+	require.NoError(t, err)
+	exes := recorder.take()
+	require.Len(t, exes, 2, "Build compiles a training and an evaluation executable")
+	arrays, err := tensorio.ReadNPZ(dir + "train_case.npz")
+	require.NoError(t, err)
+	for k, a := range arrays {
+		arrays[k] = tileBatch(a, tile)
+	}
+	return prog, exes[0], arrays, arrays["labels"]
+}
+
+// tileBatch repeats t's examples n times along the first dimension.
+func tileBatch(t *graph.Tensor, n int) *graph.Tensor {
+	if n == 1 {
+		return t
+	}
+	shape := append([]int{t.Shape[0] * n}, t.Shape[1:]...)
+	out, err := graph.NewTensor(t.DType, shape)
+	if err != nil {
+		panic(err)
+	}
+	size := t.Size()
+	for i := 0; i < out.Size(); i++ {
+		if t.DType.IsFloat() {
+			out.SetFloat(i, t.Float(i%size))
+		} else {
+			kern.SetInt(out, i, t.Int(i%size))
+		}
+	}
+	return out
+}
+
+// TestTrainingStepAllocations: after warm-up, a training step of the MLP
+// fixture allocates no tensor storage (only the kernels' small bookkeeping
+// is left), and the plan's peak is well below the sum of the tensors it
+// places.
+func TestTrainingStepAllocations(t *testing.T) {
+	if cpu.RaceEnabled {
+		t.Skip("the race detector changes allocation behaviour")
+	}
+	ctx := context.Background()
+	const batch = 64
+	prog, exe, inputs, labels := fixtureProgram(t, "mlp", batch/8)
+	assert.False(t, exe.MemoryStats().Planned, "nothing is planned before the first run")
+	step := func() {
+		_, err := prog.ForwardBackward(ctx, inputs, labels, 1)
+		if err != nil {
+			panic(err)
+		}
+	}
+	step() // records the plan
+	st := exe.MemoryStats()
+	require.True(t, st.Planned)
+	assert.Equal(t, st.ArenaBytes+st.HeapPeakBytes, exe.PeakBytes())
+	step() // first run in the arena
+	step()
+
+	planned := testing.AllocsPerRun(20, step)
+	plannedBytes := bytesPerRun(20, step)
+	st = exe.MemoryStats()
+	t.Logf("with the plan: %.0f allocations, %.0f bytes per step; %+v", planned, plannedBytes, st)
+
+	exe.SetMemoryPlan(false)
+	heap := testing.AllocsPerRun(20, step)
+	heapBytes := bytesPerRun(20, step)
+	exe.SetMemoryPlan(true)
+	t.Logf("without the plan: %.0f allocations, %.0f bytes per step", heap, heapBytes)
+
+	assert.Zero(t, st.Misses, "every allocation request matched the plan")
+	assert.Zero(t, st.Rescues, "no value was found outside its planned slot")
+	assert.Equal(t, 1, st.Arenas)
+	// Each tensor the plan places would cost three heap objects (the
+	// Tensor, its shape, its data). What remains per step are the kernels'
+	// own small allocations (result slices, broadcast and GEMM plans) and
+	// the program's feed map.
+	assert.LessOrEqual(t, planned, heap-3*float64(st.Tensors), "allocations per step")
+	assert.GreaterOrEqual(t, heapBytes-plannedBytes, 0.9*float64(st.TotalBytes), "the plan saves the bytes of the tensors it places, per step")
+
+	const params = 784*64 + 64 + 64*32 + 32 + 32*10 + 10
+	assert.Equal(t, int64(params*4), st.OutputBytes-4, "outputs: the gradients and the loss")
+	assert.Equal(t, int64(params*4+batch*784*4+batch*8+4), st.InputBytes, "inputs: parameters, batch, labels and the loss scale")
+	assert.Less(t, st.WeightBytes, int64(1024), "parameters are inputs of the training step; the loss's constants remain")
+	// Intermediates (activations, their gradients, masks) with reuse,
+	// against their sum.
+	peak, sum := st.PeakBytes-st.OutputBytes, st.TotalBytes-st.OutputBytes
+	t.Logf("intermediates: peak %d bytes, sum %d bytes", peak, sum)
+	assert.Less(t, peak, sum/2, "peak of the intermediates against their sum")
+}
+
+// TestTrainingIdenticalWithoutPlan: training steps give bit-identical
+// losses, gradients and buffers with and without the memory plan.
+func TestTrainingIdenticalWithoutPlan(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"mlp", "fmnist_cnn", "resnet18_small", "vit_tiny", "transformer_loss", "convtranspose_resize"} {
+		t.Run(name, func(t *testing.T) {
+			progA, exeA, inputs, labels := fixtureProgram(t, name, 1)
+			progB, exeB, _, _ := fixtureProgram(t, name, 1)
+			exeB.SetMemoryPlan(false)
+			for step := 0; step < 3; step++ {
+				a, err := progA.ForwardBackward(ctx, inputs, labels, 1)
+				require.NoError(t, err)
+				b, err := progB.ForwardBackward(ctx, inputs, labels, 1)
+				require.NoError(t, err)
+				require.Equal(t, math.Float64bits(b.Loss), math.Float64bits(a.Loss), "step %d: loss %v with the plan, %v without", step, a.Loss, b.Loss)
+				require.Len(t, a.Grads, len(progA.Params))
+				for i, p := range progA.Params {
+					require.Equal(t, b.Grads[i].Float32s(), a.Grads[i].Float32s(), "step %d: gradient of %s", step, p.Name)
+					// The same SGD update on both.
+					for _, prog := range []*train.Program{progA, progB} {
+						g := a.Grads[i].Float32s()
+						w := prog.Params[i].Value.Float32s()
+						for j := range w {
+							w[j] -= 0.01 * g[j]
+						}
+					}
+				}
+				for k, buf := range progA.Buffers {
+					require.Equal(t, progB.Buffers[k].Data, buf.Data, "step %d: buffer %s", step, k)
+				}
+			}
+			st := exeA.MemoryStats()
+			assert.True(t, st.Planned, "%+v", st)
+			assert.Zero(t, st.Rescues)
+			assert.False(t, exeB.MemoryStats().Planned && exeB.MemoryStats().Arenas > 0, "the plan-less executable never used an arena")
+			t.Logf("%s: peak %.2f MiB (arena %.2f + heap %.2f), all tensors %.2f MiB, outputs %.2f MiB, %d tensors, %d misses, heap outputs by op %v",
+				name, mib(st.PeakBytes), mib(st.ArenaBytes), mib(st.HeapPeakBytes), mib(st.TotalBytes), mib(st.OutputBytes), st.Tensors, st.Misses, st.HeapOps)
+		})
+	}
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// bytesPerRun is testing.AllocsPerRun for bytes.
+func bytesPerRun(runs int, f func()) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < runs; i++ {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.TotalAlloc-before.TotalAlloc) / float64(runs)
+}
