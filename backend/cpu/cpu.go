@@ -51,8 +51,9 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 		opsets: m.Opsets,
 		opts:   opts,
 		plans:  map[*graph.Graph]*plan{},
-		rng:    newRand(opts.Seed),
+		pcg:    newPCG(opts.Seed),
 	}
+	e.rng = rand.New(e.pcg)
 	g := copyGraph(m.Graph)
 	if err := graph.InlineFunctions(g, m.Functions); err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
@@ -77,8 +78,36 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 }
 
 // newRand is the generator of the random ops, seeded.
-func newRand(seed int64) *rand.Rand {
-	return rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
+// pcgStream is the second word of the random ops' PCG state.
+const pcgStream = 0x9e3779b97f4a7c15
+
+func newPCG(seed int64) *rand.PCG {
+	return rand.NewPCG(uint64(seed), pcgStream)
+}
+
+// reseed restarts the random generator from the compile-time seed.
+func (e *Executable) reseed() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pcg.Seed(uint64(e.opts.Seed), pcgStream)
+}
+
+// RandomState implements backend.RandomState: the generator random ops
+// draw from, for checkpoints.
+func (e *Executable) RandomState() ([]byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pcg.MarshalBinary()
+}
+
+// SetRandomState implements backend.RandomState.
+func (e *Executable) SetRandomState(b []byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.pcg.UnmarshalBinary(b); err != nil {
+		return fmt.Errorf("cpu: random state: %w", err)
+	}
+	return nil
 }
 
 // copyGraph copies the parts of g that passes change (node list and
@@ -149,6 +178,7 @@ type Executable struct {
 	mu    sync.Mutex
 	plans map[*graph.Graph]*plan
 	rng   *rand.Rand
+	pcg   *rand.PCG
 	// specialised holds one plan per set of input shapes, in which shape
 	// computations are folded to constants.
 	specialised map[string]*plan

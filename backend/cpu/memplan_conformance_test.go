@@ -53,12 +53,12 @@ type twiceExe struct {
 }
 
 func (x *twiceExe) Run(ctx context.Context, inputs map[string]*graph.Tensor) (map[string]*graph.Tensor, error) {
-	x.e.rng = newRand(x.e.opts.Seed)
+	x.e.reseed()
 	first, err := x.e.Run(ctx, inputs)
 	if err != nil {
 		return nil, err
 	}
-	x.e.rng = newRand(x.e.opts.Seed)
+	x.e.reseed()
 	second, err := x.e.Run(ctx, inputs)
 	if err != nil {
 		return nil, fmt.Errorf("second run (in the arena): %w", err)
