@@ -2,13 +2,16 @@ package train
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"iter"
 	"math"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train/data"
 	"github.com/onnxtrain/onnxtrain/train/optim"
 )
@@ -26,6 +29,16 @@ type AcceleratorConfig struct {
 	MixedPrecision string
 	// Log receives main-process messages; nil discards them.
 	Log *logrus.Logger
+	// Group, when set, makes training data parallel over its processes:
+	// each sees its shard of every global batch, gradients are averaged
+	// across them at the end of every accumulation window, and only rank 0
+	// logs and saves. Nil means one process.
+	Group *distrib.Group
+	// BucketBytes bounds one gradient all-reduce (default 25 MB, as
+	// PyTorch DDP's buckets).
+	BucketBytes int
+	// CompressBF16 sends gradients as bfloat16 on the wire.
+	CompressBF16 bool
 }
 
 // Accelerator is Hugging Face accelerate's training loop in Go. Prepare the
@@ -111,16 +124,87 @@ func (a *Accelerator) Step() int { return a.step }
 func (a *Accelerator) SyncGradients() bool { return a.sync }
 
 // IsMainProcess reports whether this process logs and saves (rank 0).
-func (a *Accelerator) IsMainProcess() bool { return true }
+func (a *Accelerator) IsMainProcess() bool { return a.ProcessIndex() == 0 }
 
 // ProcessIndex is this process's rank.
-func (a *Accelerator) ProcessIndex() int { return 0 }
+func (a *Accelerator) ProcessIndex() int {
+	if a.cfg.Group == nil {
+		return 0
+	}
+	return a.cfg.Group.Rank()
+}
 
 // NumProcesses is the number of processes training together.
-func (a *Accelerator) NumProcesses() int { return 1 }
+func (a *Accelerator) NumProcesses() int {
+	if a.cfg.Group == nil {
+		return 1
+	}
+	return a.cfg.Group.WorldSize()
+}
 
 // WaitForEveryone is a barrier across processes.
-func (a *Accelerator) WaitForEveryone(ctx context.Context) error { return ctx.Err() }
+func (a *Accelerator) WaitForEveryone(ctx context.Context) error {
+	if a.NumProcesses() == 1 {
+		return ctx.Err()
+	}
+	return a.cfg.Group.Barrier(ctx)
+}
+
+// ReduceMean averages scalars across processes (for logged metrics).
+func (a *Accelerator) ReduceMean(ctx context.Context, v ...float64) ([]float64, error) {
+	if a.NumProcesses() == 1 {
+		return v, ctx.Err()
+	}
+	all, err := a.cfg.Group.AllGatherObject(ctx, encodeFloats(v))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(v))
+	for _, b := range all {
+		f, err := decodeFloats(b, len(v))
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			out[i] += f[i]
+		}
+	}
+	for i := range out {
+		out[i] /= float64(len(all))
+	}
+	return out, nil
+}
+
+// ReduceSum adds scalars across processes (for counts).
+func (a *Accelerator) ReduceSum(ctx context.Context, v ...float64) ([]float64, error) {
+	m, err := a.ReduceMean(ctx, v...)
+	if err != nil {
+		return nil, err
+	}
+	for i := range m {
+		m[i] *= float64(a.NumProcesses())
+	}
+	return m, nil
+}
+
+func encodeFloats(v []float64) []byte {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return b
+}
+
+func decodeFloats(b []byte, n int) ([]float64, error) {
+	if len(b) != 8*n {
+		return nil, fmt.Errorf("accelerator: a process sent %d bytes for %d values", len(b), n)
+	}
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return out, nil
+}
 
 // Print logs a message on the main process only.
 func (a *Accelerator) Print(format string, args ...any) {
@@ -129,9 +213,62 @@ func (a *Accelerator) Print(format string, args ...any) {
 	}
 }
 
-// Gather concatenates a tensor across processes along dim 0.
+// Gather concatenates a tensor across processes along dim 0 (float32,
+// float64 and int64 tensors).
 func (a *Accelerator) Gather(ctx context.Context, t *graph.Tensor) (*graph.Tensor, error) {
-	return t, ctx.Err()
+	if a.NumProcesses() == 1 {
+		return t, ctx.Err()
+	}
+	raw, err := tensorio.EncodeSafetensors(map[string]*graph.Tensor{"t": t}, nil)
+	if err != nil {
+		return nil, err
+	}
+	all, err := a.cfg.Group.AllGatherObject(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]*graph.Tensor, len(all))
+	for i, b := range all {
+		m, _, err := tensorio.DecodeSafetensors(b)
+		if err != nil {
+			return nil, fmt.Errorf("accelerator: gather from rank %d: %w", i, err)
+		}
+		parts[i] = m["t"]
+	}
+	return concatRows(parts)
+}
+
+// concatRows joins tensors of equal trailing shape along dim 0.
+func concatRows(parts []*graph.Tensor) (*graph.Tensor, error) {
+	first := parts[0]
+	if first.Rank() == 0 {
+		return nil, fmt.Errorf("accelerator: cannot gather a scalar along dim 0")
+	}
+	shape := append([]int{0}, first.Shape[1:]...)
+	for _, p := range parts {
+		if p.DType != first.DType || p.Rank() != first.Rank() || !graph.SameShape(p.Shape[1:], first.Shape[1:]) {
+			return nil, fmt.Errorf("accelerator: gather: shapes %v and %v differ", first.Shape, p.Shape)
+		}
+		shape[0] += p.Shape[0]
+	}
+	out, err := graph.NewTensor(first.DType, shape)
+	if err != nil {
+		return nil, err
+	}
+	off := 0
+	for _, p := range parts {
+		switch d := out.Data.(type) {
+		case []float32:
+			off += copy(d[off:], p.Float32s())
+		case []float64:
+			off += copy(d[off:], p.Float64s())
+		case []int64:
+			off += copy(d[off:], p.Int64s())
+		default:
+			return nil, fmt.Errorf("accelerator: gather: dtype %v not supported", first.DType)
+		}
+	}
+	return out, nil
 }
 
 // GatherForMetrics gathers like Gather, then drops the samples that were
@@ -144,14 +281,30 @@ func (a *Accelerator) GatherForMetrics(ctx context.Context, t *graph.Tensor, b *
 	return sliceRows(g, g.Shape[0]-b.Padding)
 }
 
-// Reduce sums (or averages, with mean) a tensor across processes.
+// Reduce sums (or averages, with mean) a float32 tensor across processes, in place.
 func (a *Accelerator) Reduce(ctx context.Context, t *graph.Tensor, mean bool) (*graph.Tensor, error) {
-	return t, ctx.Err()
+	if a.NumProcesses() == 1 {
+		return t, ctx.Err()
+	}
+	if t.DType != graph.Float32 {
+		return nil, fmt.Errorf("accelerator: Reduce needs float32, got %v", t.DType)
+	}
+	op := distrib.Sum
+	if mean {
+		op = distrib.Mean
+	}
+	return t, a.cfg.Group.AllReduce(ctx, t.Float32s(), op)
 }
 
-// Broadcast sends the main process's tensor to every process.
+// Broadcast sends the main process's float32 tensor to every process, in place.
 func (a *Accelerator) Broadcast(ctx context.Context, t *graph.Tensor) (*graph.Tensor, error) {
-	return t, ctx.Err()
+	if a.NumProcesses() == 1 {
+		return t, ctx.Err()
+	}
+	if t.DType != graph.Float32 {
+		return nil, fmt.Errorf("accelerator: Broadcast needs float32, got %v", t.DType)
+	}
+	return t, a.cfg.Group.Broadcast(ctx, t.Float32s(), 0)
 }
 
 // sliceRows keeps the first n rows of t (dim 0).
@@ -189,7 +342,8 @@ type Model struct {
 	Prog   *Program
 	params []*optim.Param
 	grads  []*graph.Tensor
-	fresh  bool // the next Backward starts a window
+	fresh  bool      // the next Backward starts a window
+	bucket []float32 // all-reduce staging, reused
 }
 
 // ModelOptions tune PrepareModel.
@@ -244,8 +398,62 @@ func (m *Model) Evaluate(ctx context.Context, b *data.Batch) (float64, *graph.Te
 	return m.Prog.Evaluate(ctx, b.Inputs, b.Labels)
 }
 
-// Backward adds the micro-batch's gradients to the model's gradient buffers.
+// Backward adds the micro-batch's gradients to the model's gradient
+// buffers. At the end of an accumulation window (and only then) the
+// gradients are averaged across processes.
 func (a *Accelerator) Backward(out *Output) error {
+	if err := a.backward(out); err != nil {
+		return err
+	}
+	if a.sync && a.NumProcesses() > 1 {
+		return a.allReduceGrads(context.Background(), a.models[0])
+	}
+	return nil
+}
+
+// allReduceGrads averages the model's gradients across processes, in
+// buckets of at most BucketBytes.
+func (a *Accelerator) allReduceGrads(ctx context.Context, m *Model) error {
+	limit := a.cfg.BucketBytes
+	if limit <= 0 {
+		limit = 25 << 20
+	}
+	var opts []distrib.Option
+	if a.cfg.CompressBF16 {
+		opts = append(opts, distrib.WithBF16())
+	}
+	ctx = distrib.WithStep(ctx, int64(a.step+1))
+	bucket := m.bucket[:0]
+	var members []*graph.Tensor
+	flush := func() error {
+		if len(bucket) == 0 {
+			return nil
+		}
+		if err := a.cfg.Group.AllReduce(ctx, bucket, distrib.Mean, opts...); err != nil {
+			return fmt.Errorf("accelerator: gradient all-reduce at step %d: %w", a.step+1, err)
+		}
+		off := 0
+		for _, g := range members {
+			off += copy(g.Float32s(), bucket[off:])
+		}
+		bucket, members = bucket[:0], members[:0]
+		return nil
+	}
+	for _, g := range m.grads {
+		if len(bucket) > 0 && 4*(len(bucket)+g.Size()) > limit {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		bucket = append(bucket, g.Float32s()...)
+		members = append(members, g)
+	}
+	err := flush()
+	m.bucket = bucket
+	return err
+}
+
+func (a *Accelerator) backward(out *Output) error {
 	if len(a.models) == 0 {
 		return fmt.Errorf("accelerator: Backward before PrepareModel")
 	}
@@ -361,6 +569,9 @@ type DataLoader struct {
 func (a *Accelerator) PrepareDataLoader(ds data.Dataset, cfg data.LoaderConfig) (*DataLoader, error) {
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(a.cfg.Seed)
+	}
+	if n := a.NumProcesses(); n > 1 {
+		cfg.NumShards, cfg.ShardIndex = n, a.ProcessIndex()
 	}
 	l, err := data.NewLoader(ds, cfg)
 	if err != nil {

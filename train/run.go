@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/tensorio"
@@ -49,9 +50,21 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	loss.LabelSmoothing = cfg.LabelSmoothing
 	loss.IgnoreIndex = cfg.IgnoreIndex
-	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed})
+	group, err := joinGroup(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if group != nil {
+		defer group.Close()
+	}
+	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed, Group: group})
+	if err != nil {
+		return nil, err
+	}
+	if !acc.IsMainProcess() {
+		// Only the main process logs and writes; the others train quietly.
+		out, msg = io.Discard, io.Discard
+		cfg.LogDir, cfg.MetricsAddr = "", ""
 	}
 	model, err := acc.PrepareModel(m, loss, ModelOptions{TrainOnly: cfg.TrainOnly})
 	if err != nil {
@@ -90,9 +103,11 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	sched := acc.PrepareScheduler(schedule, opt)
 
-	trackers, err := openTrackers(cfg, out, total)
-	if err != nil {
-		return nil, err
+	trackers := track.Nop()
+	if acc.IsMainProcess() {
+		if trackers, err = openTrackers(cfg, out, total); err != nil {
+			return nil, err
+		}
 	}
 	defer trackers.Close()
 	progress := cfg.LogFormat != "json" && track.IsTerminal(out)
@@ -288,8 +303,19 @@ func (t *trainLoop) microStep(ctx context.Context, b *data.Batch, epoch int) err
 	}
 	t.sched.Step()
 	t.opt.ZeroGrad()
-	rec := StepRecord{Step: t.acc.Step(), Epoch: epoch, Loss: t.lossSum / float64(t.micro), LR: lr, GradNorm: norm,
-		Samples: t.samples, SamplesPerS: float64(t.samples) / time.Since(t.started).Seconds()}
+	loss := t.lossSum / float64(t.micro)
+	if t.acc.NumProcesses() > 1 {
+		// The logged loss is the mean over the whole global batch.
+		m, err := t.acc.ReduceMean(ctx, loss)
+		if err != nil {
+			return err
+		}
+		loss = m[0]
+	}
+	// Every process sees the same number of samples (padded shards).
+	samples := t.samples * t.acc.NumProcesses()
+	rec := StepRecord{Step: t.acc.Step(), Epoch: epoch, Loss: loss, LR: lr, GradNorm: norm,
+		Samples: samples, SamplesPerS: float64(samples) / time.Since(t.started).Seconds()}
 	t.lossSum, t.micro, t.samples, t.started = 0, 0, 0, time.Now()
 	t.onStep(rec)
 	if every := t.cfg.CheckpointEvery; every > 0 && rec.Step%every == 0 {
@@ -305,7 +331,7 @@ func (t *trainLoop) checkpoint() error {
 	if err := t.acc.SaveState(dir); err != nil {
 		return fmt.Errorf("checkpoint at step %d: %w", t.acc.Step(), err)
 	}
-	if t.cfg.KeepLast > 0 {
+	if t.cfg.KeepLast > 0 && t.acc.IsMainProcess() {
 		return Prune(t.cfg.Output, t.cfg.KeepLast)
 	}
 	return nil
@@ -335,11 +361,45 @@ func Evaluate(ctx context.Context, acc *Accelerator, m *Model, loader *DataLoade
 			correct += countCorrect(logits, b.Labels)
 		}
 	}
+	if acc.NumProcesses() > 1 {
+		sums, err := acc.ReduceSum(ctx, lossSum, float64(correct), float64(rec.Samples))
+		if err != nil {
+			return rec, err
+		}
+		lossSum, correct, rec.Samples = sums[0], int(math.Round(sums[1])), int(math.Round(sums[2]))
+	}
 	if rec.Samples > 0 {
 		rec.Loss = lossSum / float64(rec.Samples)
 		rec.Accuracy = float64(correct) / float64(rec.Samples)
 	}
 	return rec, nil
+}
+
+// joinGroup joins the process group a launcher describes in the
+// environment (torchrun, Kubeflow, Slurm, Open MPI); nil when this process
+// trains alone.
+func joinGroup(ctx context.Context) (*distrib.Group, error) {
+	distributed := false
+	for _, k := range []string{"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"} {
+		if v := os.Getenv(k); v != "" && v != "1" {
+			distributed = true
+		}
+	}
+	if !distributed {
+		return nil, nil
+	}
+	cfg, err := distrib.FromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("train: data parallel: %w", err)
+	}
+	if cfg.WorldSize <= 1 {
+		return nil, nil
+	}
+	g, err := distrib.Init(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("train: joining the process group (rank %d of %d): %w", cfg.Rank, cfg.WorldSize, err)
+	}
+	return g, nil
 }
 
 func countElements(ps []*Parameter) int {
