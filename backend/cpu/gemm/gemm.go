@@ -11,9 +11,22 @@
 // swapped for an assembly version with different MR/NR without touching the
 // packing or blocking code.
 //
+// On amd64 CPUs with AVX2 and FMA (checked at run time) the micro-kernel is
+// kernel_amd64.s: a 6×16 tile in twelve ymm accumulators, with MC=144,
+// KC=256, NC=4096 for 32 KiB L1 and 512 KiB L2 per core; the packing
+// routines for its layouts are assembly too (pack_amd64.s). Elsewhere, or
+// with the purego build tag, a portable 2×4 Go kernel runs. While one
+// block computes, the source of the next packing step is prefetched, so
+// packing does not stall on memory. alpha and beta are applied when the
+// kernel stores its tile, so C is written once per k slice and never
+// scaled in a separate pass.
+//
 // Small problems skip packing and run a direct loop. Large problems are split
 // across goroutines (one per GOMAXPROCS) over the rows, the columns or the
 // shared dimension, whichever duplicates the least packing work (see run).
+// Results are deterministic for a given GOMAXPROCS; a split of the shared
+// dimension sums the partial products in a different order than one
+// goroutine would, so the last bits can differ between GOMAXPROCS values.
 package gemm
 
 import (

@@ -281,3 +281,26 @@ func TestKernelSelection(t *testing.T) {
 		assert.Equal(t, goKernel2x4.name, kernel.name)
 	}
 }
+
+// TestSgemmNoAllocations: on one goroutine (AllocsPerRun sets GOMAXPROCS
+// to 1) Sgemm allocates nothing once its pools are warm, so training steps
+// that run many products stay allocation-free.
+func TestSgemmNoAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items under the race detector")
+	}
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, sz := range [][3]int{{3, 3, 3}, {8, 512, 784}, {100, 37, 300}, {784, 512, 8}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		a, b, c := randSlice(r, m*k), randSlice(r, k*n), make([]float32, m*n)
+		for _, tB := range []bool{false, true} {
+			ldb := n
+			if tB {
+				ldb = k
+			}
+			run := func() { Sgemm(false, tB, m, n, k, 1, a, k, b, ldb, 0, c, n) }
+			run()
+			assert.Zero(t, testing.AllocsPerRun(20, run), "%d×%d×%d transB=%v", m, n, k, tB)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Compare backend/cpu/gemm's Sgemm with PyTorch's OpenBLAS on the same shapes.
+
+For every shape the Go benchmark (BenchmarkSgemm1024 or a sub-benchmark of
+BenchmarkSgemmTraining, built once with `go test -c`) and torch.mm run back
+to back on the same number of threads (--threads, default 2); the whole
+table is repeated --reps times and the medians (and the best runs, the
+closest to an idle machine) are printed with their ratios. The machine
+load (uptime) is printed before and after, since other jobs skew both
+sides.
+
+    /usr/bin/python3 backend/cpu/gemm/compare_openblas.py [--reps 5] [--benchtime 1s] [--only REGEX] [--threads 2]
+
+The shape table must match trainingShapes in bench_test.go (names are
+M<m>N<n>K<k>_<op(A)op(B)>, T meaning the operand is stored transposed).
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# (name, m, n, k, transA, transB); "1024" is BenchmarkSgemm1024.
+SHAPES = [
+    ("1024", 1024, 1024, 1024, False, False),
+    ("M128N512K784_NN", 128, 512, 784, False, False),
+    ("M128N784K512_NT", 128, 784, 512, False, True),
+    ("M784N512K128_TN", 784, 512, 128, True, False),
+    ("M4096N128K128_NN", 4096, 128, 128, False, False),
+    ("M4096N256K128_NN", 4096, 256, 128, False, False),
+    ("M4096N128K256_NN", 4096, 128, 256, False, False),
+    ("M4096N128K256_NT", 4096, 128, 256, False, True),
+    ("M256N256K4096_TN", 256, 256, 4096, True, False),
+    ("M128N256K4096_TN", 128, 256, 4096, True, False),
+]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_go_test(path):
+    subprocess.run(["go", "test", "-c", "-o", path, "."], cwd=HERE, check=True)
+
+
+def go_gflops(binary, name, benchtime, threads):
+    pattern = "^BenchmarkSgemm1024$" if name == "1024" else "^BenchmarkSgemmTraining$/^%s$" % name
+    out = subprocess.run(
+        [binary, "-test.run", "^$", "-test.bench", pattern, "-test.benchtime", benchtime,
+         "-test.cpu", str(threads)],
+        cwd=HERE, check=True, capture_output=True, text=True).stdout
+    m = re.search(r"([0-9.]+) GFLOP/s", out)
+    if not m:
+        sys.exit("no GFLOP/s in benchmark output for %s:\n%s" % (name, out))
+    return float(m.group(1))
+
+
+def torch_gflops(torch, m, n, k, trans_a, trans_b, seconds):
+    a = torch.randn(k, m).t() if trans_a else torch.randn(m, k)
+    b = torch.randn(n, k).t() if trans_b else torch.randn(k, n)
+    c = torch.empty(m, n)
+    for _ in range(5):
+        torch.mm(a, b, out=c)
+    iters, start = 0, time.perf_counter()
+    while True:
+        torch.mm(a, b, out=c)
+        iters += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and iters >= 10:
+            break
+    return 2.0 * m * n * k * iters / elapsed / 1e9
+
+
+def uptime():
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=5, help="repetitions of the whole table")
+    ap.add_argument("--benchtime", default="1s", help="go test -benchtime per measurement")
+    ap.add_argument("--only", default="", help="regular expression selecting shape names")
+    ap.add_argument("--threads", type=int, default=2, help="GOMAXPROCS for Go, threads for OpenBLAS")
+    args = ap.parse_args()
+    # OpenBLAS reads its thread count when torch loads it.
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    import torch
+    torch.set_num_threads(args.threads)
+    seconds = float(args.benchtime[:-1]) if args.benchtime.endswith("s") else 1.0
+    shapes = [s for s in SHAPES if re.search(args.only, s[0])]
+
+    print("load before:", uptime())
+    print("torch", torch.__version__, "threads", torch.get_num_threads())
+    ours = {s[0]: [] for s in shapes}
+    theirs = {s[0]: [] for s in shapes}
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = os.path.join(tmp, "gemm.test")
+        build_go_test(binary)
+        for rep in range(args.reps):
+            for name, m, n, k, ta, tb in shapes:
+                ours[name].append(go_gflops(binary, name, args.benchtime, args.threads))
+                theirs[name].append(torch_gflops(torch, m, n, k, ta, tb, seconds))
+            print("rep %d/%d done, %s" % (rep + 1, args.reps, uptime()), file=sys.stderr)
+    print("load after: ", uptime())
+    print()
+    print("%-18s %8s %8s %6s | %8s %8s %6s" % ("shape", "ours", "OpenBLAS", "ratio", "ours", "OpenBLAS", "ratio"))
+    print("%-18s %24s | %24s" % ("", "median of %d" % args.reps, "best of %d" % args.reps))
+    for name, *_ in shapes:
+        o, t = statistics.median(ours[name]), statistics.median(theirs[name])
+        bo, bt = max(ours[name]), max(theirs[name])
+        print("%-18s %8.1f %8.1f %6.2f | %8.1f %8.1f %6.2f" % (name, o, t, o / t, bo, bt, bo / bt))
+    print()
+    print("all measurements (GFLOP/s):")
+    for name, *_ in shapes:
+        print("  %-18s ours %s | OpenBLAS %s" % (
+            name, " ".join("%.0f" % v for v in ours[name]), " ".join("%.0f" % v for v in theirs[name])))
+
+if __name__ == "__main__":
+    main()

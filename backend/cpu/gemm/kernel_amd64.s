@@ -1,0 +1,149 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// One k step of the 6×16 tile: two B vectors (16 columns) times six
+// broadcast A values (6 rows) into the twelve accumulators Y0–Y11 (row i in
+// Y(2i), Y(2i+1)). A is read at AX+aoff, B at BX+boff.
+#define STEP(aoff, boff) \
+	VMOVUPS      (boff)(BX), Y12;     \
+	VMOVUPS      (boff+32)(BX), Y13;  \
+	VBROADCASTSS (aoff)(AX), Y14;     \
+	VFMADD231PS  Y12, Y14, Y0;        \
+	VFMADD231PS  Y13, Y14, Y1;        \
+	VBROADCASTSS (aoff+4)(AX), Y15;   \
+	VFMADD231PS  Y12, Y15, Y2;        \
+	VFMADD231PS  Y13, Y15, Y3;        \
+	VBROADCASTSS (aoff+8)(AX), Y14;   \
+	VFMADD231PS  Y12, Y14, Y4;        \
+	VFMADD231PS  Y13, Y14, Y5;        \
+	VBROADCASTSS (aoff+12)(AX), Y15;  \
+	VFMADD231PS  Y12, Y15, Y6;        \
+	VFMADD231PS  Y13, Y15, Y7;        \
+	VBROADCASTSS (aoff+16)(AX), Y14;  \
+	VFMADD231PS  Y12, Y14, Y8;        \
+	VFMADD231PS  Y13, Y14, Y9;        \
+	VBROADCASTSS (aoff+20)(AX), Y15;  \
+	VFMADD231PS  Y12, Y15, Y10;       \
+	VFMADD231PS  Y13, Y15, Y11
+
+// Row r of the tile: C = alpha*acc + beta*C, with alpha in Y14 and beta in
+// Y15 (acc already scaled by alpha when storing).
+#define STOREROW(lo, hi, addr, addr2) \
+	VMOVUPS lo, addr;  \
+	VMOVUPS hi, addr2
+
+#define UPDATEROW(lo, hi, addr, addr2) \
+	VFMADD231PS addr, Y15, lo;  \
+	VFMADD231PS addr2, Y15, hi; \
+	VMOVUPS     lo, addr;       \
+	VMOVUPS     hi, addr2
+
+// func sgemmKernel6x16(kc int, ap, bp, c *float32, ldc int, alpha, beta float32)
+TEXT ·sgemmKernel6x16(SB), NOSPLIT, $0-48
+	MOVQ kc+0(FP), CX
+	MOVQ ap+8(FP), AX
+	MOVQ bp+16(FP), BX
+	MOVQ c+24(FP), DI
+	MOVQ ldc+32(FP), SI
+	SHLQ $2, SI              // row stride in bytes
+	LEAQ (DI)(SI*2), R8
+	ADDQ SI, R8              // R8 = row 3
+
+	// Bring the C tile towards L1 while the products run.
+	PREFETCHT0 (DI)
+	PREFETCHT0 60(DI)
+	PREFETCHT0 (DI)(SI*1)
+	PREFETCHT0 60(DI)(SI*1)
+	PREFETCHT0 (DI)(SI*2)
+	PREFETCHT0 60(DI)(SI*2)
+	PREFETCHT0 (R8)
+	PREFETCHT0 60(R8)
+	PREFETCHT0 (R8)(SI*1)
+	PREFETCHT0 60(R8)(SI*1)
+	PREFETCHT0 (R8)(SI*2)
+	PREFETCHT0 60(R8)(SI*2)
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	MOVQ CX, DX
+	SHRQ $3, DX
+	JZ   tail
+
+loop8:
+	PREFETCHT0 384(AX)
+	STEP(0, 0)
+	STEP(24, 64)
+	STEP(48, 128)
+	STEP(72, 192)
+	PREFETCHT0 512(BX)
+	STEP(96, 256)
+	STEP(120, 320)
+	STEP(144, 384)
+	STEP(168, 448)
+	ADDQ $192, AX
+	ADDQ $512, BX
+	DECQ DX
+	JNZ  loop8
+
+tail:
+	ANDQ $7, CX
+	JZ   store
+
+loop1:
+	STEP(0, 0)
+	ADDQ $24, AX
+	ADDQ $64, BX
+	DECQ CX
+	JNZ  loop1
+
+store:
+	VBROADCASTSS alpha+40(FP), Y14
+	VMULPS       Y14, Y0, Y0
+	VMULPS       Y14, Y1, Y1
+	VMULPS       Y14, Y2, Y2
+	VMULPS       Y14, Y3, Y3
+	VMULPS       Y14, Y4, Y4
+	VMULPS       Y14, Y5, Y5
+	VMULPS       Y14, Y6, Y6
+	VMULPS       Y14, Y7, Y7
+	VMULPS       Y14, Y8, Y8
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VMULPS       Y14, Y11, Y11
+
+	// beta == 0 (either sign) overwrites C without reading it.
+	MOVL beta+44(FP), R9
+	ANDL $0x7fffffff, R9
+	JZ   overwrite
+
+	VBROADCASTSS beta+44(FP), Y15
+	UPDATEROW(Y0, Y1, (DI), 32(DI))
+	UPDATEROW(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
+	UPDATEROW(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))
+	UPDATEROW(Y6, Y7, (R8), 32(R8))
+	UPDATEROW(Y8, Y9, (R8)(SI*1), 32(R8)(SI*1))
+	UPDATEROW(Y10, Y11, (R8)(SI*2), 32(R8)(SI*2))
+	VZEROUPPER
+	RET
+
+overwrite:
+	STOREROW(Y0, Y1, (DI), 32(DI))
+	STOREROW(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
+	STOREROW(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))
+	STOREROW(Y6, Y7, (R8), 32(R8))
+	STOREROW(Y8, Y9, (R8)(SI*1), 32(R8)(SI*1))
+	STOREROW(Y10, Y11, (R8)(SI*2), 32(R8)(SI*2))
+	VZEROUPPER
+	RET

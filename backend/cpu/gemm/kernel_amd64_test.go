@@ -1,0 +1,5 @@
+//go:build amd64 && !purego
+
+package gemm
+
+func wantAsmKernel() bool { return hasAVX2FMA }

@@ -1,0 +1,294 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func packInterleave6(dst, src *float32, ld, kc int)
+//
+// Interleaves six rows of a row-major matrix (src, ld elements apart, kc
+// long) into dst[q*6+i] = row i [q]. Four k steps at a time: one 4-float
+// load per row, a 4×4 transpose of rows 0–3 and a 2×4 one of rows 4–5.
+TEXT ·packInterleave6(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8             // row stride in bytes
+	MOVQ kc+24(FP), CX
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9             // R9 = row 3
+	MOVQ CX, DX
+	SHRQ $2, DX
+	JZ   tail6
+
+loop6:
+	PREFETCHT0 256(SI)
+	PREFETCHT0 256(SI)(R8*1)
+	PREFETCHT0 256(SI)(R8*2)
+	PREFETCHT0 256(R9)
+	PREFETCHT0 256(R9)(R8*1)
+	PREFETCHT0 256(R9)(R8*2)
+	VMOVUPS (SI), X0          // a0 a1 a2 a3
+	VMOVUPS (SI)(R8*1), X1    // b
+	VMOVUPS (SI)(R8*2), X2    // c
+	VMOVUPS (R9), X3          // d
+	VMOVUPS (R9)(R8*1), X4    // e
+	VMOVUPS (R9)(R8*2), X5    // f
+	VUNPCKLPS X1, X0, X6      // a0 b0 a1 b1
+	VUNPCKHPS X1, X0, X7      // a2 b2 a3 b3
+	VUNPCKLPS X3, X2, X8      // c0 d0 c1 d1
+	VUNPCKHPS X3, X2, X9      // c2 d2 c3 d3
+	VUNPCKLPS X5, X4, X10     // e0 f0 e1 f1
+	VUNPCKHPS X5, X4, X11     // e2 f2 e3 f3
+	VSHUFPS   $0x44, X8, X6, X0 // a0 b0 c0 d0
+	VSHUFPS   $0xEE, X8, X6, X1 // a1 b1 c1 d1
+	VSHUFPS   $0x44, X9, X7, X2 // a2 b2 c2 d2
+	VSHUFPS   $0xEE, X9, X7, X3 // a3 b3 c3 d3
+	VMOVUPS   X0, (DI)
+	VMOVLPS   X10, 16(DI)
+	VMOVUPS   X1, 24(DI)
+	VMOVHPS   X10, 40(DI)
+	VMOVUPS   X2, 48(DI)
+	VMOVLPS   X11, 64(DI)
+	VMOVUPS   X3, 72(DI)
+	VMOVHPS   X11, 88(DI)
+	ADDQ      $16, SI
+	ADDQ      $16, R9
+	ADDQ      $96, DI
+	DECQ      DX
+	JNZ       loop6
+
+tail6:
+	ANDQ $3, CX
+	JZ   done6
+
+step6:
+	VMOVSS (SI), X0
+	VMOVSS X0, (DI)
+	VMOVSS (SI)(R8*1), X0
+	VMOVSS X0, 4(DI)
+	VMOVSS (SI)(R8*2), X0
+	VMOVSS X0, 8(DI)
+	VMOVSS (R9), X0
+	VMOVSS X0, 12(DI)
+	VMOVSS (R9)(R8*1), X0
+	VMOVSS X0, 16(DI)
+	VMOVSS (R9)(R8*2), X0
+	VMOVSS X0, 20(DI)
+	ADDQ   $4, SI
+	ADDQ   $4, R9
+	ADDQ   $24, DI
+	DECQ   CX
+	JNZ    step6
+
+done6:
+	RET
+
+// func packTranspose8(dst, src *float32, ld, kc4 int)
+//
+// Transposes eight rows of a row-major matrix (src, ld elements apart) into
+// eight columns of a 16-wide k-major strip: dst[q*16+j] = row j [q] for
+// q < kc4 (a multiple of 4). Each step loads four k values of rows j and
+// j+4 into the two halves of one ymm register, so a 4×4 in-lane transpose
+// yields each k step's eight values in one register.
+TEXT ·packTranspose8(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8             // row stride in bytes
+	MOVQ kc4+24(FP), CX
+	SHRQ $2, CX
+	JZ   done8
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9             // R9  = row 3
+	LEAQ (SI)(R8*4), R10    // R10 = row 4
+	LEAQ (R9)(R8*4), R11    // R11 = row 7
+
+loop8:
+	VMOVUPS     (SI), X0
+	VINSERTF128 $1, (R10), Y0, Y0             // a | e
+	VMOVUPS     (SI)(R8*1), X1
+	VINSERTF128 $1, (R10)(R8*1), Y1, Y1       // b | f
+	VMOVUPS     (SI)(R8*2), X2
+	VINSERTF128 $1, (R10)(R8*2), Y2, Y2       // c | g
+	VMOVUPS     (R9), X3
+	VINSERTF128 $1, (R11), Y3, Y3             // d | h
+	VUNPCKLPS   Y1, Y0, Y4                    // a0 b0 a1 b1 | e0 f0 e1 f1
+	VUNPCKHPS   Y1, Y0, Y5                    // a2 b2 a3 b3 | ...
+	VUNPCKLPS   Y3, Y2, Y6                    // c0 d0 c1 d1 | g0 h0 g1 h1
+	VUNPCKHPS   Y3, Y2, Y7                    // c2 d2 c3 d3 | ...
+	VSHUFPS     $0x44, Y6, Y4, Y0             // a0 b0 c0 d0 | e0 f0 g0 h0
+	VSHUFPS     $0xEE, Y6, Y4, Y1             // k step 1
+	VSHUFPS     $0x44, Y7, Y5, Y2             // k step 2
+	VSHUFPS     $0xEE, Y7, Y5, Y3             // k step 3
+	VMOVUPS     Y0, (DI)
+	VMOVUPS     Y1, 64(DI)
+	VMOVUPS     Y2, 128(DI)
+	VMOVUPS     Y3, 192(DI)
+	ADDQ        $16, SI
+	ADDQ        $16, R9
+	ADDQ        $16, R10
+	ADDQ        $16, R11
+	ADDQ        $256, DI
+	DECQ        CX
+	JNZ         loop8
+	VZEROUPPER
+
+done8:
+	RET
+
+
+// func packPanel16(dst, src *float32, ld, kc, rows, strips int)
+//
+// Copies rows [0, rows) of a kc×(16·strips) block of a row-major matrix
+// (row stride ld elements; rows a multiple of 4) into strips 16 wide, each
+// stored k-major: element (q, 16s+j) goes to dst[s*16*kc + q*16 + j].
+// Four rows at a time are copied strip by strip, so each strip receives
+// four whole cache lines in a row. (Visiting all strips per row would
+// thrash L1: the strips lie 16·kc floats apart, the same L1 set for
+// power-of-two kc.)
+TEXT ·packPanel16(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8             // source row stride in bytes
+	LEAQ (R8)(R8*2), R13    // three rows
+	MOVQ kc+24(FP), R9
+	SHLQ $6, R9             // strip size in bytes (16 floats per k)
+	MOVQ rows+32(FP), CX
+	SHRQ $2, CX
+	JZ   done16
+	MOVQ strips+40(FP), R10
+
+tile16:
+	MOVQ SI, R11
+	MOVQ DI, R12
+	MOVQ R10, DX
+	LEAQ (SI)(R8*8), AX     // rows 8–11 ahead, prefetched as we go
+
+strip16:
+	PREFETCHT0 (AX)
+	PREFETCHT0 (AX)(R8*1)
+	PREFETCHT0 (AX)(R8*2)
+	PREFETCHT0 (AX)(R13*1)
+	ADDQ    $64, AX
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	VMOVUPS (R11)(R8*1), Y2
+	VMOVUPS 32(R11)(R8*1), Y3
+	VMOVUPS (R11)(R8*2), Y4
+	VMOVUPS 32(R11)(R8*2), Y5
+	VMOVUPS (R11)(R13*1), Y6
+	VMOVUPS 32(R11)(R13*1), Y7
+	VMOVUPS Y0, (R12)
+	VMOVUPS Y1, 32(R12)
+	VMOVUPS Y2, 64(R12)
+	VMOVUPS Y3, 96(R12)
+	VMOVUPS Y4, 128(R12)
+	VMOVUPS Y5, 160(R12)
+	VMOVUPS Y6, 192(R12)
+	VMOVUPS Y7, 224(R12)
+	ADDQ    $64, R11
+	ADDQ    R9, R12
+	DECQ    DX
+	JNZ     strip16
+
+	LEAQ (SI)(R8*4), SI
+	ADDQ $256, DI
+	DECQ CX
+	JNZ  tile16
+	VZEROUPPER
+
+done16:
+	RET
+
+// Copies the six floats at src to dst+off.
+#define COPY6(src, src16, off) \
+	VMOVUPS src, X0;      \
+	MOVQ    src16, AX;    \
+	VMOVUPS X0, off(R12); \
+	MOVQ    AX, (off+16)(R12)
+
+// func packPanel6(dst, src *float32, ld, kc, rows, strips int)
+//
+// Copies rows [0, rows) of a kc×(6·strips) block of a row-major matrix
+// (row stride ld elements; rows a multiple of 8) into strips 6 wide, each
+// stored k-major: element (q, 6s+i) goes to dst[s*6*kc + q*6 + i]. This
+// packs a transposed A. Eight rows at a time are copied strip by strip,
+// so each strip receives three whole cache lines in a row.
+TEXT ·packPanel6(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8             // source row stride in bytes
+	LEAQ (R8)(R8*2), R13    // three rows
+	MOVQ kc+24(FP), R9
+	LEAQ (R9)(R9*2), R9
+	SHLQ $3, R9             // strip size in bytes (6 floats per k)
+	MOVQ rows+32(FP), CX
+	SHRQ $3, CX
+	JZ   done6p
+	MOVQ strips+40(FP), R10
+
+tile6:
+	MOVQ SI, R11
+	MOVQ DI, R12
+	MOVQ R10, DX
+
+strip6:
+	// Prefetch the next tile's rows (8 ahead) at this column.
+	LEAQ       (R11)(R8*8), BX
+	PREFETCHT0 (BX)
+	PREFETCHT0 (BX)(R8*1)
+	PREFETCHT0 (BX)(R8*2)
+	PREFETCHT0 (BX)(R13*1)
+	LEAQ       (BX)(R8*4), BX
+	PREFETCHT0 (BX)
+	PREFETCHT0 (BX)(R8*1)
+	PREFETCHT0 (BX)(R8*2)
+	PREFETCHT0 (BX)(R13*1)
+	LEAQ  (R11)(R8*4), BX
+	COPY6((R11), 16(R11), 0)
+	COPY6((R11)(R8*1), 16(R11)(R8*1), 24)
+	COPY6((R11)(R8*2), 16(R11)(R8*2), 48)
+	COPY6((R11)(R13*1), 16(R11)(R13*1), 72)
+	COPY6((BX), 16(BX), 96)
+	COPY6((BX)(R8*1), 16(BX)(R8*1), 120)
+	COPY6((BX)(R8*2), 16(BX)(R8*2), 144)
+	COPY6((BX)(R13*1), 16(BX)(R13*1), 168)
+	ADDQ  $24, R11
+	ADDQ  R9, R12
+	DECQ  DX
+	JNZ   strip6
+
+	LEAQ (SI)(R8*8), SI
+	ADDQ $192, DI
+	DECQ CX
+	JNZ  tile6
+
+done6p:
+	RET
+
+// func prefetchRows(p *float32, ld, rows, bytes int)
+//
+// Prefetches the cache lines holding bytes [0, bytes) of rows rows that
+// start ld elements apart from p.
+TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ ld+8(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+16(FP), CX
+	MOVQ bytes+24(FP), DX
+
+pfrow:
+	MOVQ SI, AX
+	LEAQ (SI)(DX*1), BX
+
+pfline:
+	PREFETCHT1 (AX)
+	ADDQ       $64, AX
+	CMPQ       AX, BX
+	JB         pfline
+
+	ADDQ R8, SI
+	DECQ CX
+	JNZ  pfrow
+	RET
