@@ -1,0 +1,339 @@
+package benchlib
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/train"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// ModelOptions configures RunModel.
+type ModelOptions struct {
+	// Model is the ONNX file (exported in training mode for training).
+	Model string
+	// BatchSize is the size given to the symbolic first dimension of the
+	// inputs.
+	BatchSize int
+	// Steps are timed after Warmup untimed ones.
+	Steps, Warmup int
+	// Loss is a --loss value (cross_entropy, mse, l1, bce_with_logits,
+	// output:NAME); default cross_entropy.
+	Loss string
+	// Optimizer (sgd, adam, adamw; default sgd), LR (default 0.01) and
+	// Momentum (SGD only).
+	Optimizer    string
+	LR, Momentum float64
+	// Dims sizes symbolic dimensions other than the batch.
+	Dims map[string]int64
+	// Inference times the forward pass of the evaluation graph instead of a
+	// training step.
+	Inference bool
+	// Seed seeds the random data and the random ops.
+	Seed int64
+	// IntHigh bounds random integer inputs: [0, IntHigh); default 2.
+	IntHigh int64
+	// Backend name (default cpu).
+	Backend string
+	// Profile, when not nil, receives a CPU profile of the timed steps.
+	Profile io.Writer
+}
+
+// ModelResult is what RunModel measured (the JSON object of `onnxtrain
+// bench --log-format json`).
+type ModelResult struct {
+	Model     string `json:"model"`
+	Mode      string `json:"mode"` // train or inference
+	Backend   string `json:"backend"`
+	BatchSize int    `json:"batch_size"`
+	Steps     int    `json:"steps"`
+	Warmup    int    `json:"warmup"`
+	Loss      string `json:"loss,omitempty"`
+	Optimizer string `json:"optimizer,omitempty"`
+	// Parameters counts trainable elements (training only).
+	Parameters int `json:"parameters,omitempty"`
+
+	MedianStepMS float64 `json:"median_step_ms"`
+	MeanStepMS   float64 `json:"mean_step_ms"`
+	P90StepMS    float64 `json:"p90_step_ms"`
+	MinStepMS    float64 `json:"min_step_ms"`
+	MaxStepMS    float64 `json:"max_step_ms"`
+	// SamplesPerS is BatchSize divided by the mean step time.
+	SamplesPerS float64 `json:"samples_per_s"`
+	// MedianForwardBackwardMS and MedianOptimizerMS split a training step
+	// into the compiled forward+backward pass and the optimizer update.
+	MedianForwardBackwardMS float64 `json:"median_forward_backward_ms,omitempty"`
+	MedianOptimizerMS       float64 `json:"median_optimizer_ms,omitempty"`
+	// FirstLoss and LastLoss are the losses of the first warm-up (or timed)
+	// step and of the last timed step, on the same random batch: with a
+	// sensible learning rate the second is lower.
+	FirstLoss float64 `json:"first_loss,omitempty"`
+	LastLoss  float64 `json:"last_loss,omitempty"`
+	// SetupMS is the time to import the model and compile it.
+	SetupMS float64 `json:"setup_ms"`
+	// PeakRSSBytes is the process's peak resident set size (VmHWM) at the
+	// end of the run, compilation and warm-up included.
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	GOMAXPROCS   int   `json:"gomaxprocs"`
+}
+
+func (o *ModelOptions) defaults() error {
+	if o.Model == "" {
+		return fmt.Errorf("benchlib: no model given (--model)")
+	}
+	if o.BatchSize <= 0 {
+		return fmt.Errorf("benchlib: --batch-size must be positive, got %d", o.BatchSize)
+	}
+	if o.Steps <= 0 {
+		return fmt.Errorf("benchlib: --steps must be positive, got %d", o.Steps)
+	}
+	if o.Warmup < 0 {
+		return fmt.Errorf("benchlib: --warmup must not be negative, got %d", o.Warmup)
+	}
+	if o.Loss == "" {
+		o.Loss = "cross_entropy"
+	}
+	if o.Optimizer == "" {
+		o.Optimizer = "sgd"
+	}
+	if o.LR == 0 {
+		o.LR = 0.01
+	}
+	if o.IntHigh == 0 {
+		o.IntHigh = 2
+	}
+	if o.Backend == "" {
+		o.Backend = "cpu"
+	}
+	return nil
+}
+
+// RunModel imports the model, prepares random data for it and times
+// training steps (ForwardBackward plus an optimizer step, as `onnxtrain
+// train` runs them) or, with Inference, forward passes.
+func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	start := time.Now()
+	m, err := importer.Load(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	shapes, syms, err := ResolveInputShapes(m.Graph, o.BatchSize, o.Dims)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Model, err)
+	}
+	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x6f6e6e7874726e))
+	inputs, err := RandomInputs(rng, m.Graph, shapes, o.IntHigh)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Model, err)
+	}
+	res := &ModelResult{
+		Model: filepath.Base(o.Model), Backend: o.Backend, BatchSize: o.BatchSize,
+		Steps: o.Steps, Warmup: o.Warmup, GOMAXPROCS: runtime.GOMAXPROCS(0),
+	}
+	var step func() (loss float64, fb, opt time.Duration, err error)
+	if o.Inference {
+		res.Mode = "inference"
+		step, err = inferenceStep(ctx, m, o, inputs)
+	} else {
+		res.Mode, res.Loss, res.Optimizer = "train", o.Loss, o.Optimizer
+		step, err = trainingStep(ctx, m, o, rng, inputs, shapes, syms, res)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.SetupMS = ms(time.Since(start))
+
+	first := true
+	for i := 0; i < o.Warmup; i++ {
+		loss, _, _, err := step()
+		if err != nil {
+			return nil, fmt.Errorf("warm-up step %d: %w", i+1, err)
+		}
+		if first {
+			res.FirstLoss, first = loss, false
+		}
+	}
+	if o.Profile != nil {
+		if err := pprof.StartCPUProfile(o.Profile); err != nil {
+			return nil, fmt.Errorf("benchlib: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	total := make([]time.Duration, o.Steps)
+	fbs := make([]time.Duration, o.Steps)
+	opts := make([]time.Duration, o.Steps)
+	for i := range total {
+		t0 := time.Now()
+		loss, fb, opt, err := step()
+		total[i] = time.Since(t0)
+		if err != nil {
+			return nil, fmt.Errorf("step %d: %w", i+1, err)
+		}
+		fbs[i], opts[i] = fb, opt
+		if first {
+			res.FirstLoss, first = loss, false
+		}
+		res.LastLoss = loss
+	}
+	if o.Profile != nil {
+		pprof.StopCPUProfile()
+	}
+	st, err := Summarize(total)
+	if err != nil {
+		return nil, err
+	}
+	res.MedianStepMS, res.MeanStepMS, res.P90StepMS, res.MinStepMS, res.MaxStepMS = st.MedianMS, st.MeanMS, st.P90MS, st.MinMS, st.MaxMS
+	res.SamplesPerS = float64(o.BatchSize) / (st.MeanMS / 1000)
+	if !o.Inference {
+		fb, _ := Summarize(fbs)
+		op, _ := Summarize(opts)
+		res.MedianForwardBackwardMS, res.MedianOptimizerMS = fb.MedianMS, op.MedianMS
+	}
+	if res.PeakRSSBytes, err = PeakRSS(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// trainingStep builds the training program and returns a function that runs
+// one step on the fixed random batch.
+func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand.Rand, inputs map[string]*graph.Tensor,
+	shapes Shapes, syms map[string]int64, res *ModelResult) (func() (float64, time.Duration, time.Duration, error), error) {
+	loss, err := train.ParseLoss(o.Loss)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := newOptimizer(o)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Model, err)
+	}
+	var labels *graph.Tensor
+	if prog.NeedsLabels {
+		out := loss.Output
+		if out == "" {
+			out = m.Graph.Outputs[0].Name
+		}
+		outShape, err := OutputShape(m, out, shapes, syms)
+		if err != nil {
+			return nil, fmt.Errorf("%s: labels for the loss: %w", o.Model, err)
+		}
+		if labels, err = RandomLabels(rng, loss.Kind, outShape); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Model, err)
+		}
+	}
+	params := make([]*optim.Param, len(prog.Params))
+	for i, p := range prog.Params {
+		params[i] = &optim.Param{Name: p.Name, Value: p.Value}
+	}
+	opt.SetLR(o.LR)
+	for _, p := range prog.Params {
+		res.Parameters += p.Value.Size()
+	}
+	return func() (float64, time.Duration, time.Duration, error) {
+		t0 := time.Now()
+		r, err := prog.ForwardBackward(ctx, inputs, labels, 1)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		t1 := time.Now()
+		for i, p := range params {
+			p.Grad = r.Grads[i]
+		}
+		if err := opt.Step(params); err != nil {
+			return 0, 0, 0, err
+		}
+		return r.Loss, t1.Sub(t0), time.Since(t1), nil
+	}, nil
+}
+
+// newOptimizer builds the optimizer o names, with PyTorch's defaults for
+// everything but the learning rate (and SGD's momentum).
+func newOptimizer(o ModelOptions) (optim.Optimizer, error) {
+	switch o.Optimizer {
+	case "sgd":
+		return optim.NewSGD(optim.SGDConfig{LR: o.LR, Momentum: o.Momentum})
+	case "adam", "adamw":
+		if o.Momentum != 0 {
+			return nil, fmt.Errorf("benchlib: --momentum applies to sgd, not %s", o.Optimizer)
+		}
+		ac := optim.AdamConfig{LR: o.LR, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+		if o.Optimizer == "adam" {
+			return optim.NewAdam(ac)
+		}
+		ac.WeightDecay = 0.01
+		return optim.NewAdamW(ac)
+	}
+	return nil, fmt.Errorf("benchlib: unknown optimizer %q (want sgd, adam or adamw)", o.Optimizer)
+}
+
+// inferenceStep compiles the model's evaluation form (BatchNormalization on
+// running statistics, Dropout off) and returns a function that runs it once.
+func inferenceStep(ctx context.Context, m *graph.Model, o ModelOptions, inputs map[string]*graph.Tensor) (func() (float64, time.Duration, time.Duration, error), error) {
+	be, err := backend.Open(o.Backend)
+	if err != nil {
+		return nil, err
+	}
+	em := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: evalGraph(m.Graph), Functions: m.Functions}
+	exe, err := be.Compile(em, backend.CompileOptions{Seed: o.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("%s: compiling the evaluation graph: %w", o.Model, err)
+	}
+	return func() (float64, time.Duration, time.Duration, error) {
+		t0 := time.Now()
+		if _, err := exe.Run(ctx, inputs); err != nil {
+			return 0, 0, 0, err
+		}
+		return 0, time.Since(t0), 0, nil
+	}, nil
+}
+
+// evalGraph copies g with training-mode BatchNormalization switched to
+// running statistics and Dropout's training flag dropped (as train.Build
+// does for its evaluation graph); g is left alone.
+func evalGraph(g *graph.Graph) *graph.Graph {
+	c := *g
+	c.Nodes = make([]*graph.Node, len(g.Nodes))
+	for i, n := range g.Nodes {
+		cn := *n
+		cn.Inputs = append([]string{}, n.Inputs...)
+		cn.Outputs = append([]string{}, n.Outputs...)
+		cn.Attrs = make(map[string]*graph.Attr, len(n.Attrs))
+		for k, v := range n.Attrs {
+			cn.Attrs[k] = v
+		}
+		switch cn.OpType {
+		case "BatchNormalization":
+			if cn.AttrInt("training_mode", 0) == 1 {
+				cn.SetAttr(graph.IntAttr("training_mode", 0))
+				cn.Outputs = cn.Outputs[:1]
+			}
+		case "Dropout":
+			if len(cn.Inputs) > 2 {
+				cn.Inputs = cn.Inputs[:2]
+			}
+		}
+		c.Nodes[i] = &cn
+	}
+	return &c
+}

@@ -1,0 +1,389 @@
+#!/usr/bin/python3
+"""Compare onnxtrain's training step with PyTorch's on the same models and machine.
+
+For each case the model is built in PyTorch 1.13, exported to ONNX in training
+mode (opset 17, dynamic batch axis, no constant folding) into a temporary
+folder, and then timed twice, each time in a fresh process so that the peak
+resident memory is the case's own:
+
+  * PyTorch: this script re-run as a worker (torch.set_num_threads(THREADS)),
+    model.train(), SGD(lr=0.01), a fixed random batch; W untimed steps, then
+    the median of K timed steps of zero_grad + forward + cross_entropy +
+    backward + step; peak RSS from resource.getrusage (ru_maxrss).
+  * onnxtrain: `onnxtrain bench --model case.onnx --batch-size B --steps K
+    --warmup W --lr 0.01 --log-format json` (GOMAXPROCS=THREADS): the same
+    step (forward + loss + backward from the exported graph, plain SGD).
+
+GEMM cases time one float32 product C = op(A)·op(B) with torch.mm against
+`onnxtrain bench --gemm M,N,K [--trans-a] [--trans-b]`.
+
+    /usr/bin/python3 bench/compare.py [--cases mlp,resnet18,vit,gemm] [--steps K]
+        [--warmup W] [--rounds R] [--threads 2] [--binary PATH] [--keep DIR]
+        [--profile-dir DIR]
+
+The table's speed ratio is PyTorch time / onnxtrain time and the RSS ratio
+PyTorch peak RSS / onnxtrain peak RSS: above 1 means onnxtrain is faster or
+smaller. The machine load (uptime) is printed before and after, since other
+jobs on the machine skew both sides. See bench/README.md.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# name -> (batch, default timed steps, default warm-up steps, description)
+MODEL_CASES = {
+    "mlp": (128, 50, 5, "MLP 784-512-512-10, batch 128"),
+    "resnet18": (32, 10, 2, "ResNet-18 (torchvision, 10 classes) 3x64x64, batch 32"),
+    "vit": (64, 10, 2, "ViT patch 4, 4 layers, 4 heads, dim 128, MLP 256, 3x32x32, batch 64"),
+}
+
+# GEMM cases: (name, m, n, k, transA, transB). The skinny shapes are the
+# training shapes of backend/cpu/gemm/compare_openblas.py (MLP and ViT layers:
+# forward NN, input gradient NT, weight gradient TN).
+GEMM_CASES = [
+    ("gemm-1024", 1024, 1024, 1024, False, False),
+    ("gemm-M128N512K784_NN", 128, 512, 784, False, False),
+    ("gemm-M128N784K512_NT", 128, 784, 512, False, True),
+    ("gemm-M784N512K128_TN", 784, 512, 128, True, False),
+    ("gemm-M4096N128K128_NN", 4096, 128, 128, False, False),
+    ("gemm-M4096N256K128_NN", 4096, 256, 128, False, False),
+    ("gemm-M4096N128K256_NN", 4096, 128, 256, False, False),
+    ("gemm-M4096N128K256_NT", 4096, 128, 256, False, True),
+    ("gemm-M256N256K4096_TN", 256, 256, 4096, True, False),
+    ("gemm-M128N256K4096_TN", 128, 256, 4096, True, False),
+]
+GEMM_BY_NAME = {c[0]: c for c in GEMM_CASES}
+
+
+# ---------------------------------------------------------------- models
+
+
+def build_model(name):
+    """The PyTorch model of a case, seeded, and its input shape (without batch)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    if name == "mlp":
+        model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+        return model, (784,)
+    if name == "resnet18":
+        import torchvision
+        return torchvision.models.resnet18(num_classes=10), (3, 64, 64)
+    if name == "vit":
+        sys.path.insert(0, os.path.join(ROOT, "models"))
+        import export  # noqa: E402  (models/export.py: the fixtures' model classes)
+        return export.ViTTiny(image=32, patch=4, dim=128, depth=4, heads=4, num_classes=10), (3, 32, 32)
+    raise SystemExit("unknown model case %r (have %s)" % (name, ", ".join(MODEL_CASES)))
+
+
+def export_case(name, folder):
+    import torch
+
+    model, shape = build_model(name)
+    batch = MODEL_CASES[name][0]
+    model.train()
+    x = torch.randn(batch, *shape)
+    path = os.path.join(folder, name + ".onnx")
+    torch.onnx.export(
+        model, (x,), path,
+        opset_version=17,
+        input_names=["input"], output_names=["output"],
+        dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False,
+    )
+    return path
+
+
+def peak_rss_bytes():
+    """Peak resident set size of this process in bytes: VmHWM, as onnxtrain
+    bench reports it. (getrusage's ru_maxrss is not used: Linux carries it
+    over from the parent through fork and exec, so a worker started by a
+    driver that has exported ResNet-18 would report the driver's peak.)"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def summarize(times_s):
+    ms = sorted(t * 1000 for t in times_s)
+    p90 = ms[max(0, -(-9 * len(ms) // 10) - 1)]  # nearest rank, as onnxtrain bench
+    return {"median_step_ms": statistics.median(ms), "mean_step_ms": statistics.fmean(ms), "p90_step_ms": p90}
+
+
+def torch_train_worker(name, steps, warmup, threads):
+    """Runs in a fresh process: times PyTorch's SGD step and prints JSON."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    model, shape = build_model(name)
+    batch = MODEL_CASES[name][0]
+    model.train()
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, *shape, generator=gen)
+    y = torch.randint(0, 10, (batch,), generator=gen)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    first = None
+    for _ in range(warmup):
+        loss = step()
+        first = loss if first is None else first
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        loss = step()
+        times.append(time.perf_counter() - t0)
+        first = loss if first is None else first
+    res = summarize(times)
+    res.update({"steps": steps, "batch_size": batch, "first_loss": first, "last_loss": loss,
+                "peak_rss_bytes": peak_rss_bytes(), "threads": torch.get_num_threads()})
+    print(json.dumps(res))
+
+
+def torch_gemm_worker(name, reps, threads, min_rep_s=0.05):
+    """Runs in a fresh process: times torch.mm on one shape and prints JSON."""
+    import torch
+
+    torch.set_num_threads(threads)
+    _, m, n, k, ta, tb = GEMM_BY_NAME[name]
+    torch.manual_seed(0)
+    a = torch.randn(k, m).t() if ta else torch.randn(m, k)
+    b = torch.randn(n, k).t() if tb else torch.randn(k, n)
+    c = torch.empty(m, n)
+    t0 = time.perf_counter()
+    torch.mm(a, b, out=c)
+    one = time.perf_counter() - t0
+    calls = max(1, int(min_rep_s / one) + 1) if one < min_rep_s else 1
+    per = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            torch.mm(a, b, out=c)
+        per.append((time.perf_counter() - t0) / calls)
+    med = statistics.median(per)
+    print(json.dumps({"median_ms": med * 1000, "gflops": 2 * m * n * k / med / 1e9, "reps": reps,
+                      "calls_per_rep": calls, "peak_rss_bytes": peak_rss_bytes(), "threads": torch.get_num_threads()}))
+
+
+# ---------------------------------------------------------------- driver
+
+
+def run_json(cmd, env=None, timeout=3600):
+    """Runs cmd, returns (parsed last JSON line of stdout, None) or (None, error text)."""
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        err = (p.stderr.strip() or p.stdout.strip()).splitlines()
+        return None, "exit %d: %s" % (p.returncode, "\n".join(err[-20:]))
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        return None, "no JSON in output:\n" + p.stdout[-2000:]
+    return json.loads(lines[-1]), None
+
+
+def uptime():
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError as e:
+        return "uptime: %s" % e
+
+
+def fmt_ms(v):
+    return "—" if v is None else ("%.3f" % v if v < 10 else "%.1f" % v)
+
+
+def fmt_mib(b):
+    return "—" if b is None else "%.0f MiB" % (b / (1 << 20))
+
+
+def ratio(a, b):
+    return "—" if a is None or b is None or b == 0 else "%.2f" % (a / b)
+
+
+def select_cases(spec):
+    names = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "all":
+            names += list(MODEL_CASES) + [c[0] for c in GEMM_CASES]
+        elif part == "models":
+            names += list(MODEL_CASES)
+        elif part == "gemm":
+            names += [c[0] for c in GEMM_CASES]
+        elif part in MODEL_CASES or part in GEMM_BY_NAME:
+            names.append(part)
+        else:
+            raise SystemExit("--cases: unknown case %r (have %s, or the groups all, models, gemm)"
+                             % (part, ", ".join(list(MODEL_CASES) + list(GEMM_BY_NAME))))
+    seen = set()
+    return [n for n in names if not (n in seen or seen.add(n))]
+
+
+def combine(results, key, how):
+    vals = [r[key] for r in results if r is not None and r.get(key) is not None]
+    if not vals:
+        return None
+    return {"min": min, "max": max, "median": statistics.median}[how](vals)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", default="all", help="comma-separated cases: %s, or the groups all, models, gemm"
+                    % ", ".join(list(MODEL_CASES) + list(GEMM_BY_NAME)))
+    ap.add_argument("--steps", type=int, default=0, help="timed steps per model case (default per case: mlp 50, others 10)")
+    ap.add_argument("--warmup", type=int, default=-1, help="untimed steps per model case (default per case)")
+    ap.add_argument("--gemm-reps", type=int, default=10, help="timed repetitions per GEMM case")
+    ap.add_argument("--rounds", type=int, default=3, help="run every case this many times, alternating the two sides")
+    ap.add_argument("--aggregate", choices=["min", "median"], default="min",
+                    help="how to combine the rounds' median step times: the least disturbed round (min) or their median")
+    ap.add_argument("--omp-wait-policy", default="passive",
+                    help="OMP_WAIT_POLICY for the PyTorch workers (passive: idle OpenMP threads sleep instead of "
+                         "spinning, which on a loaded machine keeps PyTorch from slowing itself down 10x; "
+                         "'inherit' leaves the environment alone)")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads and GOMAXPROCS")
+    ap.add_argument("--binary", help="use this onnxtrain binary instead of building ./cmd/onnxtrain")
+    ap.add_argument("--keep", help="export the ONNX files into this folder and keep them")
+    ap.add_argument("--profile-dir", help="also write onnxtrain CPU profiles of the model cases here (CASE.pprof)")
+    ap.add_argument("--json", help="also write the raw results to this file")
+    # Internal: the per-case PyTorch processes.
+    ap.add_argument("--worker", choices=["torch-train", "torch-gemm"], help=argparse.SUPPRESS)
+    ap.add_argument("--case", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.worker == "torch-train":
+        return torch_train_worker(args.case, args.steps, args.warmup, args.threads)
+    if args.worker == "torch-gemm":
+        return torch_gemm_worker(args.case, args.gemm_reps, args.threads)
+
+    cases = select_cases(args.cases)
+    import torch
+
+    load_before = uptime()
+    print("machine: %d CPUs; torch %s; %s" % (os.cpu_count(), torch.__version__,
+          subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()), file=sys.stderr)
+    print("load before: " + load_before, file=sys.stderr)
+
+    tmp = tempfile.TemporaryDirectory(prefix="onnxtrain-bench-")
+    folder = args.keep or tmp.name
+    os.makedirs(folder, exist_ok=True)
+    binary = args.binary
+    if not binary:
+        binary = os.path.join(tmp.name, "onnxtrain")
+        print("building %s" % binary, file=sys.stderr)
+        subprocess.run(["go", "build", "-o", binary, "./cmd/onnxtrain"], cwd=ROOT, check=True)
+    probe = subprocess.run([binary, "bench", "--help"], capture_output=True, text=True)
+    if probe.returncode != 0 or "--gemm" not in probe.stdout:
+        raise SystemExit("%s has no working `bench` command (is newBenchCmd() in the root command's AddCommand list "
+                         "in cmd/onnxtrain/main.go?):\n%s" % (binary, (probe.stderr or probe.stdout).strip()))
+    if args.profile_dir:
+        os.makedirs(args.profile_dir, exist_ok=True)
+    env = dict(os.environ, GOMAXPROCS=str(args.threads))
+    torch_env = dict(os.environ)
+    if args.omp_wait_policy != "inherit":
+        torch_env["OMP_WAIT_POLICY"] = args.omp_wait_policy.upper()
+
+    rows, errors, raw = [], [], {}
+    agg = args.aggregate
+    gagg = "median" if agg == "median" else "max"  # the least disturbed round has the most GFLOP/s
+    for name in cases:
+        torch_runs, go_runs = [], []
+        if name in MODEL_CASES:
+            batch, steps, warmup, desc = MODEL_CASES[name]
+            steps = args.steps or steps
+            warmup = warmup if args.warmup < 0 else args.warmup
+            print("%s: exporting" % name, file=sys.stderr)
+            path = export_case(name, folder)
+            torch_cmd = [sys.executable, os.path.abspath(__file__), "--worker", "torch-train", "--case", name,
+                         "--steps", str(steps), "--warmup", str(warmup), "--threads", str(args.threads)]
+            go_cmd = [binary, "bench", "--model", path, "--batch-size", str(batch), "--steps", str(steps),
+                      "--warmup", str(warmup), "--lr", "0.01", "--optimizer", "sgd", "--log-format", "json"]
+            if args.profile_dir:
+                go_cmd += ["--cpuprofile", os.path.join(os.path.abspath(args.profile_dir), name + ".pprof")]
+        else:
+            _, m, n, k, ta, tb = GEMM_BY_NAME[name]
+            desc = "GEMM %dx%dx%d %s%s" % (m, n, k, "T" if ta else "N", "T" if tb else "N")
+            torch_cmd = [sys.executable, os.path.abspath(__file__), "--worker", "torch-gemm", "--case", name,
+                         "--gemm-reps", str(args.gemm_reps), "--threads", str(args.threads)]
+            go_cmd = [binary, "bench", "--gemm", "%d,%d,%d" % (m, n, k), "--steps", str(args.gemm_reps), "--log-format", "json"]
+            go_cmd += ["--trans-a"] if ta else []
+            go_cmd += ["--trans-b"] if tb else []
+        for r in range(args.rounds):
+            print("%s: round %d/%d: PyTorch" % (name, r + 1, args.rounds), file=sys.stderr)
+            res, err = run_json(torch_cmd, env=torch_env)
+            if err:
+                errors.append("%s (PyTorch): %s" % (name, err))
+            torch_runs.append(res)
+            print("%s: round %d/%d: onnxtrain" % (name, r + 1, args.rounds), file=sys.stderr)
+            res, err = run_json(go_cmd, env=env)
+            if err:
+                errors.append("%s (onnxtrain): %s" % (name, err))
+            go_runs.append(res)
+        raw[name] = {"pytorch": torch_runs, "onnxtrain": go_runs}
+        row = {
+            "case": name, "desc": desc,
+            # Model cases report a step's time, GEMM cases a product's.
+            "pt_ms": combine(torch_runs, "median_step_ms", agg) or combine(torch_runs, "median_ms", agg),
+            "ot_ms": combine(go_runs, "median_step_ms", agg) or combine(go_runs, "median_ms", agg),
+            "pt_rss": combine(torch_runs, "peak_rss_bytes", "median"), "ot_rss": combine(go_runs, "peak_rss_bytes", "median"),
+            "pt_gflops": combine(torch_runs, "gflops", gagg), "ot_gflops": combine(go_runs, "gflops", gagg),
+        }
+        rows.append(row)
+        print("%s: PyTorch %s ms, onnxtrain %s ms" % (name, fmt_ms(row["pt_ms"]), fmt_ms(row["ot_ms"])), file=sys.stderr)
+
+    load_after = uptime()
+    print("load after: " + load_after, file=sys.stderr)
+
+    print("| case | PyTorch median ms | onnxtrain median ms | speed ratio (PyTorch/onnxtrain) "
+          "| PyTorch peak RSS | onnxtrain peak RSS | RSS ratio (PyTorch/onnxtrain) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        label = r["desc"]
+        if r["pt_gflops"] is not None or r["ot_gflops"] is not None:
+            label += " (GFLOP/s: PyTorch %s, onnxtrain %s)" % (
+                "—" if r["pt_gflops"] is None else "%.1f" % r["pt_gflops"],
+                "—" if r["ot_gflops"] is None else "%.1f" % r["ot_gflops"])
+        print("| %s | %s | %s | %s | %s | %s | %s |" % (
+            label, fmt_ms(r["pt_ms"]), fmt_ms(r["ot_ms"]), ratio(r["pt_ms"], r["ot_ms"]),
+            fmt_mib(r["pt_rss"]), fmt_mib(r["ot_rss"]), ratio(r["pt_rss"], r["ot_rss"])))
+    print()
+    print("%d threads per side; %d round(s), %s of the rounds' median times; PyTorch OMP_WAIT_POLICY=%s; load before: %s; after: %s"
+          % (args.threads, args.rounds, agg, torch_env.get("OMP_WAIT_POLICY", "(unset)"), load_before, load_after))
+    if errors:
+        print()
+        print("Errors:")
+        for e in errors:
+            print()
+            print("- " + e.replace("\n", "\n  "))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "raw": raw, "errors": errors, "load_before": load_before, "load_after": load_after}, f, indent=1)
+    tmp.cleanup()
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onnxtrain/onnxtrain/bench/benchlib"
+)
+
+// benchFlags are the flags of `onnxtrain bench`.
+type benchFlags struct {
+	model      benchlib.ModelOptions
+	dims       []string
+	gemmShape  string
+	transA     bool
+	transB     bool
+	logFormat  string
+	cpuProfile string
+}
+
+func newBenchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench (--model MODEL.onnx | --gemm M,N,K) [flags]",
+		Short: "Time training steps (or inference, or one GEMM) on random data",
+		Long: `Time training steps of a model on a fixed random batch: the symbolic batch
+dimension of the inputs becomes --batch-size, labels are random (classes in
+[0, C) for cross_entropy, C being dimension 1 of the model output), and each
+step is the compiled forward+backward pass plus an optimizer update, as
+'onnxtrain train' runs them. --warmup steps run untimed, then --steps are
+timed; the report gives the median, mean and 90th percentile step time,
+samples per second and the process's peak resident memory (VmHWM).
+
+--inference times the forward pass of the evaluation graph instead.
+--gemm M,N,K times one float32 product C = op(A)·op(B) (op(A) M×K, op(B)
+K×N) and reports GFLOP/s, the median over --steps repetitions.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBench(cmd, &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.model.Model, "model", "", "ONNX model to benchmark (exported in training mode to time training)")
+	fl.IntVar(&f.model.BatchSize, "batch-size", 32, "size of the symbolic batch dimension")
+	fl.IntVar(&f.model.Steps, "steps", 20, "timed steps (GEMM: timed repetitions)")
+	fl.IntVar(&f.model.Warmup, "warmup", 3, "untimed steps before timing")
+	fl.StringVar(&f.model.Loss, "loss", "cross_entropy", "cross_entropy, mse, l1, bce_with_logits, or output:NAME (the graph computes its own loss)")
+	fl.StringVar(&f.model.Optimizer, "optimizer", "sgd", "sgd, adam or adamw")
+	fl.Float64Var(&f.model.LR, "lr", 0.01, "learning rate")
+	fl.Float64Var(&f.model.Momentum, "momentum", 0, "SGD momentum")
+	fl.StringArrayVar(&f.dims, "dim", nil, "size of a symbolic input dimension other than the batch, NAME=SIZE (repeatable)")
+	fl.BoolVar(&f.model.Inference, "inference", false, "time the forward pass of the evaluation graph only")
+	fl.Int64Var(&f.model.Seed, "seed", 0, "seed for the random data and random ops")
+	fl.Int64Var(&f.model.IntHigh, "int-high", 2, "integer inputs are random in [0, int-high)")
+	fl.StringVar(&f.model.Backend, "backend", "cpu", "backend to run on")
+	fl.StringVar(&f.gemmShape, "gemm", "", "time one float32 GEMM of shape M,N,K instead of a model")
+	fl.BoolVar(&f.transA, "trans-a", false, "GEMM: A is stored transposed (K×M)")
+	fl.BoolVar(&f.transB, "trans-b", false, "GEMM: B is stored transposed (N×K)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text (for people) or json (one object on stdout)")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file (read it with go tool pprof)")
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, f *benchFlags) error {
+	if f.logFormat != "text" && f.logFormat != "json" {
+		return fmt.Errorf("--log-format: %q is not text or json", f.logFormat)
+	}
+	out := cmd.OutOrStdout()
+	if f.gemmShape != "" {
+		if f.model.Model != "" {
+			return fmt.Errorf("--gemm and --model exclude each other")
+		}
+		if f.cpuProfile != "" {
+			return fmt.Errorf("--cpuprofile applies to --model runs (profile GEMM with go test -bench -cpuprofile in backend/cpu/gemm)")
+		}
+		m, n, k, err := benchlib.ParseGemmShape(f.gemmShape)
+		if err != nil {
+			return err
+		}
+		res, err := benchlib.RunGemm(benchlib.GemmOptions{M: m, N: n, K: k, TransA: f.transA, TransB: f.transB,
+			Reps: f.model.Steps, Warmup: max(1, f.model.Warmup), Seed: f.model.Seed})
+		if err != nil {
+			return err
+		}
+		if f.logFormat == "json" {
+			return writeJSON(out, res)
+		}
+		fmt.Fprintf(out, "gemm %dx%dx%d (op(A) %s, op(B) %s): %.1f GFLOP/s median (min %.1f, max %.1f) over %d repetitions of %d calls; %.3f ms per product\n",
+			m, n, k, transName(f.transA), transName(f.transB), res.GFLOPS, res.MinGFLOPS, res.MaxGFLOPS, res.Reps, res.CallsPerRep, res.MedianMS)
+		return nil
+	}
+	if f.transA || f.transB {
+		return fmt.Errorf("--trans-a and --trans-b apply to --gemm")
+	}
+	if f.model.Model == "" {
+		return fmt.Errorf("give --model MODEL.onnx (or --gemm M,N,K)")
+	}
+	dims, err := parseDims(f.dims)
+	if err != nil {
+		return err
+	}
+	opts := f.model
+	opts.Dims = dims
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pf.Close()
+		opts.Profile = pf
+	}
+	res, err := benchlib.RunModel(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	if f.logFormat == "json" {
+		return writeJSON(out, res)
+	}
+	fmt.Fprintf(out, "%s (%s, batch %d, %s): median %.2f ms/step, mean %.2f, p90 %.2f, min %.2f over %d steps after %d warm-up; %.1f samples/s\n",
+		res.Model, res.Mode, res.BatchSize, res.Backend, res.MedianStepMS, res.MeanStepMS, res.P90StepMS, res.MinStepMS, res.Steps, res.Warmup, res.SamplesPerS)
+	if res.Mode == "train" {
+		fmt.Fprintf(out, "  forward+backward %.2f ms, optimizer (%s) %.2f ms (medians); %d parameters; loss %.5g -> %.5g\n",
+			res.MedianForwardBackwardMS, res.Optimizer, res.MedianOptimizerMS, res.Parameters, res.FirstLoss, res.LastLoss)
+	}
+	fmt.Fprintf(out, "  setup %s, peak RSS %.1f MiB, GOMAXPROCS %d\n",
+		time.Duration(res.SetupMS*float64(time.Millisecond)).Round(time.Millisecond), float64(res.PeakRSSBytes)/(1<<20), res.GOMAXPROCS)
+	if f.cpuProfile != "" {
+		fmt.Fprintf(out, "  CPU profile of the timed steps: %s (go tool pprof -top %s)\n", f.cpuProfile, f.cpuProfile)
+	}
+	return nil
+}
+
+func transName(t bool) string {
+	if t {
+		return "transposed"
+	}
+	return "as stored"
+}
+
+// parseDims reads --dim NAME=SIZE values.
+func parseDims(vals []string) (map[string]int64, error) {
+	dims := map[string]int64{}
+	for _, v := range vals {
+		name, size, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--dim %q: want NAME=SIZE", v)
+		}
+		n, err := strconv.ParseInt(size, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--dim %q: %q is not a positive size", v, size)
+		}
+		if _, dup := dims[name]; dup {
+			return nil, fmt.Errorf("--dim %s given twice", name)
+		}
+		dims[name] = n
+	}
+	return dims, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode(v)
+}

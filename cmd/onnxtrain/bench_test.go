@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// runBenchCmd runs `onnxtrain bench args...` and returns its stdout.
+func runBenchCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := newBenchCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SilenceUsage = true
+	cmd.SilenceErrors = true
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestBenchTrainJSON(t *testing.T) {
+	out, err := runBenchCmd(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "8",
+		"--steps", "3", "--warmup", "1", "--lr", "0.1", "--log-format", "json")
+	require.NoError(t, err, out)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	for _, key := range []string{"median_step_ms", "mean_step_ms", "p90_step_ms", "samples_per_s", "peak_rss_bytes", "steps", "batch_size", "model"} {
+		assert.Contains(t, r, key)
+	}
+	assert.Equal(t, "mlp_train.onnx", r["model"])
+	assert.Equal(t, "train", r["mode"])
+	assert.EqualValues(t, 3, r["steps"])
+	assert.EqualValues(t, 8, r["batch_size"])
+	// 784*64+64 + 64*32+32 + 32*10+10, as PyTorch counts the MLP's parameters.
+	assert.EqualValues(t, 52650, r["parameters"])
+	assert.Positive(t, r["median_step_ms"])
+	assert.GreaterOrEqual(t, r["p90_step_ms"], r["median_step_ms"])
+	assert.InEpsilon(t, 8/(r["mean_step_ms"].(float64)/1000), r["samples_per_s"], 1e-9)
+	assert.Greater(t, r["peak_rss_bytes"], 1e6)
+	// Four SGD steps at lr 0.1 on one fixed batch lower its loss.
+	assert.Less(t, r["last_loss"], r["first_loss"])
+}
+
+func TestBenchTextAndInference(t *testing.T) {
+	out, err := runBenchCmd(t, "--model", "../../models/mlp/mlp_eval.onnx", "--inference", "--batch-size", "4", "--steps", "2", "--warmup", "0")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "mlp_eval.onnx (inference, batch 4")
+	assert.Contains(t, out, "samples/s")
+	assert.Contains(t, out, "peak RSS")
+	assert.NotContains(t, out, "optimizer")
+}
+
+// A model that computes its own loss from integer inputs: no labels, ints
+// drawn in [0, --int-high).
+func TestBenchGraphLossWithIntegerInputs(t *testing.T) {
+	out, err := runBenchCmd(t, "--model", "../../models/transformer_loss/transformer_loss_train.onnx",
+		"--loss", "output:loss", "--optimizer", "adamw", "--lr", "1e-3", "--int-high", "16",
+		"--batch-size", "2", "--steps", "1", "--warmup", "0", "--log-format", "json")
+	require.NoError(t, err, out)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Equal(t, "adamw", r["optimizer"])
+	assert.Positive(t, r["last_loss"])
+}
+
+func TestBenchCPUProfile(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "cpu.pprof")
+	out, err := runBenchCmd(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--cpuprofile", prof)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, prof)
+	b, err := os.ReadFile(prof)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "pprof profiles are gzip-compressed")
+}
+
+func TestBenchGemm(t *testing.T) {
+	out, err := runBenchCmd(t, "--gemm", "64,48,32", "--trans-a", "--steps", "3", "--log-format", "json")
+	require.NoError(t, err, out)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.EqualValues(t, 64, r["m"])
+	assert.EqualValues(t, 48, r["n"])
+	assert.EqualValues(t, 32, r["k"])
+	assert.Equal(t, true, r["trans_a"])
+	assert.Equal(t, false, r["trans_b"])
+	assert.EqualValues(t, 3, r["reps"])
+	g := r["gflops"].(float64)
+	require.Positive(t, g)
+	assert.InEpsilon(t, 2*64*48*32, g*1e9*r["median_ms"].(float64)/1000, 1e-9)
+
+	out, err = runBenchCmd(t, "--gemm", "16,16,16", "--steps", "2")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "GFLOP/s median")
+}
+
+func TestBenchErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "--model"},
+		{[]string{"--gemm", "1,2"}, "M,N,K"},
+		{[]string{"--gemm", "4,4,4", "--model", "m.onnx"}, "exclude"},
+		{[]string{"--gemm", "4,4,4", "--cpuprofile", "x"}, "--cpuprofile"},
+		{[]string{"--model", "m.onnx", "--trans-b"}, "--trans-b"},
+		{[]string{"--model", "m.onnx", "--dim", "seq"}, "NAME=SIZE"},
+		{[]string{"--model", "m.onnx", "--dim", "seq=0"}, "positive"},
+		{[]string{"--model", "m.onnx", "--dim", "seq=2", "--dim", "seq=3"}, "twice"},
+		{[]string{"--model", "m.onnx", "--log-format", "xml"}, "xml"},
+		{[]string{"--model", "no/such/m.onnx"}, "no/such/m.onnx"},
+		{[]string{"--model", "../../models/mlp/mlp_train.onnx", "--loss", "hinge", "--steps", "1"}, "hinge"},
+		{[]string{"--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "0"}, "--batch-size"},
+	}
+	for _, c := range cases {
+		_, err := runBenchCmd(t, c.args...)
+		if assert.Error(t, err, "%v", c.args) {
+			assert.Contains(t, err.Error(), c.want, "%v", c.args)
+		}
+	}
+}
