@@ -239,6 +239,13 @@ func fma32(x, y, z float32) float32 {
 	zz := float64(z)
 	s := p + zz
 	r := float32(s)
+	// Fast path: rounding s to float32 can only go wrong when s lies
+	// exactly halfway between two float32 values, which for results in
+	// float32's normal range means its low 29 mantissa bits are 1000...0.
+	bits := math.Float64bits(s)
+	if exp := (bits >> 52) & 0x7ff; exp >= 1023-126 && bits&(1<<29-1) != 1<<28 {
+		return r
+	}
 	if math.IsInf(s, 0) || math.IsNaN(s) || float64(r) == s {
 		return r
 	}
