@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sync/atomic"
 )
@@ -430,7 +431,7 @@ func (g *Group) recvBlocks(c *call, p *bplan, sent, recvd *progress) {
 			return
 		}
 		n := binary.LittleEndian.Uint64(lb[:])
-		if n > maxObjectBytes {
+		if n > maxObjectBytes || n > math.MaxInt {
 			c.fail(&localFailure{suspect: g.prevRank(), kind: kindMismatch,
 				detail: fmt.Sprintf("rank %d announced an object of %d bytes (more than %d): the ranks are out of step", g.prevRank(), n, uint64(maxObjectBytes))})
 			return
