@@ -586,3 +586,14 @@ func copyInto(dst, src *graph.Tensor) {
 		dst.SetFloat(i, src.Float(i))
 	}
 }
+
+// PlannedBytes is what one training step holds at its peak besides its
+// inputs and parameters (activations, gradients, workspace), as the
+// backend's memory plan measured it on the latest step; 0 before the first
+// step or on backends that do not plan memory.
+func (p *Program) PlannedBytes() int64 {
+	if s, ok := p.trainExe.(interface{ PeakBytes() int64 }); ok {
+		return s.PeakBytes()
+	}
+	return 0
+}
