@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -74,6 +75,15 @@ type Config struct {
 	Resume          string `yaml:"resume"`
 	MetricsAddr     string `yaml:"metrics-addr"`
 	Backend         string `yaml:"backend"`
+
+	// Data parallel (a launcher's environment makes the process group).
+	// Debug compares the tensor lengths of every collective across ranks
+	// before running it; DistTimeout bounds the rendezvous and each
+	// collective (zero: ONNXTRAIN_DIST_TIMEOUT, else distrib's default);
+	// CompressBF16 sends gradients as bfloat16 on the wire.
+	Debug        bool          `yaml:"debug"`
+	DistTimeout  time.Duration `yaml:"dist-timeout"`
+	CompressBF16 bool          `yaml:"compress-bf16"`
 }
 
 // DefaultConfig holds the defaults of every flag.
@@ -124,6 +134,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--checkpoint-every and --resume latest need --output (checkpoints live under it)")
 	case c.CheckpointEvery < 0 || c.KeepLast < 0:
 		return fmt.Errorf("--checkpoint-every and --keep-last must not be negative")
+	case c.DistTimeout < 0:
+		return fmt.Errorf("--dist-timeout must not be negative, got %v", c.DistTimeout)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format must be text or json, got %q", c.LogFormat)
 	}

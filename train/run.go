@@ -50,14 +50,14 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	loss.LabelSmoothing = cfg.LabelSmoothing
 	loss.IgnoreIndex = cfg.IgnoreIndex
-	group, err := joinGroup(ctx)
+	group, err := joinGroup(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	if group != nil {
 		defer group.Close()
 	}
-	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed, Group: group})
+	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed, Group: group, CompressBF16: cfg.CompressBF16})
 	if err != nil {
 		return nil, err
 	}
@@ -377,8 +377,9 @@ func Evaluate(ctx context.Context, acc *Accelerator, m *Model, loader *DataLoade
 
 // joinGroup joins the process group a launcher describes in the
 // environment (torchrun, Kubeflow, Slurm, Open MPI); nil when this process
-// trains alone.
-func joinGroup(ctx context.Context) (*distrib.Group, error) {
+// trains alone. --dist-timeout, when given, overrides ONNXTRAIN_DIST_TIMEOUT,
+// and --debug turns on the cross-rank checks as ONNXTRAIN_DIST_DEBUG does.
+func joinGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
 	distributed := false
 	for _, k := range []string{"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"} {
 		if v := os.Getenv(k); v != "" && v != "1" {
@@ -395,6 +396,10 @@ func joinGroup(ctx context.Context) (*distrib.Group, error) {
 	if cfg.WorldSize <= 1 {
 		return nil, nil
 	}
+	if tc.DistTimeout > 0 {
+		cfg.Timeout = tc.DistTimeout
+	}
+	cfg.Debug = cfg.Debug || tc.Debug
 	g, err := distrib.Init(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("train: joining the process group (rank %d of %d): %w", cfg.Rank, cfg.WorldSize, err)

@@ -79,6 +79,9 @@ func newTrainCmd() *cobra.Command {
 	f.IntVar(&cfg.KeepLast, "keep-last", 0, "keep only the newest K checkpoints (0: all)")
 	f.StringVar(&cfg.Resume, "resume", "", "resume from a checkpoint folder, or \"latest\" (the newest complete one under --output)")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during training (e.g. :9090)")
+	f.BoolVar(&cfg.Debug, "debug", false, "data parallel: compare tensor lengths across ranks before every collective (one extra small exchange each)")
+	f.DurationVar(&cfg.DistTimeout, "dist-timeout", 0, "data parallel: time a rank waits for the others in the rendezvous and in each collective before failing, naming the rank that did not answer (0: $ONNXTRAIN_DIST_TIMEOUT or 10m)")
+	f.BoolVar(&cfg.CompressBF16, "compress-bf16", false, "data parallel: send gradients as bfloat16 on the wire (half the bytes; partial sums are rounded to bfloat16, added in float32)")
 	return cmd
 }
 
