@@ -693,6 +693,10 @@ func CheckCompatible(st *State, params, buffers map[string]*graph.Tensor) error 
 // checkpointPrefix starts the names CheckpointName makes.
 const checkpointPrefix = "checkpoint-"
 
+// ErrNoCheckpoint is returned by Latest when a folder holds no complete
+// checkpoint.
+var ErrNoCheckpoint = errors.New("no complete checkpoint")
+
 // CheckpointName is the folder name of checkpoint number counter (>= 0):
 // "checkpoint-000012". Names sort by counter up to 999999.
 func CheckpointName(counter int) string {
@@ -797,7 +801,7 @@ func Latest(root string) (string, error) {
 		return "", err
 	}
 	if len(list) == 0 {
-		return "", fmt.Errorf("train: no complete checkpoint under %s", root)
+		return "", fmt.Errorf("train: %w under %s", ErrNoCheckpoint, root)
 	}
 	return list[len(list)-1].path, nil
 }

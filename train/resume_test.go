@@ -97,3 +97,16 @@ func TestResumeRefusesAnotherModel(t *testing.T) {
 	assert.Contains(t, err.Error(), "fc1.weight")
 	assert.Contains(t, err.Error(), "conv1.weight")
 }
+
+// --resume latest with no checkpoint yet starts from the model's weights
+// (the first start of a job that restarts with that flag).
+func TestResumeLatestWithoutCheckpointStartsFresh(t *testing.T) {
+	cfg := train.DefaultConfig()
+	cfg.Model, cfg.Data = "../models/mlp/mlp_train.onnx", "../models/mlp/train_case.npz"
+	cfg.Optimizer, cfg.LR = "sgd", 0.05
+	cfg.BatchSize, cfg.Steps, cfg.Shuffle, cfg.LogFormat = 8, 1, false, "json"
+	cfg.Output, cfg.Resume = t.TempDir(), "latest"
+	recs := runJSON(t, cfg)
+	require.Len(t, recs, 1)
+	assert.InDelta(t, 2.2695913, recs[0].Loss, 1e-6)
+}

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -152,18 +153,27 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if cfg.Resume != "" {
 		dir := cfg.Resume
 		if dir == "latest" {
-			if dir, err = Latest(cfg.Output); err != nil {
+			if dir, err = Latest(cfg.Output); errors.Is(err, ErrNoCheckpoint) {
+				// The first start of a job that restarts with --resume
+				// latest: nothing to resume yet.
+				dir = ""
+				if cfg.LogFormat != "json" {
+					fmt.Fprintf(msg, "--resume latest: no checkpoint under %s yet; starting from the model's weights\n", cfg.Output)
+				}
+			} else if err != nil {
 				return nil, fmt.Errorf("--resume latest: %w", err)
 			}
 		}
-		if err := acc.LoadState(dir); err != nil {
-			return nil, fmt.Errorf("--resume: %w", err)
-		}
-		var skip int
-		startEpoch, skip = acc.Position().ResumePoint(loader.Len())
-		acc.SkipFirstBatches(loader, skip)
-		if cfg.LogFormat != "json" {
-			fmt.Fprintf(msg, "resumed from %s at step %d (epoch %d, batch %d)\n", dir, acc.Step(), startEpoch, skip)
+		if dir != "" {
+			if err := acc.LoadState(dir); err != nil {
+				return nil, fmt.Errorf("--resume: %w", err)
+			}
+			var skip int
+			startEpoch, skip = acc.Position().ResumePoint(loader.Len())
+			acc.SkipFirstBatches(loader, skip)
+			if cfg.LogFormat != "json" {
+				fmt.Fprintf(msg, "resumed from %s at step %d (epoch %d, batch %d)\n", dir, acc.Step(), startEpoch, skip)
+			}
 		}
 	}
 	loop := &trainLoop{acc: acc, model: model, opt: opt, sched: sched, cfg: cfg, onStep: onStep}
