@@ -123,7 +123,32 @@ func (c Config) validate() error {
 // duration such as "90s", or seconds) sets Timeout and ONNXTRAIN_DIST_DEBUG
 // (a boolean) sets Debug. With none of the launcher variables, FromEnv returns
 // a single-process Config (rank 0 of 1).
-func FromEnv() (Config, error) { return configFromEnv(os.LookupEnv) }
+func FromEnv() (Config, error) {
+	cfg, err := configFromEnv(os.LookupEnv)
+	if err != nil {
+		return cfg, err
+	}
+	// A launcher that picked the master port itself hands rank 0 the open
+	// listening socket, so no other process can take the port meanwhile.
+	if fd := os.Getenv(ListenFDVar); fd != "" && cfg.Rank == 0 && cfg.WorldSize > 1 {
+		n, err := strconv.Atoi(fd)
+		if err != nil || n < 3 {
+			return cfg, fmt.Errorf("distrib: %s=%q is not a file descriptor", ListenFDVar, fd)
+		}
+		f := os.NewFile(uintptr(n), "master-listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return cfg, fmt.Errorf("distrib: %s: %w", ListenFDVar, err)
+		}
+		cfg.Listener = ln
+	}
+	return cfg, nil
+}
+
+// ListenFDVar names the variable through which a launcher passes rank 0 an
+// already open rendezvous listener (a file descriptor number).
+const ListenFDVar = "ONNXTRAIN_MASTER_LISTEN_FD"
 
 type lookupFunc func(string) (string, bool)
 

@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/onnxtrain/onnxtrain/distrib"
 )
 
 // Defaults for the zero fields of a Config.
@@ -281,19 +283,19 @@ func (c *Config) normalize() error {
 // starting anything.
 func (c Config) Validate() error { return c.normalize() }
 
-// freePort asks the kernel for a port that is free on host now.
-func freePort(host string) (int, error) {
+// freeListener opens a listener on a free port of host; rank 0 inherits it
+// (see distrib.ListenFDVar), so the port cannot be taken in between.
+func freeListener(host string) (*net.TCPListener, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		// The name may not be an address of this machine (a host name
 		// that resolves elsewhere): any free port of this machine will do.
 		ln, err = net.Listen("tcp", ":0")
 		if err != nil {
-			return 0, fmt.Errorf("launch: picking a free master port: %w", err)
+			return nil, fmt.Errorf("launch: picking a free master port: %w", err)
 		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ln.(*net.TCPListener), nil
 }
 
 // launcherVars are the variables the launcher sets for every worker; any
@@ -302,7 +304,7 @@ var launcherVars = []string{
 	"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
 	"GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE",
 	"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-	"ONNXTRAIN_RESTART_COUNT", "ONNXTRAIN_MAX_RESTARTS",
+	"ONNXTRAIN_RESTART_COUNT", "ONNXTRAIN_MAX_RESTARTS", distrib.ListenFDVar,
 }
 
 // workerEnv is the environment of local worker local on the restart-th
@@ -378,14 +380,19 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("launch: not starting the workers: %w", err)
 		}
 		port := cfg.MasterPort
+		s.listener = nil
 		if port == 0 {
-			p, err := freePort(cfg.MasterAddr)
+			ln, err := freeListener(cfg.MasterAddr)
 			if err != nil {
 				return err
 			}
-			port = p
+			port = ln.Addr().(*net.TCPAddr).Port
+			s.listener = ln
 		}
 		out := s.runOnce(ctx, restart, port)
+		if s.listener != nil {
+			s.listener.Close()
+		}
 		switch {
 		case out.err != nil:
 			return out.err
@@ -417,6 +424,8 @@ func Run(ctx context.Context, cfg Config) error {
 type supervisor struct {
 	cfg            *Config
 	stdout, stderr *sharedWriter
+	// listener is the master port the launcher opened, handed to rank 0.
+	listener *net.TCPListener
 }
 
 // pause waits MonitorInterval before a restart, returning early on a
@@ -501,6 +510,13 @@ func (s *supervisor) runOnce(ctx context.Context, restart, port int) outcome {
 		w := &worker{rank: cfg.NodeRank*cfg.NProcPerNode + local, local: local}
 		cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 		cmd.Env = cfg.workerEnv(local, restart, port)
+		if w.rank == 0 && s.listener != nil {
+			if f, err := s.listener.File(); err == nil {
+				defer f.Close()
+				cmd.ExtraFiles = []*os.File{f}
+				cmd.Env = append(cmd.Env, distrib.ListenFDVar+"=3")
+			}
+		}
 		cmd.Dir = cfg.Dir
 		stdout, stderr := s.streams(w.rank)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
