@@ -16,18 +16,21 @@ import (
 
 // Report is what `onnxtrain inspect` prints (as text or JSON).
 type Report struct {
-	Path            string            `json:"path"`
-	IRVersion       int64             `json:"ir_version"`
-	Opsets          map[string]int64  `json:"opsets"`
-	Producer        string            `json:"producer"`
-	Inputs          []ValueReport     `json:"inputs"`
-	Outputs         []ValueReport     `json:"outputs"`
-	Parameters      int64             `json:"parameters"`
-	ParameterBytes  int64             `json:"parameter_bytes"`
-	Initializers    int               `json:"initializers"`
-	Nodes           int               `json:"nodes"`
-	OpHistogram     map[string]int    `json:"op_histogram"`
-	Unsupported     []UnsupportedNode `json:"unsupported"`
+	Path           string            `json:"path"`
+	IRVersion      int64             `json:"ir_version"`
+	Opsets         map[string]int64  `json:"opsets"`
+	Producer       string            `json:"producer"`
+	Inputs         []ValueReport     `json:"inputs"`
+	Outputs        []ValueReport     `json:"outputs"`
+	Parameters     int64             `json:"parameters"`
+	ParameterBytes int64             `json:"parameter_bytes"`
+	Initializers   int               `json:"initializers"`
+	Nodes          int               `json:"nodes"`
+	OpHistogram    map[string]int    `json:"op_histogram"`
+	Unsupported    []UnsupportedNode `json:"unsupported"`
+	// NoGradient lists nodes whose op training cannot differentiate yet
+	// (no gradient rule and no lowering to ops that have one).
+	NoGradient      []UnsupportedNode `json:"no_gradient"`
 	Backend         string            `json:"backend"`
 	MetadataProps   map[string]string `json:"metadata,omitempty"`
 	SparseInitNames []string          `json:"sparse_initializers,omitempty"`
@@ -114,6 +117,9 @@ func Inspect(path string, m *graph.Model, b backend.Backend) *Report {
 			if _, local := m.Functions[n.Domain+":"+n.OpType]; !local && !b.Supports(n.Domain, n.OpType, opset) {
 				r.Unsupported = append(r.Unsupported, UnsupportedNode{Op: n.OpType, Domain: n.Domain, Node: n.Label()})
 			}
+			if !graph.HasGrad(n.Domain, n.OpType) && !(n.Domain == "" && graph.HasLowering(n.OpType)) && n.OpType != "Constant" {
+				r.NoGradient = append(r.NoGradient, UnsupportedNode{Op: n.OpType, Domain: n.Domain, Node: n.Label()})
+			}
 			for _, sg := range n.Subgraphs() {
 				visit(sg)
 			}
@@ -167,12 +173,23 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	if len(r.Unsupported) == 0 {
 		fmt.Fprintf(w, "unsupported: none (every op runs on the %s backend)\n", r.Backend)
-		return
+	} else {
+		fmt.Fprintf(w, "unsupported on the %s backend: %d node(s)\n", r.Backend, len(r.Unsupported))
+		writeNodesByOp(w, r.Unsupported)
 	}
-	fmt.Fprintf(w, "unsupported on the %s backend: %d node(s)\n", r.Backend, len(r.Unsupported))
+	if len(r.NoGradient) == 0 {
+		fmt.Fprintf(w, "training: every op can be differentiated\n")
+	} else {
+		fmt.Fprintf(w, "training: %d node(s) cannot be differentiated yet (train fails if they lie between a parameter and the loss; --train-only can freeze what precedes them)\n", len(r.NoGradient))
+		writeNodesByOp(w, r.NoGradient)
+	}
+}
+
+// writeNodesByOp lists nodes grouped by op, with at most three names each.
+func writeNodesByOp(w io.Writer, nodes []UnsupportedNode) {
 	byOp := map[string][]string{}
 	var order []string
-	for _, u := range r.Unsupported {
+	for _, u := range nodes {
 		op := u.Op
 		if u.Domain != "" {
 			op = u.Domain + "." + op

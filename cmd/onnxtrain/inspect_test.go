@@ -1,0 +1,34 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/importer"
+)
+
+// inspect reports parameters, the op histogram, and which ops training
+// cannot differentiate.
+func TestInspectReport(t *testing.T) {
+	b, err := backend.Open("cpu")
+	require.NoError(t, err)
+	m, err := importer.Load("../../models/mlp/mlp_train.onnx")
+	require.NoError(t, err)
+	r := Inspect("mlp", m, b)
+	assert.Equal(t, int64(52650), r.Parameters)
+	assert.Equal(t, 3, r.OpHistogram["Gemm"])
+	assert.Empty(t, r.Unsupported)
+	assert.Empty(t, r.NoGradient)
+	assert.Equal(t, "float32[batch,784]", r.Inputs[0].Type)
+
+	lstm, err := importer.Load("../../../shared/onnx/testdata/node/test_lstm_defaults/model.onnx")
+	if err != nil {
+		t.Skip("conformance data not found")
+	}
+	r = Inspect("lstm", lstm, b)
+	require.Len(t, r.NoGradient, 1)
+	assert.Equal(t, "LSTM", r.NoGradient[0].Op)
+}
