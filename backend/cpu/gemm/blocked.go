@@ -236,16 +236,21 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 				// While this block computes, fetch what the next
 				// packing steps read: the next A block, or after the
-				// last one the next k slice of B and of A.
+				// last one the next k slice of B and the first A block
+				// of that slice, as far as the budget allows.
 				var next [2]region
 				switch {
 				case ic+mc < i1:
 					next[0] = p.aRegion(ic+mc, min(mc, i1-ic-mc), pc, kcur)
 				case pc+kc < p.k:
 					knext := min(kc, p.k-pc-kc)
-					next[0] = p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)
-					if b := p.bRegion(pc+kc, knext, jc, ncur); (b.rows*b.width+next[0].rows*next[0].width)*4 <= prefetchBudget {
-						next[1] = b
+					budget, used := prefetchBudget/4, 0
+					for _, r := range [2]region{p.bRegion(pc+kc, knext, jc, ncur), p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)} {
+						if r.rows*r.width <= budget {
+							budget -= r.rows * r.width
+							next[used] = r
+							used++
+						}
 					}
 				}
 				macroKernel(mk, mcur, ncur, kcur, buf.a, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:mk.mr*mk.nr], next)

@@ -9,6 +9,12 @@ closest to an idle machine) are printed with their ratios. The machine
 load (uptime) is printed before and after, since other jobs skew both
 sides.
 
+With --threads 1 both sides also report throughput per CPU second of the
+one thread doing the work (Go: CLOCK_THREAD_CPUTIME_ID, Python:
+time.thread_time, with OpenBLAS confined to the calling thread), which
+leaves out the time other processes take from the core and so compares the
+kernels themselves on a busy machine.
+
     /usr/bin/python3 backend/cpu/gemm/compare_openblas.py [--reps 5] [--benchtime 1s] [--only REGEX] [--threads 2]
 
 The shape table must match trainingShapes in bench_test.go (names are
@@ -45,35 +51,56 @@ def build_go_test(path):
 
 
 def go_gflops(binary, name, benchtime, threads):
+    """Returns (wall GFLOP/s, CPU-time GFLOP/s or None)."""
     pattern = "^BenchmarkSgemm1024$" if name == "1024" else "^BenchmarkSgemmTraining$/^%s$" % name
     out = subprocess.run(
         [binary, "-test.run", "^$", "-test.bench", pattern, "-test.benchtime", benchtime,
          "-test.cpu", str(threads)],
         cwd=HERE, check=True, capture_output=True, text=True).stdout
-    m = re.search(r"([0-9.]+) GFLOP/s", out)
-    if not m:
+    wall = re.search(r"([0-9.]+) GFLOP/s", out)
+    if not wall:
         sys.exit("no GFLOP/s in benchmark output for %s:\n%s" % (name, out))
-    return float(m.group(1))
+    cpu = re.search(r"([0-9.]+) cpu-GFLOP/s", out)
+    return float(wall.group(1)), float(cpu.group(1)) if cpu else None
 
 
 def torch_gflops(torch, m, n, k, trans_a, trans_b, seconds):
+    """Returns (wall GFLOP/s, calling-thread CPU-time GFLOP/s)."""
     a = torch.randn(k, m).t() if trans_a else torch.randn(m, k)
     b = torch.randn(n, k).t() if trans_b else torch.randn(k, n)
     c = torch.empty(m, n)
     for _ in range(5):
         torch.mm(a, b, out=c)
-    iters, start = 0, time.perf_counter()
+    iters, start, cpu_start = 0, time.perf_counter(), time.thread_time()
     while True:
         torch.mm(a, b, out=c)
         iters += 1
         elapsed = time.perf_counter() - start
         if elapsed >= seconds and iters >= 10:
             break
-    return 2.0 * m * n * k * iters / elapsed / 1e9
+    cpu = time.thread_time() - cpu_start
+    flop = 2.0 * m * n * k * iters
+    return flop / elapsed / 1e9, flop / cpu / 1e9
 
 
 def uptime():
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def table(title, shapes, ours, theirs, reps):
+    print(title)
+    print("%-18s %8s %8s %6s | %8s %8s %6s" % ("shape", "ours", "OpenBLAS", "ratio", "ours", "OpenBLAS", "ratio"))
+    print("%-18s %24s | %24s" % ("", "median of %d" % reps, "best of %d" % reps))
+    for name, *_ in shapes:
+        o, t = statistics.median(ours[name]), statistics.median(theirs[name])
+        bo, bt = max(ours[name]), max(theirs[name])
+        print("%-18s %8.1f %8.1f %6.2f | %8.1f %8.1f %6.2f" % (name, o, t, o / t, bo, bt, bo / bt))
+    print()
+    print("all measurements (GFLOP/s):")
+    for name, *_ in shapes:
+        print("  %-18s ours %s | OpenBLAS %s" % (
+            name, " ".join("%.0f" % v for v in ours[name]), " ".join("%.0f" % v for v in theirs[name])))
+    print()
 
 
 def main():
@@ -94,27 +121,26 @@ def main():
     print("torch", torch.__version__, "threads", torch.get_num_threads())
     ours = {s[0]: [] for s in shapes}
     theirs = {s[0]: [] for s in shapes}
+    ours_cpu = {s[0]: [] for s in shapes}
+    theirs_cpu = {s[0]: [] for s in shapes}
     with tempfile.TemporaryDirectory() as tmp:
         binary = os.path.join(tmp, "gemm.test")
         build_go_test(binary)
         for rep in range(args.reps):
             for name, m, n, k, ta, tb in shapes:
-                ours[name].append(go_gflops(binary, name, args.benchtime, args.threads))
-                theirs[name].append(torch_gflops(torch, m, n, k, ta, tb, seconds))
+                wall, cpu = go_gflops(binary, name, args.benchtime, args.threads)
+                ours[name].append(wall)
+                ours_cpu[name].append(cpu)
+                wall, cpu = torch_gflops(torch, m, n, k, ta, tb, seconds)
+                theirs[name].append(wall)
+                theirs_cpu[name].append(cpu)
             print("rep %d/%d done, %s" % (rep + 1, args.reps, uptime()), file=sys.stderr)
     print("load after: ", uptime())
     print()
-    print("%-18s %8s %8s %6s | %8s %8s %6s" % ("shape", "ours", "OpenBLAS", "ratio", "ours", "OpenBLAS", "ratio"))
-    print("%-18s %24s | %24s" % ("", "median of %d" % args.reps, "best of %d" % args.reps))
-    for name, *_ in shapes:
-        o, t = statistics.median(ours[name]), statistics.median(theirs[name])
-        bo, bt = max(ours[name]), max(theirs[name])
-        print("%-18s %8.1f %8.1f %6.2f | %8.1f %8.1f %6.2f" % (name, o, t, o / t, bo, bt, bo / bt))
-    print()
-    print("all measurements (GFLOP/s):")
-    for name, *_ in shapes:
-        print("  %-18s ours %s | OpenBLAS %s" % (
-            name, " ".join("%.0f" % v for v in ours[name]), " ".join("%.0f" % v for v in theirs[name])))
+    table("wall clock, %d thread(s):" % args.threads, shapes, ours, theirs, args.reps)
+    if args.threads == 1 and all(v is not None for vs in ours_cpu.values() for v in vs):
+        table("per CPU second of the working thread:", shapes, ours_cpu, theirs_cpu, args.reps)
+
 
 if __name__ == "__main__":
     main()

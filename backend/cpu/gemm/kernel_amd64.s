@@ -27,8 +27,8 @@
 	VFMADD231PS  Y12, Y15, Y10;       \
 	VFMADD231PS  Y13, Y15, Y11
 
-// Row r of the tile: C = alpha*acc + beta*C, with alpha in Y14 and beta in
-// Y15 (acc already scaled by alpha when storing).
+// Stores one row of the tile (two accumulators, already scaled by alpha):
+// STOREROW overwrites C, UPDATEROW adds beta*C (beta in Y15) first.
 #define STOREROW(lo, hi, addr, addr2) \
 	VMOVUPS lo, addr;  \
 	VMOVUPS hi, addr2

@@ -18,7 +18,7 @@ func prefetchRows(p *float32, ld, rows, bytes int)
 func packInterleave6(dst, src *float32, ld, kc int)
 
 //go:noescape
-func packTranspose8(dst, src *float32, ld, kc4 int)
+func packTranspose8(dst, src *float32, ld, kc16 int)
 
 func init() {
 	if hasAVX2FMA {
@@ -67,19 +67,19 @@ func packRows6Asm(dst, src []float32, ld, kc int) {
 	packInterleave6(&dst[0], &src[0], ld, kc)
 }
 
-// packCols16TAsm is packCols16TGo with the k steps in multiples of 4 in
+// packCols16TAsm is packCols16TGo with the k steps in multiples of 16 in
 // assembly.
 func packCols16TAsm(dst, src []float32, ld, kc int) {
 	_ = dst[16*kc-1]
 	_ = src[15*ld+kc-1]
-	kc4 := kc &^ 3
-	if kc4 > 0 {
-		packTranspose8(&dst[0], &src[0], ld, kc4)
-		packTranspose8(&dst[8], &src[8*ld], ld, kc4)
+	kc16 := kc &^ 15
+	if kc16 > 0 {
+		packTranspose8(&dst[0], &src[0], ld, kc16)
+		packTranspose8(&dst[8], &src[8*ld], ld, kc16)
 	}
 	for j := 0; j < 16; j++ {
 		row := src[j*ld : j*ld+kc]
-		for q := kc4; q < kc; q++ {
+		for q := kc16; q < kc; q++ {
 			dst[q*16+j] = row[q]
 		}
 	}

@@ -82,59 +82,82 @@ step6:
 done6:
 	RET
 
-// func packTranspose8(dst, src *float32, ld, kc4 int)
+// An 8×8 transpose: eight k steps of eight rows (at the eight addresses)
+// into the eight columns at DI+off of eight consecutive 16-wide strip
+// rows (64 bytes apart).
+#define TRANS8X8(a0, a1, a2, a3, a4, a5, a6, a7, off) \
+	VMOVUPS    a0, Y0;                 \
+	VMOVUPS    a1, Y1;                 \
+	VMOVUPS    a2, Y2;                 \
+	VMOVUPS    a3, Y3;                 \
+	VMOVUPS    a4, Y4;                 \
+	VMOVUPS    a5, Y5;                 \
+	VMOVUPS    a6, Y6;                 \
+	VMOVUPS    a7, Y7;                 \
+	VUNPCKLPS  Y1, Y0, Y8;             \
+	VUNPCKHPS  Y1, Y0, Y9;             \
+	VUNPCKLPS  Y3, Y2, Y10;            \
+	VUNPCKHPS  Y3, Y2, Y11;            \
+	VUNPCKLPS  Y5, Y4, Y12;            \
+	VUNPCKHPS  Y5, Y4, Y13;            \
+	VUNPCKLPS  Y7, Y6, Y14;            \
+	VUNPCKHPS  Y7, Y6, Y15;            \
+	VSHUFPS    $0x44, Y10, Y8, Y0;     \
+	VSHUFPS    $0xEE, Y10, Y8, Y1;     \
+	VSHUFPS    $0x44, Y11, Y9, Y2;     \
+	VSHUFPS    $0xEE, Y11, Y9, Y3;     \
+	VSHUFPS    $0x44, Y14, Y12, Y4;    \
+	VSHUFPS    $0xEE, Y14, Y12, Y5;    \
+	VSHUFPS    $0x44, Y15, Y13, Y6;    \
+	VSHUFPS    $0xEE, Y15, Y13, Y7;    \
+	VPERM2F128 $0x20, Y4, Y0, Y8;      \
+	VPERM2F128 $0x20, Y5, Y1, Y9;      \
+	VPERM2F128 $0x20, Y6, Y2, Y10;     \
+	VPERM2F128 $0x20, Y7, Y3, Y11;     \
+	VPERM2F128 $0x31, Y4, Y0, Y12;     \
+	VPERM2F128 $0x31, Y5, Y1, Y13;     \
+	VPERM2F128 $0x31, Y6, Y2, Y14;     \
+	VPERM2F128 $0x31, Y7, Y3, Y15;     \
+	VMOVUPS    Y8, (off)(DI);          \
+	VMOVUPS    Y9, (off+64)(DI);       \
+	VMOVUPS    Y10, (off+128)(DI);     \
+	VMOVUPS    Y11, (off+192)(DI);     \
+	VMOVUPS    Y12, (off+256)(DI);     \
+	VMOVUPS    Y13, (off+320)(DI);     \
+	VMOVUPS    Y14, (off+384)(DI);     \
+	VMOVUPS    Y15, (off+448)(DI)
+
+// func packTranspose8(dst, src *float32, ld, kc16 int)
 //
 // Transposes eight rows of a row-major matrix (src, ld elements apart) into
 // eight columns of a 16-wide k-major strip: dst[q*16+j] = row j [q] for
-// q < kc4 (a multiple of 4). Each step loads four k values of rows j and
-// j+4 into the two halves of one ymm register, so a 4×4 in-lane transpose
-// yields each k step's eight values in one register.
+// q < kc16 (a multiple of 16). Each step reads one 64-byte line of every
+// row (sixteen k values) and writes them with two 8×8 transposes, so every
+// source line is used up at once even when power-of-two strides make the
+// rows compete for the same L1 sets.
 TEXT ·packTranspose8(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ ld+16(FP), R8
 	SHLQ $2, R8             // row stride in bytes
-	MOVQ kc4+24(FP), CX
-	SHRQ $2, CX
-	JZ   done8
-	LEAQ (SI)(R8*2), R9
-	ADDQ R8, R9             // R9  = row 3
-	LEAQ (SI)(R8*4), R10    // R10 = row 4
-	LEAQ (R9)(R8*4), R11    // R11 = row 7
+	MOVQ kc16+24(FP), CX
+	SHRQ $4, CX
+	JZ   donet
+	LEAQ (R8)(R8*2), AX     // three rows
+	LEAQ (SI)(R8*4), R10    // row 4
 
-loop8:
-	VMOVUPS     (SI), X0
-	VINSERTF128 $1, (R10), Y0, Y0             // a | e
-	VMOVUPS     (SI)(R8*1), X1
-	VINSERTF128 $1, (R10)(R8*1), Y1, Y1       // b | f
-	VMOVUPS     (SI)(R8*2), X2
-	VINSERTF128 $1, (R10)(R8*2), Y2, Y2       // c | g
-	VMOVUPS     (R9), X3
-	VINSERTF128 $1, (R11), Y3, Y3             // d | h
-	VUNPCKLPS   Y1, Y0, Y4                    // a0 b0 a1 b1 | e0 f0 e1 f1
-	VUNPCKHPS   Y1, Y0, Y5                    // a2 b2 a3 b3 | ...
-	VUNPCKLPS   Y3, Y2, Y6                    // c0 d0 c1 d1 | g0 h0 g1 h1
-	VUNPCKHPS   Y3, Y2, Y7                    // c2 d2 c3 d3 | ...
-	VSHUFPS     $0x44, Y6, Y4, Y0             // a0 b0 c0 d0 | e0 f0 g0 h0
-	VSHUFPS     $0xEE, Y6, Y4, Y1             // k step 1
-	VSHUFPS     $0x44, Y7, Y5, Y2             // k step 2
-	VSHUFPS     $0xEE, Y7, Y5, Y3             // k step 3
-	VMOVUPS     Y0, (DI)
-	VMOVUPS     Y1, 64(DI)
-	VMOVUPS     Y2, 128(DI)
-	VMOVUPS     Y3, 192(DI)
-	ADDQ        $16, SI
-	ADDQ        $16, R9
-	ADDQ        $16, R10
-	ADDQ        $16, R11
-	ADDQ        $256, DI
-	DECQ        CX
-	JNZ         loop8
+loopt:
+	TRANS8X8((SI), (SI)(R8*1), (SI)(R8*2), (SI)(AX*1), (R10), (R10)(R8*1), (R10)(R8*2), (R10)(AX*1), 0)
+	TRANS8X8(32(SI), 32(SI)(R8*1), 32(SI)(R8*2), 32(SI)(AX*1), 32(R10), 32(R10)(R8*1), 32(R10)(R8*2), 32(R10)(AX*1), 512)
+	ADDQ $64, SI
+	ADDQ $64, R10
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ  loopt
 	VZEROUPPER
 
-done8:
+donet:
 	RET
-
 
 // func packPanel16(dst, src *float32, ld, kc, rows, strips int)
 //
