@@ -83,12 +83,13 @@ func init() {
 		"Acos": math.Acos, "Acosh": math.Acosh, "Asin": math.Asin, "Asinh": math.Asinh,
 		"Atan": math.Atan, "Atanh": math.Atanh, "Cos": math.Cos, "Cosh": math.Cosh,
 		"Sin": math.Sin, "Sinh": math.Sinh, "Tan": math.Tan, "Log": math.Log,
-		"Erf": math.Erf, "Ceil": math.Ceil, "Floor": math.Floor, "Round": math.RoundToEven,
+		"Ceil": math.Ceil, "Floor": math.Floor, "Round": math.RoundToEven,
 		"Softplus": softplus, "Softsign": softsign, "Mish": mish,
 	} {
 		floatUnary(op, fixed(mapFloat(f)))
 	}
-	floatUnary("Exp", fixed(floatLoops{expLoop[float32], expLoop[float64]}))
+	floatUnary("Exp", fixed(floatLoops{expLoop32, expLoop64}))
+	floatUnary("Erf", fixed(floatLoops{erfLoop32, erfLoop64}))
 	floatUnary("Sqrt", fixed(floatLoops{sqrtLoop[float32], sqrtLoop[float64]}))
 	floatUnary("Tanh", fixed(floatLoops{tanhLoop[float32], tanhLoop[float64]}))
 	floatUnary("Sigmoid", fixed(floatLoops{sigmoidLoop[float32], sigmoidLoop[float64]}))
@@ -165,7 +166,7 @@ func mish(x float64) float64 { return x * math.Tanh(softplus(x)) }
 func geluBuild(n *graph.Node) (floatLoops, error) {
 	switch a := n.AttrString("approximate", "none"); a {
 	case "none":
-		return floatLoops{geluErfLoop[float32], geluErfLoop[float64]}, nil
+		return floatLoops{geluErfLoop32, geluErfLoop[float64]}, nil
 	case "tanh":
 		return floatLoops{geluTanhLoop[float32], geluTanhLoop[float64]}, nil
 	default:
@@ -174,13 +175,6 @@ func geluBuild(n *graph.Node) (floatLoops, error) {
 }
 
 // Hot activations get typed loops (no indirect call per element).
-
-func expLoop[T float](dst, src []T) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = T(math.Exp(float64(v)))
-	}
-}
 
 func sqrtLoop[T float](dst, src []T) {
 	dst = dst[:len(src)]
@@ -233,6 +227,24 @@ func geluErfLoop[T float](dst, src []T) {
 	for i, v := range src {
 		x := float64(v)
 		dst[i] = T(0.5 * x * (1 + math.Erf(x*(1/math.Sqrt2))))
+	}
+}
+
+// geluErfLoop32 is geluErfLoop's float32 form with the float32-accurate erf
+// where 1 + erf keeps its relative precision (erf ≥ -0.85); below, 1 + erf
+// cancels and math.Erf's float64 accuracy keeps the small result exact.
+func geluErfLoop32(dst, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		x := float64(v)
+		z := x * (1 / math.Sqrt2)
+		var e float64
+		if z > -1 {
+			e = fastErf64For32(z)
+		} else {
+			e = math.Erf(z)
+		}
+		dst[i] = float32(0.5 * x * (1 + e))
 	}
 }
 

@@ -180,10 +180,28 @@ func softmaxGradLayout(n *graph.Node, shape []int) (layout, error) {
 }
 
 // softmaxBackward writes the softmax (or log-softmax) gradient into dx.
+// Blocks of rows (outer indices) go to the cores; rows are independent, so
+// the split does not change the results.
 func softmaxBackward[F float](log bool, dy, y, dx []F, b layout) {
 	size := b.r * b.inner
-	acc := make([]float64, b.inner)
-	for o := 0; o < b.outer; o++ {
+	const block = 64
+	blocks := (b.outer + block - 1) / block
+	workers := gradWorkers(blocks, 4*block*size)
+	accs := make([]float64, b.inner*max(workers, 1))
+	convGradParallel(blocks, workers, false, func(w, blk int) {
+		softmaxBackwardRows(log, dy, y, dx, b, blk*block, min((blk+1)*block, b.outer), accs[w*b.inner:(w+1)*b.inner])
+	})
+}
+
+// softmaxBackwardRows is softmaxBackward on outer indices [lo, hi), with
+// acc (b.inner elements) as scratch.
+func softmaxBackwardRows[F float](log bool, dy, y, dx []F, b layout, lo, hi int, acc []float64) {
+	size := b.r * b.inner
+	if b.inner == 1 {
+		softmaxBackwardContiguous(log, dy[lo*size:hi*size], y[lo*size:hi*size], dx[lo*size:hi*size], size)
+		return
+	}
+	for o := lo; o < hi; o++ {
 		g := dy[o*size : (o+1)*size]
 		v := y[o*size : (o+1)*size]
 		d := dx[o*size : (o+1)*size]
@@ -214,6 +232,31 @@ func softmaxBackward[F float](log bool, dy, y, dx []F, b layout) {
 			for i, e := range gr {
 				dr[i] = F(float64(vr[i]) * (float64(e) - acc[i]))
 			}
+		}
+	}
+}
+
+// softmaxBackwardContiguous is softmaxBackwardRows for a softmax over the
+// last axis: rows of size contiguous elements.
+func softmaxBackwardContiguous[F float](log bool, dy, y, dx []F, size int) {
+	for o := 0; o+size <= len(dy); o += size {
+		g, v, d := dy[o:o+size], y[o:o+size], dx[o:o+size]
+		v, d = v[:len(g)], d[:len(g)]
+		var acc float64
+		if log {
+			for _, e := range g {
+				acc += float64(e)
+			}
+			for i, e := range g {
+				d[i] = F(float64(e) - math.Exp(float64(v[i]))*acc)
+			}
+			continue
+		}
+		for i, e := range g {
+			acc += float64(e) * float64(v[i])
+		}
+		for i, e := range g {
+			d[i] = F(float64(v[i]) * (float64(e) - acc))
 		}
 	}
 }
@@ -278,17 +321,22 @@ func batchNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
 	training := n.AttrInt("training_mode", 0) != 0
 	scale, mean, variance := toFloat64s(in[2]), toFloat64s(in[3]), toFloat64s(in[4])
-	dx := &graph.Tensor{DType: x.DType, Shape: append([]int{}, x.Shape...)}
+	// dX comes from kern.New (the memory plan places it) unless X was
+	// widened from a half type and dX must be cast back.
+	var dx *graph.Tensor
+	if x.DType == in[1].DType {
+		if dx, err = kern.New(n, x.DType, x.Shape); err != nil {
+			return nil, err
+		}
+	} else if dx, err = graph.NewTensor(x.DType, x.Shape); err != nil {
+		return nil, n.Errorf("dX of shape %v: %w", x.Shape, err)
+	}
 	var g bnGrads
 	switch xs := x.Data.(type) {
 	case []float32:
-		d := make([]float32, len(xs))
-		g = bnBackward(dy.Data.([]float32), xs, d, b, scale, mean, variance, eps, training)
-		dx.Data = d
+		g = bnBackward(dy.Data.([]float32), xs, dx.Data.([]float32), b, scale, mean, variance, eps, training)
 	case []float64:
-		d := make([]float64, len(xs))
-		g = bnBackward(dy.Data.([]float64), xs, d, b, scale, mean, variance, eps, training)
-		dx.Data = d
+		g = bnBackward(dy.Data.([]float64), xs, dx.Data.([]float64), b, scale, mean, variance, eps, training)
 	}
 	dxOut, err := kern.Cast(dx, in[1].DType)
 	if err != nil {
@@ -427,6 +475,71 @@ func normRowsBackward[F float](dy, x, dx []F, rows, size int, eps float64, scale
 	}
 }
 
+// layerNormRowsBlock is the rows per work item of layerNormRowsBackward. It
+// is fixed, so that the partial sums of dscale and dbias, and hence the
+// results, do not depend on GOMAXPROCS.
+const layerNormRowsBlock = 32
+
+// layerNormRowsBackward is normRowsBackward for LayerNormalization (element
+// i of every row has scale[i]), without normRowsBackward's per-element
+// indirect call and with blocks of rows spread over the cores. Each block
+// sums its rows' contributions to dscale and dbias, and the blocks' sums
+// are added in block order.
+func layerNormRowsBackward[F float](dy, x, dx []F, rows, size int, eps float64, scale, dscale, dbias []float64) {
+	if size == 0 || rows == 0 {
+		return
+	}
+	blocks := (rows + layerNormRowsBlock - 1) / layerNormRowsBlock
+	partial := make([]float64, 2*blocks*size)
+	workers := gradWorkers(blocks, 8*layerNormRowsBlock*size)
+	scratch := make([]float64, 2*size*max(workers, 1))
+	convGradParallel(blocks, workers, false, func(w, b int) {
+		lo, hi := b*layerNormRowsBlock, min((b+1)*layerNormRowsBlock, rows)
+		g, xhat := scratch[2*w*size:(2*w+1)*size], scratch[(2*w+1)*size:(2*w+2)*size]
+		ds, db := partial[2*b*size:(2*b+1)*size], partial[(2*b+1)*size:(2*b+2)*size]
+		for j := lo; j < hi; j++ {
+			xr := x[j*size : (j+1)*size]
+			gr := dy[j*size : (j+1)*size]
+			dr := dx[j*size : (j+1)*size]
+			var s float64
+			for _, e := range xr {
+				s += float64(e)
+			}
+			m := s / float64(size)
+			var q float64
+			for _, e := range xr {
+				d := float64(e) - m
+				q += d * d
+			}
+			inv := 1 / math.Sqrt(q/float64(size)+eps)
+			var sumG, sumGXhat float64
+			gr, g, xhat, ds, db, scale := gr[:size], g[:size], xhat[:size], ds[:size], db[:size], scale[:size]
+			for i, e := range xr {
+				xh := (float64(e) - m) * inv
+				dyv := float64(gr[i])
+				xhat[i] = xh
+				gv := dyv * scale[i]
+				g[i] = gv
+				sumG += gv
+				sumGXhat += gv * xh
+				ds[i] += dyv * xh
+				db[i] += dyv
+			}
+			meanG, meanGXhat := sumG/float64(size), sumGXhat/float64(size)
+			for i := range dr {
+				dr[i] = F(inv * (g[i] - meanG - xhat[i]*meanGXhat))
+			}
+		}
+	})
+	for b := 0; b < blocks; b++ {
+		ds, db := partial[2*b*size:(2*b+1)*size], partial[(2*b+1)*size:(2*b+2)*size]
+		for i := range dscale {
+			dscale[i] += ds[i]
+			dbias[i] += db[i]
+		}
+	}
+}
+
 // layerNormGrad is LayerNormalizationGrad(dy, X, Scale) with attributes
 // axis and epsilon; outputs dX, and dScale and dB shaped like X.shape[axis:]
 // (the rule sums them down to the shapes of Scale and B, which may
@@ -469,12 +582,11 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	if err != nil {
 		return nil, err
 	}
-	col := func(_, i int) int { return i }
 	switch xs := x.Data.(type) {
 	case []float32:
-		normRowsBackward(dy.Data.([]float32), xs, dx.Data.([]float32), outer, size, eps, scale, col, dscale, dbias)
+		layerNormRowsBackward(dy.Data.([]float32), xs, dx.Data.([]float32), outer, size, eps, scale, dscale, dbias)
 	case []float64:
-		normRowsBackward(dy.Data.([]float64), xs, dx.Data.([]float64), outer, size, eps, scale, col, dscale, dbias)
+		layerNormRowsBackward(dy.Data.([]float64), xs, dx.Data.([]float64), outer, size, eps, scale, dscale, dbias)
 	}
 	ds, err := fromFloat64s(n, x.DType, normShape, dscale)
 	if err != nil {

@@ -79,6 +79,21 @@ func newMatMulGradPlan(n *graph.Node, dy, a, b *graph.Tensor) (*matMulGradPlan, 
 	return p, nil
 }
 
+// batchStride reports whether idx[i] == i·stride for every i (0: shared,
+// 1: consecutive), returning stride.
+func batchStride(idx []int) (int, bool) {
+	if len(idx) < 2 {
+		return 0, true
+	}
+	s := idx[1] - idx[0]
+	for i, v := range idx {
+		if v != i*s {
+			return 0, false
+		}
+	}
+	return s, true
+}
+
 // consecutive reports whether idx is 0, 1, 2, ... (the operand has the
 // whole batch); shared whether every entry is 0 (one matrix for all).
 func consecutive(idx []int) bool {
@@ -123,6 +138,12 @@ func matMulGradA(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 			gemm.Sgemm(false, true, p.batch*m, k, nn, 1, g, nn, bd, nn, 0, da, k)
 			break
 		}
+		if sb, ok := batchStride(p.bIdx); ok && consecutive(p.aIdx) {
+			// Every product writes its own block of dA (attention's
+			// batched products): independent, spread over the cores.
+			gemm.SgemmStrided(false, true, m, k, nn, 1, g, nn, m*nn, bd, nn, sb*k*nn, 0, da, k, m*k, p.batch)
+			break
+		}
 		for i := 0; i < p.batch; i++ {
 			gemm.Sgemm(false, true, m, k, nn, 1, g[i*m*nn:], nn, bd[p.bIdx[i]*k*nn:], nn, 1, da[p.aIdx[i]*m*k:], k)
 		}
@@ -159,6 +180,12 @@ func matMulGradB(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 		if consecutive(p.aIdx) && shared(p.bIdx) {
 			// B was shared by the whole batch: one product over all rows.
 			gemm.Sgemm(true, false, k, nn, p.batch*m, 1, ad, k, g, nn, 0, db, nn)
+			break
+		}
+		if sa, ok := batchStride(p.aIdx); ok && consecutive(p.bIdx) {
+			// Every product writes its own block of dB: independent,
+			// spread over the cores.
+			gemm.SgemmStrided(true, false, k, nn, m, 1, ad, k, sa*m*k, g, nn, m*nn, 0, db, nn, k*nn, p.batch)
 			break
 		}
 		for i := 0; i < p.batch; i++ {

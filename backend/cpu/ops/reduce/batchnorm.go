@@ -83,13 +83,25 @@ func batchNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	}
 	scale, bias := float64s(conv[1]), float64s(conv[2])
 	mean, variance := float64s(conv[3]), float64s(conv[4])
-	y := &graph.Tensor{DType: x.DType, Shape: append([]int{}, x.Shape...)}
+	// Y comes from kern.New (the memory plan places it) unless X was
+	// widened from a half type and Y must be cast back.
+	var (
+		y   *graph.Tensor
+		err error
+	)
+	if x.DType == xDType {
+		if y, err = kern.New(n, x.DType, x.Shape); err != nil {
+			return nil, err
+		}
+	} else if y, err = graph.NewTensor(x.DType, x.Shape); err != nil {
+		return nil, n.Errorf("Y of shape %v: %w", x.Shape, err)
+	}
 	if !training {
 		switch xs := x.Data.(type) {
 		case []float32:
-			y.Data = bnApply(xs, b, scale, bias, mean, variance, eps)
+			bnApply(xs, y.Data.([]float32), b, scale, bias, mean, variance, eps)
 		case []float64:
-			y.Data = bnApply(xs, b, scale, bias, mean, variance, eps)
+			bnApply(xs, y.Data.([]float64), b, scale, bias, mean, variance, eps)
 		}
 		out, err := castTo(n, y, xDType)
 		if err != nil {
@@ -103,10 +115,10 @@ func batchNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	switch xs := x.Data.(type) {
 	case []float32:
 		batchMean, batchVar = bnStats(xs, b)
-		y.Data = bnApply(xs, b, scale, bias, batchMean, batchVar, eps)
+		bnApply(xs, y.Data.([]float32), b, scale, bias, batchMean, batchVar, eps)
 	case []float64:
 		batchMean, batchVar = bnStats(xs, b)
-		y.Data = bnApply(xs, b, scale, bias, batchMean, batchVar, eps)
+		bnApply(xs, y.Data.([]float64), b, scale, bias, batchMean, batchVar, eps)
 	}
 	runMean := make([]float64, params)
 	runVar := make([]float64, params)
@@ -146,10 +158,9 @@ func batchNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 // bnInputNames names BatchNormalization's inputs for errors.
 var bnInputNames = []string{"X", "scale", "B", "input_mean", "input_var"}
 
-// bnApply returns x normalised per parameter p of blocks b:
+// bnApply writes x normalised per parameter p of blocks b into y:
 // (x - mean[p]) / sqrt(variance[p] + eps) * scale[p] + bias[p].
-func bnApply[F float](x []F, b blocks, scale, bias, mean, variance []float64, eps float64) []F {
-	y := make([]F, len(x))
+func bnApply[F float](x, y []F, b blocks, scale, bias, mean, variance []float64, eps float64) {
 	for p := 0; p < b.r; p++ {
 		a := scale[p] / math.Sqrt(variance[p]+eps)
 		mul, add := F(a), F(bias[p]-mean[p]*a)
@@ -161,7 +172,6 @@ func bnApply[F float](x []F, b blocks, scale, bias, mean, variance []float64, ep
 			}
 		}
 	}
-	return y
 }
 
 // bnStats returns the mean and population variance of each parameter's

@@ -144,12 +144,23 @@ func layerNorm(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
 	mean := make([]float64, outer)
 	invStd := make([]float64, outer)
-	y := &graph.Tensor{DType: x.DType, Shape: append([]int{}, x.Shape...)}
+	// Y comes from kern.New (the memory plan places it) unless X was
+	// widened from float16/bfloat16 and Y must be cast back.
+	var y *graph.Tensor
+	if x.DType == xDType {
+		if y, err = kern.New(n, x.DType, x.Shape); err != nil {
+			return nil, err
+		}
+	} else {
+		if y, err = graph.NewTensor(x.DType, x.Shape); err != nil {
+			return nil, n.Errorf("Y of shape %v: %w", x.Shape, err)
+		}
+	}
 	switch xs := x.Data.(type) {
 	case []float32:
-		y.Data = layerNormRows(xs, outer, size, scale, bias, eps, mean, invStd)
+		layerNormRows(xs, y.Data.([]float32), outer, size, scale, bias, eps, mean, invStd)
 	case []float64:
-		y.Data = layerNormRows(xs, outer, size, scale, bias, eps, mean, invStd)
+		layerNormRows(xs, y.Data.([]float64), outer, size, scale, bias, eps, mean, invStd)
 	}
 	yOut, err := castTo(n, y, xDType)
 	if err != nil {
@@ -192,11 +203,17 @@ func layerNormParam(n *graph.Node, t *graph.Tensor, normShape []int, what string
 	return out, nil
 }
 
-// layerNormRows normalises outer rows of size elements, storing each row's
-// mean and inverse standard deviation.
-func layerNormRows[F float](x []F, outer, size int, scale, bias []float64, eps float64, mean, invStd []float64) []F {
-	y := make([]F, len(x))
-	for o := 0; o < outer; o++ {
+// layerNormRows normalises outer rows of size elements into y, storing each
+// row's mean and inverse standard deviation; rows are split over
+// GOMAXPROCS goroutines when there are enough of them.
+func layerNormRows[F float](x, y []F, outer, size int, scale, bias []float64, eps float64, mean, invStd []float64) {
+	parallelRows(outer, size, func(lo, hi int) {
+		layerNormRowRange(x, y, lo, hi, size, scale, bias, eps, mean, invStd)
+	})
+}
+
+func layerNormRowRange[F float](x, y []F, lo, hi, size int, scale, bias []float64, eps float64, mean, invStd []float64) {
+	for o := lo; o < hi; o++ {
 		row := x[o*size : (o+1)*size]
 		dst := y[o*size : (o+1)*size]
 		m, v := meanVar(row)
@@ -212,7 +229,6 @@ func layerNormRows[F float](x []F, outer, size int, scale, bias []float64, eps f
 			dst[i] = F((float64(e)-m)*inv*scale[i] + bias[i])
 		}
 	}
-	return y
 }
 
 // groupNorm is GroupNormalization: the C channels of every sample are split

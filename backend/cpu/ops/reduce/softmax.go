@@ -79,9 +79,11 @@ func softmaxKernel(kind softmaxKind) kern.Kernel {
 func softmaxBlocks[F float](kind softmaxKind, x, y []F, b blocks) {
 	size := b.r * b.inner
 	if b.inner == 1 {
-		for o := 0; o < b.outer; o++ {
-			softmaxRow(kind, x[o*size:(o+1)*size], y[o*size:(o+1)*size])
-		}
+		parallelRows(b.outer, size, func(lo, hi int) {
+			for o := lo; o < hi; o++ {
+				softmaxRow(kind, x[o*size:(o+1)*size], y[o*size:(o+1)*size])
+			}
+		})
 		return
 	}
 	mx := make([]float64, b.inner)
@@ -110,10 +112,20 @@ func softmaxRow[F float](kind softmaxKind, row, dst []F) {
 		dst[arg] = 1
 	case kindSoftmax:
 		var s float64
-		for i, v := range row {
-			e := exp(float64(v) - m)
-			dst[i] = F(e)
-			s += e
+		if _, is32 := any(row).([]float32); is32 {
+			// exp32 called directly: what expFunc returns for float32,
+			// without an indirect call per element.
+			for i, v := range row {
+				e := exp32(float64(v) - m)
+				dst[i] = F(e)
+				s += e
+			}
+		} else {
+			for i, v := range row {
+				e := exp(float64(v) - m)
+				dst[i] = F(e)
+				s += e
+			}
 		}
 		inv := 1 / s
 		for i, v := range dst {

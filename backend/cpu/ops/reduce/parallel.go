@@ -1,0 +1,54 @@
+package reduce
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// parallelGrain is the fewest elements worth handing to a goroutine.
+const parallelGrain = 1 << 15
+
+// parallelRows splits rows rows of rowSize elements into at most GOMAXPROCS
+// contiguous chunks of at least parallelGrain elements and runs fn on each
+// row range, concurrently when there is more than one. A panic in a chunk
+// is re-raised in the caller's goroutine, so the executor's recovery still
+// turns it into an error naming the node.
+func parallelRows(rows, rowSize int, fn func(lo, hi int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if chunks := rows * max(rowSize, 1) / parallelGrain; chunks < workers {
+		workers = chunks
+	}
+	if workers > rows {
+		workers = rows
+	}
+	if workers <= 1 {
+		fn(0, rows)
+		return
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		panicked any
+	)
+	step := (rows + workers - 1) / workers
+	for lo := 0; lo < rows; lo += step {
+		hi := min(lo+step, rows)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					panicked = r
+					mu.Unlock()
+				}
+			}()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+	if panicked != nil {
+		panic(fmt.Sprintf("reduce worker: %v", panicked))
+	}
+}
