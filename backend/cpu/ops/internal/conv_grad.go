@@ -407,6 +407,18 @@ func convColsToImage[T float32 | float64](p *convGradPlan, q, w, img []T) {
 		})
 		return
 	}
+	if p.group == 1 {
+		if tw := p.transposedWindow(); tw != nil {
+			if nb := convGradImageBatch(p.batch, p.cq*win.kernelSize*I); nb > 1 {
+				convColsToImageGather(p, tw, q, w, img, nb)
+				return
+			}
+		}
+		if nb := convGradImageBatch(p.batch, ck*L); nb > 1 {
+			convColsToImageBatched(p, q, w, img, nb)
+			return
+		}
+	}
 	rowsPerTile := convGradRowsPerTile(ck, win)
 	workers := convGradItemWorkers(items, ck*cqG*L)
 	bufs := make([][]T, workers)
@@ -488,6 +500,12 @@ func convFilterGrad[T float32 | float64](p *convGradPlan, q, img, dw []T) {
 	ck := ciG * win.kernelSize
 	L, I := win.outSize, win.inSize
 	pointwise := p.pointwise()
+	if p.group == 1 && !pointwise {
+		if nb := convGradImageBatch(p.batch, ck*L); nb > 1 {
+			convFilterGradBatched(p, q, img, dw, nb)
+			return
+		}
+	}
 	rowsPerTile, tiles := win.outRows, 1
 	if !pointwise {
 		rowsPerTile = convGradRowsPerTile(ck, win)
@@ -530,6 +548,212 @@ func convFilterGrad[T float32 | float64](p *convGradPlan, q, img, dw []T) {
 		for j, v := range part {
 			dw[j] += v
 		}
+	}
+}
+
+// convGradImageBatch returns how many images of a batch of n share one
+// product, their im2col columns (perImage elements each) side by side, when
+// at least two fit 2·convGradColBudget elements; 1 otherwise. The batch is
+// cut into tiles of nearly equal size. The late layers of a CNN (a few
+// window positions per image) thereby run one wide GEMM instead of n skinny
+// ones that each pack the whole weight matrix again.
+func convGradImageBatch(n, perImage int) int {
+	if n < 2 || perImage <= 0 {
+		return 1
+	}
+	most := 2 * convGradColBudget / perImage
+	if most < 2 {
+		return 1
+	}
+	tiles := (n + most - 1) / most
+	return (n + tiles - 1) / tiles
+}
+
+// gradBufs keeps a few float32 scratch matrices alive between calls (a
+// free list, not a sync.Pool: the pool is emptied at every garbage
+// collection, and megabytes of fresh garbage per call would let the heap
+// grow to twice the live activations before the collector runs). At most
+// 4 buffers are kept; they grow to the largest request and stay.
+var gradBufs struct {
+	mu   sync.Mutex
+	free [][]float32
+}
+
+// gradScratch returns a buffer of n elements with unspecified contents; give it
+// back with gradRelease.
+func gradScratch[T float32 | float64](n int) []T {
+	var zero T
+	if _, ok := any(zero).(float32); !ok {
+		return make([]T, n)
+	}
+	gradBufs.mu.Lock()
+	best := -1
+	for i, b := range gradBufs.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(gradBufs.free[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		gradBufs.mu.Unlock()
+		return any(make([]float32, n)).([]T)
+	}
+	b := gradBufs.free[best]
+	last := len(gradBufs.free) - 1
+	gradBufs.free[best] = gradBufs.free[last]
+	gradBufs.free = gradBufs.free[:last]
+	gradBufs.mu.Unlock()
+	return any(b[:n]).([]T)
+}
+
+// gradRelease returns a buffer from gradScratch, replacing the smallest kept one
+// when the list is full.
+func gradRelease[T float32 | float64](buf []T) {
+	b, ok := any(buf).([]float32)
+	if !ok || cap(b) == 0 {
+		return
+	}
+	gradBufs.mu.Lock()
+	defer gradBufs.mu.Unlock()
+	if len(gradBufs.free) < 4 {
+		gradBufs.free = append(gradBufs.free, b)
+		return
+	}
+	small := 0
+	for i, f := range gradBufs.free {
+		if cap(f) < cap(gradBufs.free[small]) {
+			small = i
+		}
+	}
+	if cap(b) > cap(gradBufs.free[small]) {
+		gradBufs.free[small] = b
+	}
+}
+
+// gatherImageRows copies the ch planes of L elements of images [i0, i0+cnt)
+// of t (each image ch·L elements) side by side into dst, whose rows are ld
+// elements apart: row c holds plane c of every image in turn.
+func gatherImageRows[T float32 | float64](dst []T, ld int, t []T, ch, L, i0, cnt int) {
+	convGradParallel(cnt, gradWorkers(cnt, ch*L), false, func(_, b int) {
+		ti := t[(i0+b)*ch*L : (i0+b+1)*ch*L]
+		for c := 0; c < ch; c++ {
+			copy(dst[c*ld+b*L:c*ld+(b+1)*L], ti[c*L:(c+1)*L])
+		}
+	})
+}
+
+// convColsToImageBatched is convColsToImage for one group, nb images at a
+// time: one product Wᵀ·[q_i …] for the images' columns side by side, then
+// col2im per image (in parallel: each writes its own image).
+func convColsToImageBatched[T float32 | float64](p *convGradPlan, q, w, img []T, nb int) {
+	win := p.win
+	ck := p.ci * win.kernelSize
+	L, I := win.outSize, win.inSize
+	ld := nb * L
+	col := gradScratch[T](ck * ld)
+	defer gradRelease(col)
+	qb := gradScratch[T](p.cq * ld)
+	defer gradRelease(qb)
+	for i0 := 0; i0 < p.batch; i0 += nb {
+		cnt := min(nb, p.batch-i0)
+		gatherImageRows(qb, ld, q, p.cq, L, i0, cnt)
+		gemmAcc(true, false, ck, cnt*L, p.cq, w, ck, qb, ld, false, col, ld)
+		convGradParallel(cnt, gradWorkers(cnt, ck*L), false, func(_, b int) {
+			ig := img[(i0+b)*p.ci*I : (i0+b+1)*p.ci*I]
+			windowColumnsStrided(col[b*L:], ld, ig, p.ci, win, 0, win.outRows, true)
+		})
+	}
+}
+
+// transposedWindow returns, for a 2-D Conv with unit strides and
+// dilations whose pads are below the kernel size, the window that makes
+// its input gradient a plain correlation: dX = conv(dY, W') with W' the
+// kernel flipped in space and its channel axes swapped, over dY padded by
+// kernel-1-pad on each side. nil for every other geometry.
+func (p *convGradPlan) transposedWindow() *gradWindow {
+	w := p.win
+	if len(w.in) != 2 {
+		return nil
+	}
+	tw := &gradWindow{in: w.out, out: w.in, kernel: w.kernel,
+		strides: []int{1, 1}, dilations: []int{1, 1}, padBegin: make([]int, 2), padEnd: make([]int, 2)}
+	for j := 0; j < 2; j++ {
+		if w.strides[j] != 1 || w.dilations[j] != 1 || w.padBegin[j] >= w.kernel[j] || w.padEnd[j] >= w.kernel[j] {
+			return nil
+		}
+		tw.padBegin[j] = w.kernel[j] - 1 - w.padBegin[j]
+		tw.padEnd[j] = w.kernel[j] - 1 - w.padEnd[j]
+	}
+	tw.finish()
+	return tw
+}
+
+// convColsToImageGather is the input gradient of an ungrouped stride-1
+// Conv as the correlation of dY with the flipped kernel (see
+// transposedWindow), nb images at a time: im2col gathers dY instead of
+// col2im scattering (read-modify-write) into dX, and the product writes
+// ci rows instead of ci·kernel ones.
+func convColsToImageGather[T float32 | float64](p *convGradPlan, tw *gradWindow, q, w, img []T, nb int) {
+	win := p.win
+	ks := win.kernelSize
+	kh, kw := win.kernel[0], win.kernel[1]
+	L, I := win.outSize, win.inSize
+	ck := p.cq * ks
+	// W'[c, (m, a, b)] = W[m, c, kh-1-a, kw-1-b].
+	wt := gradScratch[T](p.ci * ck)
+	defer gradRelease(wt)
+	for m := 0; m < p.cq; m++ {
+		for c := 0; c < p.ci; c++ {
+			src := w[(m*p.ci+c)*ks : (m*p.ci+c+1)*ks]
+			dst := wt[c*ck+m*ks : c*ck+(m+1)*ks]
+			for a := 0; a < kh; a++ {
+				for b := 0; b < kw; b++ {
+					dst[a*kw+b] = src[(kh-1-a)*kw+kw-1-b]
+				}
+			}
+		}
+	}
+	ld := nb * I
+	col := gradScratch[T](ck * ld)
+	defer gradRelease(col)
+	out := gradScratch[T](p.ci * ld)
+	defer gradRelease(out)
+	for i0 := 0; i0 < p.batch; i0 += nb {
+		cnt := min(nb, p.batch-i0)
+		convGradParallel(cnt, gradWorkers(cnt, ck*I), false, func(_, b int) {
+			qi := q[(i0+b)*p.cq*L : (i0+b+1)*p.cq*L]
+			windowColumnsStrided(col[b*I:], ld, qi, p.cq, tw, 0, tw.outRows, false)
+		})
+		gemmAcc(false, false, p.ci, cnt*I, ck, wt, ck, col, ld, false, out, ld)
+		convGradParallel(cnt, gradWorkers(cnt, p.ci*I), false, func(_, b int) {
+			ig := img[(i0+b)*p.ci*I : (i0+b+1)*p.ci*I]
+			for c := 0; c < p.ci; c++ {
+				copy(ig[c*I:(c+1)*I], out[c*ld+b*I:c*ld+(b+1)*I])
+			}
+		})
+	}
+}
+
+// convFilterGradBatched is convFilterGrad for one group, nb images at a
+// time: dw += [q_i …]·[im2col(img_i) …]ᵀ, one product whose shared dimension
+// runs over the images' window positions. Tiles are summed in batch order,
+// so the result does not depend on scheduling.
+func convFilterGradBatched[T float32 | float64](p *convGradPlan, q, img, dw []T, nb int) {
+	win := p.win
+	ck := p.ci * win.kernelSize
+	L, I := win.outSize, win.inSize
+	ld := nb * L
+	col := gradScratch[T](ck * ld)
+	defer gradRelease(col)
+	qb := gradScratch[T](p.cq * ld)
+	defer gradRelease(qb)
+	for i0 := 0; i0 < p.batch; i0 += nb {
+		cnt := min(nb, p.batch-i0)
+		gatherImageRows(qb, ld, q, p.cq, L, i0, cnt)
+		convGradParallel(cnt, gradWorkers(cnt, ck*L), false, func(_, b int) {
+			ig := img[(i0+b)*p.ci*I : (i0+b+1)*p.ci*I]
+			windowColumnsStrided(col[b*L:], ld, ig, p.ci, win, 0, win.outRows, false)
+		})
+		gemmAcc(false, true, p.cq, ck, cnt*L, qb, ld, col, ld, true, dw, ck)
 	}
 }
 
@@ -667,6 +891,17 @@ func windowValidRange(off, stride, in, out int) (lo, hi int) {
 // entries into the image positions they were read from (col2im, the
 // adjoint), dropping those in the padding.
 func windowColumns[T float32 | float64](col, img []T, ch int, w *gradWindow, r0, r1 int, scatter bool) {
+	windowColumnsStrided(col, (r1-r0)*w.outLast, img, ch, w, r0, r1, scatter)
+}
+
+// windowColumnsStrided is windowColumns with the column matrix's rows ld
+// elements apart (ld at least the (r1-r0)·w.outLast columns moved), so that
+// several images' columns can sit side by side in one matrix.
+func windowColumnsStrided[T float32 | float64](col []T, ld int, img []T, ch int, w *gradWindow, r0, r1 int, scatter bool) {
+	if len(w.in) == 2 {
+		windowColumns2D(col, ld, img, ch, w, r0, r1, scatter)
+		return
+	}
 	r := len(w.in)
 	last := r - 1
 	oLast := w.outLast
@@ -685,7 +920,7 @@ func windowColumns[T float32 | float64](col, img []T, ch int, w *gradWindow, r0,
 		ic := img[c*w.inSize : (c+1)*w.inSize]
 		clear(kIdx)
 		for k := 0; k < w.kernelSize; k++ {
-			crow := col[row*cols : (row+1)*cols]
+			crow := col[row*ld : row*ld+cols]
 			off := kIdx[last]*w.dilations[last] - w.padBegin[last]
 			lo, hi := windowValidRange(off, s, w.in[last], oLast)
 			rem := r0
@@ -749,6 +984,77 @@ func windowColumns[T float32 | float64](col, img []T, ch int, w *gradWindow, r0,
 					break
 				}
 				kIdx[j] = 0
+			}
+		}
+	}
+}
+
+// windowColumns2D is windowColumnsStrided for two spatial dims, with the
+// window geometry hoisted out of the loops: the rows of late CNN layers are
+// only a few positions long, so per-row bookkeeping would cost more than
+// the data movement.
+func windowColumns2D[T float32 | float64](col []T, ld int, img []T, ch int, w *gradWindow, r0, r1 int, scatter bool) {
+	ih, iw, ow := w.in[0], w.in[1], w.out[1]
+	kh, kw := w.kernel[0], w.kernel[1]
+	sh, sw, dh, dw := w.strides[0], w.strides[1], w.dilations[0], w.dilations[1]
+	ph, pw := w.padBegin[0], w.padBegin[1]
+	cols := (r1 - r0) * ow
+	row := 0
+	for c := 0; c < ch; c++ {
+		ic := img[c*ih*iw : (c+1)*ih*iw]
+		for a := 0; a < kh; a++ {
+			for b := 0; b < kw; b++ {
+				crow := col[row*ld : row*ld+cols]
+				row++
+				off := b*dw - pw
+				lo, hi := windowValidRange(off, sw, iw, ow)
+				for rr := r0; rr < r1; rr++ {
+					seg := crow[(rr-r0)*ow : (rr-r0+1)*ow]
+					in := rr*sh + a*dh - ph
+					ok := in >= 0 && in < ih && lo < hi
+					if !scatter {
+						if !ok {
+							clear(seg)
+							continue
+						}
+						for o := 0; o < lo; o++ {
+							seg[o] = 0
+						}
+						for o := hi; o < ow; o++ {
+							seg[o] = 0
+						}
+					} else if !ok {
+						continue
+					}
+					line := ic[in*iw : (in+1)*iw]
+					if sw == 1 {
+						x := line[lo+off : hi+off]
+						s := seg[lo:hi]
+						s = s[:len(x)]
+						if scatter {
+							for o, v := range s {
+								x[o] += v
+							}
+						} else {
+							for o, v := range x {
+								s[o] = v
+							}
+						}
+						continue
+					}
+					p := lo*sw + off
+					if scatter {
+						for o := lo; o < hi; o++ {
+							line[p] += seg[o]
+							p += sw
+						}
+					} else {
+						for o := lo; o < hi; o++ {
+							seg[o] = line[p]
+							p += sw
+						}
+					}
+				}
 			}
 		}
 	}

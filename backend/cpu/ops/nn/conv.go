@@ -143,6 +143,12 @@ func convRun[T convElem](cs *convShape, x, w, b, y []T) {
 	oLast := win.out[win.rank()-1]
 	rows := outSize / oLast
 	ck := cg * kSize
+	if cs.group == 1 {
+		if nb := imageBatch(cs.n, ck*outSize); nb > 1 {
+			convBatched(cs, x, w, y, nb, accumulate)
+			return
+		}
+	}
 	rowsPerTile := colBudget / (ck * oLast)
 	if rowsPerTile < 1 {
 		rowsPerTile = 1
@@ -181,6 +187,63 @@ func convRun[T convElem](cs *convShape, x, w, b, y []T) {
 		yg := y[(i*cs.m+g*mg)*outSize+r0*oLast:]
 		matmul(false, mg, cols, ck, wg, ck, col, cols, accumulate, yg, outSize)
 	})
+}
+
+// imageBatch returns how many images of a batch of n share one product,
+// their im2col columns (perImage elements each) side by side, when at least
+// two fit the budget of 2·colBudget elements; 1 otherwise. The batch is cut
+// into tiles of nearly equal size. Small late layers (a few window
+// positions per image) thereby make one wide GEMM instead of n skinny ones
+// that each pack the whole weight matrix.
+func imageBatch(n, perImage int) int {
+	if n < 2 || perImage <= 0 {
+		return 1
+	}
+	most := 2 * colBudget / perImage
+	if most < 2 {
+		return 1
+	}
+	tiles := (n + most - 1) / most
+	return (n + tiles - 1) / tiles
+}
+
+// convBatched computes an ungrouped convolution nb images at a time: the
+// images' im2col columns side by side in one matrix, one GEMM for them all
+// into a scratch matrix, whose rows are then added (accumulate: y holds the
+// bias) or copied into each image's output planes.
+func convBatched[T convElem](cs *convShape, x, w, y []T, nb int, accumulate bool) {
+	win := cs.win
+	inSize, outSize := prod(win.in), prod(win.out)
+	rows := outSize / win.out[win.rank()-1]
+	ck := cs.c * prod(win.kernel)
+	ld := nb * outSize
+	col := scratch[T](ck * ld)
+	defer release(col)
+	out := scratch[T](cs.m * ld)
+	defer release(out)
+	for i0 := 0; i0 < cs.n; i0 += nb {
+		cnt := min(nb, cs.n-i0)
+		parallelFor(cnt, nnWorkers(cnt, ck*outSize), func(_, b int) {
+			xi := x[(i0+b)*cs.c*inSize : (i0+b+1)*cs.c*inSize]
+			im2colStrided(col[b*outSize:], ld, xi, cs.c, win, 0, rows)
+		})
+		matmul(false, cs.m, cnt*outSize, ck, w, ck, col, ld, false, out, ld)
+		parallelFor(cnt, nnWorkers(cnt, cs.m*outSize), func(_, b int) {
+			yi := y[(i0+b)*cs.m*outSize : (i0+b+1)*cs.m*outSize]
+			for m := 0; m < cs.m; m++ {
+				src := out[m*ld+b*outSize : m*ld+(b+1)*outSize]
+				dst := yi[m*outSize : (m+1)*outSize]
+				if !accumulate {
+					copy(dst, src)
+					continue
+				}
+				dst = dst[:len(src)]
+				for j, v := range src {
+					dst[j] += v
+				}
+			}
+		})
+	}
 }
 
 // gemmParallelWork is the m·n·k above which a single gemm.Sgemm call

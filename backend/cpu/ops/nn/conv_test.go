@@ -144,13 +144,18 @@ var convCases = []convCase{
 	{"parallel_groups", []int{4, 32, 16, 16}, []int{32, 4, 3, 3}, 8, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
 	{"parallel_depthwise", []int{4, 32, 16, 16}, []int{32, 1, 3, 3}, 32, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
 	{"parallel_im2col", []int{1, 16, 32, 32}, []int{8, 16, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, false},
+	// Several images per GEMM (convBatched): all 5 at once with the large
+	// budget, tiles of 2, 2 and 1 with budget 1000 (810 column elements per
+	// image).
+	{"batched_images", []int{5, 3, 6, 5}, []int{4, 3, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
+	{"batched_images_no_bias", []int{5, 3, 6, 5}, []int{4, 3, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, false},
 }
 
 // TestConvMatchesDirect checks every Conv path (im2col with and without
 // tiling, pointwise, depthwise) in float32 and float64 against refConv.
 func TestConvMatchesDirect(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, budget := range []int{1 << 19, 40} {
+	for _, budget := range []int{1 << 19, 1000, 40} {
 		for _, tc := range convCases {
 			t.Run(fmt.Sprintf("%s/budget%d", tc.name, budget), func(t *testing.T) {
 				saved := colBudget
@@ -184,6 +189,21 @@ func TestConvMatchesDirect(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestImageBatch checks how images are grouped per GEMM.
+func TestImageBatch(t *testing.T) {
+	saved := colBudget
+	defer func() { colBudget = saved }()
+	colBudget = 1000
+	assert.Equal(t, 2, imageBatch(5, 810), "at most 2 per tile: tiles of 2, 2, 1")
+	assert.Equal(t, 1, imageBatch(5, 1500), "one image over half the budget: no batching")
+	assert.Equal(t, 1, imageBatch(1, 10), "a single image")
+	colBudget = 1 << 19
+	// ResNet-18's last stage at 64x64 inputs: ck = 512·9, 2x2 positions.
+	assert.Equal(t, 32, imageBatch(32, 512*9*4))
+	// Its third stage: ck = 256·9, 4x4 positions, at most 28 per tile.
+	assert.Equal(t, 16, imageBatch(32, 256*9*16))
 }
 
 // TestConvAutoPad checks SAME_UPPER / SAME_LOWER padding placement on an

@@ -38,6 +38,17 @@ func validRange(off, stride, in, out int) (lo, hi int) {
 // outer row is one line along the last spatial axis, w.out[last] positions).
 // Positions in the padding read as zero.
 func im2col[T convElem](col, x []T, cg int, w *window, r0, r1 int) {
+	im2colStrided(col, (r1-r0)*w.out[w.rank()-1], x, cg, w, r0, r1)
+}
+
+// im2colStrided is im2col into rows ld elements apart (ld at least the
+// (r1-r0)·w.out[last] columns written), so that several images' columns can
+// sit side by side in one matrix.
+func im2colStrided[T convElem](col []T, ld int, x []T, cg int, w *window, r0, r1 int) {
+	if w.rank() == 2 {
+		im2col2D(col, ld, x, cg, w, r0, r1)
+		return
+	}
 	r := w.rank()
 	last := r - 1
 	oLast := w.out[last]
@@ -60,7 +71,7 @@ func im2col[T convElem](col, x []T, cg int, w *window, r0, r1 int) {
 			kIdx[j] = 0
 		}
 		for k := 0; k < kSize; k++ {
-			dst := col[row*cols : (row+1)*cols]
+			dst := col[row*ld : row*ld+cols]
 			off := kIdx[last]*w.dilations[last] - w.padBegin[last]
 			lo, hi := validRange(off, sLast, w.in[last], oLast)
 			// Position the outer-row counter at r0.
@@ -111,6 +122,58 @@ func im2col[T convElem](col, x []T, cg int, w *window, r0, r1 int) {
 					break
 				}
 				kIdx[j] = 0
+			}
+		}
+	}
+}
+
+// im2col2D is im2colStrided for two spatial dims, with the window geometry
+// hoisted out of the loops: the rows of late CNN layers are only a few
+// positions long, so per-row bookkeeping would cost more than the copy.
+func im2col2D[T convElem](col []T, ld int, x []T, cg int, w *window, r0, r1 int) {
+	ih, iw, ow := w.in[0], w.in[1], w.out[1]
+	kh, kw := w.kernel[0], w.kernel[1]
+	sh, sw, dh, dw := w.strides[0], w.strides[1], w.dilations[0], w.dilations[1]
+	ph, pw := w.padBegin[0], w.padBegin[1]
+	cols := (r1 - r0) * ow
+	row := 0
+	for c := 0; c < cg; c++ {
+		xc := x[c*ih*iw : (c+1)*ih*iw]
+		for a := 0; a < kh; a++ {
+			for b := 0; b < kw; b++ {
+				dst := col[row*ld : row*ld+cols]
+				row++
+				off := b*dw - pw
+				lo, hi := validRange(off, sw, iw, ow)
+				for rr := r0; rr < r1; rr++ {
+					d := dst[(rr-r0)*ow : (rr-r0+1)*ow]
+					in := rr*sh + a*dh - ph
+					if in < 0 || in >= ih || lo >= hi {
+						clear(d)
+						continue
+					}
+					for o := 0; o < lo; o++ {
+						d[o] = 0
+					}
+					for o := hi; o < ow; o++ {
+						d[o] = 0
+					}
+					src := xc[in*iw : (in+1)*iw]
+					if sw == 1 {
+						s := src[lo+off : hi+off]
+						dd := d[lo:hi]
+						dd = dd[:len(s)]
+						for o, v := range s {
+							dd[o] = v
+						}
+					} else {
+						p := lo*sw + off
+						for o := lo; o < hi; o++ {
+							d[o] = src[p]
+							p += sw
+						}
+					}
+				}
 			}
 		}
 	}

@@ -67,25 +67,62 @@ func parallelFor(items, workers int, fn func(worker, item int)) {
 	}
 }
 
-// f32Bufs recycles float32 scratch buffers (im2col columns) between calls,
-// so a network's convolutions do not allocate a fresh buffer each.
-var f32Bufs sync.Pool
+// f32Bufs keeps a few float32 scratch matrices alive between calls (a
+// free list, not a sync.Pool: the pool is emptied at every garbage
+// collection, and megabytes of fresh garbage per call would let the heap
+// grow to twice the live activations before the collector runs). At most
+// 6 buffers are kept; they grow to the largest request and stay.
+var f32Bufs struct {
+	mu   sync.Mutex
+	free [][]float32
+}
 
 // scratch returns a buffer of n elements with unspecified contents; give it
 // back with release.
 func scratch[T convElem](n int) []T {
 	var zero T
-	if _, ok := any(zero).(float32); ok {
-		if p, _ := f32Bufs.Get().(*[]float32); p != nil && cap(*p) >= n {
-			return any((*p)[:n]).([]T)
+	if _, ok := any(zero).(float32); !ok {
+		return make([]T, n)
+	}
+	f32Bufs.mu.Lock()
+	best := -1
+	for i, b := range f32Bufs.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(f32Bufs.free[best])) {
+			best = i
 		}
 	}
-	return make([]T, n)
+	if best < 0 {
+		f32Bufs.mu.Unlock()
+		return any(make([]float32, n)).([]T)
+	}
+	b := f32Bufs.free[best]
+	last := len(f32Bufs.free) - 1
+	f32Bufs.free[best] = f32Bufs.free[last]
+	f32Bufs.free = f32Bufs.free[:last]
+	f32Bufs.mu.Unlock()
+	return any(b[:n]).([]T)
 }
 
-// release returns a buffer from scratch to the pool.
+// release returns a buffer from scratch, replacing the smallest kept one
+// when the list is full.
 func release[T convElem](buf []T) {
-	if b, ok := any(buf).([]float32); ok && b != nil {
-		f32Bufs.Put(&b)
+	b, ok := any(buf).([]float32)
+	if !ok || cap(b) == 0 {
+		return
+	}
+	f32Bufs.mu.Lock()
+	defer f32Bufs.mu.Unlock()
+	if len(f32Bufs.free) < 6 {
+		f32Bufs.free = append(f32Bufs.free, b)
+		return
+	}
+	small := 0
+	for i, f := range f32Bufs.free {
+		if cap(f) < cap(f32Bufs.free[small]) {
+			small = i
+		}
+	}
+	if cap(b) > cap(f32Bufs.free[small]) {
+		f32Bufs.free[small] = b
 	}
 }
