@@ -7,6 +7,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -60,184 +61,33 @@ func (w *gradWindow) finish() {
 	w.lastStride = w.strides[r-1]
 }
 
-// windowIntsAttr reads an ints attribute with one value per spatial axis
-// (want values; fill when absent).
-func windowIntsAttr(n *graph.Node, name string, want, fill int) ([]int, error) {
-	v := n.AttrInts(name, nil)
-	out := make([]int, want)
-	if v == nil {
-		for i := range out {
-			out[i] = fill
-		}
-		return out, nil
-	}
-	if len(v) != want {
-		return nil, n.Errorf("attribute %s has %d values, want %d", name, len(v), want)
-	}
-	for i, x := range v {
-		out[i] = int(x)
-	}
-	return out, nil
+// fromWindow adds the derived sizes to a window resolved by package nn.
+func fromWindow(w nn.Window) *gradWindow {
+	g := &gradWindow{in: w.In, out: w.Out, kernel: w.Kernel, strides: w.Strides, dilations: w.Dilations,
+		padBegin: w.PadBegin, padEnd: w.PadEnd}
+	g.finish()
+	return g
 }
 
 // resolveGradWindow computes the window of Conv or a pool over image dims
-// in: strides, dilations, pads, auto_pad and (when ceil is allowed)
-// ceil_mode, exactly as the forward kernels resolve them.
+// in exactly as the forward kernels resolve it (ceil allows ceil_mode).
 func resolveGradWindow(n *graph.Node, in, kernel []int, ceil bool) (*gradWindow, error) {
-	r := len(in)
-	if r == 0 || len(kernel) != r {
-		return nil, n.Errorf("kernel %v does not match the %d spatial dims", kernel, r)
-	}
-	w := &gradWindow{in: in, kernel: kernel}
-	var err error
-	if w.strides, err = windowIntsAttr(n, "strides", r, 1); err != nil {
-		return nil, err
-	}
-	if w.dilations, err = windowIntsAttr(n, "dilations", r, 1); err != nil {
-		return nil, err
-	}
-	pads, err := windowIntsAttr(n, "pads", 2*r, 0)
+	w, err := nn.ResolveWindow(n, in, kernel, ceil)
 	if err != nil {
 		return nil, err
 	}
-	w.padBegin, w.padEnd = pads[:r], pads[r:]
-	for i := 0; i < r; i++ {
-		if kernel[i] <= 0 || w.strides[i] <= 0 || w.dilations[i] <= 0 {
-			return nil, n.Errorf("kernel %v, strides %v and dilations %v must be positive", kernel, w.strides, w.dilations)
-		}
-		if w.padBegin[i] < 0 || w.padEnd[i] < 0 {
-			return nil, n.Errorf("pads %v must not be negative", pads)
-		}
-	}
-	ceil = ceil && n.AttrInt("ceil_mode", 0) != 0
-	autoPad := n.AttrString("auto_pad", "NOTSET")
-	w.out = make([]int, r)
-	for i := 0; i < r; i++ {
-		dk := (kernel[i]-1)*w.dilations[i] + 1
-		s := w.strides[i]
-		switch autoPad {
-		case "NOTSET", "":
-			span := in[i] + w.padBegin[i] + w.padEnd[i] - dk
-			if span < 0 {
-				return nil, n.Errorf("kernel %v is larger than the padded input on spatial axis %d", kernel, i)
-			}
-			if ceil {
-				w.out[i] = (span+s-1)/s + 1
-				if (w.out[i]-1)*s >= in[i]+w.padBegin[i] {
-					w.out[i]--
-				}
-			} else {
-				w.out[i] = span/s + 1
-			}
-		case "VALID":
-			w.padBegin[i], w.padEnd[i] = 0, 0
-			if in[i] < dk {
-				return nil, n.Errorf("kernel %v is larger than the input on spatial axis %d", kernel, i)
-			}
-			w.out[i] = (in[i]-dk)/s + 1
-		case "SAME_UPPER", "SAME_LOWER":
-			w.out[i] = (in[i] + s - 1) / s
-			total := max((w.out[i]-1)*s+dk-in[i], 0)
-			if autoPad == "SAME_UPPER" {
-				w.padBegin[i] = total / 2
-			} else {
-				w.padBegin[i] = total - total/2
-			}
-			w.padEnd[i] = total - w.padBegin[i]
-		default:
-			return nil, n.Errorf("auto_pad %q is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", autoPad)
-		}
-	}
-	w.finish()
-	return w, nil
-}
-
-// floorDivInt divides rounding toward negative infinity.
-func floorDivInt(a, b int) int {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
+	return fromWindow(w), nil
 }
 
 // resolveConvTransposeGradWindow computes ConvTranspose's geometry as the
 // window of the equivalent convolution: the image (in) is the ConvTranspose
-// output and the window positions (out) are its input positions xs. Pads may
-// come out negative when output_shape asks for more than the natural size.
+// output and the window positions (out) are its input positions xs.
 func resolveConvTransposeGradWindow(n *graph.Node, xs, kernel []int) (*gradWindow, error) {
-	r := len(xs)
-	if r == 0 || len(kernel) != r {
-		return nil, n.Errorf("kernel %v does not match the %d spatial dims", kernel, r)
-	}
-	w := &gradWindow{out: xs, kernel: kernel, in: make([]int, r), padBegin: make([]int, r), padEnd: make([]int, r)}
-	var err error
-	if w.strides, err = windowIntsAttr(n, "strides", r, 1); err != nil {
-		return nil, err
-	}
-	if w.dilations, err = windowIntsAttr(n, "dilations", r, 1); err != nil {
-		return nil, err
-	}
-	outPad, err := windowIntsAttr(n, "output_padding", r, 0)
+	w, err := nn.ConvTransposeWindow(n, xs, kernel)
 	if err != nil {
 		return nil, err
 	}
-	pads, err := windowIntsAttr(n, "pads", 2*r, 0)
-	if err != nil {
-		return nil, err
-	}
-	var outShape []int
-	if v := n.AttrInts("output_shape", nil); v != nil {
-		switch len(v) {
-		case r:
-			outShape = graph.IntsToInt(v)
-		case r + 2:
-			outShape = graph.IntsToInt(v[2:])
-		default:
-			return nil, n.Errorf("output_shape %v must list the %d spatial dims", v, r)
-		}
-	}
-	autoPad := n.AttrString("auto_pad", "NOTSET")
-	switch autoPad {
-	case "NOTSET", "", "VALID", "SAME_UPPER", "SAME_LOWER":
-	default:
-		return nil, n.Errorf("auto_pad %q is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", autoPad)
-	}
-	for i := 0; i < r; i++ {
-		if kernel[i] <= 0 || w.strides[i] <= 0 || w.dilations[i] <= 0 {
-			return nil, n.Errorf("kernel %v, strides %v and dilations %v must be positive", kernel, w.strides, w.dilations)
-		}
-		if outPad[i] < 0 || pads[i] < 0 || pads[i+r] < 0 {
-			return nil, n.Errorf("pads %v and output_padding %v must not be negative", pads, outPad)
-		}
-		dk := (kernel[i]-1)*w.dilations[i] + 1
-		full := w.strides[i]*(xs[i]-1) + outPad[i] + dk
-		switch {
-		case outShape != nil || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER":
-			out := xs[i] * w.strides[i]
-			if outShape != nil {
-				out = outShape[i]
-			}
-			total := full - out
-			if autoPad == "SAME_UPPER" {
-				w.padBegin[i] = floorDivInt(total, 2)
-			} else {
-				w.padBegin[i] = total - floorDivInt(total, 2)
-			}
-			w.padEnd[i] = total - w.padBegin[i]
-			w.in[i] = out
-		case autoPad == "VALID":
-			w.in[i] = full
-		default:
-			w.padBegin[i], w.padEnd[i] = pads[i], pads[i+r]
-			w.in[i] = full - pads[i] - pads[i+r]
-		}
-		if w.in[i] < 0 {
-			return nil, n.Errorf("output spatial dim %d would be %d", i, w.in[i])
-		}
-	}
-	w.finish()
-	return w, nil
+	return fromWindow(w), nil
 }
 
 // convGradPlan is the resolved geometry of one Conv or ConvTranspose.

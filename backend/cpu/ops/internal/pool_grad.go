@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -114,7 +115,7 @@ func poolGradWindow(n *graph.Node, shape []int) (*gradWindow, error) {
 	if !n.HasAttr("kernel_shape") {
 		return nil, n.Errorf("attribute kernel_shape is required")
 	}
-	kernel, err := windowIntsAttr(n, "kernel_shape", len(shape)-2, 1)
+	kernel, err := nn.IntsAttr(n, "kernel_shape", len(shape)-2, 1)
 	if err != nil {
 		return nil, err
 	}

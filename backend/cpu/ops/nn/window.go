@@ -153,3 +153,48 @@ func concatShape(prefix []int, rest []int) []int {
 	s = append(s, prefix...)
 	return append(s, rest...)
 }
+
+// Window is the geometry of a convolution or pooling window over the
+// spatial dims: In are the image dims, Out the window positions. The
+// backward kernels (backend/cpu/ops/internal) resolve it through
+// ResolveWindow and ConvTransposeWindow so that forward and backward read a
+// node's attributes the same way.
+type Window struct {
+	In, Out, Kernel, Strides, Dilations, PadBegin, PadEnd []int
+}
+
+func (w *window) export() Window {
+	return Window{In: w.in, Out: w.out, Kernel: w.kernel, Strides: w.strides, Dilations: w.dilations, PadBegin: w.padBegin, PadEnd: w.padEnd}
+}
+
+// ResolveWindow reads the window of a Conv or pooling node over image dims
+// in (ceil allows the pools' ceil_mode).
+func ResolveWindow(n *graph.Node, in, kernel []int, ceil bool) (Window, error) {
+	if len(in) == 0 || len(kernel) != len(in) {
+		return Window{}, n.Errorf("kernel %v does not match the %d spatial dims", kernel, len(in))
+	}
+	w, err := resolveWindow(n, in, kernel, windowOpts{ceil: ceil})
+	if err != nil {
+		return Window{}, err
+	}
+	return w.export(), nil
+}
+
+// ConvTransposeWindow reads a ConvTranspose node's geometry as the window
+// of the equivalent convolution (In is the ConvTranspose output, Out its
+// input positions in).
+func ConvTransposeWindow(n *graph.Node, in, kernel []int) (Window, error) {
+	if len(in) == 0 || len(kernel) != len(in) {
+		return Window{}, n.Errorf("kernel %v does not match the %d spatial dims", kernel, len(in))
+	}
+	w, err := convTransposeWindow(n, in, kernel)
+	if err != nil {
+		return Window{}, err
+	}
+	return w.export(), nil
+}
+
+// IntsAttr reads an ints attribute with want values (fill when absent).
+func IntsAttr(n *graph.Node, name string, want, fill int) ([]int, error) {
+	return intsAttr(n, name, want, fill)
+}
