@@ -3,6 +3,7 @@ package internal
 import (
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/shape"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -342,21 +343,6 @@ func normAxesList(n *graph.Node, axes []int64, rank int) ([]int, error) {
 	return out, nil
 }
 
-// identityTables are the tables of a tensor read in place: index i of axis
-// a is at offset i*stride[a].
-func identityTables(shape []int) [][]int {
-	st := graph.Strides(shape)
-	tables := make([][]int, len(shape))
-	for a, d := range shape {
-		t := make([]int, d)
-		for i := range t {
-			t[i] = i * st[a]
-		}
-		tables[a] = t
-	}
-	return tables
-}
-
 // ---------------------------------------------------------------- SplitLike
 
 // splitLike(dy, like_0, ..., like_{k-1}) cuts dy along axis into k pieces,
@@ -439,73 +425,20 @@ func sliceGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		return nil, err
 	}
 	dy, x := in[0], in[1]
-	var starts, ends, axes, steps []int64
-	if n.HasAttr("starts") || n.HasAttr("ends") {
-		starts = n.AttrInts("starts", nil)
-		ends = n.AttrInts("ends", nil)
-		axes = n.AttrInts("axes", nil)
-	} else {
-		if err := kern.Need(n, in, 4); err != nil {
-			return nil, err
-		}
-		var err error
-		if starts, err = intsOf(n, in[2], "starts"); err != nil {
-			return nil, err
-		}
-		if ends, err = intsOf(n, in[3], "ends"); err != nil {
-			return nil, err
-		}
-		if t := kern.Opt(in, 4); t != nil {
-			if axes, err = intsOf(n, t, "axes"); err != nil {
-				return nil, err
-			}
-		}
-		if t := kern.Opt(in, 5); t != nil {
-			if steps, err = intsOf(n, t, "steps"); err != nil {
-				return nil, err
-			}
-		}
-	}
-	r := x.Rank()
-	if len(starts) != len(ends) {
-		return nil, n.Errorf("starts %v and ends %v differ in length", starts, ends)
-	}
-	if axes == nil {
-		if len(starts) > r {
-			return nil, n.Errorf("starts %v has more entries than x %v has axes", starts, x.Shape)
-		}
-		axes = make([]int64, len(starts))
-		for i := range axes {
-			axes[i] = int64(i)
-		}
-	}
-	if len(axes) != len(starts) || (steps != nil && len(steps) != len(starts)) {
-		return nil, n.Errorf("starts %v, ends %v, axes %v and steps %v differ in length", starts, ends, axes, steps)
-	}
-	ax, err := normAxesList(n, axes, r)
+	first, count, steps, err := shape.SliceAxes(n, x.Shape, in[2:])
 	if err != nil {
 		return nil, err
 	}
 	st := graph.Strides(x.Shape)
-	shape := append([]int{}, x.Shape...)
-	tables := identityTables(x.Shape)
-	for i, a := range ax {
-		step := int64(1)
-		if steps != nil {
-			step = steps[i]
-		}
-		if step == 0 {
-			return nil, n.Errorf("steps %v has a 0", steps)
-		}
-		first, count := sliceBounds(starts[i], ends[i], step, int64(x.Shape[a]))
-		shape[a] = int(count)
-		t := make([]int, count)
+	tables := make([][]int, x.Rank())
+	for a := range tables {
+		t := make([]int, count[a])
 		for j := range t {
-			t[j] = int(first+int64(j)*step) * st[a]
+			t[j] = (first[a] + j*steps[a]) * st[a]
 		}
 		tables[a] = t
 	}
-	if err := checkGradShape(n, dy, shape); err != nil {
+	if err := checkGradShape(n, dy, count); err != nil {
 		return nil, err
 	}
 	out, err := scatterAddNew(n, dy, x.Shape, tables)
@@ -513,35 +446,6 @@ func sliceGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		return nil, err
 	}
 	return []*graph.Tensor{out}, nil
-}
-
-// sliceBounds clamps start and end as the Slice spec says and returns the
-// first index read along an axis of size dim and how many are read.
-func sliceBounds(start, end, step, dim int64) (first, count int64) {
-	if start < 0 {
-		start += dim
-	}
-	if end < 0 {
-		end += dim
-	}
-	step = min(max(step, -dim-1), dim+1)
-	if step > 0 {
-		start = min(max(start, 0), dim)
-		end = min(max(end, 0), dim)
-		if end <= start {
-			return start, 0
-		}
-		return start, (end-start-1)/step + 1
-	}
-	if dim == 0 {
-		return 0, 0
-	}
-	start = min(max(start, 0), dim-1)
-	end = min(max(end, -1), dim-1)
-	if end >= start {
-		return start, 0
-	}
-	return start, (start-end-1)/-step + 1
 }
 
 // ---------------------------------------------------------------- PadGrad

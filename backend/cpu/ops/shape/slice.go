@@ -16,40 +16,66 @@ func sliceKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	if err := checkData(n, x, "data"); err != nil {
 		return nil, err
 	}
+	first, count, steps, err := SliceAxes(n, x.Shape, in[1:])
+	if err != nil {
+		return nil, err
+	}
+	st := graph.Strides(x.Shape)
+	shape := append([]int{}, x.Shape...)
+	maps := identityMaps(x.Shape)
+	for a := range x.Shape {
+		if count[a] == x.Shape[a] && first[a] == 0 && steps[a] == 1 {
+			continue
+		}
+		shape[a] = count[a]
+		maps[a] = arith(count[a], first[a]*st[a], steps[a]*st[a])
+	}
+	out, err := gatherInto(n, x, shape, 0, maps, nil)
+	if err != nil {
+		return nil, err
+	}
+	return []*graph.Tensor{out}, nil
+}
+
+// SliceAxes resolves a Slice node's starts, ends, axes and steps
+// (attributes before opset 10, the inputs params = Slice's inputs 1.. from
+// 10) against a data shape: per axis of the data, the first index read, the
+// number of elements and the step (an axis that is not sliced reads all of
+// it). The Slice kernel and its gradient both use it.
+func SliceAxes(n *graph.Node, shape []int, params []*graph.Tensor) (first, count, step []int, err error) {
 	var starts, ends, axes, steps []int64
 	if n.HasAttr("starts") || n.HasAttr("ends") {
 		starts = n.AttrInts("starts", nil)
 		ends = n.AttrInts("ends", nil)
 		axes = n.AttrInts("axes", nil)
 	} else {
-		var err error
-		if err = kern.Need(n, in, 3); err != nil {
-			return nil, err
+		if len(params) < 2 || params[0] == nil || params[1] == nil {
+			return nil, nil, nil, n.Errorf("needs the starts and ends inputs")
 		}
-		if starts, err = readInts1D(n, in[1], "starts"); err != nil {
-			return nil, err
+		if starts, err = readInts1D(n, params[0], "starts"); err != nil {
+			return nil, nil, nil, err
 		}
-		if ends, err = readInts1D(n, in[2], "ends"); err != nil {
-			return nil, err
+		if ends, err = readInts1D(n, params[1], "ends"); err != nil {
+			return nil, nil, nil, err
 		}
-		if t := kern.Opt(in, 3); t != nil {
+		if t := kern.Opt(params, 2); t != nil {
 			if axes, err = readInts1D(n, t, "axes"); err != nil {
-				return nil, err
+				return nil, nil, nil, err
 			}
 		}
-		if t := kern.Opt(in, 4); t != nil {
+		if t := kern.Opt(params, 3); t != nil {
 			if steps, err = readInts1D(n, t, "steps"); err != nil {
-				return nil, err
+				return nil, nil, nil, err
 			}
 		}
 	}
-	r := x.Rank()
+	r := len(shape)
 	if len(starts) != len(ends) {
-		return nil, n.Errorf("starts %v and ends %v differ in length", starts, ends)
+		return nil, nil, nil, n.Errorf("starts %v and ends %v differ in length", starts, ends)
 	}
 	if axes == nil {
 		if len(starts) > r {
-			return nil, n.Errorf("starts %v has more entries than the input %v has axes", starts, x.Shape)
+			return nil, nil, nil, n.Errorf("starts %v has more entries than the input %v has axes", starts, shape)
 		}
 		axes = make([]int64, len(starts))
 		for i := range axes {
@@ -57,35 +83,31 @@ func sliceKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 		}
 	}
 	if len(axes) != len(starts) {
-		return nil, n.Errorf("axes %v and starts %v differ in length", axes, starts)
+		return nil, nil, nil, n.Errorf("axes %v and starts %v differ in length", axes, starts)
 	}
 	if steps != nil && len(steps) != len(starts) {
-		return nil, n.Errorf("steps %v and starts %v differ in length", steps, starts)
+		return nil, nil, nil, n.Errorf("steps %v and starts %v differ in length", steps, starts)
 	}
 	ax, err := normAxes(n, axes, r)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	st := graph.Strides(x.Shape)
-	shape := append([]int{}, x.Shape...)
-	maps := identityMaps(x.Shape)
+	first, count, step = make([]int, r), append([]int{}, shape...), make([]int, r)
+	for a := range step {
+		step[a] = 1
+	}
 	for i, a := range ax {
-		step := int64(1)
+		s := int64(1)
 		if steps != nil {
-			step = steps[i]
+			s = steps[i]
 		}
-		if step == 0 {
-			return nil, n.Errorf("steps %v has a 0", steps)
+		if s == 0 {
+			return nil, nil, nil, n.Errorf("steps %v has a 0", steps)
 		}
-		start, count := sliceRange(starts[i], ends[i], step, int64(x.Shape[a]))
-		shape[a] = int(count)
-		maps[a] = arith(int(count), int(start)*st[a], int(step)*st[a])
+		f, c := sliceRange(starts[i], ends[i], s, int64(shape[a]))
+		first[a], count[a], step[a] = int(f), int(c), int(s)
 	}
-	out, err := gatherInto(n, x, shape, 0, maps, nil)
-	if err != nil {
-		return nil, err
-	}
-	return []*graph.Tensor{out}, nil
+	return first, count, step, nil
 }
 
 // sliceRange clamps start and end the way the Slice spec says and returns
