@@ -353,228 +353,6 @@ func avgPoolBackward[T float32 | float64](p *poolGradPlan, dy, dx []T, planes in
 	})
 }
 
-// resizeGradMode is how Resize (or Upsample) turned source coordinates into
-// values.
-type resizeGradMode struct {
-	interp         string // nearest, linear, cubic
-	coordMode      string
-	nearestMode    string
-	cubicA         float64
-	excludeOutside bool
-	antialias      bool
-}
-
-// resizeGradAxis is one resized axis.
-type resizeGradAxis struct {
-	axis, in, out    int
-	scale            float64
-	roiStart, roiEnd float64
-}
-
-// resizeGradTaps lists, per output index of one axis, the input indices and
-// weights it combined (CSR layout); an extrapolated output has none.
-type resizeGradTaps struct {
-	start []int
-	idx   []int
-	w     []float64
-}
-
-func readResizeGradMode(n *graph.Node, legacy bool) (*resizeGradMode, error) {
-	m := &resizeGradMode{
-		interp:         n.AttrString("mode", "nearest"),
-		coordMode:      n.AttrString("coordinate_transformation_mode", "half_pixel"),
-		nearestMode:    n.AttrString("nearest_mode", "round_prefer_floor"),
-		cubicA:         float64(n.AttrFloat("cubic_coeff_a", -0.75)),
-		excludeOutside: n.AttrInt("exclude_outside", 0) != 0,
-		antialias:      n.AttrInt("antialias", 0) != 0,
-	}
-	if legacy {
-		m.coordMode, m.nearestMode = "asymmetric", "simple"
-	}
-	switch m.interp {
-	case "nearest", "linear", "cubic":
-	case "bilinear", "trilinear":
-		m.interp = "linear"
-	case "bicubic":
-		m.interp = "cubic"
-	default:
-		return nil, n.Errorf("mode %q is not nearest, linear or cubic", m.interp)
-	}
-	switch m.coordMode {
-	case "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize":
-	default:
-		return nil, n.Errorf("coordinate_transformation_mode %q is not supported", m.coordMode)
-	}
-	switch m.nearestMode {
-	case "round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple":
-	default:
-		return nil, n.Errorf("nearest_mode %q is not supported", m.nearestMode)
-	}
-	return m, nil
-}
-
-// sourceCoord maps output index x to an input coordinate; false when it
-// falls outside the crop (tf_crop_and_resize extrapolates there).
-func (m *resizeGradMode) sourceCoord(a *resizeGradAxis, x int) (float64, bool) {
-	fx := float64(x)
-	in := float64(a.in)
-	outWidth := a.scale * in
-	switch m.coordMode {
-	case "align_corners":
-		if outWidth == 1 {
-			return 0, true
-		}
-		return fx * (in - 1) / (outWidth - 1), true
-	case "asymmetric":
-		return fx / a.scale, true
-	case "tf_crop_and_resize":
-		var v float64
-		if a.out > 1 {
-			v = a.roiStart*(in-1) + fx*(a.roiEnd-a.roiStart)*(in-1)/(float64(a.out)-1)
-		} else {
-			v = 0.5 * (a.roiStart + a.roiEnd) * (in - 1)
-		}
-		return v, v >= 0 && v <= in-1
-	case "pytorch_half_pixel":
-		if a.out <= 1 {
-			return 0, true
-		}
-		return (fx+0.5)/a.scale - 0.5, true
-	case "half_pixel_symmetric":
-		adjustment := float64(a.out) / outWidth
-		offset := in / 2 * (1 - adjustment)
-		return offset + (fx+0.5)/a.scale - 0.5, true
-	}
-	return (fx+0.5)/a.scale - 0.5, true
-}
-
-// nearestIndex rounds a source coordinate as nearest_mode says.
-func (m *resizeGradMode) nearestIndex(x, scale float64) int {
-	f := math.Floor(x)
-	frac := x - f
-	switch m.nearestMode {
-	case "round_prefer_ceil":
-		if frac >= 0.5 {
-			f++
-		}
-	case "floor":
-	case "ceil":
-		f = math.Ceil(x)
-	case "simple":
-		if scale < 1 {
-			f = math.Ceil(x)
-		}
-	default:
-		if frac > 0.5 {
-			f++
-		}
-	}
-	return int(f)
-}
-
-// cubicWeight is Keys' cubic convolution kernel at distance x >= 0.
-func cubicWeight(x, a float64) float64 {
-	switch {
-	case x <= 1:
-		return ((a+2)*x-(a+3))*x*x + 1
-	case x < 2:
-		return ((a*x-5*a)*x+8*a)*x - 4*a
-	}
-	return 0
-}
-
-// coeffs returns the weights of the taps floor(x)+first, ... for a
-// coordinate with fractional part t.
-func (m *resizeGradMode) coeffs(t, scale float64) (first int, w []float64) {
-	if m.antialias && scale < 1 {
-		support := 1.0
-		if m.interp == "cubic" {
-			support = 2
-		}
-		start := int(math.Floor(-support/scale)) + 1
-		w = make([]float64, 2-2*start)
-		var sum float64
-		for i := range w {
-			d := (float64(start+i) - t) * scale
-			if m.interp == "linear" {
-				w[i] = math.Max(0, math.Min(1, 1-math.Abs(d)))
-			} else {
-				w[i] = cubicWeight(math.Abs(d), m.cubicA)
-			}
-			sum += w[i]
-		}
-		for i := range w {
-			w[i] /= sum
-		}
-		return start, w
-	}
-	if m.interp == "linear" {
-		return 0, []float64{1 - t, t}
-	}
-	return -1, []float64{
-		cubicWeight(1+t, m.cubicA), cubicWeight(t, m.cubicA),
-		cubicWeight(1-t, m.cubicA), cubicWeight(2-t, m.cubicA),
-	}
-}
-
-// taps computes the taps of every output index of one axis the way the
-// forward kernel does: taps outside the input clamp to the edge (or are
-// dropped and the rest renormalised under exclude_outside).
-func (m *resizeGradMode) taps(a *resizeGradAxis) *resizeGradTaps {
-	t := &resizeGradTaps{start: make([]int, a.out+1)}
-	for o := 0; o < a.out; o++ {
-		t.start[o] = len(t.idx)
-		x, inside := m.sourceCoord(a, o)
-		if !inside {
-			continue
-		}
-		if m.interp == "nearest" {
-			t.idx = append(t.idx, min(max(m.nearestIndex(x, a.scale), 0), a.in-1))
-			t.w = append(t.w, 1)
-			continue
-		}
-		f := math.Floor(x)
-		first, w := m.coeffs(x-f, a.scale)
-		base := int(f) + first
-		if m.excludeOutside {
-			var sum float64
-			for k := range w {
-				if i := base + k; i < 0 || i >= a.in {
-					w[k] = 0
-				}
-				sum += w[k]
-			}
-			if sum != 0 {
-				for k := range w {
-					w[k] /= sum
-				}
-			}
-		}
-		for k, wk := range w {
-			if wk == 0 {
-				continue
-			}
-			t.idx = append(t.idx, min(max(base+k, 0), a.in-1))
-			t.w = append(t.w, wk)
-		}
-	}
-	t.start[a.out] = len(t.idx)
-	return t
-}
-
-// identity reports whether the taps copy the axis unchanged.
-func (t *resizeGradTaps) identity(in int) bool {
-	if len(t.start)-1 != in || len(t.idx) != in {
-		return false
-	}
-	for o := 0; o < in; o++ {
-		if t.start[o] != o || t.idx[o] != o || t.w[o] != 1 {
-			return false
-		}
-	}
-	return true
-}
-
 // resizeGrad implements ResizeGrad(dy, shape(X), roi, scales, sizes), the
 // adjoint of Resize: the forward is a separable linear map (one set of taps
 // per axis), so its adjoint scatters dy back axis by axis. The legacy
@@ -594,36 +372,26 @@ func resizeGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	}
 	xShape := shapeT.Ints()
 	legacy := n.AttrInt("legacy", 0) != 0
-	m, err := readResizeGradMode(n, legacy)
-	if err != nil {
-		return nil, err
-	}
-	ras, err := resizeGradAxes(n, xShape, roi, scales, sizes, m, legacy)
+	ras, err := nn.ResizePlan(n, xShape, roi, scales, sizes, legacy)
 	if err != nil {
 		return nil, err
 	}
 	yShape := append([]int{}, xShape...)
 	for _, a := range ras {
-		yShape[a.axis] = a.out
+		yShape[a.Axis] = a.Out
 	}
 	if !graph.SameShape(dy.Shape, yShape) {
 		return nil, n.Errorf("gradient has shape %v, the forward output %v", dy.Shape, yShape)
 	}
 	type pass struct {
 		axis int
-		taps *resizeGradTaps
+		taps *nn.ResizeTaps
 	}
 	var passes []pass
 	for i := range ras {
-		a := &ras[i]
-		if a.out == 0 || a.in == 0 {
-			continue
+		if ras[i].Start != nil { // nil: the axis is copied unchanged
+			passes = append(passes, pass{ras[i].Axis, &ras[i]})
 		}
-		t := m.taps(a)
-		if t.identity(a.in) {
-			continue
-		}
-		passes = append(passes, pass{a.axis, t})
 	}
 	// Shrink first (the adjoint of the largest upsampling first) so the
 	// intermediates stay small.
@@ -663,142 +431,19 @@ func resizeGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	return []*graph.Tensor{cur}, nil
 }
 
-// resizeGradAxes resolves the resized axes from the scales or sizes the
-// forward node used.
-func resizeGradAxes(n *graph.Node, xShape []int, roi, scales, sizes *graph.Tensor, m *resizeGradMode, legacy bool) ([]resizeGradAxis, error) {
-	r := len(xShape)
-	axes := make([]int, r)
-	for i := range axes {
-		axes[i] = i
-	}
-	if v := n.AttrInts("axes", nil); v != nil && !legacy {
-		axes = axes[:0]
-		seen := map[int]bool{}
-		for _, a := range v {
-			ax, err := kern.NormAxis(n, int(a), r)
-			if err != nil {
-				return nil, err
-			}
-			if seen[ax] {
-				return nil, n.Errorf("axes %v repeat axis %d", v, ax)
-			}
-			seen[ax] = true
-			axes = append(axes, ax)
-		}
-	}
-	var scaleVals []float64
-	if a := n.Attr("scales"); a != nil && legacy {
-		for _, s := range a.Floats {
-			scaleVals = append(scaleVals, float64(s))
-		}
-	} else if scales != nil && scales.Size() > 0 {
-		for i := 0; i < scales.Size(); i++ {
-			scaleVals = append(scaleVals, scales.Float(i))
-		}
-	}
-	if sizes != nil && sizes.Size() == 0 {
-		sizes = nil
-	}
-	if scaleVals != nil && sizes != nil {
-		return nil, n.Errorf("only one of scales and sizes may be given")
-	}
-	ras := make([]resizeGradAxis, len(axes))
-	for i, ax := range axes {
-		ras[i] = resizeGradAxis{axis: ax, in: xShape[ax], roiEnd: 1}
-	}
-	if m.coordMode == "tf_crop_and_resize" {
-		if roi == nil || roi.Size() != 2*len(axes) {
-			return nil, n.Errorf("tf_crop_and_resize needs roi with %d values", 2*len(axes))
-		}
-		for i := range ras {
-			ras[i].roiStart, ras[i].roiEnd = roi.Float(i), roi.Float(i+len(axes))
-		}
-	}
-	switch {
-	case scaleVals != nil:
-		if len(scaleVals) != len(axes) {
-			return nil, n.Errorf("scales has %d values, want %d", len(scaleVals), len(axes))
-		}
-		for i := range ras {
-			a := &ras[i]
-			a.scale = scaleVals[i]
-			if !(a.scale > 0) {
-				return nil, n.Errorf("scales %v must be positive", scaleVals)
-			}
-			ext := float64(a.in) * a.scale
-			if m.coordMode == "tf_crop_and_resize" {
-				ext *= a.roiEnd - a.roiStart
-			}
-			if ext > graph.MaxElements || ext < 0 {
-				return nil, n.Errorf("scale %g makes axis %d too large", a.scale, a.axis)
-			}
-			a.out = int(math.Floor(ext))
-		}
-	case sizes != nil:
-		want := sizes.Ints()
-		if len(want) != len(axes) {
-			return nil, n.Errorf("sizes has %d values, want %d", len(want), len(axes))
-		}
-		for _, s := range want {
-			if s < 0 {
-				return nil, n.Errorf("sizes %v must not be negative", want)
-			}
-		}
-		switch policy := n.AttrString("keep_aspect_ratio_policy", "stretch"); policy {
-		case "stretch":
-			for i := range ras {
-				ras[i].out = want[i]
-				if ras[i].in > 0 {
-					ras[i].scale = float64(want[i]) / float64(ras[i].in)
-				}
-			}
-		case "not_larger", "not_smaller":
-			scale := math.Inf(1)
-			if policy == "not_smaller" {
-				scale = math.Inf(-1)
-			}
-			for i := range ras {
-				s := float64(want[i]) / float64(ras[i].in)
-				if policy == "not_larger" {
-					scale = math.Min(scale, s)
-				} else {
-					scale = math.Max(scale, s)
-				}
-			}
-			for i := range ras {
-				ras[i].scale = scale
-				ras[i].out = int(math.Floor(scale*float64(ras[i].in) + 0.5))
-			}
-		default:
-			return nil, n.Errorf("keep_aspect_ratio_policy %q is not stretch, not_larger or not_smaller", policy)
-		}
-	default:
-		return nil, n.Errorf("one of scales and sizes is required")
-	}
-	for i := range ras {
-		if ras[i].out > 0 && ras[i].in == 0 {
-			return nil, n.Errorf("cannot resize the empty axis %d to %d", ras[i].axis, ras[i].out)
-		}
-		if ras[i].out > 0 && !(ras[i].scale > 0) {
-			return nil, n.Errorf("axis %d: scale %g must be positive", ras[i].axis, ras[i].scale)
-		}
-	}
-	return ras, nil
-}
-
 // resizeScatter is the adjoint of one axis pass: src is outer × out × inner,
 // dst outer × in × inner, and dst[b, idx, :] += w·src[b, o, :] over the taps
 // of every output index o. dst is zero on entry.
-func resizeScatter[T float32 | float64](dst, src []T, outer, out, in, inner int, taps *resizeGradTaps) {
+func resizeScatter[T float32 | float64](dst, src []T, outer, out, in, inner int, taps *nn.ResizeTaps) {
 	workers := gradWorkers(outer, out*inner*2)
 	convGradParallel(outer, workers, false, func(_, b int) {
 		s := src[b*out*inner : (b+1)*out*inner]
 		d := dst[b*in*inner : (b+1)*in*inner]
 		for o := 0; o < out; o++ {
 			row := s[o*inner : (o+1)*inner]
-			for k := taps.start[o]; k < taps.start[o+1]; k++ {
-				wk := T(taps.w[k])
-				drow := d[taps.idx[k]*inner : (taps.idx[k]+1)*inner]
+			for k := taps.Start[o]; k < taps.Start[o+1]; k++ {
+				wk := T(taps.W[k])
+				drow := d[taps.Idx[k]*inner : (taps.Idx[k]+1)*inner]
 				drow = drow[:len(row)]
 				for j, v := range row {
 					drow[j] += wk * v

@@ -242,12 +242,34 @@ func resizeKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 	if err != nil {
 		return nil, err
 	}
-	r := len(x.Shape)
+	if scales != nil && scales.Size() == 0 {
+		scales = nil
+	}
+	var scaleVals []float64
+	if scales != nil {
+		scaleVals = make([]float64, scales.Size())
+		for i := range scaleVals {
+			scaleVals[i] = scales.Float(i)
+		}
+	}
+	ras, err := resolveResizeAxes(n, x.Shape, roi, scaleVals, sizes, m, true)
+	if err != nil {
+		return nil, err
+	}
+	return resizeRun(n, x, m, ras)
+}
+
+// resolveResizeAxes resolves the resized axes of a Resize or Upsample node
+// over an input of shape: from scaleVals (nil when sizes is given), sizes,
+// roi (tf_crop_and_resize), and, when useAxes, the opset-18 axes and
+// keep_aspect_ratio_policy attributes.
+func resolveResizeAxes(n *graph.Node, shape []int, roi *graph.Tensor, scaleVals []float64, sizes *graph.Tensor, m *resizeMode, useAxes bool) ([]resizeAxis, error) {
+	r := len(shape)
 	axes := make([]int, r)
 	for i := range axes {
 		axes[i] = i
 	}
-	if v := n.AttrInts("axes", nil); v != nil {
+	if v := n.AttrInts("axes", nil); v != nil && useAxes {
 		axes = axes[:0]
 		seen := map[int]bool{}
 		for _, a := range v {
@@ -262,26 +284,20 @@ func resizeKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 			axes = append(axes, ax)
 		}
 	}
-	if scales != nil && scales.Size() == 0 {
-		scales = nil
-	}
 	if sizes != nil && sizes.Size() == 0 {
 		sizes = nil
 	}
-	if scales != nil && sizes != nil {
+	if scaleVals != nil && sizes != nil {
 		return nil, n.Errorf("only one of scales and sizes may be given")
 	}
-	var scaleVals []float64
 	switch {
-	case scales != nil:
-		if scales.Size() != len(axes) {
-			return nil, n.Errorf("scales has %d values, want %d", scales.Size(), len(axes))
+	case scaleVals != nil:
+		if len(scaleVals) != len(axes) {
+			return nil, n.Errorf("scales has %d values, want %d", len(scaleVals), len(axes))
 		}
-		scaleVals = make([]float64, len(axes))
-		for i := range scaleVals {
-			scaleVals[i] = scales.Float(i)
-			if !(scaleVals[i] > 0) {
-				return nil, n.Errorf("scales %v must be positive", scales)
+		for _, v := range scaleVals {
+			if !(v > 0) {
+				return nil, n.Errorf("scales %v must be positive", scaleVals)
 			}
 		}
 	case sizes != nil:
@@ -293,7 +309,7 @@ func resizeKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 	}
 	ras := make([]resizeAxis, len(axes))
 	for i, ax := range axes {
-		ras[i] = resizeAxis{axis: ax, in: x.Shape[ax], roiStart: 0, roiEnd: 1}
+		ras[i] = resizeAxis{axis: ax, in: shape[ax], roiStart: 0, roiEnd: 1}
 	}
 	if m.coordMode == "tf_crop_and_resize" {
 		if roi == nil || roi.Size() != 2*len(axes) {
@@ -360,7 +376,54 @@ func resizeKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 			return nil, n.Errorf("axis %d: scale %g must be positive", ras[i].axis, ras[i].scale)
 		}
 	}
-	return resizeRun(n, x, m, ras)
+	return ras, nil
+}
+
+// ResizeTaps is one resized axis of a Resize or Upsample node: for each
+// output index o, the input indices Idx[Start[o]:Start[o+1]] and weights W
+// the forward pass combines (an extrapolated output has none).
+type ResizeTaps struct {
+	Axis, In, Out int
+	Start, Idx    []int
+	W             []float64
+}
+
+// ResizePlan resolves a Resize node (legacy: before opset 11, or Upsample,
+// whose scales may be an attribute) over an input of shape, exactly as the
+// forward kernels do, for the backward pass.
+func ResizePlan(n *graph.Node, shape []int, roi, scales, sizes *graph.Tensor, legacy bool) ([]ResizeTaps, error) {
+	m, err := readResizeMode(n, legacy)
+	if err != nil {
+		return nil, err
+	}
+	var scaleVals []float64
+	if a := n.Attr("scales"); a != nil && legacy {
+		for _, s := range a.Floats {
+			scaleVals = append(scaleVals, float64(s))
+		}
+	} else if scales != nil && scales.Size() > 0 {
+		for i := 0; i < scales.Size(); i++ {
+			scaleVals = append(scaleVals, scales.Float(i))
+		}
+	}
+	ras, err := resolveResizeAxes(n, shape, roi, scaleVals, sizes, m, !legacy)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ResizeTaps, len(ras))
+	for i := range ras {
+		a := &ras[i]
+		out[i] = ResizeTaps{Axis: a.axis, In: a.in, Out: a.out}
+		if a.out == 0 || a.in == 0 {
+			continue
+		}
+		t := m.taps(a)
+		if t.identity(a.in) {
+			continue
+		}
+		out[i].Start, out[i].Idx, out[i].W = t.start, t.idx, t.w
+	}
+	return out, nil
 }
 
 // readResizeMode reads Resize's (or Upsample's) attributes; legacy selects
@@ -605,16 +668,9 @@ func upsampleKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 	if err != nil {
 		return nil, err
 	}
-	ras := make([]resizeAxis, len(scales))
-	for i, s := range scales {
-		if !(s > 0) {
-			return nil, n.Errorf("scales %v must be positive", scales)
-		}
-		ext := float64(x.Shape[i]) * s
-		if ext > graph.MaxElements {
-			return nil, n.Errorf("scale %g makes axis %d too large", s, i)
-		}
-		ras[i] = resizeAxis{axis: i, in: x.Shape[i], out: int(math.Floor(ext)), scale: s, roiEnd: 1}
+	ras, err := resolveResizeAxes(n, x.Shape, nil, scales, nil, m, false)
+	if err != nil {
+		return nil, err
 	}
 	return resizeRun(n, x, m, ras)
 }
