@@ -140,6 +140,9 @@ type plan struct {
 	names []string       // slot -> value name
 	inits []slotValue    // initializers, by slot
 	outs  []int          // slots of g.Outputs
+	// outOf maps a slot to 1+its index in g.Outputs (0: not an output),
+	// for reporting outputs as they are computed (backend.OutputFunc).
+	outOf []int
 	// shapes are the input shapes a specialised plan was built for (nil
 	// for the general plan); mem plans its memory (nil: not planned).
 	shapes map[string][]int
@@ -313,6 +316,12 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 	for _, o := range g.Outputs {
 		p.outs = append(p.outs, slot(o.Name))
 	}
+	p.outOf = make([]int, len(p.names))
+	for i, s := range p.outs {
+		if p.outOf[s] == 0 {
+			p.outOf[s] = i + 1
+		}
+	}
 	return p, nil
 }
 
@@ -463,14 +472,19 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 	if ar != nil {
 		steps = ar.steps
 		kctx, in = &ar.kctx, ar.in[:0]
-		ar.kctx = kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &ar.sub}
+		ar.kctx = kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &ar.sub, Ctx: ctx}
 		ar.sub = subRunner{e: e, parent: fr}
 		if ar.rec != nil {
 			ar.rec.begin(p, fr)
 		}
 	} else {
-		kctx = &kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &subRunner{e: e, parent: fr}}
+		kctx = &kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &subRunner{e: e, parent: fr}, Ctx: ctx}
 		in = make([]*graph.Tensor, 0, 8)
+	}
+	// Only the top-level graph reports its outputs as they are computed.
+	var notify backend.OutputFunc
+	if fr.parent == nil {
+		notify = backend.OutputFuncFrom(ctx)
 	}
 	defer func() {
 		if ar != nil {
@@ -516,6 +530,9 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 				return fmt.Errorf("cpu: %w", n.Errorf("output %d (%q) was not produced", j, n.Outputs[j]))
 			}
 			fr.vals[slot] = out[j]
+			if notify != nil && p.outOf[slot] != 0 {
+				notify(p.g.Outputs[p.outOf[slot]-1].Name, out[j])
+			}
 		}
 		if ar != nil {
 			ar.endStep(i, st, fr)

@@ -5,6 +5,7 @@
 package kern
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -46,6 +47,10 @@ type Context struct {
 	Rand *rand.Rand
 	// Sub runs subgraphs; nil outside an executor.
 	Sub SubgraphRunner
+	// Ctx is the context of the Run in progress (nil while folding
+	// constants): kernels that talk to other processes take their
+	// collective from it (backend.CollectiveFrom).
+	Ctx context.Context
 }
 
 var registry = map[string][]Spec{}

@@ -1,0 +1,61 @@
+package backend
+
+import (
+	"context"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// OutputFunc receives a graph output as soon as the executable has computed
+// it, before the rest of the graph has run (the training loop uses it to
+// start reducing finished gradients while backward goes on). The tensor is
+// the one Run will return: it stays valid until the next Run, and the
+// function must not change it. It is called on the goroutine that runs the
+// graph, so it should return quickly.
+type OutputFunc func(name string, t *graph.Tensor)
+
+type outputFuncKey struct{}
+
+// WithOutputFunc returns a context that makes Run report outputs to f, on
+// executables that support it (the CPU backend does); others ignore it and
+// the caller sees the outputs when Run returns.
+func WithOutputFunc(ctx context.Context, f OutputFunc) context.Context {
+	return context.WithValue(ctx, outputFuncKey{}, f)
+}
+
+// OutputFuncFrom returns the function set by WithOutputFunc, or nil.
+func OutputFuncFrom(ctx context.Context) OutputFunc {
+	if ctx == nil {
+		return nil
+	}
+	f, _ := ctx.Value(outputFuncKey{}).(OutputFunc)
+	return f
+}
+
+// Collective is what kernels that reduce across processes use
+// (synchronised BatchNorm statistics). A data-parallel training loop puts
+// its process group's collective in the context it passes to Run.
+type Collective interface {
+	// AllReduceSum replaces x, on every process, by the element-wise sum
+	// of x over all processes.
+	AllReduceSum(ctx context.Context, x []float32) error
+	// WorldSize is the number of processes.
+	WorldSize() int
+}
+
+type collectiveKey struct{}
+
+// WithCollective returns a context carrying c for the kernels of a Run.
+func WithCollective(ctx context.Context, c Collective) context.Context {
+	return context.WithValue(ctx, collectiveKey{}, c)
+}
+
+// CollectiveFrom returns the collective set by WithCollective, or nil (one
+// process).
+func CollectiveFrom(ctx context.Context) Collective {
+	if ctx == nil {
+		return nil
+	}
+	c, _ := ctx.Value(collectiveKey{}).(Collective)
+	return c
+}
