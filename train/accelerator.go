@@ -385,6 +385,8 @@ type Output struct {
 // Forward runs the forward and backward pass of one micro-batch. The
 // gradients are those of loss/GradAccum; Backward adds them.
 func (m *Model) Forward(ctx context.Context, b *data.Batch) (*Output, error) {
+	ctx = m.acc.withCollective(ctx) // syncbn.go: BatchNorm statistics across processes
+	ctx = m.acc.withOverlap(ctx, m) // overlap.go: gradients reduced while backward runs
 	res, err := m.Prog.ForwardBackward(ctx, b.Inputs, b.Labels, float32(1/float64(m.acc.cfg.GradAccum)))
 	if err != nil {
 		return nil, err
