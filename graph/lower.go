@@ -81,6 +81,16 @@ func IntsAttr(name string, v ...int64) *Attr { return &Attr{Name: name, Type: At
 // StringAttr makes a string attribute.
 func StringAttr(name, v string) *Attr { return &Attr{Name: name, Type: AttrString, S: v} }
 
+// StringsAttr makes a strings attribute.
+func StringsAttr(name string, v ...string) *Attr {
+	return &Attr{Name: name, Type: AttrStrings, Strings: v}
+}
+
+// FloatsAttr makes a floats attribute.
+func FloatsAttr(name string, v ...float32) *Attr {
+	return &Attr{Name: name, Type: AttrFloats, Floats: v}
+}
+
 // TensorAttr makes a tensor attribute.
 func TensorAttr(name string, t *Tensor) *Attr { return &Attr{Name: name, Type: AttrTensor, T: t} }
 

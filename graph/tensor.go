@@ -145,6 +145,11 @@ func FromInt64(data []int64, shape ...int) *Tensor {
 	return &Tensor{DType: Int64, Shape: shape, Data: data}
 }
 
+// FromInt32 wraps data (not copied) as an int32 tensor.
+func FromInt32(data []int32, shape ...int) *Tensor {
+	return &Tensor{DType: Int32, Shape: shape, Data: data}
+}
+
 // FromBool wraps data (not copied) as a bool tensor.
 func FromBool(data []bool, shape ...int) *Tensor {
 	return &Tensor{DType: Bool, Shape: shape, Data: data}

@@ -239,6 +239,34 @@ func rnnMatMulGeneric[T rnnFloat](m, n, k int, a []T, lda int, b []T, ldb int, b
 
 // recurrentKernel validates a RNN/GRU/LSTM node and runs it.
 func recurrentKernel(kind rnnKind, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	cfg, err := parseRecurrent(kind, n, in)
+	if err != nil {
+		return nil, err
+	}
+	x, w, r := in[0], in[1], in[2]
+	b, h0 := kern.Opt(in, 3), kern.Opt(in, 5)
+	var c0, peep *graph.Tensor
+	if kind == rnnLSTM {
+		c0, peep = kern.Opt(in, 6), kern.Opt(in, 7)
+	}
+	var outs []*graph.Tensor
+	switch x.DType {
+	case graph.Float32:
+		outs = rnnRun(cfg, x, w, r, b, h0, c0, peep, rnnMatMulF32)
+	case graph.Float64:
+		outs = rnnRun(cfg, x, w, r, b, h0, c0, peep, rnnMatMulGeneric[float64])
+	default:
+		return nil, n.Errorf("dtype %v is not supported", x.DType)
+	}
+	if kind != rnnLSTM {
+		outs = outs[:2]
+	}
+	return outs, nil
+}
+
+// parseRecurrent checks a RNN/GRU/LSTM node's inputs (X, W, R, B,
+// sequence_lens, initial_h, initial_c, P) and resolves its attributes.
+func parseRecurrent(kind rnnKind, n *graph.Node, in []*graph.Tensor) (*rnnConfig, error) {
 	if err := kern.Need(n, in, 3); err != nil {
 		return nil, err
 	}
@@ -332,19 +360,7 @@ func recurrentKernel(kind rnnKind, n *graph.Node, in []*graph.Tensor) ([]*graph.
 		return nil, err
 	}
 	cfg.hasInitialH, cfg.hasInitialC = h0 != nil, c0 != nil
-	var outs []*graph.Tensor
-	switch x.DType {
-	case graph.Float32:
-		outs = rnnRun(cfg, x, w, r, b, h0, c0, peep, rnnMatMulF32)
-	case graph.Float64:
-		outs = rnnRun(cfg, x, w, r, b, h0, c0, peep, rnnMatMulGeneric[float64])
-	default:
-		return nil, n.Errorf("dtype %v is not supported", x.DType)
-	}
-	if kind != rnnLSTM {
-		outs = outs[:2]
-	}
-	return outs, nil
+	return cfg, nil
 }
 
 // rnnData returns t's data as []T, or nil for an absent tensor.
