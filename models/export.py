@@ -255,6 +255,24 @@ class TransformerLoss(nn.Module):
         return F.cross_entropy(logits.reshape(-1, self.vocab), labels.reshape(-1))
 
 
+class RecurrentClassifier(nn.Module):
+    """A sequence classifier with both recurrent layers PyTorch exports: a
+    bidirectional LSTM (input 5, hidden 8, batch first) feeding a GRU
+    (hidden 8), whose last time step goes through a linear layer to 10
+    classes. Input [batch, 6, 5]."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(5, 8, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(16, 8, batch_first=True)
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        h, _ = self.lstm(x)
+        h, _ = self.gru(h)
+        return self.head(h[:, -1])
+
+
 # ---------------------------------------------------------------------------
 # Export machinery
 
@@ -395,6 +413,8 @@ MODELS = {
                        output_names=["output"]),
     "convtranspose_resize": dict(ctor=ConvTransposeResize, make_inputs=randn(2, 3, 8, 8), input_names=["input"],
                                  output_names=["output"]),
+    "rnn_seq": dict(ctor=RecurrentClassifier, make_inputs=randn(4, 6, 5), input_names=["input"],
+                    output_names=["output"]),
     "transformer_loss": dict(
         ctor=TransformerLoss,
         make_inputs=lambda gen: [torch.randint(0, 16, (3, 8), generator=gen),

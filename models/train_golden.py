@@ -58,6 +58,7 @@ def make_case(name, gen):
         "vit_tiny": (3, 32, 32),
         "fmnist_cnn": (1, 28, 28),
         "convtranspose_resize": (3, 8, 8),
+        "rnn_seq": (6, 5),
     }
     x = torch.randn(BATCH, *shapes[name], generator=gen)
     if name == "convtranspose_resize":
