@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -19,7 +20,17 @@ import (
 // stream of the same bytes: one way (tcp_GB/s) and both ways at once
 // (tcp_bidir_GB/s, per direction). Reported: bus bandwidth
 // busbw = 2(n-1)/n · bytes / time (NCCL's definition: what each link
-// carries per second), and its ratio to each stream.
+// carries per second, in each direction at once), and its ratio to each
+// stream: ratio (one-way) and ratio_bidir (both ways), each the median over
+// the iterations of (stream time / all-reduce time), each iteration's three
+// measurements taken back to back so that a shared machine's load falls on
+// all three alike.
+//
+// The fair peer is the two-way stream: in a ring all-reduce every process
+// sends and receives at once, so the two processes move twice the bytes of
+// a one-way stream through the kernel per unit of busbw; on loopback, where
+// a TCP byte costs two memory copies of CPU time, busbw can reach about half
+// the one-way stream's rate on a machine with two cores.
 //
 //	go test ./distrib -run XXX -bench AllReduce
 func BenchmarkAllReduce(b *testing.B) {
@@ -135,16 +146,26 @@ func (p *benchPeer) allReduce(b *testing.B, size int, bf16 bool) {
 	if err := p.g.AllReduce(ctx, data, Sum, opts...); err != nil {
 		b.Fatal(err)
 	}
-	var uni, bidir time.Duration
+	var uni, bidir, arCPU, bidirCPU time.Duration
+	var uniRatios, bidirRatios []float64
 	b.SetBytes(int64(size))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		start, cpu0 := time.Now(), processCPU()
 		if err := p.g.AllReduce(ctx, data, Sum, opts...); err != nil {
 			b.Fatal(err)
 		}
+		ar, cpu1 := time.Since(start), processCPU()
 		b.StopTimer()
-		uni += streamOneWay(b, conn, perLink)
-		bidir += streamBothWays(b, conn, perLink)
+		u := streamOneWay(b, conn, perLink)
+		cpu2 := processCPU()
+		bi := streamBothWays(b, conn, perLink)
+		arCPU += cpu1 - cpu0
+		bidirCPU += processCPU() - cpu2
+		uni += u
+		bidir += bi
+		uniRatios = append(uniRatios, u.Seconds()/ar.Seconds())
+		bidirRatios = append(bidirRatios, bi.Seconds()/ar.Seconds())
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -153,8 +174,21 @@ func (p *benchPeer) allReduce(b *testing.B, size int, bf16 bool) {
 	b.ReportMetric(busbw/1e9, "busbw_GB/s")
 	b.ReportMetric(bytes/uni.Seconds()/1e9, "tcp_GB/s")
 	b.ReportMetric(bytes/bidir.Seconds()/1e9, "tcp_bidir_GB/s")
-	b.ReportMetric(uni.Seconds()/b.Elapsed().Seconds(), "ratio")
-	b.ReportMetric(bidir.Seconds()/b.Elapsed().Seconds(), "ratio_bidir")
+	b.ReportMetric(median(uniRatios), "ratio")
+	b.ReportMetric(median(bidirRatios), "ratio_bidir")
+	// CPU time is what the bytes cost on loopback, whatever else runs on
+	// the machine: this process's CPU time for the two-way stream over
+	// that for the all-reduce.
+	b.ReportMetric(bidirCPU.Seconds()/arCPU.Seconds(), "cpu_ratio_bidir")
+}
+
+func median(x []float64) float64 {
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 const streamBuf = 4 << 20
@@ -186,8 +220,12 @@ func streamBothWays(b *testing.B, conn net.Conn, total int64) time.Duration {
 	return time.Since(start)
 }
 
+// The streams' buffers, made once so that the peer measurement pays no
+// allocation (one writer and one reader at a time per process).
+var streamSendBuf, streamRecvBuf = make([]byte, streamBuf), make([]byte, streamBuf)
+
 func writeN(c net.Conn, total int64) error {
-	buf := make([]byte, streamBuf)
+	buf := streamSendBuf
 	for total > 0 {
 		k := min(total, int64(len(buf)))
 		if _, err := c.Write(buf[:k]); err != nil {
@@ -199,7 +237,7 @@ func writeN(c net.Conn, total int64) error {
 }
 
 func readN(c net.Conn, total int64) error {
-	buf := make([]byte, streamBuf)
+	buf := streamRecvBuf
 	for total > 0 {
 		k := min(total, int64(len(buf)))
 		got, err := io.ReadFull(c, buf[:k])

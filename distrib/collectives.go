@@ -177,7 +177,10 @@ func (g *Group) lostVerdict(rank int, detail string) *RankError {
 
 // collective runs body as collective number g.seq+1 with the checks,
 // deadline, cancellation and failure handling every collective shares.
-func (g *Group) collective(ctx context.Context, s spec, body func(c *call)) error {
+//
+// On a group whose collectives run on another transport (MPI), alt runs
+// instead of body once the group has more than one rank; see viaTransport.
+func (g *Group) collective(ctx context.Context, s spec, body func(c *call), alt func(t transport) error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	name := opNames[s.code]
@@ -210,6 +213,9 @@ func (g *Group) collective(ctx context.Context, s spec, body func(c *call)) erro
 		body(c)
 		g.finished.Store(c.seq)
 		return nil
+	}
+	if g.tr != nil {
+		return g.viaTransport(ctx, c, s, alt)
 	}
 
 	deadline := time.Now().Add(g.timeout)
@@ -337,19 +343,40 @@ func (d debugDesc) String() string {
 // debugCheck exchanges every rank's description of the collective. When
 // they differ, every rank returns the same error and the group stays usable.
 func (g *Group) debugCheck(c *call, s spec) error {
-	mine := debugDesc{Op: c.op, N: s.n, Root: s.root, BF16: s.bf16, Invalid: s.invalid}
-	b, _ := json.Marshal(mine)
-	blocks := g.allGatherBytes(c, c.header(opDebugCheck, 0, -1, false), b)
+	blocks := g.allGatherBytes(c, c.header(opDebugCheck, 0, -1, false), debugDescOf(c, s))
 	if c.failed() {
 		return nil
 	}
-	descs := make([]debugDesc, g.size)
+	descs, r, err := decodeDescs(blocks)
+	if err != nil {
+		c.fail(&localFailure{suspect: r, kind: kindMismatch, detail: err.Error()})
+		return nil
+	}
+	return g.compareDescs(c, descs)
+}
+
+// debugDescOf is this rank's description of the collective, encoded.
+func debugDescOf(c *call, s spec) []byte {
+	b, _ := json.Marshal(debugDesc{Op: c.op, N: s.n, Root: s.root, BF16: s.bf16, Invalid: s.invalid})
+	return b
+}
+
+// decodeDescs decodes every rank's description; on error it also returns
+// the rank whose description is malformed.
+func decodeDescs(blocks [][]byte) ([]debugDesc, int, error) {
+	descs := make([]debugDesc, len(blocks))
 	for r, blk := range blocks {
 		if err := json.Unmarshal(blk, &descs[r]); err != nil {
-			c.fail(&localFailure{suspect: r, kind: kindMismatch, detail: fmt.Sprintf("rank %d sent a malformed description: %v", r, err)})
-			return nil
+			return nil, r, fmt.Errorf("rank %d sent a malformed description: %v", r, err)
 		}
 	}
+	return descs, -1, nil
+}
+
+// compareDescs returns the error every rank returns when the ranks'
+// descriptions of the collective differ (or one rank's arguments are
+// invalid), and nil when they agree.
+func (g *Group) compareDescs(c *call, descs []debugDesc) error {
 	desc := opDesc(c.op, c.step, c.seq)
 	for r, d := range descs {
 		if d.Invalid != "" {
@@ -409,7 +436,7 @@ func (g *Group) AllReduce(ctx context.Context, data []float32, op ReduceOp, opts
 		if g.size > 1 {
 			g.runFloat(c, g.allReducePlan(c, data, op, o.bf16))
 		}
-	})
+	}, func(t transport) error { return t.allReduce(data, op) })
 }
 
 // ReduceScatter reduces input (WorldSize blocks of len(output) elements)
@@ -436,7 +463,7 @@ func (g *Group) ReduceScatter(ctx context.Context, input, output []float32, op R
 			m := len(output)
 			copy(output, work[g.rank*m:(g.rank+1)*m])
 		}
-	})
+	}, func(t transport) error { return t.reduceScatter(input, output, op) })
 }
 
 // ReduceScatterInPlace is ReduceScatter without the workspace: data holds
@@ -453,6 +480,17 @@ func (g *Group) ReduceScatterInPlace(ctx context.Context, data []float32, op Red
 		if g.size > 1 {
 			g.runFloat(c, g.reduceScatterPlan(c, data, op, o.bf16))
 		}
+	}, func(t transport) error {
+		block := data[g.rank*m : (g.rank+1)*m]
+		if cap(g.work) < m {
+			g.work = make([]float32, m)
+		}
+		out := g.work[:m]
+		if err := t.reduceScatter(data, out, op); err != nil {
+			return err
+		}
+		copy(block, out)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -473,7 +511,7 @@ func (g *Group) AllGather(ctx context.Context, input, output []float32) error {
 		if g.size > 1 {
 			g.runFloat(c, g.allGatherPlan(c, output, m))
 		}
-	})
+	}, func(t transport) error { return t.allGather(input, output) })
 }
 
 // Broadcast copies root's data into data on every rank (a pipelined chain
@@ -488,7 +526,7 @@ func (g *Group) Broadcast(ctx context.Context, data []float32, root int) error {
 		if g.size > 1 {
 			g.runFloat(c, g.broadcastPlan(c, data, root))
 		}
-	})
+	}, func(t transport) error { return t.broadcast(data, root) })
 }
 
 // Barrier returns once every rank has entered it.
@@ -501,7 +539,7 @@ func (g *Group) Barrier(ctx context.Context) error {
 			p.hdr.op = opBarrier
 			g.runFloat(c, p)
 		}
-	})
+	}, func(t transport) error { return t.barrier() })
 }
 
 // AllGatherObject gathers every rank's bytes (of any length, possibly
@@ -515,6 +553,9 @@ func (g *Group) AllGatherObject(ctx context.Context, obj []byte) ([][]byte, erro
 			return
 		}
 		out = g.allGatherBytes(c, c.header(opAllGatherObject, 0, -1, false), obj)
+	}, func(t transport) (err error) {
+		out, err = t.allGatherBytes(obj)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -537,6 +578,9 @@ func (g *Group) GatherObject(ctx context.Context, obj []byte, root int) ([][]byt
 			return
 		}
 		out = g.gatherBytes(c, obj, root)
+	}, func(t transport) (err error) {
+		out, err = t.gatherBytes(obj, root)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -558,6 +602,9 @@ func (g *Group) BroadcastObject(ctx context.Context, obj []byte, root int) ([]by
 			return
 		}
 		out = g.broadcastBytes(c, obj, root)
+	}, func(t transport) (err error) {
+		out, err = t.broadcastBytes(obj, root)
+		return err
 	})
 	if err != nil {
 		return nil, err

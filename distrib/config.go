@@ -121,7 +121,9 @@ func (c Config) validate() error {
 //
 // MASTER_PORT defaults to DefaultMasterPort. ONNXTRAIN_DIST_TIMEOUT (a Go
 // duration such as "90s", or seconds) sets Timeout and ONNXTRAIN_DIST_DEBUG
-// (a boolean) sets Debug. With none of the launcher variables, FromEnv returns
+// (a boolean) sets Debug. ONNXTRAIN_LISTEN_HOST sets ListenHost (the
+// address this rank's peer listener binds to and advertises, on a machine
+// with several). With none of the launcher variables, FromEnv returns
 // a single-process Config (rank 0 of 1).
 func FromEnv() (Config, error) {
 	cfg, err := configFromEnv(os.LookupEnv)
@@ -225,6 +227,12 @@ func configFromEnv(lookup lookupFunc) (Config, error) {
 			return Config{}, fmt.Errorf("distrib: ONNXTRAIN_DIST_DEBUG=%q is not a boolean", s)
 		}
 		cfg.Debug = b
+	}
+	if s := envString(lookup, "ONNXTRAIN_LISTEN_HOST"); s != "" {
+		if strings.ContainsAny(s, " /") {
+			return Config{}, fmt.Errorf("distrib: ONNXTRAIN_LISTEN_HOST=%q is not a host name or address", s)
+		}
+		cfg.ListenHost = s
 	}
 	return cfg, nil
 }

@@ -35,6 +35,12 @@ func TestFromEnvLaunchers(t *testing.T) {
 			want: Config{Rank: 2, WorldSize: 3, LocalRank: 0, MasterAddr: "job-master-0", MasterPort: 23456, Launcher: LauncherEnv},
 		},
 		{
+			name: "torchrun with a listen host",
+			env: map[string]string{"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29400", "RANK": "1", "WORLD_SIZE": "2",
+				"ONNXTRAIN_LISTEN_HOST": "127.0.0.2"},
+			want: Config{Rank: 1, WorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: 29400, Launcher: LauncherEnv, ListenHost: "127.0.0.2"},
+		},
+		{
 			name: "slurm",
 			env: map[string]string{"SLURM_PROCID": "6", "SLURM_NTASKS": "8", "SLURM_LOCALID": "2",
 				"SLURM_JOB_NODELIST": "gpu[07-08,11],login1", "SLURMD_NODENAME": "gpu08"},
@@ -124,6 +130,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"mpi several machines without master", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}, "set MASTER_ADDR"},
 		{"bad timeout", map[string]string{"ONNXTRAIN_DIST_TIMEOUT": "soon"}, "ONNXTRAIN_DIST_TIMEOUT"},
 		{"bad debug", map[string]string{"ONNXTRAIN_DIST_DEBUG": "maybe"}, "ONNXTRAIN_DIST_DEBUG"},
+		{"bad listen host", map[string]string{"ONNXTRAIN_LISTEN_HOST": "10.0.0.1/24"}, `ONNXTRAIN_LISTEN_HOST="10.0.0.1/24" is not a host`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

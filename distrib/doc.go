@@ -23,4 +23,9 @@
 // the rank at fault ("rank 2 did not answer within 30s during AllReduce
 // (step 17, collective 312)"); nothing hangs. With Config.Debug, ranks
 // compare each collective's lengths before running it.
+//
+// Built with the tag mpi (cgo, Open MPI), InitMPI makes a Group whose
+// collectives run on MPI instead (MPI_COMM_WORLD under mpirun); the Group's
+// methods, checks and errors stay the same. Without the tag InitMPI returns
+// ErrNoMPI and the package stays pure Go.
 package distrib

@@ -37,6 +37,7 @@ type Group struct {
 
 	next, prev net.Conn // ring links: send to rank+1, receive from rank-1
 	ctl        *control
+	tr         transport // when set, the collectives run on it (MPI) instead of the ring
 
 	mu  sync.Mutex // held for the whole of a collective
 	seq uint64
@@ -555,6 +556,11 @@ func (g *Group) Close() error {
 		g.ctl.bye()
 	}
 	g.closeConns()
+	if g.tr != nil {
+		g.mu.Lock() // let a collective in progress end first
+		defer g.mu.Unlock()
+		return g.tr.close(g.verdict.Load() != nil, g.timeout)
+	}
 	return nil
 }
 
