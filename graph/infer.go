@@ -213,8 +213,12 @@ func topoOrder(g *Graph) []*Node {
 
 // inferNode applies n's rule and records what it found.
 func (st *inferState) inferNode(n *Node) error {
-	if n.Domain == "" || n.Domain == "ai.onnx" {
-		if rule, ok := inferRules[n.OpType]; ok {
+	rules := inferRules
+	if n.Domain == InternalDomain {
+		rules = internalInferRules
+	}
+	if n.Domain == "" || n.Domain == "ai.onnx" || n.Domain == InternalDomain {
+		if rule, ok := rules[n.OpType]; ok {
 			c := &inferCall{st: st, n: n}
 			if err := rule(c); err != nil {
 				if errors.Is(err, ErrShapeMismatch) {
@@ -436,6 +440,10 @@ type inferFunc func(c *inferCall) error
 
 // inferRules maps ai.onnx op types to their rules; infer_ops.go fills it.
 var inferRules = map[string]inferFunc{}
+
+// internalInferRules maps InternalDomain (onnxtrain) op types to their
+// rules; ops without one leave their outputs untyped.
+var internalInferRules = map[string]inferFunc{}
 
 // HasShapeInference reports whether InferShapes has a rule for the ai.onnx op.
 func HasShapeInference(op string) bool { _, ok := inferRules[op]; return ok }
