@@ -1,0 +1,630 @@
+package train
+
+// ZeRO (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+// Trillion Parameter Models", 2020), stages 1 and 2, for data parallel
+// training (AcceleratorConfig.Zero, --zero).
+//
+// The trainable parameters, in order, are laid end to end in one flat space
+// of Ψ elements. It is cut into WorldSize partitions of P = ⌈Ψ/N⌉ elements;
+// rank r owns elements [rP, min((r+1)P, Ψ)). Its slice of every parameter
+// that meets its partition is an optim.Param view (the parameter's name,
+// a flat shape, the same memory), so the optimizer keeps state only for the
+// owned elements; optimizers work element by element, so stepping the
+// slices gives the same values as stepping the whole parameters.
+//
+// Collectives run in rounds over chunks: round k takes elements
+// [rP + kc, rP + (k+1)c) of every rank's partition r into block r of a
+// staging buffer of N·c elements (at most BucketBytes, zeros past Ψ), and
+// reduce-scatters (gradients) or all-gathers (parameters) it.
+//
+//   - Stage 1: gradients accumulate over the window in full local buffers
+//     (as without ZeRO); at the window's end they are reduce-scattered (the
+//     same bytes on the wire as the all-reduce: the parameters' all-gather
+//     is its other half), each rank steps its partition, and the updated
+//     parameters are all-gathered.
+//   - Stage 2: each micro-batch's gradients are reduce-scattered straight
+//     from the executor's outputs and added into a buffer that holds only
+//     this rank's partition (P elements). We reduce per micro-batch rather
+//     than once at the window's end because the latter needs a full local
+//     accumulation buffer (4Ψ bytes) for the whole window, which is the very
+//     memory stage 2 exists to save; the price is one reduce-scatter per
+//     micro-batch instead of per window (with --grad-accum 1 they are the
+//     same). DeepSpeed's stage 2 makes the same choice.
+//
+// Memory per rank that persists across steps (fp32, Adam): parameters 4Ψ,
+// gradient buffers 4Ψ (stage 1) or 4P (stage 2), optimizer state 8P (two
+// slots), against 4Ψ + 4Ψ + 8Ψ without ZeRO; plus the staging buffer (at
+// most BucketBytes) and, in every stage, the executor's own gradient
+// outputs (4Ψ, part of the training graph's memory plan).
+//
+// Gradient clipping by norm adds the squares over every rank's slices per
+// parameter (an all-gather of one float64 per parameter), so the norm is
+// that of the whole gradients. Checkpoints: every rank writes its slice of
+// the optimizer state, with the element ranges it covers, into the
+// checkpoint folder rank 0 is building (saveZeroState; the ranks must share
+// a file system), and LoadState reassembles whole tensors from the shards,
+// so a checkpoint loads on any number of processes, with or without ZeRO.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/onnxtrain/onnxtrain/distrib"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/tensorio"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// zeroShard is one rank's part of the flat parameter space.
+type zeroShard struct {
+	stage       int
+	world, rank int
+	total, part int   // Ψ, and P = ⌈Ψ/N⌉
+	lo, hi      int   // the owned elements [lo, hi) of the flat space
+	offs        []int // flat offset of each parameter; offs[len] = Ψ
+	chunk       int   // elements per rank and round of a collective
+
+	views  []*optim.Param // the owned slices, as the optimizer sees them
+	viewOf []int          // parameter index of each view
+	viewLo []int          // first element of each view within its parameter
+	byName map[string]int // parameter name -> view index
+
+	grad    []float32 // stage 2: the reduced gradients of the partition (P elements)
+	staging []float32 // N·chunk elements
+	mine    []float32 // chunk elements
+}
+
+// zeroStage is the ZeRO stage in effect: 0 with one process.
+func (a *Accelerator) zeroStage() int {
+	if a.cfg.Zero <= 0 || a.NumProcesses() == 1 {
+		return 0
+	}
+	return a.cfg.Zero
+}
+
+// newZeroShard lays out the partition of rank of world over params, with
+// collectives of at most limit bytes.
+func newZeroShard(stage, world, rank int, params []*optim.Param, limit int) *zeroShard {
+	z := &zeroShard{stage: stage, world: world, rank: rank, offs: make([]int, len(params)+1), byName: map[string]int{}}
+	for i, p := range params {
+		z.offs[i+1] = z.offs[i] + p.Value.Size()
+	}
+	z.total = z.offs[len(params)]
+	z.part = (z.total + world - 1) / world
+	z.lo, z.hi = min(rank*z.part, z.total), min((rank+1)*z.part, z.total)
+	z.chunk = max(1, min(limit/(4*world), z.part))
+	if stage == 2 {
+		z.grad = make([]float32, z.part)
+	}
+	for i, p := range params {
+		s, e := max(z.lo, z.offs[i]), min(z.hi, z.offs[i+1])
+		if s >= e {
+			continue
+		}
+		lo := s - z.offs[i]
+		v := &optim.Param{Name: p.Name, Group: p.Group, Value: flatView(p.Value.Float32s()[lo : lo+e-s])}
+		if stage == 2 {
+			v.Grad = flatView(z.grad[s-z.lo : e-z.lo])
+		}
+		z.byName[p.Name] = len(z.views)
+		z.views = append(z.views, v)
+		z.viewOf = append(z.viewOf, i)
+		z.viewLo = append(z.viewLo, lo)
+	}
+	return z
+}
+
+// flatView is a rank-1 float32 tensor over x (sharing its memory).
+func flatView(x []float32) *graph.Tensor {
+	return &graph.Tensor{DType: graph.Float32, Shape: []int{len(x)}, Data: x}
+}
+
+// pieces calls f for each parameter that flat elements [from, from+n)
+// meet (clipped to Ψ): parameter i, its elements [lo, lo+cnt), which are
+// elements [off, off+cnt) of the span.
+func (z *zeroShard) pieces(from, n int, f func(i, lo, off, cnt int)) {
+	end := min(from+n, z.total)
+	if from >= end {
+		return
+	}
+	i := sort.Search(len(z.offs)-1, func(i int) bool { return z.offs[i+1] > from })
+	for pos := from; pos < end; i++ {
+		cnt := min(end, z.offs[i+1]) - pos
+		if cnt > 0 {
+			f(i, pos-z.offs[i], pos-from, cnt)
+			pos += cnt
+		}
+	}
+}
+
+// read copies flat elements [from, from+len(dst)) of the tensors data
+// gives by parameter index into dst, with zeros past Ψ.
+func (z *zeroShard) read(data func(i int) []float32, from int, dst []float32) {
+	if from+len(dst) > z.total {
+		clear(dst)
+	}
+	z.pieces(from, len(dst), func(i, lo, off, cnt int) {
+		copy(dst[off:off+cnt], data(i)[lo:lo+cnt])
+	})
+}
+
+// write copies src into flat elements [from, from+len(src)) (those below Ψ).
+func (z *zeroShard) write(data func(i int) []float32, from int, src []float32) {
+	z.pieces(from, len(src), func(i, lo, off, cnt int) {
+		copy(data(i)[lo:lo+cnt], src[off:off+cnt])
+	})
+}
+
+// buffers returns the staging buffer for n elements per rank, and the
+// chunk buffer.
+func (z *zeroShard) buffers(n int) (staging, mine []float32) {
+	if len(z.staging) < z.world*z.chunk {
+		z.staging = make([]float32, z.world*z.chunk)
+		z.mine = make([]float32, z.chunk)
+	}
+	return z.staging[:z.world*n], z.mine[:n]
+}
+
+// reduceScatter averages the gradients src gives by parameter index across
+// processes and hands this rank's partition to sink, a chunk at a time
+// (off is the chunk's offset within the partition).
+func (a *Accelerator) zeroReduceScatter(ctx context.Context, z *zeroShard, src func(i int) []float32, sink func(off int, reduced []float32)) error {
+	ctx = distrib.WithStep(ctx, int64(a.step+1))
+	for off := 0; off < z.part; off += z.chunk {
+		n := min(z.chunk, z.part-off)
+		buf, _ := z.buffers(n)
+		for r := 0; r < z.world; r++ {
+			z.read(src, r*z.part+off, buf[r*n:(r+1)*n])
+		}
+		mine, err := a.cfg.Group.ReduceScatterInPlace(ctx, buf, distrib.Mean, a.reduceOptions()...)
+		if err != nil {
+			return fmt.Errorf("accelerator: ZeRO gradient reduce-scatter at step %d: %w", a.step+1, err)
+		}
+		sink(off, mine)
+	}
+	return nil
+}
+
+// zeroAllGather gives every rank the parameters every other rank updated.
+func (a *Accelerator) zeroAllGather(ctx context.Context, m *Model) error {
+	z := m.zero
+	ctx = distrib.WithStep(ctx, int64(a.step+1))
+	values := func(i int) []float32 { return m.params[i].Value.Float32s() }
+	for off := 0; off < z.part; off += z.chunk {
+		n := min(z.chunk, z.part-off)
+		buf, mine := z.buffers(n)
+		z.read(values, z.rank*z.part+off, mine)
+		if err := a.cfg.Group.AllGather(ctx, mine, buf); err != nil {
+			return fmt.Errorf("accelerator: ZeRO parameter all-gather at step %d: %w", a.step+1, err)
+		}
+		for r := 0; r < z.world; r++ {
+			if r != z.rank {
+				z.write(values, r*z.part+off, buf[r*n:(r+1)*n])
+			}
+		}
+	}
+	return nil
+}
+
+// zeroBackward is Backward under ZeRO.
+func (a *Accelerator) zeroBackward(out *Output) error {
+	m := a.models[0]
+	z := m.zero
+	ctx := context.Background()
+	if z.stage == 1 {
+		if err := a.backward(out); err != nil {
+			return err
+		}
+		if !a.sync {
+			return nil
+		}
+		grads := func(i int) []float32 { return m.grads[i].Float32s() }
+		err := a.zeroReduceScatter(ctx, z, grads, func(off int, reduced []float32) {
+			z.write(grads, z.lo+off, reduced)
+		})
+		for j, v := range z.views {
+			lo := z.viewLo[j]
+			v.Grad = flatView(m.grads[z.viewOf[j]].Float32s()[lo : lo+v.Value.Size()])
+		}
+		return err
+	}
+	if len(out.grads) != len(m.params) {
+		return fmt.Errorf("accelerator: %d gradients for %d parameters", len(out.grads), len(m.params))
+	}
+	fresh := m.fresh
+	m.fresh = false
+	return a.zeroReduceScatter(ctx, z, func(i int) []float32 { return out.grads[i].Float32s() }, func(off int, reduced []float32) {
+		dst := z.grad[off : off+len(reduced)]
+		if fresh {
+			copy(dst, reduced)
+			return
+		}
+		for i, x := range reduced {
+			dst[i] += x
+		}
+	})
+}
+
+// stepParams are the parameters the optimizer steps: this rank's slices
+// under ZeRO, the whole parameters otherwise. Code that changes gradients
+// before the step (clipping, unscaling) must act on these.
+func (m *Model) stepParams() []*optim.Param {
+	if m.zero != nil {
+		return m.zero.views
+	}
+	return m.params
+}
+
+// zeroStep steps this rank's slices and all-gathers the parameters.
+func (a *Accelerator) zeroStep(o *Optimizer) error {
+	m := o.model
+	z := m.zero
+	for j, v := range z.views {
+		v.Group = m.params[z.viewOf[j]].Group
+	}
+	if err := o.Inner.Step(z.views); err != nil {
+		return err
+	}
+	return a.zeroAllGather(context.Background(), m)
+}
+
+// zeroClipGradNorm is ClipGradNorm under ZeRO: the per-parameter sums of
+// squares are added across ranks, then the norm and the scale are those of
+// optim.ClipGradNorm on the whole gradients.
+func (a *Accelerator) zeroClipGradNorm(m *Model, maxNorm float64) (float64, error) {
+	z := m.zero
+	sums := make([]float64, len(m.params))
+	for j, v := range z.views {
+		if v.Grad == nil {
+			continue
+		}
+		var s float64
+		for _, x := range v.Grad.Float32s() {
+			s += float64(x) * float64(x)
+		}
+		sums[z.viewOf[j]] += s
+	}
+	ctx := distrib.WithStep(context.Background(), int64(a.step+1))
+	all, err := a.cfg.Group.AllGatherObject(ctx, encodeFloats(sums))
+	if err != nil {
+		return 0, fmt.Errorf("accelerator: ZeRO gradient norm at step %d: %w", a.step+1, err)
+	}
+	clear(sums)
+	for r, b := range all {
+		part, err := decodeFloats(b, len(sums))
+		if err != nil {
+			return 0, fmt.Errorf("accelerator: ZeRO gradient norm at step %d, from rank %d: %w", a.step+1, r, err)
+		}
+		for i, s := range part {
+			sums[i] += s
+		}
+	}
+	var sum float64
+	for _, s := range sums {
+		n := float64(float32(math.Sqrt(s))) // each parameter's norm, rounded to float32 as torch's is
+		sum += n * n
+	}
+	total := float32(math.Sqrt(sum))
+	coef := (1 / (total + float32(1e-6))) * float32(maxNorm)
+	if coef < 1 {
+		for _, v := range z.views {
+			if v.Grad == nil {
+				continue
+			}
+			g := v.Grad.Float32s()
+			for i := range g {
+				g[i] *= coef
+			}
+		}
+	}
+	return float64(total), nil
+}
+
+// ZeroMemory is the memory one rank keeps across steps for training state.
+type ZeroMemory struct {
+	// Params, Grads and Optimizer are the bytes of the parameters, of the
+	// gradient buffers the accelerator keeps (not the executor's outputs)
+	// and of the optimizer's state tensors on this rank.
+	Params, Grads, Optimizer int64
+	// Staging is the collectives' staging buffer.
+	Staging int64
+}
+
+// ZeroMemory reports this rank's persistent training-state memory (after
+// at least one step, once the buffers exist).
+func (a *Accelerator) ZeroMemory() (ZeroMemory, error) {
+	if len(a.models) == 0 || len(a.opts) == 0 {
+		return ZeroMemory{}, fmt.Errorf("accelerator: ZeroMemory needs a prepared model and optimizer")
+	}
+	m := a.models[0]
+	var r ZeroMemory
+	for _, p := range m.params {
+		r.Params += 4 * int64(p.Value.Size())
+	}
+	if m.zero != nil && m.zero.stage == 2 {
+		r.Grads = 4 * int64(len(m.zero.grad))
+	} else {
+		for _, g := range m.grads {
+			if g != nil {
+				r.Grads += 4 * int64(g.Size())
+			}
+		}
+	}
+	for _, t := range a.opts[0].Inner.State() {
+		r.Optimizer += int64(t.Size() * t.DType.Size())
+	}
+	if m.zero != nil {
+		r.Staging = 4 * int64(len(m.zero.staging)+len(m.zero.mine))
+	} else {
+		r.Staging = 4 * int64(cap(m.bucket))
+	}
+	return r, nil
+}
+
+// Checkpoints under ZeRO.
+
+// ckptZeroShardsMetaKey is the optimizer.safetensors metadata entry that
+// holds the number of optimizer-state shard files (absent: unsharded).
+const ckptZeroShardsMetaKey = "onnxtrain.zero_shards"
+
+// ckptZeroRangesMetaKey is a shard file's metadata entry: a JSON object
+// giving, per parameter, the element range the shard holds and the
+// parameter's shape.
+const ckptZeroRangesMetaKey = "onnxtrain.zero_ranges"
+
+// zeroRange is the element range [Start, End) of a parameter of Shape.
+type zeroRange struct {
+	Start int   `json:"start"`
+	End   int   `json:"end"`
+	Shape []int `json:"shape"`
+}
+
+// ZeroShardFile is the name of rank's optimizer-state shard in a
+// checkpoint saved by world processes under ZeRO.
+func ZeroShardFile(rank, world int) string {
+	return fmt.Sprintf("optimizer-shard-%05d-of-%05d.safetensors", rank, world)
+}
+
+var zeroShardFileRE = regexp.MustCompile(`^optimizer-shard-\d{5,}-of-\d{5,}\.safetensors$`)
+
+// isZeroShardFile reports whether name is a ZeroShardFile name.
+func isZeroShardFile(name string) bool { return zeroShardFileRE.MatchString(name) }
+
+// zeroShardBytes encodes this rank's optimizer state (its per-parameter
+// entries) with the element ranges of its slices.
+func (a *Accelerator) zeroShardBytes() ([]byte, error) {
+	m := a.models[0]
+	z := m.zero
+	tensors := map[string]*graph.Tensor{}
+	for k, t := range a.opts[0].Inner.State() {
+		if strings.Contains(k, "/") {
+			tensors[k] = t
+		}
+	}
+	ranges := map[string]zeroRange{}
+	for j, v := range z.views {
+		ranges[v.Name] = zeroRange{Start: z.viewLo[j], End: z.viewLo[j] + v.Value.Size(), Shape: m.params[z.viewOf[j]].Value.Shape}
+	}
+	rb, err := json.Marshal(ranges)
+	if err != nil {
+		return nil, err
+	}
+	return tensorio.EncodeSafetensors(tensors, map[string]string{"format": "pt", ckptZeroRangesMetaKey: string(rb),
+		"onnxtrain.zero_rank": strconv.Itoa(z.rank), "onnxtrain.zero_world_size": strconv.Itoa(z.world)})
+}
+
+// zeroShardEntry is what a rank reports to rank 0 about the shard file it
+// wrote.
+type zeroShardEntry struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	Err    string `json:"err,omitempty"`
+}
+
+// saveZeroState is SaveState under ZeRO; every rank calls it. Rank 0
+// writes the checkpoint as SaveState does and, once its data files are in
+// the temporary folder, broadcasts the folder's name; every rank writes its
+// shard there and reports the file's size and SHA-256 to rank 0, which
+// lists them in the manifest and commits the folder. Rank 0 then
+// broadcasts the outcome, so every rank returns the same error.
+func (a *Accelerator) saveZeroState(dir string) error {
+	ctx := context.Background()
+	g := a.cfg.Group
+	z := a.models[0].zero
+	raw, encErr := a.zeroShardBytes()
+	write := func(tmp string) zeroShardEntry {
+		e := zeroShardEntry{Name: ZeroShardFile(z.rank, z.world)}
+		switch {
+		case encErr != nil:
+			e.Err = encErr.Error()
+		case tmp == "":
+			e.Err = "rank 0 did not start the checkpoint"
+		default:
+			if err := ckptWriteSynced(filepath.Join(tmp, e.Name), raw); err != nil {
+				e.Err = fmt.Sprintf("writing %s (do the ranks share the file system?): %v", e.Name, err)
+				break
+			}
+			sum := sha256.Sum256(raw)
+			e.Size, e.SHA256 = int64(len(raw)), hex.EncodeToString(sum[:])
+		}
+		return e
+	}
+	encode := func(e zeroShardEntry) []byte {
+		b, _ := json.Marshal(e)
+		return b
+	}
+	if z.rank != 0 {
+		tmp, err := g.BroadcastObject(ctx, nil, 0)
+		if err != nil {
+			return fmt.Errorf("accelerator: checkpoint %s: %w", dir, err)
+		}
+		if _, err := g.GatherObject(ctx, encode(write(string(tmp))), 0); err != nil {
+			return fmt.Errorf("accelerator: checkpoint %s: %w", dir, err)
+		}
+		res, err := g.BroadcastObject(ctx, nil, 0)
+		if err != nil {
+			return fmt.Errorf("accelerator: checkpoint %s: %w", dir, err)
+		}
+		if len(res) > 0 {
+			return fmt.Errorf("accelerator: checkpoint %s failed on rank 0: %s", dir, res)
+		}
+		return nil
+	}
+	exchanged := false
+	exchange := func(tmp string) (map[string]ManifestFile, error) {
+		exchanged = true
+		if _, err := g.BroadcastObject(ctx, []byte(tmp), 0); err != nil {
+			return nil, err
+		}
+		all, err := g.GatherObject(ctx, encode(write(tmp)), 0)
+		if err != nil {
+			return nil, err
+		}
+		files := map[string]ManifestFile{}
+		var problems []error
+		for r, b := range all {
+			var e zeroShardEntry
+			if err := json.Unmarshal(b, &e); err != nil {
+				problems = append(problems, fmt.Errorf("rank %d sent a malformed report: %v", r, err))
+			} else if e.Err != "" {
+				problems = append(problems, fmt.Errorf("rank %d: %s", r, e.Err))
+			} else if e.Name != ZeroShardFile(r, z.world) {
+				problems = append(problems, fmt.Errorf("rank %d wrote %q, want %q", r, e.Name, ZeroShardFile(r, z.world)))
+			} else {
+				files[e.Name] = ManifestFile{Size: e.Size, SHA256: e.SHA256}
+			}
+		}
+		return files, errors.Join(problems...)
+	}
+	st, err := a.stateToSave()
+	if err == nil {
+		for k := range st.Optimizer {
+			if strings.Contains(k, "/") {
+				delete(st.Optimizer, k) // in the shards
+			}
+		}
+		st.OptimizerShards = z.world
+		err = saveStateWith(dir, st, exchange)
+	}
+	if !exchanged {
+		// The other ranks wait for the folder's name, and then report.
+		if _, berr := g.BroadcastObject(ctx, []byte{}, 0); berr == nil {
+			g.GatherObject(ctx, encode(write("")), 0)
+		}
+	}
+	msg := []byte{}
+	if err != nil {
+		msg = []byte(err.Error())
+	}
+	if _, berr := g.BroadcastObject(ctx, msg, 0); berr != nil && err == nil {
+		err = fmt.Errorf("accelerator: checkpoint %s: saved, but telling the other ranks failed: %w", dir, berr)
+	}
+	return err
+}
+
+// mergeZeroShards adds to opt the whole per-parameter tensors reassembled
+// from the world shard files of a checkpoint (data holds its verified
+// files by name).
+func mergeZeroShards(dir string, opt map[string]*graph.Tensor, data map[string][]byte, world int) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("train: checkpoint %s: %w: %s", dir, ErrCheckpointCorrupt, fmt.Sprintf(format, args...))
+	}
+	covered := map[string]int{}
+	for r := 0; r < world; r++ {
+		name := ZeroShardFile(r, world)
+		b, ok := data[name]
+		if !ok {
+			return fmt.Errorf("train: checkpoint %s: %w: the optimizer state was saved in %d shards, and the manifest does not list %s", dir, ErrCheckpointIncomplete, world, name)
+		}
+		ts, meta, err := tensorio.DecodeSafetensors(b)
+		if err != nil {
+			return bad("%s: %v", name, err)
+		}
+		var ranges map[string]zeroRange
+		if err := json.Unmarshal([]byte(meta[ckptZeroRangesMetaKey]), &ranges); err != nil {
+			return bad("%s: metadata %q: %v", name, ckptZeroRangesMetaKey, err)
+		}
+		for _, key := range ckptKeys(ts) {
+			t := ts[key]
+			i := strings.LastIndexByte(key, '/')
+			if i <= 0 {
+				return bad("%s: unexpected entry %q (per-parameter entries only)", name, key)
+			}
+			rg, ok := ranges[key[:i]]
+			if !ok {
+				return bad("%s: entry %q has no element range", name, key)
+			}
+			if !t.DType.IsFloat() {
+				// Replicated per-parameter scalars (Adam's step).
+				if prev, ok := opt[key]; ok && !sameTensor(prev, t) {
+					return bad("%s: entry %q differs from another shard's", name, key)
+				}
+				opt[key] = t
+				continue
+			}
+			size, err := graph.NumElements(rg.Shape)
+			if err != nil || rg.Start < 0 || rg.Start >= rg.End || rg.End > size || t.DType != graph.Float32 || t.Size() != rg.End-rg.Start {
+				return bad("%s: entry %q (%v %v) does not fit its range [%d, %d) of a parameter of shape %v", name, key, t.DType, t.Shape, rg.Start, rg.End, rg.Shape)
+			}
+			full, ok := opt[key]
+			if !ok {
+				full = graph.Zeros(graph.Float32, rg.Shape...)
+				opt[key] = full
+			} else if !graph.SameShape(full.Shape, rg.Shape) {
+				return bad("%s: entry %q: shape %v, another shard says %v", name, key, rg.Shape, full.Shape)
+			}
+			copy(full.Float32s()[rg.Start:rg.End], t.Float32s())
+			covered[key] += rg.End - rg.Start
+		}
+	}
+	for _, key := range ckptKeys(covered) {
+		if n := opt[key].Size(); covered[key] != n {
+			return bad("the shards cover %d of the %d elements of %q", covered[key], n, key)
+		}
+	}
+	return nil
+}
+
+func sameTensor(a, b *graph.Tensor) bool {
+	if a.DType != b.DType || !graph.SameShape(a.Shape, b.Shape) {
+		return false
+	}
+	x, _ := tensorio.EncodeSafetensors(map[string]*graph.Tensor{"t": a}, nil)
+	y, _ := tensorio.EncodeSafetensors(map[string]*graph.Tensor{"t": b}, nil)
+	return string(x) == string(y)
+}
+
+// zeroSlice cuts whole per-parameter optimizer tensors (as a checkpoint
+// holds them) down to this rank's slices.
+func (z *zeroShard) slice(st map[string]*graph.Tensor) map[string]*graph.Tensor {
+	out := map[string]*graph.Tensor{}
+	for key, t := range st {
+		i := strings.LastIndexByte(key, '/')
+		if i <= 0 {
+			out[key] = t
+			continue
+		}
+		j, ok := z.byName[key[:i]]
+		if !ok {
+			continue // another rank's
+		}
+		if !t.DType.IsFloat() || t.DType != graph.Float32 {
+			out[key] = t
+			continue
+		}
+		lo, n := z.viewLo[j], z.views[j].Value.Size()
+		out[key] = flatView(append([]float32(nil), t.Float32s()[lo:lo+n]...))
+	}
+	return out
+}
