@@ -13,16 +13,34 @@ import (
 // grow with the batch.
 func TestEstimateMemory(t *testing.T) {
 	const model = "../../models/mlp/mlp_train.onnx"
-	adamw, err := EstimateMemory(context.Background(), model, 8, "adamw", 0, "cross_entropy")
+	adamw, err := EstimateMemory(context.Background(), model, EstimateOptions{BatchSize: 8, Optimizer: "adamw", Loss: "cross_entropy"})
 	require.NoError(t, err)
 	const params = 52650 * 4 // 784·64+64 + 64·32+32 + 32·10+10 float32s
 	assert.Equal(t, int64(params), adamw.Parameters)
 	assert.Equal(t, int64(params), adamw.Gradients)
 	assert.Equal(t, int64(2*params), adamw.OptimizerState)
 	assert.Greater(t, adamw.Activations, int64(params), "the step's gradient outputs alone are as large as the parameters")
-	sgd, err := EstimateMemory(context.Background(), model, 64, "sgd", 0.9, "cross_entropy")
+	sgd, err := EstimateMemory(context.Background(), model, EstimateOptions{BatchSize: 64, Optimizer: "sgd", Momentum: 0.9, Loss: "cross_entropy"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(params), sgd.OptimizerState)
 	assert.Greater(t, sgd.Activations, adamw.Activations)
-	assert.Equal(t, sgd.Parameters+sgd.Gradients+sgd.OptimizerState+sgd.Activations+sgd.Inputs, sgd.Total)
+	assert.Equal(t, sgd.Parameters+sgd.Gradients+sgd.OptimizerState+sgd.Activations+sgd.Inputs+sgd.Prefetch+sgd.Dataset+sgd.Workspace+sgd.FirstStep, sgd.Total)
+	assert.Equal(t, 3*sgd.Inputs, sgd.Prefetch, "without --data, the loader's queue of 2 and the batch its goroutine holds")
+}
+
+func TestEstimateMemoryRejectsBadOptions(t *testing.T) {
+	const model = "../../models/mlp/mlp_train.onnx"
+	for _, c := range []struct {
+		o    EstimateOptions
+		want string
+	}{
+		{EstimateOptions{BatchSize: 0, Optimizer: "adamw", Loss: "cross_entropy"}, "--batch-size must be positive, got 0"},
+		{EstimateOptions{BatchSize: 4, Optimizer: "lion", Loss: "cross_entropy"}, `unknown optimizer "lion"`},
+		{EstimateOptions{BatchSize: 4, Optimizer: "adamw", Loss: "hinge"}, `unknown loss "hinge"`},
+		{EstimateOptions{BatchSize: 4, Optimizer: "adamw", Loss: "cross_entropy", Data: "train.csv"}, "--data train.csv: only .npz and .npy"},
+		{EstimateOptions{BatchSize: 4, Optimizer: "adamw", Loss: "cross_entropy", Data: "missing.npz"}, "--data"},
+	} {
+		_, err := EstimateMemory(context.Background(), model, c.o)
+		assert.ErrorContains(t, err, c.want)
+	}
 }
