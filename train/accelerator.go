@@ -24,8 +24,9 @@ type AcceleratorConfig struct {
 	Backend string
 	// Seed seeds random ops (Dropout) and data shuffling.
 	Seed int64
-	// MixedPrecision is "no" (default); "bf16" and "fp16" are not
-	// supported yet and are refused.
+	// MixedPrecision is "no" (default), "bf16" or "fp16": the model runs
+	// under graph.AutoCast with float32 master weights; fp16 adds dynamic
+	// loss scaling (GradScaler, amp.go).
 	MixedPrecision string
 	// Log receives main-process messages; nil discards them.
 	Log *logrus.Logger
@@ -39,6 +40,20 @@ type AcceleratorConfig struct {
 	BucketBytes int
 	// CompressBF16 sends gradients as bfloat16 on the wire.
 	CompressBF16 bool
+	// NoOverlap reduces gradients in Backward, after the backward pass,
+	// instead of while it runs (overlap.go); the result is the same.
+	NoOverlap bool
+	// Zero is the ZeRO stage (zero.go): 0 replicates everything, 1
+	// shards the optimizer state across processes, 2 also the reduced
+	// gradients. With one process it changes nothing.
+	Zero int
+	// SyncBatchNorm normalises training-mode BatchNormalization with the
+	// statistics of the global batch (all processes), as
+	// torch.nn.SyncBatchNorm; with one process it changes nothing.
+	SyncBatchNorm bool
+	// Recompute builds models with activation recomputation
+	// (ProgramConfig.Recompute): less memory per step, a little more time.
+	Recompute bool
 }
 
 // Accelerator is Hugging Face accelerate's training loop in Go. Prepare the
@@ -80,6 +95,7 @@ type Accelerator struct {
 	scheds []*Scheduler
 	loader []*DataLoader
 	extra  map[string]Checkpointable
+	amp    ampState // amp.go: mixed precision, loss scaler
 }
 
 // Checkpointable is state registered with RegisterForCheckpointing.
@@ -96,17 +112,24 @@ func NewAccelerator(cfg AcceleratorConfig) (*Accelerator, error) {
 	if cfg.Backend == "" {
 		cfg.Backend = "cpu"
 	}
-	switch cfg.MixedPrecision {
-	case "", "no":
-	default:
-		return nil, fmt.Errorf("accelerator: --mixed-precision %q is not supported yet (only \"no\")", cfg.MixedPrecision)
+	amp, err := newAMP(cfg.MixedPrecision)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Zero < 0 || cfg.Zero > 2 {
+		return nil, fmt.Errorf("accelerator: --zero must be 0, 1 or 2, got %d", cfg.Zero)
+	}
+	if cfg.Zero > 0 && cfg.MixedPrecision == "fp16" {
+		// The loss scaler unscales and checks the whole gradients, which a
+		// rank does not hold under ZeRO.
+		return nil, fmt.Errorf("accelerator: --zero %d with --mixed-precision fp16 is not supported yet", cfg.Zero)
 	}
 	log := cfg.Log
 	if log == nil {
 		log = logrus.New()
 		log.Out = discard{}
 	}
-	return &Accelerator{cfg: cfg, log: log, extra: map[string]Checkpointable{}}, nil
+	return &Accelerator{cfg: cfg, log: log, extra: map[string]Checkpointable{}, amp: amp}, nil
 }
 
 type discard struct{}
@@ -344,6 +367,16 @@ type Model struct {
 	grads  []*graph.Tensor
 	fresh  bool      // the next Backward starts a window
 	bucket []float32 // all-reduce staging, reused
+
+	// overlap.go: the bucket layout, and the reduction running alongside
+	// the current micro-batch's backward pass (nil when none).
+	bucketLayout *gradBuckets
+	bucketLimit  int
+	gradNames    map[string]int
+	overlap      *overlapRun
+	overlapStats OverlapStats
+	// zero.go: this process's shard under ZeRO (nil without ZeRO).
+	zero *zeroShard
 }
 
 // ModelOptions tune PrepareModel.
@@ -358,7 +391,8 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	if err != nil {
 		return nil, err
 	}
-	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed})
+	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed,
+		SyncBatchNorm: a.cfg.SyncBatchNorm && a.NumProcesses() > 1, MixedPrecision: a.cfg.MixedPrecision, Recompute: a.cfg.Recompute})
 	if err != nil {
 		return nil, err
 	}
@@ -367,6 +401,9 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 		pm.params = append(pm.params, &optim.Param{Name: p.Name, Value: p.Value})
 	}
 	pm.grads = make([]*graph.Tensor, len(pm.params))
+	if s := a.zeroStage(); s > 0 {
+		pm.zero = newZeroShard(s, a.NumProcesses(), a.ProcessIndex(), pm.params, a.bucketLimit())
+	}
 	a.models = append(a.models, pm)
 	return pm, nil
 }
@@ -387,8 +424,12 @@ type Output struct {
 func (m *Model) Forward(ctx context.Context, b *data.Batch) (*Output, error) {
 	ctx = m.acc.withCollective(ctx) // syncbn.go: BatchNorm statistics across processes
 	ctx = m.acc.withOverlap(ctx, m) // overlap.go: gradients reduced while backward runs
-	res, err := m.Prog.ForwardBackward(ctx, b.Inputs, b.Labels, float32(1/float64(m.acc.cfg.GradAccum)))
+	res, err := m.Prog.ForwardBackward(ctx, b.Inputs, b.Labels, float32(m.acc.LossScale()/float64(m.acc.cfg.GradAccum)))
 	if err != nil {
+		if m.overlap != nil {
+			m.overlap.cancel()
+			m.overlap = nil
+		}
 		return nil, err
 	}
 	return &Output{Loss: res.Loss, Size: b.Size, grads: res.Grads}, nil
@@ -404,6 +445,12 @@ func (m *Model) Evaluate(ctx context.Context, b *data.Batch) (float64, *graph.Te
 // buffers. At the end of an accumulation window (and only then) the
 // gradients are averaged across processes.
 func (a *Accelerator) Backward(out *Output) error {
+	if len(a.models) > 0 && a.models[0].overlap != nil {
+		return a.finishOverlap(out)
+	}
+	if len(a.models) > 0 && a.models[0].zero != nil {
+		return a.zeroBackward(out)
+	}
 	if err := a.backward(out); err != nil {
 		return err
 	}
@@ -414,45 +461,17 @@ func (a *Accelerator) Backward(out *Output) error {
 }
 
 // allReduceGrads averages the model's gradients across processes, in
-// buckets of at most BucketBytes.
+// buckets of at most BucketBytes filled in reverse parameter order (the
+// buckets and their order are those of the overlapped path, overlap.go).
 func (a *Accelerator) allReduceGrads(ctx context.Context, m *Model) error {
-	limit := a.cfg.BucketBytes
-	if limit <= 0 {
-		limit = 25 << 20
-	}
-	var opts []distrib.Option
-	if a.cfg.CompressBF16 {
-		opts = append(opts, distrib.WithBF16())
-	}
 	ctx = distrib.WithStep(ctx, int64(a.step+1))
-	bucket := m.bucket[:0]
-	var members []*graph.Tensor
-	flush := func() error {
-		if len(bucket) == 0 {
-			return nil
+	b := m.buckets(a.bucketLimit())
+	for k := range b.members {
+		if err := a.allReduceBucket(ctx, m, b, k); err != nil {
+			return err
 		}
-		if err := a.cfg.Group.AllReduce(ctx, bucket, distrib.Mean, opts...); err != nil {
-			return fmt.Errorf("accelerator: gradient all-reduce at step %d: %w", a.step+1, err)
-		}
-		off := 0
-		for _, g := range members {
-			off += copy(g.Float32s(), bucket[off:])
-		}
-		bucket, members = bucket[:0], members[:0]
-		return nil
 	}
-	for _, g := range m.grads {
-		if len(bucket) > 0 && 4*(len(bucket)+g.Size()) > limit {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		bucket = append(bucket, g.Float32s()...)
-		members = append(members, g)
-	}
-	err := flush()
-	m.bucket = bucket
-	return err
+	return nil
 }
 
 func (a *Accelerator) backward(out *Output) error {
@@ -488,15 +507,24 @@ func (a *Accelerator) Accumulate(fn func() error) error {
 // ClipGradNorm clips the model's gradients to a total L2 norm of maxNorm
 // (maxNorm <= 0 clips nothing) and returns the norm before clipping.
 func (a *Accelerator) ClipGradNorm(m *Model, maxNorm float64) (float64, error) {
+	if err := a.unscaleGrads(m); err != nil { // amp.go: fp16 gradients are clipped unscaled
+		return 0, err
+	}
 	if maxNorm <= 0 {
 		maxNorm = math.Inf(1)
+	}
+	if m.zero != nil {
+		return a.zeroClipGradNorm(m, maxNorm)
 	}
 	return optim.ClipGradNorm(m.params, maxNorm)
 }
 
 // ClipGradValue clamps every gradient element to [-v, v].
 func (a *Accelerator) ClipGradValue(m *Model, v float64) error {
-	return optim.ClipGradValue(m.params, v)
+	if err := a.unscaleGrads(m); err != nil { // amp.go
+		return err
+	}
+	return optim.ClipGradValue(m.stepParams(), v)
 }
 
 // Optimizer is a prepared optimizer: Step and ZeroGrad act only at the end
@@ -517,6 +545,22 @@ func (a *Accelerator) PrepareOptimizer(opt optim.Optimizer, m *Model) *Optimizer
 // Step updates the parameters when the window is complete.
 func (o *Optimizer) Step() error {
 	if !o.acc.sync {
+		return nil
+	}
+	// amp.go: with fp16, a step whose gradients overflowed is skipped (it
+	// still counts, and the schedule still advances, as in a plain
+	// PyTorch GradScaler loop).
+	if skip, err := o.acc.ampStep(o.model); err != nil || skip {
+		if err == nil {
+			o.acc.step++
+		}
+		return err
+	}
+	if o.model.zero != nil {
+		if err := o.acc.zeroStep(o); err != nil {
+			return err
+		}
+		o.acc.step++
 		return nil
 	}
 	if err := o.Inner.Step(o.model.params); err != nil {

@@ -29,15 +29,28 @@ func (a *Accelerator) CheckpointCounter() int { return a.counter }
 // SaveState in checkpoint.go for the format and the atomic protocol): the
 // model's parameters and buffers, the optimizer state, the step and data
 // position, the RNG states, the checkpoint counter and the registered
-// objects. Only the main process writes.
+// objects. Only the main process writes, except under ZeRO, where every
+// process writes its optimizer shard (zero.go): call it on every process.
 func (a *Accelerator) SaveState(dir string) error {
 	if len(a.models) == 0 || len(a.opts) == 0 {
 		return fmt.Errorf("accelerator: SaveState needs a prepared model and optimizer")
 	}
 	a.counter++
+	if a.zeroStage() > 0 {
+		return a.saveZeroState(dir) // zero.go: every rank writes its optimizer shard
+	}
 	if !a.IsMainProcess() {
 		return nil
 	}
+	st, err := a.stateToSave()
+	if err != nil {
+		return err
+	}
+	return SaveState(dir, st)
+}
+
+// stateToSave collects what SaveState writes.
+func (a *Accelerator) stateToSave() (*State, error) {
 	m := a.models[0]
 	st := &State{
 		Step: a.step, Epoch: a.epoch, BatchInEpoch: a.batchInEpoch,
@@ -47,6 +60,7 @@ func (a *Accelerator) SaveState(dir string) error {
 		RNG:               map[string][]byte{},
 		CheckpointCounter: a.counter,
 		Extra:             map[string]json.RawMessage{},
+		LossScaler:        a.ampCheckpoint(), // amp.go
 	}
 	for _, p := range m.Prog.Params {
 		st.Params[p.Name] = p.Value
@@ -55,7 +69,7 @@ func (a *Accelerator) SaveState(dir string) error {
 		st.Buffers[name] = t
 	}
 	if s, err := m.Prog.RNGState(); err != nil {
-		return err
+		return nil, err
 	} else if s != nil {
 		st.RNG["dropout"] = s
 	}
@@ -66,11 +80,11 @@ func (a *Accelerator) SaveState(dir string) error {
 	for name, c := range a.extra {
 		b, err := c.StateDict()
 		if err != nil {
-			return fmt.Errorf("accelerator: state of %q: %w", name, err)
+			return nil, fmt.Errorf("accelerator: state of %q: %w", name, err)
 		}
 		st.Extra[name] = b
 	}
-	return SaveState(dir, st)
+	return st, nil
 }
 
 // LoadState restores what SaveState wrote, after checking that the
@@ -98,13 +112,20 @@ func (a *Accelerator) LoadState(dir string) error {
 	for name, t := range st.Buffers {
 		copyInto(m.Prog.Buffers[name], t)
 	}
-	if err := a.opts[0].Inner.LoadState(st.Optimizer); err != nil {
+	opt := st.Optimizer
+	if m.zero != nil {
+		opt = m.zero.slice(opt) // zero.go: this rank's slices of whole tensors
+	}
+	if err := a.opts[0].Inner.LoadState(opt); err != nil {
 		return fmt.Errorf("accelerator: %s: %w", dir, err)
 	}
 	if s, ok := st.RNG["dropout"]; ok {
 		if err := m.Prog.SetRNGState(s); err != nil {
 			return fmt.Errorf("accelerator: %s: %w", dir, err)
 		}
+	}
+	if err := a.ampRestore(st.LossScaler); err != nil { // amp.go
+		return fmt.Errorf("accelerator: %s: %w", dir, err)
 	}
 	for name, c := range a.extra {
 		if b, ok := st.Extra[name]; ok {

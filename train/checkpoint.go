@@ -8,6 +8,11 @@ package train
 //	model.safetensors      parameters and buffers (buffer names in the
 //	                       "onnxtrain.buffers" metadata entry, a JSON list)
 //	optimizer.safetensors  the optimizer's state tensors, as Optimizer.State names them
+//	optimizer-shard-RRRRR-of-NNNNN.safetensors
+//	                       under ZeRO (zero.go): rank R's slices of the
+//	                       per-parameter state, with their element ranges;
+//	                       optimizer.safetensors then holds the rest and the
+//	                       shard count, and LoadState reassembles whole tensors
 //	state.json             step, epoch, position, schedule, RNG states, loss
 //	                       scaler, checkpoint counter, extra objects, versions
 //	manifest.json          format version, onnxtrain and Go versions, creation
@@ -99,6 +104,11 @@ type State struct {
 	Buffers map[string]*graph.Tensor
 	// Optimizer is optim.Optimizer.State().
 	Optimizer map[string]*graph.Tensor
+	// OptimizerShards, when positive, says the per-parameter optimizer
+	// tensors are saved in that many shard files (ZeRO, zero.go), written
+	// by the ranks into the folder SaveState builds. LoadState reassembles
+	// them into Optimizer and sets it.
+	OptimizerShards int
 	// Schedule holds the LR schedule's state (e.g. "last_lr", "step"). The
 	// values go through JSON: after loading, numbers are float64, and
 	// arrays and objects are []any and map[string]any.
@@ -158,6 +168,13 @@ var ckptRequiredFiles = []string{CheckpointModelFile, CheckpointOptimizerFile, C
 // checkpoint (it has a valid manifest, or holds nothing but checkpoint
 // files); the parent folder is created if needed.
 func SaveState(dir string, st *State) error {
+	return saveStateWith(dir, st, nil)
+}
+
+// saveStateWith is SaveState; extra, when not nil, is called once the data
+// files are in the temporary folder tmp, to add further files there (the
+// optimizer shards of ZeRO) and return their manifest entries.
+func saveStateWith(dir string, st *State, extra func(tmp string) (map[string]ManifestFile, error)) error {
 	if dir == "" {
 		return errors.New("train: checkpoint: empty folder name")
 	}
@@ -203,6 +220,18 @@ func SaveState(dir string, st *State) error {
 		}
 		sum := sha256.Sum256(b)
 		man.Files[name] = ManifestFile{Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
+	}
+	if extra != nil {
+		more, err := extra(tmp)
+		if err != nil {
+			return fmt.Errorf("train: checkpoint %s: %w", dir, err)
+		}
+		for name, f := range more {
+			if !ckptIsFile(name) {
+				return fmt.Errorf("train: checkpoint %s: %q is not a checkpoint file name", dir, name)
+			}
+			man.Files[name] = f
+		}
 	}
 	mb, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
@@ -281,7 +310,11 @@ func ckptEncode(st *State) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", CheckpointModelFile, err)
 	}
-	ob, err := tensorio.EncodeSafetensors(st.Optimizer, map[string]string{"format": "pt"})
+	optMeta := map[string]string{"format": "pt"}
+	if st.OptimizerShards > 0 {
+		optMeta[ckptZeroShardsMetaKey] = strconv.Itoa(st.OptimizerShards)
+	}
+	ob, err := tensorio.EncodeSafetensors(st.Optimizer, optMeta)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", CheckpointOptimizerFile, err)
 	}
@@ -364,7 +397,7 @@ func ckptIsFile(name string) bool {
 	case CheckpointModelFile, CheckpointOptimizerFile, CheckpointStateFile, CheckpointManifestFile:
 		return true
 	}
-	return false
+	return isZeroShardFile(name)
 }
 
 // ckptCheckReplaceable fails unless path is missing, or is a folder that
@@ -602,8 +635,19 @@ func LoadState(dir string) (*State, error) {
 		delete(model, name)
 	}
 	st.Params = model
-	if st.Optimizer, _, err = tensorio.DecodeSafetensors(data[CheckpointOptimizerFile]); err != nil {
+	var optMeta map[string]string
+	if st.Optimizer, optMeta, err = tensorio.DecodeSafetensors(data[CheckpointOptimizerFile]); err != nil {
 		return nil, fmt.Errorf("train: checkpoint %s: %w: %s: %v", dir, ErrCheckpointCorrupt, CheckpointOptimizerFile, err)
+	}
+	if s, ok := optMeta[ckptZeroShardsMetaKey]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("train: checkpoint %s: %w: %s: metadata %q is %q, not a shard count", dir, ErrCheckpointCorrupt, CheckpointOptimizerFile, ckptZeroShardsMetaKey, s)
+		}
+		if err := mergeZeroShards(dir, st.Optimizer, data, n); err != nil {
+			return nil, err
+		}
+		st.OptimizerShards = n
 	}
 	var sf ckptStateFile
 	if err := json.Unmarshal(data[CheckpointStateFile], &sf); err != nil {

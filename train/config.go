@@ -84,6 +84,26 @@ type Config struct {
 	Debug        bool          `yaml:"debug"`
 	DistTimeout  time.Duration `yaml:"dist-timeout"`
 	CompressBF16 bool          `yaml:"compress-bf16"`
+	// Zero is the ZeRO stage: 1 shards the optimizer state across the
+	// processes, 2 also the gradients (AcceleratorConfig.Zero).
+	Zero int `yaml:"zero"`
+	// BucketMB bounds one gradient collective (0: 25, as PyTorch DDP's
+	// bucket_cap_mb); NoOverlap reduces gradients after the backward pass
+	// instead of while it runs.
+	BucketMB  float64 `yaml:"bucket-mb"`
+	NoOverlap bool    `yaml:"no-overlap"`
+	// Comm is the transport of the collectives: "tcp" (the default; the
+	// group forms from the launcher's environment) or "mpi" (MPI_COMM_WORLD
+	// under mpirun; needs a binary built with the build tag mpi).
+	Comm string `yaml:"comm"`
+	// SyncBatchNorm normalises BatchNorm layers with the statistics of the
+	// global batch across processes (torch.nn.SyncBatchNorm).
+	SyncBatchNorm bool `yaml:"sync-batchnorm"`
+	// MixedPrecision is no, bf16 or fp16 (see amp.go).
+	MixedPrecision string `yaml:"mixed-precision"`
+	// Recompute recomputes cheap activations in the backward pass instead
+	// of keeping them from the forward pass (ProgramConfig.Recompute).
+	Recompute bool `yaml:"recompute"`
 }
 
 // DefaultConfig holds the defaults of every flag.
@@ -93,7 +113,8 @@ func DefaultConfig() Config {
 		Optimizer: "adamw", LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8,
 		BatchSize: 32, Epochs: 1, GradAccum: 1,
 		LRSchedule: "constant", Gamma: 0.1,
-		Shuffle: true, LogFormat: "text", Backend: "cpu",
+		Shuffle: true, LogFormat: "text", Backend: "cpu", Comm: "tcp",
+		MixedPrecision: "no",
 	}
 }
 
@@ -134,10 +155,19 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--checkpoint-every and --resume latest need --output (checkpoints live under it)")
 	case c.CheckpointEvery < 0 || c.KeepLast < 0:
 		return fmt.Errorf("--checkpoint-every and --keep-last must not be negative")
+	case c.BucketMB < 0:
+		return fmt.Errorf("--bucket-mb must not be negative, got %g", c.BucketMB)
+	case c.Zero < 0 || c.Zero > 2:
+		return fmt.Errorf("--zero must be 0, 1 or 2, got %d", c.Zero)
 	case c.DistTimeout < 0:
 		return fmt.Errorf("--dist-timeout must not be negative, got %v", c.DistTimeout)
+	case c.Comm != "tcp" && c.Comm != "mpi":
+		return fmt.Errorf("--comm must be tcp or mpi, got %q", c.Comm)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format must be text or json, got %q", c.LogFormat)
+	}
+	if _, err := ParseMixedPrecision(c.MixedPrecision); err != nil { // amp.go
+		return err
 	}
 	return nil
 }

@@ -62,6 +62,18 @@ type ProgramConfig struct {
 	Backend string
 	// Seed for random ops (Dropout).
 	Seed int64
+	// SyncBatchNorm rewrites training-mode BatchNormalization so that its
+	// batch statistics are summed across the processes of the collective
+	// the Run's context carries (see SyncBatchNorm in syncbn.go).
+	SyncBatchNorm bool
+	// Recompute trades time for memory: cheap forward values the backward
+	// pass reads are computed again just before their use instead of being
+	// kept alive from forward to backward (graph.Recompute).
+	Recompute bool
+	// MixedPrecision is "no" (or ""), "bf16" or "fp16": the forward pass
+	// and loss run under graph.AutoCast with that low-precision type
+	// (float32 parameters, float32 gradients; see amp.go).
+	MixedPrecision string
 }
 
 // Parameter is a trainable tensor of the model.
@@ -200,10 +212,18 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		return nil, err
 	}
 	g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: lossScaleInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: []graph.Dim{}}})
+	if cfg.SyncBatchNorm {
+		if _, err := SyncBatchNorm(g, opset); err != nil {
+			return nil, err
+		}
+	}
 	if err := graph.LowerForAutodiff(g, opset); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	if err := ensureDropoutMasks(g); err != nil {
+		return nil, err
+	}
+	if err := autoCast(g, opset, cfg.MixedPrecision); err != nil { // amp.go
 		return nil, err
 	}
 	xs := make([]string, len(p.Params))
@@ -211,17 +231,41 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		xs[i] = prm.Name
 	}
 	seed := lossScaleInput
+	forwardNodes := len(g.Nodes)
 	grads, err := graph.Gradients(g, lossName, xs, seed, opset)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	g.Outputs = []*graph.ValueInfo{{Name: lossValue}}
 	g.Nodes = append(g.Nodes, &graph.Node{Name: lossValue, OpType: "Identity", Inputs: []string{lossName}, Outputs: []string{lossValue}})
+	// Each gradient output's Identity goes right after the backward node
+	// that finishes the gradient, so that the executor reports it as soon
+	// as it is final (overlap.go reduces it while backward goes on); at the
+	// end of the graph, every gradient would be reported together.
+	after := map[int][]*graph.Node{}
+	producer := map[string]int{}
+	for j := forwardNodes; j < len(g.Nodes); j++ {
+		for _, o := range g.Nodes[j].Outputs {
+			producer[o] = j
+		}
+	}
+	var late []*graph.Node
 	for i, gname := range grads {
 		out := gradPrefix + p.Params[i].Name
-		g.Nodes = append(g.Nodes, &graph.Node{Name: out, OpType: "Identity", Inputs: []string{gname}, Outputs: []string{out}})
+		id := &graph.Node{Name: out, OpType: "Identity", Inputs: []string{gname}, Outputs: []string{out}}
+		if j, ok := producer[gname]; ok {
+			after[j] = append(after[j], id)
+		} else {
+			late = append(late, id)
+		}
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: out})
 	}
+	nodes := make([]*graph.Node, 0, len(g.Nodes)+len(grads))
+	for j, n := range g.Nodes {
+		nodes = append(nodes, n)
+		nodes = append(nodes, after[j]...)
+	}
+	g.Nodes = append(nodes, late...)
 	upd := make([]string, 0, len(p.bufferUpdates))
 	for o := range p.bufferUpdates {
 		upd = append(upd, o)
@@ -229,6 +273,11 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	sort.Strings(upd)
 	for _, o := range upd {
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: o})
+	}
+	if cfg.Recompute {
+		if _, err := graph.Recompute(g, forwardNodes, opset, graph.RecomputeOptions{}); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
 	}
 	if err := graph.TopoSort(g); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
@@ -264,6 +313,9 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	for name, t := range p.Buffers {
 		delete(eg.Initializers, name)
 		eg.Inputs = append(eg.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(t)})
+	}
+	if err := autoCast(eg, opset, cfg.MixedPrecision); err != nil { // amp.go
+		return nil, err
 	}
 	p.evalExe, err = be.Compile(em, backend.CompileOptions{Seed: cfg.Seed})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/onnxtrain/onnxtrain/distrib"
@@ -27,6 +28,8 @@ type Summary struct {
 	Records   []StepRecord `json:"-"`
 	Seconds   float64      `json:"seconds"`
 	Outputs   []string     `json:"outputs,omitempty"`
+	// SkippedSteps counts fp16 steps skipped for inf/NaN gradients.
+	SkippedSteps int `json:"skipped_steps,omitempty"`
 }
 
 // Run is `onnxtrain train`, written on the Accelerator API: it loads the
@@ -58,7 +61,9 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if group != nil {
 		defer group.Close()
 	}
-	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed, Group: group, CompressBF16: cfg.CompressBF16})
+	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed, Group: group, CompressBF16: cfg.CompressBF16,
+		SyncBatchNorm: cfg.SyncBatchNorm, MixedPrecision: cfg.MixedPrecision, Recompute: cfg.Recompute, Zero: cfg.Zero,
+		BucketBytes: int(cfg.BucketMB * (1 << 20)), NoOverlap: cfg.NoOverlap})
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +127,9 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		if cfg.LogFormat == "json" {
 			enc.Encode(r)
 			return
+		}
+		if r.Skipped { // amp.go: every skipped fp16 step is reported
+			fmt.Fprintf(msg, "step %d: gradients hold inf/NaN; step skipped, loss scale now %g\n", r.Step, r.LossScale)
 		}
 		if progress {
 			return // the bar shows it
@@ -194,6 +202,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		}
 	}
 	sum.Steps = acc.Step()
+	sum.SkippedSteps = acc.SkippedSteps() // amp.go
 	if n := len(sum.Records); n > 0 {
 		sum.FinalLoss = sum.Records[n-1].Loss
 	}
@@ -247,6 +256,9 @@ func openTrackers(cfg Config, out io.Writer, total int) (track.Tracker, error) {
 	return track.Multi(ts...), nil
 }
 
+// recordingGCPercent is the GOGC of the step that records the memory plan.
+const recordingGCPercent = 10
+
 // trainLoop is the body of `onnxtrain train`, on the Accelerator API.
 type trainLoop struct {
 	acc    *Accelerator
@@ -261,6 +273,9 @@ type trainLoop struct {
 	micro   int
 	samples int
 	started time.Time
+	// recorded is set once the first micro-step (the one that records the
+	// memory plan) has run.
+	recorded bool
 }
 
 // epoch trains over one epoch, stopping early at --steps.
@@ -282,6 +297,24 @@ func (t *trainLoop) epoch(ctx context.Context, loader *DataLoader, epoch int) er
 }
 
 func (t *trainLoop) microStep(ctx context.Context, b *data.Batch, epoch int) error {
+	// The first step records the memory plan: its tensors come from the
+	// Go heap and are garbage once it ends, and the next step allocates the
+	// plan's arena. A user wants the peak of the run to be the larger of
+	// the two, not their sum: collect often during that one step (its
+	// garbage would otherwise pile up to GOGC's 2x the live heap) and hand
+	// the freed pages back to the OS before the arena is allocated. Later
+	// steps run from the arena and allocate little, so GOGC is restored.
+	if !t.recorded {
+		if old := debug.SetGCPercent(recordingGCPercent); old < recordingGCPercent {
+			debug.SetGCPercent(old) // GOGC is tighter already, or off
+		} else {
+			defer func() {
+				debug.SetGCPercent(old)
+				debug.FreeOSMemory()
+			}()
+		}
+		t.recorded = true
+	}
 	out, err := t.model.Forward(ctx, b)
 	if err != nil {
 		return fmt.Errorf("step %d, epoch %d: %w", t.acc.Step()+1, epoch, err)
@@ -326,6 +359,12 @@ func (t *trainLoop) microStep(ctx context.Context, b *data.Batch, epoch int) err
 	samples := t.samples * t.acc.NumProcesses()
 	rec := StepRecord{Step: t.acc.Step(), Epoch: epoch, Loss: loss, LR: lr, GradNorm: norm,
 		Samples: samples, SamplesPerS: float64(samples) / time.Since(t.started).Seconds()}
+	if t.acc.GradScaler() != nil { // amp.go
+		rec.LossScale, rec.Skipped = t.acc.LossScale(), t.acc.StepWasSkipped()
+		if rec.Skipped {
+			rec.GradNorm = 0 // inf or NaN, which JSON cannot carry
+		}
+	}
 	t.lossSum, t.micro, t.samples, t.started = 0, 0, 0, time.Now()
 	t.onStep(rec)
 	if every := t.cfg.CheckpointEvery; every > 0 && rec.Step%every == 0 {
@@ -390,6 +429,9 @@ func Evaluate(ctx context.Context, acc *Accelerator, m *Model, loader *DataLoade
 // trains alone. --dist-timeout, when given, overrides ONNXTRAIN_DIST_TIMEOUT,
 // and --debug turns on the cross-rank checks as ONNXTRAIN_DIST_DEBUG does.
 func joinGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
+	if tc.Comm == "mpi" {
+		return joinMPIGroup(ctx, tc)
+	}
 	distributed := false
 	for _, k := range []string{"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"} {
 		if v := os.Getenv(k); v != "" && v != "1" {
@@ -413,6 +455,31 @@ func joinGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
 	g, err := distrib.Init(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("train: joining the process group (rank %d of %d): %w", cfg.Rank, cfg.WorldSize, err)
+	}
+	return g, nil
+}
+
+// joinMPIGroup joins MPI_COMM_WORLD (--comm mpi): MPI gives the rank and
+// the world size. The group is returned even in a world of one, so that
+// closing it finalises MPI.
+func joinMPIGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
+	cfg := distrib.Config{Timeout: tc.DistTimeout, Debug: tc.Debug}
+	env, envErr := distrib.FromEnv()
+	if envErr == nil {
+		if cfg.Timeout == 0 {
+			cfg.Timeout = env.Timeout
+		}
+		cfg.Debug = cfg.Debug || env.Debug
+	}
+	g, err := distrib.InitMPI(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("train: --comm mpi: %w", err)
+	}
+	// Started by another launcher, each process is an MPI world of its own.
+	if envErr == nil && env.WorldSize != g.WorldSize() {
+		g.Close()
+		return nil, fmt.Errorf("train: --comm mpi: MPI sees a world of %d but the %s launcher's environment says %d processes: start the workers with mpirun, or use --comm tcp",
+			g.WorldSize(), env.Launcher, env.WorldSize)
 	}
 	return g, nil
 }

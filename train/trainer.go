@@ -19,6 +19,11 @@ type StepRecord struct {
 	GradNorm    float64 `json:"grad_norm"`
 	SamplesPerS float64 `json:"samples_per_s"`
 	Samples     int     `json:"samples"`
+	// LossScale is the fp16 loss scale after the step (0 without one);
+	// Skipped is true for a step skipped because its gradients held an
+	// inf or NaN (its GradNorm is then reported as 0).
+	LossScale float64 `json:"loss_scale,omitempty"`
+	Skipped   bool    `json:"skipped,omitempty"`
 }
 
 // EvalRecord is the result of one validation pass.

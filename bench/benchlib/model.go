@@ -46,6 +46,12 @@ type ModelOptions struct {
 	Backend string
 	// Profile, when not nil, receives a CPU profile of the timed steps.
 	Profile io.Writer
+	// Recompute builds the training step with activation recomputation
+	// (train.ProgramConfig.Recompute).
+	Recompute bool
+	// MixedPrecision is no (or ""), bf16 or fp16: the training step runs
+	// under autocast (train.ProgramConfig.MixedPrecision). Training only.
+	MixedPrecision string
 }
 
 // ModelResult is what RunModel measured (the JSON object of `onnxtrain
@@ -61,6 +67,14 @@ type ModelResult struct {
 	Optimizer string `json:"optimizer,omitempty"`
 	// Parameters counts trainable elements (training only).
 	Parameters int `json:"parameters,omitempty"`
+	// Recompute is true when the step recomputes activations.
+	Recompute bool `json:"recompute,omitempty"`
+	// MixedPrecision is the --mixed-precision of the step (bf16, fp16;
+	// absent for float32).
+	MixedPrecision string `json:"mixed_precision,omitempty"`
+	// PlannedPeakBytes is the backend memory plan's peak of one training
+	// step (activations, gradients, workspace), where the backend plans.
+	PlannedPeakBytes int64 `json:"planned_peak_bytes,omitempty"`
 
 	MedianStepMS float64 `json:"median_step_ms"`
 	MeanStepMS   float64 `json:"mean_step_ms"`
@@ -113,6 +127,15 @@ func (o *ModelOptions) defaults() error {
 	}
 	if o.Backend == "" {
 		o.Backend = "cpu"
+	}
+	if o.MixedPrecision == "" {
+		o.MixedPrecision = "no"
+	}
+	if _, err := train.ParseMixedPrecision(o.MixedPrecision); err != nil {
+		return err
+	}
+	if o.Inference && o.MixedPrecision != "no" {
+		return fmt.Errorf("--mixed-precision %s times training steps; it does not apply with --inference", o.MixedPrecision)
 	}
 	return nil
 }
@@ -224,10 +247,14 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 	if err != nil {
 		return nil, err
 	}
-	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed})
+	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Model, err)
 	}
+	if o.MixedPrecision != "no" {
+		res.MixedPrecision = o.MixedPrecision
+	}
+	res.Recompute = o.Recompute
 	var labels *graph.Tensor
 	if prog.NeedsLabels {
 		out := loss.Output
@@ -263,6 +290,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 		if err := opt.Step(params); err != nil {
 			return 0, 0, 0, err
 		}
+		res.PlannedPeakBytes = prog.PlannedBytes()
 		return r.Loss, t1.Sub(t0), time.Since(t1), nil
 	}, nil
 }

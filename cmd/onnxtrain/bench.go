@@ -57,6 +57,8 @@ K×N) and reports GFLOP/s, the median over --steps repetitions.`,
 	fl.Float64Var(&f.model.Momentum, "momentum", 0, "SGD momentum")
 	fl.StringArrayVar(&f.dims, "dim", nil, "size of a symbolic input dimension other than the batch, NAME=SIZE (repeatable)")
 	fl.BoolVar(&f.model.Inference, "inference", false, "time the forward pass of the evaluation graph only")
+	fl.BoolVar(&f.model.Recompute, "recompute", false, "recompute cheap activations in the backward pass instead of keeping them (less memory, more time)")
+	fl.StringVar(&f.model.MixedPrecision, "mixed-precision", "no", "no, bf16 or fp16: time the training step under autocast (as onnxtrain train --mixed-precision)")
 	fl.Int64Var(&f.model.Seed, "seed", 0, "seed for the random data and random ops")
 	fl.Int64Var(&f.model.IntHigh, "int-high", 2, "integer inputs are random in [0, int-high)")
 	fl.StringVar(&f.model.Backend, "backend", "cpu", "backend to run on")
@@ -131,6 +133,16 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	fmt.Fprintf(out, "  setup %s, peak RSS %.1f MiB, GOMAXPROCS %d\n",
 		time.Duration(res.SetupMS*float64(time.Millisecond)).Round(time.Millisecond), float64(res.PeakRSSBytes)/(1<<20), res.GOMAXPROCS)
+	if res.PlannedPeakBytes > 0 {
+		rc := ""
+		if res.Recompute {
+			rc = " (with --recompute)"
+		}
+		if res.MixedPrecision != "" {
+			rc += " (--mixed-precision " + res.MixedPrecision + ")"
+		}
+		fmt.Fprintf(out, "  planned peak of a step %.1f MiB%s\n", float64(res.PlannedPeakBytes)/(1<<20), rc)
+	}
 	if f.cpuProfile != "" {
 		fmt.Fprintf(out, "  CPU profile of the timed steps: %s (go tool pprof -top %s)\n", f.cpuProfile, f.cpuProfile)
 	}

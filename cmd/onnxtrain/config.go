@@ -283,14 +283,7 @@ func intCheck(min int) check {
 }
 
 func mixedPrecisionCheck(a string) (string, string, error) {
-	v, _, err := choiceCheck("no", "fp16", "bf16")(a)
-	if err != nil {
-		return "", "", err
-	}
-	if v != "no" {
-		return "", "", fmt.Errorf("mixed precision %s is not available yet (only \"no\" works today)", v)
-	}
-	return v, "", nil
+	return choiceCheck("no", "fp16", "bf16")(a)
 }
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
@@ -340,8 +333,7 @@ func askConfig(q *questioner) (train.Config, error) {
 		num("Decay factor", fmtFloat(cfg.Gamma), floatCheck(0, false), parseF(&cfg.Gamma))
 	}
 	num("Warmup steps (0: none)", strconv.Itoa(cfg.WarmupSteps), intCheck(0), parseI(&cfg.WarmupSteps))
-	var mixed string
-	str(&mixed, `Mixed precision (no, fp16, bf16; only "no" works today)`, "no", mixedPrecisionCheck)
+	str(&cfg.MixedPrecision, "Mixed precision (no, fp16, bf16)", cfg.MixedPrecision, mixedPrecisionCheck)
 	outDef := noneWord
 	if cfg.Model != "" {
 		outDef = filepath.Join("runs", strings.TrimSuffix(filepath.Base(cfg.Model), filepath.Ext(cfg.Model)))

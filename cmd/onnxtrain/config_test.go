@@ -74,8 +74,8 @@ func TestConfigQuestionnaireRoundTrip(t *testing.T) {
 		"10",                              // step size (asked for step only)
 		"0.5",                             // gamma
 		"100",                             // warmup
-		"bf16",                            // mixed precision: not available yet
-		"no",                              // mixed precision
+		"half",                            // mixed precision: not a choice
+		"bf16",                            // mixed precision
 		filepath.Join(dir, "run1"),        // output folder
 		"json",                            // log format
 	}, "\n") + "\n"
@@ -89,7 +89,7 @@ func TestConfigQuestionnaireRoundTrip(t *testing.T) {
 	assert.Contains(t, stdout, "-1 must be at least 0")
 	assert.Contains(t, stdout, `"2.5" is not a whole number`)
 	assert.Contains(t, stdout, "0 must be at least 1")
-	assert.Contains(t, stdout, `mixed precision bf16 is not available yet (only "no" works today)`)
+	assert.Contains(t, stdout, `"half" is not one of no, fp16, bf16`)
 	assert.Contains(t, stdout, "onnxtrain train --config "+out)
 
 	want := train.DefaultConfig()
@@ -108,6 +108,7 @@ func TestConfigQuestionnaireRoundTrip(t *testing.T) {
 	want.StepSize = 10
 	want.Gamma = 0.5
 	want.WarmupSteps = 100
+	want.MixedPrecision = "bf16"
 	want.Output = filepath.Join(dir, "run1")
 	want.LogFormat = "json"
 
@@ -115,7 +116,7 @@ func TestConfigQuestionnaireRoundTrip(t *testing.T) {
 	require.NoError(t, train.LoadYAML(out, &got))
 	assert.Equal(t, want, got)
 	assert.Equal(t, []string{"batch-size", "clip-grad-norm", "data", "epochs", "gamma", "grad-accum",
-		"log-format", "loss", "lr", "lr-schedule", "model", "momentum", "optimizer", "output",
+		"log-format", "loss", "lr", "lr-schedule", "mixed-precision", "model", "momentum", "optimizer", "output",
 		"step-size", "val-data", "warmup-steps"}, yamlKeys(t, out))
 
 	st, err := os.Stat(out)
@@ -219,14 +220,14 @@ func TestConfigLoadYAMLRefusesUnknownKeys(t *testing.T) {
 	require.NoError(t, err)
 	f, err := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
-	_, err = f.WriteString("mixed-precision: bf16\n")
+	_, err = f.WriteString("mixed-precison: bf16\n") // misspelt
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
 	cfg := train.DefaultConfig()
 	err = train.LoadYAML(out, &cfg)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "mixed-precision")
+	assert.Contains(t, err.Error(), "mixed-precison")
 
 	require.NoError(t, os.WriteFile(out, []byte("model: m.onnx\nbatchsize: 8\n"), 0o644))
 	err = train.LoadYAML(out, &cfg)

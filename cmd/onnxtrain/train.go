@@ -81,7 +81,14 @@ func newTrainCmd() *cobra.Command {
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during training (e.g. :9090)")
 	f.BoolVar(&cfg.Debug, "debug", false, "data parallel: compare tensor lengths across ranks before every collective (one extra small exchange each)")
 	f.DurationVar(&cfg.DistTimeout, "dist-timeout", 0, "data parallel: time a rank waits for the others in the rendezvous and in each collective before failing, naming the rank that did not answer (0: $ONNXTRAIN_DIST_TIMEOUT or 10m)")
+	f.StringVar(&cfg.Comm, "comm", cfg.Comm, "data parallel: transport of the collectives, tcp (the group forms from the launcher's environment) or mpi (run under mpirun; needs a binary built with -tags mpi)")
 	f.BoolVar(&cfg.CompressBF16, "compress-bf16", false, "data parallel: send gradients as bfloat16 on the wire (half the bytes; partial sums are rounded to bfloat16, added in float32)")
+	f.Float64Var(&cfg.BucketMB, "bucket-mb", 0, "data parallel: MB of gradients per collective (0: 25, as PyTorch DDP)")
+	f.BoolVar(&cfg.NoOverlap, "no-overlap", false, "data parallel: reduce gradients after the backward pass instead of while it runs (same result)")
+	f.IntVar(&cfg.Zero, "zero", 0, "data parallel: ZeRO stage; 1 shards the optimizer state across processes, 2 also the gradients (0: off)")
+	f.StringVar(&cfg.MixedPrecision, "mixed-precision", cfg.MixedPrecision, "no, bf16 or fp16: MatMul/Gemm/Conv in the low type, softmax, norms, losses and reductions in float32, float32 master weights; fp16 adds dynamic loss scaling (skipped steps are reported)")
+	f.BoolVar(&cfg.Recompute, "recompute", false, "recompute cheap activations (elementwise ops, activations, normalisations, views) in the backward pass instead of keeping them from the forward pass: a lower memory peak for a little more time; losses and gradients are unchanged")
+	f.BoolVar(&cfg.SyncBatchNorm, "sync-batchnorm", false, "data parallel: normalise BatchNorm layers with the statistics of the whole global batch, as torch.nn.SyncBatchNorm (4 small all-reduces per BatchNorm layer per step)")
 	return cmd
 }
 
