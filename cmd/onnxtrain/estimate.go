@@ -29,6 +29,7 @@ type MemoryEstimate struct {
 	BatchSize      int    `json:"batch_size"`
 	Optimizer      string `json:"optimizer"`
 	Recompute      bool   `json:"recompute,omitempty"`
+	MixedPrecision string `json:"mixed_precision,omitempty"`
 	Parameters     int64  `json:"parameters"`
 	Gradients      int64  `json:"gradients"`
 	OptimizerState int64  `json:"optimizer_state"`
@@ -67,16 +68,12 @@ const loaderPrefetch = 2
 
 func newEstimateMemoryCmd() *cobra.Command {
 	var o EstimateOptions
-	var mixed string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "estimate-memory MODEL.onnx --batch-size N [--optimizer adamw]",
 		Short: "Estimate the memory of a training run: parameters, gradients, optimizer state, activations (from the memory plan), data and workspace",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if mixed != "" && mixed != "no" {
-				return fmt.Errorf("estimate-memory: --mixed-precision %q is not supported yet", mixed)
-			}
 			est, err := EstimateMemory(cmd.Context(), args[0], o)
 			if err != nil {
 				return err
@@ -88,6 +85,9 @@ func newEstimateMemoryCmd() *cobra.Command {
 			rc := ""
 			if est.Recompute {
 				rc = ", recompute"
+			}
+			if est.MixedPrecision != "" {
+				rc += ", mixed precision " + est.MixedPrecision
 			}
 			fmt.Fprintf(w, "model:           %s (batch %d, %s%s)\n", est.Model, est.BatchSize, est.Optimizer, rc)
 			fmt.Fprintf(w, "parameters:      %s\n", humanBytes(est.Parameters))
@@ -110,7 +110,7 @@ func newEstimateMemoryCmd() *cobra.Command {
 	f.Float64Var(&o.Momentum, "momentum", 0.9, "SGD momentum (0: no momentum buffer)")
 	f.StringVar(&o.Loss, "loss", "cross_entropy", "loss, as for train")
 	f.StringVar(&o.Data, "data", "", "the .npz/.npy training data, to count the arrays the data loader keeps in memory")
-	f.StringVar(&mixed, "mixed-precision", "no", "no (bf16 and fp16 are not supported yet)")
+	f.StringVar(&o.MixedPrecision, "mixed-precision", "no", "no, bf16 or fp16 (as train --mixed-precision: float32 master weights, gradients and optimizer state; low-precision activations where autocast puts them)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&o.Recompute, "recompute", false, "estimate for a step that recomputes cheap activations (as train --recompute)")
 	return cmd
@@ -127,6 +127,8 @@ type EstimateOptions struct {
 	Loss string
 	// Recompute estimates a step with activation recomputation.
 	Recompute bool
+	// MixedPrecision is no, bf16 or fp16, as train's --mixed-precision.
+	MixedPrecision string
 	// Data is an optional .npz or .npy training set, counted in full.
 	Data string
 }
@@ -148,7 +150,14 @@ func EstimateMemory(ctx context.Context, path string, o EstimateOptions) (*Memor
 	default:
 		return nil, fmt.Errorf("estimate-memory: unknown optimizer %q (want sgd, adam or adamw)", o.Optimizer)
 	}
-	est := &MemoryEstimate{Model: path, BatchSize: o.BatchSize, Optimizer: o.Optimizer, Recompute: o.Recompute}
+	switch o.MixedPrecision {
+	case "", "no":
+		o.MixedPrecision = ""
+	case "bf16", "fp16":
+	default:
+		return nil, fmt.Errorf("estimate-memory: --mixed-precision %q: want no, bf16 or fp16", o.MixedPrecision)
+	}
+	est := &MemoryEstimate{Model: path, BatchSize: o.BatchSize, Optimizer: o.Optimizer, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision}
 	ahead := int64(loaderPrefetch + 1)
 	if o.Data != "" {
 		n, examples, err := datasetBytes(o.Data)
@@ -168,7 +177,7 @@ func EstimateMemory(ctx context.Context, path string, o EstimateOptions) (*Memor
 	if err != nil {
 		return nil, err
 	}
-	prog, err := train.Build(m, train.ProgramConfig{Loss: lc, Recompute: o.Recompute})
+	prog, err := train.Build(m, train.ProgramConfig{Loss: lc, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision})
 	if err != nil {
 		return nil, err
 	}

@@ -39,8 +39,27 @@ func TestEstimateMemoryRejectsBadOptions(t *testing.T) {
 		{EstimateOptions{BatchSize: 4, Optimizer: "adamw", Loss: "hinge"}, `unknown loss "hinge"`},
 		{EstimateOptions{BatchSize: 4, Optimizer: "adamw", Loss: "cross_entropy", Data: "train.csv"}, "--data train.csv: only .npz and .npy"},
 		{EstimateOptions{BatchSize: 4, Optimizer: "adamw", Loss: "cross_entropy", Data: "missing.npz"}, "--data"},
+		{EstimateOptions{BatchSize: 4, Optimizer: "adamw", Loss: "cross_entropy", MixedPrecision: "fp8"}, `--mixed-precision "fp8": want no, bf16 or fp16`},
 	} {
 		_, err := EstimateMemory(context.Background(), model, c.o)
 		assert.ErrorContains(t, err, c.want)
+	}
+}
+
+// Under bf16 the parameters, gradients and optimizer state stay float32
+// (master weights) while the CNN's convolution and linear activations are
+// planned at half the bytes.
+func TestEstimateMemoryMixedPrecision(t *testing.T) {
+	const model = "../../models/fmnist_cnn/fmnist_cnn_train.onnx"
+	f32, err := EstimateMemory(context.Background(), model, EstimateOptions{BatchSize: 64, Optimizer: "adamw", Loss: "cross_entropy"})
+	require.NoError(t, err)
+	for _, mp := range []string{"bf16", "fp16"} {
+		low, err := EstimateMemory(context.Background(), model, EstimateOptions{BatchSize: 64, Optimizer: "adamw", Loss: "cross_entropy", MixedPrecision: mp})
+		require.NoError(t, err)
+		assert.Equal(t, mp, low.MixedPrecision)
+		assert.Equal(t, f32.Parameters, low.Parameters, mp)
+		assert.Equal(t, f32.Gradients, low.Gradients, mp)
+		assert.Equal(t, f32.OptimizerState, low.OptimizerState, mp)
+		assert.Less(t, float64(low.Activations), 0.8*float64(f32.Activations), "%s: planned activations %d, float32 %d", mp, low.Activations, f32.Activations)
 	}
 }
