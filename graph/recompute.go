@@ -47,6 +47,10 @@ type RecomputeOptions struct {
 	// cifar_resnet, vit_tiny and resnet18_small gave within 3% of the
 	// planned peak of 8 or 16, with fewer copies.
 	MaxNodes int
+	// ReadsOnly makes only the rewrites of reads that need no value (the
+	// CastLike, SumToShape and Relu-mask rewrites below): nothing is
+	// computed twice, so they cost no time. Training always applies them.
+	ReadsOnly bool
 }
 
 // RecomputeStats says what Recompute did.
@@ -310,7 +314,7 @@ func Recompute(g *Graph, forward int, opset int64, opts RecomputeOptions) (Recom
 			if !read[v] || keep[v] {
 				continue
 			}
-			if acc, ok := chainOf(v); ok && !isOutput[v] && cheap(n) {
+			if acc, ok := chainOf(v); !opts.ReadsOnly && ok && !isOutput[v] && cheap(n) {
 				recomputed[v] = true
 				chains[v] = acc
 				st.Recomputed++

@@ -274,10 +274,11 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	for _, o := range upd {
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: o})
 	}
-	if cfg.Recompute {
-		if _, err := graph.Recompute(g, forwardNodes, opset, graph.RecomputeOptions{}); err != nil {
-			return nil, fmt.Errorf("train: %w", err)
-		}
+	// Backward reads that need only a value's shape or dtype stop keeping
+	// it alive (free); with Recompute, cheap activations are also computed
+	// again instead of kept.
+	if _, err := graph.Recompute(g, forwardNodes, opset, graph.RecomputeOptions{ReadsOnly: !cfg.Recompute}); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
 	}
 	if err := graph.TopoSort(g); err != nil {
 		return nil, fmt.Errorf("train: %w", err)

@@ -65,7 +65,9 @@ func runSteps(t *testing.T, model, data, loss string, recompute bool) stepOutcom
 
 // Recomputation runs the same kernels on the same inputs, so losses and
 // gradients are bit-identical; the planned peak of a step must drop on the
-// CNN and the ViT, and must not grow anywhere.
+// CNN and the ViT, and must not grow anywhere. (Both sides already have
+// the free read rewrites, which Build always applies: the savings measured
+// here are recomputation's own.)
 func TestRecomputeKeepsLossesAndGradients(t *testing.T) {
 	cases := []struct {
 		name, loss  string
@@ -74,7 +76,7 @@ func TestRecomputeKeepsLossesAndGradients(t *testing.T) {
 	}{
 		{"mlp", "cross_entropy", false, 0},
 		{"cifar_resnet", "cross_entropy", true, 20},
-		{"vit_tiny", "cross_entropy", true, 20},
+		{"vit_tiny", "cross_entropy", true, 10},
 		{"transformer_loss", "output:loss", false, 0},
 		{"fmnist_cnn", "cross_entropy", false, 0},
 	}

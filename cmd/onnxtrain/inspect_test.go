@@ -24,11 +24,17 @@ func TestInspectReport(t *testing.T) {
 	assert.Empty(t, r.NoGradient)
 	assert.Equal(t, "float32[batch,784]", r.Inputs[0].Type)
 
-	lstm, err := importer.Load("../../../shared/onnx/testdata/node/test_lstm_defaults/model.onnx")
+	// GridSample has a kernel but no gradient rule.
+	lp, err := importer.Load("../../../shared/onnx/testdata/node/test_gridsample/model.onnx")
 	if err != nil {
 		t.Skip("conformance data not found")
 	}
-	r = Inspect("lstm", lstm, b)
+	r = Inspect("gridsample", lp, b)
 	require.Len(t, r.NoGradient, 1)
-	assert.Equal(t, "LSTM", r.NoGradient[0].Op)
+	assert.Equal(t, "GridSample", r.NoGradient[0].Op)
+	// LSTM has both.
+	lstm, err := importer.Load("../../../shared/onnx/testdata/node/test_lstm_defaults/model.onnx")
+	require.NoError(t, err)
+	r = Inspect("lstm", lstm, b)
+	assert.Empty(t, r.NoGradient)
 }
