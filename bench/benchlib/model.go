@@ -277,9 +277,21 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 	for _, p := range prog.Params {
 		res.Parameters += p.Value.Size()
 	}
+	// fp16 steps scale the loss and unscale the gradients as training does
+	// (train.GradScaler); a step whose gradients overflow is skipped.
+	var scaler *train.GradScaler
+	if o.MixedPrecision == "fp16" {
+		if scaler, err = train.NewGradScaler(train.DefaultGradScalerConfig()); err != nil {
+			return nil, err
+		}
+	}
 	return func() (float64, time.Duration, time.Duration, error) {
 		t0 := time.Now()
-		r, err := prog.ForwardBackward(ctx, inputs, labels, 1)
+		seed := float32(1)
+		if scaler != nil {
+			seed = float32(scaler.Scale())
+		}
+		r, err := prog.ForwardBackward(ctx, inputs, labels, seed)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -287,8 +299,17 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 		for i, p := range params {
 			p.Grad = r.Grads[i]
 		}
-		if err := opt.Step(params); err != nil {
-			return 0, 0, 0, err
+		skip := false
+		if scaler != nil {
+			if _, err := scaler.Unscale(r.Grads); err != nil {
+				return 0, 0, 0, err
+			}
+			skip = scaler.Update()
+		}
+		if !skip {
+			if err := opt.Step(params); err != nil {
+				return 0, 0, 0, err
+			}
 		}
 		res.PlannedPeakBytes = prog.PlannedBytes()
 		return r.Loss, t1.Sub(t0), time.Since(t1), nil
