@@ -222,6 +222,10 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 		}
 		return e.main, nil
 	}
+	if !e.opts.DisableFused {
+		// With every shape known: biases into their GEMM's epilogue.
+		graph.FuseMatMulBias(sg)
+	}
 	p, err = e.planGraph(sg, false)
 	if err != nil {
 		return e.main, nil
@@ -283,6 +287,18 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 	if top && !e.opts.NoFold {
 		graph.FoldConstants(g, e.evaluate)
 		graph.RemoveDeadNodes(g)
+	}
+	if top && !e.opts.DisableFused {
+		// Transposes that only feed matrix products become transposed
+		// GEMM operands (kernel: ops/linalg TransposedMatMul), the
+		// gradients of Relu and Erf one pass each (ops/elementwise
+		// ReluGrad, ErfGrad), and a Relu after a Gemm its epilogue
+		// (ops/linalg GemmRelu).
+		fused := graph.FuseTransposedMatMul(g) + graph.FuseReluGrad(g) + graph.FuseErfGrad(g)
+		fused += graph.FuseGemmRelu(g) // after FuseReluGrad, whose nodes it rewires
+		if fused > 0 && !e.opts.NoFold {
+			graph.RemoveDeadNodes(g) // constants only the fused chains read
+		}
 	}
 	p := &plan{g: g, index: map[string]int{}}
 	slot := func(name string) int {

@@ -122,6 +122,39 @@ func dataRange(t *graph.Tensor) (uintptr, int) {
 	return uintptr(p), n * size
 }
 
+// dataPointer returns the address of t's first element as a pointer that
+// keeps the storage alive (nil for empty or non-numeric tensors).
+func dataPointer(t *graph.Tensor) unsafe.Pointer {
+	if _, n := dataRange(t); n == 0 {
+		return nil
+	}
+	switch s := t.Data.(type) {
+	case []float32:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []float64:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []int64:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []int32:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []int16:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []int8:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []uint8:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []uint16:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []uint32:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []uint64:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	case []bool:
+		return unsafe.Pointer(unsafe.SliceData(s))
+	}
+	return nil
+}
+
 // plannable reports whether tensors of dtype d can live in an arena: plain
 // numbers without pointers, whose zero bytes are the zero value.
 func plannable(d graph.DType) bool {
@@ -279,6 +312,10 @@ type recorder struct {
 	stats    MemoryStats
 	// unusable says why the record cannot become a plan ("" if it can).
 	unusable string
+	// spare holds the storage of retired allocations by byte size: later
+	// requests of the same size reuse it, so that the recording run holds
+	// about the plan's live set rather than one buffer per request.
+	spare map[int][]unsafe.Pointer
 }
 
 type allocRec struct {
@@ -306,6 +343,7 @@ func (r *recorder) begin(p *plan, fr *frame) {
 		expect:  make([][]int32, len(p.steps)),
 		heap:    map[uintptr]*heapRec{},
 		fed:     map[uintptr]bool{},
+		spare:   map[int][]unsafe.Pointer{},
 	}
 	for slot, t := range fr.vals {
 		ptr, n := dataRange(t)
@@ -321,14 +359,32 @@ func (r *recorder) begin(p *plan, fr *frame) {
 	}
 }
 
-// alloc serves one request of step s from the heap and records it.
+// alloc serves one request of step s, from the storage of an allocation
+// already retired when one of the same byte size is, from the heap
+// otherwise, and records it.
 func (r *recorder) alloc(s int, d graph.DType, shape []int) *graph.Tensor {
 	if !plannable(d) {
 		return nil
 	}
-	t, err := graph.NewTensor(d, shape)
+	elems, err := graph.NumElements(shape)
 	if err != nil {
 		return nil
+	}
+	r.mu.Lock()
+	var t *graph.Tensor
+	if size := elems * d.Size(); size > 0 {
+		if free := r.spare[size]; len(free) > 0 {
+			at := free[len(free)-1]
+			r.spare[size] = free[:len(free)-1]
+			clear(unsafe.Slice((*byte)(at), size))
+			t = &graph.Tensor{DType: d, Shape: append([]int{}, shape...), Data: typedView(d, at, elems)}
+		}
+	}
+	r.mu.Unlock()
+	if t == nil {
+		if t, err = graph.NewTensor(d, shape); err != nil {
+			return nil
+		}
 	}
 	ptr, n := dataRange(t)
 	r.mu.Lock()
@@ -391,10 +447,26 @@ func (r *recorder) endStep(s int, st *step, fr *frame) {
 		h.end = max(h.end, end)
 	}
 	r.expect[s] = exp
+	// Values read for the last time by this step (and outputs nothing
+	// reads) leave the frame, so that the run holds only what is live.
+	for _, slot := range st.in {
+		if slot >= 0 && r.last[slot] == s {
+			fr.vals[slot] = nil
+		}
+	}
+	for _, slot := range st.out {
+		if slot >= 0 && r.last[slot] < s {
+			fr.vals[slot] = nil
+		}
+	}
 	keep := r.live[:0]
 	for _, id := range r.live {
-		if r.allocs[id].end <= s {
-			r.allocs[id].t = nil
+		a := &r.allocs[id]
+		if a.end <= s {
+			if at := dataPointer(a.t); at != nil {
+				r.spare[a.bytes] = append(r.spare[a.bytes], at)
+			}
+			a.t = nil
 			continue
 		}
 		keep = append(keep, id)
@@ -440,6 +512,6 @@ func (r *recorder) finish() *memPlan {
 	}
 	st.PeakBytes = st.ArenaBytes + st.HeapPeakBytes
 	mp.stats = st
-	r.allocs, r.live, r.heap, r.heapRecs, r.fed = nil, nil, nil, nil, nil
+	r.allocs, r.live, r.heap, r.heapRecs, r.fed, r.spare = nil, nil, nil, nil, nil, nil
 	return mp
 }

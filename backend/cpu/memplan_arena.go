@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -157,25 +158,45 @@ func (m *memState) acquire(p *plan, inputs map[string]*graph.Tensor) *arena {
 // becomes the plan, and its arena the plan's first.
 func (m *memState) release(a *arena, ok bool) {
 	clear(a.frame.vals)
+	if recorded := m.releaseLocked(a, ok); recorded >= freeOSAfter {
+		// The recording run's buffers are garbage now: hand their pages
+		// back to the OS before the arena is allocated, so that the
+		// process's peak is the larger of the two rather than their sum.
+		debug.FreeOSMemory()
+	}
+}
+
+// freeOSAfter is the size of a recording run's tensors above which its end
+// returns the freed memory to the OS (a forced collection: worth it for a
+// large step, not for the small graphs of tests and constant folding).
+const freeOSAfter = 64 << 20
+
+// releaseLocked is release under m.mu; when a recording ended it returns
+// the bytes the recording run allocated (at least 1), 0 otherwise.
+func (m *memState) releaseLocked(a *arena, ok bool) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if a.rec != nil {
 		m.recording = false
 		if !ok {
 			a.unbind()
-			return
+			return 1
 		}
 		m.plan = a.rec.finish()
 		a.rec = nil
+		recorded := max(m.plan.stats.TotalBytes, 1)
 		if !m.plan.usable {
 			a.unbind()
-			return
+			return recorded
 		}
 		// The storage comes on the next run: an executable run once never
 		// allocates it.
 		m.arenas++
+		m.free = append(m.free, a)
+		return recorded
 	}
 	m.free = append(m.free, a)
+	return 0
 }
 
 // arena is the storage of one run at a time of a specialised plan, with
@@ -212,7 +233,16 @@ func (s *stepAlloc) Alloc(n *graph.Node, d graph.DType, shape []int, elems int) 
 	if s.a.rec != nil {
 		return s.a.rec.alloc(s.step, d, shape)
 	}
-	return s.a.alloc(s.step, d, shape, elems)
+	return s.a.alloc(s.step, d, shape, elems, true)
+}
+
+// AllocUninit implements kern.UninitAllocator: the planned storage comes
+// as the previous tensors in it left it (the recording run's still zeroed).
+func (s *stepAlloc) AllocUninit(n *graph.Node, d graph.DType, shape []int, elems int) *graph.Tensor {
+	if s.a.rec != nil {
+		return s.a.rec.alloc(s.step, d, shape)
+	}
+	return s.a.alloc(s.step, d, shape, elems, false)
 }
 
 // newArena copies p's nodes and binds them; with a plan it allocates the
@@ -297,9 +327,9 @@ func (a *arena) holds(t *graph.Tensor) bool {
 	return n > 0 && len(a.mem) > 0 && ptr < a.base+uintptr(len(a.mem)) && ptr+uintptr(n) > a.base
 }
 
-// alloc serves request k of step s from its planned slot, or returns nil
-// (heap) when the request differs from the recorded one.
-func (a *arena) alloc(s int, d graph.DType, shape []int, elems int) *graph.Tensor {
+// alloc serves request k of step s from its planned slot, zeroed if zero is
+// set, or returns nil (heap) when the request differs from the recorded one.
+func (a *arena) alloc(s int, d graph.DType, shape []int, elems int, zero bool) *graph.Tensor {
 	if !plannable(d) {
 		return nil // never recorded
 	}
@@ -316,12 +346,28 @@ func (a *arena) alloc(s int, d graph.DType, shape []int, elems int) *graph.Tenso
 		return nil
 	}
 	if sl.bytes > 0 {
-		clear(a.mem[sl.off : sl.off+sl.bytes])
+		switch {
+		case zero:
+			clear(a.mem[sl.off : sl.off+sl.bytes])
+		case poisonUninit.Load():
+			fillBytes(a.mem[sl.off:sl.off+sl.bytes], 0xff)
+		}
 	}
 	t := &a.tensors[id]
 	a.shapes[id] = append(a.shapes[id][:0], shape...)
 	*t = graph.Tensor{DType: d, Shape: a.shapes[id], Data: a.views[id]}
 	return t
+}
+
+// poisonUninit makes tests fill the storage that kern.NewUninit serves with
+// 0xff bytes (NaN for floats, -1 for signed integers), so that a kernel
+// that leaves part of such an output unwritten gives wrong results.
+var poisonUninit atomic.Bool
+
+func fillBytes(b []byte, v byte) {
+	for i := range b {
+		b[i] = v
+	}
 }
 
 // beginStep resets step s's request count.

@@ -468,3 +468,79 @@ func TestMemoryStatsWithoutPlan(t *testing.T) {
 	assert.Zero(t, e.PeakBytes())
 	assert.Zero(t, e.WeightBytes())
 }
+
+// SetPoisonUninit turns on (or off) the filling of uninitialised planned
+// storage with 0xff bytes, for the tests of package cpu_test.
+func SetPoisonUninit(on bool) { poisonUninit.Store(on) }
+
+func init() {
+	// KeepFirst: y has x's shape; y[0] = x[0] + 1 and the rest is left as
+	// the allocator served it, from kern.NewUninit (uninit=1) or kern.New.
+	kern.RegisterSpec(testDomain, "KeepFirst", kern.Spec{Fn: func(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+		alloc := kern.New
+		if n.AttrInt("uninit", 0) != 0 {
+			alloc = kern.NewUninit
+		}
+		out, err := alloc(n, graph.Float32, in[0].Shape)
+		if err != nil {
+			return nil, err
+		}
+		out.Float32s()[0] = in[0].Float32s()[0] + 1
+		return []*graph.Tensor{out}, nil
+	}})
+}
+
+// TestUninitStorage: storage a kernel asks for with kern.NewUninit comes
+// from the arena as the previous tensor left it (poisoned here), not
+// zeroed; kern.New's is zeroed on every run; on the recording run both are
+// zeroed.
+func TestUninitStorage(t *testing.T) {
+	SetPoisonUninit(true)
+	defer SetPoisonUninit(false)
+	for _, uninit := range []int64{0, 1} {
+		m := chainModel("AddOne", 3, 8)
+		n := m.Graph.Nodes[1]
+		n.OpType = "KeepFirst"
+		n.Attrs = map[string]*graph.Attr{"uninit": {Name: "uninit", Type: graph.AttrInt, I: uninit}}
+		exe := compileTest(t, m)
+		for run := 0; run < 3; run++ {
+			out, err := exe.Run(context.Background(), map[string]*graph.Tensor{"x": ramp(8, 0)})
+			require.NoError(t, err)
+			y := out["y"].Float32s()
+			assert.Equal(t, float32(3), y[0], "run %d", run)
+			for i := 1; i < 8; i++ {
+				if uninit == 1 && run > 0 {
+					assert.True(t, y[i] != y[i], "uninit run %d: y[%d] = %v, want the poison (NaN)+1", run, i, y[i])
+				} else {
+					assert.Equal(t, float32(1), y[i], "uninit %d run %d: y[%d] (zeroed storage + 1)", uninit, run, i)
+				}
+			}
+		}
+		assert.True(t, exe.MemoryStats().Planned)
+	}
+}
+
+// TestRecordingRunHoldsLiveSet: the recording run frees each value at its
+// last use and serves later requests of the same size from the storage of
+// retired ones, so a long chain runs in a few buffers already on its first
+// run (here: the live bytes the runtime reports stay far below the sum of
+// the chain's values).
+func TestRecordingRunHoldsLiveSet(t *testing.T) {
+	const count, size = 64, 1 << 18 // 64 values of 1 MiB
+	exe := compileTest(t, chainModel("AddOne", count, size))
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	out, err := exe.Run(context.Background(), map[string]*graph.Tensor{"x": ramp(size, 0)})
+	require.NoError(t, err)
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, float32(count), out["y"].Float32s()[0])
+	allocated := int64(after.TotalAlloc - before.TotalAlloc)
+	st := exe.MemoryStats()
+	t.Logf("recording run allocated %.1f MiB; all tensors %.1f MiB, arena %.1f MiB", mib(allocated), mib(st.TotalBytes), mib(st.ArenaBytes))
+	assert.Equal(t, int64(count*size*4), st.TotalBytes)
+	assert.Less(t, allocated, st.TotalBytes/8, "the recording run reuses retired storage")
+	assert.Equal(t, int64(2*size*4), st.ArenaBytes)
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }

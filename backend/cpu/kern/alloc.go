@@ -20,6 +20,15 @@ type Allocator interface {
 	Alloc(n *graph.Node, d graph.DType, shape []int, elems int) *graph.Tensor
 }
 
+// UninitAllocator is an Allocator that can also serve storage without
+// zeroing it, for kernels that write every element of their output
+// (NewUninit). An Allocator without it zeroes every tensor.
+type UninitAllocator interface {
+	// AllocUninit is Alloc without the zeroing: the tensor's elements
+	// hold whatever the storage last held.
+	AllocUninit(n *graph.Node, d graph.DType, shape []int, elems int) *graph.Tensor
+}
+
 // Binding holds the Allocator bound to a node. The binding is weak: New
 // uses it only while the Binding itself is reachable from its owner, so an
 // executor that is garbage collected releases its storage without an
@@ -55,8 +64,9 @@ func Unbind(n *graph.Node) {
 // clean-up).
 func Bound() int64 { return boundNodes.Load() }
 
-// boundAlloc asks n's Allocator, if it has a live one, for a tensor.
-func boundAlloc(n *graph.Node, d graph.DType, shape []int) *graph.Tensor {
+// boundAlloc asks n's Allocator, if it has a live one, for a tensor
+// (zeroed unless uninit is set and the Allocator is an UninitAllocator).
+func boundAlloc(n *graph.Node, d graph.DType, shape []int, uninit bool) *graph.Tensor {
 	v, ok := bindings.Load(n)
 	if !ok {
 		return nil
@@ -68,6 +78,11 @@ func boundAlloc(n *graph.Node, d graph.DType, shape []int) *graph.Tensor {
 	elems, err := graph.NumElements(shape)
 	if err != nil {
 		return nil // New reports the error
+	}
+	if uninit {
+		if u, ok := b.Allocator.(UninitAllocator); ok {
+			return u.AllocUninit(n, d, shape, elems)
+		}
 	}
 	return b.Allocator.Alloc(n, d, shape, elems)
 }

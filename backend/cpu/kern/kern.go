@@ -191,7 +191,25 @@ func BroadcastIndex(shape, out []int) []int {
 // Allocator to n (see Bind), the storage comes from its memory plan.
 func New(n *graph.Node, d graph.DType, shape []int) (*graph.Tensor, error) {
 	if boundNodes.Load() != 0 {
-		if t := boundAlloc(n, d, shape); t != nil {
+		if t := boundAlloc(n, d, shape, false); t != nil {
+			return t, nil
+		}
+	}
+	t, err := graph.NewTensor(d, shape)
+	if err != nil {
+		return nil, n.Errorf("output of shape %v: %w", shape, err)
+	}
+	return t, nil
+}
+
+// NewUninit is New for a kernel that writes every element of the tensor
+// before it returns: storage from the executor's memory plan then comes
+// without being zeroed first (storage from the heap is zeroed anyway). A
+// kernel that accumulates into its output, or leaves some elements
+// unwritten, must use New.
+func NewUninit(n *graph.Node, d graph.DType, shape []int) (*graph.Tensor, error) {
+	if boundNodes.Load() != 0 {
+		if t := boundAlloc(n, d, shape, true); t != nil {
 			return t, nil
 		}
 	}
