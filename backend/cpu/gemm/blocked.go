@@ -20,10 +20,48 @@ type buffers struct {
 	tile [16 * 16]float32
 }
 
-var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
+var bufferPool = keepPool{New: func() any { return new(buffers) }}
 
 // partialPool holds the m×n partial products of a shared-dimension split.
-var partialPool = sync.Pool{New: func() any { return new([]float32) }}
+var partialPool = keepPool{New: func() any { return new([]float32) }}
+
+// keepPool is a free list like sync.Pool, except that what it holds
+// survives garbage collections: a training step that runs the same GEMMs
+// every time then allocates no packing buffers even when the collector
+// ran in between (a sync.Pool is emptied by every second collection). It
+// keeps at most keepMax items; more are left to the collector.
+type keepPool struct {
+	mu   sync.Mutex
+	free []any
+	New  func() any
+}
+
+// keepMax bounds a keepPool: enough for every worker of a few concurrent
+// products.
+const keepMax = 16
+
+// Get returns a pooled item, or a new one.
+func (p *keepPool) Get() any {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		v := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return v
+	}
+	p.mu.Unlock()
+	return p.New()
+}
+
+// Put returns an item to the pool.
+func (p *keepPool) Put(v any) {
+	p.mu.Lock()
+	if len(p.free) < keepMax {
+		p.free = append(p.free, v)
+	}
+	p.mu.Unlock()
+}
 
 // grow returns s resized to n elements, reallocating when it is too small.
 // New storage starts on a 64-byte boundary so that the packed strips the
@@ -113,6 +151,7 @@ func (p *problem) splitK(mk microKernel, workers int) {
 	}()
 	parallelFor(parts, func(w int) {
 		sub := p.kSlice(bounds[w], bounds[w+1])
+		sub.ep = nil // applied once the partial products are summed
 		if w > 0 {
 			sub.c, sub.ldc, sub.beta = partial[w], p.n, 0
 		}
@@ -129,6 +168,7 @@ func (p *problem) splitK(mk microKernel, workers int) {
 				}
 			}
 		}
+		p.ep.apply(p.c, p.ldc, rows[w], rows[w+1], 0, p.n)
 	})
 }
 
@@ -254,6 +294,9 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 					}
 				}
 				macroKernel(mk, mcur, ncur, kcur, buf.a, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:mk.mr*mk.nr], next)
+				if p.ep != nil && pc+kcur >= p.k {
+					p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur) // the block is final
+				}
 			}
 		}
 	}

@@ -64,6 +64,66 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	p.run()
 }
 
+// Epilogue is what SgemmEpilogue applies to each element of C after the
+// product: the bias of its column, then the activation. Each C block gets
+// it right after its last k slice is stored, while the block is in cache,
+// so it costs no separate pass over C.
+type Epilogue struct {
+	// Bias, if not nil, has n elements: Bias[j] is added to column j.
+	Bias []float32
+	// Relu replaces negative results by 0 (after the bias; NaN stays NaN,
+	// as Relu does).
+	Relu bool
+}
+
+// SgemmEpilogue computes C = ep(alpha*op(A)*op(B) + beta*C): the result
+// rounded to float32 as Sgemm stores it, then ep applied element by element
+// (each step rounded), so that the result is bit for bit Sgemm's followed
+// by adding the bias and applying the activation in separate passes.
+func SgemmEpilogue(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, ep Epilogue) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	if ep.Bias != nil {
+		_ = ep.Bias[n-1] // bounds, before any work
+	}
+	if k <= 0 || m*n*k <= smallWork || m < 2 || n < 2 {
+		Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		ep.apply(c, ldc, 0, m, 0, n)
+		return
+	}
+	p := &problem{
+		transA: transA, transB: transB,
+		m: m, n: n, k: k, alpha: alpha, beta: beta,
+		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, ep: &ep,
+	}
+	p.run()
+}
+
+// apply runs the epilogue over rows [i0, i1) and columns [j0, j1) of C.
+func (ep *Epilogue) apply(c []float32, ldc, i0, i1, j0, j1 int) {
+	if ep == nil || (ep.Bias == nil && !ep.Relu) {
+		return
+	}
+	for i := i0; i < i1; i++ {
+		row := c[i*ldc+j0 : i*ldc+j1]
+		if ep.Bias != nil {
+			bias := ep.Bias[j0:j1]
+			bias = bias[:len(row)]
+			for j, v := range bias {
+				row[j] += v
+			}
+		}
+		if ep.Relu {
+			for j, v := range row {
+				if v < 0 {
+					row[j] = 0
+				}
+			}
+		}
+	}
+}
+
 // SgemmStrided runs batch independent Sgemm products. Matrix i of A starts at
 // a[i*strideA] (likewise for B and C). A stride of 0 reuses the same matrix
 // for every product (broadcasting). Small products are spread over
@@ -157,6 +217,8 @@ type problem struct {
 	ldb            int
 	c              []float32
 	ldc            int
+	// ep, if not nil, is applied to each C block after its last k slice.
+	ep *Epilogue
 }
 
 // direct computes rows [i0, i1) and columns [j0, j1) of C without packing. It

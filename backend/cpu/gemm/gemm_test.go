@@ -3,6 +3,7 @@ package gemm
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -303,4 +304,74 @@ func TestSgemmNoAllocations(t *testing.T) {
 			assert.Zero(t, testing.AllocsPerRun(20, run), "%d×%d×%d transB=%v", m, n, k, tB)
 		}
 	}
+}
+
+// TestSgemmEpilogue: SgemmEpilogue gives bit for bit what Sgemm followed by
+// a bias pass and a Relu pass gives, on shapes that take the direct path,
+// the blocked path, and the row, column and shared-dimension splits over
+// goroutines, with both operands in either orientation.
+func TestSgemmEpilogue(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	rng := rand.New(rand.NewPCG(21, 22))
+	fill := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(rng.NormFloat64())
+		}
+		return s
+	}
+	for _, sh := range [][3]int{{5, 7, 3}, {1, 9, 4}, {37, 50, 20}, {128, 512, 784}, {784, 512, 128}, {64, 48, 4096}, {300, 20, 64}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			ta, tb := tr[0], tr[1]
+			a, b, bias := fill(m*k), fill(k*n), fill(n)
+			lda, ldb := k, n
+			if ta {
+				lda = m
+			}
+			if tb {
+				ldb = k
+			}
+			for _, relu := range []bool{false, true} {
+				want := fill(m * n) // garbage: beta 0 must not read it
+				Sgemm(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 0, want, n)
+				for i := 0; i < m; i++ {
+					for j := 0; j < n; j++ {
+						v := want[i*n+j] + bias[j]
+						if relu && v < 0 {
+							v = 0
+						}
+						want[i*n+j] = v
+					}
+				}
+				got := fill(m * n)
+				SgemmEpilogue(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 0, got, n, Epilogue{Bias: bias, Relu: relu})
+				require.Equal(t, want, got, "m=%d n=%d k=%d transA=%v transB=%v relu=%v", m, n, k, ta, tb, relu)
+			}
+		}
+	}
+	// Relu alone, without a bias.
+	a, b := fill(6*5), fill(5*4)
+	want, got := make([]float32, 24), make([]float32, 24)
+	Sgemm(false, false, 6, 4, 5, 1, a, 5, b, 4, 0, want, 4)
+	for i, v := range want {
+		if v < 0 {
+			want[i] = 0
+		}
+	}
+	SgemmEpilogue(false, false, 6, 4, 5, 1, a, 5, b, 4, 0, got, 4, Epilogue{Relu: true})
+	assert.Equal(t, want, got)
+	// With beta: C = relu(A·B + 0.5·C), on a blocked shape.
+	m, n, k := 130, 70, 300
+	a, b = fill(m*k), fill(k*n)
+	c0 := fill(m * n)
+	want, got = append([]float32{}, c0...), append([]float32{}, c0...)
+	Sgemm(false, false, m, n, k, 1, a, k, b, n, 0.5, want, n)
+	for i, v := range want {
+		if v < 0 {
+			want[i] = 0
+		}
+	}
+	SgemmEpilogue(false, false, m, n, k, 1, a, k, b, n, 0.5, got, n, Epilogue{Relu: true})
+	assert.Equal(t, want, got)
 }

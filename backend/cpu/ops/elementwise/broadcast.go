@@ -240,7 +240,7 @@ func applyBinary[A, B, O any](n *graph.Node, a, b *graph.Tensor, od graph.DType,
 	if err != nil {
 		return nil, err
 	}
-	out, err := newLike(n, od, p.out)
+	out, err := newFull(n, od, p.out)
 	if err != nil {
 		return nil, err
 	}

@@ -82,7 +82,7 @@ func mapNumeric(n *graph.Node, x *graph.Tensor, op numOp) (*graph.Tensor, error)
 	if err := x.Validate(); err != nil {
 		return nil, n.Errorf("input 0: %v", err)
 	}
-	out, err := newLike(n, x.DType, x.Shape)
+	out, err := newFull(n, x.DType, x.Shape)
 	if err != nil {
 		return nil, err
 	}

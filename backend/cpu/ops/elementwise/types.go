@@ -40,6 +40,12 @@ func newLike(n *graph.Node, d graph.DType, shape []int) (*graph.Tensor, error) {
 	return kern.New(n, d, shape)
 }
 
+// newFull is newLike for kernels that write every element of the output
+// (its planned storage is not zeroed first; see kern.NewUninit).
+func newFull(n *graph.Node, d graph.DType, shape []int) (*graph.Tensor, error) {
+	return kern.NewUninit(n, d, shape)
+}
+
 // sameType checks that all present inputs share the first input's dtype.
 func sameType(n *graph.Node, in []*graph.Tensor) error {
 	var first *graph.Tensor

@@ -50,7 +50,7 @@ func floatUnary(op string, build func(n *graph.Node) (floatLoops, error)) {
 			if len(src) != x.Size() {
 				return nil, n.Errorf("input of shape %v holds %d elements", x.Shape, len(src))
 			}
-			out, err := newLike(n, x.DType, x.Shape)
+			out, err := newFull(n, x.DType, x.Shape)
 			if err != nil {
 				return nil, err
 			}
@@ -61,7 +61,7 @@ func floatUnary(op string, build func(n *graph.Node) (floatLoops, error)) {
 			if len(src) != x.Size() {
 				return nil, n.Errorf("input of shape %v holds %d elements", x.Shape, len(src))
 			}
-			out, err := newLike(n, x.DType, x.Shape)
+			out, err := newFull(n, x.DType, x.Shape)
 			if err != nil {
 				return nil, err
 			}

@@ -77,7 +77,7 @@ func whereTyped[T any](n *graph.Node, c, x, y *graph.Tensor) (*graph.Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	out, err := newLike(n, x.DType, p.out)
+	out, err := newFull(n, x.DType, p.out)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,11 @@ func matMulGradA(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	if err != nil {
 		return nil, err
 	}
-	out, err := kern.New(n, dy.DType, a.Shape)
+	alloc := kern.New
+	if _, ok := batchStride(p.bIdx); ok && dy.DType == graph.Float32 && consecutive(p.aIdx) {
+		alloc = kern.NewUninit // the float32 products below overwrite all of dA
+	}
+	out, err := alloc(n, dy.DType, a.Shape)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +174,11 @@ func matMulGradB(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	if err != nil {
 		return nil, err
 	}
-	out, err := kern.New(n, dy.DType, b.Shape)
+	alloc := kern.New
+	if _, ok := batchStride(p.aIdx); ok && dy.DType == graph.Float32 && consecutive(p.bIdx) {
+		alloc = kern.NewUninit // the float32 products below overwrite all of dB
+	}
+	out, err := alloc(n, dy.DType, b.Shape)
 	if err != nil {
 		return nil, err
 	}

@@ -75,23 +75,35 @@ func affine(idx []int) (int, bool) {
 }
 
 // runF32 computes the planned product with Sgemm.
-func (p *matmulPlan) runF32(a, b, c []float32) {
+func (p *matmulPlan) runF32(a, b, c []float32) { p.runF32Trans(false, false, a, b, c) }
+
+// runF32Trans computes the planned product with Sgemm, where a transposed
+// operand (ta, tb) is stored with its last two axes swapped (A's matrices
+// k×m, B's n×k) and read in place.
+func (p *matmulPlan) runF32Trans(ta, tb bool, a, b, c []float32) {
 	m, n, k := p.m, p.n, p.k
 	if p.batch == 0 || m == 0 || n == 0 {
 		return
 	}
+	lda, ldb := k, n
+	if ta {
+		lda = m
+	}
+	if tb {
+		ldb = k
+	}
 	sa, aOK := affine(p.aIdx)
 	sb, bOK := affine(p.bIdx)
 	switch {
-	case aOK && sa == 1 && bOK && sb == 0:
+	case !ta && aOK && sa == 1 && bOK && sb == 0:
 		// Every product shares B and A's matrices are consecutive: one
 		// tall product (the usual activation × weight case).
-		gemm.Sgemm(false, false, p.batch*m, n, k, 1, a, k, b, n, 0, c, n)
+		gemm.Sgemm(false, tb, p.batch*m, n, k, 1, a, lda, b, ldb, 0, c, n)
 	case aOK && bOK:
-		gemm.SgemmStrided(false, false, m, n, k, 1, a, k, sa*m*k, b, n, sb*k*n, 0, c, n, m*n, p.batch)
+		gemm.SgemmStrided(ta, tb, m, n, k, 1, a, lda, sa*m*k, b, ldb, sb*k*n, 0, c, n, m*n, p.batch)
 	default:
 		for i := 0; i < p.batch; i++ {
-			gemm.Sgemm(false, false, m, n, k, 1, a[p.aIdx[i]*m*k:], k, b[p.bIdx[i]*k*n:], n, 0, c[i*m*n:], n)
+			gemm.Sgemm(ta, tb, m, n, k, 1, a[p.aIdx[i]*m*k:], lda, b[p.bIdx[i]*k*n:], ldb, 0, c[i*m*n:], n)
 		}
 	}
 }
@@ -117,7 +129,11 @@ func matMulKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 	if err != nil {
 		return nil, err
 	}
-	out, err := kern.New(n, a.DType, p.outShape)
+	alloc := kern.New
+	if a.DType == graph.Float32 {
+		alloc = kern.NewUninit // runF32 overwrites every element
+	}
+	out, err := alloc(n, a.DType, p.outShape)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +177,12 @@ func matmulDispatch(n *graph.Node, p *matmulPlan, a, b, out *graph.Tensor) error
 // spec; a missing C is accepted as zero in every opset). Before opset 7 C
 // broadcasts only when the broadcast attribute is set.
 func gemmKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	return gemmRun(ctx, n, in, false)
+}
+
+// gemmRun is Gemm, followed by Relu when relu is set (graph.GemmRelu; in
+// the float32 path's GEMM epilogue, rounding as the separate Relu would).
+func gemmRun(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu bool) ([]*graph.Tensor, error) {
 	if err := kern.Need(n, in, 2); err != nil {
 		return nil, err
 	}
@@ -185,7 +207,11 @@ func gemmKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 		return nil, n.Errorf("inner dimensions differ: op(A) is %d×%d, op(B) is %d×%d", m, k, kb, nn)
 	}
 	outShape := []int{m, nn}
-	out, err := kern.New(n, a.DType, outShape)
+	alloc := kern.New
+	if a.DType == graph.Float32 {
+		alloc = kern.NewUninit // the float32 path below overwrites every element
+	}
+	out, err := alloc(n, a.DType, outShape)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +222,7 @@ func gemmKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 		}
 	}
 	var bcast []int
-	if useC {
+	if useC && a.DType != graph.Float32 {
 		bcast = kern.BroadcastIndex(c.Shape, outShape)
 	}
 	switch ad := a.Data.(type) {
@@ -204,13 +230,11 @@ func gemmKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 		y := out.Data.([]float32)
 		cBeta := float32(0)
 		if useC {
-			cd := c.Data.([]float32)
-			for i, j := range bcast {
-				y[i] = cd[j]
-			}
+			fillBroadcastRows(y, c.Data.([]float32), c.Shape, m, nn)
 			cBeta = beta
 		}
-		gemm.Sgemm(transA, transB, m, nn, k, alpha, ad, a.Shape[1], b.Data.([]float32), b.Shape[1], cBeta, y, nn)
+		gemm.SgemmEpilogue(transA, transB, m, nn, k, alpha, ad, a.Shape[1], b.Data.([]float32), b.Shape[1], cBeta, y, nn, gemm.Epilogue{Relu: relu})
+		return []*graph.Tensor{out}, nil
 	case []float64:
 		gemmGeneric(ad, b.Data.([]float64), c, out.Data.([]float64), m, nn, k, transA, transB, alpha, beta, bcast)
 	case []int32:
@@ -224,7 +248,54 @@ func gemmKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 	default:
 		return nil, n.Errorf("dtype %v is not supported", a.DType)
 	}
+	if relu {
+		switch o := out.Data.(type) {
+		case []float64:
+			reluInPlace(o)
+		case []int32:
+			reluInPlace(o)
+		case []int64:
+			reluInPlace(o)
+		}
+	}
 	return []*graph.Tensor{out}, nil
+}
+
+// fillBroadcastRows writes C, of a shape gemmCheckC accepted (rank ≤ 2,
+// each dim 1 or the output's), broadcast to the m×n matrix y, row by row
+// (a bias vector is copied into every row, without an index per element).
+func fillBroadcastRows(y, c []float32, cs []int, m, n int) {
+	rows, cols := 1, 1
+	switch len(cs) {
+	case 1:
+		cols = cs[0]
+	case 2:
+		rows, cols = cs[0], cs[1]
+	}
+	for i := 0; i < m; i++ {
+		src := c[:cols]
+		if rows == m {
+			src = c[i*cols : (i+1)*cols]
+		}
+		dst := y[i*n : (i+1)*n]
+		if cols == n {
+			copy(dst, src)
+			continue
+		}
+		v := src[0]
+		for j := range dst {
+			dst[j] = v
+		}
+	}
+}
+
+// reluInPlace replaces the negative elements of s by 0.
+func reluInPlace[T float64 | int32 | int64](s []T) {
+	for i, v := range s {
+		if v < 0 {
+			s[i] = 0
+		}
+	}
 }
 
 // gemmCheckC checks that C broadcasts unidirectionally to (M, N).

@@ -59,7 +59,7 @@ func softmaxKernel(kind softmaxKind) kern.Kernel {
 		if err != nil {
 			return nil, err
 		}
-		out, err := kern.New(n, x.DType, x.Shape)
+		out, err := kern.NewUninit(n, x.DType, x.Shape) // every element is written
 		if err != nil {
 			return nil, err
 		}

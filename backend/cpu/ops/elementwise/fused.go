@@ -1,0 +1,161 @@
+package elementwise
+
+import (
+	"math"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+func init() {
+	kern.RegisterSpec(graph.FusedDomain, graph.ReluGrad, kern.Spec{Fn: reluGradKernel})
+	kern.RegisterSpec(graph.FusedDomain, graph.ErfGrad, kern.Spec{Fn: erfGradKernel})
+}
+
+// reluGradKernel is graph.ReluGrad(dY, X) = Where(Greater(X, 0), dY, 0):
+// one pass for float operands of the same shape; anything else (operands
+// that broadcast) runs the unfused Greater and Where kernels.
+func reluGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 2); err != nil {
+		return nil, err
+	}
+	dy, x := in[0], in[1]
+	if err := validateData(n, in); err != nil {
+		return nil, err
+	}
+	if dy.DType == x.DType && graph.SameShape(dy.Shape, x.Shape) {
+		switch xs := x.Data.(type) {
+		case []float32:
+			return reluGradSame(n, dy, xs)
+		case []float64:
+			return reluGradSame(n, dy, xs)
+		}
+	}
+	// The unfused form, with scalar zeros of each operand's dtype.
+	zero := func(like *graph.Tensor) (*graph.Tensor, error) {
+		z, err := graph.NewTensor(like.DType, nil)
+		if err != nil {
+			return nil, n.Errorf("%v", err)
+		}
+		return z, nil
+	}
+	zx, err := zero(x)
+	if err != nil {
+		return nil, err
+	}
+	zdy, err := zero(dy)
+	if err != nil {
+		return nil, err
+	}
+	mask, err := compareKernel(opGreater)(ctx, n, []*graph.Tensor{x, zx})
+	if err != nil {
+		return nil, err
+	}
+	return whereKernel(ctx, n, []*graph.Tensor{mask[0], dy, zdy})
+}
+
+// reluGradSame is ReluGrad for dY and X of one float type and shape.
+func reluGradSame[T float](n *graph.Node, dy *graph.Tensor, xs []T) ([]*graph.Tensor, error) {
+	out, err := newFull(n, dy.DType, dy.Shape)
+	if err != nil {
+		return nil, err
+	}
+	ds, dst := dy.Data.([]T), out.Data.([]T)
+	parallelRange(len(dst), parallelGrain, func(lo, hi int) {
+		d, g, x := dst[lo:hi], ds[lo:hi], xs[lo:hi]
+		g, x = g[:len(d)], x[:len(d)]
+		for i := range d {
+			if x[i] > 0 {
+				d[i] = g[i]
+			} else {
+				d[i] = 0
+			}
+		}
+	})
+	return one(out), nil
+}
+
+// erfGradKernel is graph.ErfGrad(dY, X, C) = dY·(C·exp(-(X·X))), rounding
+// after each operation as the unfused Mul, Neg, Exp, Mul, Mul kernels do
+// (so the result is bit for bit theirs), in one pass for float operands of
+// one shape and a scalar C; anything else runs the unfused kernels.
+func erfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	if err := validateData(n, in); err != nil {
+		return nil, err
+	}
+	dy, x, c := in[0], in[1], in[2]
+	if dy.DType == x.DType && c.DType == x.DType && c.Size() == 1 && graph.SameShape(dy.Shape, x.Shape) {
+		switch xs := x.Data.(type) {
+		case []float32:
+			out, err := newFull(n, dy.DType, dy.Shape)
+			if err != nil {
+				return nil, err
+			}
+			ds, dst, cv := dy.Data.([]float32), out.Data.([]float32), c.Data.([]float32)[0]
+			parallelRange(len(dst), parallelGrain, func(lo, hi int) {
+				d, g, x := dst[lo:hi], ds[lo:hi], xs[lo:hi]
+				g, x = g[:len(d)], x[:len(d)]
+				for i := range d {
+					sq := x[i] * x[i]
+					e := fastExp32(-sq)
+					t := cv * e
+					d[i] = g[i] * t
+				}
+			})
+			return one(out), nil
+		case []float64:
+			out, err := newFull(n, dy.DType, dy.Shape)
+			if err != nil {
+				return nil, err
+			}
+			ds, dst, cv := dy.Data.([]float64), out.Data.([]float64), c.Data.([]float64)[0]
+			parallelRange(len(dst), parallelGrain, func(lo, hi int) {
+				d, g, x := dst[lo:hi], ds[lo:hi], xs[lo:hi]
+				g, x = g[:len(d)], x[:len(d)]
+				for i := range d {
+					sq := x[i] * x[i]
+					e := math.Exp(-sq)
+					t := cv * e
+					d[i] = g[i] * t
+				}
+			})
+			return one(out), nil
+		}
+	}
+	// The unfused chain.
+	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) {
+		spec, ok := kern.Lookup("", op, ctx.Opset)
+		if !ok {
+			return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
+		}
+		out, err := spec.Fn(ctx, n, args)
+		if err != nil {
+			return nil, err
+		}
+		return out[0], nil
+	}
+	sq, err := step("Mul", x, x)
+	if err != nil {
+		return nil, err
+	}
+	neg, err := step("Neg", sq)
+	if err != nil {
+		return nil, err
+	}
+	e, err := step("Exp", neg)
+	if err != nil {
+		return nil, err
+	}
+	t, err := step("Mul", c, e)
+	if err != nil {
+		return nil, err
+	}
+	out, err := step("Mul", dy, t)
+	if err != nil {
+		return nil, err
+	}
+	return one(out), nil
+}

@@ -1,0 +1,186 @@
+package linalg
+
+import (
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+func init() {
+	kern.RegisterSpec(graph.FusedDomain, graph.TransposedMatMul, kern.Spec{Fn: transposedMatMulKernel})
+	kern.RegisterSpec(graph.FusedDomain, graph.MatMulAdd, kern.Spec{Fn: matMulAddKernel})
+	kern.RegisterSpec(graph.FusedDomain, graph.GemmRelu, kern.Spec{Fn: func(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+		return gemmRun(ctx, n, in, true)
+	}})
+}
+
+// matMulAddKernel is graph.MatMulAdd: the product of TransposedMatMul plus
+// a bias. A float32 bias row vector (every dim but the last 1, the last the
+// product's column count) is added in the GEMM's epilogue, which rounds as
+// the separate Add would; anything else runs the product and then the Add
+// kernel (broadcasting as Add does).
+func matMulAddKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	a, b, bias := in[0], in[1], in[2]
+	ta, tb := n.AttrInt("transA", 0) != 0, n.AttrInt("transB", 0) != 0
+	if a.DType == graph.Float32 && b.DType == graph.Float32 && bias.DType == graph.Float32 &&
+		(!ta || len(a.Shape) >= 2) && (!tb || len(b.Shape) >= 2) {
+		as, bs := a.Shape, b.Shape
+		if ta {
+			as = swappedShape(as)
+		}
+		if tb {
+			bs = swappedShape(bs)
+		}
+		p, err := newMatmulPlan(n, as, bs)
+		if err != nil {
+			return nil, err
+		}
+		row := len(bias.Shape) >= 1 && len(bias.Shape) <= len(p.outShape) && len(p.outShape) >= 1 &&
+			bias.Shape[len(bias.Shape)-1] == p.outShape[len(p.outShape)-1] && len(bias.Float32s()) == bias.Size()
+		for _, d := range bias.Shape[:max(len(bias.Shape)-1, 0)] {
+			row = row && d == 1
+		}
+		sa, aOK := affine(p.aIdx)
+		sb, bOK := affine(p.bIdx)
+		if row && !ta && aOK && sa == 1 && bOK && sb == 0 && len(a.Float32s()) == a.Size() && len(b.Float32s()) == b.Size() {
+			out, err := kern.NewUninit(n, graph.Float32, p.outShape) // every element is written
+			if err != nil {
+				return nil, err
+			}
+			ldb := p.n
+			if tb {
+				ldb = p.k
+			}
+			if p.batch > 0 && p.m > 0 && p.n > 0 {
+				// One tall product over the whole batch, the bias in its
+				// epilogue.
+				gemm.SgemmEpilogue(false, tb, p.batch*p.m, p.n, p.k, 1, a.Float32s(), p.k, b.Float32s(), ldb,
+					0, out.Float32s(), p.n, gemm.Epilogue{Bias: bias.Float32s()})
+			}
+			return []*graph.Tensor{out}, nil
+		}
+	}
+	prod, err := transposedMatMulKernel(ctx, n, in[:2])
+	if err != nil {
+		return nil, err
+	}
+	add, ok := kern.Lookup("", "Add", ctx.Opset)
+	if !ok {
+		return nil, n.Errorf("%w: no Add kernel", graph.ErrUnsupportedOp)
+	}
+	return add.Fn(ctx, n, []*graph.Tensor{prod[0], bias})
+}
+
+// transposedMatMulKernel is graph.TransposedMatMul: MatMul(opA(A), opB(B))
+// with opX swapping the last two axes of X when transX is set. float32
+// runs as GEMMs that read the transposed operands in place; other dtypes
+// materialise the transposes and run MatMul.
+func transposedMatMulKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 2); err != nil {
+		return nil, err
+	}
+	a, b := in[0], in[1]
+	ta, tb := n.AttrInt("transA", 0) != 0, n.AttrInt("transB", 0) != 0
+	if (ta && len(a.Shape) < 2) || (tb && len(b.Shape) < 2) {
+		return nil, n.Errorf("a transposed operand must have rank >= 2, got A %v (transA %v) and B %v (transB %v)", a.Shape, ta, b.Shape, tb)
+	}
+	if a.DType != b.DType {
+		return nil, n.Errorf("A is %v but B is %v", a.DType, b.DType)
+	}
+	if a.DType != graph.Float32 {
+		var err error
+		if ta {
+			if a, err = swapLast2(n, a); err != nil {
+				return nil, err
+			}
+		}
+		if tb {
+			if b, err = swapLast2(n, b); err != nil {
+				return nil, err
+			}
+		}
+		return matMulKernel(ctx, n, []*graph.Tensor{a, b})
+	}
+	as, bs := a.Shape, b.Shape
+	if ta {
+		as = swappedShape(as)
+	}
+	if tb {
+		bs = swappedShape(bs)
+	}
+	p, err := newMatmulPlan(n, as, bs)
+	if err != nil {
+		return nil, err
+	}
+	out, err := kern.NewUninit(n, graph.Float32, p.outShape) // every element is written
+	if err != nil {
+		return nil, err
+	}
+	if len(a.Float32s()) != a.Size() || len(b.Float32s()) != b.Size() {
+		return nil, n.Errorf("operand data does not match its shape (A %v, B %v)", a.Shape, b.Shape)
+	}
+	p.runF32Trans(ta, tb, a.Float32s(), b.Float32s(), out.Float32s())
+	return []*graph.Tensor{out}, nil
+}
+
+// swappedShape is shape with its last two dims swapped.
+func swappedShape(shape []int) []int {
+	s := append([]int{}, shape...)
+	r := len(s)
+	s[r-2], s[r-1] = s[r-1], s[r-2]
+	return s
+}
+
+// swapLast2 returns a copy of t (rank >= 2) with its last two axes swapped.
+func swapLast2(n *graph.Node, t *graph.Tensor) (*graph.Tensor, error) {
+	if err := t.Validate(); err != nil {
+		return nil, n.Errorf("%v", err)
+	}
+	out, err := graph.NewTensor(t.DType, swappedShape(t.Shape))
+	if err != nil {
+		return nil, n.Errorf("transposed operand: %w", err)
+	}
+	r, c := t.Shape[len(t.Shape)-2], t.Shape[len(t.Shape)-1]
+	if r*c == 0 {
+		return out, nil
+	}
+	batch := t.Size() / (r * c)
+	switch s := t.Data.(type) {
+	case []float64:
+		transposeBatch(out.Data.([]float64), s, batch, r, c)
+	case []int8:
+		transposeBatch(out.Data.([]int8), s, batch, r, c)
+	case []int16:
+		transposeBatch(out.Data.([]int16), s, batch, r, c)
+	case []int32:
+		transposeBatch(out.Data.([]int32), s, batch, r, c)
+	case []int64:
+		transposeBatch(out.Data.([]int64), s, batch, r, c)
+	case []uint8:
+		transposeBatch(out.Data.([]uint8), s, batch, r, c)
+	case []uint16:
+		transposeBatch(out.Data.([]uint16), s, batch, r, c)
+	case []uint32:
+		transposeBatch(out.Data.([]uint32), s, batch, r, c)
+	case []uint64:
+		transposeBatch(out.Data.([]uint64), s, batch, r, c)
+	default:
+		return nil, n.Errorf("dtype %v is not supported", t.DType)
+	}
+	return out, nil
+}
+
+// transposeBatch transposes batch consecutive r×c matrices of src into dst.
+func transposeBatch[T any](dst, src []T, batch, r, c int) {
+	for b := 0; b < batch; b++ {
+		s, d := src[b*r*c:(b+1)*r*c], dst[b*r*c:(b+1)*r*c]
+		for i := 0; i < r; i++ {
+			for j, v := range s[i*c : (i+1)*c] {
+				d[j*r+i] = v
+			}
+		}
+	}
+}
