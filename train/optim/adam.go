@@ -114,6 +114,8 @@ func (o *Adam) Step(params []*Param) error {
 	eps := float32(o.cfg.Eps)
 	type corr struct{ bc1, bc2sqrt float64 }
 	corrs := map[int64]corr{} // bias corrections by step, shared by params
+	tasks := make([]adamTask, 0, len(params))
+	sizes := make([]int, 0, len(params))
 	for _, p := range params {
 		if p.Grad == nil {
 			continue
@@ -137,41 +139,23 @@ func (o *Adam) Step(params []*Param) error {
 			corrs[s.step] = c
 		}
 		grp := o.groups[p.Group]
-		negStep := float32(-(grp.LR / c.bc1))
-		bc2 := float32(c.bc2sqrt)
-		wd := float32(grp.WeightDecay)
-		decay := float32(1 - grp.LR*grp.WeightDecay)
-		l2 := !o.decoupled && grp.WeightDecay != 0
-		pv, gv := p.Value.Float32s(), p.Grad.Float32s()
-		m, v := s.expAvg.Float32s(), s.expAvgSq.Float32s()
-		var mx []float32
+		t := adamTask{
+			pv: p.Value.Float32s(), gv: p.Grad.Float32s(),
+			m: s.expAvg.Float32s(), v: s.expAvgSq.Float32s(),
+			negStep: float32(-(grp.LR / c.bc1)),
+			bc2:     float32(c.bc2sqrt),
+			wd:      float32(grp.WeightDecay),
+			decay:   float32(1 - grp.LR*grp.WeightDecay),
+			l2:      !o.decoupled && grp.WeightDecay != 0,
+		}
 		if s.maxSq != nil {
-			mx = s.maxSq.Float32s()
+			t.mx = s.maxSq.Float32s()
 		}
-		for i := range pv {
-			g := gv[i]
-			if o.cfg.Maximize {
-				g = -g
-			}
-			if o.decoupled {
-				pv[i] *= decay // param.mul_(1 - lr*wd)
-			} else if l2 {
-				g = fma32(wd, pv[i], g) // grad.add(param, alpha=wd)
-			}
-			m[i] = fma32(omb1, g, m[i]*b1f)   // exp_avg.mul_(b1).add_(grad, alpha=1-b1)
-			v[i] = fma32(omb2*g, g, v[i]*b2f) // exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1-b2)
-			vv := v[i]
-			if mx != nil {
-				// torch.maximum, which propagates NaN.
-				if vv > mx[i] || vv != vv {
-					mx[i] = vv
-				}
-				vv = mx[i]
-			}
-			denom := sqrt32(vv)/bc2 + eps   // (v.sqrt() / bc2_sqrt).add_(eps)
-			pv[i] += negStep * m[i] / denom // param.addcdiv_(exp_avg, denom, value=-step_size)
-		}
+		tasks = append(tasks, t)
+		sizes = append(sizes, len(t.pv))
 	}
+	k := adamConsts{b1f: b1f, b2f: b2f, omb1: omb1, omb2: omb2, eps: eps, maximize: o.cfg.Maximize, decoupled: o.decoupled}
+	forChunks(sizes, func(i, lo, hi int) { tasks[i].run(&k, lo, hi) })
 	o.steps++
 	return nil
 }
@@ -262,4 +246,50 @@ func (o *Adam) LoadState(st map[string]*graph.Tensor) error {
 	o.steps, o.state = steps, state
 	o.SetLR(lr)
 	return nil
+}
+
+// adamTask is one parameter's Adam update: its value, gradient and state
+// (mx is nil without AMSGrad), with the per-parameter constants.
+type adamTask struct {
+	pv, gv, m, v, mx        []float32
+	negStep, bc2, wd, decay float32
+	l2                      bool
+}
+
+// adamConsts are the optimizer-wide constants of a step.
+type adamConsts struct {
+	b1f, b2f, omb1, omb2, eps float32
+	maximize, decoupled       bool
+}
+
+// run updates elements [lo, hi) of the parameter.
+func (t *adamTask) run(c *adamConsts, lo, hi int) {
+	pv, gv, m, v := t.pv[lo:hi], t.gv[lo:hi], t.m[lo:hi], t.v[lo:hi]
+	var mx []float32
+	if t.mx != nil {
+		mx = t.mx[lo:hi]
+	}
+	for i := range pv {
+		g := gv[i]
+		if c.maximize {
+			g = -g
+		}
+		if c.decoupled {
+			pv[i] *= t.decay // param.mul_(1 - lr*wd)
+		} else if t.l2 {
+			g = fma32(t.wd, pv[i], g) // grad.add(param, alpha=wd)
+		}
+		m[i] = fma32(c.omb1, g, m[i]*c.b1f)   // exp_avg.mul_(b1).add_(grad, alpha=1-b1)
+		v[i] = fma32(c.omb2*g, g, v[i]*c.b2f) // exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1-b2)
+		vv := v[i]
+		if mx != nil {
+			// torch.maximum, which propagates NaN.
+			if vv > mx[i] || vv != vv {
+				mx[i] = vv
+			}
+			vv = mx[i]
+		}
+		denom := sqrt32(vv)/t.bc2 + c.eps // (v.sqrt() / bc2_sqrt).add_(eps)
+		pv[i] += t.negStep * m[i] / denom // param.addcdiv_(exp_avg, denom, value=-step_size)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -456,4 +457,155 @@ func TestPowInt(t *testing.T) {
 	assert.Equal(t, 0.5904900000000001, powInt(0.9, 5))
 	assert.Equal(t, 1.0, powInt(0.999, 0))
 	assert.Equal(t, 0.999, powInt(0.999, 1))
+}
+
+// TestSGDLargeStepIsExactAndSplitFree: a step large enough to be split
+// over goroutines gives, for every element, exactly the single rounding of
+// the exact value (big.Float) of what torch computes, for plain SGD and for
+// momentum with weight decay; the update is the same whatever GOMAXPROCS.
+func TestSGDLargeStepIsExactAndSplitFree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 3*parallelElems + 123
+	exact := func(a, b, c float32) float32 {
+		p := new(big.Float).SetPrec(200).SetFloat64(float64(a))
+		p.Mul(p, new(big.Float).SetPrec(200).SetFloat64(float64(b)))
+		p.Add(p, new(big.Float).SetPrec(200).SetFloat64(float64(c)))
+		f, _ := p.Float32()
+		return f
+	}
+	w0, g0 := make([]float32, n), make([]float32, n)
+	for i := range w0 {
+		w0[i] = float32(rng.NormFloat64())
+		g0[i] = float32(rng.NormFloat64() * 1e-2)
+	}
+	// Ties: a few elements whose float64 sum lies halfway between floats.
+	w0[7], g0[7] = float32(1<<30+1<<7), float32(64*(1+1.0/(1<<23)))*float32(1-1.0/(1<<23))
+	for _, momentum := range []float64{0, 0.9} {
+		run := func(procs int) []float32 {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			o, err := NewSGD(SGDConfig{LR: 0.1, Momentum: momentum, WeightDecay: momentum / 9})
+			require.NoError(t, err)
+			w := &Param{Name: "w", Value: graph.FromFloat32(append([]float32{}, w0...), n), Grad: graph.FromFloat32(g0, n)}
+			small := &Param{Name: "s", Value: graph.FromFloat32([]float32{1, 2}, 2), Grad: graph.FromFloat32([]float32{0.5, 0.25}, 2), Group: NoDecayGroup}
+			for step := 0; step < 2; step++ {
+				require.NoError(t, o.Step([]*Param{w, small}))
+			}
+			if momentum == 0 {
+				assert.Equal(t, []float32{exact(-0.1, 0.5, exact(-0.1, 0.5, 1)), exact(-0.1, 0.25, exact(-0.1, 0.25, 2))}, small.Value.Float32s())
+			}
+			return w.Value.Float32s()
+		}
+		one, four := run(1), run(4)
+		require.Equal(t, one, four, "momentum %v: the update depends on GOMAXPROCS", momentum)
+		lr, wd, m := float32(-0.1), float32(momentum/9), float32(momentum)
+		for i := 0; i < n; i++ {
+			if i != 7 && i%97 != 0 {
+				continue
+			}
+			w, buf := w0[i], float32(0)
+			for step := 0; step < 2; step++ {
+				d := g0[i]
+				if momentum != 0 {
+					d = exact(wd, w, d)
+					if step == 0 {
+						buf = d
+					} else {
+						buf = exact(1, d, buf*m)
+					}
+					d = buf
+				}
+				w = exact(lr, d, w)
+			}
+			require.Equal(t, w, one[i], "momentum %v: element %d", momentum, i)
+		}
+	}
+}
+
+// TestAdamLargeStepSplitFree: an AdamW step large enough to be split over
+// goroutines gives the same parameters and state whatever GOMAXPROCS, and
+// the same as updating the parameter alone in small pieces (each element
+// is independent).
+func TestAdamLargeStepSplitFree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n = 2*parallelElems + 77
+	w0, g0 := make([]float32, n), make([]float32, n)
+	for i := range w0 {
+		w0[i] = float32(rng.NormFloat64())
+		g0[i] = float32(rng.NormFloat64() * 1e-2)
+	}
+	run := func(procs int, pieces int) []float32 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		cfg := DefaultAdamWConfig(1e-2)
+		cfg.AMSGrad = true
+		o, err := NewAdamW(cfg)
+		require.NoError(t, err)
+		var params []*Param
+		for p := 0; p < pieces; p++ {
+			lo, hi := p*n/pieces, (p+1)*n/pieces
+			params = append(params, &Param{Name: fmt.Sprint(p), Value: graph.FromFloat32(append([]float32{}, w0[lo:hi]...), hi-lo), Grad: graph.FromFloat32(g0[lo:hi], hi-lo)})
+		}
+		for step := 0; step < 3; step++ {
+			require.NoError(t, o.Step(params))
+		}
+		var out []float32
+		for _, p := range params {
+			out = append(out, p.Value.Float32s()...)
+		}
+		return out
+	}
+	one := run(1, 1)
+	assert.Equal(t, one, run(4, 1), "GOMAXPROCS 4")
+	assert.Equal(t, one, run(1, 100), "100 small parameters, serial")
+	assert.NotEqual(t, w0, one)
+}
+
+// TestFMAAxpy32: the vector update (the CPU's fused multiply-add where it
+// has one) gives fma32's result for every element, at every length (the
+// tails after blocks of 8 included), on random values, rounding ties,
+// results below float32's normal range, overflow and infinities.
+func TestFMAAxpy32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 100, 1027} {
+		for trial := 0; trial < 4; trial++ {
+			alpha := float32(rng.NormFloat64())
+			x, y := make([]float32, n), make([]float32, n)
+			for i := range x {
+				switch rng.IntN(6) {
+				case 0: // near a tie: z's exponent close to the product's
+					x[i] = math.Float32frombits(0x3f800000 | rng.Uint32()&0x7fffff)
+					y[i] = float32(math.Ldexp(float64(math.Float32frombits(0x3f800000|rng.Uint32()&0x7fffff)), rng.IntN(60)-30))
+				case 1: // tiny: subnormal results
+					x[i] = float32(rng.NormFloat64() * 1e-38)
+					y[i] = float32(rng.NormFloat64() * 1e-39)
+				case 2: // huge: overflow
+					x[i] = float32(rng.NormFloat64() * 3e38)
+					y[i] = float32(rng.NormFloat64() * 3e38)
+				case 3:
+					x[i], y[i] = float32(math.Inf(1)), float32(rng.NormFloat64())
+				default:
+					x[i], y[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+				}
+			}
+			want := make([]float32, n)
+			for i := range want {
+				want[i] = fma32(alpha, x[i], y[i])
+			}
+			fmaAxpy32(alpha, x, y)
+			for i := range want {
+				if math.IsNaN(float64(want[i])) {
+					require.True(t, math.IsNaN(float64(y[i])), "n=%d [%d]", n, i)
+					continue
+				}
+				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(y[i]), "n=%d [%d]: fma(%g, %g, ·)", n, i, alpha, x[i])
+			}
+		}
+	}
+	// The double-rounding trap of TestFMA32, in a vector block.
+	x := make([]float32, 8)
+	y := make([]float32, 8)
+	for i := range x {
+		x[i], y[i] = float32(64*(1+1.0/(1<<23))), float32(1<<30+1<<7)
+	}
+	fmaAxpy32(float32(1-1.0/(1<<23)), x, y)
+	assert.Equal(t, float32(1<<30+1<<7), y[3])
 }

@@ -70,50 +70,34 @@ func (o *SGD) Step(params []*Param) error {
 			}
 		}
 	}
-	m32 := float32(o.cfg.Momentum)
-	damp32 := float32(1 - o.cfg.Dampening)
+	tasks := make([]sgdTask, 0, len(params))
+	sizes := make([]int, 0, len(params))
 	for _, p := range params {
 		if p.Grad == nil {
 			continue
 		}
 		grp := o.groups[p.Group]
-		wd32 := float32(grp.WeightDecay)
-		negLR := float32(-grp.LR)
-		pv, gv := p.Value.Float32s(), p.Grad.Float32s()
-		var bv []float32
-		first := false
+		t := sgdTask{
+			pv: p.Value.Float32s(), gv: p.Grad.Float32s(),
+			wd: grp.WeightDecay != 0, wd32: float32(grp.WeightDecay), negLR: float32(-grp.LR),
+		}
 		if o.cfg.Momentum != 0 {
 			b := o.buf[p.Name]
 			if b == nil {
 				b = graph.Zeros(graph.Float32, p.Value.Shape...)
 				o.buf[p.Name] = b
-				first = true
+				t.first = true
 			}
-			bv = b.Float32s()
+			t.bv = b.Float32s()
 		}
-		for i := range pv {
-			d := gv[i]
-			if o.cfg.Maximize {
-				d = -d
-			}
-			if grp.WeightDecay != 0 {
-				d = fma32(wd32, pv[i], d) // d_p.add(param, alpha=wd)
-			}
-			if bv != nil {
-				if first {
-					bv[i] = d
-				} else {
-					bv[i] = fma32(damp32, d, bv[i]*m32) // buf.mul_(m).add_(d_p, alpha=1-dampening)
-				}
-				if o.cfg.Nesterov {
-					d = fma32(m32, bv[i], d) // d_p.add(buf, alpha=m)
-				} else {
-					d = bv[i]
-				}
-			}
-			pv[i] = fma32(negLR, d, pv[i]) // param.add_(d_p, alpha=-lr)
-		}
+		tasks = append(tasks, t)
+		sizes = append(sizes, len(t.pv))
 	}
+	cfg := sgdConsts{
+		m32: float32(o.cfg.Momentum), damp32: float32(1 - o.cfg.Dampening),
+		maximize: o.cfg.Maximize, nesterov: o.cfg.Nesterov,
+	}
+	forChunks(sizes, func(i, lo, hi int) { tasks[i].run(&cfg, lo, hi) })
 	o.steps++
 	return nil
 }
@@ -173,4 +157,57 @@ func loadCommon(st map[string]*graph.Tensor) (int64, float64, error) {
 		return 0, 0, err
 	}
 	return int64(steps), lr, nil
+}
+
+// sgdTask is one parameter's update: its value, gradient and momentum
+// buffer (nil without momentum; first on the step that creates it).
+type sgdTask struct {
+	pv, gv, bv []float32
+	first, wd  bool
+	wd32       float32
+	negLR      float32
+}
+
+// sgdConsts are the optimizer-wide constants of a step.
+type sgdConsts struct {
+	m32, damp32        float32
+	maximize, nesterov bool
+}
+
+// run updates elements [lo, hi) of the parameter.
+func (t *sgdTask) run(c *sgdConsts, lo, hi int) {
+	pv, gv := t.pv[lo:hi], t.gv[lo:hi]
+	gv = gv[:len(pv)]
+	negLR := t.negLR
+	if t.bv == nil && !t.wd && !c.maximize {
+		fmaAxpy32(negLR, gv, pv) // plain SGD: param.add_(grad, alpha=-lr)
+		return
+	}
+	var bv []float32
+	if t.bv != nil {
+		bv = t.bv[lo:hi]
+		bv = bv[:len(pv)]
+	}
+	for i := range pv {
+		d := gv[i]
+		if c.maximize {
+			d = -d
+		}
+		if t.wd {
+			d = fma32(t.wd32, pv[i], d) // d_p.add(param, alpha=wd)
+		}
+		if bv != nil {
+			if t.first {
+				bv[i] = d
+			} else {
+				bv[i] = fma32(c.damp32, d, bv[i]*c.m32) // buf.mul_(m).add_(d_p, alpha=1-dampening)
+			}
+			if c.nesterov {
+				d = fma32(c.m32, bv[i], d) // d_p.add(buf, alpha=m)
+			} else {
+				d = bv[i]
+			}
+		}
+		pv[i] = fma32(negLR, d, pv[i]) // param.add_(d_p, alpha=-lr)
+	}
 }
