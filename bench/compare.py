@@ -250,6 +250,27 @@ def combine(results, key, how):
     return {"min": min, "max": max, "median": statistics.median}[how](vals)
 
 
+def check_torch_blas(torch):
+    """Warns when PyTorch's matrix product runs at reference-BLAS speed.
+
+    Debian's PyTorch links libblas.so.3, which is the reference BLAS (a few
+    GFLOP/s) unless an optimised one such as libopenblas0-pthread is
+    installed; the comparison is then against a crippled PyTorch.
+    """
+    torch.set_num_threads(1)
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    torch.mm(a, b)
+    t0 = time.perf_counter()
+    for _ in range(10):
+        torch.mm(a, b)
+    gflops = 10 * 2 * 256 ** 3 / (time.perf_counter() - t0) / 1e9
+    print("PyTorch single-thread 256^3 GEMM: %.1f GFLOP/s" % gflops, file=sys.stderr)
+    if gflops < 15:
+        print("WARNING: PyTorch's BLAS looks like the reference implementation; install an optimised one "
+              "(Debian: apt-get install libopenblas0-pthread) or the PyTorch side is not representative",
+              file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="all", help="comma-separated cases: %s, or the groups all, models, gemm"
@@ -286,6 +307,7 @@ def main():
     print("machine: %d CPUs; torch %s; %s" % (os.cpu_count(), torch.__version__,
           subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()), file=sys.stderr)
     print("load before: " + load_before, file=sys.stderr)
+    check_torch_blas(torch)
 
     tmp = tempfile.TemporaryDirectory(prefix="onnxtrain-bench-")
     folder = args.keep or tmp.name
