@@ -99,7 +99,12 @@ def main():
         gemm = any(f.startswith("backend/cpu/gemm.") for f in frames)
         if CALL in frames:
             i = frames.index(CALL)
-            kernel = frames[i - 1] if i > 0 else "(executor)"
+            j = i - 1
+            # Skip the mixed-precision adapter that wraps float32-only
+            # kernels (ops.AdaptHalfKernels): charge the kernel it calls.
+            while j > 0 and "HalfAdapter" in frames[j]:
+                j -= 1
+            kernel = frames[j] if j >= 0 else "(executor)"
             own[kernel] += sec
             est[kernel] += sec
             if gemm:
