@@ -257,6 +257,12 @@ func convColsToImage[T float32 | float64](p *convGradPlan, q, w, img []T) {
 		})
 		return
 	}
+	if qf, ok := any(q).([]float32); ok {
+		if g, ok := p.implicit(); ok && g.InputGradImplicit(win.padEnd[0], win.padEnd[1]) {
+			g.InputGrad(qf, any(w).([]float32), any(img).([]float32))
+			return
+		}
+	}
 	if p.group == 1 {
 		if tw := p.transposedWindow(); tw != nil {
 			if nb := convGradImageBatch(p.batch, p.cq*win.kernelSize*I); nb > 1 {
@@ -350,6 +356,12 @@ func convFilterGrad[T float32 | float64](p *convGradPlan, q, img, dw []T) {
 	ck := ciG * win.kernelSize
 	L, I := win.outSize, win.inSize
 	pointwise := p.pointwise()
+	if qf, ok := any(q).([]float32); ok {
+		if g, ok := p.implicit(); ok {
+			g.FilterGrad(qf, any(img).([]float32), any(dw).([]float32), false)
+			return
+		}
+	}
 	if p.group == 1 && !pointwise {
 		if nb := convGradImageBatch(p.batch, ck*L); nb > 1 {
 			convFilterGradBatched(p, q, img, dw, nb)
@@ -399,6 +411,19 @@ func convFilterGrad[T float32 | float64](p *convGradPlan, q, img, dw []T) {
 			dw[j] += v
 		}
 	}
+}
+
+// implicitConvGrad routes ungrouped 2-D float32 Conv gradients through
+// package nn's implicit GEMM; tests turn it off to compare with im2col.
+var implicitConvGrad = true
+
+// implicit returns the implicit-GEMM geometry of an ungrouped 2-D float32
+// convolution (image X of ci channels, columns of cq), or false.
+func (p *convGradPlan) implicit() (nn.Conv2D, bool) {
+	if !implicitConvGrad || p.group != 1 || len(p.win.in) != 2 {
+		return nn.Conv2D{}, false
+	}
+	return nn.Conv2DOf(p.win.nnWindow(), p.batch, p.ci, p.cq)
 }
 
 // convGradImageBatch returns how many images of a batch of n share one
@@ -545,23 +570,10 @@ func (p *convGradPlan) transposedWindow() *gradWindow {
 func convColsToImageGather[T float32 | float64](p *convGradPlan, tw *gradWindow, q, w, img []T, nb int) {
 	win := p.win
 	ks := win.kernelSize
-	kh, kw := win.kernel[0], win.kernel[1]
 	L, I := win.outSize, win.inSize
 	ck := p.cq * ks
-	// W'[c, (m, a, b)] = W[m, c, kh-1-a, kw-1-b].
-	wt := gradScratch[T](p.ci * ck)
+	wt := flippedKernel(p, w)
 	defer gradRelease(wt)
-	for m := 0; m < p.cq; m++ {
-		for c := 0; c < p.ci; c++ {
-			src := w[(m*p.ci+c)*ks : (m*p.ci+c+1)*ks]
-			dst := wt[c*ck+m*ks : c*ck+(m+1)*ks]
-			for a := 0; a < kh; a++ {
-				for b := 0; b < kw; b++ {
-					dst[a*kw+b] = src[(kh-1-a)*kw+kw-1-b]
-				}
-			}
-		}
-	}
 	ld := nb * I
 	col := gradScratch[T](ck * ld)
 	defer gradRelease(col)
@@ -581,6 +593,29 @@ func convColsToImageGather[T float32 | float64](p *convGradPlan, tw *gradWindow,
 			}
 		})
 	}
+}
+
+// flippedKernel returns W' for the input gradient as a correlation (see
+// transposedWindow): W'[c, (m, a, b)] = W[m, c, kh-1-a, kw-1-b], in a
+// scratch buffer to give back with gradRelease.
+func flippedKernel[T float32 | float64](p *convGradPlan, w []T) []T {
+	win := p.win
+	ks := win.kernelSize
+	kh, kw := win.kernel[0], win.kernel[1]
+	ck := p.cq * ks
+	wt := gradScratch[T](p.ci * ck)
+	for m := 0; m < p.cq; m++ {
+		for c := 0; c < p.ci; c++ {
+			src := w[(m*p.ci+c)*ks : (m*p.ci+c+1)*ks]
+			dst := wt[c*ck+m*ks : c*ck+(m+1)*ks]
+			for a := 0; a < kh; a++ {
+				for b := 0; b < kw; b++ {
+					dst[a*kw+b] = src[(kh-1-a)*kw+kw-1-b]
+				}
+			}
+		}
+	}
+	return wt
 }
 
 // convFilterGradBatched is convFilterGrad for one group, nb images at a
@@ -733,13 +768,19 @@ func windowValidRange(off, stride, in, out int) (lo, hi int) {
 	return lo, hi
 }
 
+// nnWindow returns the window as package nn takes it.
+func (w *gradWindow) nnWindow() nn.Window {
+	return nn.Window{In: w.in, Out: w.out, Kernel: w.kernel, Strides: w.strides, Dilations: w.dilations,
+		PadBegin: w.padBegin, PadEnd: w.padEnd}
+}
+
 // windowColumns moves data between an image of ch channels (each
 // prod(w.in) elements) and its column matrix: ch·prod(w.kernel) rows, one
-// column per window position in rows [r0, r1) of positions (a row is one line
-// along the last spatial axis). With scatter false it fills col (im2col,
-// zero where a tap falls in the padding); with scatter true it adds col's
-// entries into the image positions they were read from (col2im, the
-// adjoint), dropping those in the padding.
+// column per window position in rows [r0, r1) of positions. With scatter
+// false it fills col (im2col, zero where a tap falls in the padding); with
+// scatter true it adds col's entries into the image positions they were
+// read from (col2im, the adjoint), dropping those in the padding. Both are
+// package nn's (Im2Col, Col2ImAdd).
 func windowColumns[T float32 | float64](col, img []T, ch int, w *gradWindow, r0, r1 int, scatter bool) {
 	windowColumnsStrided(col, (r1-r0)*w.outLast, img, ch, w, r0, r1, scatter)
 }
@@ -748,166 +789,11 @@ func windowColumns[T float32 | float64](col, img []T, ch int, w *gradWindow, r0,
 // elements apart (ld at least the (r1-r0)·w.outLast columns moved), so that
 // several images' columns can sit side by side in one matrix.
 func windowColumnsStrided[T float32 | float64](col []T, ld int, img []T, ch int, w *gradWindow, r0, r1 int, scatter bool) {
-	if len(w.in) == 2 {
-		windowColumns2D(col, ld, img, ch, w, r0, r1, scatter)
+	if scatter {
+		nn.Col2ImAdd(img, col, ld, ch, w.nnWindow(), r0, r1)
 		return
 	}
-	r := len(w.in)
-	last := r - 1
-	oLast := w.outLast
-	cols := (r1 - r0) * oLast
-	inStride := make([]int, r)
-	acc := 1
-	for j := last; j >= 0; j-- {
-		inStride[j] = acc
-		acc *= w.in[j]
-	}
-	kIdx := make([]int, r)
-	oIdx := make([]int, r)
-	s := w.lastStride
-	row := 0
-	for c := 0; c < ch; c++ {
-		ic := img[c*w.inSize : (c+1)*w.inSize]
-		clear(kIdx)
-		for k := 0; k < w.kernelSize; k++ {
-			crow := col[row*ld : row*ld+cols]
-			off := kIdx[last]*w.dilations[last] - w.padBegin[last]
-			lo, hi := windowValidRange(off, s, w.in[last], oLast)
-			rem := r0
-			for j := last - 1; j >= 0; j-- {
-				oIdx[j] = rem % w.out[j]
-				rem /= w.out[j]
-			}
-			for rr := r0; rr < r1; rr++ {
-				seg := crow[(rr-r0)*oLast : (rr-r0+1)*oLast]
-				base, ok := 0, lo < hi
-				for j := 0; j < last && ok; j++ {
-					i := oIdx[j]*w.strides[j] + kIdx[j]*w.dilations[j] - w.padBegin[j]
-					if i < 0 || i >= w.in[j] {
-						ok = false
-					}
-					base += i * inStride[j]
-				}
-				switch {
-				case !scatter && !ok:
-					clear(seg)
-				case !scatter:
-					clear(seg[:lo])
-					clear(seg[hi:])
-					if s == 1 {
-						copy(seg[lo:hi], ic[base+lo+off:base+hi+off])
-					} else {
-						pos := base + lo*s + off
-						for o := lo; o < hi; o++ {
-							seg[o] = ic[pos]
-							pos += s
-						}
-					}
-				case ok:
-					src := seg[lo:hi]
-					if s == 1 {
-						dst := ic[base+lo+off : base+hi+off]
-						dst = dst[:len(src)]
-						for i, v := range src {
-							dst[i] += v
-						}
-					} else {
-						pos := base + lo*s + off
-						for _, v := range src {
-							ic[pos] += v
-							pos += s
-						}
-					}
-				}
-				for j := last - 1; j >= 0; j-- {
-					oIdx[j]++
-					if oIdx[j] < w.out[j] {
-						break
-					}
-					oIdx[j] = 0
-				}
-			}
-			row++
-			for j := last; j >= 0; j-- {
-				kIdx[j]++
-				if kIdx[j] < w.kernel[j] {
-					break
-				}
-				kIdx[j] = 0
-			}
-		}
-	}
-}
-
-// windowColumns2D is windowColumnsStrided for two spatial dims, with the
-// window geometry hoisted out of the loops: the rows of late CNN layers are
-// only a few positions long, so per-row bookkeeping would cost more than
-// the data movement.
-func windowColumns2D[T float32 | float64](col []T, ld int, img []T, ch int, w *gradWindow, r0, r1 int, scatter bool) {
-	ih, iw, ow := w.in[0], w.in[1], w.out[1]
-	kh, kw := w.kernel[0], w.kernel[1]
-	sh, sw, dh, dw := w.strides[0], w.strides[1], w.dilations[0], w.dilations[1]
-	ph, pw := w.padBegin[0], w.padBegin[1]
-	cols := (r1 - r0) * ow
-	row := 0
-	for c := 0; c < ch; c++ {
-		ic := img[c*ih*iw : (c+1)*ih*iw]
-		for a := 0; a < kh; a++ {
-			for b := 0; b < kw; b++ {
-				crow := col[row*ld : row*ld+cols]
-				row++
-				off := b*dw - pw
-				lo, hi := windowValidRange(off, sw, iw, ow)
-				for rr := r0; rr < r1; rr++ {
-					seg := crow[(rr-r0)*ow : (rr-r0+1)*ow]
-					in := rr*sh + a*dh - ph
-					ok := in >= 0 && in < ih && lo < hi
-					if !scatter {
-						if !ok {
-							clear(seg)
-							continue
-						}
-						for o := 0; o < lo; o++ {
-							seg[o] = 0
-						}
-						for o := hi; o < ow; o++ {
-							seg[o] = 0
-						}
-					} else if !ok {
-						continue
-					}
-					line := ic[in*iw : (in+1)*iw]
-					if sw == 1 {
-						x := line[lo+off : hi+off]
-						s := seg[lo:hi]
-						s = s[:len(x)]
-						if scatter {
-							for o, v := range s {
-								x[o] += v
-							}
-						} else {
-							for o, v := range x {
-								s[o] = v
-							}
-						}
-						continue
-					}
-					p := lo*sw + off
-					if scatter {
-						for o := lo; o < hi; o++ {
-							line[p] += seg[o]
-							p += sw
-						}
-					} else {
-						for o := lo; o < hi; o++ {
-							seg[o] = line[p]
-							p += sw
-						}
-					}
-				}
-			}
-		}
-	}
+	nn.Im2Col(col, ld, img, ch, w.nnWindow(), r0, r1)
 }
 
 // gemmAcc computes C = op(A)·op(B), or C += op(A)·op(B) when accumulate is

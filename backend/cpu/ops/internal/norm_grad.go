@@ -360,7 +360,10 @@ func batchNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 // bnGrads are the per-parameter gradients of batch normalisation.
 type bnGrads struct{ scale, bias, mean, variance []float64 }
 
-// bnBackward writes dX into dx and returns the parameter gradients.
+// bnBackward writes dX into dx and returns the parameter gradients. The
+// parameters (channels) are split over the cores; each channel's sums run
+// in one goroutine in a fixed order, so the result does not depend on the
+// split.
 func bnBackward[F float](dy, x, dx []F, b layout, scale, mean, variance []float64, eps float64, training bool) bnGrads {
 	g := bnGrads{
 		scale:    make([]float64, b.r),
@@ -369,65 +372,96 @@ func bnBackward[F float](dy, x, dx []F, b layout, scale, mean, variance []float6
 		variance: make([]float64, b.r),
 	}
 	count := float64(b.outer * b.inner)
-	for p := 0; p < b.r; p++ {
-		m, v := mean[p], variance[p]
-		if training {
-			var s float64
-			for o := 0; o < b.outer; o++ {
-				off := (o*b.r + p) * b.inner
-				for _, e := range x[off : off+b.inner] {
-					s += float64(e)
-				}
-			}
-			m = s / count
-			var q float64
-			for o := 0; o < b.outer; o++ {
-				off := (o*b.r + p) * b.inner
-				for _, e := range x[off : off+b.inner] {
-					d := float64(e) - m
-					q += d * d
-				}
-			}
-			v = q / count
+	workers := gradWorkers(b.r, 4*b.outer*b.inner)
+	per := (b.r + workers - 1) / workers
+	convGradParallel(workers, workers, true, func(_, part int) {
+		for p := part * per; p < min((part+1)*per, b.r); p++ {
+			bnBackwardChannel(dy, x, dx, b, p, count, scale, mean, variance, eps, training, &g)
 		}
-		inv := 1 / math.Sqrt(v+eps)
-		var sumDy, sumDyXhat float64
+	})
+	return g
+}
+
+// bnBackwardChannel is bnBackward for parameter p.
+func bnBackwardChannel[F float](dy, x, dx []F, b layout, p int, count float64, scale, mean, variance []float64, eps float64, training bool, g *bnGrads) {
+	m, v := mean[p], variance[p]
+	var sumDy, sumDyXc float64
+	if training {
+		// One pass for the batch statistics and both sums, on values
+		// shifted by the channel's first element (near the mean, so the
+		// shifted sums keep their precision): with d = x - x0,
+		// var = Σd²/n - (Σd/n)² and Σdy·(x-m) = Σdy·d - (m-x0)·Σdy.
+		var x0 float64
+		if b.outer > 0 && b.inner > 0 {
+			x0 = float64(x[p*b.inner])
+		}
+		var sd, sdd, sg, sgd float64
+		for o := 0; o < b.outer; o++ {
+			off := (o*b.r + p) * b.inner
+			xr := x[off : off+b.inner]
+			gr := dy[off : off+b.inner]
+			gr = gr[:len(xr)]
+			for i, e := range xr {
+				d := float64(e) - x0
+				gv := float64(gr[i])
+				sd += d
+				sdd += d * d
+				sg += gv
+				sgd += gv * d
+			}
+		}
+		md := sd / count
+		m = x0 + md
+		v = max(sdd/count-md*md, 0)
+		sumDy = sg
+		sumDyXc = sgd - md*sg
+	}
+	inv := 1 / math.Sqrt(v+eps)
+	if !training {
 		for o := 0; o < b.outer; o++ {
 			off := (o*b.r + p) * b.inner
 			gr := dy[off : off+b.inner]
-			for i, e := range x[off : off+b.inner] {
+			xr := x[off : off+b.inner]
+			gr = gr[:len(xr)]
+			for i, e := range xr {
 				gv := float64(gr[i])
 				sumDy += gv
-				sumDyXhat += gv * (float64(e) - m) * inv
-			}
-		}
-		g.scale[p], g.bias[p] = sumDyXhat, sumDy
-		a := scale[p] * inv
-		if !training {
-			g.mean[p] = -a * sumDy
-			// d/dvar of (x-m)·scale·(var+eps)^-1/2 is -1/2·scale·inv³·(x-m).
-			g.variance[p] = -0.5 * scale[p] * inv * inv * sumDyXhat
-			for o := 0; o < b.outer; o++ {
-				off := (o*b.r + p) * b.inner
-				dr := dx[off : off+b.inner]
-				for i, e := range dy[off : off+b.inner] {
-					dr[i] = F(float64(e) * a)
-				}
-			}
-			continue
-		}
-		meanDy, meanDyXhat := sumDy/count, sumDyXhat/count
-		for o := 0; o < b.outer; o++ {
-			off := (o*b.r + p) * b.inner
-			gr := dy[off : off+b.inner]
-			dr := dx[off : off+b.inner]
-			for i, e := range x[off : off+b.inner] {
-				xhat := (float64(e) - m) * inv
-				dr[i] = F(a * (float64(gr[i]) - meanDy - xhat*meanDyXhat))
+				sumDyXc += gv * (float64(e) - m)
 			}
 		}
 	}
-	return g
+	sumDyXhat := sumDyXc * inv
+	g.scale[p], g.bias[p] = sumDyXhat, sumDy
+	a := scale[p] * inv
+	if !training {
+		g.mean[p] = -a * sumDy
+		// d/dvar of (x-m)·scale·(var+eps)^-1/2 is -1/2·scale·inv³·(x-m).
+		g.variance[p] = -0.5 * scale[p] * inv * inv * sumDyXhat
+		for o := 0; o < b.outer; o++ {
+			off := (o*b.r + p) * b.inner
+			dr := dx[off : off+b.inner]
+			for i, e := range dy[off : off+b.inner] {
+				dr[i] = F(float64(e) * a)
+			}
+		}
+		return
+	}
+	// dx = a·(dy − mean(dy) − x̂·mean(dy·x̂)) = k1·dy + k2·x + k0, with
+	// x̂ = (x − m)·inv.
+	meanDy, meanDyXhat := sumDy/count, sumDyXhat/count
+	k1 := a
+	k2 := -a * meanDyXhat * inv
+	k0 := -a*meanDy + a*meanDyXhat*inv*m
+	for o := 0; o < b.outer; o++ {
+		off := (o*b.r + p) * b.inner
+		gr := dy[off : off+b.inner]
+		dr := dx[off : off+b.inner]
+		xr := x[off : off+b.inner]
+		gr, dr = gr[:len(xr)], dr[:len(xr)]
+		for i, e := range xr {
+			dr[i] = F(k1*float64(gr[i]) + k2*float64(e) + k0)
+		}
+	}
 }
 
 // normRowsBackward is the backward of normalising rows of size elements

@@ -139,3 +139,74 @@ func TestSoftmaxBackwardParallelMatchesDefinition(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchNormBackwardMatchesDefinition checks training-mode bnBackward
+// (one pass for the batch statistics and sums, channels split over the
+// goroutines) against PyTorch's formula evaluated here with two-pass
+// statistics: dX = scale·invstd·(dy − mean(dy) − x̂·mean(dy·x̂)),
+// dscale = Σdy·x̂, dB = Σdy. One channel sits far from zero (mean 1000,
+// standard deviation 0.01), where a one-pass variance without a shift
+// would lose every digit.
+func TestBatchNormBackwardMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const n, c, inner = 6, 5, 4000
+	x := make([]float32, n*c*inner)
+	dy := make([]float32, n*c*inner)
+	for i := range x {
+		ch := (i / inner) % c
+		v := rng.NormFloat64()
+		if ch == 3 {
+			v = 1000 + 0.01*v
+		}
+		x[i] = float32(v)
+		dy[i] = float32(rng.NormFloat64())
+	}
+	scale := []float64{0.5, -1.5, 2, 1.25, 0.75}
+	const eps = 1e-5
+	for _, procs := range []int{1, 2} {
+		withProcs(procs, func() {
+			dx := make([]float32, len(x))
+			g := bnBackward(dy, x, dx, layout{outer: n, r: c, inner: inner}, scale, make([]float64, c), make([]float64, c), eps, true)
+			count := float64(n * inner)
+			for p := 0; p < c; p++ {
+				var s float64
+				for o := 0; o < n; o++ {
+					for i := 0; i < inner; i++ {
+						s += float64(x[(o*c+p)*inner+i])
+					}
+				}
+				m := s / count
+				var q float64
+				for o := 0; o < n; o++ {
+					for i := 0; i < inner; i++ {
+						d := float64(x[(o*c+p)*inner+i]) - m
+						q += d * d
+					}
+				}
+				inv := 1 / math.Sqrt(q/count+eps)
+				var sumDy, sumDyXhat float64
+				for o := 0; o < n; o++ {
+					for i := 0; i < inner; i++ {
+						k := (o*c+p)*inner + i
+						sumDy += float64(dy[k])
+						sumDyXhat += float64(dy[k]) * (float64(x[k]) - m) * inv
+					}
+				}
+				assert.InDelta(t, sumDy, g.bias[p], 1e-9*count, "dB[%d]", p)
+				assert.InDelta(t, sumDyXhat, g.scale[p], 1e-6*(1+math.Abs(sumDyXhat)), "dscale[%d]", p)
+				bad := 0
+				for o := 0; o < n; o++ {
+					for i := 0; i < inner; i++ {
+						k := (o*c+p)*inner + i
+						xhat := (float64(x[k]) - m) * inv
+						want := scale[p] * inv * (float64(dy[k]) - sumDy/count - xhat*sumDyXhat/count)
+						if math.Abs(float64(dx[k])-want) > 1e-5*(1+math.Abs(want)) {
+							bad++
+						}
+					}
+				}
+				assert.Zero(t, bad, "channel %d: %d of %d dX elements differ (GOMAXPROCS %d)", p, bad, n*inner, procs)
+			}
+		})
+	}
+}

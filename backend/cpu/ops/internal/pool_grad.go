@@ -187,6 +187,12 @@ func maxPoolGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes int) {
 	inSize, outSize := p.win.inSize, p.win.outSize
 	workers := gradWorkers(planes, outSize*max(p.win.kernelSize, 1))
+	if len(p.win.in) == 2 {
+		convGradParallel(planes, workers, false, func(_, c int) {
+			maxPoolBackward2D(p, dy[c*outSize:(c+1)*outSize], x[c*inSize:(c+1)*inSize], dx[c*inSize:(c+1)*inSize])
+		})
+		return
+	}
 	convGradParallel(planes, workers, false, func(_, c int) {
 		xp := x[c*inSize : (c+1)*inSize]
 		dxp := dx[c*inSize : (c+1)*inSize]
@@ -203,6 +209,32 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 			}
 		})
 	})
+}
+
+// maxPoolBackward2D is maxPoolBackward for one plane of a 2-D pool: the
+// same row-major scan of each window's taps (rows, then columns), without
+// building tap lists.
+func maxPoolBackward2D[T float32 | float64](p *poolGradPlan, dy, x, dx []T) {
+	w := p.win
+	iw, oh, ow := w.in[1], w.out[0], w.out[1]
+	for r := 0; r < oh; r++ {
+		rowTaps := p.idx[0][p.start[0][r]:p.start[0][r+1]]
+		for q := 0; q < ow; q++ {
+			colTaps := p.idx[1][p.start[1][q]:p.start[1][q+1]]
+			best, at := T(0), -1
+			for _, i := range rowTaps {
+				line := x[i*iw : (i+1)*iw]
+				for _, j := range colTaps {
+					if v := line[j]; v > best || at < 0 {
+						best, at = v, i*iw+j
+					}
+				}
+			}
+			if at >= 0 {
+				dx[at] += dy[r*ow+q]
+			}
+		}
+	}
 }
 
 // scatterPoolIndices adds dy to dx at MaxPool's Indices output: flat

@@ -10,6 +10,10 @@ import (
 // leaving the GEMM wide tiles to work on. Tests lower it to exercise tiling.
 var colBudget = 1 << 19
 
+// implicitConv routes ungrouped 2-D float32 convolutions through the
+// implicit GEMM (Conv2D); tests turn it off to compare with im2col.
+var implicitConv = true
+
 // convShape is a convolution's resolved dimensions.
 type convShape struct {
 	n, c, m, group int
@@ -137,6 +141,14 @@ func convRun[T convElem](cs *convShape, x, w, b, y []T) {
 			matmul(false, mg, outSize, cg, wg, cg, xg, inSize, accumulate, yg, outSize)
 		})
 		return
+	}
+
+	// Ungrouped 2-D float32: one implicit GEMM over the whole batch.
+	if xf, ok := any(x).([]float32); ok && cs.group == 1 && implicitConv {
+		if g, ok := Conv2DOf(win.export(), cs.n, cs.c, cs.m); ok {
+			g.Forward(xf, any(w).([]float32), any(y).([]float32), accumulate)
+			return
+		}
 	}
 
 	// General: im2col over tiles of output rows, then GEMM into y.

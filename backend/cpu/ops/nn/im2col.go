@@ -179,11 +179,43 @@ func im2col2D[T convElem](col []T, ld int, x []T, cg int, w *window, r0, r1 int)
 	}
 }
 
+// Im2Col is im2colStrided for the other CPU kernels (the convolution
+// gradients): ch channels of the image x, each prod(w.In) elements, become
+// ch·prod(w.Kernel) rows of col, ld elements apart, whose columns are the
+// window positions of outer rows [r0, r1). Taps in the padding read zero.
+func Im2Col[T convElem](col []T, ld int, x []T, ch int, w Window, r0, r1 int) {
+	im2colStrided(col, ld, x, ch, w.internal(), r0, r1)
+}
+
+// Col2ImAdd is the adjoint of Im2Col: it adds every column entry of outer
+// rows [r0, r1) (rows of col ld elements apart) into the image position it
+// was read from; entries that fall in the padding are dropped.
+func Col2ImAdd[T convElem](img, col []T, ld int, ch int, w Window, r0, r1 int) {
+	col2imStrided(img, col, ld, ch, w.internal(), r0, r1)
+}
+
+// internal returns the window as package nn's kernels keep it.
+func (w Window) internal() *window {
+	return &window{in: w.In, out: w.Out, kernel: w.Kernel, strides: w.Strides, dilations: w.Dilations,
+		padBegin: w.PadBegin, padEnd: w.PadEnd}
+}
+
 // col2imAdd is the adjoint of im2col: it adds every column entry of outer
 // rows [r0, r1) into the image position it was read from, for cg channels
 // of y (each prod(w.in) elements). Entries that fall in the padding are
 // dropped. Pads may be negative (ConvTranspose with a larger output_shape).
 func col2imAdd[T nnNumber](y, col []T, cg int, w *window, r0, r1 int) {
+	col2imStrided(y, col, (r1-r0)*w.out[w.rank()-1], cg, w, r0, r1)
+}
+
+// col2imStrided is col2imAdd with the column matrix's rows ld elements
+// apart (ld at least the (r1-r0)·w.out[last] columns read), so that
+// several images' columns can sit side by side in one matrix.
+func col2imStrided[T nnNumber](y, col []T, ld int, cg int, w *window, r0, r1 int) {
+	if w.rank() == 2 {
+		col2im2D(y, col, ld, cg, w, r0, r1)
+		return
+	}
 	r := w.rank()
 	last := r - 1
 	oLast := w.out[last]
@@ -206,7 +238,7 @@ func col2imAdd[T nnNumber](y, col []T, cg int, w *window, r0, r1 int) {
 			kIdx[j] = 0
 		}
 		for k := 0; k < kSize; k++ {
-			src := col[row*cols : (row+1)*cols]
+			src := col[row*ld : row*ld+cols]
 			off := kIdx[last]*w.dilations[last] - w.padBegin[last]
 			lo, hi := validRange(off, sLast, w.in[last], oLast)
 			rem := r0
@@ -254,6 +286,53 @@ func col2imAdd[T nnNumber](y, col []T, cg int, w *window, r0, r1 int) {
 					break
 				}
 				kIdx[j] = 0
+			}
+		}
+	}
+}
+
+// col2im2D is col2imStrided for two spatial dims, with the window
+// geometry hoisted out of the loops (the rows of late CNN layers are only a
+// few positions long).
+func col2im2D[T nnNumber](y, col []T, ld int, cg int, w *window, r0, r1 int) {
+	ih, iw, ow := w.in[0], w.in[1], w.out[1]
+	kh, kw := w.kernel[0], w.kernel[1]
+	sh, sw, dh, dw := w.strides[0], w.strides[1], w.dilations[0], w.dilations[1]
+	ph, pw := w.padBegin[0], w.padBegin[1]
+	cols := (r1 - r0) * ow
+	row := 0
+	for c := 0; c < cg; c++ {
+		yc := y[c*ih*iw : (c+1)*ih*iw]
+		for a := 0; a < kh; a++ {
+			for b := 0; b < kw; b++ {
+				src := col[row*ld : row*ld+cols]
+				row++
+				off := b*dw - pw
+				lo, hi := validRange(off, sw, iw, ow)
+				if lo >= hi {
+					continue
+				}
+				for rr := r0; rr < r1; rr++ {
+					in := rr*sh + a*dh - ph
+					if in < 0 || in >= ih {
+						continue
+					}
+					line := yc[in*iw : (in+1)*iw]
+					s := src[(rr-r0)*ow+lo : (rr-r0)*ow+hi]
+					if sw == 1 {
+						d := line[lo+off : hi+off]
+						d = d[:len(s)]
+						for o, v := range s {
+							d[o] += v
+						}
+						continue
+					}
+					p := lo*sw + off
+					for _, v := range s {
+						line[p] += v
+						p += sw
+					}
+				}
 			}
 		}
 	}

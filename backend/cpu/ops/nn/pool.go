@@ -254,6 +254,16 @@ func maxPoolRun[T ordered](plan *poolPlan, x, y []T, idx []int64, planes int, lo
 	inSize, outSize := plan.inSize, plan.outSize
 	r := len(plan.out)
 	workers := nnWorkers(planes, plan.poolCost())
+	if r == 2 && !plan.colMajor {
+		parallelFor(planes, workers, func(_, c int) {
+			var ip []int64
+			if idx != nil {
+				ip = idx[c*outSize : (c+1)*outSize]
+			}
+			maxPool2D(plan, x[c*inSize:(c+1)*inSize], y[c*outSize:(c+1)*outSize], ip, c*inSize, lowest)
+		})
+		return
+	}
 	parallelFor(planes, workers, func(_, c int) {
 		xp := x[c*inSize : (c+1)*inSize]
 		yp := y[c*outSize : (c+1)*outSize]
@@ -283,6 +293,36 @@ func maxPoolRun[T ordered](plan *poolPlan, x, y []T, idx []int64, planes int, lo
 			}
 		})
 	})
+}
+
+// maxPool2D is maxPoolRun for one plane of a 2-D pool (row-major
+// indices, offset by base): the same row-major scan of each window's taps,
+// without the per-row tap lists of forRows.
+func maxPool2D[T ordered](plan *poolPlan, x, y []T, idx []int64, base int, lowest T) {
+	iw, oh, ow := plan.in[1], plan.out[0], plan.out[1]
+	for r := 0; r < oh; r++ {
+		rowTaps := plan.axisList(0, r)
+		for q := 0; q < ow; q++ {
+			colTaps := plan.axisList(1, q)
+			best, bestAt := lowest, -1
+			for _, i := range rowTaps {
+				line := x[int(i)*iw : int(i+1)*iw]
+				for _, j := range colTaps {
+					if v := line[j]; v > best || bestAt < 0 {
+						best, bestAt = v, int(i)*iw+int(j)
+					}
+				}
+			}
+			y[r*ow+q] = best
+			if idx != nil {
+				if bestAt < 0 {
+					idx[r*ow+q] = -1
+				} else {
+					idx[r*ow+q] = int64(base + bestAt)
+				}
+			}
+		}
+	}
 }
 
 // avgPool averages each window, dividing by the window's taps inside the

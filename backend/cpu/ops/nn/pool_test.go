@@ -2,6 +2,7 @@ package nn
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -230,4 +231,54 @@ func TestPoolParallelMatchesSerial(t *testing.T) {
 	})
 	assertClose(t, wantMax, maxY, 0)
 	assertClose(t, wantAvg, avgY, 1e-6)
+}
+
+// TestMaxPool2DMatchesDefinition checks the 2-D MaxPool path (values and
+// row-major Indices) against the definition evaluated directly: the first
+// largest tap in row-major order, with ties (values on a coarse grid),
+// strides, dilations, asymmetric pads and ceil_mode.
+func TestMaxPool2DMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n, c, h, w = 2, 3, 9, 8
+	x := make([]float32, n*c*h*w)
+	for i := range x {
+		x[i] = float32(rng.IntN(5)) // many ties
+	}
+	for _, tc := range []struct {
+		k, s, d, pads []int64
+		ceil          int64
+	}{
+		{[]int64{3, 3}, []int64{2, 2}, []int64{1, 1}, []int64{1, 1, 1, 1}, 0},
+		{[]int64{2, 3}, []int64{1, 2}, []int64{2, 1}, []int64{0, 2, 1, 0}, 1},
+		{[]int64{3, 2}, []int64{3, 1}, []int64{1, 1}, []int64{2, 0, 0, 1}, 1},
+	} {
+		node := testNode("MaxPool", 2, aInts("kernel_shape", tc.k...), aInts("strides", tc.s...),
+			aInts("dilations", tc.d...), aInts("pads", tc.pads...), aInt("ceil_mode", tc.ceil))
+		out := mustRun(t, 12, node, f32([]int{n, c, h, w}, x...))
+		y, idx := out[0].Data.([]float32), out[1].Data.([]int64)
+		oh, ow := out[0].Shape[2], out[0].Shape[3]
+		for p := 0; p < n*c; p++ {
+			for r := 0; r < oh; r++ {
+				for q := 0; q < ow; q++ {
+					best, at := float32(0), -1
+					for a := 0; a < int(tc.k[0]); a++ {
+						i := r*int(tc.s[0]) - int(tc.pads[0]) + a*int(tc.d[0])
+						for b := 0; b < int(tc.k[1]); b++ {
+							j := q*int(tc.s[1]) - int(tc.pads[1]) + b*int(tc.d[1])
+							if i < 0 || i >= h || j < 0 || j >= w {
+								continue
+							}
+							if v := x[p*h*w+i*w+j]; at < 0 || v > best {
+								best, at = v, p*h*w+i*w+j
+							}
+						}
+					}
+					o := (p*oh+r)*ow + q
+					require.GreaterOrEqual(t, at, 0)
+					assert.Equal(t, best, y[o], "plane %d output (%d, %d)", p, r, q)
+					assert.Equal(t, int64(at), idx[o], "plane %d output (%d, %d)", p, r, q)
+				}
+			}
+		}
+	}
 }

@@ -159,46 +159,65 @@ func batchNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 var bnInputNames = []string{"X", "scale", "B", "input_mean", "input_var"}
 
 // bnApply writes x normalised per parameter p of blocks b into y:
-// (x - mean[p]) / sqrt(variance[p] + eps) * scale[p] + bias[p].
+// (x - mean[p]) / sqrt(variance[p] + eps) * scale[p] + bias[p]. The
+// parameters are split over the cores (each writes its own channels).
 func bnApply[F float](x, y []F, b blocks, scale, bias, mean, variance []float64, eps float64) {
-	for p := 0; p < b.r; p++ {
-		a := scale[p] / math.Sqrt(variance[p]+eps)
-		mul, add := F(a), F(bias[p]-mean[p]*a)
-		for o := 0; o < b.outer; o++ {
-			off := (o*b.r + p) * b.inner
-			dst := y[off : off+b.inner]
-			for i, v := range x[off : off+b.inner] {
-				dst[i] = v*mul + add
+	parallelRows(b.r, b.outer*b.inner, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			a := scale[p] / math.Sqrt(variance[p]+eps)
+			mul, add := F(a), F(bias[p]-mean[p]*a)
+			for o := 0; o < b.outer; o++ {
+				off := (o*b.r + p) * b.inner
+				src := x[off : off+b.inner]
+				dst := y[off : off+b.inner]
+				dst = dst[:len(src)]
+				for i, v := range src {
+					dst[i] = v*mul + add
+				}
 			}
 		}
-	}
+	})
 }
 
 // bnStats returns the mean and population variance of each parameter's
-// elements (over outer and inner), accumulated in float64.
+// elements (over outer and inner), accumulated in float64 in one pass over
+// values shifted by the parameter's first element (which keeps the
+// precision of the two-pass formula for data far from zero:
+// var = Σd²/n − (Σd/n)² with d = x − x0). The parameters are split over
+// the cores; each sum runs in one goroutine in a fixed order, so the
+// result does not depend on the split.
 func bnStats[F float](x []F, b blocks) (mean, variance []float64) {
 	mean = make([]float64, b.r)
 	variance = make([]float64, b.r)
 	count := float64(b.outer * b.inner)
-	for p := 0; p < b.r; p++ {
-		var s float64
-		for o := 0; o < b.outer; o++ {
-			off := (o*b.r + p) * b.inner
-			for _, v := range x[off : off+b.inner] {
-				s += float64(v)
-			}
-		}
-		m := s / count
-		var q float64
-		for o := 0; o < b.outer; o++ {
-			off := (o*b.r + p) * b.inner
-			for _, v := range x[off : off+b.inner] {
-				d := float64(v) - m
-				q += d * d
-			}
-		}
-		mean[p], variance[p] = m, q/count
+	if count == 0 {
+		return mean, variance
 	}
+	parallelRows(b.r, b.outer*b.inner, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			x0 := float64(x[p*b.inner])
+			var s0, s1, q0, q1 float64
+			for o := 0; o < b.outer; o++ {
+				off := (o*b.r + p) * b.inner
+				v := x[off : off+b.inner]
+				i := 0
+				for ; i+2 <= len(v); i += 2 {
+					d0, d1 := float64(v[i])-x0, float64(v[i+1])-x0
+					s0 += d0
+					s1 += d1
+					q0 += d0 * d0
+					q1 += d1 * d1
+				}
+				if i < len(v) {
+					d := float64(v[i]) - x0
+					s0 += d
+					q0 += d * d
+				}
+			}
+			md := (s0 + s1) / count
+			mean[p], variance[p] = x0+md, max((q0+q1)/count-md*md, 0)
+		}
+	})
 	return mean, variance
 }
 

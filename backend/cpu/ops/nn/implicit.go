@@ -1,0 +1,471 @@
+package nn
+
+import (
+	"sync"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+)
+
+// Conv2D is the geometry of an ungrouped 2-D convolution over a batch, for
+// the float32 implicit-GEMM kernels: the forward product and the filter
+// gradient pack their GEMM panels straight from the NCHW tensors (see
+// gemm.PackedProduct), so no im2col matrix is ever written, and the whole
+// batch makes one product (its columns are the N·OH·OW window positions),
+// which both cores share.
+//
+// The image X is (N, C, H, W), the kernel W (M, C, KH, KW) and the output
+// (N, M, OH, OW); output position (oh, ow) reads image row
+// oh·SH + a·DH − PadTop and column ow·SW + b·DW − PadLeft for tap (a, b).
+// Positions outside the image read as zero.
+type Conv2D struct {
+	N, C, H, W      int
+	M               int
+	KH, KW          int
+	SH, SW, DH, DW  int
+	PadTop, PadLeft int
+	OH, OW          int
+}
+
+// Conv2DOf returns the implicit-GEMM geometry of an ungrouped 2-D window
+// over images of c channels producing m channels, or false for other
+// ranks and for negative begin pads (ConvTranspose with a larger
+// output_shape).
+func Conv2DOf(w Window, n, c, m int) (Conv2D, bool) {
+	if len(w.In) != 2 || w.PadBegin[0] < 0 || w.PadBegin[1] < 0 {
+		return Conv2D{}, false
+	}
+	return Conv2D{N: n, C: c, H: w.In[0], W: w.In[1], M: m, KH: w.Kernel[0], KW: w.Kernel[1],
+		SH: w.Strides[0], SW: w.Strides[1], DH: w.Dilations[0], DW: w.Dilations[1],
+		PadTop: w.PadBegin[0], PadLeft: w.PadBegin[1], OH: w.Out[0], OW: w.Out[1]}, true
+}
+
+// Forward computes y = conv(x, w), or y += conv(x, w) when accumulate is set.
+func (g *Conv2D) Forward(x, w, y []float32, accumulate bool) {
+	L, ck := g.OH*g.OW, g.C*g.KH*g.KW
+	if g.N == 0 || g.M == 0 || L == 0 {
+		return
+	}
+	beta := float32(0)
+	if accumulate {
+		beta = 1
+	}
+	if ck == 0 {
+		if !accumulate {
+			clear(y[:g.N*g.M*L])
+		}
+		return
+	}
+	xp := g.pad(x)
+	defer release(xp.x)
+	pp := gemm.PackedProduct{M: g.M, N: g.N * L, K: ck,
+		A: w, LDA: ck,
+		PackB: g.packColumns(xp),
+		C:     y, LDC: L, ColBlock: L, ColStride: g.M * L, Beta: beta,
+		NC: implicitNC(g.M)}
+	pp.Run()
+}
+
+// FilterGrad computes dw = Σ over the batch of dy·im2col(x)ᵀ (or adds it
+// to dw when accumulate is set): the weight gradient, as one product
+// whose shared dimension runs over every window position of every image.
+func (g *Conv2D) FilterGrad(dy, x, dw []float32, accumulate bool) {
+	L, ck := g.OH*g.OW, g.C*g.KH*g.KW
+	if g.M == 0 || ck == 0 {
+		return
+	}
+	beta := float32(0)
+	if accumulate {
+		beta = 1
+	}
+	if g.N == 0 || L == 0 {
+		if !accumulate {
+			clear(dw[:g.M*ck])
+		}
+		return
+	}
+	xp := g.pad(x)
+	defer release(xp.x)
+	pp := gemm.PackedProduct{M: g.M, N: ck, K: g.N * L,
+		PackA: g.packOutputRows(dy),
+		PackB: g.packColumnsT(xp),
+		C:     dw, LDC: ck, Beta: beta, NC: implicitNC(g.M)}
+	pp.Run()
+}
+
+// InputGradImplicit reports whether InputGrad handles g: unit strides and
+// dilations, and pads below the kernel size on every side (padBottom and
+// padRight are the end pads), so that the input gradient is a plain
+// correlation of dy with the flipped kernel.
+func (g *Conv2D) InputGradImplicit(padBottom, padRight int) bool {
+	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 &&
+		g.PadTop < g.KH && g.PadLeft < g.KW && padBottom < g.KH && padRight < g.KW &&
+		g.PadTop >= 0 && g.PadLeft >= 0 && padBottom >= 0 && padRight >= 0
+}
+
+// InputGrad computes dx from dy for a convolution that InputGradImplicit
+// accepts: dx = conv(dy, W') over dy padded by kernel−1−pad, where
+// W'[c, m, a, b] = W[m, c, KH−1−a, KW−1−b]. The product gathers dy's
+// windows (as Forward gathers x's) and packs W' straight from W, so
+// neither the flipped kernel nor an im2col matrix is written, and dx is
+// overwritten in place.
+func (g *Conv2D) InputGrad(dy, w, dx []float32) {
+	ks := g.KH * g.KW
+	I := g.H * g.W
+	if g.N == 0 || g.C == 0 || I == 0 {
+		return
+	}
+	if g.M == 0 || ks == 0 || g.OH*g.OW == 0 {
+		clear(dx[:g.N*g.C*I])
+		return
+	}
+	gt := Conv2D{N: g.N, C: g.M, H: g.OH, W: g.OW, M: g.C, KH: g.KH, KW: g.KW,
+		SH: 1, SW: 1, DH: 1, DW: 1, PadTop: g.KH - 1 - g.PadTop, PadLeft: g.KW - 1 - g.PadLeft,
+		OH: g.H, OW: g.W}
+	dyp := gt.pad(dy)
+	defer release(dyp.x)
+	pp := gemm.PackedProduct{M: g.C, N: g.N * I, K: g.M * ks,
+		PackA: g.packFlipped(w),
+		PackB: gt.packColumns(dyp),
+		C:     dx, LDC: I, ColBlock: I, ColStride: g.C * I, NC: implicitNC(g.C)}
+	pp.Run()
+}
+
+// packFlipped returns the PackA of InputGrad: A is W' with rows the C
+// input channels and columns (m, a, b), read from W (M, C, KH, KW): the
+// MR channels of a strip lie KH·KW apart in W, so each step of the strip
+// reads one short stretch of W.
+func (g *Conv2D) packFlipped(w []float32) func(dst []float32, i0, mc, p0, kc int) {
+	mr, _ := gemm.KernelShape()
+	ks := g.KH * g.KW
+	return func(dst []float32, i0, mc, p0, kc int) {
+		// Output channel by output channel: the C·KH·KW values of W[m]
+		// are read in order while the strips fill.
+		m, t := p0/ks, p0%ks
+		for q := 0; q < kc; {
+			// The taps t.. of output channel m, last tap first.
+			n := min(ks-t, kc-q)
+			for s := 0; s*mr < mc; s++ {
+				strip := dst[s*mr*kc : (s+1)*mr*kc]
+				rows := min(mr, mc-s*mr)
+				c0 := i0 + s*mr
+				src := w[(m*g.C+c0)*ks : (m*g.C+c0+rows-1)*ks+ks]
+				if rows == 6 && mr == 6 {
+					r0, r1, r2 := src[0:ks], src[ks:2*ks], src[2*ks:3*ks]
+					r3, r4, r5 := src[3*ks:4*ks], src[4*ks:5*ks], src[5*ks:6*ks]
+					for j := 0; j < n; j++ {
+						e := ks - 1 - t - j
+						d := (*[6]float32)(strip[(q+j)*6:])
+						d[0], d[1], d[2], d[3], d[4], d[5] = r0[e], r1[e], r2[e], r3[e], r4[e], r5[e]
+					}
+					continue
+				}
+				for j := 0; j < n; j++ {
+					d := strip[(q+j)*mr : (q+j)*mr+mr]
+					e := ks - 1 - t - j
+					for i := 0; i < rows; i++ {
+						d[i] = src[i*ks+e]
+					}
+					for i := rows; i < mr; i++ {
+						d[i] = 0
+					}
+				}
+			}
+			q += n
+			t = 0
+			m++
+		}
+	}
+}
+
+// implicitNC is the widest B panel of an implicit product with m rows:
+// wide enough that packing A again per panel costs at most an eighth of
+// packing B, and at least 512 columns (a 512 KiB panel at the GEMM's k
+// block of 256, which stays in L2).
+func implicitNC(m int) int {
+	return max(512, 8*m)
+}
+
+// padded is an image batch copied into zero-bordered planes of hp rows
+// and wp columns (the image at row PadTop, column PadLeft), so that every
+// tap of every window reads inside a plane: the packers then copy runs
+// without checking for the padding.
+type padded struct {
+	x      []float32
+	hp, wp int
+}
+
+// pad copies x into a padded scratch buffer; give it back with release.
+func (g *Conv2D) pad(x []float32) padded {
+	hp := max(g.PadTop+g.H, (g.OH-1)*g.SH+(g.KH-1)*g.DH+1)
+	wp := max(g.PadLeft+g.W, (g.OW-1)*g.SW+(g.KW-1)*g.DW+1)
+	planes := g.N * g.C
+	xp := scratch[float32](planes * hp * wp)
+	parallelFor(planes, nnWorkers(planes, hp*wp), func(_, p int) {
+		dst := xp[p*hp*wp : (p+1)*hp*wp]
+		src := x[p*g.H*g.W : (p+1)*g.H*g.W]
+		clear(dst)
+		for r := 0; r < g.H; r++ {
+			at := (g.PadTop+r)*wp + g.PadLeft
+			d, s := dst[at:at+g.W], src[r*g.W:(r+1)*g.W]
+			if len(s) > 16 {
+				copy(d, s)
+				continue
+			}
+			for i, v := range s {
+				d[i] = v
+			}
+		}
+	})
+	return padded{x: xp, hp: hp, wp: wp}
+}
+
+// posSeg is a run of n window positions on one output row of one image:
+// src is the offset in the padded batch of what its first position reads
+// with tap (0, 0) of channel 0, dst its lane in a strip (or its index in
+// the run of positions being packed).
+type posSeg struct {
+	src, dst, n int
+}
+
+// segBufs holds the per-call run lists of the packers.
+var segBufs = sync.Pool{New: func() any { return new([]posSeg) }}
+
+// positions appends to segs the runs of the window positions [j0, j0+n)
+// of the batch (position j is image j/L, row j%L/OW, column j%OW) over
+// the padded batch xp. With nr > 0 the positions are packed nr to a strip
+// (a run ends at a strip's end and dst is its lane); with nr = 0 they are
+// consecutive (dst is the position's index from j0).
+func (g *Conv2D) positions(segs []posSeg, xp padded, j0, n, nr int) []posSeg {
+	L := g.OH * g.OW
+	plane := xp.hp * xp.wp
+	for at := 0; at < n; {
+		j := j0 + at
+		img, pos := j/L, j%L
+		oh, ow := pos/g.OW, pos%g.OW
+		k := min(g.OW-ow, n-at)
+		dst := at
+		if nr > 0 {
+			dst = at % nr
+			k = min(k, nr-dst)
+		}
+		segs = append(segs, posSeg{src: img*g.C*plane + oh*g.SH*xp.wp + ow*g.SW, dst: dst, n: k})
+		at += k
+	}
+	return segs
+}
+
+// tapOffsets appends the offsets in a padded plane stack of im2col rows
+// [p0, p0+kc) (row (c, a, b) reads channel c, tap row a, tap column b).
+func (g *Conv2D) tapOffsets(offs []int, xp padded, p0, kc int) []int {
+	ks := g.KH * g.KW
+	c, t := p0/ks, p0%ks
+	a, b := t/g.KW, t%g.KW
+	plane := xp.hp * xp.wp
+	for q := 0; q < kc; q++ {
+		offs = append(offs, c*plane+a*g.DH*xp.wp+b*g.DW)
+		if b++; b == g.KW {
+			b = 0
+			if a++; a == g.KH {
+				a = 0
+				c++
+			}
+		}
+	}
+	return offs
+}
+
+// copyRun writes n values of x from src on, sw apart, into d[:n].
+func copyRun(d, x []float32, src, n, sw int) {
+	d = d[:n]
+	if sw == 1 {
+		s := x[src : src+n]
+		switch n {
+		case 16:
+			*(*[16]float32)(d) = *(*[16]float32)(s)
+		case 8:
+			*(*[8]float32)(d) = *(*[8]float32)(s)
+		case 4:
+			*(*[4]float32)(d) = *(*[4]float32)(s)
+		case 2:
+			*(*[2]float32)(d) = *(*[2]float32)(s)
+		default:
+			copy(d, s)
+		}
+		return
+	}
+	s := x[src : src+(n-1)*sw+1]
+	if n == 16 && sw == 2 {
+		s2, d16 := (*[31]float32)(s), (*[16]float32)(d)
+		for i := 0; i < 16; i++ {
+			d16[i] = s2[2*i]
+		}
+		return
+	}
+	for i := range d {
+		d[i] = s[i*sw]
+	}
+}
+
+// packColumns returns the PackB of the forward product: B is im2col(x)
+// with rows (c, a, b) and columns (image, oh, ow), packed NR columns at a
+// time from the padded batch. The runs of window positions are worked
+// out once per panel, then each strip is filled row after row (its
+// writes stay in one strip: strips are a multiple of 4 KiB apart and
+// would share L1 sets).
+func (g *Conv2D) packColumns(xp padded) func(dst []float32, p0, kc, j0, nc int) {
+	_, nr := gemm.KernelShape()
+	return func(dst []float32, p0, kc, j0, nc int) {
+		held := segBufs.Get().(*[]posSeg)
+		defer segBufs.Put(held)
+		segs := g.positions((*held)[:0], xp, j0, nc, nr)
+		*held = segs
+		if rem := nc % nr; rem != 0 {
+			// Lanes past nc in the last strip.
+			last := dst[(nc/nr)*nr*kc:]
+			for q := 0; q < kc; q++ {
+				clear(last[q*nr+rem : q*nr+nr])
+			}
+		}
+		var offBuf [256]int
+		offs := g.tapOffsets(offBuf[:0], xp, p0, kc)
+		x, sw := xp.x, g.SW
+		for first, strip := 0, 0; first < len(segs); strip++ {
+			end := first
+			for at := strip * nr; end < len(segs) && at < (strip+1)*nr; end++ {
+				at += segs[end].n
+			}
+			sd := dst[strip*nr*kc : (strip+1)*nr*kc]
+			ss := segs[first:end]
+			first = end
+			if len(ss) == 1 && ss[0].n == 16 && nr == 16 && sw == 1 {
+				src := ss[0].src
+				for q, off := range offs {
+					*(*[16]float32)(sd[q*16 : q*16+16]) = *(*[16]float32)(x[src+off : src+off+16])
+				}
+				continue
+			}
+			if sw == 1 && nr == 16 && sameRuns(ss, 16) {
+				// Whole output rows of 8, 4 or 2 positions (the late
+				// layers' small images): fixed-size copies, inline.
+				packRuns(sd, x, offs, ss)
+				continue
+			}
+			for q, off := range offs {
+				d := sd[q*nr : q*nr+nr]
+				for _, s := range ss {
+					copyRun(d[s.dst:], x, s.src+off, s.n, sw)
+				}
+			}
+		}
+	}
+}
+
+// sameRuns reports whether the runs are all 8, all 4 or all 2 positions
+// long and fill nr lanes.
+func sameRuns(ss []posSeg, nr int) bool {
+	n := ss[0].n
+	if (n != 8 && n != 4 && n != 2) || len(ss)*n != nr {
+		return false
+	}
+	for _, s := range ss[1:] {
+		if s.n != n {
+			return false
+		}
+	}
+	return true
+}
+
+// packRuns fills a 16-lane strip from runs of one length (8, 4 or 2) at
+// column stride 1: row q of the strip is run s of tap offset offs[q] at
+// lanes s·n onwards.
+func packRuns(sd, x []float32, offs []int, ss []posSeg) {
+	switch ss[0].n {
+	case 8:
+		s0, s1 := ss[0].src, ss[1].src
+		for q, off := range offs {
+			d := (*[16]float32)(sd[q*16 : q*16+16])
+			*(*[8]float32)(d[0:8]) = *(*[8]float32)(x[s0+off : s0+off+8])
+			*(*[8]float32)(d[8:16]) = *(*[8]float32)(x[s1+off : s1+off+8])
+		}
+	case 4:
+		s0, s1, s2, s3 := ss[0].src, ss[1].src, ss[2].src, ss[3].src
+		for q, off := range offs {
+			d := (*[16]float32)(sd[q*16 : q*16+16])
+			*(*[4]float32)(d[0:4]) = *(*[4]float32)(x[s0+off : s0+off+4])
+			*(*[4]float32)(d[4:8]) = *(*[4]float32)(x[s1+off : s1+off+4])
+			*(*[4]float32)(d[8:12]) = *(*[4]float32)(x[s2+off : s2+off+4])
+			*(*[4]float32)(d[12:16]) = *(*[4]float32)(x[s3+off : s3+off+4])
+		}
+	default:
+		var src [8]int
+		for i, s := range ss {
+			src[i] = s.src
+		}
+		for q, off := range offs {
+			d := (*[16]float32)(sd[q*16 : q*16+16])
+			for i := 0; i < 8; i++ {
+				o := src[i] + off
+				*(*[2]float32)(d[2*i : 2*i+2]) = *(*[2]float32)(x[o : o+2])
+			}
+		}
+	}
+}
+
+// lineBufs are the per-call staging rows of packColumnsT (NR rows of up
+// to the GEMM's k block each).
+var lineBufs = sync.Pool{New: func() any { return new([]float32) }}
+
+// packColumnsT returns the PackB of the filter gradient: B is im2col(x)ᵀ,
+// rows the window positions (image, oh, ow) and columns (c, a, b). Each
+// strip's NR im2col rows are gathered from the padded batch into a
+// staging block that stays in L1, then transposed into the strip.
+func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int) {
+	_, nr := gemm.KernelShape()
+	return func(dst []float32, p0, kc, j0, nc int) {
+		heldSegs := segBufs.Get().(*[]posSeg)
+		defer segBufs.Put(heldSegs)
+		segs := g.positions((*heldSegs)[:0], xp, p0, kc, 0)
+		*heldSegs = segs
+		held := lineBufs.Get().(*[]float32)
+		defer lineBufs.Put(held)
+		if cap(*held) < nr*kc {
+			*held = make([]float32, nr*kc)
+		}
+		lines := (*held)[:nr*kc]
+		var offBuf [16]int
+		x, sw := xp.x, g.SW
+		for s := 0; s*nr < nc; s++ {
+			cols := min(nr, nc-s*nr)
+			offs := g.tapOffsets(offBuf[:0], xp, j0+s*nr, cols)
+			for j, off := range offs {
+				line := lines[j*kc : (j+1)*kc]
+				for _, sg := range segs {
+					copyRun(line[sg.dst:], x, sg.src+off, sg.n, sw)
+				}
+			}
+			gemm.PackTransposedB(dst[s*nr*kc:(s+1)*nr*kc], lines, kc, cols, kc)
+		}
+	}
+}
+
+// packOutputRows returns the PackA of the filter gradient: A is the output
+// gradient with rows the M channels and columns the window positions of
+// the whole batch (image by image), packed from dy's per-image planes.
+func (g *Conv2D) packOutputRows(dy []float32) func(dst []float32, i0, mc, p0, kc int) {
+	mr, _ := gemm.KernelShape()
+	L := g.OH * g.OW
+	return func(dst []float32, i0, mc, p0, kc int) {
+		for s := 0; s*mr < mc; s++ {
+			strip := dst[s*mr*kc : (s+1)*mr*kc]
+			rows := min(mr, mc-s*mr)
+			m := i0 + s*mr
+			for at := 0; at < kc; {
+				j := p0 + at
+				img, pos := j/L, j%L
+				n := min(L-pos, kc-at)
+				gemm.PackRowsA(strip, at, dy[(img*g.M+m)*L+pos:], L, rows, n)
+				at += n
+			}
+		}
+	}
+}

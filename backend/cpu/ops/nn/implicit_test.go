@@ -1,0 +1,117 @@
+package nn
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// implicitCases are ungrouped 2-D convolutions that the implicit GEMM
+// runs, sized so that the products cross the GEMM's k blocks (C·KH·KW >
+// 256), split over goroutines (M·N·K > 128·128·64), and have window rows
+// that are not multiples of the kernel's 16-column strips, so that strips
+// straddle rows and images.
+var implicitCases = []convCase{
+	{"implicit_k_blocks_parallel", []int{3, 40, 9, 11}, []int{13, 40, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
+	{"implicit_stride2_dilation", []int{4, 30, 13, 10}, []int{20, 30, 3, 2}, 1, []int{2, 1}, []int{2, 3}, []int{2, 0, 1, 3}, false},
+	{"implicit_stem_7x7s2", []int{2, 3, 20, 20}, []int{16, 3, 7, 7}, 1, []int{2, 2}, []int{1, 1}, []int{3, 3, 3, 3}, true},
+	{"implicit_2x2_rows", []int{9, 64, 4, 4}, []int{32, 64, 3, 3}, 1, []int{2, 2}, []int{1, 1}, []int{1, 1, 1, 1}, true},
+	{"implicit_1x1_stride2", []int{6, 48, 8, 8}, []int{40, 48, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, false},
+	{"implicit_runs_of_16", []int{2, 8, 5, 32}, []int{12, 8, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
+	{"implicit_runs_of_16_stride2", []int{2, 3, 9, 64}, []int{16, 3, 7, 7}, 1, []int{2, 2}, []int{1, 1}, []int{3, 3, 3, 3}, false},
+	{"implicit_rows_of_2", []int{9, 24, 2, 2}, []int{10, 24, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
+	{"implicit_rows_of_4", []int{5, 20, 4, 4}, []int{12, 20, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
+	{"implicit_rows_of_8", []int{3, 16, 8, 8}, []int{10, 16, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, false},
+	{"implicit_pad_beyond_image", []int{2, 5, 3, 2}, []int{7, 5, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{3, 2, 2, 3}, true},
+}
+
+// TestConvImplicitMatchesDirect checks the implicit-GEMM forward
+// convolution (float32) against refConv, the definition summed in float64.
+func TestConvImplicitMatchesDirect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range implicitCases {
+		t.Run(tc.name, func(t *testing.T) {
+			x, w := randF64(rng, prod(tc.x)), randF64(rng, prod(tc.w))
+			var b []float64
+			if tc.bias {
+				b = randF64(rng, tc.w[0])
+			}
+			out := make([]int, 2)
+			for j := 0; j < 2; j++ {
+				dk := (tc.w[j+2]-1)*tc.dilations[j] + 1
+				out[j] = (tc.x[j+2]+tc.pads[j]+tc.pads[j+2]-dk)/tc.strides[j] + 1
+			}
+			want := refConv(x, tc.x, w, tc.w, b, 1, convGeom{tc.strides, tc.dilations, tc.pads[:2]}, out)
+			n := testNode("Conv", 1, aInts("strides", toI64(tc.strides)...),
+				aInts("dilations", toI64(tc.dilations)...), aInts("pads", toI64(tc.pads)...))
+			in := []*graph.Tensor{f32(tc.x, toF32(x)...), f32(tc.w, toF32(w)...)}
+			if b != nil {
+				in = append(in, f32([]int{tc.w[0]}, toF32(b)...))
+			}
+			y := mustRun(t, 17, n, in...)[0]
+			assertClose(t, want, y, 1e-4)
+		})
+	}
+}
+
+// resnet64Layers are the convolutions of torchvision's ResNet-18 on
+// 3×64×64 images, batch 32 (the issue-4 benchmark case).
+var resnet64Layers = []struct {
+	name               string
+	c, h, m, k, s, pad int
+}{
+	{"stem_7x7s2", 3, 64, 64, 7, 2, 3},
+	{"l1_3x3_64", 64, 16, 64, 3, 1, 1},
+	{"l2_3x3s2_128", 64, 16, 128, 3, 2, 1},
+	{"l2_3x3_128", 128, 8, 128, 3, 1, 1},
+	{"l2_1x1s2_128", 64, 16, 128, 1, 2, 0},
+	{"l3_3x3_256", 256, 4, 256, 3, 1, 1},
+	{"l4_3x3_512", 512, 2, 512, 3, 1, 1},
+}
+
+// BenchmarkConvResNet64 times the forward convolutions of the ResNet-18
+// benchmark case through the implicit GEMM and through im2col.
+func BenchmarkConvResNet64(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	const batch = 32
+	for _, l := range resnet64Layers {
+		for _, implicit := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%s/implicit=%v", l.name, implicit), func(b *testing.B) {
+				saved := implicitConv
+				implicitConv = implicit
+				defer func() { implicitConv = saved }()
+				x := f32([]int{batch, l.c, l.h, l.h}, toF32(randF64(rng, batch*l.c*l.h*l.h))...)
+				w := f32([]int{l.m, l.c, l.k, l.k}, toF32(randF64(rng, l.m*l.c*l.k*l.k))...)
+				p := int64(l.pad)
+				n := testNode("Conv", 1, aInts("strides", int64(l.s), int64(l.s)), aInts("pads", p, p, p, p))
+				oh := (l.h+2*l.pad-l.k)/l.s + 1
+				flops := 2.0 * float64(batch*l.m*oh*oh*l.c*l.k*l.k)
+				ctx := &kern.Context{Opset: 17}
+				b.ResetTimer()
+				cpu0 := processCPU()
+				for i := 0; i < b.N; i++ {
+					if _, err := convKernel(ctx, n, []*graph.Tensor{x, w}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+			})
+		}
+	}
+}
+
+// processCPU returns the user and system CPU time this process has used,
+// in nanoseconds: on a machine that other jobs load, CPU time per
+// operation is steadier than wall time.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
