@@ -3,6 +3,7 @@ package internal
 import (
 	"math"
 	"sort"
+	"unsafe"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
@@ -188,7 +189,13 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 	inSize, outSize := p.win.inSize, p.win.outSize
 	workers := gradWorkers(planes, outSize*max(p.win.kernelSize, 1))
 	if len(p.win.in) == 2 {
+		rows, rowsOK := p.spans(0)
+		cols, colsOK := p.spans(1)
 		convGradParallel(planes, workers, false, func(_, c int) {
+			if rowsOK && colsOK {
+				maxPoolBackward2DSpans(rows, cols, p.win.in[1], dy[c*outSize:(c+1)*outSize], x[c*inSize:(c+1)*inSize], dx[c*inSize:(c+1)*inSize])
+				return
+			}
 			maxPoolBackward2D(p, dy[c*outSize:(c+1)*outSize], x[c*inSize:(c+1)*inSize], dx[c*inSize:(c+1)*inSize])
 		})
 		return
@@ -233,6 +240,78 @@ func maxPoolBackward2D[T float32 | float64](p *poolGradPlan, dy, x, dx []T) {
 			if at >= 0 {
 				dx[at] += dy[r*ow+q]
 			}
+		}
+	}
+}
+
+// tapSpan is a window's taps along one axis when they are consecutive
+// input indices lo, ..., lo+n-1 (n = 0 for a window wholly in padding).
+type tapSpan struct{ lo, n int }
+
+// spans returns the taps of axis j as one span per output coordinate, and
+// false when some window's taps are not consecutive (dilation > 1).
+func (p *poolGradPlan) spans(j int) ([]tapSpan, bool) {
+	out := make([]tapSpan, p.win.out[j])
+	for o := range out {
+		list := p.idx[j][p.start[j][o]:p.start[j][o+1]]
+		for k, i := range list {
+			if i != list[0]+k {
+				return nil, false
+			}
+		}
+		if len(list) > 0 {
+			out[o] = tapSpan{list[0], len(list)}
+		}
+	}
+	return out, true
+}
+
+// maxPoolBackward2DSpans is maxPoolBackward2D for windows of consecutive
+// taps, with full 2×2 and 3×3 windows unrolled; the scan order (rows, then
+// columns, the first tap taken and replaced only by a strictly greater
+// value) is the same, so ties and NaNs pick the same tap.
+func maxPoolBackward2DSpans[T float32 | float64](rows, cols []tapSpan, iw int, dy, x, dx []T) {
+	ow := len(cols)
+	for r, rs := range rows {
+		g := dy[r*ow : (r+1)*ow]
+		rowOff := rs.lo * iw
+		for q, cs := range cols {
+			o := rowOff + cs.lo
+			at := o
+			switch {
+			case rs.n == 2 && cs.n == 2:
+				// The tap index k moves by pickIf, not by branches
+				// (the comparisons are data dependent and mispredict);
+				// w[k] is the running maximum.
+				w := x[o : o+iw+2]
+				k := 0
+				k = pickIf(w[1] > w[k], 1, k)
+				k = pickIf(w[iw] > w[k], iw, k)
+				k = pickIf(w[iw+1] > w[k], iw+1, k)
+				at = o + k
+			case rs.n == 3 && cs.n == 3:
+				w := x[o : o+2*iw+3]
+				k := 0
+				k = pickIf(w[1] > w[k], 1, k)
+				k = pickIf(w[2] > w[k], 2, k)
+				for _, t := range [6]int{iw, iw + 1, iw + 2, 2 * iw, 2*iw + 1, 2*iw + 2} {
+					k = pickIf(w[t] > w[k], t, k)
+				}
+				at = o + k
+			case rs.n > 0 && cs.n > 0:
+				best := x[o]
+				for i := 0; i < rs.n; i++ {
+					line := x[o+i*iw : o+i*iw+cs.n]
+					for j, v := range line {
+						if v > best {
+							best, at = v, o+i*iw+j
+						}
+					}
+				}
+			default:
+				continue
+			}
+			dx[at] += g[q]
 		}
 	}
 }
@@ -483,4 +562,12 @@ func resizeScatter[T float32 | float64](dst, src []T, outer, out, in, inner int,
 			}
 		}
 	})
+}
+
+// pickIf returns a when cond holds, else b, without a branch: cond's
+// byte (0 or 1, read through a pointer so that the compiler sets it from
+// the flags instead of jumping on them) becomes an all-ones or zero mask.
+func pickIf(cond bool, a, b int) int {
+	m := -int(*(*uint8)(unsafe.Pointer(&cond)))
+	return b ^ ((a ^ b) & m)
 }

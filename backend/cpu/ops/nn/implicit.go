@@ -56,7 +56,7 @@ func (g *Conv2D) Forward(x, w, y []float32, accumulate bool) {
 		return
 	}
 	xp := g.pad(x)
-	defer release(xp.x)
+	defer xp.release()
 	pp := gemm.PackedProduct{M: g.M, N: g.N * L, K: ck,
 		A: w, LDA: ck,
 		PackB: g.packColumns(xp),
@@ -84,7 +84,7 @@ func (g *Conv2D) FilterGrad(dy, x, dw []float32, accumulate bool) {
 		return
 	}
 	xp := g.pad(x)
-	defer release(xp.x)
+	defer xp.release()
 	pp := gemm.PackedProduct{M: g.M, N: ck, K: g.N * L,
 		PackA: g.packOutputRows(dy),
 		PackB: g.packColumnsT(xp),
@@ -122,7 +122,7 @@ func (g *Conv2D) InputGrad(dy, w, dx []float32) {
 		SH: 1, SW: 1, DH: 1, DW: 1, PadTop: g.KH - 1 - g.PadTop, PadLeft: g.KW - 1 - g.PadLeft,
 		OH: g.H, OW: g.W}
 	dyp := gt.pad(dy)
-	defer release(dyp.x)
+	defer dyp.release()
 	pp := gemm.PackedProduct{M: g.C, N: g.N * I, K: g.M * ks,
 		PackA: g.packFlipped(w),
 		PackB: gt.packColumns(dyp),
@@ -192,31 +192,49 @@ func implicitNC(m int) int {
 type padded struct {
 	x      []float32
 	hp, wp int
+	copied bool // x is a scratch buffer, not the caller's batch
+}
+
+// release gives a copied batch's buffer back to scratch.
+func (p padded) release() {
+	if p.copied {
+		release(p.x)
+	}
 }
 
 // pad copies x into a padded scratch buffer; give it back with release.
+// When every window already lies inside the image (no padding, and no
+// window past the end), x itself serves, uncopied.
 func (g *Conv2D) pad(x []float32) padded {
 	hp := max(g.PadTop+g.H, (g.OH-1)*g.SH+(g.KH-1)*g.DH+1)
 	wp := max(g.PadLeft+g.W, (g.OW-1)*g.SW+(g.KW-1)*g.DW+1)
 	planes := g.N * g.C
+	if g.PadTop == 0 && g.PadLeft == 0 && hp == g.H && wp == g.W && len(x) >= planes*hp*wp {
+		return padded{x: x, hp: hp, wp: wp}
+	}
 	xp := scratch[float32](planes * hp * wp)
 	parallelFor(planes, nnWorkers(planes, hp*wp), func(_, p int) {
 		dst := xp[p*hp*wp : (p+1)*hp*wp]
 		src := x[p*g.H*g.W : (p+1)*g.H*g.W]
-		clear(dst)
+		// Only the border is cleared: the top rows, then from each
+		// image row's end to the next one's start (its right pad and
+		// the next row's left pad), then the bottom rows.
+		if g.H == 0 {
+			clear(dst)
+			return
+		}
+		clear(dst[:g.PadTop*wp+g.PadLeft])
 		for r := 0; r < g.H; r++ {
 			at := (g.PadTop+r)*wp + g.PadLeft
-			d, s := dst[at:at+g.W], src[r*g.W:(r+1)*g.W]
-			if len(s) > 16 {
-				copy(d, s)
-				continue
+			copyRun(dst[at:at+g.W], src, r*g.W, g.W, 1)
+			next := at + wp
+			if r == g.H-1 {
+				next = len(dst)
 			}
-			for i, v := range s {
-				d[i] = v
-			}
+			clear(dst[at+g.W : next])
 		}
 	})
-	return padded{x: xp, hp: hp, wp: wp}
+	return padded{x: xp, hp: hp, wp: wp, copied: true}
 }
 
 // posSeg is a run of n window positions on one output row of one image:
@@ -274,22 +292,49 @@ func (g *Conv2D) tapOffsets(offs []int, xp padded, p0, kc int) []int {
 	return offs
 }
 
+// copy16 and copy8 copy 16 or 8 float32s as 16-byte moves. A plain
+// array assignment between slices of this size compiles to a call to
+// memmove (the compiler cannot rule out overlap); four or two 16-byte
+// moves stay inline. d and s must not overlap.
+func copy16(d, s []float32) {
+	d, s = d[:16], s[:16]
+	*(*[4]float32)(d) = *(*[4]float32)(s)
+	*(*[4]float32)(d[4:]) = *(*[4]float32)(s[4:])
+	*(*[4]float32)(d[8:]) = *(*[4]float32)(s[8:])
+	*(*[4]float32)(d[12:]) = *(*[4]float32)(s[12:])
+}
+
+func copy8(d, s []float32) {
+	d, s = d[:8], s[:8]
+	*(*[4]float32)(d) = *(*[4]float32)(s)
+	*(*[4]float32)(d[4:]) = *(*[4]float32)(s[4:])
+}
+
 // copyRun writes n values of x from src on, sw apart, into d[:n].
 func copyRun(d, x []float32, src, n, sw int) {
 	d = d[:n]
 	if sw == 1 {
 		s := x[src : src+n]
-		switch n {
-		case 16:
-			*(*[16]float32)(d) = *(*[16]float32)(s)
-		case 8:
-			*(*[8]float32)(d) = *(*[8]float32)(s)
-		case 4:
-			*(*[4]float32)(d) = *(*[4]float32)(s)
-		case 2:
-			*(*[2]float32)(d) = *(*[2]float32)(s)
-		default:
+		// Runs up to 16 long are two fixed-size copies, the second
+		// ending at the run's end and overlapping the first when n is
+		// not a power of two (d and x are distinct buffers), instead of
+		// a call to memmove.
+		switch {
+		case n == 16:
+			copy16(d, s)
+		case n > 16:
 			copy(d, s)
+		case n >= 8:
+			copy8(d, s)
+			copy8(d[n-8:], s[n-8:])
+		case n >= 4:
+			*(*[4]float32)(d) = *(*[4]float32)(s)
+			*(*[4]float32)(d[n-4:]) = *(*[4]float32)(s[n-4:])
+		case n >= 2:
+			*(*[2]float32)(d) = *(*[2]float32)(s)
+			*(*[2]float32)(d[n-2:]) = *(*[2]float32)(s[n-2:])
+		case n == 1:
+			d[0] = s[0]
 		}
 		return
 	}
@@ -340,7 +385,7 @@ func (g *Conv2D) packColumns(xp padded) func(dst []float32, p0, kc, j0, nc int) 
 			if len(ss) == 1 && ss[0].n == 16 && nr == 16 && sw == 1 {
 				src := ss[0].src
 				for q, off := range offs {
-					*(*[16]float32)(sd[q*16 : q*16+16]) = *(*[16]float32)(x[src+off : src+off+16])
+					copy16(sd[q*16:q*16+16], x[src+off:src+off+16])
 				}
 				continue
 			}
@@ -350,12 +395,54 @@ func (g *Conv2D) packColumns(xp padded) func(dst []float32, p0, kc, j0, nc int) 
 				packRuns(sd, x, offs, ss)
 				continue
 			}
+			if sw == 1 {
+				for _, s := range ss {
+					packRun(sd, nr, x, offs, s)
+				}
+				continue
+			}
 			for q, off := range offs {
 				d := sd[q*nr : q*nr+nr]
 				for _, s := range ss {
 					copyRun(d[s.dst:], x, s.src+off, s.n, sw)
 				}
 			}
+		}
+	}
+}
+
+// packRun copies run s (column stride 1) into every row of a block whose
+// rows are nr apart, row q from tap offset offs[q]: one run at a time
+// over all rows,
+// so that the length test is made once per run and the copies (two
+// overlapping fixed-size moves) stay inline.
+func packRun(sd []float32, nr int, x []float32, offs []int, s posSeg) {
+	n := s.n
+	switch {
+	case n >= 8 && n <= 16:
+		for q, off := range offs {
+			d := sd[q*nr+s.dst : q*nr+s.dst+n]
+			src := x[s.src+off : s.src+off+n]
+			copy8(d, src)
+			copy8(d[n-8:], src[n-8:])
+		}
+	case n >= 4 && n < 8:
+		for q, off := range offs {
+			d := sd[q*nr+s.dst : q*nr+s.dst+n]
+			src := x[s.src+off : s.src+off+n]
+			*(*[4]float32)(d) = *(*[4]float32)(src)
+			*(*[4]float32)(d[n-4:]) = *(*[4]float32)(src[n-4:])
+		}
+	case n >= 2 && n < 4:
+		for q, off := range offs {
+			d := sd[q*nr+s.dst : q*nr+s.dst+n]
+			src := x[s.src+off : s.src+off+n]
+			*(*[2]float32)(d) = *(*[2]float32)(src)
+			*(*[2]float32)(d[n-2:]) = *(*[2]float32)(src[n-2:])
+		}
+	default:
+		for q, off := range offs {
+			copyRun(sd[q*nr+s.dst:], x, s.src+off, n, 1)
 		}
 	}
 }
@@ -384,8 +471,8 @@ func packRuns(sd, x []float32, offs []int, ss []posSeg) {
 		s0, s1 := ss[0].src, ss[1].src
 		for q, off := range offs {
 			d := (*[16]float32)(sd[q*16 : q*16+16])
-			*(*[8]float32)(d[0:8]) = *(*[8]float32)(x[s0+off : s0+off+8])
-			*(*[8]float32)(d[8:16]) = *(*[8]float32)(x[s1+off : s1+off+8])
+			copy8(d[0:8], x[s0+off:s0+off+8])
+			copy8(d[8:16], x[s1+off:s1+off+8])
 		}
 	case 4:
 		s0, s1, s2, s3 := ss[0].src, ss[1].src, ss[2].src, ss[3].src
@@ -437,6 +524,13 @@ func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int)
 		for s := 0; s*nr < nc; s++ {
 			cols := min(nr, nc-s*nr)
 			offs := g.tapOffsets(offBuf[:0], xp, j0+s*nr, cols)
+			if sw == 1 {
+				for _, sg := range segs {
+					packRun(lines, kc, x, offs, sg)
+				}
+				gemm.PackTransposedB(dst[s*nr*kc:(s+1)*nr*kc], lines, kc, cols, kc)
+				continue
+			}
 			for j, off := range offs {
 				line := lines[j*kc : (j+1)*kc]
 				for _, sg := range segs {

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -255,10 +256,16 @@ func maxPoolRun[T ordered](plan *poolPlan, x, y []T, idx []int64, planes int, lo
 	r := len(plan.out)
 	workers := nnWorkers(planes, plan.poolCost())
 	if r == 2 && !plan.colMajor {
+		rows, rowsOK := plan.spans(0)
+		cols, colsOK := plan.spans(1)
 		parallelFor(planes, workers, func(_, c int) {
 			var ip []int64
 			if idx != nil {
 				ip = idx[c*outSize : (c+1)*outSize]
+			}
+			if rowsOK && colsOK {
+				maxPool2DSpans(rows, cols, plan.in[1], x[c*inSize:(c+1)*inSize], y[c*outSize:(c+1)*outSize], ip, c*inSize, lowest)
+				return
 			}
 			maxPool2D(plan, x[c*inSize:(c+1)*inSize], y[c*outSize:(c+1)*outSize], ip, c*inSize, lowest)
 		})
@@ -319,6 +326,86 @@ func maxPool2D[T ordered](plan *poolPlan, x, y []T, idx []int64, base int, lowes
 					idx[r*ow+q] = -1
 				} else {
 					idx[r*ow+q] = int64(base + bestAt)
+				}
+			}
+		}
+	}
+}
+
+// span is a window's taps along one axis when they are consecutive input
+// indices: lo, lo+1, ..., lo+n-1 (n = 0 for a window wholly in padding).
+type span struct{ lo, n int32 }
+
+// spans returns the taps of axis j as one span per output coordinate, and
+// false when some window's taps are not consecutive (dilation > 1).
+func (p *poolPlan) spans(j int) ([]span, bool) {
+	out := make([]span, p.out[j])
+	for o := range out {
+		list := p.axisList(j, o)
+		for k, i := range list {
+			if i != list[0]+int32(k) {
+				return nil, false
+			}
+		}
+		if len(list) > 0 {
+			out[o] = span{list[0], int32(len(list))}
+		}
+	}
+	return out, true
+}
+
+// maxPool2DSpans is maxPool2D for windows of consecutive taps, with the
+// full 2×2 and 3×3 windows unrolled. The scan order is maxPool2D's (rows,
+// then columns, the first tap taken unconditionally and replaced only by a
+// strictly greater value), so ties and NaNs resolve exactly as there.
+func maxPool2DSpans[T ordered](rows, cols []span, iw int, x, y []T, idx []int64, base int, lowest T) {
+	ow := len(cols)
+	for r, rs := range rows {
+		yr := y[r*ow : (r+1)*ow]
+		rowOff := int(rs.lo) * iw
+		for q, cs := range cols {
+			o := rowOff + int(cs.lo)
+			var best T
+			at := o
+			switch {
+			case rs.n == 2 && cs.n == 2:
+				// The tap index k moves by pickIf, not by branches
+				// (the comparisons are data dependent and mispredict);
+				// w[k] is the running maximum.
+				w := x[o : o+iw+2]
+				k := 0
+				k = pickIf(w[1] > w[k], 1, k)
+				k = pickIf(w[iw] > w[k], iw, k)
+				k = pickIf(w[iw+1] > w[k], iw+1, k)
+				best, at = w[k], o+k
+			case rs.n == 3 && cs.n == 3:
+				w := x[o : o+2*iw+3]
+				k := 0
+				k = pickIf(w[1] > w[k], 1, k)
+				k = pickIf(w[2] > w[k], 2, k)
+				for _, t := range [6]int{iw, iw + 1, iw + 2, 2 * iw, 2*iw + 1, 2*iw + 2} {
+					k = pickIf(w[t] > w[k], t, k)
+				}
+				best, at = w[k], o+k
+			case rs.n > 0 && cs.n > 0:
+				best = x[o]
+				for i := 0; i < int(rs.n); i++ {
+					line := x[o+i*iw : o+i*iw+int(cs.n)]
+					for j, v := range line {
+						if v > best {
+							best, at = v, o+i*iw+j
+						}
+					}
+				}
+			default:
+				best, at = lowest, -1
+			}
+			yr[q] = best
+			if idx != nil {
+				if at < 0 {
+					idx[r*ow+q] = -1
+				} else {
+					idx[r*ow+q] = int64(base + at)
 				}
 			}
 		}
@@ -466,4 +553,12 @@ func globalPool[T poolFloat](kind poolKind, x, y []T, planes, size int, p float6
 			y[c] = T(math.Pow(sum, 1/p))
 		}
 	})
+}
+
+// pickIf returns a when cond holds, else b, without a branch: cond's
+// byte (0 or 1, read through a pointer so that the compiler sets it from
+// the flags instead of jumping on them) becomes an all-ones or zero mask.
+func pickIf(cond bool, a, b int) int {
+	m := -int(*(*uint8)(unsafe.Pointer(&cond)))
+	return b ^ ((a ^ b) & m)
 }
