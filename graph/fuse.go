@@ -530,3 +530,159 @@ func FuseGemmRelu(g *Graph) int {
 	g.Nodes = keep
 	return len(drop)
 }
+
+// GeluErf is the fused op of FuseGeluErf, the exact GELU as PyTorch exports
+// nn.GELU() (C1 = √2, C2 = 1, C3 = 0.5, all scalars):
+//
+//	D = Div(X, C1); A = Add(Erf(D), C2); Y = Mul(Mul(X, A), C3)
+//
+// with outputs (Y, D, A): D and A are what the gradient rules of Erf and
+// Mul read. A backend computes the three in one pass, rounding after each
+// op as the unfused kernels do.
+const GeluErf = "GeluErf"
+
+// FuseGeluErf rewrites the exact-GELU chain above (the operands of Add and
+// of both Muls in either order) into one GeluErf(X, C1, C2, C3) node with
+// outputs (Y, D, A), when Erf(D) and Mul(X, A) are read only by the next op
+// of the chain and every other reader of D and A comes after the final Mul
+// (where the fused node goes). Nodes are in topological order. It returns
+// the number of rewrites.
+func FuseGeluErf(g *Graph) int {
+	readers := readCounts(g)
+	scalars := map[string]bool{}
+	for name, t := range g.Initializers {
+		if t != nil && t.DType.IsFloat() && t.Size() == 1 {
+			scalars[name] = true
+		}
+	}
+	producer := map[string]*Node{}
+	position := map[*Node]int{}
+	for i, n := range g.Nodes {
+		position[n] = i
+		switch {
+		case n.OpType == "Constant" && len(n.Outputs) == 1 && n.Attr("value") != nil:
+			if t := n.Attr("value").T; t != nil && t.DType.IsFloat() && t.Size() == 1 {
+				scalars[n.Outputs[0]] = true
+			}
+		case n.OpType == "CastLike" && len(n.Inputs) == 2 && len(n.Outputs) == 1 && scalars[n.Inputs[0]]:
+			scalars[n.Outputs[0]] = true
+		}
+		if isPlain(n) && len(n.Outputs) == 1 && n.Outputs[0] != "" {
+			producer[n.Outputs[0]] = n
+		}
+	}
+	// binary returns the producer of name when it is a plain op of type op
+	// with two inputs, and which of them is the scalar (-1: neither).
+	binary := func(name, op string) (*Node, int) {
+		p := producer[name]
+		if p == nil || p.OpType != op || len(p.Inputs) != 2 {
+			return nil, -1
+		}
+		for k := 1; k >= 0; k-- {
+			if scalars[p.Inputs[k]] {
+				return p, k
+			}
+		}
+		return p, -1
+	}
+	// laterReaders reports whether every reader of name other than the
+	// chain's nodes sits after position at.
+	laterReaders := func(name string, at int, chain map[*Node]bool) bool {
+		for i, n := range g.Nodes {
+			if i > at || chain[n] {
+				continue
+			}
+			for _, in := range n.Inputs {
+				if in == name {
+					return false
+				}
+			}
+			for _, sg := range n.Subgraphs() {
+				found := false
+				forEachName(sg, func(s string) { found = found || s == name })
+				if found {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	// before reports whether name is defined ahead of position at (an
+	// initializer, a graph input, or an earlier node's output).
+	inputs := map[string]bool{}
+	for _, in := range g.Inputs {
+		inputs[in.Name] = true
+	}
+	before := func(name string, at int) bool {
+		if g.Initializers[name] != nil || inputs[name] {
+			return true
+		}
+		p := producer[name]
+		return p != nil && position[p] < at
+	}
+	drop := map[*Node]bool{}
+	for i, n := range g.Nodes {
+		if n.OpType != "Mul" || !isPlain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 || n.Outputs[0] == "" || drop[n] {
+			continue
+		}
+		_, k3 := binary(n.Outputs[0], "Mul")
+		if k3 < 0 {
+			continue
+		}
+		c3, mName := n.Inputs[k3], n.Inputs[1-k3]
+		m := producer[mName]
+		if m == nil || m.OpType != "Mul" || len(m.Inputs) != 2 || readers[mName] != 1 {
+			continue
+		}
+		for side := 0; side < 2; side++ {
+			x, aName := m.Inputs[side], m.Inputs[1-side]
+			add, k2 := binary(aName, "Add")
+			if add == nil || k2 < 0 {
+				continue
+			}
+			c2, eName := add.Inputs[k2], add.Inputs[1-k2]
+			erf := producer[eName]
+			if erf == nil || erf.OpType != "Erf" || len(erf.Inputs) != 1 || readers[eName] != 1 {
+				continue
+			}
+			dName := erf.Inputs[0]
+			div := producer[dName]
+			if div == nil || div.OpType != "Div" || len(div.Inputs) != 2 || div.Inputs[0] != x || x == "" || !scalars[div.Inputs[1]] {
+				continue
+			}
+			chain := map[*Node]bool{div: true, erf: true, add: true, m: true, n: true}
+			if drop[div] || drop[erf] || drop[add] || drop[m] {
+				continue
+			}
+			// The fused node goes where the Div was when C2 and C3 are
+			// defined by then, else where the final Mul was (and then
+			// nothing before it may read D or A).
+			at := i
+			if before(c2, position[div]) && before(c3, position[div]) {
+				at = position[div]
+			} else if !laterReaders(dName, i, chain) || !laterReaders(aName, i, chain) {
+				continue
+			}
+			fusedNode := &Node{Name: n.Name, OpType: GeluErf, Domain: FusedDomain,
+				Inputs: []string{x, div.Inputs[1], c2, c3}, Outputs: []string{n.Outputs[0], dName, aName}}
+			for _, c := range []*Node{div, erf, add, m, n} {
+				drop[c] = true
+			}
+			delete(drop, g.Nodes[at])
+			g.Nodes[at] = fusedNode
+			break
+		}
+	}
+	if len(drop) == 0 {
+		return 0
+	}
+	keep := g.Nodes[:0]
+	for _, n := range g.Nodes {
+		if !drop[n] {
+			keep = append(keep, n)
+		}
+	}
+	clear(g.Nodes[len(keep):])
+	g.Nodes = keep
+	return len(drop) / 4
+}

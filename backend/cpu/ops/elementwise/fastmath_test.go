@@ -33,6 +33,19 @@ func ulpDistance32(a, b float32) int64 {
 	return d
 }
 
+// fastExp32 and fastErf32 run the float32 Exp and Erf loops on one element.
+func fastExp32(x float32) float32 {
+	d := []float32{x}
+	expLoop32(d, d)
+	return d[0]
+}
+
+func fastErf32(x float32) float32 {
+	d := []float32{x}
+	erfLoop32(d, d)
+	return d[0]
+}
+
 // sweepFloat32 calls fn on about 2^22 float32 values spread over every bit
 // pattern (both signs, subnormals, normals, Inf and NaN among them).
 func sweepFloat32(fn func(x float32)) {

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -112,14 +113,9 @@ func softmaxRow[F float](kind softmaxKind, row, dst []F) {
 		dst[arg] = 1
 	case kindSoftmax:
 		var s float64
-		if _, is32 := any(row).([]float32); is32 {
-			// exp32 called directly: what expFunc returns for float32,
-			// without an indirect call per element.
-			for i, v := range row {
-				e := exp32(float64(v) - m)
-				dst[i] = F(e)
-				s += e
-			}
+		if r32, is32 := any(row).([]float32); is32 {
+			// e^(x-m) four float64 lanes at a time, summed unrounded.
+			s = vmath.ExpShift32(any(dst).([]float32), r32, m)
 		} else {
 			for i, v := range row {
 				e := exp(float64(v) - m)
@@ -133,8 +129,14 @@ func softmaxRow[F float](kind softmaxKind, row, dst []F) {
 		}
 	case kindLogSoftmax:
 		var s float64
-		for _, v := range row {
-			s += exp(float64(v) - m)
+		if r32, is32 := any(row).([]float32); is32 && &row[0] != &dst[0] {
+			// dst holds the exponentials until the loop below
+			// overwrites it.
+			s = vmath.ExpShift32(any(dst).([]float32), r32, m)
+		} else {
+			for _, v := range row {
+				s += exp(float64(v) - m)
+			}
 		}
 		shift := m + math.Log(s)
 		for i, v := range row {

@@ -1,0 +1,93 @@
+package cpu
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// TestFusedGeluErf: exact GELU as PyTorch exports nn.GELU(),
+// Mul(Mul(X, Add(Erf(Div(X, √2)), 1)), 0.5), runs as one GeluErf node
+// (operands of Add and the Muls in either order) whose outputs Y, D and A
+// are the unfused graph's bit for bit, D and A also read by other nodes as
+// the gradient rules read them (one of them inside the chain); Y agrees with 0.5·x·(1+erf(x/√2)) in
+// float64. A chain whose Erf output is a graph output stays unfused.
+func TestFusedGeluErf(t *testing.T) {
+	g := graph.NewGraph("gelu")
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32Type(3, 7, 11)}}
+	g.Initializers = map[string]*graph.Tensor{
+		"c1": graph.FromFloat32([]float32{float32(math.Sqrt2)}),
+		"c2": graph.FromFloat32([]float32{1}),
+		"c3": graph.FromFloat32([]float32{0.5}),
+	}
+	chain := func(p string, swap bool) []*graph.Node {
+		node := func(name, op string, a, b string) *graph.Node {
+			if swap && op != "Div" {
+				a, b = b, a
+			}
+			return &graph.Node{Name: p + name, OpType: op, Inputs: []string{a, b}, Outputs: []string{p + name}}
+		}
+		return []*graph.Node{
+			node("d", "Div", "x", "c1"),
+			// A reader of D inside the chain, as the CastLike that makes
+			// Erf's gradient constant can be placed.
+			{Name: p + "early", OpType: "CastLike", Inputs: []string{"c3", p + "d"}, Outputs: []string{p + "early"}},
+			{Name: p + "e", OpType: "Erf", Inputs: []string{p + "d"}, Outputs: []string{p + "e"}},
+			node("a", "Add", p+"e", "c2"),
+			node("m", "Mul", "x", p+"a"),
+			node("y", "Mul", p+"m", "c3"),
+			// Later readers of D and A, as the gradients of Erf and Mul.
+			node("late", "Mul", p+"d", p+"a"),
+		}
+	}
+	g.Nodes = append(append(chain("a/", false), chain("b/", true)...), chain("k/", false)...)
+	g.Outputs = []*graph.ValueInfo{{Name: "a/y"}, {Name: "a/late"}, {Name: "a/early"}, {Name: "b/y"}, {Name: "b/late"}, {Name: "k/y"}, {Name: "k/e"}}
+	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
+	rng := rand.New(rand.NewPCG(21, 22))
+	x := graph.Zeros(graph.Float32, 3, 7, 11)
+	xs := x.Float32s()
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64() * 2.5)
+	}
+	copy(xs, []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), -12, 12, 1e-40, -5.5})
+	inputs := map[string]*graph.Tensor{"x": x}
+	run := func(disable bool) map[string]*graph.Tensor {
+		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
+		require.NoError(t, err)
+		fused := 0
+		for _, st := range exe.(*Executable).main.steps {
+			if st.node.OpType == graph.GeluErf {
+				fused++
+			}
+		}
+		assert.Equal(t, map[bool]int{false: 2, true: 0}[disable], fused, "chains a and b fuse, k (whose Erf is an output) does not")
+		var out map[string]*graph.Tensor
+		for i := 0; i < 2; i++ { // the second run uses the memory plan
+			out, err = exe.Run(context.Background(), inputs)
+			require.NoError(t, err)
+		}
+		return out
+	}
+	fused, plain := run(false), run(true)
+	for _, name := range []string{"a/y", "a/late", "b/y", "b/late", "k/y"} {
+		assert.True(t, sameBits(plain[name], fused[name]), "%s: fused and unfused differ", name)
+	}
+	for _, name := range []string{"a/y", "b/y"} {
+		for i, v := range xs {
+			want := 0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2))
+			got := float64(fused[name].Float32s()[i])
+			if math.IsNaN(want) {
+				assert.True(t, math.IsNaN(got), "%s[%d] (x = %v) = %v, want NaN", name, i, v, got)
+				continue
+			}
+			assert.InDelta(t, want, got, 1e-6*math.Max(1, math.Abs(want)), "%s[%d] (x = %v)", name, i, v)
+		}
+	}
+}

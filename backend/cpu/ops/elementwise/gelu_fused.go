@@ -1,0 +1,93 @@
+package elementwise
+
+import (
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+func init() {
+	kern.RegisterSpec(graph.FusedDomain, graph.GeluErf, kern.Spec{Fn: geluErfKernel})
+}
+
+// geluErfKernel is graph.GeluErf(X, C1, C2, C3) with outputs (Y, D, A):
+// D = X/C1, A = Erf(D)+C2, Y = (X·A)·C3, rounding after each op as the
+// unfused Div, Erf, Add, Mul, Mul kernels do (so the results are bit for bit
+// theirs). One pass for float32 X and scalar float32 C1-C3; anything else
+// runs the unfused kernels.
+func geluErfKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 4); err != nil {
+		return nil, err
+	}
+	if len(n.Outputs) != 3 {
+		return nil, n.Errorf("GeluErf has %d outputs, want 3 (Y, D, A)", len(n.Outputs))
+	}
+	if err := validateData(n, in); err != nil {
+		return nil, err
+	}
+	x, c1, c2, c3 := in[0], in[1], in[2], in[3]
+	if xs, ok := x.Data.([]float32); ok && c1.DType == x.DType && c2.DType == x.DType && c3.DType == x.DType &&
+		c1.Size() == 1 && c2.Size() == 1 && c3.Size() == 1 {
+		var outs [3]*graph.Tensor
+		for i := range outs {
+			t, err := newFull(n, x.DType, x.Shape)
+			if err != nil {
+				return nil, err
+			}
+			outs[i] = t
+		}
+		ys, ds, as := outs[0].Data.([]float32), outs[1].Data.([]float32), outs[2].Data.([]float32)
+		k1, k2, k3 := c1.Data.([]float32)[0], c2.Data.([]float32)[0], c3.Data.([]float32)[0]
+		parallelRange(len(xs), parallelGrain, func(lo, hi int) {
+			geluErfRange(ys[lo:hi], ds[lo:hi], as[lo:hi], xs[lo:hi], k1, k2, k3)
+		})
+		return outs[:], nil
+	}
+	// The unfused chain.
+	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) {
+		spec, ok := kern.Lookup("", op, ctx.Opset)
+		if !ok {
+			return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
+		}
+		out, err := spec.Fn(ctx, n, args)
+		if err != nil {
+			return nil, err
+		}
+		return out[0], nil
+	}
+	d, err := step("Div", x, c1)
+	if err != nil {
+		return nil, err
+	}
+	e, err := step("Erf", d)
+	if err != nil {
+		return nil, err
+	}
+	a, err := step("Add", e, c2)
+	if err != nil {
+		return nil, err
+	}
+	m, err := step("Mul", x, a)
+	if err != nil {
+		return nil, err
+	}
+	y, err := step("Mul", m, c3)
+	if err != nil {
+		return nil, err
+	}
+	return []*graph.Tensor{y, d, a}, nil
+}
+
+// geluErfRange computes GeluErf's outputs for one range of x.
+func geluErfRange(y, d, a, x []float32, c1, c2, c3 float32) {
+	d, a, x = d[:len(y)], a[:len(y)], x[:len(y)]
+	for i, v := range x {
+		d[i] = v / c1
+	}
+	vmath.Erf32(a, d)
+	for i, v := range x {
+		ai := a[i] + c2
+		a[i] = ai
+		y[i] = (v * ai) * c3
+	}
+}

@@ -1,0 +1,47 @@
+package vmath
+
+import "testing"
+
+func benchInput() []float32 {
+	x := make([]float32, 4096)
+	for i := range x {
+		x[i] = float32(i%97)*0.07 - 3.4
+	}
+	return x
+}
+
+func BenchmarkExp32(b *testing.B) {
+	x := benchInput()
+	d := make([]float32, len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		Exp32(d, x)
+	}
+}
+
+func BenchmarkExp32PureGo(b *testing.B) {
+	x := benchInput()
+	d := make([]float32, len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		expShiftGo(d, x, 0)
+	}
+}
+
+func BenchmarkErf32(b *testing.B) {
+	x := benchInput()
+	d := make([]float32, len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		Erf32(d, x)
+	}
+}
+
+func BenchmarkErf32PureGo(b *testing.B) {
+	x := benchInput()
+	d := make([]float32, len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		erfGo(d, x)
+	}
+}
