@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -61,6 +62,13 @@ func reluGradSame[T float](n *graph.Node, dy *graph.Tensor, xs []T) ([]*graph.Te
 		return nil, err
 	}
 	ds, dst := dy.Data.([]T), out.Data.([]T)
+	if d32, ok := any(dst).([]float32); ok {
+		g32, x32 := any(ds).([]float32), any(xs).([]float32)
+		parallelRange(len(d32), parallelGrain, func(lo, hi int) {
+			reluGradF32(d32[lo:hi], g32[lo:hi], x32[lo:hi])
+		})
+		return one(out), nil
+	}
 	parallelRange(len(dst), parallelGrain, func(lo, hi int) {
 		d, g, x := dst[lo:hi], ds[lo:hi], xs[lo:hi]
 		g, x = g[:len(d)], x[:len(d)]
@@ -73,6 +81,35 @@ func reluGradSame[T float](n *graph.Node, dy *graph.Tensor, xs []T) ([]*graph.Te
 		}
 	})
 	return one(out), nil
+}
+
+// reluGradF32 is d = x > 0 ? g : +0 without a branch per element: the
+// comparison selects an all-ones or all-zeros mask (a conditional move),
+// and the mask keeps or clears g's bits. NaN x selects +0, as the branch
+// did, and g's bits (NaN included) pass through unchanged.
+func reluGradF32(d, g, x []float32) {
+	g, x = g[:len(d)], x[:len(d)]
+	for i := range d {
+		var m uint32
+		if x[i] > 0 {
+			m = ^uint32(0)
+		}
+		d[i] = math.Float32frombits(math.Float32bits(g[i]) & m)
+	}
+}
+
+// reluF32 is Relu (v < 0 ? +0 : v) without a branch per element: negative
+// values have their bits cleared; -0 and NaN (v < 0 is false) pass
+// through unchanged, as in numUnaryLoop.
+func reluF32(dst, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		var m uint32
+		if v < 0 {
+			m = ^uint32(0)
+		}
+		dst[i] = math.Float32frombits(math.Float32bits(v) &^ m)
+	}
 }
 
 // erfGradKernel is graph.ErfGrad(dY, X, C) = dY·(C·exp(-(X·X))), rounding
@@ -98,11 +135,21 @@ func erfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 			parallelRange(len(dst), parallelGrain, func(lo, hi int) {
 				d, g, x := dst[lo:hi], ds[lo:hi], xs[lo:hi]
 				g, x = g[:len(d)], x[:len(d)]
-				for i := range d {
-					sq := x[i] * x[i]
-					e := fastExp32(-sq)
-					t := cv * e
-					d[i] = g[i] * t
+				// Blocks of -(x·x) through vmath.Exp32, which the
+				// Exp kernel runs too (each element's bits do not depend
+				// on its position).
+				var buf [512]float32
+				for len(d) > 0 {
+					k := min(len(d), len(buf))
+					e := buf[:k]
+					for i, v := range x[:k] {
+						e[i] = -(v * v)
+					}
+					vmath.Exp32(e, e)
+					for i, v := range e {
+						d[i] = g[i] * (cv * v)
+					}
+					d, g, x = d[k:], g[k:], x[k:]
 				}
 			})
 			return one(out), nil

@@ -86,6 +86,11 @@ func mapNumeric(n *graph.Node, x *graph.Tensor, op numOp) (*graph.Tensor, error)
 	if err != nil {
 		return nil, err
 	}
+	if src, ok := x.Data.([]float32); ok && op == opRelu {
+		dst := out.Data.([]float32)
+		parallelRange(len(src), parallelGrain, func(lo, hi int) { reluF32(dst[lo:hi], src[lo:hi]) })
+		return out, nil
+	}
 	switch src := x.Data.(type) {
 	case []float32:
 		numUnaryLoop(op, out.Data.([]float32), src)
