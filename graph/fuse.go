@@ -156,22 +156,7 @@ func FuseReluGrad(g *Graph) int {
 	// Scalar zeros: initializers, Constant nodes, and CastLike of either
 	// (what the gradient rule's ScalarLike leaves when the CastLike is not
 	// folded because its second input is not constant).
-	zeros := map[string]bool{}
-	for name, t := range g.Initializers {
-		if zeroTensor(t) {
-			zeros[name] = true
-		}
-	}
-	for _, n := range g.Nodes {
-		switch {
-		case n.OpType == "Constant" && len(n.Outputs) == 1 && n.Attr("value") != nil:
-			if zeroTensor(n.Attr("value").T) {
-				zeros[n.Outputs[0]] = true
-			}
-		case n.OpType == "CastLike" && len(n.Inputs) == 2 && len(n.Outputs) == 1 && zeros[n.Inputs[0]]:
-			zeros[n.Outputs[0]] = true
-		}
-	}
+	zeros := constantsWhere(g, zeroTensor)
 	isZero := func(name string) bool { return zeros[name] }
 	producer := map[string]*Node{}
 	for _, n := range g.Nodes {
@@ -198,14 +183,7 @@ func FuseReluGrad(g *Graph) int {
 	if len(drop) == 0 {
 		return 0
 	}
-	keep := g.Nodes[:0]
-	for _, n := range g.Nodes {
-		if !drop[n] {
-			keep = append(keep, n)
-		}
-	}
-	clear(g.Nodes[len(keep):])
-	g.Nodes = keep
+	removeNodes(g, drop)
 	return len(drop)
 }
 
@@ -226,22 +204,9 @@ const ErfGrad = "ErfGrad"
 // number of rewrites.
 func FuseErfGrad(g *Graph) int {
 	readers := readCounts(g)
-	scalars := map[string]bool{}
-	for name, t := range g.Initializers {
-		if t != nil && t.DType.IsFloat() && t.Size() == 1 {
-			scalars[name] = true
-		}
-	}
+	scalars := constantsWhere(g, func(t *Tensor) bool { return t != nil && t.DType.IsFloat() && t.Size() == 1 })
 	producer := map[string]*Node{}
 	for _, n := range g.Nodes {
-		switch {
-		case n.OpType == "Constant" && len(n.Outputs) == 1 && n.Attr("value") != nil:
-			if t := n.Attr("value").T; t != nil && t.DType.IsFloat() && t.Size() == 1 {
-				scalars[n.Outputs[0]] = true
-			}
-		case n.OpType == "CastLike" && len(n.Inputs) == 2 && len(n.Outputs) == 1 && scalars[n.Inputs[0]]:
-			scalars[n.Outputs[0]] = true
-		}
 		if isPlain(n) && len(n.Outputs) == 1 {
 			producer[n.Outputs[0]] = n
 		}
@@ -296,14 +261,7 @@ func FuseErfGrad(g *Graph) int {
 	if len(drop) == 0 {
 		return 0
 	}
-	keep := g.Nodes[:0]
-	for _, n := range g.Nodes {
-		if !drop[n] {
-			keep = append(keep, n)
-		}
-	}
-	clear(g.Nodes[len(keep):])
-	g.Nodes = keep
+	removeNodes(g, drop)
 	return len(drop) / 4
 }
 
@@ -441,14 +399,7 @@ func FuseMatMulBias(g *Graph) int {
 	if len(drop) == 0 {
 		return 0
 	}
-	keep := g.Nodes[:0]
-	for _, n := range g.Nodes {
-		if !drop[n] {
-			keep = append(keep, n)
-		}
-	}
-	clear(g.Nodes[len(keep):])
-	g.Nodes = keep
+	removeNodes(g, drop)
 	return len(drop)
 }
 
@@ -520,14 +471,7 @@ func FuseGemmRelu(g *Graph) int {
 	if len(drop) == 0 {
 		return 0
 	}
-	keep := g.Nodes[:0]
-	for _, n := range g.Nodes {
-		if !drop[n] {
-			keep = append(keep, n)
-		}
-	}
-	clear(g.Nodes[len(keep):])
-	g.Nodes = keep
+	removeNodes(g, drop)
 	return len(drop)
 }
 
@@ -549,24 +493,11 @@ const GeluErf = "GeluErf"
 // the number of rewrites.
 func FuseGeluErf(g *Graph) int {
 	readers := readCounts(g)
-	scalars := map[string]bool{}
-	for name, t := range g.Initializers {
-		if t != nil && t.DType.IsFloat() && t.Size() == 1 {
-			scalars[name] = true
-		}
-	}
+	scalars := constantsWhere(g, func(t *Tensor) bool { return t != nil && t.DType.IsFloat() && t.Size() == 1 })
 	producer := map[string]*Node{}
 	position := map[*Node]int{}
 	for i, n := range g.Nodes {
 		position[n] = i
-		switch {
-		case n.OpType == "Constant" && len(n.Outputs) == 1 && n.Attr("value") != nil:
-			if t := n.Attr("value").T; t != nil && t.DType.IsFloat() && t.Size() == 1 {
-				scalars[n.Outputs[0]] = true
-			}
-		case n.OpType == "CastLike" && len(n.Inputs) == 2 && len(n.Outputs) == 1 && scalars[n.Inputs[0]]:
-			scalars[n.Outputs[0]] = true
-		}
 		if isPlain(n) && len(n.Outputs) == 1 && n.Outputs[0] != "" {
 			producer[n.Outputs[0]] = n
 		}
@@ -676,6 +607,38 @@ func FuseGeluErf(g *Graph) int {
 	if len(drop) == 0 {
 		return 0
 	}
+	removeNodes(g, drop)
+	return len(drop) / 4
+}
+
+// constantsWhere returns the names of the constant values whose tensor
+// satisfies pred: initializers, Constant node outputs, and CastLike of
+// either (what a gradient rule's ScalarLike leaves when the CastLike is not
+// folded because its second input is not constant). Nodes are in
+// topological order.
+func constantsWhere(g *Graph, pred func(*Tensor) bool) map[string]bool {
+	out := map[string]bool{}
+	for name, t := range g.Initializers {
+		if pred(t) {
+			out[name] = true
+		}
+	}
+	for _, n := range g.Nodes {
+		switch {
+		case n.OpType == "Constant" && len(n.Outputs) == 1 && n.Attr("value") != nil:
+			if pred(n.Attr("value").T) {
+				out[n.Outputs[0]] = true
+			}
+		case n.OpType == "CastLike" && len(n.Inputs) == 2 && len(n.Outputs) == 1 && out[n.Inputs[0]]:
+			out[n.Outputs[0]] = true
+		}
+	}
+	return out
+}
+
+// removeNodes deletes the nodes in drop from g, keeping the order of the
+// rest.
+func removeNodes(g *Graph, drop map[*Node]bool) {
 	keep := g.Nodes[:0]
 	for _, n := range g.Nodes {
 		if !drop[n] {
@@ -684,5 +647,4 @@ func FuseGeluErf(g *Graph) int {
 	}
 	clear(g.Nodes[len(keep):])
 	g.Nodes = keep
-	return len(drop) / 4
 }
