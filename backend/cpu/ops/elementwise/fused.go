@@ -173,17 +173,7 @@ func erfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		}
 	}
 	// The unfused chain.
-	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) {
-		spec, ok := kern.Lookup("", op, ctx.Opset)
-		if !ok {
-			return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
-		}
-		out, err := spec.Fn(ctx, n, args)
-		if err != nil {
-			return nil, err
-		}
-		return out[0], nil
-	}
+	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) { return unfusedStep(ctx, n, op, args...) }
 	sq, err := step("Mul", x, x)
 	if err != nil {
 		return nil, err
@@ -205,4 +195,19 @@ func erfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		return nil, err
 	}
 	return one(out), nil
+}
+
+// unfusedStep runs one op of a fused chain with its own kernel (the
+// fallback of fused kernels for the dtypes they do not handle), returning
+// its first output; errors name the fused node n.
+func unfusedStep(ctx *kern.Context, n *graph.Node, op string, args ...*graph.Tensor) (*graph.Tensor, error) {
+	spec, ok := kern.Lookup("", op, ctx.Opset)
+	if !ok {
+		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
+	}
+	out, err := spec.Fn(ctx, n, args)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
 }

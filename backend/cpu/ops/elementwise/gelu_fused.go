@@ -44,17 +44,7 @@ func geluErfKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		return outs[:], nil
 	}
 	// The unfused chain.
-	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) {
-		spec, ok := kern.Lookup("", op, ctx.Opset)
-		if !ok {
-			return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
-		}
-		out, err := spec.Fn(ctx, n, args)
-		if err != nil {
-			return nil, err
-		}
-		return out[0], nil
-	}
+	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) { return unfusedStep(ctx, n, op, args...) }
 	d, err := step("Div", x, c1)
 	if err != nil {
 		return nil, err
