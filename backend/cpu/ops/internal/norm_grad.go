@@ -509,68 +509,140 @@ func normRowsBackward[F float](dy, x, dx []F, rows, size int, eps float64, scale
 	}
 }
 
-// layerNormRowsBlock is the rows per work item of layerNormRowsBackward. It
-// is fixed, so that the partial sums of dscale and dbias, and hence the
-// results, do not depend on GOMAXPROCS.
-const layerNormRowsBlock = 32
+// layerNormRowsBlock is the rows whose dscale and dbias terms
+// layerNormRowsBackward sums in the element type before adding them to a
+// float64 partial sum; layerNormChunks is the most work items (runs of
+// whole blocks, each with its own float64 partial sums) it splits the rows
+// into. Both are fixed, so that the partial sums, and hence the results, do
+// not depend on GOMAXPROCS.
+const (
+	layerNormRowsBlock = 32
+	layerNormChunks    = 16
+)
 
 // layerNormRowsBackward is normRowsBackward for LayerNormalization (element
 // i of every row has scale[i]), without normRowsBackward's per-element
-// indirect call and with blocks of rows spread over the cores. Each block
-// sums its rows' contributions to dscale and dbias, and the blocks' sums
-// are added in block order.
+// indirect call and with the rows spread over the cores in up to
+// layerNormChunks chunks of whole blocks of layerNormRowsBlock rows. Each
+// block sums its rows' contributions to dscale and dbias in the element
+// type (a worker's scratch) and adds them to its chunk's float64 sums; the
+// chunks' sums are added in chunk order.
 func layerNormRowsBackward[F float](dy, x, dx []F, rows, size int, eps float64, scale, dscale, dbias []float64) {
 	if size == 0 || rows == 0 {
 		return
 	}
 	blocks := (rows + layerNormRowsBlock - 1) / layerNormRowsBlock
-	partial := make([]float64, 2*blocks*size)
-	workers := gradWorkers(blocks, 8*layerNormRowsBlock*size)
-	scratch := make([]float64, 2*size*max(workers, 1))
-	convGradParallel(blocks, workers, false, func(w, b int) {
-		lo, hi := b*layerNormRowsBlock, min((b+1)*layerNormRowsBlock, rows)
-		g, xhat := scratch[2*w*size:(2*w+1)*size], scratch[(2*w+1)*size:(2*w+2)*size]
-		ds, db := partial[2*b*size:(2*b+1)*size], partial[(2*b+1)*size:(2*b+2)*size]
-		for j := lo; j < hi; j++ {
-			xr := x[j*size : (j+1)*size]
-			gr := dy[j*size : (j+1)*size]
-			dr := dx[j*size : (j+1)*size]
-			var s float64
-			for _, e := range xr {
-				s += float64(e)
+	chunks := min(blocks, layerNormChunks)
+	partial := make([]float64, 2*chunks*size)
+	workers := min(gradWorkers(blocks, 8*layerNormRowsBlock*size), chunks)
+	scaleF := make([]F, size)
+	for i, s := range scale[:size] {
+		scaleF[i] = F(s)
+	}
+	scratch := make([]F, 2*size*max(workers, 1))
+	convGradParallel(chunks, workers, false, func(w, c int) {
+		ds, db := scratch[2*w*size:(2*w+1)*size], scratch[(2*w+1)*size:(2*w+2)*size]
+		pds, pdb := partial[2*c*size:(2*c+1)*size], partial[(2*c+1)*size:(2*c+2)*size]
+		for b := c * blocks / chunks; b < (c+1)*blocks/chunks; b++ {
+			clear(ds)
+			clear(db)
+			for j := b * layerNormRowsBlock; j < min((b+1)*layerNormRowsBlock, rows); j++ {
+				layerNormRowBackward(dy[j*size:(j+1)*size], x[j*size:(j+1)*size], dx[j*size:(j+1)*size], eps, scale, scaleF, ds, db)
 			}
-			m := s / float64(size)
-			var q float64
-			for _, e := range xr {
-				d := float64(e) - m
-				q += d * d
-			}
-			inv := 1 / math.Sqrt(q/float64(size)+eps)
-			var sumG, sumGXhat float64
-			gr, g, xhat, ds, db, scale := gr[:size], g[:size], xhat[:size], ds[:size], db[:size], scale[:size]
-			for i, e := range xr {
-				xh := (float64(e) - m) * inv
-				dyv := float64(gr[i])
-				xhat[i] = xh
-				gv := dyv * scale[i]
-				g[i] = gv
-				sumG += gv
-				sumGXhat += gv * xh
-				ds[i] += dyv * xh
-				db[i] += dyv
-			}
-			meanG, meanGXhat := sumG/float64(size), sumGXhat/float64(size)
-			for i := range dr {
-				dr[i] = F(inv * (g[i] - meanG - xhat[i]*meanGXhat))
+			for i := range pds {
+				pds[i] += float64(ds[i])
+				pdb[i] += float64(db[i])
 			}
 		}
 	})
-	for b := 0; b < blocks; b++ {
-		ds, db := partial[2*b*size:(2*b+1)*size], partial[(2*b+1)*size:(2*b+2)*size]
+	for c := 0; c < chunks; c++ {
+		ds, db := partial[2*c*size:(2*c+1)*size], partial[(2*c+1)*size:(2*c+2)*size]
 		for i := range dscale {
 			dscale[i] += ds[i]
 			dbias[i] += db[i]
 		}
+	}
+}
+
+// layerNormRowBackward writes the LayerNorm input gradient of one row x
+// (upstream gradient dy, per-element scale, also given as scaleF in the
+// element type) into dx and adds the row's dy·x̂ and dy into ds and db.
+// All slices have len(x) elements (scale, scaleF, ds and db at least).
+//
+// It reads the row twice. The first pass accumulates in float64 the sums
+// of d = x − x[0], d², g = dy·scale and g·d, two independent accumulators
+// each; shifting by x[0] keeps Σd²/n − (Σd/n)² accurate when the mean is
+// large next to the spread (for float32 data of similar magnitudes d and
+// d² are exact in float64). The second pass, in the element type, writes
+// dx = inv·(g − mean(g) − x̂·mean(g·x̂)) and adds dy·x̂ and dy to ds and db.
+func layerNormRowBackward[F float](dy, x, dx []F, eps float64, scale []float64, scaleF, ds, db []F) {
+	n := len(x)
+	if n == 0 {
+		return
+	}
+	dy, dx, scale, scaleF, ds, db = dy[:n], dx[:n], scale[:n], scaleF[:n], ds[:n], db[:n]
+	x0 := float64(x[0])
+	var sd0, sd1, sq0, sq1, sg0, sg1, sgd0, sgd1 float64
+	i := 0
+	for ; i+2 <= n; i += 2 {
+		xs, gs, ss := x[i:i+2:i+2], dy[i:i+2:i+2], scale[i:i+2:i+2]
+		d0, d1 := float64(xs[0])-x0, float64(xs[1])-x0
+		g0, g1 := float64(gs[0])*ss[0], float64(gs[1])*ss[1]
+		sd0 += d0
+		sd1 += d1
+		sq0 += d0 * d0
+		sq1 += d1 * d1
+		sg0 += g0
+		sg1 += g1
+		sgd0 += g0 * d0
+		sgd1 += g1 * d1
+	}
+	if i < n {
+		d := float64(x[i]) - x0
+		g := float64(dy[i]) * scale[i]
+		sd0 += d
+		sq0 += d * d
+		sg0 += g
+		sgd0 += g * d
+	}
+	fn := float64(n)
+	sg := sg0 + sg1
+	md := (sd0 + sd1) / fn // mean − x0
+	inv := 1 / math.Sqrt(max((sq0+sq1)/fn-md*md, 0)+eps)
+	// mean(g·x̂) = inv·Σ g·(x − m)/n, with Σ g·(x − m) = Σ g·d − (m − x0)·Σ g.
+	meanGXhat := inv * ((sgd0 + sgd1) - md*sg) / fn
+	// dx = a·dy·scale + c·x̂ + k with a = inv, c = −inv·mean(g·x̂),
+	// k = −inv·mean(g).
+	// x − m is computed as (x − mHi) − mLo with mHi = F(m), so that rows
+	// whose mean is large next to their spread lose no accuracy.
+	m := x0 + md
+	mHi := F(m)
+	mLo, invF := F(m-float64(mHi)), F(inv)
+	c, k := F(-inv*meanGXhat), F(-inv*sg/fn)
+	i = 0
+	for ; i+4 <= n; i += 4 {
+		xs, gs, ss := x[i:i+4:i+4], dy[i:i+4:i+4], scaleF[i:i+4:i+4]
+		out, dss, dbs := dx[i:i+4:i+4], ds[i:i+4:i+4], db[i:i+4:i+4]
+		h0, h1, h2, h3 := ((xs[0]-mHi)-mLo)*invF, ((xs[1]-mHi)-mLo)*invF, ((xs[2]-mHi)-mLo)*invF, ((xs[3]-mHi)-mLo)*invF
+		g0, g1, g2, g3 := gs[0], gs[1], gs[2], gs[3]
+		out[0] = g0*ss[0]*invF + c*h0 + k
+		out[1] = g1*ss[1]*invF + c*h1 + k
+		out[2] = g2*ss[2]*invF + c*h2 + k
+		out[3] = g3*ss[3]*invF + c*h3 + k
+		dss[0] += g0 * h0
+		dss[1] += g1 * h1
+		dss[2] += g2 * h2
+		dss[3] += g3 * h3
+		dbs[0] += g0
+		dbs[1] += g1
+		dbs[2] += g2
+		dbs[3] += g3
+	}
+	for ; i < n; i++ {
+		h, g := ((x[i]-mHi)-mLo)*invF, dy[i]
+		dx[i] = g*scaleF[i]*invF + c*h + k
+		ds[i] += g * h
+		db[i] += g
 	}
 }
 

@@ -205,29 +205,106 @@ func layerNormParam(n *graph.Node, t *graph.Tensor, normShape []int, what string
 
 // layerNormRows normalises outer rows of size elements into y, storing each
 // row's mean and inverse standard deviation; rows are split over
-// GOMAXPROCS goroutines when there are enough of them.
+// GOMAXPROCS goroutines when there are enough of them. The statistics are
+// float64; the per-element affine map runs in the element type.
 func layerNormRows[F float](x, y []F, outer, size int, scale, bias []float64, eps float64, mean, invStd []float64) {
+	scaleF := make([]F, size)
+	for i, v := range scale[:size] {
+		scaleF[i] = F(v)
+	}
+	var biasF []F
+	if bias != nil {
+		biasF = make([]F, size)
+		for i, v := range bias[:size] {
+			biasF[i] = F(v)
+		}
+	}
 	parallelRows(outer, size, func(lo, hi int) {
-		layerNormRowRange(x, y, lo, hi, size, scale, bias, eps, mean, invStd)
+		layerNormRowRange(x, y, lo, hi, size, scaleF, biasF, eps, mean, invStd)
 	})
 }
 
-func layerNormRowRange[F float](x, y []F, lo, hi, size int, scale, bias []float64, eps float64, mean, invStd []float64) {
+func layerNormRowRange[F float](x, y []F, lo, hi, size int, scale, bias []F, eps float64, mean, invStd []float64) {
 	for o := lo; o < hi; o++ {
 		row := x[o*size : (o+1)*size]
-		dst := y[o*size : (o+1)*size]
-		m, v := meanVar(row)
+		m, v := layerNormStats(row)
 		inv := 1 / math.Sqrt(v+eps)
 		mean[o], invStd[o] = m, inv
-		if bias == nil {
-			for i, e := range row {
-				dst[i] = F((float64(e) - m) * inv * scale[i])
-			}
-			continue
+		layerNormAffine(row, y[o*size:(o+1)*size], m, inv, scale, bias)
+	}
+}
+
+// layerNormStats is meanVar for LayerNormalization rows in one pass: it
+// sums d = x − row[0] and d² in float64 with four independent accumulators
+// each and returns the mean and population variance Σd²/n − (Σd/n)² (at
+// least 0). Shifting by row[0] keeps the subtraction accurate when the
+// mean is large next to the spread (for float32 data of similar magnitudes
+// d and d² are exact in float64).
+func layerNormStats[F float](row []F) (mean, variance float64) {
+	n := len(row)
+	if n == 0 {
+		return math.NaN(), math.NaN()
+	}
+	x0 := float64(row[0])
+	var s0, s1, s2, s3, q0, q1, q2, q3 float64
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		r := row[i : i+4 : i+4]
+		d0, d1, d2, d3 := float64(r[0])-x0, float64(r[1])-x0, float64(r[2])-x0, float64(r[3])-x0
+		s0 += d0
+		s1 += d1
+		s2 += d2
+		s3 += d3
+		q0 += d0 * d0
+		q1 += d1 * d1
+		q2 += d2 * d2
+		q3 += d3 * d3
+	}
+	for ; i < n; i++ {
+		d := float64(row[i]) - x0
+		s0 += d
+		q0 += d * d
+	}
+	fn := float64(n)
+	md := ((s0 + s1) + (s2 + s3)) / fn
+	return x0 + md, max(((q0+q1)+(q2+q3))/fn-md*md, 0)
+}
+
+// layerNormAffine writes (row − m)·inv·scale + bias (bias may be nil) to
+// dst in the element type, four elements per step. m is split into
+// mHi + mLo (mHi = F(m)), and x − m is computed as (x − mHi) − mLo, so
+// that rows whose mean is large next to their spread lose no accuracy (x −
+// mHi is then exact).
+func layerNormAffine[F float](row, dst []F, m, inv float64, scale, bias []F) {
+	n := len(row)
+	dst, scale = dst[:n], scale[:n]
+	mHi := F(m)
+	mLo, invF := F(m-float64(mHi)), F(inv)
+	if bias == nil {
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			r, s, d := row[i:i+4:i+4], scale[i:i+4:i+4], dst[i:i+4:i+4]
+			d[0] = ((r[0] - mHi) - mLo) * invF * s[0]
+			d[1] = ((r[1] - mHi) - mLo) * invF * s[1]
+			d[2] = ((r[2] - mHi) - mLo) * invF * s[2]
+			d[3] = ((r[3] - mHi) - mLo) * invF * s[3]
 		}
-		for i, e := range row {
-			dst[i] = F((float64(e)-m)*inv*scale[i] + bias[i])
+		for ; i < n; i++ {
+			dst[i] = ((row[i] - mHi) - mLo) * invF * scale[i]
 		}
+		return
+	}
+	bias = bias[:n]
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		r, s, b, d := row[i:i+4:i+4], scale[i:i+4:i+4], bias[i:i+4:i+4], dst[i:i+4:i+4]
+		d[0] = ((r[0]-mHi)-mLo)*invF*s[0] + b[0]
+		d[1] = ((r[1]-mHi)-mLo)*invF*s[1] + b[1]
+		d[2] = ((r[2]-mHi)-mLo)*invF*s[2] + b[2]
+		d[3] = ((r[3]-mHi)-mLo)*invF*s[3] + b[3]
+	}
+	for ; i < n; i++ {
+		dst[i] = ((row[i]-mHi)-mLo)*invF*scale[i] + bias[i]
 	}
 }
 
