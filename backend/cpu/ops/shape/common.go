@@ -106,9 +106,10 @@ func identityMaps(shape []int) []axisMap {
 }
 
 // gatherInto allocates the output of dtype d and shape and fills it from
-// src through maps (see gatherView).
+// src through maps (see gatherView). gatherView writes every element
+// (gathered or fill), so the output is not zeroed first.
 func gatherInto(n *graph.Node, src *graph.Tensor, shape []int, base int, maps []axisMap, fill any) (*graph.Tensor, error) {
-	out, err := kern.New(n, src.DType, shape)
+	out, err := kern.NewUninit(n, src.DType, shape)
 	if err != nil {
 		return nil, err
 	}
