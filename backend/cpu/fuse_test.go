@@ -13,6 +13,24 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
+// normalInputs draws every (float32, static-shape) graph input of g from a
+// normal distribution with standard deviation sd.
+func normalInputs(g *graph.Graph, rng *rand.Rand, sd float64) map[string]*graph.Tensor {
+	inputs := map[string]*graph.Tensor{}
+	for _, in := range g.Inputs {
+		var shape []int
+		for _, d := range in.Type.Shape {
+			shape = append(shape, int(d.Value))
+		}
+		x := graph.Zeros(graph.Float32, shape...)
+		for i := range x.Float32s() {
+			x.Float32s()[i] = float32(rng.NormFloat64() * sd)
+		}
+		inputs[in.Name] = x
+	}
+	return inputs
+}
+
 func f32Type(dims ...int64) *graph.Type {
 	t := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
 	for _, d := range dims {
@@ -52,18 +70,7 @@ func TestFusedTransposedMatMul(t *testing.T) {
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
 
 	rng := rand.New(rand.NewPCG(5, 6))
-	inputs := map[string]*graph.Tensor{}
-	for _, in := range g.Inputs {
-		var shape []int
-		for _, d := range in.Type.Shape {
-			shape = append(shape, int(d.Value))
-		}
-		x := graph.Zeros(graph.Float32, shape...)
-		for i := range x.Float32s() {
-			x.Float32s()[i] = float32(rng.NormFloat64())
-		}
-		inputs[in.Name] = x
-	}
+	inputs := normalInputs(g, rng, 1)
 	run := func(disable bool) map[string]*graph.Tensor {
 		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
@@ -235,18 +242,7 @@ func TestFusedErfGrad(t *testing.T) {
 	g.Outputs = []*graph.ValueInfo{{Name: "a/out"}, {Name: "b/out"}, {Name: "k/out"}, {Name: "k/e"}}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
 	rng := rand.New(rand.NewPCG(11, 12))
-	inputs := map[string]*graph.Tensor{}
-	for _, in := range g.Inputs {
-		var shape []int
-		for _, d := range in.Type.Shape {
-			shape = append(shape, int(d.Value))
-		}
-		x := graph.Zeros(graph.Float32, shape...)
-		for i := range x.Float32s() {
-			x.Float32s()[i] = float32(rng.NormFloat64() * 2)
-		}
-		inputs[in.Name] = x
-	}
+	inputs := normalInputs(g, rng, 2)
 	inputs["x"].Float32s()[0], inputs["x"].Float32s()[1] = float32(math.NaN()), 12
 	run := func(disable bool) map[string]*graph.Tensor {
 		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
@@ -308,18 +304,7 @@ func TestFusedMatMulBias(t *testing.T) {
 	g.Outputs = []*graph.ValueInfo{{Name: "y1"}, {Name: "y2"}, {Name: "d2"}, {Name: "y3"}}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
 	rng := rand.New(rand.NewPCG(13, 14))
-	inputs := map[string]*graph.Tensor{}
-	for _, in := range g.Inputs {
-		var shape []int
-		for _, d := range in.Type.Shape {
-			shape = append(shape, int(d.Value))
-		}
-		x := graph.Zeros(graph.Float32, shape...)
-		for i := range x.Float32s() {
-			x.Float32s()[i] = float32(rng.NormFloat64())
-		}
-		inputs[in.Name] = x
-	}
+	inputs := normalInputs(g, rng, 1)
 	run := func(disable bool) map[string]*graph.Tensor {
 		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
@@ -385,18 +370,7 @@ func TestFusedGemmRelu(t *testing.T) {
 	g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: "dx"}, {Name: "y2"}, {Name: "h2"}}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
 	rng := rand.New(rand.NewPCG(15, 16))
-	inputs := map[string]*graph.Tensor{}
-	for _, in := range g.Inputs {
-		var shape []int
-		for _, d := range in.Type.Shape {
-			shape = append(shape, int(d.Value))
-		}
-		x := graph.Zeros(graph.Float32, shape...)
-		for i := range x.Float32s() {
-			x.Float32s()[i] = float32(rng.NormFloat64())
-		}
-		inputs[in.Name] = x
-	}
+	inputs := normalInputs(g, rng, 1)
 	run := func(disable bool) map[string]*graph.Tensor {
 		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
