@@ -1,9 +1,9 @@
 package elementwise
 
 import (
-	"fmt"
 	"runtime"
-	"sync"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
 // parallelGrain is the fewest elements worth handing to a goroutine.
@@ -21,33 +21,5 @@ func parallelRange(n, grain int, fn func(lo, hi int)) {
 	if chunks := n / grain; chunks < workers {
 		workers = chunks
 	}
-	if workers <= 1 {
-		fn(0, n)
-		return
-	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		panicked any
-	)
-	step := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += step {
-		hi := min(lo+step, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					panicked = r
-					mu.Unlock()
-				}
-			}()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
-	if panicked != nil {
-		panic(fmt.Sprintf("elementwise worker: %v", panicked))
-	}
+	kern.RunChunks("elementwise worker", n, workers, fn)
 }

@@ -1,9 +1,9 @@
 package reduce
 
 import (
-	"fmt"
 	"runtime"
-	"sync"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
 // parallelGrain is the fewest elements worth handing to a goroutine.
@@ -22,33 +22,5 @@ func parallelRows(rows, rowSize int, fn func(lo, hi int)) {
 	if workers > rows {
 		workers = rows
 	}
-	if workers <= 1 {
-		fn(0, rows)
-		return
-	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		panicked any
-	)
-	step := (rows + workers - 1) / workers
-	for lo := 0; lo < rows; lo += step {
-		hi := min(lo+step, rows)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					panicked = r
-					mu.Unlock()
-				}
-			}()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
-	if panicked != nil {
-		panic(fmt.Sprintf("reduce worker: %v", panicked))
-	}
+	kern.RunChunks("reduce worker", rows, workers, fn)
 }
