@@ -181,3 +181,28 @@ func erfGo(dst, src []float32) {
 		dst[i] = float32(erfOne(float64(v)))
 	}
 }
+
+// ULPDistance32 is how many float32 values lie between a and b: 0 when
+// they are equal (and when both are NaN), math.MaxInt64 when only one is
+// NaN. The accuracy tests of these functions and of the kernels that use
+// them measure errors with it.
+func ULPDistance32(a, b float32) int64 {
+	if a != a || b != b {
+		if a != a && b != b {
+			return 0
+		}
+		return math.MaxInt64
+	}
+	ordered := func(f float32) int64 {
+		bits := int64(math.Float32bits(f))
+		if bits&(1<<31) != 0 {
+			return -(bits &^ (1 << 31))
+		}
+		return bits
+	}
+	d := ordered(a) - ordered(b)
+	if d < 0 {
+		d = -d
+	}
+	return d
+}

@@ -8,29 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// ulpDistance32 is how many float32 values lie between a and b (0 when
-// equal, both NaN counts as equal; one NaN is MaxInt64).
-func ulpDistance32(a, b float32) int64 {
-	if a != a || b != b {
-		if a != a && b != b {
-			return 0
-		}
-		return math.MaxInt64
-	}
-	ordered := func(f float32) int64 {
-		bits := int64(math.Float32bits(f))
-		if bits&(1<<31) != 0 {
-			return -(bits &^ (1 << 31))
-		}
-		return bits
-	}
-	d := ordered(a) - ordered(b)
-	if d < 0 {
-		d = -d
-	}
-	return d
-}
-
 // sweep returns about 2^22 float32 values spread over every bit pattern
 // (both signs, subnormals, normals, ±Inf and NaNs), plus the special values
 // and the boundaries of the ranges the code switches at.
@@ -51,7 +28,7 @@ func checkWithinOneULP(t *testing.T, name string, got []float32, xs []float32, r
 	t.Helper()
 	worst, at := int64(0), 0
 	for i, x := range xs {
-		if d := ulpDistance32(got[i], float32(ref(float64(x)))); d > worst {
+		if d := ULPDistance32(got[i], float32(ref(float64(x)))); d > worst {
 			worst, at = d, i
 		}
 	}
@@ -92,7 +69,7 @@ func TestErf32WithinOneULPOverTheFloat32Range(t *testing.T) {
 	assert.Equal(t, float32(1), one(float32(math.Inf(1))))
 	assert.Equal(t, float32(-1), one(float32(math.Inf(-1))))
 	assert.True(t, math.IsNaN(float64(one(float32(math.NaN())))))
-	assert.LessOrEqual(t, ulpDistance32(one(1e-40), float32(math.Erf(float64(float32(1e-40))))), int64(1), "subnormal input")
+	assert.LessOrEqual(t, ULPDistance32(one(1e-40), float32(math.Erf(float64(float32(1e-40))))), int64(1), "subnormal input")
 }
 
 // The assembly and the pure-Go loop give the same bits, so results do not
@@ -132,7 +109,7 @@ func TestExpShift32SumsTheUnroundedExponentials(t *testing.T) {
 		got := ExpShift32(dst, src, 1.25)
 		require.InEpsilon(t, want, got, 1e-10, "n=%d", n)
 		for i, v := range src {
-			require.LessOrEqual(t, ulpDistance32(dst[i], float32(math.Exp(float64(v)-1.25))), int64(1), "n=%d i=%d", n, i)
+			require.LessOrEqual(t, ULPDistance32(dst[i], float32(math.Exp(float64(v)-1.25))), int64(1), "n=%d i=%d", n, i)
 		}
 	}
 }

@@ -7,31 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
-
-// ulpDistance32 is how many float32 values lie between a and b (0 when
-// equal; both NaN counts as equal).
-func ulpDistance32(a, b float32) int64 {
-	if a != a || b != b {
-		if a != a && b != b {
-			return 0
-		}
-		return math.MaxInt64
-	}
-	ordered := func(f float32) int64 {
-		bits := int64(math.Float32bits(f))
-		if bits&(1<<31) != 0 {
-			return -(bits &^ (1 << 31))
-		}
-		return bits
-	}
-	d := ordered(a) - ordered(b)
-	if d < 0 {
-		d = -d
-	}
-	return d
-}
 
 // fastExp32 and fastErf32 run the float32 Exp and Erf loops on one element.
 func fastExp32(x float32) float32 {
@@ -59,7 +37,7 @@ func TestFastExp32WithinOneULPOfCorrectlyRounded(t *testing.T) {
 	worst, worstX := int64(0), float32(0)
 	sweepFloat32(func(x float32) {
 		want := float32(math.Exp(float64(x))) // float64 exp rounded once: the float32 reference
-		if d := ulpDistance32(fastExp32(x), want); d > worst {
+		if d := vmath.ULPDistance32(fastExp32(x), want); d > worst {
 			worst, worstX = d, x
 		}
 	})
@@ -70,9 +48,9 @@ func TestFastExp32WithinOneULPOfCorrectlyRounded(t *testing.T) {
 	assert.Equal(t, float32(1), fastExp32(float32(math.Copysign(0, -1))))
 	assert.Equal(t, inf, fastExp32(inf))
 	assert.Equal(t, float32(0), fastExp32(-inf))
-	assert.Equal(t, inf, fastExp32(88.8))                                                                      // above ln(MaxFloat32)
-	assert.LessOrEqual(t, ulpDistance32(float32(math.Exp(float64(float32(88.7)))), fastExp32(88.7)), int64(1)) // finite just below it
-	assert.LessOrEqual(t, ulpDistance32(float32(math.Exp(-100)), fastExp32(-100)), int64(1))                   // a subnormal result
+	assert.Equal(t, inf, fastExp32(88.8))                                                                            // above ln(MaxFloat32)
+	assert.LessOrEqual(t, vmath.ULPDistance32(float32(math.Exp(float64(float32(88.7)))), fastExp32(88.7)), int64(1)) // finite just below it
+	assert.LessOrEqual(t, vmath.ULPDistance32(float32(math.Exp(-100)), fastExp32(-100)), int64(1))                   // a subnormal result
 	assert.Less(t, fastExp32(-100), float32(1.2e-38))
 	assert.Equal(t, float32(0), fastExp32(-104)) // below the smallest subnormal
 	assert.True(t, math.IsNaN(float64(fastExp32(float32(math.NaN())))), "exp(NaN) is NaN")
@@ -82,7 +60,7 @@ func TestFastErf32WithinOneULPOfCorrectlyRounded(t *testing.T) {
 	worst, worstX := int64(0), float32(0)
 	sweepFloat32(func(x float32) {
 		want := float32(math.Erf(float64(x)))
-		if d := ulpDistance32(fastErf32(x), want); d > worst {
+		if d := vmath.ULPDistance32(fastErf32(x), want); d > worst {
 			worst, worstX = d, x
 		}
 	})
@@ -94,7 +72,7 @@ func TestFastErf32WithinOneULPOfCorrectlyRounded(t *testing.T) {
 		for _, x := range []float64{edge - 1e-6, edge, edge + 1e-6} {
 			for _, s := range []float64{1, -1} {
 				v := float32(s * x)
-				assert.LessOrEqual(t, ulpDistance32(fastErf32(v), float32(math.Erf(float64(v)))), int64(1), "x = %g", v)
+				assert.LessOrEqual(t, vmath.ULPDistance32(fastErf32(v), float32(math.Erf(float64(v)))), int64(1), "x = %g", v)
 			}
 		}
 	}
@@ -117,7 +95,7 @@ func TestGeluErfLoop32KeepsTheNegativeTail(t *testing.T) {
 	for i, v := range src {
 		x := float64(v)
 		want := float32(0.5 * x * math.Erfc(-x/math.Sqrt2)) // 0.5·x·(1+erf(x/√2)) without cancellation
-		assert.LessOrEqual(t, ulpDistance32(dst[i], want), int64(1), "gelu(%g) = %g, want %g", v, dst[i], want)
+		assert.LessOrEqual(t, vmath.ULPDistance32(dst[i], want), int64(1), "gelu(%g) = %g, want %g", v, dst[i], want)
 	}
 }
 
