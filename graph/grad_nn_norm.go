@@ -87,11 +87,11 @@ func softmaxGradRule(op string) GradRule {
 	}
 }
 
-// bnTrainingForGrad reports whether a BatchNormalization node normalises
+// BatchNormTraining reports whether a BatchNormalization node normalises
 // with batch statistics, as the CPU kernel decides it: the training_mode
 // attribute from opset 14; before, a node that names more than its first
 // output and is not is_test.
-func bnTrainingForGrad(n *Node, opset int64) bool {
+func BatchNormTraining(n *Node, opset int64) bool {
 	if opset == 0 || opset >= 14 {
 		return n.AttrInt("training_mode", 0) != 0
 	}
@@ -117,7 +117,7 @@ func batchNormGradRule(b *GradBuilder, n *Node, dy []string) ([]string, error) {
 	if len(n.Inputs) < 5 {
 		return nil, fmt.Errorf("needs 5 inputs, has %d", len(n.Inputs))
 	}
-	training := bnTrainingForGrad(n, b.Opset)
+	training := BatchNormTraining(n, b.Opset)
 	want := make([]bool, 5)
 	for i := range want {
 		want[i] = b.NeedsGrad(n.Inputs[i]) && (!training || i < 3)

@@ -59,7 +59,7 @@ func SyncBatchNorm(g *graph.Graph, opset int64) (int, error) {
 	added := map[string]*graph.Tensor{}
 	rewritten := 0
 	for _, n := range g.Nodes {
-		if n.OpType != "BatchNormalization" || (n.Domain != "" && n.Domain != "ai.onnx") || !bnTraining(n, opset) {
+		if n.OpType != "BatchNormalization" || (n.Domain != "" && n.Domain != "ai.onnx") || !graph.BatchNormTraining(n, opset) {
 			out = append(out, n)
 			continue
 		}
@@ -85,21 +85,6 @@ func SyncBatchNorm(g *graph.Graph, opset int64) (int, error) {
 	}
 	g.Nodes = out
 	return rewritten, nil
-}
-
-// bnTraining reports whether a BatchNormalization node normalises with batch
-// statistics, as the CPU kernel decides it.
-func bnTraining(n *graph.Node, opset int64) bool {
-	if opset == 0 || opset >= 14 {
-		return n.AttrInt("training_mode", 0) != 0
-	}
-	named := 0
-	for _, o := range n.Outputs {
-		if o != "" {
-			named++
-		}
-	}
-	return named > 1 && n.AttrInt("is_test", 0) == 0
 }
 
 // syncBatchNormNode emits the synchronised form of one opset-14+
