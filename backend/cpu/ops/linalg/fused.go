@@ -27,14 +27,7 @@ func matMulAddKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 	ta, tb := n.AttrInt("transA", 0) != 0, n.AttrInt("transB", 0) != 0
 	if a.DType == graph.Float32 && b.DType == graph.Float32 && bias.DType == graph.Float32 &&
 		(!ta || len(a.Shape) >= 2) && (!tb || len(b.Shape) >= 2) {
-		as, bs := a.Shape, b.Shape
-		if ta {
-			as = swappedShape(as)
-		}
-		if tb {
-			bs = swappedShape(bs)
-		}
-		p, err := newMatmulPlan(n, as, bs)
+		p, err := transposedPlan(n, a, b, ta, tb)
 		if err != nil {
 			return nil, err
 		}
@@ -104,14 +97,7 @@ func transposedMatMulKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 		}
 		return matMulKernel(ctx, n, []*graph.Tensor{a, b})
 	}
-	as, bs := a.Shape, b.Shape
-	if ta {
-		as = swappedShape(as)
-	}
-	if tb {
-		bs = swappedShape(bs)
-	}
-	p, err := newMatmulPlan(n, as, bs)
+	p, err := transposedPlan(n, a, b, ta, tb)
 	if err != nil {
 		return nil, err
 	}
@@ -183,4 +169,17 @@ func transposeBatch[T any](dst, src []T, batch, r, c int) {
 			}
 		}
 	}
+}
+
+// transposedPlan is the MatMul plan of op(a)·op(b), op swapping the last
+// two axes where ta (tb) is set.
+func transposedPlan(n *graph.Node, a, b *graph.Tensor, ta, tb bool) (*matmulPlan, error) {
+	as, bs := a.Shape, b.Shape
+	if ta {
+		as = swappedShape(as)
+	}
+	if tb {
+		bs = swappedShape(bs)
+	}
+	return newMatmulPlan(n, as, bs)
 }
