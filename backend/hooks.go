@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"time"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -58,4 +59,28 @@ func CollectiveFrom(ctx context.Context) Collective {
 	}
 	c, _ := ctx.Value(collectiveKey{}).(Collective)
 	return c
+}
+
+// NodeTimer receives, for every node an executable runs, the wall time its
+// kernel took (inputs gathered, outputs stored: the kernel call alone). It
+// is called on the goroutine that runs the graph, after the kernel returns.
+type NodeTimer func(n *graph.Node, d time.Duration)
+
+type nodeTimerKey struct{}
+
+// WithNodeTimer returns a context that makes Run time each node's kernel and
+// report it to f, on executables that support it (the CPU backend does). It
+// is meant for profiling ('onnxtrain bench --op-profile'): each call reads
+// the clock twice.
+func WithNodeTimer(ctx context.Context, f NodeTimer) context.Context {
+	return context.WithValue(ctx, nodeTimerKey{}, f)
+}
+
+// NodeTimerFrom returns the function set by WithNodeTimer, or nil.
+func NodeTimerFrom(ctx context.Context) NodeTimer {
+	if ctx == nil {
+		return nil
+	}
+	f, _ := ctx.Value(nodeTimerKey{}).(NodeTimer)
+	return f
 }

@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
@@ -500,8 +501,10 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 	}
 	// Only the top-level graph reports its outputs as they are computed.
 	var notify backend.OutputFunc
+	var timer backend.NodeTimer
 	if fr.parent == nil {
 		notify = backend.OutputFuncFrom(ctx)
+		timer = backend.NodeTimerFrom(ctx)
 	}
 	defer func() {
 		if ar != nil {
@@ -535,9 +538,16 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 		if ar != nil {
 			ar.beginStep(i)
 		}
+		var t0 time.Time
+		if timer != nil {
+			t0 = time.Now()
+		}
 		out, err := e.call(kctx, st.spec, n, in)
 		if err != nil {
 			return fmt.Errorf("cpu: %w", err)
+		}
+		if timer != nil {
+			timer(n, time.Since(t0))
 		}
 		for j, slot := range st.out {
 			if slot < 0 {

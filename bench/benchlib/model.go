@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"sort"
 	"time"
 
 	"github.com/onnxtrain/onnxtrain/backend"
@@ -46,6 +47,10 @@ type ModelOptions struct {
 	Backend string
 	// Profile, when not nil, receives a CPU profile of the timed steps.
 	Profile io.Writer
+	// OpProfile times every kernel call of the timed steps and reports the
+	// time per op type (ModelResult.OpProfile); OpProfileByNode per node
+	// instead ("OpType node-name").
+	OpProfile, OpProfileByNode bool
 	// Recompute builds the training step with activation recomputation
 	// (train.ProgramConfig.Recompute).
 	Recompute bool
@@ -98,6 +103,9 @@ type ModelResult struct {
 	// end of the run, compilation and warm-up included.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 	GOMAXPROCS   int   `json:"gomaxprocs"`
+	// OpProfile (with ModelOptions.OpProfile) is the kernel time of a
+	// timed step by op type, largest first.
+	OpProfile []OpTime `json:"op_profile,omitempty"`
 }
 
 func (o *ModelOptions) defaults() error {
@@ -168,6 +176,11 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		Model: filepath.Base(o.Model), Backend: o.Backend, BatchSize: o.BatchSize,
 		Steps: o.Steps, Warmup: o.Warmup, GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
+	var prof *opProfiler
+	if o.OpProfile || o.OpProfileByNode {
+		prof = &opProfiler{byOp: map[string]*OpTime{}, byNode: o.OpProfileByNode}
+		ctx = backend.WithNodeTimer(ctx, prof.record)
+	}
 	var step func() (loss float64, fb, opt time.Duration, err error)
 	if o.Inference {
 		res.Mode = "inference"
@@ -197,6 +210,9 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if prof != nil {
+		prof.on = true
+	}
 	total := make([]time.Duration, o.Steps)
 	fbs := make([]time.Duration, o.Steps)
 	opts := make([]time.Duration, o.Steps)
@@ -216,6 +232,10 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	if o.Profile != nil {
 		pprof.StopCPUProfile()
 	}
+	if prof != nil {
+		prof.on = false
+		res.OpProfile = prof.table(o.Steps)
+	}
 	st, err := Summarize(total)
 	if err != nil {
 		return nil, err
@@ -231,6 +251,60 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// OpTime is the kernel time of one op type in a step.
+type OpTime struct {
+	Op string `json:"op"`
+	// Calls is the number of kernel calls per step.
+	Calls float64 `json:"calls_per_step"`
+	// MS is the kernel wall time per step, in milliseconds.
+	MS float64 `json:"ms_per_step"`
+	// Share is MS over the sum of all op types' MS.
+	Share float64 `json:"share"`
+	total time.Duration
+	n     int
+}
+
+// opProfiler sums kernel times by op type while on.
+type opProfiler struct {
+	on, byNode bool
+	byOp       map[string]*OpTime
+}
+
+func (p *opProfiler) record(n *graph.Node, d time.Duration) {
+	if !p.on {
+		return
+	}
+	key := n.OpType
+	if p.byNode {
+		key += " " + n.Name
+	}
+	t := p.byOp[key]
+	if t == nil {
+		t = &OpTime{Op: key}
+		p.byOp[key] = t
+	}
+	t.total += d
+	t.n++
+}
+
+func (p *opProfiler) table(steps int) []OpTime {
+	var sum time.Duration
+	out := make([]OpTime, 0, len(p.byOp))
+	for _, t := range p.byOp {
+		sum += t.total
+		out = append(out, *t)
+	}
+	for i := range out {
+		out[i].MS = ms(out[i].total) / float64(steps)
+		out[i].Calls = float64(out[i].n) / float64(steps)
+		if sum > 0 {
+			out[i].Share = float64(out[i].total) / float64(sum)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].total > out[j].total })
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -67,6 +67,8 @@ K×N) and reports GFLOP/s, the median over --steps repetitions.`,
 	fl.BoolVar(&f.transB, "trans-b", false, "GEMM: B is stored transposed (N×K)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text (for people) or json (one object on stdout)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file (read it with go tool pprof)")
+	fl.BoolVar(&f.model.OpProfile, "op-profile", false, "time every kernel call of the timed steps and report the time per op type (JSON: op_profile)")
+	fl.BoolVar(&f.model.OpProfileByNode, "op-profile-by-node", false, "as --op-profile, per node instead of per op type")
 	return cmd
 }
 
@@ -142,6 +144,12 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			rc += " (--mixed-precision " + res.MixedPrecision + ")"
 		}
 		fmt.Fprintf(out, "  planned peak of a step %.1f MiB%s\n", float64(res.PlannedPeakBytes)/(1<<20), rc)
+	}
+	if len(res.OpProfile) > 0 {
+		fmt.Fprintf(out, "  kernel time per step (wall, the calls in sequence):\n")
+		for _, t := range res.OpProfile {
+			fmt.Fprintf(out, "    %-28s %8.3f ms %5.1f%% %6.1f calls\n", t.Op, t.MS, 100*t.Share, t.Calls)
+		}
 	}
 	if f.cpuProfile != "" {
 		fmt.Fprintf(out, "  CPU profile of the timed steps: %s (go tool pprof -top %s)\n", f.cpuProfile, f.cpuProfile)

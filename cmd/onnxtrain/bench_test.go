@@ -126,3 +126,41 @@ func TestBenchErrors(t *testing.T) {
 		}
 	}
 }
+
+// --op-profile reports kernel time per op type of the timed steps: the
+// MLP's ops are there with their calls per step, shares sum to one, and
+// --op-profile-by-node names the nodes.
+func TestBenchOpProfile(t *testing.T) {
+	out, err := runBenchCmd(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "8",
+		"--steps", "3", "--warmup", "1", "--op-profile", "--log-format", "json")
+	require.NoError(t, err, out)
+	var r struct {
+		OpProfile []struct {
+			Op    string  `json:"op"`
+			Calls float64 `json:"calls_per_step"`
+			MS    float64 `json:"ms_per_step"`
+			Share float64 `json:"share"`
+		} `json:"op_profile"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	require.NotEmpty(t, r.OpProfile)
+	calls := map[string]float64{}
+	var share float64
+	for i, o := range r.OpProfile {
+		calls[o.Op] = o.Calls
+		share += o.Share
+		assert.GreaterOrEqual(t, o.MS, 0.0)
+		if i > 0 {
+			assert.LessOrEqual(t, o.MS, r.OpProfile[i-1].MS, "largest first")
+		}
+	}
+	assert.InDelta(t, 1, share, 1e-9)
+	// The MLP's forward has one loss node per step.
+	assert.Equal(t, 1.0, calls["SoftmaxCrossEntropyLoss"], "%v", calls)
+
+	out, err = runBenchCmd(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "8",
+		"--steps", "2", "--warmup", "1", "--op-profile-by-node")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "kernel time per step")
+	assert.Regexp(t, `SoftmaxCrossEntropyLoss \S+ +[0-9.]+ ms`, out)
+}
