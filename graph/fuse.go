@@ -366,6 +366,15 @@ func FuseMatMulBias(g *Graph) int {
 			ps, pd, ok1 := shape(pn)
 			os, od, ok2 := shape(n.Outputs[0])
 			bs, bd, ok3 := shape(bias)
+			if !ok1 || !ok2 {
+				// Shapes lost downstream of a dynamic Reshape: a 1-D
+				// bias as long as the product's columns, read off the
+				// weight operand, broadcasts without changing the
+				// product's shape, whatever its leading dimensions.
+				if ok3 && len(bs) == 1 && bd == Float32 && productColumns(mm, shape) == bs[0] {
+					ps, pd, os, od, ok1, ok2 = bs, Float32, bs, Float32, true, true
+				}
+			}
 			if !ok1 || !ok2 || !ok3 || pd != Float32 || od != Float32 || bd != Float32 || !SameShape(ps, os) ||
 				len(ps) == 0 || len(bs) == 0 || len(bs) > len(ps) || bs[len(bs)-1] != ps[len(ps)-1] {
 				continue
@@ -401,6 +410,20 @@ func FuseMatMulBias(g *Graph) int {
 	}
 	removeNodes(g, drop)
 	return len(drop)
+}
+
+// productColumns returns the number of columns of the product mm computes
+// (the last dimension of its output), read off its second operand's known
+// shape and float32 type (both operands of a MatMul have one type), or -1.
+func productColumns(mm *Node, shape func(string) ([]int, DType, bool)) int {
+	bs, bd, okB := shape(mm.Inputs[1])
+	if !okB || bd != Float32 || len(bs) < 2 {
+		return -1
+	}
+	if mm.OpType == TransposedMatMul && mm.AttrInt("transB", 0) != 0 {
+		return bs[len(bs)-2]
+	}
+	return bs[len(bs)-1]
 }
 
 // GemmRelu is the fused op of FuseGemmRelu: Relu(Gemm(A, B, C)) with
