@@ -432,10 +432,12 @@ func productColumns(mm *Node, shape func(string) ([]int, DType, bool)) int {
 const GemmRelu = "GemmRelu"
 
 // FuseGemmRelu rewrites Relu(Gemm(...)) into one GemmRelu node when the
-// Gemm's output is read only by that Relu and as the X operand of ReluGrad
-// nodes (run FuseReluGrad first), which then read the Relu's output
+// Gemm's output is read only by that Relu, as the X operand of ReluGrad
+// nodes (run FuseReluGrad first) and as the type operand of CastLike (what
+// a gradient rule's ScalarLike leaves), which then read the Relu's output
 // instead: relu(x) > 0 exactly where x > 0 (NaN and -0 included), so the
-// gradient is unchanged. It returns the number of rewrites.
+// gradient is unchanged, and the type is the same. It returns the number
+// of rewrites.
 func FuseGemmRelu(g *Graph) int {
 	gemms := map[string]*Node{}
 	for _, n := range g.Nodes {
@@ -455,7 +457,8 @@ func FuseGemmRelu(g *Graph) int {
 			switch {
 			case n.OpType == "Relu" && isPlain(n) && len(n.Outputs) == 1 && n.Outputs[0] != "":
 				relus[in]++
-			case n.OpType == ReluGrad && n.Domain == FusedDomain && k == 1:
+			case n.OpType == ReluGrad && n.Domain == FusedDomain && k == 1,
+				n.OpType == "CastLike" && isPlain(n) && k == 1:
 				grads[in] = append(grads[in], i)
 			default:
 				others[in]++

@@ -45,3 +45,31 @@ func TestFuseMatMulBiasUnknownRows(t *testing.T) {
 	assert.Equal(t, map[string]bool{"y1": true, "y2": true}, fused)
 	assert.Len(t, g.Nodes, 8)
 }
+
+// TestFuseGemmReluRewiresCastLike: a CastLike whose type operand is the
+// Gemm's output (what a gradient rule's ScalarLike leaves when it is not
+// folded) does not stop the fusion; it reads the Relu's output instead.
+func TestFuseGemmReluRewiresCastLike(t *testing.T) {
+	g := NewGraph("gemmrelu")
+	g.Inputs = []*ValueInfo{{Name: "x", Type: f32(6, 9)}, {Name: "w", Type: f32(9, 5)}, {Name: "dy", Type: f32(6, 5)}}
+	g.Initializers = map[string]*Tensor{"z": FromFloat32([]float32{0})}
+	g.Nodes = []*Node{
+		{Name: "gemm", OpType: "Gemm", Inputs: []string{"x", "w"}, Outputs: []string{"h"}},
+		{Name: "relu", OpType: "Relu", Inputs: []string{"h"}, Outputs: []string{"y"}},
+		{Name: "zc", OpType: "CastLike", Inputs: []string{"z", "h"}, Outputs: []string{"zh"}},
+		{Name: "rg", OpType: ReluGrad, Domain: FusedDomain, Inputs: []string{"dy", "h"}, Outputs: []string{"dx"}},
+		{Name: "gemm2", OpType: "Gemm", Inputs: []string{"x", "w"}, Outputs: []string{"h2"}},
+		{Name: "relu2", OpType: "Relu", Inputs: []string{"h2"}, Outputs: []string{"y2"}},
+		{Name: "add", OpType: "Add", Inputs: []string{"h2", "h2"}, Outputs: []string{"s2"}}, // another reader
+	}
+	g.Outputs = []*ValueInfo{{Name: "y"}, {Name: "zh"}, {Name: "dx"}, {Name: "y2"}, {Name: "s2"}}
+	assert.Equal(t, 1, FuseGemmRelu(g))
+	ops := map[string][]string{}
+	for _, n := range g.Nodes {
+		ops[n.OpType] = append(ops[n.OpType], n.Inputs...)
+	}
+	assert.Equal(t, []string{"x", "w"}, ops[GemmRelu])
+	assert.Equal(t, []string{"z", "y"}, ops["CastLike"])
+	assert.Equal(t, []string{"dy", "y"}, ops[ReluGrad])
+	assert.Equal(t, []string{"h2"}, ops["Relu"], "the Gemm read by Add stays")
+}
