@@ -214,10 +214,13 @@ func topoOrder(g *Graph) []*Node {
 // inferNode applies n's rule and records what it found.
 func (st *inferState) inferNode(n *Node) error {
 	rules := inferRules
-	if n.Domain == InternalDomain {
+	switch n.Domain {
+	case InternalDomain:
 		rules = internalInferRules
+	case FusedDomain:
+		rules = fusedInferRules
 	}
-	if n.Domain == "" || n.Domain == "ai.onnx" || n.Domain == InternalDomain {
+	if n.Domain == "" || n.Domain == "ai.onnx" || n.Domain == InternalDomain || n.Domain == FusedDomain {
 		if rule, ok := rules[n.OpType]; ok {
 			c := &inferCall{st: st, n: n}
 			if err := rule(c); err != nil {
@@ -444,6 +447,11 @@ var inferRules = map[string]inferFunc{}
 // internalInferRules maps InternalDomain (onnxtrain) op types to their
 // rules; ops without one leave their outputs untyped.
 var internalInferRules = map[string]inferFunc{}
+
+// fusedInferRules maps FusedDomain op types (the fusion passes' ops) to
+// their rules; ops without one keep the types their outputs had before the
+// fusion (ValueInfo).
+var fusedInferRules = map[string]inferFunc{}
 
 // HasShapeInference reports whether InferShapes has a rule for the ai.onnx op.
 func HasShapeInference(op string) bool { _, ok := inferRules[op]; return ok }

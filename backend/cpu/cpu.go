@@ -226,6 +226,9 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 	if !e.opts.DisableFused {
 		// With every shape known: biases into their GEMM's epilogue.
 		graph.FuseMatMulBias(sg)
+		// and the exact GELU's gradient chain, whose same-shape
+		// SumToShapes are Identities now.
+		graph.FuseGeluErfGrad(sg)
 	}
 	p, err = e.planGraph(sg, false)
 	if err != nil {

@@ -91,3 +91,72 @@ func TestFusedGeluErf(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedGeluErfGrad: the gradient the autodiff emits for the exact GELU
+// chain (after train.Build's shape-read rewrites, which turn its same-shape
+// SumToShapes into Identities) runs, once the plan is specialised, as one
+// GeluErfGrad node whose dX equals the unfused graph's bit for bit and
+// agrees with dY·(Φ(x) + x·φ(x)) in float64.
+func TestFusedGeluErfGrad(t *testing.T) {
+	g := graph.NewGraph("gelugrad")
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32Type(5, 333)}, {Name: "dy", Type: f32Type(5, 333)}}
+	g.Initializers = map[string]*graph.Tensor{
+		"c1": graph.FromFloat32([]float32{float32(math.Sqrt2)}),
+		"c2": graph.FromFloat32([]float32{1}),
+		"c3": graph.FromFloat32([]float32{0.5}),
+	}
+	g.Nodes = []*graph.Node{
+		{Name: "d", OpType: "Div", Inputs: []string{"x", "c1"}, Outputs: []string{"d"}},
+		{Name: "e", OpType: "Erf", Inputs: []string{"d"}, Outputs: []string{"e"}},
+		{Name: "a", OpType: "Add", Inputs: []string{"e", "c2"}, Outputs: []string{"a"}},
+		{Name: "m", OpType: "Mul", Inputs: []string{"x", "a"}, Outputs: []string{"m"}},
+		{Name: "y", OpType: "Mul", Inputs: []string{"m", "c3"}, Outputs: []string{"y"}},
+	}
+	grads, err := graph.Gradients(g, "y", []string{"x"}, "dy", 17)
+	require.NoError(t, err)
+	// As train.Build: backward reads of shape and type only rewritten.
+	_, err = graph.Recompute(g, 5, 17, graph.RecomputeOptions{ReadsOnly: true})
+	require.NoError(t, err)
+	g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: grads[0]}}
+	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
+	rng := rand.New(rand.NewPCG(23, 24))
+	x, dy := graph.Zeros(graph.Float32, 5, 333), graph.Zeros(graph.Float32, 5, 333)
+	xs, dys := x.Float32s(), dy.Float32s()
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64() * 2.5)
+		dys[i] = float32(rng.NormFloat64())
+	}
+	copy(xs, []float32{0, float32(math.Copysign(0, -1)), -12, 12, 1e-40, -5.5, 3.25})
+	inputs := map[string]*graph.Tensor{"x": x, "dy": dy}
+	run := func(disable bool) *graph.Tensor {
+		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
+		require.NoError(t, err)
+		e := exe.(*Executable)
+		var out map[string]*graph.Tensor
+		for i := 0; i < 2; i++ {
+			out, err = exe.Run(context.Background(), inputs)
+			require.NoError(t, err)
+		}
+		p := e.last.Load()
+		require.NotNil(t, p)
+		ops := map[string]int{}
+		for _, st := range p.steps {
+			ops[st.node.OpType]++
+		}
+		if disable {
+			assert.Zero(t, ops[graph.GeluErfGrad])
+		} else {
+			require.NotNil(t, p.shapes, "the specialised plan ran")
+			assert.Equal(t, 1, ops[graph.GeluErfGrad], "%v", ops)
+			assert.Zero(t, ops[graph.ErfGrad]+ops["Div"], "%v", ops)
+		}
+		return out[grads[0]]
+	}
+	fused, plain := run(false), run(true)
+	assert.True(t, sameBits(plain, fused), "fused and unfused gradients differ")
+	for i, v := range xs {
+		xv := float64(v)
+		want := float64(dys[i]) * (0.5*(1+math.Erf(xv/math.Sqrt2)) + xv*math.Exp(-xv*xv/2)/math.Sqrt(2*math.Pi))
+		assert.InDelta(t, want, float64(fused.Float32s()[i]), 2e-6*math.Max(1, math.Abs(want)), "dx[%d] (x = %v)", i, v)
+	}
+}

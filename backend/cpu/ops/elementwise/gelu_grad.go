@@ -1,0 +1,97 @@
+package elementwise
+
+import (
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+func init() {
+	kern.RegisterSpec(graph.FusedDomain, graph.GeluErfGrad, kern.Spec{Fn: geluErfGradKernel})
+}
+
+// geluErfGradKernel is graph.GeluErfGrad(dY, X, D, A, C1, C3, K):
+//
+//	M = dY·C3; dX = M·A + ((M·X)·(K·exp(-(D·D))))/C1
+//
+// rounding after each op as the unfused Mul, Mul, Mul, ErfGrad, Div and Add
+// kernels do (exp through vmath.Exp32, as ErfGrad), so the result is theirs
+// bit for bit. One pass for float32 operands of one shape and scalar
+// float32 constants; anything else runs the unfused kernels.
+func geluErfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 7); err != nil {
+		return nil, err
+	}
+	if err := validateData(n, in); err != nil {
+		return nil, err
+	}
+	dy, x, d, a, c1, c3, k := in[0], in[1], in[2], in[3], in[4], in[5], in[6]
+	fast := dy.DType == graph.Float32
+	for _, t := range in[1:] {
+		fast = fast && t.DType == graph.Float32
+	}
+	for _, t := range []*graph.Tensor{x, d, a} {
+		fast = fast && graph.SameShape(t.Shape, dy.Shape)
+	}
+	fast = fast && c1.Size() == 1 && c3.Size() == 1 && k.Size() == 1
+	if fast {
+		out, err := newFull(n, dy.DType, dy.Shape)
+		if err != nil {
+			return nil, err
+		}
+		dst, g, xs, ds, as := out.Data.([]float32), dy.Data.([]float32), x.Data.([]float32), d.Data.([]float32), a.Data.([]float32)
+		v1, v3, kv := c1.Data.([]float32)[0], c3.Data.([]float32)[0], k.Data.([]float32)[0]
+		parallelRange(len(dst), parallelGrain, func(lo, hi int) {
+			geluErfGradRange(dst[lo:hi], g[lo:hi], xs[lo:hi], ds[lo:hi], as[lo:hi], v1, v3, kv)
+		})
+		return one(out), nil
+	}
+	// The unfused chain.
+	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) { return unfusedStep(ctx, n, op, args...) }
+	m, err := step("Mul", dy, c3)
+	if err != nil {
+		return nil, err
+	}
+	dx1, err := step("Mul", m, a)
+	if err != nil {
+		return nil, err
+	}
+	da, err := step("Mul", m, x)
+	if err != nil {
+		return nil, err
+	}
+	dd, err := erfGradKernel(ctx, n, []*graph.Tensor{da, d, k})
+	if err != nil {
+		return nil, err
+	}
+	dx2, err := step("Div", dd[0], c1)
+	if err != nil {
+		return nil, err
+	}
+	dx, err := step("Add", dx1, dx2)
+	if err != nil {
+		return nil, err
+	}
+	return one(dx), nil
+}
+
+// geluErfGradRange computes GeluErfGrad for one range, in blocks that stay
+// in L1 between the exp and the rest.
+func geluErfGradRange(dst, dy, x, d, a []float32, c1, c3, k float32) {
+	dy, x, d, a = dy[:len(dst)], x[:len(dst)], d[:len(dst)], a[:len(dst)]
+	var buf [512]float32
+	for len(dst) > 0 {
+		nb := min(len(dst), len(buf))
+		e := buf[:nb]
+		for i, v := range d[:nb] {
+			e[i] = -(v * v)
+		}
+		vmath.Exp32(e, e)
+		for i, ev := range e {
+			m := dy[i] * c3
+			dd := (m * x[i]) * (k * ev)
+			dst[i] = float32(m*a[i]) + float32(dd/c1) // rounded apart, as Mul, Div and Add
+		}
+		dst, dy, x, d, a = dst[nb:], dy[nb:], x[nb:], d[nb:], a[nb:]
+	}
+}
