@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -106,6 +107,7 @@ type Program struct {
 	evalExe       backend.Executable
 	evalOutput    string
 	labelDType    graph.DType
+	scratch       stepScratch
 }
 
 // ErrData is wrapped by errors about data that does not fit the model.
@@ -250,8 +252,10 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		}
 	}
 	var late []*graph.Node
+	p.scratch.gradNames = make([]string, len(grads))
 	for i, gname := range grads {
 		out := gradPrefix + p.Params[i].Name
+		p.scratch.gradNames[i] = out
 		id := &graph.Node{Name: out, OpType: "Identity", Inputs: []string{gname}, Outputs: []string{out}}
 		if j, ok := producer[gname]; ok {
 			after[j] = append(after[j], id)
@@ -498,15 +502,59 @@ type StepResult struct {
 	Grads []*graph.Tensor // one per Params entry, same order
 }
 
+// stepScratch is what ForwardBackward reuses from one call to the next,
+// so that a steady-state step allocates nothing: the feed map, the loss
+// scale's tensor, the result and the names of the gradient outputs.
+type stepScratch struct {
+	mu        sync.Mutex
+	feeds     map[string]*graph.Tensor
+	scale     []float32
+	scaleData any // scale, as a Tensor's Data
+	scaleT    graph.Tensor
+	res       StepResult
+	gradNames []string
+}
+
 // ForwardBackward runs one micro-batch: the loss (before any update) and
 // the gradients of loss*lossScale. Buffers (BatchNorm running statistics)
 // are updated in place.
+//
+// The result and its gradients stay valid until the next ForwardBackward
+// of the Program (from any goroutine): the gradients live in the backend's
+// memory plan and the result itself is reused. A caller that keeps either
+// longer copies what it needs.
 func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.Tensor, labels *graph.Tensor, lossScale float32) (*StepResult, error) {
-	feeds, err := p.feeds(inputs, labels)
-	if err != nil {
+	sc := &p.scratch
+	var (
+		feeds map[string]*graph.Tensor
+		scale *graph.Tensor
+		res   *StepResult
+	)
+	if sc.mu.TryLock() {
+		// The common case: no other ForwardBackward of p in flight.
+		defer sc.mu.Unlock()
+		if sc.feeds == nil {
+			sc.feeds = make(map[string]*graph.Tensor, len(inputs)+len(p.Params)+len(p.Buffers)+4)
+		}
+		feeds = sc.feeds
+		clear(feeds)
+		if sc.scale == nil {
+			sc.scale = make([]float32, 1)
+			sc.scaleData = sc.scale // boxed once
+		}
+		sc.scale[0] = lossScale
+		sc.scaleT = graph.Tensor{DType: graph.Float32, Data: sc.scaleData}
+		scale = &sc.scaleT
+		res = &sc.res
+	} else {
+		feeds = make(map[string]*graph.Tensor, len(inputs)+len(p.Params)+len(p.Buffers)+4)
+		scale = graph.FromFloat32([]float32{lossScale})
+		res = &StepResult{}
+	}
+	if err := p.feeds(feeds, inputs, labels); err != nil {
 		return nil, err
 	}
-	feeds[lossScaleInput] = graph.FromFloat32([]float32{lossScale})
+	feeds[lossScaleInput] = scale
 	for _, prm := range p.Params {
 		feeds[prm.Name] = prm.Value
 	}
@@ -514,16 +562,24 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 		feeds[name] = t
 	}
 	out, err := p.trainExe.Run(ctx, feeds)
+	if res == &sc.res {
+		clear(feeds) // keeps no batch alive until the next step
+	}
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	lt := out[lossValue]
-	if lt.Size() != 1 {
-		return nil, fmt.Errorf("train: %w: the loss has shape %v, not a scalar", ErrData, lt.Shape)
+	if lt == nil || lt.Size() != 1 {
+		shape := []int(nil)
+		if lt != nil {
+			shape = lt.Shape
+		}
+		return nil, fmt.Errorf("train: %w: the loss has shape %v, not a scalar", ErrData, shape)
 	}
-	res := &StepResult{Loss: lt.Float(0)}
-	for _, prm := range p.Params {
-		g := out[gradPrefix+prm.Name]
+	res.Loss = lt.Float(0)
+	res.Grads = res.Grads[:0]
+	for i, prm := range p.Params {
+		g := out[sc.gradNames[i]]
 		if g == nil || !graph.SameShape(g.Shape, prm.Value.Shape) {
 			return nil, fmt.Errorf("train: gradient of %q is missing or misshaped", prm.Name)
 		}
@@ -540,8 +596,8 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 // Evaluate runs the model in inference mode: the loss and, for losses
 // outside the graph, the model output (logits).
 func (p *Program) Evaluate(ctx context.Context, inputs map[string]*graph.Tensor, labels *graph.Tensor) (float64, *graph.Tensor, error) {
-	feeds, err := p.feeds(inputs, labels)
-	if err != nil {
+	feeds := make(map[string]*graph.Tensor, len(inputs)+len(p.Params)+len(p.Buffers)+4)
+	if err := p.feeds(feeds, inputs, labels); err != nil {
 		return 0, nil, err
 	}
 	for _, prm := range p.Params {
@@ -569,29 +625,29 @@ func (p *Program) Evaluate(ctx context.Context, inputs map[string]*graph.Tensor,
 	return loss, logits, nil
 }
 
-func (p *Program) feeds(inputs map[string]*graph.Tensor, labels *graph.Tensor) (map[string]*graph.Tensor, error) {
-	feeds := make(map[string]*graph.Tensor, len(inputs)+len(p.Params)+4)
+// feeds puts the batch's data inputs and labels into feeds.
+func (p *Program) feeds(feeds, inputs map[string]*graph.Tensor, labels *graph.Tensor) error {
 	for _, name := range p.DataInputs {
 		t, ok := inputs[name]
 		if !ok {
-			return nil, fmt.Errorf("train: %w: the batch has no array for graph input %q (it has %v)", ErrData, name, mapKeys(inputs))
+			return fmt.Errorf("train: %w: the batch has no array for graph input %q (it has %v)", ErrData, name, mapKeys(inputs))
 		}
 		feeds[name] = t
 	}
 	if p.NeedsLabels {
 		if labels == nil {
-			return nil, fmt.Errorf("train: %w: the loss needs labels and the batch has none", ErrData)
+			return fmt.Errorf("train: %w: the loss needs labels and the batch has none", ErrData)
 		}
 		if labels.DType != p.labelDType {
 			l, err := castLabels(labels, p.labelDType)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			labels = l
 		}
 		feeds[labelsInput] = labels
 	}
-	return feeds, nil
+	return nil
 }
 
 func castLabels(t *graph.Tensor, d graph.DType) (*graph.Tensor, error) {

@@ -164,13 +164,14 @@ type slotValue struct {
 //
 // The tensors Run returns may live in that arena: they stay valid until
 // the next Run of the same Executable, from any goroutine, which may
-// overwrite them. A caller that keeps outputs longer copies them
-// (graph.Tensor.Clone); goroutines that share an Executable and read its
-// outputs after their Run returns call SetCopyOutputs(true). The plan can
-// be turned off with SetMemoryPlan(false), or for every executable of a
-// process with the environment variable ONNXTRAIN_NO_MEMPLAN=1. Inputs may
-// be outputs of the previous run: a run never uses an arena that one of its
-// inputs lives in.
+// overwrite them and reuse the map that holds them. A caller that keeps
+// outputs longer copies them (graph.Tensor.Clone); goroutines that share
+// an Executable and read its outputs after their Run returns call
+// SetCopyOutputs(true). The plan can be turned off with
+// SetMemoryPlan(false), or for every executable of a process with the
+// environment variable ONNXTRAIN_NO_MEMPLAN=1. Inputs may be outputs of
+// the previous run: a run never uses an arena that one of its inputs lives
+// in (or whose latest run returned them).
 type Executable struct {
 	opset  int64
 	opsets map[string]int64
@@ -363,7 +364,8 @@ func (f *frame) lookup(name string) (*graph.Tensor, bool) {
 }
 
 // Run implements backend.Executable. The returned tensors stay valid until
-// the next Run (see Executable).
+// the next Run (see Executable); so does the returned map, which a run in
+// the memory plan's arena reuses (unless SetCopyOutputs is on).
 func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (map[string]*graph.Tensor, error) {
 	if err := e.checkInputs(inputs); err != nil {
 		return nil, err
@@ -393,15 +395,31 @@ func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (
 	err = e.runPlan(ctx, p, fr, ar)
 	var out map[string]*graph.Tensor
 	if err == nil {
-		out = make(map[string]*graph.Tensor, len(p.outs))
+		copyOut := e.copyOutputs.Load()
+		switch {
+		case ar != nil && !copyOut && ar.outMap != nil:
+			out = ar.outMap
+			clear(out)
+		case ar != nil && !copyOut:
+			out = make(map[string]*graph.Tensor, len(p.outs))
+			ar.outMap = out
+		default:
+			out = make(map[string]*graph.Tensor, len(p.outs))
+		}
+		if ar != nil {
+			ar.outs = ar.outs[:0]
+		}
 		for i, o := range p.g.Outputs {
 			t := fr.vals[p.outs[i]]
 			if t == nil {
 				err = fmt.Errorf("cpu: graph output %q was not computed", o.Name)
 				break
 			}
-			if ar != nil && e.copyOutputs.Load() && ar.holds(t) {
+			if ar != nil && copyOut && ar.holds(t) {
 				t = t.Clone()
+			}
+			if ar != nil {
+				ar.outs = append(ar.outs, t)
 			}
 			out[o.Name] = t
 		}

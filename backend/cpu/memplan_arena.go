@@ -210,6 +210,11 @@ type arena struct {
 	sub   subRunner
 	in    []*graph.Tensor
 
+	// outs are the tensors the latest run returned, and outMap the map
+	// it returned them in (reused by the next run; see Executable.Run).
+	outs   []*graph.Tensor
+	outMap map[string]*graph.Tensor
+
 	rec      *recorder // recording run only
 	bindings []*kern.Binding
 	seq      []atomic.Int32 // requests so far, per step
@@ -311,11 +316,18 @@ func (a *arena) serve(mp *memPlan) {
 	}
 }
 
-// holdsAny reports whether any of the tensors lies in the arena.
+// holdsAny reports whether any of the tensors lies in the arena, or is
+// one of the tensors its latest run returned (whose headers, for views of
+// data outside the arena, its nodes reuse).
 func (a *arena) holdsAny(inputs map[string]*graph.Tensor) bool {
 	for _, t := range inputs {
 		if a.holds(t) {
 			return true
+		}
+		for _, o := range a.outs {
+			if o == t {
+				return true
+			}
 		}
 	}
 	return false
@@ -370,8 +382,10 @@ func fillBytes(b []byte, v byte) {
 	}
 }
 
-// beginStep resets step s's request count.
+// beginStep resets step s's request count and its node's views
+// (kern.View).
 func (a *arena) beginStep(s int) {
+	a.bindings[s].Begin()
 	if a.rec == nil {
 		a.seq[s].Store(0)
 	}

@@ -46,7 +46,22 @@ type Adam struct {
 	groups    []Group
 	steps     int64
 	state     map[string]*adamState
+
+	// Reused by every Step: the updates, their sizes, the step's
+	// constants, the callback that runs them, and the bias corrections of
+	// the latest step count (powInt is costly and allocates).
+	tasks    []adamTask
+	sizes    []int
+	consts   adamConsts
+	runFn    func(i, lo, hi int)
+	runner   chunkRunner
+	corrStep int64
+	corr     adamCorr
+	pow      powWork
 }
+
+// adamCorr are the bias corrections of one step count.
+type adamCorr struct{ bc1, bc2sqrt float64 }
 
 type adamState struct {
 	step                    int64
@@ -101,10 +116,14 @@ func (o *Adam) Step(params []*Param) error {
 	}
 	for _, p := range params {
 		if s := o.state[p.Name]; s != nil && p.Grad != nil {
-			for slot, t := range map[string]*graph.Tensor{"exp_avg": s.expAvg, "exp_avg_sq": s.expAvgSq, "max_exp_avg_sq": s.maxSq} {
-				if err := checkSlot(p.Name, slot, t, p.Value.Shape); err != nil {
-					return err
-				}
+			if err := checkSlot(p.Name, "exp_avg", s.expAvg, p.Value.Shape); err != nil {
+				return err
+			}
+			if err := checkSlot(p.Name, "exp_avg_sq", s.expAvgSq, p.Value.Shape); err != nil {
+				return err
+			}
+			if err := checkSlot(p.Name, "max_exp_avg_sq", s.maxSq, p.Value.Shape); err != nil {
+				return err
 			}
 		}
 	}
@@ -112,10 +131,7 @@ func (o *Adam) Step(params []*Param) error {
 	b1f, b2f := float32(b1), float32(b2)
 	omb1, omb2 := float32(1-b1), float32(1-b2)
 	eps := float32(o.cfg.Eps)
-	type corr struct{ bc1, bc2sqrt float64 }
-	corrs := map[int64]corr{} // bias corrections by step, shared by params
-	tasks := make([]adamTask, 0, len(params))
-	sizes := make([]int, 0, len(params))
+	tasks, sizes := o.tasks[:0], o.sizes[:0]
 	for _, p := range params {
 		if p.Grad == nil {
 			continue
@@ -132,12 +148,13 @@ func (o *Adam) Step(params []*Param) error {
 			o.state[p.Name] = s
 		}
 		s.step++
-		c, ok := corrs[s.step]
-		if !ok {
-			// Python floats: bias_correction = 1 - beta**step.
-			c = corr{bc1: 1 - powInt(b1, s.step), bc2sqrt: math.Sqrt(1 - powInt(b2, s.step))}
-			corrs[s.step] = c
+		if o.corrStep != s.step || o.corrStep == 0 {
+			// Python floats: bias_correction = 1 - beta**step. Params
+			// usually share their step count: the latest is kept.
+			o.corr = adamCorr{bc1: 1 - o.pow.pow(b1, s.step), bc2sqrt: math.Sqrt(1 - o.pow.pow(b2, s.step))}
+			o.corrStep = s.step
 		}
+		c := o.corr
 		grp := o.groups[p.Group]
 		t := adamTask{
 			pv: p.Value.Float32s(), gv: p.Grad.Float32s(),
@@ -154,8 +171,13 @@ func (o *Adam) Step(params []*Param) error {
 		tasks = append(tasks, t)
 		sizes = append(sizes, len(t.pv))
 	}
-	k := adamConsts{b1f: b1f, b2f: b2f, omb1: omb1, omb2: omb2, eps: eps, maximize: o.cfg.Maximize, decoupled: o.decoupled}
-	forChunks(sizes, func(i, lo, hi int) { tasks[i].run(&k, lo, hi) })
+	o.tasks, o.sizes = tasks, sizes
+	o.consts = adamConsts{b1f: b1f, b2f: b2f, omb1: omb1, omb2: omb2, eps: eps, maximize: o.cfg.Maximize, decoupled: o.decoupled}
+	if o.runFn == nil {
+		o.runFn = func(i, lo, hi int) { o.tasks[i].run(&o.consts, lo, hi) }
+	}
+	o.runner.forChunks(sizes, o.runFn)
+	clear(o.tasks) // drop the slices of parameters and gradients
 	o.steps++
 	return nil
 }

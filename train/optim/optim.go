@@ -19,9 +19,9 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -307,9 +307,32 @@ const (
 	parallelElems = 1 << 16
 )
 
+// chunkRunner runs an optimizer step's element-wise updates in chunks
+// (forChunks). An optimizer keeps one, with its chunk list and callback,
+// so that a steady-state step allocates nothing.
+type chunkRunner struct {
+	chunks []chunk
+	next   atomic.Int64
+	fn     func(i, lo, hi int)
+}
+
+type chunk struct{ i, lo, hi int }
+
+// Chunk implements kern.Chunker: each of the pool's workers takes chunks
+// until none is left.
+func (r *chunkRunner) Chunk(_, _ int) {
+	for {
+		c := int(r.next.Add(1)) - 1
+		if c >= len(r.chunks) {
+			return
+		}
+		r.fn(r.chunks[c].i, r.chunks[c].lo, r.chunks[c].hi)
+	}
+}
+
 // forChunks calls fn(i, lo, hi) for ranges [lo, hi) covering [0, sizes[i])
 // for every i, concurrently for large totals.
-func forChunks(sizes []int, fn func(i, lo, hi int)) {
+func (r *chunkRunner) forChunks(sizes []int, fn func(i, lo, hi int)) {
 	total := 0
 	for _, n := range sizes {
 		total += n
@@ -323,33 +346,16 @@ func forChunks(sizes []int, fn func(i, lo, hi int)) {
 		}
 		return
 	}
-	type chunk struct{ i, lo, hi int }
-	chunks := make([]chunk, 0, total/chunkElems+len(sizes))
+	r.chunks = r.chunks[:0]
 	for i, n := range sizes {
 		for lo := 0; lo < n; lo += chunkElems {
-			chunks = append(chunks, chunk{i, lo, min(lo+chunkElems, n)})
+			r.chunks = append(r.chunks, chunk{i, lo, min(lo+chunkElems, n)})
 		}
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	work := func() {
-		for {
-			c := int(next.Add(1)) - 1
-			if c >= len(chunks) {
-				return
-			}
-			fn(chunks[c].i, chunks[c].lo, chunks[c].hi)
-		}
-	}
-	for w := 1; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
+	r.next.Store(0)
+	r.fn = fn
+	kern.RunTask("optimizer worker", workers, workers, r)
+	r.fn = nil
 }
 
 // sqrt32 is the correctly rounded float32 square root.
@@ -360,21 +366,58 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 // an integral exponent; Go's math.Pow is off by an ulp for about a third of
 // the (β, step) pairs Adam needs.
 func powInt(x float64, n int64) float64 {
+	var w powWork
+	return w.pow(x, n)
+}
+
+// powWork holds powInt's big floats, so that an optimizer that keeps one
+// computes its bias corrections every step without allocating: each
+// product goes to a third float (a product into one of its own operands
+// would need a new mantissa), and the mantissas keep their capacity.
+type powWork struct{ f [4]big.Float }
+
+// pow is powInt in w's storage.
+func (w *powWork) pow(x float64, n int64) float64 {
 	if n == 0 {
 		return 1
 	}
 	const prec = 256
-	result := new(big.Float).SetPrec(prec).SetFloat64(1)
-	base := new(big.Float).SetPrec(prec).SetFloat64(x)
+	result, base, tmp := &w.f[0], &w.f[1], &w.f[2]
+	result.SetPrec(prec).SetFloat64(1)
+	base.SetPrec(prec).SetFloat64(x)
+	tmp.SetPrec(prec)
 	for n > 0 {
 		if n&1 == 1 {
-			result.Mul(result, base)
+			tmp.Mul(result, base)
+			result, tmp = tmp, result
 		}
 		n >>= 1
 		if n > 0 {
-			base.Mul(base, base)
+			tmp.Mul(base, base)
+			base, tmp = tmp, base
 		}
 	}
-	f, _ := result.Float64()
-	return f
+	return w.float64(result)
+}
+
+// float64 is x.Float64() (nearest, ties to even) without the temporary
+// Float that allocates: x rounded to 53 bits in w's fourth float, then
+// read as an integer mantissa and scaled. Zero and values far from 1
+// (subnormal results among them) take x.Float64().
+func (w *powWork) float64(x *big.Float) float64 {
+	r := &w.f[3]
+	r.SetPrec(53).Set(x)
+	e := r.MantExp(nil) // r = m * 2**e, 0.5 <= |m| < 1
+	if r.Sign() == 0 || e < -1000 || e > 1000 {
+		f, _ := x.Float64()
+		return f
+	}
+	r.SetMantExp(r, 53-e) // an integer of 53 bits
+	if r.Sign() < 0 {
+		r.Neg(r)
+		u, _ := r.Uint64()
+		return -math.Ldexp(float64(u), e-53)
+	}
+	u, _ := r.Uint64()
+	return math.Ldexp(float64(u), e-53)
 }

@@ -28,6 +28,14 @@ type SGD struct {
 	groups []Group
 	steps  int64
 	buf    map[string]*graph.Tensor // momentum buffers, created on first use
+
+	// Reused by every Step: the updates, their sizes, the step's
+	// constants and the callback that runs them.
+	tasks  []sgdTask
+	sizes  []int
+	consts sgdConsts
+	runFn  func(i, lo, hi int)
+	runner chunkRunner
 }
 
 // NewSGD validates cfg as torch.optim.SGD does and returns the optimizer.
@@ -70,8 +78,7 @@ func (o *SGD) Step(params []*Param) error {
 			}
 		}
 	}
-	tasks := make([]sgdTask, 0, len(params))
-	sizes := make([]int, 0, len(params))
+	tasks, sizes := o.tasks[:0], o.sizes[:0]
 	for _, p := range params {
 		if p.Grad == nil {
 			continue
@@ -93,11 +100,16 @@ func (o *SGD) Step(params []*Param) error {
 		tasks = append(tasks, t)
 		sizes = append(sizes, len(t.pv))
 	}
-	cfg := sgdConsts{
+	o.tasks, o.sizes = tasks, sizes
+	o.consts = sgdConsts{
 		m32: float32(o.cfg.Momentum), damp32: float32(1 - o.cfg.Dampening),
 		maximize: o.cfg.Maximize, nesterov: o.cfg.Nesterov,
 	}
-	forChunks(sizes, func(i, lo, hi int) { tasks[i].run(&cfg, lo, hi) })
+	if o.runFn == nil {
+		o.runFn = func(i, lo, hi int) { o.tasks[i].run(&o.consts, lo, hi) }
+	}
+	o.runner.forChunks(sizes, o.runFn)
+	clear(o.tasks) // drop the slices of parameters and gradients
 	o.steps++
 	return nil
 }

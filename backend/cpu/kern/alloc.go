@@ -35,7 +35,13 @@ type UninitAllocator interface {
 // explicit close.
 type Binding struct {
 	Allocator Allocator
+	scratch   nodeScratch
 }
+
+// Begin starts a run of the bound node: the executor calls it before the
+// node's kernel, so that View hands out the node's headers from the first
+// again.
+func (b *Binding) Begin() { b.scratch.nviews = 0 }
 
 var (
 	// boundNodes counts the live entries of bindings, so that New skips
@@ -85,4 +91,91 @@ func boundAlloc(n *graph.Node, d graph.DType, shape []int, uninit bool) *graph.T
 		}
 	}
 	return b.Allocator.Alloc(n, d, shape, elems)
+}
+
+// binding returns n's live Binding, or nil.
+func binding(n *graph.Node) *Binding {
+	if boundNodes.Load() == 0 {
+		return nil
+	}
+	v, ok := bindings.Load(n)
+	if !ok {
+		return nil
+	}
+	return v.(weak.Pointer[Binding]).Value()
+}
+
+// nodeScratch is what a bound node keeps between runs besides its
+// storage: the kernel's result slice, tensor headers for views of its
+// inputs, and the kernel's own state.
+type nodeScratch struct {
+	results []*graph.Tensor
+	views   []graph.Tensor
+	shapes  [][]int
+	nviews  int
+	state   []any // one per type
+}
+
+// Results returns ts as a kernel's result slice. For a node bound by the
+// executor the slice is the node's own, reused on every run (the executor
+// copies the results out before the node runs again); otherwise it is a
+// new slice.
+func Results(n *graph.Node, ts ...*graph.Tensor) []*graph.Tensor {
+	b := binding(n)
+	if b == nil {
+		return append([]*graph.Tensor(nil), ts...)
+	}
+	s := &b.scratch
+	s.results = append(s.results[:0], ts...)
+	return s.results
+}
+
+// View returns a tensor that shares t's data with the given shape (copied;
+// its product must be t's size, which View does not check). For a node
+// bound by the executor the header is the node's own, reused on the node's
+// next run, like the storage kern.New serves; otherwise it is new.
+func View(n *graph.Node, t *graph.Tensor, shape []int) *graph.Tensor {
+	b := binding(n)
+	if b == nil {
+		return Reshape(t, shape)
+	}
+	s := &b.scratch
+	k := s.nviews
+	if k == len(s.views) {
+		// Grow without moving the headers handed out before: earlier
+		// views of this run keep their own.
+		if k > 0 {
+			return Reshape(t, shape)
+		}
+		s.views = make([]graph.Tensor, 4)
+		s.shapes = make([][]int, 4)
+	}
+	s.nviews++
+	v := &s.views[k]
+	s.shapes[k] = append(s.shapes[k][:0], shape...)
+	*v = graph.Tensor{DType: t.DType, Shape: s.shapes[k], Data: t.Data}
+	return v
+}
+
+// State returns the per-node state of type T that a kernel keeps between
+// runs of a node bound by the executor (plans, scratch buffers, Chunkers),
+// allocating it on first use; for an unbound node it is a new zero T every
+// call. A kernel must not assume the state came from a run with the same
+// input shapes, and must not keep it past the kernel call for any
+// goroutine but its own chunks.
+func State[T any](n *graph.Node) *T {
+	b := binding(n)
+	if b == nil {
+		return new(T)
+	}
+	for _, v := range b.scratch.state {
+		if st, ok := v.(*T); ok {
+			return st
+		}
+	}
+	// A kernel that runs another kernel for the same node (a fused op's
+	// fallback) keeps a state of each type.
+	st := new(T)
+	b.scratch.state = append(b.scratch.state, st)
+	return st
 }

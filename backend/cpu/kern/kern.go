@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -134,7 +135,8 @@ func BroadcastShape(shapes ...[]int) ([]int, error) {
 			case o == 1:
 				out[off+i] = d
 			default:
-				return nil, fmt.Errorf("shapes %v cannot be broadcast together", shapes)
+				// (a copy: shapes itself stays on the caller's stack)
+				return nil, fmt.Errorf("shapes %v cannot be broadcast together", append([][]int(nil), shapes...))
 			}
 		}
 	}
@@ -158,17 +160,73 @@ func BroadcastStrides(shape, out []int) []int {
 
 // BroadcastIndex returns, for each element of out (row-major), the flat index
 // into a tensor of the given shape broadcast to out. Used by kernels that
-// need a gather map; elementwise fast paths avoid it.
+// need a gather map; elementwise fast paths avoid it. The map is read-only:
+// for a scalar out (no dims, the batch of a plain matrix product) it is a
+// shared one.
 func BroadcastIndex(shape, out []int) []int {
+	if len(out) == 0 {
+		return scalarIndex[:1:1]
+	}
+	key, cacheable := indexKeyOf(shape, out)
+	if cacheable {
+		indexCache.mu.Lock()
+		idx, ok := indexCache.m[key]
+		indexCache.mu.Unlock()
+		if ok {
+			return idx
+		}
+	}
+	idx := broadcastIndex(shape, out)
+	if cacheable && len(idx) <= maxCachedIndex {
+		idx = idx[:len(idx):len(idx)]
+		indexCache.mu.Lock()
+		if indexCache.m == nil || len(indexCache.m) >= maxCachedIndexes {
+			indexCache.m = map[indexKey][]int{}
+		}
+		indexCache.m[key] = idx
+		indexCache.mu.Unlock()
+	}
+	return idx
+}
+
+// BroadcastIndex keeps the maps of small shapes (the batch dims of matrix
+// products, a norm's scale), which kernels ask for on every call: a
+// bounded cache by shape pair, emptied when full.
+const (
+	maxIndexRank     = 8
+	maxCachedIndex   = 4096 // elements
+	maxCachedIndexes = 256
+)
+
+type indexKey struct {
+	rs, ro int
+	s, o   [maxIndexRank]int
+}
+
+var indexCache struct {
+	mu sync.Mutex
+	m  map[indexKey][]int
+}
+
+func indexKeyOf(shape, out []int) (indexKey, bool) {
+	var k indexKey
+	if len(shape) > maxIndexRank || len(out) > maxIndexRank {
+		return k, false
+	}
+	k.rs, k.ro = len(shape), len(out)
+	copy(k.s[:], shape)
+	copy(k.o[:], out)
+	return k, true
+}
+
+// broadcastIndex builds BroadcastIndex's map.
+func broadcastIndex(shape, out []int) []int {
 	n := 1
 	for _, d := range out {
 		n *= d
 	}
 	idx := make([]int, n)
 	st := BroadcastStrides(shape, out)
-	if len(out) == 0 {
-		return idx
-	}
 	counter := make([]int, len(out))
 	cur := 0
 	for i := 0; i < n; i++ {
@@ -185,6 +243,9 @@ func BroadcastIndex(shape, out []int) []int {
 	}
 	return idx
 }
+
+// scalarIndex is BroadcastIndex's map for a scalar out.
+var scalarIndex = []int{0}
 
 // New allocates a zeroed output tensor; it fails (rather than panics) on
 // shapes that are negative or too large. When the executor has bound an

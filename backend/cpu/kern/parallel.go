@@ -3,7 +3,21 @@ package kern
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
+
+// Chunker is work over a range [0, n) that can be split into contiguous
+// chunks run concurrently (RunTask). A kernel that keeps its Chunker in
+// per-node state (State) fans out without allocating.
+type Chunker interface {
+	Chunk(lo, hi int)
+}
+
+// funcChunker adapts a function to Chunker (a func value converts to an
+// interface without allocating).
+type funcChunker func(lo, hi int)
+
+func (f funcChunker) Chunk(lo, hi int) { f(lo, hi) }
 
 // RunChunks splits [0, n) into workers contiguous chunks of equal size
 // (the last one shorter) and runs fn on each, concurrently; with at most one
@@ -11,33 +25,153 @@ import (
 // caller's goroutine, prefixed with label, so that the executor's recovery
 // still turns it into an error naming the node. Kernel packages decide
 // workers from their own grain (elementwise by elements, reduce by rows).
+//
+// The chunks run on a pool of long-lived goroutines (RunTask); the only
+// allocation left is fn's closure, made by the caller.
 func RunChunks(label string, n, workers int, fn func(lo, hi int)) {
 	if workers <= 1 || n <= 1 {
 		fn(0, n)
 		return
 	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		panicked any
-	)
-	step := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += step {
-		hi := min(lo+step, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					panicked = r
-					mu.Unlock()
-				}
-			}()
-			fn(lo, hi)
-		}()
+	RunTask(label, n, workers, funcChunker(fn))
+}
+
+// maxChunks bounds the chunks of one RunTask call (more workers than that
+// are clamped).
+const maxChunks = 64
+
+// chunkJob is one chunk of a RunTask call, handed to the pool.
+type chunkJob struct {
+	b      *chunkBatch
+	lo, hi int
+	// state: 0 waiting, 1 claimed (by a pool goroutine or the caller).
+	state atomic.Int32
+}
+
+// chunkBatch is one RunTask call in flight. Batches are recycled through
+// a free list, so a steady stream of calls allocates nothing. Every job of
+// a batch that is not in flight has state 1 (or was never used).
+type chunkBatch struct {
+	t        Chunker
+	jobs     [maxChunks]chunkJob
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	panicked any
+}
+
+// run runs job j's chunk, recording a panic.
+func (b *chunkBatch) run(j *chunkJob) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.mu.Lock()
+			if b.panicked == nil {
+				b.panicked = r
+			}
+			b.mu.Unlock()
+		}
+	}()
+	b.t.Chunk(j.lo, j.hi)
+}
+
+var (
+	batchMu   sync.Mutex
+	freeBatch []*chunkBatch
+	// poolJobs feeds the pool's goroutines; poolSize counts them.
+	poolJobs = make(chan *chunkJob, 4*maxChunks)
+	poolSize atomic.Int32
+	poolMu   sync.Mutex
+)
+
+// maxPool bounds the pool's goroutines.
+const maxPool = 256
+
+func getBatch() *chunkBatch {
+	batchMu.Lock()
+	defer batchMu.Unlock()
+	if k := len(freeBatch); k > 0 {
+		b := freeBatch[k-1]
+		freeBatch = freeBatch[:k-1]
+		return b
 	}
-	wg.Wait()
+	return &chunkBatch{}
+}
+
+func putBatch(b *chunkBatch) {
+	b.t, b.panicked = nil, nil
+	batchMu.Lock()
+	freeBatch = append(freeBatch, b)
+	batchMu.Unlock()
+}
+
+// ensurePool starts pool goroutines until there are at least n.
+func ensurePool(n int) {
+	n = min(n, maxPool)
+	if int(poolSize.Load()) >= n {
+		return
+	}
+	poolMu.Lock()
+	defer poolMu.Unlock()
+	for int(poolSize.Load()) < n {
+		poolSize.Add(1)
+		go poolWorker()
+	}
+}
+
+func poolWorker() {
+	for j := range poolJobs {
+		// A job the caller claimed first stays in the queue: its state
+		// is 1 until a later call reuses the batch, and then it is a
+		// chunk of that call, set up before its state went back to 0.
+		if j.state.CompareAndSwap(0, 1) {
+			b := j.b
+			b.run(j)
+			b.wg.Done()
+		}
+	}
+}
+
+// RunTask is RunChunks for a Chunker: [0, n) in workers contiguous chunks
+// of equal size, the first run by the caller and the others by a pool of
+// long-lived goroutines. Chunks that no pool goroutine has started when the
+// caller finishes its own are run by the caller, so nested calls (a chunk
+// that itself fans out) cannot deadlock. A panic in a chunk is re-raised in
+// the caller's goroutine, prefixed with label, once every chunk has ended.
+func RunTask(label string, n, workers int, t Chunker) {
+	if workers <= 1 || n <= 1 {
+		t.Chunk(0, n)
+		return
+	}
+	workers = min(workers, n, maxChunks)
+	step := (n + workers - 1) / workers
+	chunks := (n + step - 1) / step
+	ensurePool(chunks - 1)
+	b := getBatch()
+	b.t = t
+	for c := 0; c < chunks; c++ {
+		j := &b.jobs[c]
+		j.b, j.lo, j.hi = b, c*step, min((c+1)*step, n)
+		j.state.Store(0)
+	}
+	// Chunks 1.. go to the pool (or stay with the caller when its queue
+	// is full); the caller takes chunk 0.
+	b.wg.Add(chunks - 1)
+	for c := 1; c < chunks; c++ {
+		select {
+		case poolJobs <- &b.jobs[c]:
+		default:
+		}
+	}
+	b.jobs[0].state.Store(1)
+	b.run(&b.jobs[0])
+	for c := 1; c < chunks; c++ {
+		if j := &b.jobs[c]; j.state.CompareAndSwap(0, 1) {
+			b.run(j)
+			b.wg.Done()
+		}
+	}
+	b.wg.Wait()
+	panicked := b.panicked
+	putBatch(b)
 	if panicked != nil {
 		panic(fmt.Sprintf("%s: %v", label, panicked))
 	}

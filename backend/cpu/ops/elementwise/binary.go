@@ -29,7 +29,7 @@ func arithKernel(op arithOp) kern.Kernel {
 		if err != nil {
 			return nil, err
 		}
-		return one(out), nil
+		return kern.Results(n, out), nil
 	}
 }
 

@@ -11,75 +11,148 @@ import (
 // operand walks contiguously (or every operand repeats) are merged. After
 // collapsing, every operand's innermost stride is 0 or 1, so kernels run a
 // tight loop over rows of length inner.
+//
+// A plan is the node's state (kern.State): for a node the executor runs
+// again and again, it and its buffers are reused, and up to inlineRank
+// dims of up to inlineOps operands need no allocation.
 type bcastPlan struct {
 	out     []int   // broadcast output shape
 	size    int     // number of output elements
 	dims    []int   // collapsed dims, outermost first; never empty
 	strides [][]int // per operand, a stride per collapsed dim
 	inner   int     // dims[len(dims)-1]
+
+	outBuf    [inlineRank]int
+	dimsBuf   [inlineRank]int
+	strideBuf [inlineOps][inlineRank]int
+	strideHdr [inlineOps][]int
+	// task is the binary kernels' Chunker (runBinary), kept with the plan.
+	task any
 }
 
-// newPlan broadcasts the shapes together.
+// The plan's inline buffers.
+const (
+	inlineRank = 8
+	inlineOps  = 3
+)
+
+// ints returns buf[:n] when it fits, a new slice otherwise.
+func ints(buf []int, n int) []int {
+	if n <= cap(buf) {
+		return buf[:n]
+	}
+	return make([]int, n)
+}
+
+// newPlan broadcasts the shapes together, into n's plan.
 func newPlan(n *graph.Node, shapes ...[]int) (*bcastPlan, error) {
-	out, err := kern.BroadcastShape(shapes...)
+	p := kern.State[bcastPlan](n)
+	if err := p.init(n, shapes); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// init makes p the plan of broadcasting shapes together.
+func (p *bcastPlan) init(n *graph.Node, shapes [][]int) error {
+	rank, ops := 0, len(shapes)
+	for _, s := range shapes {
+		rank = max(rank, len(s))
+	}
+	p.out = ints(p.outBuf[:], rank)
+	for i := range p.out {
+		p.out[i] = 1
+	}
+	for _, s := range shapes {
+		off := rank - len(s)
+		for i, d := range s {
+			switch o := p.out[off+i]; {
+			case o == d || d == 1:
+			case o == 1:
+				p.out[off+i] = d
+			default:
+				// (a copy: shapes itself stays on the caller's stack)
+				return n.Errorf("shapes %v cannot be broadcast together", append([][]int(nil), shapes...))
+			}
+		}
+	}
+	size, err := graph.NumElements(p.out)
 	if err != nil {
-		return nil, n.Errorf("%v", err)
+		return n.Errorf("broadcast output: %v", err)
 	}
-	size, err := graph.NumElements(out)
-	if err != nil {
-		return nil, n.Errorf("broadcast output: %v", err)
+	p.size = size
+	if ops <= inlineOps {
+		p.strides = p.strideHdr[:ops]
+	} else {
+		p.strides = make([][]int, ops)
 	}
-	p := &bcastPlan{out: out, size: size, strides: make([][]int, len(shapes))}
-	full := make([][]int, len(shapes))
-	for j, s := range shapes {
-		full[j] = kern.BroadcastStrides(s, out)
+	for j := range p.strides {
+		if j < inlineOps {
+			p.strides[j] = ints(p.strideBuf[j][:], rank)[:0]
+		} else {
+			p.strides[j] = make([]int, 0, rank)
+		}
 	}
-	// Keep the output dims larger than one.
-	for i, d := range out {
+	// From the innermost output dim outwards: each operand's stride along
+	// it (0 where the operand repeats), dims of size 1 dropped, and a dim
+	// merged into the group inside it when every operand's stride there
+	// equals its stride in the group times the group's size. The groups
+	// come out innermost first.
+	dims := ints(p.dimsBuf[:], rank)[:0]
+	var accBuf [inlineOps]int
+	acc := ints(accBuf[:], ops)
+	for j := range acc {
+		acc[j] = 1
+	}
+	for i := rank - 1; i >= 0; i-- {
+		d := p.out[i]
+		g := len(dims) - 1
+		merge := g >= 0
+		for j, s := range shapes {
+			st := 0
+			if k := i - (rank - len(s)); k >= 0 && s[k] != 1 {
+				st = acc[j]
+				acc[j] *= s[k]
+			}
+			if d != 1 && merge && st != p.strides[j][g]*dims[g] {
+				merge = false
+			}
+			if d != 1 {
+				p.strides[j] = append(p.strides[j], st) // dropped below if merged
+			}
+		}
 		if d == 1 {
 			continue
 		}
-		p.dims = append(p.dims, d)
-		for j := range shapes {
-			p.strides[j] = append(p.strides[j], full[j][i])
-		}
-	}
-	if len(p.dims) == 0 {
-		// A single element: every operand holds exactly one element.
-		p.dims = []int{1}
-		for j := range shapes {
-			p.strides[j] = []int{1}
-		}
-		p.inner = 1
-		return p, nil
-	}
-	// Merge from the inside out: dim i joins dim i+1 when every operand's
-	// stride at i equals its stride at i+1 times dim i+1.
-	dims := []int{p.dims[len(p.dims)-1]}
-	st := make([][]int, len(shapes))
-	for j := range shapes {
-		st[j] = []int{p.strides[j][len(p.dims)-1]}
-	}
-	for i := len(p.dims) - 2; i >= 0; i-- {
-		merge := true
-		for j := range shapes {
-			if p.strides[j][i] != st[j][0]*dims[0] {
-				merge = false
-				break
-			}
-		}
 		if merge {
-			dims[0] *= p.dims[i]
+			dims[g] *= d
+			for j := range p.strides {
+				p.strides[j] = p.strides[j][:g+1]
+			}
 			continue
 		}
-		dims = append([]int{p.dims[i]}, dims...)
-		for j := range shapes {
-			st[j] = append([]int{p.strides[j][i]}, st[j]...)
+		dims = append(dims, d)
+	}
+	if len(dims) == 0 {
+		// A single element: every operand holds exactly one element.
+		dims = append(dims, 1)
+		for j := range p.strides {
+			p.strides[j] = append(p.strides[j][:0], 1)
 		}
 	}
-	p.dims, p.strides = dims, st
+	reverse(dims)
+	for _, st := range p.strides {
+		reverse(st)
+	}
+	p.dims = dims
 	p.inner = dims[len(dims)-1]
-	return p, nil
+	return nil
+}
+
+func reverse(s []int) {
+	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
+		s[i], s[j] = s[j], s[i]
+	}
 }
 
 // innerStride is operand j's stride along the innermost collapsed dim (0 or 1).
@@ -148,27 +221,73 @@ type binLoops[A, B, O any] struct {
 	sv func(dst []O, a A, b []B)
 }
 
-// runBinary applies the row kernels over a two-operand plan.
+// runBinary applies the row kernels over a two-operand plan. The fan-out
+// goes through a Chunker kept in the plan, so that a node the executor
+// runs again allocates nothing here.
 func runBinary[A, B, O any](p *bcastPlan, dst []O, a []A, b []B, k binLoops[A, B, O]) {
-	inner := p.inner
-	sa, sb := p.innerStride(0), p.innerStride(1)
+	t, ok := p.task.(*binTask[A, B, O])
+	if !ok {
+		t = &binTask[A, B, O]{}
+		p.task = t
+	}
+	*t = binTask[A, B, O]{p: p, dst: dst, a: a, b: b, k: k, sa: p.innerStride(0), sb: p.innerStride(1)}
 	// The most common cases get a single loop without row bookkeeping.
-	if len(p.dims) == 1 && (sa == 1 || sb == 1) {
-		parallelRange(p.size, parallelGrain, func(lo, hi int) {
-			switch {
-			case sa == 1 && sb == 1:
-				k.vv(dst[lo:hi], a[lo:hi], b[lo:hi])
-			case sa == 1:
-				k.vs(dst[lo:hi], a[lo:hi], b[0])
-			default:
-				k.sv(dst[lo:hi], a[0], b[lo:hi])
-			}
-		})
+	if len(p.dims) == 1 && (t.sa == 1 || t.sb == 1) {
+		t.flat = true
+		parallelTask(p.size, parallelGrain, t)
+	} else {
+		parallelTask(p.rows(), max(1, parallelGrain/p.inner), t)
+	}
+	*t = binTask[A, B, O]{} // keeps no operand alive
+}
+
+// binTask is one runBinary call: element ranges of the output when flat,
+// row ranges otherwise.
+type binTask[A, B, O any] struct {
+	p      *bcastPlan
+	dst    []O
+	a      []A
+	b      []B
+	k      binLoops[A, B, O]
+	sa, sb int
+	flat   bool
+}
+
+// Chunk implements kern.Chunker.
+func (t *binTask[A, B, O]) Chunk(lo, hi int) {
+	dst, a, b, k := t.dst, t.a, t.b, t.k
+	sa, sb := t.sa, t.sb
+	if t.flat {
+		switch {
+		case sa == 1 && sb == 1:
+			k.vv(dst[lo:hi], a[lo:hi], b[lo:hi])
+		case sa == 1:
+			k.vs(dst[lo:hi], a[lo:hi], b[0])
+		default:
+			k.sv(dst[lo:hi], a[0], b[lo:hi])
+		}
 		return
 	}
-	p.eachRowParallel(func(o int, offs []int) {
+	p := t.p
+	if lo >= hi {
+		return
+	}
+	inner := p.inner
+	outer := len(p.dims) - 1
+	var cntBuf [inlineRank]int
+	cnt := ints(cntBuf[:], outer)
+	st0, st1 := p.strides[0], p.strides[1]
+	// Counters over the outer dims for row lo, and the offsets they give.
+	oa, ob := 0, 0
+	for d, r := outer-1, lo; d >= 0; d-- {
+		cnt[d] = r % p.dims[d]
+		r /= p.dims[d]
+		oa += cnt[d] * st0[d]
+		ob += cnt[d] * st1[d]
+	}
+	for r := lo; r < hi; r++ {
+		o := r * inner
 		row := dst[o : o+inner]
-		oa, ob := offs[0], offs[1]
 		switch {
 		case sa == 1 && sb == 1:
 			k.vv(row, a[oa:oa+inner], b[ob:ob+inner])
@@ -182,7 +301,18 @@ func runBinary[A, B, O any](p *bcastPlan, dst []O, a []A, b []B, k binLoops[A, B
 				row[i] = row[0]
 			}
 		}
-	})
+		for d := outer - 1; d >= 0; d-- {
+			cnt[d]++
+			oa += st0[d]
+			ob += st1[d]
+			if cnt[d] < p.dims[d] {
+				break
+			}
+			oa -= st0[d] * p.dims[d]
+			ob -= st1[d] * p.dims[d]
+			cnt[d] = 0
+		}
+	}
 }
 
 // loopsOf builds row kernels from a scalar function. It costs an indirect

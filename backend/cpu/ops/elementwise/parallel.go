@@ -23,3 +23,16 @@ func parallelRange(n, grain int, fn func(lo, hi int)) {
 	}
 	kern.RunChunks("elementwise worker", n, workers, fn)
 }
+
+// parallelTask is parallelRange for a kern.Chunker (which a kernel can
+// keep between calls, unlike a closure).
+func parallelTask(n, grain int, t kern.Chunker) {
+	if grain < 1 {
+		grain = 1
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if chunks := n / grain; chunks < workers {
+		workers = chunks
+	}
+	kern.RunTask("elementwise worker", n, workers, t)
+}
