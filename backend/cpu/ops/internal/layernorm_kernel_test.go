@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -54,8 +57,13 @@ func layerNormGradReference(dy, x []float64, rows, size int, eps float64, scale 
 // and 257 (the unrolled loops' remainders), with rows enough that both
 // goroutines work, for centred rows and rows whose mean is 300 standard
 // deviations from 0 (where a naive one-pass variance would fail), and that
-// the result is the same with 1 and 2 goroutines.
+// the result is the same with 1 and 2 goroutines; through the assembly row
+// kernels and through their Go fallbacks.
 func TestLayerNormRowsBackwardOddSizes(t *testing.T) {
+	forEachRowPath(t, testLayerNormRowsBackwardOddSizes)
+}
+
+func testLayerNormRowsBackwardOddSizes(t *testing.T) {
 	const eps = 1e-5
 	for _, size := range []int{1, 7, 128, 257} {
 		for _, offset := range []float64{0, 300} {
@@ -126,7 +134,56 @@ func BenchmarkLayerNormRowsBackward(b *testing.B) {
 	scale := randomFloat64s(rng, size)
 	ds, db := make([]float64, size), make([]float64, size)
 	b.SetBytes(int64(rows * size * 12))
-	for b.Loop() {
-		layerNormRowsBackward(dy, x, dx, rows, size, 1e-5, scale, ds, db)
+	cpuLoop(b, func() { layerNormRowsBackward(dy, x, dx, rows, size, 1e-5, scale, ds, db) })
+}
+
+// BenchmarkSoftmaxBackwardViT is the float32 softmax backward of the ViT
+// benchmark's attention (64·4·65 rows of 65).
+func BenchmarkSoftmaxBackwardViT(b *testing.B) {
+	const rows, size = 64 * 4 * 65, 65
+	rng := rand.New(rand.NewPCG(7, 8))
+	dy, y, dx := make([]float32, rows*size), make([]float32, rows*size), make([]float32, rows*size)
+	for i := range y {
+		dy[i], y[i] = float32(rng.NormFloat64()), float32(rng.Float64()/size)
 	}
+	b.SetBytes(int64(rows * size * 12))
+	cpuLoop(b, func() { softmaxBackward(false, dy, y, dx, layout{outer: rows, r: size, inner: 1}) })
+}
+
+// BenchmarkSumToShapeBias is SumToShape of a ViT bias gradient: (64, 65,
+// 384) summed to (384).
+func BenchmarkSumToShapeBias(b *testing.B) {
+	benchSumToShape(b, []int{64, 65, 384}, []int{384})
+}
+
+// BenchmarkSumToShapePosEmbed is SumToShape of the ViT position
+// embedding's gradient: (64, 65, 128) summed to (1, 65, 128).
+func BenchmarkSumToShapePosEmbed(b *testing.B) {
+	benchSumToShape(b, []int{64, 65, 128}, []int{1, 65, 128})
+}
+
+func benchSumToShape(b *testing.B, from, to []int) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	g := make([]float32, product(from))
+	for i := range g {
+		g[i] = float32(rng.NormFloat64())
+	}
+	in := []*graph.Tensor{graph.FromFloat32(g, from...), graph.FromFloat32(make([]float32, product(to)), to...)}
+	n := &graph.Node{OpType: "SumToShape", Domain: graph.InternalDomain, Outputs: []string{"y"}}
+	b.SetBytes(int64(4 * len(g)))
+	cpuLoop(b, func() {
+		if _, err := sumToShape(&kern.Context{}, n, in); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// cpuLoop runs fn b.N times and reports the CPU time of the process per
+// call (steadier than wall time on a loaded machine).
+func cpuLoop(b *testing.B, fn func()) {
+	cpu0 := processCPU()
+	for b.Loop() {
+		fn()
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/1e3, "cpu-us/op")
 }

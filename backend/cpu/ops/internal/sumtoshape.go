@@ -4,6 +4,8 @@
 package internal
 
 import (
+	"runtime"
+
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -46,6 +48,16 @@ func sumToShape(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	if err != nil {
 		return nil, err
 	}
+	if outer, rows, cols, ok := columnSumLayout(g.Shape, full); ok {
+		switch src := g.Data.(type) {
+		case []float32:
+			columnSums(src, out.Data.([]float32), outer, rows, cols)
+			return []*graph.Tensor{out}, nil
+		case []float64:
+			columnSums(src, out.Data.([]float64), outer, rows, cols)
+			return []*graph.Tensor{out}, nil
+		}
+	}
 	// Output strides in g's index space: 0 on summed dims.
 	st := kern.BroadcastStrides(full, g.Shape)
 	switch src := g.Data.(type) {
@@ -57,6 +69,108 @@ func sumToShape(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 		return nil, n.Errorf("dtype %v is not supported", g.DType)
 	}
 	return []*graph.Tensor{out}, nil
+}
+
+// columnSumLayout reports whether summing shape down to full (same rank,
+// full[i] = shape[i] or 1) is, in row-major order, outer blocks of rows ×
+// cols elements each summed over its rows to cols elements (outer·cols
+// results), with cols at least 4: the bias gradient (N, ..., C) → (C), and
+// (A, R, B) → (A, 1, B) in general. Dims of size 1 are skipped.
+func columnSumLayout(shape, full []int) (outer, rows, cols int, ok bool) {
+	// Runs of kept (k) and summed (s) dims, size-1 dims dropped; the
+	// pattern must be [k] s k.
+	outer, rows, cols = 1, 1, 1
+	phase := 0 // 0: leading kept dims, 1: summed dims, 2: trailing kept dims
+	for i, d := range shape {
+		if d == 1 {
+			continue
+		}
+		summed := full[i] == 1
+		switch {
+		case phase == 0 && !summed:
+			outer *= d
+		case phase <= 1 && summed:
+			phase = 1
+			rows *= d
+		case phase >= 1 && !summed:
+			phase = 2
+			cols *= d
+		default: // a summed dim after the trailing kept ones
+			return 0, 0, 0, false
+		}
+	}
+	if phase == 0 {
+		return 0, 0, 0, false // nothing summed (the shapes differ only by ones)
+	}
+	if phase == 1 {
+		// Everything after the leading kept dims is summed: row sums
+		// (or one total), left to accumulate.
+		return 0, 0, 0, false
+	}
+	return outer, rows, cols, cols >= 4
+}
+
+// columnSumChunkRows is the fewest rows of a column sum one work item
+// takes, columnSumChunks the most runs of rows an outer block is split
+// into, and columnSumCols the most columns one work item takes. The work
+// items depend on the shape only, so the results do not depend on
+// GOMAXPROCS.
+const (
+	columnSumChunkRows = 64
+	columnSumChunks    = 16
+	columnSumCols      = 1024
+)
+
+// columnSums sets dst[o·cols + i] to Σ_r src[(o·rows + r)·cols + i]. The
+// rows of each outer block are split into up to columnSumChunks runs and
+// the columns into blocks of up to columnSumCols; each (run, column block)
+// is summed in float64 (colSum32 for float32) into its own partial sums,
+// and the runs' partial sums are added in run order and rounded once.
+func columnSums[F float](src, dst []F, outer, rows, cols int) {
+	chunks := max(1, min(columnSumChunks, rows/columnSumChunkRows))
+	if rows*cols < 1<<14 {
+		chunks = 1
+	}
+	colBlocks := (cols + columnSumCols - 1) / columnSumCols
+	partial := rowScratch[float64](outer * chunks * cols)
+	defer rowRelease(partial)
+	perOuter := chunks * colBlocks
+	items := outer * perOuter
+	// A core is worth waking for every 64K elements (about 10 µs of work).
+	workers := min(runtime.GOMAXPROCS(0), items, max(1, outer*rows*cols/(1<<16)))
+	kern.RunChunks("SumToShape", items, workers, func(lo, hi int) {
+		for it := lo; it < hi; it++ {
+			o, c, cb := it/perOuter, it%perOuter/colBlocks, it%colBlocks
+			r0, r1 := c*rows/chunks, (c+1)*rows/chunks
+			c0, c1 := cb*columnSumCols, min(cols, (cb+1)*columnSumCols)
+			acc := partial[(o*chunks+c)*cols+c0 : (o*chunks+c)*cols+c1]
+			if r1 == r0 {
+				continue
+			}
+			block := src[(o*rows+r0)*cols+c0 : (o*rows+r1-1)*cols+c1]
+			if s32, ok := any(block).([]float32); ok {
+				colSum32(acc, s32, r1-r0, cols)
+				continue
+			}
+			for r := 0; r < r1-r0; r++ {
+				for i, v := range block[r*cols : r*cols+c1-c0] {
+					acc[i] += float64(v)
+				}
+			}
+		}
+	})
+	for o := 0; o < outer; o++ {
+		d := dst[o*cols : (o+1)*cols]
+		sums := partial[o*chunks*cols : (o*chunks+1)*cols]
+		for c := 1; c < chunks; c++ {
+			for i, v := range partial[(o*chunks+c)*cols : (o*chunks+c+1)*cols] {
+				sums[i] += v
+			}
+		}
+		for i, v := range sums {
+			d[i] = F(v)
+		}
+	}
 }
 
 // accumulate adds every element of src (of shape shape) into dst at the

@@ -15,8 +15,13 @@ import (
 // + bias, for row lengths 1, 7, 128 and 257 (the unrolled loops'
 // remainders), with and without bias, for centred rows and rows whose mean
 // is 300 standard deviations from 0 (where a naive one-pass variance would
-// fail), with rows enough that both goroutines work.
+// fail), with rows enough that both goroutines work; through the assembly
+// row kernels and through their Go fallbacks.
 func TestLayerNormRowsOddSizes(t *testing.T) {
+	forEachRowPath(t, testLayerNormRowsOddSizes)
+}
+
+func testLayerNormRowsOddSizes(t *testing.T) {
 	const eps = 1e-5
 	old := runtime.GOMAXPROCS(2)
 	defer runtime.GOMAXPROCS(old)

@@ -142,8 +142,9 @@ func layerNorm(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		}
 	}
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
-	mean := make([]float64, outer)
-	invStd := make([]float64, outer)
+	stats := rowScratch[float64](2 * outer)
+	defer rowRelease(stats)
+	mean, invStd := stats[:outer], stats[outer:]
 	// Y comes from kern.New (the memory plan places it) unless X was
 	// widened from float16/bfloat16 and Y must be cast back.
 	var y *graph.Tensor
@@ -208,13 +209,15 @@ func layerNormParam(n *graph.Node, t *graph.Tensor, normShape []int, what string
 // GOMAXPROCS goroutines when there are enough of them. The statistics are
 // float64; the per-element affine map runs in the element type.
 func layerNormRows[F float](x, y []F, outer, size int, scale, bias []float64, eps float64, mean, invStd []float64) {
-	scaleF := make([]F, size)
+	params := rowScratch[F](2 * size)
+	defer rowRelease(params)
+	scaleF := params[:size]
 	for i, v := range scale[:size] {
 		scaleF[i] = F(v)
 	}
 	var biasF []F
 	if bias != nil {
-		biasF = make([]F, size)
+		biasF = params[size:]
 		for i, v := range bias[:size] {
 			biasF[i] = F(v)
 		}
@@ -225,6 +228,12 @@ func layerNormRows[F float](x, y []F, outer, size int, scale, bias []float64, ep
 }
 
 func layerNormRowRange[F float](x, y []F, lo, hi, size int, scale, bias []F, eps float64, mean, invStd []float64) {
+	if x32, ok := any(x).([]float32); ok && size > 0 {
+		y32, s32 := any(y).([]float32), any(scale).([]float32)
+		b32, _ := any(bias).([]float32)
+		layerNormRows32(x32, y32, lo, hi, size, eps, s32, b32, mean, invStd)
+		return
+	}
 	for o := lo; o < hi; o++ {
 		row := x[o*size : (o+1)*size]
 		m, v := layerNormStats(row)

@@ -100,6 +100,14 @@ func softmaxRow[F float](kind softmaxKind, row, dst []F) {
 	if len(row) == 0 {
 		return
 	}
+	if r32, is32 := any(row).([]float32); is32 && kind == kindSoftmax {
+		// One visit of the row while it sits in L1: the largest
+		// element, e^(x-m) summed unrounded, the products with 1/Σ.
+		d32 := any(dst).([]float32)
+		s := vmath.ExpShift32(d32, r32, float64(maxRow32(r32)))
+		scaleRow32(d32[:len(r32)], 1/s)
+		return
+	}
 	exp := expFunc[F]()
 	m, arg := float64(row[0]), 0
 	for i, v := range row {

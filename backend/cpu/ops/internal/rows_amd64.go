@@ -1,0 +1,26 @@
+//go:build amd64 && !purego
+
+package internal
+
+import "golang.org/x/sys/cpu"
+
+// rowAsm selects the assembly row kernels (rows_amd64.s); tests switch it
+// off to check the pure-Go fallbacks.
+var rowAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// The assembly row kernels; rows_amd64.s states the multiple n must be.
+
+//go:noescape
+func colSumAVX2(acc *float64, src *float32, n int)
+
+//go:noescape
+func dotAVX2(a, b *float32, n int) float64
+
+//go:noescape
+func softmaxRowGradAVX2(dy, y, dx *float32, n int, s float64)
+
+//go:noescape
+func lnGradStatsAVX2(x, dy *float32, scale *float64, n int, x0 float64, out *[4]float64)
+
+//go:noescape
+func lnGradApplyAVX2(x, dy, scale, dx, ds, db *float32, n int, c *[5]float32)

@@ -1,0 +1,232 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Row kernels of SumToShape, SoftmaxGrad and LayerNormalizationGrad
+// (rows.go describes them). n is a positive multiple of the step each
+// function states.
+
+// func colSumAVX2(acc *float64, src *float32, n int)
+//
+// acc[i] += src[i] in float64 for i < n, 16 elements a step; n is a
+// multiple of 4.
+TEXT ·colSumAVX2(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+colSum16:
+	CMPQ      CX, $16
+	JLT       colSum4
+	VCVTPS2PD (SI), Y0
+	VCVTPS2PD 16(SI), Y1
+	VCVTPS2PD 32(SI), Y2
+	VCVTPS2PD 48(SI), Y3
+	VADDPD    (DI), Y0, Y0
+	VADDPD    32(DI), Y1, Y1
+	VADDPD    64(DI), Y2, Y2
+	VADDPD    96(DI), Y3, Y3
+	VMOVUPD   Y0, (DI)
+	VMOVUPD   Y1, 32(DI)
+	VMOVUPD   Y2, 64(DI)
+	VMOVUPD   Y3, 96(DI)
+	ADDQ      $64, SI
+	ADDQ      $128, DI
+	SUBQ      $16, CX
+	JMP       colSum16
+
+colSum4:
+	CMPQ      CX, $4
+	JLT       colSumDone
+	VCVTPS2PD (SI), Y0
+	VADDPD    (DI), Y0, Y0
+	VMOVUPD   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $4, CX
+	JMP       colSum4
+
+colSumDone:
+	VZEROUPPER
+	RET
+
+// func dotAVX2(a, b *float32, n int) float64
+//
+// Σ a[i]·b[i] in float64 (the products exact); n is a multiple of 8.
+TEXT ·dotAVX2(SB), NOSPLIT, $0-32
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+
+dotLoop:
+	VCVTPS2PD   (SI), Y2
+	VCVTPS2PD   16(SI), Y3
+	VCVTPS2PD   (DI), Y4
+	VCVTPS2PD   16(DI), Y5
+	VFMADD231PD Y4, Y2, Y0
+	VFMADD231PD Y5, Y3, Y1
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JNZ         dotLoop
+
+	VADDPD       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD       X1, X0, X0
+	VUNPCKHPD    X0, X0, X1
+	VADDSD       X1, X0, X0
+	VMOVSD       X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func softmaxRowGradAVX2(dy, y, dx *float32, n int, s float64)
+//
+// dx = y·(dy − s), each step in float64, rounded once to float32; n is a
+// multiple of 8.
+TEXT ·softmaxRowGradAVX2(SB), NOSPLIT, $0-40
+	MOVQ         dy+0(FP), SI
+	MOVQ         y+8(FP), DI
+	MOVQ         dx+16(FP), DX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSD s+32(FP), Y15
+
+smGradLoop:
+	VCVTPS2PD  (SI), Y0
+	VCVTPS2PD  16(SI), Y1
+	VCVTPS2PD  (DI), Y2
+	VCVTPS2PD  16(DI), Y3
+	VSUBPD     Y15, Y0, Y0
+	VSUBPD     Y15, Y1, Y1
+	VMULPD     Y2, Y0, Y0
+	VMULPD     Y3, Y1, Y1
+	VCVTPD2PSY Y0, X0
+	VCVTPD2PSY Y1, X1
+	VMOVUPS    X0, (DX)
+	VMOVUPS    X1, 16(DX)
+	ADDQ       $32, SI
+	ADDQ       $32, DI
+	ADDQ       $32, DX
+	SUBQ       $8, CX
+	JNZ        smGradLoop
+	VZEROUPPER
+	RET
+
+// func lnGradStatsAVX2(x, dy *float32, scale *float64, n int, x0 float64, out *[4]float64)
+//
+// out = Σd, Σd², Σg, Σg·d in float64 with d = x − x0 and g = dy·scale;
+// n is a multiple of 4.
+TEXT ·lnGradStatsAVX2(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), SI
+	MOVQ         dy+8(FP), DI
+	MOVQ         scale+16(FP), R8
+	MOVQ         n+24(FP), CX
+	VBROADCASTSD x0+32(FP), Y15
+	VXORPD       Y0, Y0, Y0
+	VXORPD       Y1, Y1, Y1
+	VXORPD       Y2, Y2, Y2
+	VXORPD       Y3, Y3, Y3
+	VXORPD       Y8, Y8, Y8
+	VXORPD       Y9, Y9, Y9
+	VXORPD       Y10, Y10, Y10
+	VXORPD       Y11, Y11, Y11
+
+lnStats8:
+	CMPQ        CX, $8
+	JLT         lnStats4
+	VCVTPS2PD   (SI), Y4
+	VCVTPS2PD   16(SI), Y12
+	VCVTPS2PD   (DI), Y5
+	VCVTPS2PD   16(DI), Y13
+	VSUBPD      Y15, Y4, Y4
+	VSUBPD      Y15, Y12, Y12
+	VMULPD      (R8), Y5, Y5
+	VMULPD      32(R8), Y13, Y13
+	VADDPD      Y4, Y0, Y0
+	VADDPD      Y12, Y8, Y8
+	VFMADD231PD Y4, Y4, Y1
+	VFMADD231PD Y12, Y12, Y9
+	VADDPD      Y5, Y2, Y2
+	VADDPD      Y13, Y10, Y10
+	VFMADD231PD Y4, Y5, Y3
+	VFMADD231PD Y12, Y13, Y11
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $64, R8
+	SUBQ        $8, CX
+	JMP         lnStats8
+
+lnStats4:
+	CMPQ        CX, $4
+	JLT         lnStatsDone
+	VCVTPS2PD   (SI), Y4
+	VCVTPS2PD   (DI), Y5
+	VSUBPD      Y15, Y4, Y4
+	VMULPD      (R8), Y5, Y5
+	VADDPD      Y4, Y0, Y0
+	VFMADD231PD Y4, Y4, Y1
+	VADDPD      Y5, Y2, Y2
+	VFMADD231PD Y4, Y5, Y3
+
+lnStatsDone:
+	MOVQ         out+40(FP), AX
+	VADDPD       Y8, Y0, Y0
+	VADDPD       Y9, Y1, Y1
+	VADDPD       Y10, Y2, Y2
+	VADDPD       Y11, Y3, Y3
+	// Transpose-add the four vectors into (Σ0, Σ1, Σ2, Σ3).
+	VHADDPD      Y1, Y0, Y0 // (a0+a1, b0+b1, a2+a3, b2+b3)
+	VHADDPD      Y3, Y2, Y2 // (c0+c1, d0+d1, c2+c3, d2+d3)
+	VPERM2F128   $0x20, Y2, Y0, Y4 // (a01, b01, c01, d01)
+	VPERM2F128   $0x31, Y2, Y0, Y5 // (a23, b23, c23, d23)
+	VADDPD       Y5, Y4, Y4
+	VMOVUPD      Y4, (AX)
+	VZEROUPPER
+	RET
+
+// func lnGradApplyAVX2(x, dy, scale, dx, ds, db *float32, n int, c *[5]float32)
+//
+// With h = ((x − c[0]) − c[1])·c[2]: dx = c[2]·(dy·scale − c[3]) + c[4]·h,
+// ds += dy·h, db += dy, in float32; n is a multiple of 8.
+TEXT ·lnGradApplyAVX2(SB), NOSPLIT, $0-64
+	MOVQ         x+0(FP), SI
+	MOVQ         dy+8(FP), DI
+	MOVQ         scale+16(FP), R8
+	MOVQ         dx+24(FP), R9
+	MOVQ         ds+32(FP), R10
+	MOVQ         db+40(FP), R11
+	MOVQ         n+48(FP), CX
+	MOVQ         c+56(FP), AX
+	VBROADCASTSS 0(AX), Y11
+	VBROADCASTSS 4(AX), Y12
+	VBROADCASTSS 8(AX), Y13
+	VBROADCASTSS 12(AX), Y14
+	VBROADCASTSS 16(AX), Y15
+
+lnApplyLoop:
+	VMOVUPS     (SI), Y0
+	VMOVUPS     (DI), Y1
+	VSUBPS      Y11, Y0, Y0
+	VSUBPS      Y12, Y0, Y0
+	VMULPS      Y13, Y0, Y0         // h
+	VMULPS      (R8), Y1, Y2        // g = dy·scale
+	VSUBPS      Y14, Y2, Y2         // g − mean(g)
+	VMULPS      Y13, Y2, Y2         // inv·(g − mean(g))
+	VFMADD231PS Y15, Y0, Y2         // + c·h
+	VMOVUPS     Y2, (R9)
+	VMOVUPS     (R10), Y3
+	VFMADD231PS Y1, Y0, Y3          // ds += dy·h
+	VMOVUPS     Y3, (R10)
+	VADDPS      (R11), Y1, Y1       // db += dy
+	VMOVUPS     Y1, (R11)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $32, R8
+	ADDQ        $32, R9
+	ADDQ        $32, R10
+	ADDQ        $32, R11
+	SUBQ        $8, CX
+	JNZ         lnApplyLoop
+	VZEROUPPER
+	RET

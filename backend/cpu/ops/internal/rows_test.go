@@ -1,0 +1,196 @@
+package internal
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/stretchr/testify/require"
+)
+
+// forEachRowPath runs test through the assembly row kernels (where the CPU
+// has them) and through their Go fallbacks.
+func forEachRowPath(t *testing.T, test func(t *testing.T)) {
+	saved := rowAsm
+	defer func() { rowAsm = saved }()
+	for _, asm := range []bool{true, false} {
+		if asm && !saved {
+			continue
+		}
+		rowAsm = asm
+		t.Run(fmt.Sprintf("asm=%v", asm), test)
+	}
+}
+
+// TestSumToShapeMatchesFloat64Sums runs SumToShape on float32 and float64
+// gradients whose elements sit near 100 (so that a float32 running sum
+// would drift) and checks every result against the float64 sum of its
+// elements: within a float32 rounding for the column sums (bias gradients,
+// the position embedding's, an outer dim kept, column counts that are not
+// multiples of 4 and wider than one column block), the same with 1 and 2
+// goroutines and through the assembly and the Go column sums; shapes that
+// are no column sum (row sums, two columns) go through the general path.
+func TestSumToShapeMatchesFloat64Sums(t *testing.T) {
+	for _, c := range []struct {
+		from, to []int
+		columns  bool
+	}{
+		{[]int{64, 65, 384}, []int{384}, true},
+		{[]int{64, 65, 128}, []int{1, 65, 128}, true},
+		{[]int{64, 1, 128}, []int{1, 1, 128}, true},
+		{[]int{64, 10}, []int{10}, true},
+		{[]int{3, 200, 13}, []int{3, 1, 13}, true},
+		{[]int{1, 1500, 2055}, []int{2055}, true},
+		{[]int{2, 7, 1, 5}, []int{2, 1, 1, 5}, true},
+		{[]int{5, 70, 2}, []int{5, 1, 2}, false},
+		{[]int{300, 7}, []int{300, 1}, false},
+		{[]int{4, 6, 9}, []int{1}, false},
+	} {
+		t.Run(fmt.Sprintf("%v_to_%v", c.from, c.to), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(product(c.from)), 3))
+			g := make([]float64, product(c.from))
+			for i := range g {
+				g[i] = float64(float32(100 + rng.NormFloat64()))
+			}
+			// want[j] and abs[j]: Σ and Σ|·| of the elements that land
+			// on output element j.
+			full := make([]int, len(c.from))
+			for i := range full {
+				full[i] = 1
+				if k := i - (len(c.from) - len(c.to)); k >= 0 {
+					full[i] = c.to[k]
+				}
+			}
+			st := kern.BroadcastStrides(full, c.from)
+			want, abs := make([]float64, product(c.to)), make([]float64, product(c.to))
+			for i, v := range g {
+				j, rem := 0, i
+				for d := len(c.from) - 1; d >= 0; d-- {
+					j += rem % c.from[d] * st[d]
+					rem /= c.from[d]
+				}
+				want[j] += v
+				abs[j] += math.Abs(v)
+			}
+			_, _, _, isColumns := columnSumLayout(c.from, full)
+			require.Equal(t, c.columns, isColumns, "column-sum layout")
+			g32 := make([]float32, len(g))
+			for i, v := range g {
+				g32[i] = float32(v)
+			}
+			n := &graph.Node{OpType: "SumToShape", Domain: graph.InternalDomain, Outputs: []string{"y"}}
+			run := func(t *testing.T, src *graph.Tensor, procs int) []float64 {
+				like := graph.FromFloat32(make([]float32, product(c.to)), c.to...)
+				var out []*graph.Tensor
+				var err error
+				withProcs(procs, func() { out, err = sumToShape(&kern.Context{}, n, []*graph.Tensor{src, like}) })
+				require.NoError(t, err)
+				require.Equal(t, c.to, out[0].Shape)
+				return toFloat64s(out[0])
+			}
+			paths := map[bool][]float64{}
+			forEachRowPath(t, func(t *testing.T) {
+				for _, src := range []*graph.Tensor{graph.FromFloat32(g32, c.from...), graph.FromFloat64(g, c.from...)} {
+					got := run(t, src, 2)
+					for j, w := range want {
+						tol := 1e-7*math.Abs(w) + 1e-12*abs[j]
+						if !c.columns {
+							tol = 1e-5 * abs[j] // a float32 running sum
+						}
+						require.InDelta(t, w, got[j], tol, "%v element %d", src.DType, j)
+					}
+					require.Equal(t, got, run(t, src, 1), "%v: the same with 1 and 2 goroutines", src.DType)
+					if src.DType == graph.Float32 {
+						paths[rowAsm] = got
+					}
+				}
+			})
+			if a, g := paths[true], paths[false]; a != nil && g != nil {
+				require.Equal(t, g, a, "assembly and Go agree")
+			}
+		})
+	}
+	_, err := sumToShape(&kern.Context{}, &graph.Node{OpType: "SumToShape"}, []*graph.Tensor{
+		graph.FromFloat32(make([]float32, 20), 4, 5), graph.FromFloat32(make([]float32, 3), 3)})
+	require.Error(t, err, "(4, 5) does not sum to (3)")
+}
+
+// TestSoftmaxBackwardFloat32Rows checks the float32 softmax backward over
+// contiguous rows against dx = y·(dy − Σ dy·y) in float64, for row lengths
+// around the 8-element steps of the row kernels, through the assembly
+// row kernels and through their Go fallbacks.
+func TestSoftmaxBackwardFloat32Rows(t *testing.T) {
+	for _, size := range []int{1, 7, 8, 9, 65, 130} {
+		t.Run(fmt.Sprintf("size%d", size), func(t *testing.T) {
+			rows := max(64, 40000/size)
+			rng := rand.New(rand.NewPCG(uint64(size), 23))
+			dy, y := make([]float32, rows*size), make([]float32, rows*size)
+			for i := range y {
+				dy[i], y[i] = float32(rng.NormFloat64()), float32(rng.Float64())
+			}
+			want, scale := make([]float64, len(y)), make([]float64, len(y))
+			for j := 0; j < rows; j++ {
+				var s float64
+				for i := j * size; i < (j+1)*size; i++ {
+					s += float64(dy[i]) * float64(y[i])
+				}
+				for i := j * size; i < (j+1)*size; i++ {
+					want[i] = float64(y[i]) * (float64(dy[i]) - s)
+					scale[i] = float64(y[i]) * (math.Abs(float64(dy[i])) + math.Abs(s))
+				}
+			}
+			forEachRowPath(t, func(t *testing.T) {
+				dx := make([]float32, len(y))
+				withProcs(2, func() { softmaxBackward(false, dy, y, dx, layout{outer: rows, r: size, inner: 1}) })
+				for i, w := range want {
+					if math.Abs(float64(dx[i])-w) > 1e-7*scale[i] {
+						require.InDelta(t, w, float64(dx[i]), 1e-7*scale[i], "dx[%d]", i)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestLayerNormBackwardOneElementRows: normalising a row of one element
+// gives the constant 0 (its bias aside), so dx is exactly 0, whatever dy,
+// x and scale are; dscale is 0 and dbias Σ dy.
+func TestLayerNormBackwardOneElementRows(t *testing.T) {
+	const rows = 3000
+	rng := rand.New(rand.NewPCG(1, 29))
+	x, dy, scale := randomFloat64s(rng, rows), randomFloat64s(rng, rows), []float64{1.7}
+	var sumDy float64
+	for i := range x {
+		x[i] = float64(float32(300 * x[i]))
+		dy[i] = float64(float32(dy[i]))
+		sumDy += dy[i]
+	}
+	forEachRowPath(t, func(t *testing.T) {
+		dx, ds, db := make([]float64, rows), make([]float64, 1), make([]float64, 1)
+		layerNormRowsBackward(dy, x, dx, rows, 1, 1e-5, scale, ds, db)
+		for i, v := range dx {
+			if v != 0 {
+				require.Zero(t, v, "float64 dx[%d]", i)
+			}
+		}
+		require.Zero(t, ds[0])
+		require.InDelta(t, sumDy, db[0], 1e-9)
+
+		x32, dy32, dx32 := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+		for i := range x {
+			x32[i], dy32[i] = float32(x[i]), float32(dy[i])
+		}
+		ds, db = make([]float64, 1), make([]float64, 1)
+		layerNormRowsBackward(dy32, x32, dx32, rows, 1, 1e-5, scale, ds, db)
+		for i, v := range dx32 {
+			if v != 0 {
+				require.Zero(t, v, "float32 dx[%d]", i)
+			}
+		}
+		require.Zero(t, ds[0])
+		require.InDelta(t, sumDy, db[0], 1e-4)
+	})
+}

@@ -1,0 +1,160 @@
+package internal
+
+import (
+	"math"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// softmaxGradKernel returns SoftmaxGrad(dy, y) or LogSoftmaxGrad(dy, y),
+// where y is the forward output. Attributes: axis (required) and coerce
+// (1: the opset < 13 semantics, every dim from axis on is one row).
+//
+// Softmax: dx = y·(dy - Σ dy·y). LogSoftmax: dx = dy - exp(y)·Σ dy. Sums run
+// along the softmax axis.
+func softmaxGradKernel(log bool) kern.Kernel {
+	return func(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+		if err := kern.Need(n, in, 2); err != nil {
+			return nil, err
+		}
+		dy, y := in[0], in[1]
+		if err := sameFloat(n, dy, y, "dy"); err != nil {
+			return nil, err
+		}
+		b, err := softmaxGradLayout(n, y.Shape)
+		if err != nil {
+			return nil, err
+		}
+		out, err := kern.NewUninit(n, y.DType, y.Shape) // every element is written
+		if err != nil {
+			return nil, err
+		}
+		switch ys := y.Data.(type) {
+		case []float32:
+			softmaxBackward(log, dy.Data.([]float32), ys, out.Data.([]float32), b)
+		case []float64:
+			softmaxBackward(log, dy.Data.([]float64), ys, out.Data.([]float64), b)
+		}
+		return []*graph.Tensor{out}, nil
+	}
+}
+
+// softmaxGradLayout reads the axis and coerce attributes.
+func softmaxGradLayout(n *graph.Node, shape []int) (layout, error) {
+	rank := len(shape)
+	if rank == 0 {
+		return layout{1, 1, 1}, nil
+	}
+	if !n.HasAttr("axis") {
+		return layout{}, n.Errorf("attribute axis is required")
+	}
+	axis := int(n.AttrInt("axis", 0))
+	if n.AttrInt("coerce", 0) != 0 {
+		if axis < -rank || axis > rank {
+			return layout{}, n.Errorf("axis %d is out of range for rank %d", axis, rank)
+		}
+		if axis < 0 {
+			axis += rank
+		}
+		return layout{outer: product(shape[:axis]), r: product(shape[axis:]), inner: 1}, nil
+	}
+	a, err := kern.NormAxis(n, axis, rank)
+	if err != nil {
+		return layout{}, err
+	}
+	return layout{outer: product(shape[:a]), r: shape[a], inner: product(shape[a+1:])}, nil
+}
+
+// softmaxBackward writes the softmax (or log-softmax) gradient into dx.
+// Contiguous ranges of outer indices go to the cores; rows are
+// independent, so the split does not change the results.
+func softmaxBackward[F float](log bool, dy, y, dx []F, b layout) {
+	size := b.r * b.inner
+	if b.outer == 0 || size == 0 {
+		return
+	}
+	workers := gradWorkers(b.outer, 4*size)
+	kern.RunChunks("SoftmaxGrad", b.outer, workers, func(lo, hi int) {
+		if b.inner == 1 {
+			softmaxBackwardContiguous(log, dy[lo*size:hi*size], y[lo*size:hi*size], dx[lo*size:hi*size], size)
+			return
+		}
+		softmaxBackwardRows(log, dy, y, dx, b, lo, hi, make([]float64, b.inner))
+	})
+}
+
+// softmaxBackwardRows is softmaxBackward on outer indices [lo, hi) of a
+// layout with inner > 1, with acc (b.inner elements) as scratch.
+func softmaxBackwardRows[F float](log bool, dy, y, dx []F, b layout, lo, hi int, acc []float64) {
+	size := b.r * b.inner
+	for o := lo; o < hi; o++ {
+		g := dy[o*size : (o+1)*size]
+		v := y[o*size : (o+1)*size]
+		d := dx[o*size : (o+1)*size]
+		clear(acc)
+		for k := 0; k < b.r; k++ {
+			gr := g[k*b.inner : (k+1)*b.inner]
+			if log {
+				for i, e := range gr {
+					acc[i] += float64(e)
+				}
+				continue
+			}
+			vr := v[k*b.inner : (k+1)*b.inner]
+			for i, e := range gr {
+				acc[i] += float64(e) * float64(vr[i])
+			}
+		}
+		for k := 0; k < b.r; k++ {
+			gr := g[k*b.inner : (k+1)*b.inner]
+			vr := v[k*b.inner : (k+1)*b.inner]
+			dr := d[k*b.inner : (k+1)*b.inner]
+			if log {
+				for i, e := range gr {
+					dr[i] = F(float64(e) - math.Exp(float64(vr[i]))*acc[i])
+				}
+				continue
+			}
+			for i, e := range gr {
+				dr[i] = F(float64(vr[i]) * (float64(e) - acc[i]))
+			}
+		}
+	}
+}
+
+// softmaxBackwardContiguous is softmaxBackwardRows for a softmax over the
+// last axis: rows of size contiguous elements, each read twice while it
+// sits in L1 (float32 softmax rows through dot32 and softmaxRowGrad32).
+func softmaxBackwardContiguous[F float](log bool, dy, y, dx []F, size int) {
+	if !log {
+		if g32, ok := any(dy).([]float32); ok {
+			v32, d32 := any(y).([]float32), any(dx).([]float32)
+			for o := 0; o+size <= len(g32); o += size {
+				g, v := g32[o:o+size], v32[o:o+size]
+				softmaxRowGrad32(g, v, d32[o:o+size], dot32(g, v))
+			}
+			return
+		}
+	}
+	for o := 0; o+size <= len(dy); o += size {
+		g, v, d := dy[o:o+size], y[o:o+size], dx[o:o+size]
+		v, d = v[:len(g)], d[:len(g)]
+		var acc float64
+		if log {
+			for _, e := range g {
+				acc += float64(e)
+			}
+			for i, e := range g {
+				d[i] = F(float64(e) - math.Exp(float64(v[i]))*acc)
+			}
+			continue
+		}
+		for i, e := range g {
+			acc += float64(e) * float64(v[i])
+		}
+		for i, e := range g {
+			d[i] = F(float64(v[i]) * (float64(e) - acc))
+		}
+	}
+}

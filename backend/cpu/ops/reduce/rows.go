@@ -1,0 +1,208 @@
+package reduce
+
+import (
+	"math"
+	"sync"
+)
+
+// Float32 row kernels of Softmax and LayerNormalization over contiguous
+// rows. On amd64 with AVX2 and FMA the body of a row (its length rounded
+// down to a multiple of 8) runs in assembly (rows_amd64.s) and the rest in
+// Go with the same arithmetic; elsewhere, or with useAVX2 off, all of it
+// runs in Go.
+
+// maxRow32 returns the largest element of a non-empty row. A NaN may or
+// may not win; Softmax turns a row holding one into NaNs either way.
+func maxRow32(x []float32) float32 {
+	m, i := x[0], 0
+	if useAVX2 && len(x) >= 8 {
+		i = len(x) &^ 7
+		m = maxRowAVX2(&x[0], i)
+	}
+	for _, v := range x[i:] {
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+// scaleRow32 sets x[i] = float32(float64(x[i])·s), the product rounded
+// once.
+func scaleRow32(x []float32, s float64) {
+	i := 0
+	if useAVX2 && len(x) >= 8 {
+		i = len(x) &^ 7
+		scaleRowAVX2(&x[0], i, s)
+	}
+	for j, v := range x[i:] {
+		x[i+j] = float32(float64(v) * s)
+	}
+}
+
+// statsRow32 returns Σ(x − x0) and Σ(x − x0)² over the row, in float64
+// (for float32 data of similar magnitudes the differences and their
+// squares are exact in float64).
+func statsRow32(x []float32, x0 float64) (s, q float64) {
+	i := 0
+	if useAVX2 && len(x) >= 8 {
+		i = len(x) &^ 7
+		s, q = statsRowAVX2(&x[0], i, x0)
+	}
+	var s0, s1, q0, q1 float64
+	for ; i+2 <= len(x); i += 2 {
+		d0, d1 := float64(x[i])-x0, float64(x[i+1])-x0
+		s0 += d0
+		s1 += d1
+		q0 += d0 * d0
+		q1 += d1 * d1
+	}
+	if i < len(x) {
+		d := float64(x[i]) - x0
+		s0 += d
+		q0 += d * d
+	}
+	return s + (s0 + s1), q + (q0 + q1)
+}
+
+// affineRow32 writes ((x − mHi) − mLo)·inv·scale + bias to y (bias may be
+// nil), where mHi + mLo = m with mHi = float32(m): x − mHi is exact for the
+// elements near the mean, so rows whose mean is large next to their spread
+// lose no accuracy. scale and bias have at least len(x) elements.
+func affineRow32(x, y []float32, m, inv float64, scale, bias []float32) {
+	n := len(x)
+	y, scale = y[:n], scale[:n]
+	if bias != nil {
+		bias = bias[:n]
+	}
+	mHi := float32(m)
+	c := [3]float32{mHi, float32(m - float64(mHi)), float32(inv)}
+	i := 0
+	if useAVX2 && n >= 8 {
+		i = n &^ 7
+		var b *float32
+		if bias != nil {
+			b = &bias[0]
+		}
+		affineRowAVX2(&x[0], &y[0], &scale[0], b, i, &c)
+	}
+	if bias == nil {
+		for ; i < n; i++ {
+			y[i] = ((x[i] - c[0]) - c[1]) * c[2] * scale[i]
+		}
+		return
+	}
+	for ; i < n; i++ {
+		y[i] = ((x[i]-c[0])-c[1])*c[2]*scale[i] + bias[i]
+	}
+}
+
+// layerNormRows32 normalises rows [lo, hi) of size > 0 elements from x
+// into y and stores each row's mean and inverse standard deviation
+// (statistics in float64, shifted by the row's first element; population
+// variance, at least 0). The sums of row o+1 are taken before row o is
+// written, so that they overlap the square root and division of row o.
+func layerNormRows32(x, y []float32, lo, hi, size int, eps float64, scale, bias []float32, mean, invStd []float64) {
+	if lo >= hi {
+		return
+	}
+	fn := float64(size)
+	row := x[lo*size : (lo+1)*size]
+	x0 := float64(row[0])
+	s, q := statsRow32(row, x0)
+	for o := lo; o < hi; o++ {
+		md := s / fn
+		inv := 1 / math.Sqrt(max(q/fn-md*md, 0)+eps)
+		m := x0 + md
+		mean[o], invStd[o] = m, inv
+		if o+1 < hi {
+			next := x[(o+1)*size : (o+2)*size]
+			x0 = float64(next[0])
+			s, q = statsRow32(next, x0)
+		}
+		affineRow32(x[o*size:(o+1)*size], y[o*size:(o+1)*size], m, inv, scale, bias)
+	}
+}
+
+// rowBufs keeps a few scratch buffers of the row kernels (LayerNorm's
+// statistics and parameters in the element type) alive between calls, so that a training
+// step's calls allocate none: a free list, not a sync.Pool, which every
+// garbage collection empties. At most rowBufsKept of each type are kept.
+var rowBufs struct {
+	mu     sync.Mutex
+	free32 [][]float32
+	free64 [][]float64
+}
+
+const rowBufsKept = 8
+
+// rowScratch returns a zeroed buffer of n elements; give it back with
+// rowRelease.
+func rowScratch[F float](n int) []F {
+	var out []F
+	rowBufs.mu.Lock()
+	switch p := any(&out).(type) {
+	case *[]float32:
+		*p = takeBuf(&rowBufs.free32, n)
+	case *[]float64:
+		*p = takeBuf(&rowBufs.free64, n)
+	}
+	rowBufs.mu.Unlock()
+	if out == nil {
+		return make([]F, n)
+	}
+	clear(out)
+	return out
+}
+
+// rowRelease gives back a buffer from rowScratch.
+func rowRelease[F float](buf []F) {
+	rowBufs.mu.Lock()
+	switch b := any(&buf).(type) {
+	case *[]float32:
+		keepBuf(&rowBufs.free32, *b)
+	case *[]float64:
+		keepBuf(&rowBufs.free64, *b)
+	}
+	rowBufs.mu.Unlock()
+}
+
+// takeBuf removes from *free the smallest buffer of at least n elements
+// and returns it cut to n, or nil if none is that large.
+func takeBuf[T float32 | float64](free *[][]T, n int) []T {
+	best := -1
+	for i, b := range *free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap((*free)[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	b := (*free)[best]
+	last := len(*free) - 1
+	(*free)[best] = (*free)[last]
+	*free = (*free)[:last]
+	return b[:n]
+}
+
+// keepBuf adds b to *free, in place of the smallest kept buffer when
+// rowBufsKept are kept already (if b is larger).
+func keepBuf[T float32 | float64](free *[][]T, b []T) {
+	if cap(b) == 0 {
+		return
+	}
+	if len(*free) < rowBufsKept {
+		*free = append(*free, b)
+		return
+	}
+	small := 0
+	for i, k := range *free {
+		if cap(k) < cap((*free)[small]) {
+			small = i
+		}
+	}
+	if cap((*free)[small]) < cap(b) {
+		(*free)[small] = b
+	}
+}
