@@ -298,8 +298,10 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 		// GEMM operands (kernel: ops/linalg TransposedMatMul), the
 		// gradients of Relu and Erf one pass each (ops/elementwise
 		// ReluGrad, ErfGrad), and a Relu after a Gemm its epilogue
-		// (ops/linalg GemmRelu).
-		fused := graph.FuseTransposedMatMul(g) + graph.FuseReluGrad(g) + graph.FuseErfGrad(g)
+		// (ops/linalg GemmRelu). Attention's products first read their
+		// permuted and gathered operands in place (ops/linalg
+		// PermutedMatMul, GatherGradSum).
+		fused := graph.FuseAttentionViews(g) + graph.FuseTransposedMatMul(g) + graph.FuseReluGrad(g) + graph.FuseErfGrad(g)
 		fused += graph.FuseGeluErf(g)  // exact GELU's forward chain (ops/elementwise GeluErf)
 		fused += graph.FuseGemmRelu(g) // after FuseReluGrad, whose nodes it rewires
 		if fused > 0 && !e.opts.NoFold {

@@ -1,0 +1,5 @@
+package linalg
+
+// PermutedFallbacks counts the PermutedMatMul calls that materialised
+// their views (for the external tests).
+var PermutedFallbacks = &permutedFallbacks

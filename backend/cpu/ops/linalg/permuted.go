@@ -1,0 +1,787 @@
+package linalg
+
+import (
+	"runtime"
+	"sync/atomic"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+func init() {
+	kern.RegisterSpec(graph.FusedDomain, graph.PermutedMatMul, kern.Spec{Fn: permutedMatMulKernel})
+	kern.RegisterSpec(graph.FusedDomain, graph.GatherGradSum, kern.Spec{Fn: gatherGradSumKernel})
+}
+
+// maxViewRank bounds the rank of the views the strided paths handle
+// without allocating; larger ones take the materialising fallback.
+const maxViewRank = 8
+
+// strided is a view of a tensor's data: element (i0, i1, …) lies at
+// off + Σ ij·strides[j].
+type strided struct {
+	rank    int
+	off     int
+	shape   [maxViewRank]int
+	strides [maxViewRank]int
+}
+
+func (v *strided) dims() []int { return v.shape[:v.rank] }
+
+// viewOf computes the view of a tensor of shape base that the node's
+// attributes axes and fixed (graph.PermutedMatMul) describe: view axis j
+// is base axis axes[j], the other base axes fixed at their indices. An
+// absent axes attribute is the tensor itself. big is set when the rank
+// exceeds maxViewRank (then v is not filled).
+func viewOf(n *graph.Node, base []int, axesAttr, fixedAttr string) (v strided, big bool, err error) {
+	r := len(base)
+	if r > maxViewRank {
+		return v, true, nil
+	}
+	var st [maxViewRank]int
+	s := 1
+	for i := r - 1; i >= 0; i-- {
+		st[i] = s
+		s *= base[i]
+	}
+	axes := n.AttrInts(axesAttr, nil)
+	fixed := n.AttrInts(fixedAttr, nil)
+	if axes == nil && fixed == nil {
+		v.rank = r
+		copy(v.shape[:], base)
+		copy(v.strides[:], st[:r])
+		return v, false, nil
+	}
+	if len(fixed)%2 != 0 || len(axes)+len(fixed)/2 != r {
+		return v, false, n.Errorf("view %s=%v %s=%v does not cover the %d axes of an input of shape %v", axesAttr, axes, fixedAttr, fixed, r, base)
+	}
+	var used [maxViewRank]bool
+	claim := func(a int64) bool {
+		if a < 0 || a >= int64(r) || used[a] {
+			return false
+		}
+		used[a] = true
+		return true
+	}
+	for i := 0; i < len(fixed); i += 2 {
+		a, idx := fixed[i], fixed[i+1]
+		if !claim(a) {
+			return v, false, n.Errorf("view %s=%v names axis %d twice or out of the %d axes", fixedAttr, fixed, a, r)
+		}
+		d := int64(base[a])
+		if idx < 0 {
+			idx += d
+		}
+		if idx < 0 || idx >= d {
+			return v, false, n.Errorf("index %d is out of range for axis %d of an input of shape %v", fixed[i+1], a, base)
+		}
+		v.off += int(idx) * st[a]
+	}
+	v.rank = len(axes)
+	for j, a := range axes {
+		if !claim(a) {
+			return v, false, n.Errorf("view %s=%v names axis %d twice or out of the %d axes", axesAttr, axes, a, r)
+		}
+		v.shape[j] = base[a]
+		v.strides[j] = st[a]
+	}
+	return v, false, nil
+}
+
+// matrixLayout returns how GEMM reads the rows×cols matrix whose rows are
+// rs and columns cs elements apart: stored as is (trans false) with row
+// stride ld, or stored transposed (trans true) with row stride ld. ok is
+// false when neither axis is contiguous.
+func matrixLayout(rows, cols, rs, cs int) (trans bool, ld int, ok bool) {
+	switch {
+	case cs == 1 || cols == 1:
+		if rows == 1 {
+			rs = max(cols, 1)
+		}
+		return false, rs, rs >= cols
+	case rs == 1 || rows == 1:
+		return true, cs, cs >= rows
+	}
+	return false, 0, false
+}
+
+// permutedState is what a PermutedMatMul node keeps between runs: the
+// plan of its batched product, which is also the Chunker that runs it.
+type permutedState struct {
+	alpha      float32
+	ta, tb     bool
+	m, n, k    int
+	lda, ldb   int
+	ldc        int
+	a, b, c    []float32
+	batchRank  int
+	batchShape [maxViewRank]int
+	sa, sb, sc [maxViewRank]int
+	offA, offB int
+	offC       int
+}
+
+// Chunk runs products [lo, hi) of the batch.
+func (p *permutedState) Chunk(lo, hi int) {
+	var idx [maxViewRank]int
+	// Multi-index of lo.
+	rem := lo
+	for d := p.batchRank - 1; d >= 0; d-- {
+		idx[d] = rem % p.batchShape[d]
+		rem /= p.batchShape[d]
+	}
+	for i := lo; i < hi; i++ {
+		oa, ob, oc := p.offA, p.offB, p.offC
+		for d := 0; d < p.batchRank; d++ {
+			oa += idx[d] * p.sa[d]
+			ob += idx[d] * p.sb[d]
+			oc += idx[d] * p.sc[d]
+		}
+		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a[oa:], p.lda, p.b[ob:], p.ldb, 0, p.c[oc:], p.ldc)
+		for d := p.batchRank - 1; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < p.batchShape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
+
+// permutedMatMulKernel is graph.PermutedMatMul. float32 products whose
+// views keep one axis of every matrix contiguous run as GEMMs over the
+// data in place, spread over the cores by batch; anything else (other
+// dtypes, 1-D operands, broadcast gradients, views without a contiguous
+// axis) materialises the views and runs MatMul (or MatMulGradA/B) and
+// Transpose.
+func permutedMatMulKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	grad := n.AttrInt("grad", 0)
+	need := 2
+	if grad != 0 {
+		need = 3
+	}
+	if grad < 0 || grad > 2 {
+		return nil, n.Errorf("grad %d is not 0, 1 or 2", grad)
+	}
+	if err := kern.Need(n, in, need); err != nil {
+		return nil, err
+	}
+	if len(in) > need {
+		return nil, n.Errorf("grad %d takes %d inputs, got %d", grad, need, len(in))
+	}
+	var views [3]strided
+	big := false
+	for i, t := range in {
+		if err := t.Validate(); err != nil {
+			return nil, n.Errorf("input %d: %v", i, err)
+		}
+		a, f := viewAttrs(i)
+		v, b, err := viewOf(n, t.Shape, a, f)
+		if err != nil {
+			return nil, err
+		}
+		views[i], big = v, big || b
+	}
+	permY := n.AttrInts("permY", nil)
+	if !big && in[0].DType == graph.Float32 {
+		allF32 := true
+		for _, t := range in {
+			allF32 = allF32 && t.DType == graph.Float32
+		}
+		if allF32 {
+			out, ok, err := permutedF32(n, in, views[:need], grad, permY)
+			if err != nil || ok {
+				return out, err
+			}
+		}
+	}
+	return permutedFallback(ctx, n, in, grad, permY)
+}
+
+// viewAttrs are the attribute names of input i's view.
+func viewAttrs(i int) (axes, fixed string) {
+	d := string(rune('0' + i))
+	return "axes" + d, "fixed" + d
+}
+
+// swapped is v with its last two axes exchanged.
+func swapped(v strided) strided {
+	r := v.rank
+	v.shape[r-2], v.shape[r-1] = v.shape[r-1], v.shape[r-2]
+	v.strides[r-2], v.strides[r-1] = v.strides[r-1], v.strides[r-2]
+	return v
+}
+
+// permutedF32 runs the strided float32 path; ok is false when the views
+// do not suit it (the caller falls back).
+func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64, permY []int64) ([]*graph.Tensor, bool, error) {
+	for _, v := range views {
+		if v.rank < 2 {
+			return nil, false, nil
+		}
+	}
+	var va, vb strided // op(A), op(B) of the product
+	var xa, xb []float32
+	switch grad {
+	case 0:
+		va, vb, xa, xb = views[0], views[1], in[0].Float32s(), in[1].Float32s()
+	case 1: // dY·Bᵀ
+		va, vb, xa, xb = views[0], swapped(views[2]), in[0].Float32s(), in[2].Float32s()
+	case 2: // Aᵀ·dY
+		va, vb, xa, xb = swapped(views[1]), views[0], in[1].Float32s(), in[0].Float32s()
+	}
+	ra, rb := va.rank, vb.rank
+	m, k, kb, nn := va.shape[ra-2], va.shape[ra-1], vb.shape[rb-2], vb.shape[rb-1]
+	if k != kb {
+		if grad != 0 {
+			return nil, false, nil // the gradient kernel reports it
+		}
+		return nil, false, n.Errorf("inner dimensions differ: A has shape %v, B has shape %v", va.dims(), vb.dims())
+	}
+	// Batch dims, broadcast numpy-style (aligned from the right); the
+	// gradients only take the path without broadcasting.
+	br := max(ra, rb) - 2
+	if br+2 > maxViewRank {
+		return nil, false, nil
+	}
+	var rShape [maxViewRank]int
+	var sa, sb [maxViewRank]int
+	for d := 0; d < br; d++ {
+		da, db := 1, 1
+		ia, ib := d-(br-(ra-2)), d-(br-(rb-2))
+		if ia >= 0 {
+			da = va.shape[ia]
+		}
+		if ib >= 0 {
+			db = vb.shape[ib]
+		}
+		switch {
+		case da == db:
+			rShape[d] = da
+		case da == 1 && grad == 0:
+			rShape[d] = db
+		case db == 1 && grad == 0:
+			rShape[d] = da
+		case grad == 0:
+			return nil, false, n.Errorf("batch dimensions of A %v and B %v do not broadcast", va.dims(), vb.dims())
+		default:
+			return nil, false, nil
+		}
+		if ia >= 0 && da != 1 {
+			sa[d] = va.strides[ia]
+		}
+		if ib >= 0 && db != 1 {
+			sb[d] = vb.strides[ib]
+		}
+	}
+	if grad != 0 && (ra != rb) {
+		return nil, false, nil
+	}
+	rShape[br], rShape[br+1] = m, nn
+	rr := br + 2
+	if grad != 0 {
+		// The result must be shaped like the operand it is the gradient
+		// of, and dY like the product.
+		like, dy := views[1], views[0]
+		if grad == 2 {
+			like = views[2]
+		}
+		if like.rank != rr || dy.rank != rr {
+			return nil, false, nil
+		}
+		for d := 0; d < rr; d++ {
+			if like.shape[d] != rShape[d] {
+				return nil, false, nil
+			}
+		}
+		// dY must be the product of A and B: [batch, M, N] with
+		// A = [batch, M, K], B = [batch, K, N] (checked through the
+		// shapes of op(A) and op(B) above, whose batch dims are equal).
+		a, b := views[1], views[2]
+		if a.rank != rr || b.rank != rr || a.shape[rr-1] != b.shape[rr-2] ||
+			dy.shape[rr-2] != a.shape[rr-2] || dy.shape[rr-1] != b.shape[rr-1] {
+			return nil, false, nil
+		}
+		for d := 0; d < br; d++ {
+			if a.shape[d] != b.shape[d] || dy.shape[d] != a.shape[d] {
+				return nil, false, nil
+			}
+		}
+	}
+	// Where R's elements go in Y = Transpose(R, permY).
+	var yShape, rStride [maxViewRank]int
+	if permY != nil {
+		if len(permY) != rr {
+			return nil, false, n.Errorf("permY %v has %d entries, the product has rank %d", permY, len(permY), rr)
+		}
+		var seen [maxViewRank]bool
+		for i, p := range permY {
+			if p < 0 || p >= int64(rr) || seen[p] {
+				return nil, false, n.Errorf("permY %v is not a permutation of %d axes", permY, rr)
+			}
+			seen[p] = true
+			yShape[i] = rShape[p]
+		}
+	} else {
+		copy(yShape[:], rShape[:rr])
+	}
+	s := 1
+	for i := rr - 1; i >= 0; i-- {
+		ax := i
+		if permY != nil {
+			ax = int(permY[i])
+		}
+		rStride[ax] = s
+		s *= yShape[i]
+	}
+	ta, lda, okA := matrixLayout(m, k, va.strides[ra-2], va.strides[ra-1])
+	tb, ldb, okB := matrixLayout(k, nn, vb.strides[rb-2], vb.strides[rb-1])
+	tc, ldc, okC := matrixLayout(m, nn, rStride[rr-2], rStride[rr-1])
+	if !okA || !okB || !okC {
+		return nil, false, nil
+	}
+	out, err := kern.NewUninit(n, graph.Float32, yShape[:rr]) // every element is written
+	if err != nil {
+		return nil, false, err
+	}
+	p := kern.State[permutedState](n)
+	*p = permutedState{
+		alpha: n.AttrFloat("alpha", 1),
+		ta:    ta, tb: tb, m: m, n: nn, k: k, lda: lda, ldb: ldb, ldc: ldc,
+		a: xa, b: xb, c: out.Float32s(), batchRank: br,
+		offA: va.off, offB: vb.off,
+	}
+	if tc {
+		// C is stored column-major: compute Cᵀ = op(B)ᵀ·op(A)ᵀ, whose
+		// every element is the same sum in the same order.
+		p.ta, p.tb = !tb, !ta
+		p.lda, p.ldb = ldb, lda
+		p.a, p.b = xb, xa
+		p.offA, p.offB = vb.off, va.off
+		p.m, p.n = nn, m
+		sa, sb = sb, sa
+	}
+	batch := 1
+	for d := 0; d < br; d++ {
+		p.batchShape[d] = rShape[d]
+		p.sa[d], p.sb[d], p.sc[d] = sa[d], sb[d], rStride[d]
+		batch *= rShape[d]
+	}
+	if batch == 0 || m == 0 || nn == 0 {
+		return kern.Results(n, out), true, nil
+	}
+	workers := runtime.GOMAXPROCS(0)
+	work := m * nn * max(k, 1)
+	switch {
+	case work >= 128*128*64:
+		workers = 1 // each product parallelises inside Sgemm
+	case work*batch < 1<<16:
+		workers = 1
+	}
+	if workers > 1 {
+		// Four chunks per core, taken as the cores free up: a core that
+		// another process holds for a while delays one small chunk, not
+		// half the batch.
+		workers *= 4
+	}
+	kern.RunTask("PermutedMatMul", batch, min(workers, batch), p)
+	p.a, p.b, p.c = nil, nil, nil
+	return kern.Results(n, out), true, nil
+}
+
+// permutedFallbacks counts the PermutedMatMul calls that took the
+// materialising fallback (tests check that the strided path ran).
+var permutedFallbacks atomic.Int64
+
+// permutedFallback materialises the views and runs the unfused ops.
+func permutedFallback(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, grad int64, permY []int64) ([]*graph.Tensor, error) {
+	permutedFallbacks.Add(1)
+	args := make([]*graph.Tensor, len(in))
+	for i, t := range in {
+		a, f := viewAttrs(i)
+		v, err := materializeView(n, t, a, f)
+		if err != nil {
+			return nil, err
+		}
+		args[i] = v
+	}
+	opset := int64(0)
+	if ctx != nil {
+		opset = ctx.Opset
+	}
+	domain, op := "", "MatMul"
+	switch grad {
+	case 1:
+		domain, op = graph.InternalDomain, "MatMulGradA"
+	case 2:
+		domain, op = graph.InternalDomain, "MatMulGradB"
+	}
+	spec, ok := kern.Lookup(domain, op, opset)
+	if !ok {
+		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
+	}
+	sub := &graph.Node{Name: n.Name, OpType: op, Domain: domain, Inputs: n.Inputs, Outputs: n.Outputs}
+	res, err := spec.Fn(ctx, sub, args)
+	if err != nil {
+		return nil, err
+	}
+	if alpha := n.AttrFloat("alpha", 1); alpha != 1 {
+		switch y := res[0].Data.(type) {
+		case []float32:
+			for i := range y {
+				y[i] *= alpha
+			}
+		case []float64:
+			for i := range y {
+				y[i] *= float64(alpha)
+			}
+		default:
+			return nil, n.Errorf("alpha %v on a %v product is not supported", alpha, res[0].DType)
+		}
+	}
+	if permY == nil {
+		return res, nil
+	}
+	tr, ok := kern.Lookup("", "Transpose", opset)
+	if !ok {
+		return nil, n.Errorf("%w: no Transpose kernel", graph.ErrUnsupportedOp)
+	}
+	tn := &graph.Node{Name: n.Name, OpType: "Transpose", Inputs: n.Outputs, Outputs: n.Outputs,
+		Attrs: map[string]*graph.Attr{"perm": graph.IntsAttr("perm", permY...)}}
+	return tr.Fn(ctx, tn, res[:1])
+}
+
+// materializeView returns the view of t that the node's attributes axes
+// and fixed describe, as a new contiguous tensor (t itself when there is
+// no view).
+func materializeView(n *graph.Node, t *graph.Tensor, axesAttr, fixedAttr string) (*graph.Tensor, error) {
+	if n.Attr(axesAttr) == nil && n.Attr(fixedAttr) == nil {
+		return t, nil
+	}
+	if len(t.Shape) > maxViewRank {
+		return nil, n.Errorf("input of rank %d: views of rank above %d are not supported", len(t.Shape), maxViewRank)
+	}
+	v, _, err := viewOf(n, t.Shape, axesAttr, fixedAttr)
+	if err != nil {
+		return nil, err
+	}
+	out, err := graph.NewTensor(t.DType, v.dims())
+	if err != nil {
+		return nil, n.Errorf("view: %w", err)
+	}
+	switch s := t.Data.(type) {
+	case []float32:
+		copyView(out.Data.([]float32), s, &v)
+	case []float64:
+		copyView(out.Data.([]float64), s, &v)
+	case []uint16:
+		copyView(out.Data.([]uint16), s, &v)
+	case []int8:
+		copyView(out.Data.([]int8), s, &v)
+	case []int16:
+		copyView(out.Data.([]int16), s, &v)
+	case []int32:
+		copyView(out.Data.([]int32), s, &v)
+	case []int64:
+		copyView(out.Data.([]int64), s, &v)
+	case []uint8:
+		copyView(out.Data.([]uint8), s, &v)
+	case []uint32:
+		copyView(out.Data.([]uint32), s, &v)
+	case []uint64:
+		copyView(out.Data.([]uint64), s, &v)
+	default:
+		return nil, n.Errorf("dtype %v is not supported", t.DType)
+	}
+	return out, nil
+}
+
+// copyView copies the view v of src into the contiguous dst.
+func copyView[T any](dst, src []T, v *strided) {
+	size := 1
+	for _, d := range v.dims() {
+		size *= d
+	}
+	if size == 0 {
+		return
+	}
+	var idx [maxViewRank]int
+	r := v.rank
+	for i := range dst[:size] {
+		o := v.off
+		for d := 0; d < r; d++ {
+			o += idx[d] * v.strides[d]
+		}
+		dst[i] = src[o]
+		for d := r - 1; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < v.shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
+
+// gatherGradSumKernel is graph.GatherGradSum: the sum of the GatherGrads
+// of G0…Gk-1 into the view of X (only its shape is read), transposed by
+// permY. When the indices name every index of the axis once, each Gj is
+// copied to its place and nothing is zeroed or added; otherwise the output
+// starts at zero and the Gj are added in order (as the Adds would, since
+// x + 0 = x).
+func gatherGradSumKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if len(in) < 2 {
+		return nil, n.Errorf("needs the gradients and the data, got %d inputs", len(in))
+	}
+	if err := kern.Need(n, in, len(in)); err != nil {
+		return nil, err
+	}
+	gs, x := in[:len(in)-1], in[len(in)-1]
+	indices := n.AttrInts("indices", nil)
+	if len(indices) != len(gs) {
+		return nil, n.Errorf("indices %v: want one per gradient (%d)", indices, len(gs))
+	}
+	if len(x.Shape) > maxViewRank {
+		return nil, n.Errorf("data of rank %d: ranks above %d are not supported", len(x.Shape), maxViewRank)
+	}
+	v, _, err := viewOf(n, x.Shape, "axes", "fixed")
+	if err != nil {
+		return nil, err
+	}
+	r := v.rank
+	if r == 0 {
+		return nil, n.Errorf("data must have rank 1 or more")
+	}
+	ax, err := kern.NormAxis(n, int(n.AttrInt("axis", 0)), r)
+	if err != nil {
+		return nil, err
+	}
+	dim := v.shape[ax]
+	// Y = Transpose(D, permY): where D's axis q lies in Y.
+	permY := n.AttrInts("permY", nil)
+	var yShape, dStride [maxViewRank]int
+	if permY != nil {
+		if len(permY) != r {
+			return nil, n.Errorf("permY %v has %d entries, the data view has rank %d", permY, len(permY), r)
+		}
+		var seen [maxViewRank]bool
+		for i, p := range permY {
+			if p < 0 || p >= int64(r) || seen[p] {
+				return nil, n.Errorf("permY %v is not a permutation of %d axes", permY, r)
+			}
+			seen[p] = true
+			yShape[i] = v.shape[p]
+		}
+	} else {
+		copy(yShape[:], v.shape[:r])
+	}
+	s := 1
+	for i := r - 1; i >= 0; i-- {
+		q := i
+		if permY != nil {
+			q = int(permY[i])
+		}
+		dStride[q] = s
+		s *= yShape[i]
+	}
+	// Each gradient is D's shape without the axis; as a view of Y: the
+	// other axes' strides, offset by its index along the axis.
+	var g strided
+	g.rank = r - 1
+	for q, j := 0, 0; q < r; q++ {
+		if q == ax {
+			continue
+		}
+		g.shape[j], g.strides[j] = v.shape[q], dStride[q]
+		j++
+	}
+	var covered [64]bool
+	distinct := len(gs) == dim && dim <= len(covered)
+	st := kern.State[gradSumState](n)
+	if cap(st.offs) < len(gs) {
+		st.offs = make([]int, len(gs))
+		st.srcs = make([][]float32, len(gs))
+	}
+	offs := st.offs[:len(gs)]
+	for j, idx := range indices {
+		i := idx
+		if i < 0 {
+			i += int64(dim)
+		}
+		if i < 0 || i >= int64(dim) {
+			return nil, n.Errorf("index %d is out of range for axis %d of size %d", idx, ax, dim)
+		}
+		offs[j] = int(i) * dStride[ax]
+		if distinct {
+			distinct = !covered[i]
+			covered[i] = true
+		}
+		gt := gs[j]
+		if gt.DType != gs[0].DType {
+			return nil, n.Errorf("gradient %d is %v, gradient 0 is %v", j, gt.DType, gs[0].DType)
+		}
+		if !graph.SameShape(gt.Shape, g.dims()) {
+			return nil, n.Errorf("gradient %d has shape %v, want %v", j, gt.Shape, g.dims())
+		}
+		if err := gt.Validate(); err != nil {
+			return nil, n.Errorf("gradient %d: %v", j, err)
+		}
+	}
+	alloc := kern.New
+	if distinct {
+		alloc = kern.NewUninit // every element is written once
+	}
+	out, err := alloc(n, gs[0].DType, yShape[:r])
+	if err != nil {
+		return nil, err
+	}
+	switch dst := out.Data.(type) {
+	case []float32:
+		if !distinct || g.rank == 0 {
+			for j, gt := range gs {
+				scatterView(dst, gt.Data.([]float32), offs[j], &g, !distinct)
+			}
+			break
+		}
+		// Each gradient's rows copied to their places, the rows of all
+		// gradients spread over the cores.
+		st.dst, st.srcs, st.view = dst, st.srcs[:len(gs)], g
+		for j, gt := range gs {
+			st.srcs[j] = gt.Data.([]float32)
+		}
+		inner := 1
+		if g.rank > 0 {
+			inner = g.shape[g.rank-1]
+		}
+		st.rows = 0
+		if inner > 0 {
+			st.rows = g.size() / inner
+		}
+		total := st.rows * len(gs)
+		workers := 1
+		if g.size()*len(gs) >= 1<<16 {
+			workers = runtime.GOMAXPROCS(0)
+		}
+		kern.RunTask("GatherGradSum", total, min(workers, max(total, 1)), st)
+		st.dst = nil
+		clear(st.srcs)
+	case []float64:
+		for j, gt := range gs {
+			scatterView(dst, gt.Data.([]float64), offs[j], &g, !distinct)
+		}
+	default:
+		return nil, n.Errorf("dtype %v is not supported", gs[0].DType)
+	}
+	return kern.Results(n, out), nil
+}
+
+// gradSumState is a GatherGradSum node's scratch between runs, and the
+// Chunker that copies the rows of its gradients.
+type gradSumState struct {
+	offs []int
+	srcs [][]float32
+	dst  []float32
+	view strided
+	rows int // rows (runs along the last axis) per gradient
+}
+
+// Chunk copies rows [lo, hi) of the gradients taken end to end.
+func (s *gradSumState) Chunk(lo, hi int) {
+	v := &s.view
+	r := v.rank - 1
+	inner, innerStride := v.shape[r], v.strides[r]
+	for t := lo; t < hi; {
+		j, row := t/s.rows, t%s.rows
+		var idx [maxViewRank]int
+		rem := row
+		for d := r - 1; d >= 0; d-- {
+			idx[d] = rem % v.shape[d]
+			rem /= v.shape[d]
+		}
+		end := min(hi, (j+1)*s.rows)
+		src := s.srcs[j]
+		for ; t < end; t++ {
+			o := s.offs[j]
+			for d := 0; d < r; d++ {
+				o += idx[d] * v.strides[d]
+			}
+			in := src[row*inner : (row+1)*inner]
+			if innerStride == 1 {
+				copy(s.dst[o:o+inner], in)
+			} else {
+				for q, x := range in {
+					s.dst[o+q*innerStride] = x
+				}
+			}
+			row++
+			for d := r - 1; d >= 0; d-- {
+				idx[d]++
+				if idx[d] < v.shape[d] {
+					break
+				}
+				idx[d] = 0
+			}
+		}
+	}
+}
+
+// size is the number of elements of the view.
+func (v *strided) size() int {
+	s := 1
+	for _, d := range v.dims() {
+		s *= d
+	}
+	return s
+}
+
+// scatterView writes (or adds, when add is set) the contiguous src to the
+// view of dst at offset off with v's shape and strides; runs along the
+// last axis are copied whole when it is contiguous.
+func scatterView[T float32 | float64](dst, src []T, off int, v *strided, add bool) {
+	r := v.rank
+	inner, innerStride := 1, 1
+	if r > 0 {
+		inner, innerStride = v.shape[r-1], v.strides[r-1]
+		r--
+	}
+	size := inner
+	for d := 0; d < r; d++ {
+		size *= v.shape[d]
+	}
+	if size == 0 {
+		return
+	}
+	var idx [maxViewRank]int
+	for i := 0; i < size; i += inner {
+		o := off
+		for d := 0; d < r; d++ {
+			o += idx[d] * v.strides[d]
+		}
+		s := src[i : i+inner]
+		switch {
+		case innerStride == 1 && !add:
+			copy(dst[o:o+inner], s)
+		case innerStride == 1:
+			d := dst[o : o+inner]
+			for q, x := range s {
+				d[q] += x
+			}
+		default:
+			for q, x := range s {
+				if add {
+					dst[o+q*innerStride] += x
+				} else {
+					dst[o+q*innerStride] = x
+				}
+			}
+		}
+		for d := r - 1; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < v.shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
