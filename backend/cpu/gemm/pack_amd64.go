@@ -20,6 +20,15 @@ func packInterleave6(dst, src *float32, ld, kc int)
 //go:noescape
 func packTranspose8(dst, src *float32, ld, kc16 int)
 
+//go:noescape
+func gatherRows16(dst *float32, ldd int, src *float32, offs *int, n, limit int) (ok bool)
+
+//go:noescape
+func gatherTransposed16(dst, src *float32, offs *int, blocks, limit int) (ok bool)
+
+//go:noescape
+func gatherRows8(dst *float32, ldd int, src *float32, offs *int, n, limit int) (ok bool)
+
 func init() {
 	if hasAVX2FMA {
 		packPanel16Fn = packPanel16Asm
@@ -27,6 +36,8 @@ func init() {
 		packRows6Fn = packRows6Asm
 		packCols16TFn = packCols16TAsm
 		prefetchRowsFn = prefetchRowsAsm
+		gatherRowsFn = gatherRowsAsm
+		gatherTransposedFn = gatherTransposedAsm
 	}
 }
 
@@ -93,4 +104,25 @@ func prefetchRowsAsm(src []float32, ld, rows, width int) {
 	}
 	_ = src[(rows-1)*ld+width-1]
 	prefetchRows(&src[0], ld, rows, width*4)
+}
+
+// gatherRowsAsm is gatherRowsGo with runs of 16 and 8 in assembly, which
+// checks each offset against the end of src as it goes; the caller
+// (GatherRows) has checked dst and that src holds at least width values.
+func gatherRowsAsm(dst []float32, ldd int, src []float32, offs []int, width int) bool {
+	limit := len(src) - width
+	switch width {
+	case 16:
+		return gatherRows16(&dst[0], ldd, &src[0], &offs[0], len(offs), limit)
+	case 8:
+		return gatherRows8(&dst[0], ldd, &src[0], &offs[0], len(offs), limit)
+	}
+	return gatherRowsGo(dst, ldd, src, offs, width)
+}
+
+// gatherTransposedAsm is gatherTransposedGo in assembly (n a multiple of
+// 8), which checks the offsets against the end of src; GatherTransposed
+// has checked dst and src's length.
+func gatherTransposedAsm(dst, src []float32, offs []int, n int) bool {
+	return gatherTransposed16(&dst[0], &src[0], &offs[0], n/8, len(src)-n)
 }

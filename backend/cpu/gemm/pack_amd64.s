@@ -315,3 +315,128 @@ pfline:
 	DECQ CX
 	JNZ  pfrow
 	RET
+
+// func gatherRows16(dst *float32, ldd int, src *float32, offs *int, n, limit int) (ok bool)
+//
+// Copies n runs of 16 floats, run q from src[offs[q]:] to dst[q*ldd:],
+// as two 32-byte moves each (n >= 1). It stops and reports false at the
+// first offset outside [0, limit] (an unsigned compare catches negative
+// ones), before reading through it.
+TEXT ·gatherRows16(SB), NOSPLIT, $0-49
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), DX
+	SHLQ $2, DX
+	MOVQ src+16(FP), SI
+	MOVQ offs+24(FP), BX
+	MOVQ n+32(FP), CX
+	MOVQ limit+40(FP), R8
+
+g16loop:
+	MOVQ    (BX), AX
+	CMPQ    AX, R8
+	JHI     g16bad
+	VMOVUPS (SI)(AX*4), Y0
+	VMOVUPS 32(SI)(AX*4), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ    $8, BX
+	ADDQ    DX, DI
+	DECQ    CX
+	JNZ     g16loop
+	VZEROUPPER
+	MOVB    $1, ok+48(FP)
+	RET
+
+g16bad:
+	VZEROUPPER
+	MOVB $0, ok+48(FP)
+	RET
+
+// func gatherRows8(dst *float32, ldd int, src *float32, offs *int, n, limit int) (ok bool)
+//
+// gatherRows16 for runs of 8 floats (one 32-byte move each).
+TEXT ·gatherRows8(SB), NOSPLIT, $0-49
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), DX
+	SHLQ $2, DX
+	MOVQ src+16(FP), SI
+	MOVQ offs+24(FP), BX
+	MOVQ n+32(FP), CX
+	MOVQ limit+40(FP), R8
+
+g8loop:
+	MOVQ    (BX), AX
+	CMPQ    AX, R8
+	JHI     g8bad
+	VMOVUPS (SI)(AX*4), Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $8, BX
+	ADDQ    DX, DI
+	DECQ    CX
+	JNZ     g8loop
+	VZEROUPPER
+	MOVB    $1, ok+48(FP)
+	RET
+
+g8bad:
+	VZEROUPPER
+	MOVB $0, ok+48(FP)
+	RET
+
+// func gatherTransposed16(dst, src *float32, offs *int, blocks, limit int) (ok bool)
+//
+// Writes blocks·8 rows of 16 floats: dst[p*16+j] = src[offs[j]+p] for
+// j < 16 and p < 8·blocks, eight positions at a time with TRANS8X8, taps
+// 0–7 in a first pass and taps 8–15 in a second. It reports false,
+// having written nothing, when an offset lies outside [0, limit].
+TEXT ·gatherTransposed16(SB), NOSPLIT, $0-41
+	MOVQ offs+16(FP), R8
+	MOVQ limit+32(FP), R13
+	// All sixteen offsets first.
+	XORQ AX, AX
+
+gtcheck:
+	MOVQ (R8)(AX*8), BX
+	CMPQ BX, R13
+	JHI  gtbad
+	INCQ AX
+	CMPQ AX, $16
+	JLT  gtcheck
+	MOVQ $0, R13            // pass: 0 taps 0-7, 1 taps 8-15
+
+gtpass:
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ blocks+24(FP), R8
+	MOVQ offs+16(FP), CX
+	MOVQ R13, DX
+	SHLQ $6, DX             // 64 bytes of offsets per pass
+	ADDQ DX, CX
+	MOVQ R13, DX
+	SHLQ $5, DX             // 32 bytes into each dst row per pass
+	ADDQ DX, DI
+	MOVQ 0(CX), AX
+	MOVQ 8(CX), BX
+	MOVQ 24(CX), DX
+	MOVQ 32(CX), R9
+	MOVQ 40(CX), R10
+	MOVQ 48(CX), R11
+	MOVQ 56(CX), R12
+	MOVQ 16(CX), CX
+
+gtloop:
+	TRANS8X8((SI)(AX*4), (SI)(BX*4), (SI)(CX*4), (SI)(DX*4), (SI)(R9*4), (SI)(R10*4), (SI)(R11*4), (SI)(R12*4), 0)
+	ADDQ $32, SI
+	ADDQ $512, DI
+	DECQ R8
+	JNZ  gtloop
+	INCQ R13
+	CMPQ R13, $2
+	JLT  gtpass
+	VZEROUPPER
+	MOVB $1, ok+40(FP)
+	RET
+
+gtbad:
+	MOVB $0, ok+40(FP)
+	RET

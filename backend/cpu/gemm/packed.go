@@ -73,6 +73,13 @@ func (pp *PackedProduct) Run() {
 		return
 	}
 	mk := kernel
+	if pp.ColBlock > 0 && pp.ColBlock%mk.nr != 0 && pp.K > mk.kc {
+		// Most tiles would cross column blocks, and each k block would
+		// store them through the scratch tile: run into a plain
+		// M×N matrix instead and lay it out in blocks once at the end.
+		pp.viaPlain()
+		return
+	}
 	workers := runtime.GOMAXPROCS(0)
 	if pp.M*pp.N*pp.K < parallelWork || workers < 2 {
 		pp.blocked(mk, 0, pp.M, 0, pp.N)
@@ -89,6 +96,17 @@ func (pp *PackedProduct) Run() {
 	}
 	if pp.PackA != nil {
 		costN *= 2
+	}
+	// Splitting the shared dimension costs a private M×N partial
+	// product per extra worker, summed afterwards: the cheapest cut for
+	// a filter gradient, whose small M×N result sums over every window
+	// position of the batch.
+	if kBlocks := pp.K / mk.kc; kBlocks >= workers {
+		costK := (workers - 1) * pp.M * pp.N * 2
+		if (nTiles < workers || costK < costN) && (mTiles < workers || costK < costM) {
+			pp.splitK(mk, workers)
+			return
+		}
 	}
 	switch {
 	case nTiles >= workers && (costN <= costM || mTiles < workers):
@@ -108,6 +126,109 @@ func (pp *PackedProduct) Run() {
 		parallelFor(len(bounds)-1, func(w int) { pp.blocked(mk, bounds[w], bounds[w+1], 0, pp.N) })
 	default:
 		pp.blocked(mk, 0, pp.M, 0, pp.N)
+	}
+}
+
+// splitK cuts the shared dimension into one slice per worker, at
+// multiples of the kernel's k block. Worker 0 applies Beta and stores
+// into C; the others compute their slices into private plain M×N
+// buffers, which are then added into C in worker order, so the result
+// does not depend on scheduling.
+func (pp *PackedProduct) splitK(mk microKernel, workers int) {
+	bounds := splitRange(pp.K, mk.kc, workers)
+	parts := len(bounds) - 1
+	held := make([]*[]float32, parts)
+	for w := 1; w < parts; w++ {
+		held[w] = partialPool.Get().(*[]float32)
+		*held[w] = grow(*held[w], pp.M*pp.N)
+	}
+	defer func() {
+		for _, h := range held[1:] {
+			partialPool.Put(h)
+		}
+	}()
+	parallelFor(parts, func(w int) {
+		sub := pp.kSlice(bounds[w], bounds[w+1])
+		if w > 0 {
+			sub.C, sub.LDC, sub.ColBlock, sub.ColStride, sub.Beta = *held[w], pp.N, 0, 0, 0
+		}
+		sub.blocked(mk, 0, pp.M, 0, pp.N)
+	})
+	rows := splitRange(pp.M, 1, workers)
+	parallelFor(len(rows)-1, func(w int) {
+		for i := rows[w]; i < rows[w+1]; i++ {
+			for j := 0; j < pp.N; {
+				off, n := pp.cAt(i, j)
+				n = min(n, pp.N-j)
+				dst := pp.C[off : off+n]
+				for _, h := range held[1:] {
+					src := (*h)[i*pp.N+j : i*pp.N+j+n]
+					for q, v := range src {
+						dst[q] += v
+					}
+				}
+				j += n
+			}
+		}
+	})
+}
+
+// kSlice returns the product over shared indices [k0, k1) (C, Beta and
+// the layout of C unchanged).
+func (pp *PackedProduct) kSlice(k0, k1 int) PackedProduct {
+	sub := *pp
+	sub.K = k1 - k0
+	if pp.PackA != nil {
+		packA := pp.PackA
+		sub.PackA = func(dst []float32, i0, mc, p0, kc int) { packA(dst, i0, mc, p0+k0, kc) }
+	} else if pp.TransA {
+		sub.A = pp.A[k0*pp.LDA:]
+	} else {
+		sub.A = pp.A[k0:]
+	}
+	if pp.PackB != nil {
+		packB := pp.PackB
+		sub.PackB = func(dst []float32, p0, kc, j0, nc int) { packB(dst, p0+k0, kc, j0, nc) }
+	} else if pp.TransB {
+		sub.B = pp.B[k0:]
+	} else {
+		sub.B = pp.B[k0*pp.LDB:]
+	}
+	return sub
+}
+
+// viaPlain runs the product into a pooled plain M×N matrix, which holds
+// beta·C first when beta is not 0, then copies it into C's column blocks.
+func (pp *PackedProduct) viaPlain() {
+	held := partialPool.Get().(*[]float32)
+	defer partialPool.Put(held)
+	*held = grow(*held, pp.M*pp.N)
+	tmp := *held
+	plain := *pp
+	plain.C, plain.LDC, plain.ColBlock, plain.ColStride = tmp, pp.N, 0, 0
+	if pp.Beta != 0 {
+		pp.blockRows(tmp, false)
+	}
+	plain.Run()
+	pp.blockRows(tmp, true)
+}
+
+// blockRows copies between a plain M×N matrix and C's column blocks:
+// into C when toC is set, out of C otherwise.
+func (pp *PackedProduct) blockRows(plain []float32, toC bool) {
+	bw := pp.ColBlock
+	for b, j := 0, 0; j < pp.N; b, j = b+1, j+bw {
+		n := min(bw, pp.N-j)
+		for i := 0; i < pp.M; i++ {
+			c := pp.C[b*pp.ColStride+i*pp.LDC:]
+			c = c[:n]
+			row := plain[i*pp.N+j : i*pp.N+j+n]
+			if toC {
+				copy(c, row)
+			} else {
+				copy(row, c)
+			}
+		}
 	}
 }
 
@@ -182,24 +303,118 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, bp []
 				continue
 			}
 			mk.fn(kc, as, bs, tile, nr, 1, 0)
-			for i := 0; i < mb; i++ {
-				t := tile[i*nr : i*nr+nb]
-				for j := 0; j < nb; {
-					off, n := pp.cAt(ic+ir+i, jc+jr+j)
-					n = min(n, nb-j)
-					row := pp.C[off : off+n]
-					src := t[j : j+n]
-					if beta == 0 {
-						copy(row, src)
-					} else {
-						for q := range row {
-							row[q] = beta*row[q] + src[q]
-						}
-					}
-					j += n
-				}
+			// Column run by column run (a run stays in one column
+			// block of C), then row by row: the block arithmetic is
+			// done once per run instead of once per row and run.
+			for j := 0; j < nb; {
+				off, n := pp.cAt(ic+ir, jc+jr+j)
+				n = min(n, nb-j)
+				storeRun(pp.C[off:], pp.LDC, tile[j:], nr, mb, n, beta)
+				j += n
 			}
 		}
+	}
+}
+
+// storeRun stores rows n-element runs of a tile (rows nr apart in t) into
+// C (rows ldc apart from c[0]): c = t, or c = beta·c + t when beta is not
+// 0. Runs of 4 (a convolution's 2×2 outputs) and of 8 are fixed-size
+// copies.
+func storeRun(c []float32, ldc int, t []float32, nr, rows, n int, beta float32) {
+	for i := 0; i < rows; i++ {
+		row := c[i*ldc : i*ldc+n]
+		src := t[i*nr : i*nr+n]
+		switch {
+		case beta == 0 && n == 4:
+			*(*[4]float32)(row) = *(*[4]float32)(src)
+		case beta == 0:
+			copy(row, src)
+		case beta == 1 && n == 4:
+			r, s := (*[4]float32)(row), (*[4]float32)(src)
+			r[0] += s[0]
+			r[1] += s[1]
+			r[2] += s[2]
+			r[3] += s[3]
+		case beta == 1:
+			for q := range row {
+				row[q] += src[q]
+			}
+		default:
+			for q := range row {
+				row[q] = beta*row[q] + src[q]
+			}
+		}
+	}
+}
+
+// gatherRowsFn copies the runs of GatherRows; assembly replaces it.
+var gatherRowsFn = gatherRowsGo
+
+// gatherRowsGo copies run q of width values from src[offs[q]:] to
+// dst[q·ldd:], and reports false (having stopped there) at the first run
+// that lies outside src.
+func gatherRowsGo(dst []float32, ldd int, src []float32, offs []int, width int) bool {
+	for q, off := range offs {
+		if off < 0 || off > len(src)-width {
+			return false
+		}
+		copy(dst[q*ldd:q*ldd+width], src[off:off+width])
+	}
+	return true
+}
+
+// GatherRows copies len(offs) runs of width values, run q from
+// src[base+offs[q]:] to dst[q·ldd:]: the rows of a packed strip that an
+// implicit PackB reads from an image, one run per window tap. Runs of 16
+// and 8 are single vector moves where assembly is available. It panics,
+// as slicing would, when a run lies outside src or dst (runs before the
+// bad one may have been copied).
+func GatherRows(dst []float32, ldd int, src []float32, base int, offs []int, width int) {
+	if len(offs) == 0 || width <= 0 {
+		return
+	}
+	if base < 0 || base > len(src)-width || ldd < width || (len(offs)-1)*ldd+width > len(dst) {
+		panic("gemm: GatherRows run out of range")
+	}
+	if !gatherRowsFn(dst, ldd, src[base:], offs, width) {
+		panic("gemm: GatherRows run out of range")
+	}
+}
+
+// gatherTransposedFn is GatherTransposed's copy; assembly replaces it.
+var gatherTransposedFn = gatherTransposedGo
+
+// gatherTransposedGo writes dst[p·16 + j] = src[offs[j] + p] for p < n,
+// j < 16, and reports false, having written nothing, when a run of n
+// from an offset leaves src.
+func gatherTransposedGo(dst, src []float32, offs []int, n int) bool {
+	for _, off := range offs {
+		if off < 0 || off > len(src)-n {
+			return false
+		}
+	}
+	for j, off := range offs {
+		run := src[off : off+n]
+		for p, v := range run {
+			dst[p*16+j] = v
+		}
+	}
+	return true
+}
+
+// GatherTransposed writes n rows of a 16-wide B strip from 16 runs of n
+// values, dst[p·16 + j] = src[base + offs[j] + p]: a filter gradient's
+// strip, whose columns are 16 window taps and whose rows are n window
+// positions along an output row, gathered and transposed in one pass.
+// offs must hold 16 offsets and n must be a positive multiple of 8 (eight
+// positions are transposed at a time in assembly). It panics when a run
+// lies outside src or dst.
+func GatherTransposed(dst, src []float32, base int, offs []int, n int) {
+	if len(offs) != 16 || n <= 0 || n%8 != 0 || base < 0 || base > len(src)-n || len(dst) < 16*n {
+		panic("gemm: GatherTransposed arguments out of range")
+	}
+	if !gatherTransposedFn(dst, src[base:], offs, n) {
+		panic("gemm: GatherTransposed run out of range")
 	}
 }
 

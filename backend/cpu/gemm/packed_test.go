@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,9 +13,14 @@ import (
 // TestPackedProduct checks PackedProduct against the product summed in
 // float64: plain operands and caller packers (which write the documented
 // strip layouts from KernelShape), column blocks in C (a convolution's
-// N×M×L output), beta 0 (C holds garbage) and 1, sizes that leave edge
-// tiles, cross k blocks and split over goroutines, with both kernels.
+// N×M×L output), beta 0 (C holds garbage), 1 and 0.5, sizes that leave edge
+// tiles, cross k blocks and split over goroutines (by columns, rows or the
+// shared dimension), with both kernels.
 func TestPackedProduct(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		// The splits over goroutines need two of them.
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, mk := range []microKernel{goKernel2x4, kernel} {
 		for _, tc := range []struct {
@@ -26,9 +32,14 @@ func TestPackedProduct(t *testing.T) {
 			{130, 96, 600, 16},
 			{41, 1032, 77, 4},
 			{41, 1030, 77, 0},
+			// Filter-gradient shapes (small M×N, long K): split over
+			// the shared dimension, into plain C and, through the
+			// plain detour, into column blocks of 8.
+			{24, 40, 1100, 0},
+			{24, 40, 1100, 8},
 		} {
 			for _, packA := range []bool{false, true} {
-				for _, beta := range []float32{0, 1} {
+				for _, beta := range []float32{0, 1, 0.5} {
 					name := fmt.Sprintf("%s/%dx%dx%d/block%d/packA=%v/beta%v", mk.name, tc.m, tc.n, tc.k, tc.block, packA, beta)
 					t.Run(name, func(t *testing.T) {
 						saved := kernel
@@ -104,8 +115,8 @@ func checkPackedProduct(t *testing.T, rng *rand.Rand, m, n, k, block int, packA 
 			for p := 0; p < k; p++ {
 				want += float64(a[i*k+p]) * float64(b[p*n+j])
 			}
-			if beta == 1 {
-				want += float64(c0[at(i, j)])
+			if beta != 0 {
+				want += float64(beta) * float64(c0[at(i, j)])
 			}
 			if got := float64(c[at(i, j)]); !(math.Abs(got-want) <= 1e-4*(1+math.Abs(want))) {
 				if bad < 3 {
@@ -116,4 +127,78 @@ func checkPackedProduct(t *testing.T, rng *rand.Rand, m, n, k, block int, packA 
 		}
 	}
 	require.Zero(t, bad, "%d of %d elements differ", bad, m*n)
+}
+
+// TestGatherRows checks GatherRows (assembly for runs of 16 and 8 where
+// available) against copying each run by index, for unaligned offsets
+// in any order and destination strides above the width, and that a run
+// past either buffer panics instead of reading or writing out of range.
+func TestGatherRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	src := randSlice(r, 500)
+	for _, width := range []int{16, 8, 5, 1} {
+		for _, n := range []int{1, 2, 7, 33} {
+			ldd := width + r.IntN(4)
+			base := r.IntN(20)
+			offs := make([]int, n)
+			for q := range offs {
+				offs[q] = r.IntN(len(src) - base - width + 1)
+			}
+			got := make([]float32, (n-1)*ldd+width+3)
+			for i := range got {
+				got[i] = -1
+			}
+			want := append([]float32(nil), got...)
+			for q, off := range offs {
+				for j := 0; j < width; j++ {
+					want[q*ldd+j] = src[base+off+j]
+				}
+			}
+			GatherRows(got, ldd, src, base, offs, width)
+			require.Equal(t, want, got, "width %d n %d ldd %d", width, n, ldd)
+		}
+	}
+	dst := make([]float32, 64)
+	require.Panics(t, func() { GatherRows(dst, 16, src, 0, []int{0, len(src) - 15}, 16) }, "source overrun")
+	require.Panics(t, func() { GatherRows(dst, 16, src, 0, []int{0, 1, 2, 3, 4}, 16) }, "destination overrun")
+	require.Panics(t, func() { GatherRows(dst, 16, src, 3, []int{0, -4}, 8) }, "negative offset")
+	require.Panics(t, func() { GatherRows(dst, 16, src, 0, []int{0, 3, len(src) - 7}, 8) }, "source overrun on a later run")
+	require.Panics(t, func() { GatherRows(dst, 16, src, len(src)-4, []int{0}, 8) }, "base past the end")
+	require.NotPanics(t, func() { GatherRows(dst, 16, src, 0, nil, 16) })
+}
+
+// TestGatherTransposed checks GatherTransposed (assembly where available)
+// against writing each element by index, for unaligned offsets in any
+// order, and that offsets whose runs leave src panic before writing.
+func TestGatherTransposed(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	src := randSlice(r, 700)
+	for _, n := range []int{8, 16, 32, 48} {
+		base := r.IntN(30)
+		offs := make([]int, 16)
+		for j := range offs {
+			offs[j] = r.IntN(len(src) - base - n + 1)
+		}
+		got := make([]float32, 16*n+5)
+		for i := range got {
+			got[i] = -1
+		}
+		want := append([]float32(nil), got...)
+		for p := 0; p < n; p++ {
+			for j, off := range offs {
+				want[p*16+j] = src[base+off+p]
+			}
+		}
+		GatherTransposed(got, src, base, offs, n)
+		require.Equal(t, want, got, "n %d", n)
+	}
+	dst := make([]float32, 16*16)
+	bad := make([]int, 16)
+	bad[9] = len(src) - 15
+	require.Panics(t, func() { GatherTransposed(dst, src, 0, bad, 16) }, "run past src")
+	bad[9] = -1
+	require.Panics(t, func() { GatherTransposed(dst, src, 0, bad, 16) }, "negative offset")
+	require.Panics(t, func() { GatherTransposed(dst, src, 0, make([]int, 16), 12) }, "n not a multiple of 8")
+	require.Panics(t, func() { GatherTransposed(dst[:100], src, 0, make([]int, 16), 8) }, "dst too short")
+	require.Panics(t, func() { GatherTransposed(dst, src, 0, make([]int, 15), 8) }, "not 16 offsets")
 }

@@ -24,6 +24,11 @@ type Conv2D struct {
 	SH, SW, DH, DW  int
 	PadTop, PadLeft int
 	OH, OW          int
+
+	// flipTaps makes im2col row (c, a, b) read tap (KH−1−a, KW−1−b):
+	// InputGrad's correlation with the flipped kernel then packs the
+	// kernel unflipped.
+	flipTaps bool
 }
 
 // Conv2DOf returns the implicit-GEMM geometry of an ungrouped 2-D window
@@ -120,59 +125,37 @@ func (g *Conv2D) InputGrad(dy, w, dx []float32) {
 	}
 	gt := Conv2D{N: g.N, C: g.M, H: g.OH, W: g.OW, M: g.C, KH: g.KH, KW: g.KW,
 		SH: 1, SW: 1, DH: 1, DW: 1, PadTop: g.KH - 1 - g.PadTop, PadLeft: g.KW - 1 - g.PadLeft,
-		OH: g.H, OW: g.W}
+		OH: g.H, OW: g.W, flipTaps: true}
 	dyp := gt.pad(dy)
 	defer dyp.release()
 	pp := gemm.PackedProduct{M: g.C, N: g.N * I, K: g.M * ks,
-		PackA: g.packFlipped(w),
+		PackA: g.packTransposed(w),
 		PackB: gt.packColumns(dyp),
 		C:     dx, LDC: I, ColBlock: I, ColStride: g.C * I, NC: implicitNC(g.C)}
 	pp.Run()
 }
 
-// packFlipped returns the PackA of InputGrad: A is W' with rows the C
-// input channels and columns (m, a, b), read from W (M, C, KH, KW): the
-// MR channels of a strip lie KH·KW apart in W, so each step of the strip
-// reads one short stretch of W.
-func (g *Conv2D) packFlipped(w []float32) func(dst []float32, i0, mc, p0, kc int) {
+// packTransposed returns the PackA of InputGrad: A has rows the C input
+// channels and columns (m, a, b), A[c, (m, a, b)] = W[m, c, a, b] (the
+// B side reads the flipped taps, see flipTaps). The MR channels of a
+// strip are MR consecutive rows KH·KW long in W[m], so each output
+// channel's stretch is one interleave of rows.
+func (g *Conv2D) packTransposed(w []float32) func(dst []float32, i0, mc, p0, kc int) {
 	mr, _ := gemm.KernelShape()
 	ks := g.KH * g.KW
 	return func(dst []float32, i0, mc, p0, kc int) {
-		// Output channel by output channel: the C·KH·KW values of W[m]
-		// are read in order while the strips fill.
-		m, t := p0/ks, p0%ks
-		for q := 0; q < kc; {
-			// The taps t.. of output channel m, last tap first.
-			n := min(ks-t, kc-q)
-			for s := 0; s*mr < mc; s++ {
-				strip := dst[s*mr*kc : (s+1)*mr*kc]
-				rows := min(mr, mc-s*mr)
-				c0 := i0 + s*mr
-				src := w[(m*g.C+c0)*ks : (m*g.C+c0+rows-1)*ks+ks]
-				if rows == 6 && mr == 6 {
-					r0, r1, r2 := src[0:ks], src[ks:2*ks], src[2*ks:3*ks]
-					r3, r4, r5 := src[3*ks:4*ks], src[4*ks:5*ks], src[5*ks:6*ks]
-					for j := 0; j < n; j++ {
-						e := ks - 1 - t - j
-						d := (*[6]float32)(strip[(q+j)*6:])
-						d[0], d[1], d[2], d[3], d[4], d[5] = r0[e], r1[e], r2[e], r3[e], r4[e], r5[e]
-					}
-					continue
-				}
-				for j := 0; j < n; j++ {
-					d := strip[(q+j)*mr : (q+j)*mr+mr]
-					e := ks - 1 - t - j
-					for i := 0; i < rows; i++ {
-						d[i] = src[i*ks+e]
-					}
-					for i := rows; i < mr; i++ {
-						d[i] = 0
-					}
-				}
+		for s := 0; s*mr < mc; s++ {
+			strip := dst[s*mr*kc : (s+1)*mr*kc]
+			rows := min(mr, mc-s*mr)
+			c0 := i0 + s*mr
+			m, t := p0/ks, p0%ks
+			for q := 0; q < kc; {
+				n := min(ks-t, kc-q)
+				gemm.PackRowsA(strip, q, w[(m*g.C+c0)*ks+t:], ks, rows, n)
+				q += n
+				t = 0
+				m++
 			}
-			q += n
-			t = 0
-			m++
 		}
 	}
 }
@@ -189,10 +172,38 @@ func implicitNC(m int) int {
 // and wp columns (the image at row PadTop, column PadLeft), so that every
 // tap of every window reads inside a plane: the packers then copy runs
 // without checking for the padding.
+//
+// With a column stride SW above 1 (and a window of at least SH·SW taps)
+// each padded row is stored phase-split: its columns c ≡ r (mod SW) come
+// first for r = 0, then for r = 1, and so on, each phase pw columns wide
+// (wp = SW·pw), so that the columns one tap reads at consecutive window
+// positions (ow·SW + b·DW) lie side by side in phase b·DW mod SW. The
+// packers then copy contiguous runs instead of gathering every SW-th
+// value.
 type padded struct {
 	x      []float32
 	hp, wp int
+	pw     int  // phase width (phased); wp otherwise
+	phased bool // rows are phase-split (SW > 1)
 	copied bool // x is a scratch buffer, not the caller's batch
+}
+
+// colStep is the distance in x between the values one tap reads at
+// consecutive window positions of a row.
+func (p padded) colStep(sw int) int {
+	if p.phased {
+		return 1
+	}
+	return sw
+}
+
+// col is where padded column c (a tap's column at window column 0) lies
+// in a stored row.
+func (p padded) col(c, sw int) int {
+	if p.phased {
+		return (c%sw)*p.pw + c/sw
+	}
+	return c
 }
 
 // release gives a copied batch's buffer back to scratch.
@@ -203,38 +214,169 @@ func (p padded) release() {
 }
 
 // pad copies x into a padded scratch buffer; give it back with release.
-// When every window already lies inside the image (no padding, and no
-// window past the end), x itself serves, uncopied.
+// When every window already lies inside the image (no padding, no window
+// past the end) and the rows are not phase-split, x itself serves,
+// uncopied.
 func (g *Conv2D) pad(x []float32) padded {
 	hp := max(g.PadTop+g.H, (g.OH-1)*g.SH+(g.KH-1)*g.DH+1)
 	wp := max(g.PadLeft+g.W, (g.OW-1)*g.SW+(g.KW-1)*g.DW+1)
 	planes := g.N * g.C
+	if g.SW > 1 && g.KH*g.KW >= g.SH*g.SW {
+		// The packers read each value about KH·KW/(SH·SW) times:
+		// splitting the phases once is cheaper than gathering
+		// every time. (A strided 1×1 window reads a value at most
+		// once and gathers as it packs.)
+		return g.padPhased(x, hp, wp)
+	}
 	if g.PadTop == 0 && g.PadLeft == 0 && hp == g.H && wp == g.W && len(x) >= planes*hp*wp {
-		return padded{x: x, hp: hp, wp: wp}
+		return padded{x: x, hp: hp, wp: wp, pw: wp}
 	}
 	xp := scratch[float32](planes * hp * wp)
-	parallelFor(planes, nnWorkers(planes, hp*wp), func(_, p int) {
-		dst := xp[p*hp*wp : (p+1)*hp*wp]
-		src := x[p*g.H*g.W : (p+1)*g.H*g.W]
-		// Only the border is cleared: the top rows, then from each
-		// image row's end to the next one's start (its right pad and
-		// the next row's left pad), then the bottom rows.
-		if g.H == 0 {
-			clear(dst)
+	// Work items of at least padChunk elements: the late layers' planes
+	// (4×4 padded) are too small to hand out one at a time.
+	plane := hp * wp
+	per := max(1, padChunk/plane)
+	items := (planes + per - 1) / per
+	parallelFor(items, nnWorkers(items, per*plane), func(_, it int) {
+		p0, p1 := it*per, min((it+1)*per, planes)
+		if plane <= padChunk/4 {
+			// Small planes: clear them all in one go, then copy
+			// the image rows in.
+			clear(xp[p0*plane : p1*plane])
+			for p := p0; p < p1; p++ {
+				dst := xp[p*plane : (p+1)*plane]
+				for r := 0; r < g.H; r++ {
+					at := (g.PadTop+r)*wp + g.PadLeft
+					copyRun(dst[at:at+g.W], x, (p*g.H+r)*g.W, g.W, 1)
+				}
+			}
 			return
 		}
-		clear(dst[:g.PadTop*wp+g.PadLeft])
-		for r := 0; r < g.H; r++ {
-			at := (g.PadTop+r)*wp + g.PadLeft
-			copyRun(dst[at:at+g.W], src, r*g.W, g.W, 1)
-			next := at + wp
-			if r == g.H-1 {
-				next = len(dst)
+		for p := p0; p < p1; p++ {
+			dst := xp[p*plane : (p+1)*plane]
+			src := x[p*g.H*g.W : (p+1)*g.H*g.W]
+			// Only the border is cleared: the top rows, then from
+			// each image row's end to the next one's start (its
+			// right pad and the next row's left pad), then the
+			// bottom rows.
+			if g.H == 0 {
+				clear(dst)
+				continue
 			}
-			clear(dst[at+g.W : next])
+			clear(dst[:g.PadTop*wp+g.PadLeft])
+			for r := 0; r < g.H; r++ {
+				at := (g.PadTop+r)*wp + g.PadLeft
+				copyRun(dst[at:at+g.W], src, r*g.W, g.W, 1)
+				next := at + wp
+				if r == g.H-1 {
+					next = len(dst)
+				}
+				clear(dst[at+g.W : next])
+			}
 		}
 	})
-	return padded{x: xp, hp: hp, wp: wp, copied: true}
+	return padded{x: xp, hp: hp, wp: wp, pw: wp, copied: true}
+}
+
+// padChunk is the fewest elements of padded planes one work item of pad
+// writes.
+const padChunk = 4096
+
+// padPhased is pad for a column stride above 1: the padded rows of hp
+// rows by wl logical columns are stored phase-split (see padded). Only
+// the phases and the rows that some tap reads are written; the others
+// are never read and keep whatever the scratch buffer held.
+func (g *Conv2D) padPhased(x []float32, hp, wl int) padded {
+	sw := g.SW
+	pw := (wl + sw - 1) / sw
+	wp := sw * pw
+	planes := g.N * g.C
+	var usedPhase [64]bool
+	for b := 0; b < g.KW; b++ {
+		usedPhase[(b*g.DW)%sw%64] = true
+	}
+	xp := scratch[float32](planes * hp * wp)
+	per := max(1, padChunk/(hp*wp))
+	items := (planes + per - 1) / per
+	parallelFor(items, nnWorkers(items, per*hp*wp), func(_, it int) {
+		for p := it * per; p < min((it+1)*per, planes); p++ {
+			dst := xp[p*hp*wp : (p+1)*hp*wp]
+			src := x[p*g.H*g.W : (p+1)*g.H*g.W]
+			for r := 0; r < hp; r++ {
+				if !g.rowRead(r) {
+					continue
+				}
+				row := dst[r*wp : (r+1)*wp]
+				ir := r - g.PadTop
+				if ir < 0 || ir >= g.H {
+					for ph := 0; ph < sw; ph++ {
+						if sw > 64 || usedPhase[ph] {
+							clear(row[ph*pw : (ph+1)*pw])
+						}
+					}
+					continue
+				}
+				in := src[ir*g.W : (ir+1)*g.W]
+				if sw == 2 && usedPhase[0] && usedPhase[1] {
+					deinterleave2(row[:pw], row[pw:2*pw], in, g.PadLeft)
+					continue
+				}
+				for ph := 0; ph < sw; ph++ {
+					if sw <= 64 && !usedPhase[ph] {
+						continue
+					}
+					out := row[ph*pw : (ph+1)*pw]
+					for i := range out {
+						c := i*sw + ph - g.PadLeft
+						if c >= 0 && c < len(in) {
+							out[i] = in[c]
+						} else {
+							out[i] = 0
+						}
+					}
+				}
+			}
+		}
+	})
+	return padded{x: xp, hp: hp, wp: wp, pw: pw, phased: true, copied: true}
+}
+
+// rowRead reports whether some window tap reads padded row r.
+func (g *Conv2D) rowRead(r int) bool {
+	if g.SH == 1 {
+		return true
+	}
+	for a := 0; a < g.KH; a++ {
+		d := r - a*g.DH
+		if d >= 0 && d%g.SH == 0 && d/g.SH < g.OH {
+			return true
+		}
+	}
+	return false
+}
+
+// deinterleave2 splits a padded row of logical columns c = 0, 1, …
+// (image column c − left, zero outside the image in) into its even
+// columns (ev) and odd columns (od).
+func deinterleave2(ev, od, in []float32, left int) {
+	// Logical columns [left, left+len(in)) hold the image; the rest
+	// is zero.
+	clear(ev)
+	clear(od)
+	c := left
+	i := 0
+	if c%2 == 1 && i < len(in) {
+		od[c/2] = in[0]
+		i, c = 1, c+1
+	}
+	// c is even from here: pairs (c, c+1) go to ev[c/2], od[c/2].
+	for ; i+1 < len(in); i, c = i+2, c+2 {
+		v := (*[2]float32)(in[i : i+2])
+		ev[c/2], od[c/2] = v[0], v[1]
+	}
+	if i < len(in) {
+		ev[c/2] = in[i]
+	}
 }
 
 // posSeg is a run of n window positions on one output row of one image:
@@ -266,7 +408,7 @@ func (g *Conv2D) positions(segs []posSeg, xp padded, j0, n, nr int) []posSeg {
 			dst = at % nr
 			k = min(k, nr-dst)
 		}
-		segs = append(segs, posSeg{src: img*g.C*plane + oh*g.SH*xp.wp + ow*g.SW, dst: dst, n: k})
+		segs = append(segs, posSeg{src: img*g.C*plane + oh*g.SH*xp.wp + ow*xp.colStep(g.SW), dst: dst, n: k})
 		at += k
 	}
 	return segs
@@ -280,7 +422,11 @@ func (g *Conv2D) tapOffsets(offs []int, xp padded, p0, kc int) []int {
 	a, b := t/g.KW, t%g.KW
 	plane := xp.hp * xp.wp
 	for q := 0; q < kc; q++ {
-		offs = append(offs, c*plane+a*g.DH*xp.wp+b*g.DW)
+		ta, tb := a, b
+		if g.flipTaps {
+			ta, tb = g.KH-1-a, g.KW-1-b
+		}
+		offs = append(offs, c*plane+ta*g.DH*xp.wp+xp.col(tb*g.DW, g.SW))
 		if b++; b == g.KW {
 			b = 0
 			if a++; a == g.KH {
@@ -373,7 +519,7 @@ func (g *Conv2D) packColumns(xp padded) func(dst []float32, p0, kc, j0, nc int) 
 		}
 		var offBuf [256]int
 		offs := g.tapOffsets(offBuf[:0], xp, p0, kc)
-		x, sw := xp.x, g.SW
+		x, sw := xp.x, xp.colStep(g.SW)
 		for first, strip := 0, 0; first < len(segs); strip++ {
 			end := first
 			for at := strip * nr; end < len(segs) && at < (strip+1)*nr; end++ {
@@ -383,10 +529,7 @@ func (g *Conv2D) packColumns(xp padded) func(dst []float32, p0, kc, j0, nc int) 
 			ss := segs[first:end]
 			first = end
 			if len(ss) == 1 && ss[0].n == 16 && nr == 16 && sw == 1 {
-				src := ss[0].src
-				for q, off := range offs {
-					copy16(sd[q*16:q*16+16], x[src+off:src+off+16])
-				}
+				gemm.GatherRows(sd, 16, x, ss[0].src, offs, 16)
 				continue
 			}
 			if sw == 1 && nr == 16 && sameRuns(ss, 16) {
@@ -418,8 +561,17 @@ func (g *Conv2D) packColumns(xp padded) func(dst []float32, p0, kc, j0, nc int) 
 // overlapping fixed-size moves) stay inline.
 func packRun(sd []float32, nr int, x []float32, offs []int, s posSeg) {
 	n := s.n
+	for n > 16 {
+		// Long runs (the filter gradient's lines of a wide output
+		// row) go 16 positions at a time.
+		gemm.GatherRows(sd[s.dst:], nr, x, s.src, offs, 16)
+		s.dst, s.src, n = s.dst+16, s.src+16, n-16
+	}
+	s.n = n
 	switch {
-	case n >= 8 && n <= 16:
+	case n == 16 || n == 8:
+		gemm.GatherRows(sd[s.dst:], nr, x, s.src, offs, n)
+	case n > 8 && n < 16:
 		for q, off := range offs {
 			d := sd[q*nr+s.dst : q*nr+s.dst+n]
 			src := x[s.src+off : s.src+off+n]
@@ -468,12 +620,8 @@ func sameRuns(ss []posSeg, nr int) bool {
 func packRuns(sd, x []float32, offs []int, ss []posSeg) {
 	switch ss[0].n {
 	case 8:
-		s0, s1 := ss[0].src, ss[1].src
-		for q, off := range offs {
-			d := (*[16]float32)(sd[q*16 : q*16+16])
-			copy8(d[0:8], x[s0+off:s0+off+8])
-			copy8(d[8:16], x[s1+off:s1+off+8])
-		}
+		gemm.GatherRows(sd, 16, x, ss[0].src, offs, 8)
+		gemm.GatherRows(sd[8:], 16, x, ss[1].src, offs, 8)
 	case 4:
 		s0, s1, s2, s3 := ss[0].src, ss[1].src, ss[2].src, ss[3].src
 		for q, off := range offs {
@@ -503,9 +651,11 @@ func packRuns(sd, x []float32, offs []int, ss []posSeg) {
 var lineBufs = sync.Pool{New: func() any { return new([]float32) }}
 
 // packColumnsT returns the PackB of the filter gradient: B is im2col(x)ᵀ,
-// rows the window positions (image, oh, ow) and columns (c, a, b). Each
-// strip's NR im2col rows are gathered from the padded batch into a
-// staging block that stays in L1, then transposed into the strip.
+// rows the window positions (image, oh, ow) and columns (c, a, b). When
+// every run of positions is a multiple of 8 long, each full strip is
+// gathered and transposed straight from the padded batch; otherwise each
+// strip's NR im2col rows are gathered into a staging block that stays in
+// L1, then transposed into the strip.
 func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int) {
 	_, nr := gemm.KernelShape()
 	return func(dst []float32, p0, kc, j0, nc int) {
@@ -520,10 +670,26 @@ func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int)
 		}
 		lines := (*held)[:nr*kc]
 		var offBuf [16]int
-		x, sw := xp.x, g.SW
+		x, sw := xp.x, xp.colStep(g.SW)
+		// Runs of whole multiples of 8 positions (output rows of 8, 16,
+		// 32…): each full strip is gathered and transposed in one pass.
+		direct := sw == 1 && nr == 16
+		for _, sg := range segs {
+			if sg.n%8 != 0 {
+				direct = false
+				break
+			}
+		}
 		for s := 0; s*nr < nc; s++ {
 			cols := min(nr, nc-s*nr)
 			offs := g.tapOffsets(offBuf[:0], xp, j0+s*nr, cols)
+			if direct && cols == 16 {
+				strip := dst[s*nr*kc : (s+1)*nr*kc]
+				for _, sg := range segs {
+					gemm.GatherTransposed(strip[sg.dst*16:], x, sg.src, offs, sg.n)
+				}
+				continue
+			}
 			if sw == 1 {
 				for _, sg := range segs {
 					packRun(lines, kc, x, offs, sg)

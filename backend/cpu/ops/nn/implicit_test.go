@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"syscall"
 	"testing"
@@ -27,6 +28,74 @@ var implicitCases = []convCase{
 	{"implicit_rows_of_4", []int{5, 20, 4, 4}, []int{12, 20, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
 	{"implicit_rows_of_8", []int{3, 16, 8, 8}, []int{10, 16, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, false},
 	{"implicit_pad_beyond_image", []int{2, 5, 3, 2}, []int{7, 5, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{3, 2, 2, 3}, true},
+	// Column strides above 1 with phase-split rows: three phases all
+	// read (dilation 2 over stride 3), one phase of two read (dilation 2
+	// over stride 2, every other row unread), and two phases split
+	// from an even left pad and an odd image width.
+	{"implicit_phases_stride3_dilation2", []int{2, 5, 11, 17}, []int{6, 5, 2, 3}, 1, []int{1, 3}, []int{1, 2}, []int{0, 1, 1, 2}, true},
+	{"implicit_phases_one_of_two", []int{3, 4, 9, 13}, []int{8, 4, 3, 3}, 1, []int{2, 2}, []int{2, 2}, []int{2, 1, 1, 2}, false},
+	// Padded planes above padChunk/4 elements (cleared border by
+	// border, not as a whole).
+	{"implicit_large_planes", []int{2, 3, 40, 33}, []int{5, 3, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 2, 1, 0}, true},
+	{"implicit_phases_even_left_pad", []int{2, 6, 10, 15}, []int{18, 6, 3, 4}, 1, []int{2, 2}, []int{1, 1}, []int{1, 2, 0, 1}, true},
+}
+
+// TestConv2DFilterGradMatchesDirect checks Conv2D.FilterGrad (float32)
+// against the weight gradient summed from its definition in float64,
+// dW[m, c, a, b] = Σ dy[n, m, oh, ow]·x[n, c, oh·SH + a·DH − PadTop,
+// ow·SW + b·DW − PadLeft], on the implicit cases (strided, dilated,
+// phase-split and padded windows), both overwriting and accumulating.
+func TestConv2DFilterGradMatchesDirect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range implicitCases {
+		t.Run(tc.name, func(t *testing.T) {
+			n, c, h, w := tc.x[0], tc.x[1], tc.x[2], tc.x[3]
+			m, kh, kw := tc.w[0], tc.w[2], tc.w[3]
+			out := make([]int, 2)
+			for j := 0; j < 2; j++ {
+				dk := (tc.w[j+2]-1)*tc.dilations[j] + 1
+				out[j] = (tc.x[j+2]+tc.pads[j]+tc.pads[j+2]-dk)/tc.strides[j] + 1
+			}
+			g := Conv2D{N: n, C: c, H: h, W: w, M: m, KH: kh, KW: kw,
+				SH: tc.strides[0], SW: tc.strides[1], DH: tc.dilations[0], DW: tc.dilations[1],
+				PadTop: tc.pads[0], PadLeft: tc.pads[1], OH: out[0], OW: out[1]}
+			x, dy := randF64(rng, prod(tc.x)), randF64(rng, n*m*out[0]*out[1])
+			want := make([]float64, prod(tc.w))
+			for i := 0; i < n; i++ {
+				for mi := 0; mi < m; mi++ {
+					for oh := 0; oh < out[0]; oh++ {
+						for ow := 0; ow < out[1]; ow++ {
+							d := dy[((i*m+mi)*out[0]+oh)*out[1]+ow]
+							for ci := 0; ci < c; ci++ {
+								for a := 0; a < kh; a++ {
+									r := oh*g.SH + a*g.DH - g.PadTop
+									if r < 0 || r >= h {
+										continue
+									}
+									for b := 0; b < kw; b++ {
+										col := ow*g.SW + b*g.DW - g.PadLeft
+										if col < 0 || col >= w {
+											continue
+										}
+										want[((mi*c+ci)*kh+a)*kw+b] += d * x[((i*c+ci)*h+r)*w+col]
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+			dw := make([]float32, len(want))
+			g.FilterGrad(toF32(dy), toF32(x), dw, false)
+			assertClose(t, want, f32(tc.w, dw...), 1e-4)
+			// Accumulating adds the same gradient again.
+			g.FilterGrad(toF32(dy), toF32(x), dw, true)
+			for i := range want {
+				want[i] *= 2
+			}
+			assertClose(t, want, f32(tc.w, dw...), 1e-4)
+		})
+	}
 }
 
 // TestConvImplicitMatchesDirect checks the implicit-GEMM forward
@@ -114,4 +183,73 @@ func processCPU() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// TestConv2DInputGradMatchesDirect checks Conv2D.InputGrad (float32)
+// against the input gradient summed from its definition in float64,
+// dX[n, c, oh·SH + a·DH − PadTop, ow·SW + b·DW − PadLeft] +=
+// dy[n, m, oh, ow]·W[m, c, a, b], on the implicit cases it accepts
+// (unit strides and dilations, pads below the kernel), among them
+// non-square kernels with uneven pads, where a wrongly flipped tap
+// would show.
+func TestConv2DInputGradMatchesDirect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	cases := append([]convCase{
+		{"input_grad_3x2_uneven_pads", []int{3, 7, 9, 7}, []int{11, 7, 3, 2}, 1, []int{1, 1}, []int{1, 1}, []int{2, 0, 0, 1}, false},
+		{"input_grad_2x5", []int{2, 9, 6, 12}, []int{13, 9, 2, 5}, 1, []int{1, 1}, []int{1, 1}, []int{1, 3, 0, 2}, false},
+	}, implicitCases...)
+	tested := 0
+	for _, tc := range cases {
+		n, c, h, w := tc.x[0], tc.x[1], tc.x[2], tc.x[3]
+		m, kh, kw := tc.w[0], tc.w[2], tc.w[3]
+		out := make([]int, 2)
+		for j := 0; j < 2; j++ {
+			dk := (tc.w[j+2]-1)*tc.dilations[j] + 1
+			out[j] = (tc.x[j+2]+tc.pads[j]+tc.pads[j+2]-dk)/tc.strides[j] + 1
+		}
+		g := Conv2D{N: n, C: c, H: h, W: w, M: m, KH: kh, KW: kw,
+			SH: tc.strides[0], SW: tc.strides[1], DH: tc.dilations[0], DW: tc.dilations[1],
+			PadTop: tc.pads[0], PadLeft: tc.pads[1], OH: out[0], OW: out[1]}
+		if !g.InputGradImplicit(tc.pads[2], tc.pads[3]) {
+			continue
+		}
+		tested++
+		t.Run(tc.name, func(t *testing.T) {
+			wt, dy := randF64(rng, prod(tc.w)), randF64(rng, n*m*out[0]*out[1])
+			want := make([]float64, prod(tc.x))
+			for i := 0; i < n; i++ {
+				for mi := 0; mi < m; mi++ {
+					for oh := 0; oh < out[0]; oh++ {
+						for ow := 0; ow < out[1]; ow++ {
+							d := dy[((i*m+mi)*out[0]+oh)*out[1]+ow]
+							for ci := 0; ci < c; ci++ {
+								for a := 0; a < kh; a++ {
+									r := oh + a - g.PadTop
+									if r < 0 || r >= h {
+										continue
+									}
+									for b := 0; b < kw; b++ {
+										col := ow + b - g.PadLeft
+										if col < 0 || col >= w {
+											continue
+										}
+										want[((i*c+ci)*h+r)*w+col] += d * wt[((mi*c+ci)*kh+a)*kw+b]
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+			dx := make([]float32, len(want))
+			for i := range dx {
+				dx[i] = float32(math.NaN()) // InputGrad overwrites dX
+			}
+			g.InputGrad(toF32(dy), toF32(wt), dx)
+			assertClose(t, want, f32(tc.x, dx...), 1e-4)
+		})
+	}
+	if tested < 5 {
+		t.Fatalf("only %d cases took the implicit input gradient", tested)
+	}
 }
