@@ -304,6 +304,7 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 		fused := graph.FuseAttentionViews(g) + graph.FuseTransposedMatMul(g) + graph.FuseReluGrad(g) + graph.FuseErfGrad(g)
 		fused += graph.FuseGeluErf(g)  // exact GELU's forward chain (ops/elementwise GeluErf)
 		fused += graph.FuseGemmRelu(g) // after FuseReluGrad, whose nodes it rewires
+		fused += graph.FuseBatchNormRelu(g)
 		if fused > 0 && !e.opts.NoFold {
 			graph.RemoveDeadNodes(g) // constants only the fused chains read
 		}

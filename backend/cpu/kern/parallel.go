@@ -147,6 +147,10 @@ func RunTask(label string, n, workers int, t Chunker) {
 	ensurePool(chunks - 1)
 	b := getBatch()
 	b.t = t
+	// Add before any job's state goes back to 0: a pool goroutine may
+	// still hold a stale queue entry for one of this batch's jobs (claimed
+	// by an earlier caller) and run it, and call Done, as soon as it is.
+	b.wg.Add(chunks - 1)
 	for c := 0; c < chunks; c++ {
 		j := &b.jobs[c]
 		j.b, j.lo, j.hi = b, c*step, min((c+1)*step, n)
@@ -154,7 +158,6 @@ func RunTask(label string, n, workers int, t Chunker) {
 	}
 	// Chunks 1.. go to the pool (or stay with the caller when its queue
 	// is full); the caller takes chunk 0.
-	b.wg.Add(chunks - 1)
 	for c := 1; c < chunks; c++ {
 		select {
 		case poolJobs <- &b.jobs[c]:

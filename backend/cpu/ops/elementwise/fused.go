@@ -89,6 +89,8 @@ func reluGradSame[T float](n *graph.Node, dy *graph.Tensor, xs []T) ([]*graph.Te
 // did, and g's bits (NaN included) pass through unchanged.
 func reluGradF32(d, g, x []float32) {
 	g, x = g[:len(d)], x[:len(d)]
+	k := reluGradVecPrefix(d, g, x) // the same bits, 8 lanes at a time
+	d, g, x = d[k:], g[k:], x[k:]
 	for i := range d {
 		var m uint32
 		if x[i] > 0 {
@@ -103,6 +105,8 @@ func reluGradF32(d, g, x []float32) {
 // through unchanged, as in numUnaryLoop.
 func reluF32(dst, src []float32) {
 	dst = dst[:len(src)]
+	k := reluVecPrefix(dst, src) // the same bits, 8 lanes at a time
+	dst, src = dst[k:], src[k:]
 	for i, v := range src {
 		var m uint32
 		if v < 0 {

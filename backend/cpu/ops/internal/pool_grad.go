@@ -3,6 +3,7 @@ package internal
 import (
 	"math"
 	"sort"
+	"sync"
 	"unsafe"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
@@ -151,7 +152,14 @@ func maxPoolGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	if x.DType != dy.DType {
 		return nil, n.Errorf("gradient has dtype %v, the forward input %v", dy.DType, x.DType)
 	}
-	dx, err := kern.New(n, dy.DType, x.Shape)
+	// Without Indices each plane of dX is cleared by the worker that
+	// scatters into it (while it is in cache), so the storage need not be
+	// zeroed first.
+	alloc := kern.NewUninit
+	if indices != nil {
+		alloc = kern.New
+	}
+	dx, err := alloc(n, dy.DType, x.Shape)
 	if err != nil {
 		return nil, err
 	}
@@ -191,12 +199,20 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 	if len(p.win.in) == 2 {
 		rows, rowsOK := p.spans(0)
 		cols, colsOK := p.spans(1)
+		x32, _ := any(x).([]float32)
+		separable := x32 != nil && rowsOK && colsOK && separableFits(rows, cols)
 		convGradParallel(planes, workers, false, func(_, c int) {
-			if rowsOK && colsOK {
-				maxPoolBackward2DSpans(rows, cols, p.win.in[1], dy[c*outSize:(c+1)*outSize], x[c*inSize:(c+1)*inSize], dx[c*inSize:(c+1)*inSize])
+			dyp, dxp := dy[c*outSize:(c+1)*outSize], dx[c*inSize:(c+1)*inSize]
+			clear(dxp)
+			if separable && maxPoolBackwardSeparable(rows, cols, p.win.in[1], any(dyp).([]float32), x32[c*inSize:(c+1)*inSize], any(dxp).([]float32)) {
 				return
 			}
-			maxPoolBackward2D(p, dy[c*outSize:(c+1)*outSize], x[c*inSize:(c+1)*inSize], dx[c*inSize:(c+1)*inSize])
+			if rowsOK && colsOK {
+				clear(dxp) // the separable path may have stopped part way
+				maxPoolBackward2DSpans(rows, cols, p.win.in[1], dyp, x[c*inSize:(c+1)*inSize], dxp)
+				return
+			}
+			maxPoolBackward2D(p, dyp, x[c*inSize:(c+1)*inSize], dxp)
 		})
 		return
 	}
@@ -204,6 +220,7 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 		xp := x[c*inSize : (c+1)*inSize]
 		dxp := dx[c*inSize : (c+1)*inSize]
 		dyp := dy[c*outSize : (c+1)*outSize]
+		clear(dxp)
 		p.forWindows(func(out int, taps []int, _ int) {
 			best, at := T(math.Inf(-1)), -1
 			for _, t := range taps {
@@ -317,6 +334,141 @@ func maxPoolBackward2DSpans[T float32 | float64](rows, cols []tapSpan, iw int, d
 			dx[at] += g[q]
 		}
 	}
+}
+
+// Limits of the separable MaxPoolGrad path: window rows kept at once, and
+// the output width of one kept row.
+const (
+	sepRows  = 4
+	sepWidth = 512
+)
+
+// sepRing holds the column maxima of the input rows a separable pool keeps
+// (sepRows rows of sepWidth); sepRingPool keeps them between calls, since
+// zeroing a fresh one per plane would cost as much as the pool itself.
+type sepRing struct {
+	v [sepRows * sepWidth]float32
+	k [sepRows * sepWidth]int32
+}
+
+var sepRingPool = sync.Pool{New: func() any { return new(sepRing) }}
+
+// separableFits reports whether maxPoolBackwardSeparable can take windows
+// of these spans: at most sepRows rows per window and sepWidth outputs per
+// row.
+func separableFits(rows, cols []tapSpan) bool {
+	if len(cols) > sepWidth {
+		return false
+	}
+	for _, rs := range rows {
+		if rs.n > sepRows {
+			return false
+		}
+	}
+	return true
+}
+
+// maxPoolBackwardSeparable is maxPoolBackward2DSpans for one float32
+// plane, with each window's argmax found as the first row holding the
+// window's maximum and, in it, the first column holding it: each input
+// row's column maxima and their first positions are computed once and
+// shared by the windows that overlap in rows. Without NaN this is the
+// row-major scan's tap (the first one no later tap strictly exceeds; ties
+// between +0 and -0 compare equal in both). A NaN in a row a window reads
+// makes it return false part way, with part of dx written; the caller
+// clears dx and runs the scan, whose NaN rule differs. nn's
+// maxPool2DSeparable computes the forward values the same way.
+func maxPoolBackwardSeparable(rows, cols []tapSpan, iw int, dy, x, dx []float32) bool {
+	ow := len(cols)
+	ring := sepRingPool.Get().(*sepRing)
+	defer sepRingPool.Put(ring)
+	hv, hk := ring.v[:], ring.k[:]
+	next := 0 // the next input row whose column maxima are not in the ring
+	for r, rs := range rows {
+		if rs.n == 0 {
+			continue
+		}
+		lo, hi := rs.lo, rs.lo+rs.n
+		for i := max(next, lo); i < hi; i++ {
+			s := (i % sepRows) * sepWidth
+			if !rowArgmax(cols, x[i*iw:(i+1)*iw], hv[s:s+ow], hk[s:s+ow]) {
+				return false
+			}
+		}
+		next = max(next, hi)
+		g := dy[r*ow : (r+1)*ow]
+		s0 := (lo % sepRows) * sepWidth
+		switch rs.n {
+		case 3:
+			s1, s2 := ((lo+1)%sepRows)*sepWidth, ((lo+2)%sepRows)*sepWidth
+			v0, v1, v2 := hv[s0:s0+ow], hv[s1:s1+ow], hv[s2:s2+ow]
+			for q, cs := range cols {
+				if cs.n == 0 {
+					continue
+				}
+				// s is the ring offset of the window's argmax row.
+				s := s0
+				s = pickIf(v1[q] > v0[q], s1, s)
+				m := max(v0[q], v1[q])
+				s = pickIf(v2[q] > m, s2, s)
+				row := lo + (s/sepWidth-lo%sepRows+sepRows)%sepRows
+				dx[row*iw+int(hk[s+q])] += g[q]
+			}
+		default:
+			for q, cs := range cols {
+				if cs.n == 0 {
+					continue
+				}
+				s, m := s0, hv[s0+q]
+				for i := lo + 1; i < hi; i++ {
+					si := (i % sepRows) * sepWidth
+					s = pickIf(hv[si+q] > m, si, s)
+					m = max(m, hv[si+q])
+				}
+				row := lo + (s/sepWidth-lo%sepRows+sepRows)%sepRows
+				dx[row*iw+int(hk[s+q])] += g[q]
+			}
+		}
+	}
+	return true
+}
+
+// rowArgmax writes into hv the maximum of line over each window's column
+// span and into hk the column of its first occurrence (spans with no tap
+// are left alone: no window reads them), and reports whether no maximum is
+// NaN.
+func rowArgmax(cols []tapSpan, line, hv []float32, hk []int32) bool {
+	hv, hk = hv[:len(cols)], hk[:len(cols)]
+	for q, cs := range cols {
+		o := cs.lo
+		switch cs.n {
+		case 3:
+			w := line[o : o+3]
+			k := o
+			k = pickIf(w[1] > w[0], o+1, k)
+			m := max(w[0], w[1])
+			k = pickIf(w[2] > m, o+2, k)
+			hv[q], hk[q] = max(m, w[2]), int32(k)
+		case 2:
+			w := line[o : o+2]
+			hv[q], hk[q] = max(w[0], w[1]), int32(pickIf(w[1] > w[0], o+1, o))
+		case 0:
+			hv[q], hk[q] = float32(math.Inf(-1)), 0
+		default:
+			w := line[o : o+cs.n]
+			k, m := o, w[0]
+			for j, v := range w[1:] {
+				k = pickIf(v > m, o+1+j, k)
+				m = max(m, v)
+			}
+			hv[q], hk[q] = m, int32(k)
+		}
+	}
+	nan := false
+	for _, v := range hv {
+		nan = nan || v != v
+	}
+	return !nan
 }
 
 // scatterPoolIndices adds dy to dx at MaxPool's Indices output: flat

@@ -83,3 +83,105 @@ func TestMaxPoolGradSpans(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkMaxPoolGradResNetStem times MaxPoolGrad (argmax recomputed from
+// X) on ResNet-18's stem pool at batch 32 and 64×64 images: X 32×64×32×32,
+// 3×3 windows, stride 2, pad 1.
+func BenchmarkMaxPoolGradResNetStem(b *testing.B) {
+	const n, c, h, w, oh, ow = 32, 64, 32, 32, 16, 16
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, n*c*h*w)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	dy := make([]float32, n*c*oh*ow)
+	for i := range dy {
+		dy[i] = float32(rng.NormFloat64())
+	}
+	node := &graph.Node{Name: "pool", OpType: "MaxPoolGrad", Outputs: []string{"dx"}}
+	node.SetAttr(&graph.Attr{Name: "kernel_shape", Type: graph.AttrInts, Ints: []int64{3, 3}})
+	node.SetAttr(&graph.Attr{Name: "strides", Type: graph.AttrInts, Ints: []int64{2, 2}})
+	node.SetAttr(&graph.Attr{Name: "pads", Type: graph.AttrInts, Ints: []int64{1, 1, 1, 1}})
+	in := []*graph.Tensor{graph.FromFloat32(dy, n, c, oh, ow), graph.FromFloat32(x, n, c, h, w)}
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		if _, err := maxPoolGrad(nil, node, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestMaxPoolGradSeparable checks MaxPoolGrad without Indices on float32
+// (the separable argmax: the first row holding the window's maximum, and
+// in it the first column) against the definition, on values on a coarse
+// grid (many ties, zeros of both signs) where most planes have no NaN,
+// and on planes with NaNs at a window's first tap or inside rows (handed
+// to the scan). The windows cover the unrolled widths, borders, kernel
+// rows up to the path's limit and one beyond. The sums run in the same
+// order as the definition's, so they must match exactly.
+func TestMaxPoolGradSeparable(t *testing.T) {
+	const n, c, h, w = 2, 20, 13, 11
+	rng := rand.New(rand.NewPCG(13, 14))
+	x := make([]float32, n*c*h*w)
+	grid := []float32{-1, 0, float32(math.Copysign(0, -1)), 0.5, 1, 2}
+	for i := range x {
+		x[i] = grid[rng.IntN(len(grid))]
+	}
+	for _, i := range []int{3*h*w + 0, 3*h*w + 2*w + 5, 17*h*w + 4*w + 1, 17*h*w + 9*w + 10, 30*h*w + 6*w} {
+		x[i] = float32(math.NaN())
+	}
+	for _, tc := range []struct {
+		k, s, pads []int
+	}{
+		{[]int{3, 3}, []int{2, 2}, []int{1, 1, 1, 1}},
+		{[]int{2, 2}, []int{2, 2}, []int{0, 0, 0, 0}},
+		{[]int{3, 3}, []int{1, 1}, []int{0, 0, 0, 0}},
+		{[]int{4, 5}, []int{3, 2}, []int{2, 1, 1, 2}},
+		{[]int{5, 1}, []int{2, 1}, []int{2, 0, 2, 0}},
+		{[]int{1, 2}, []int{3, 3}, []int{0, 1, 0, 1}},
+	} {
+		t.Run(fmt.Sprintf("k%v_s%v_p%v", tc.k, tc.s, tc.pads), func(t *testing.T) {
+			oh := (h+tc.pads[0]+tc.pads[2]-tc.k[0])/tc.s[0] + 1
+			ow := (w+tc.pads[1]+tc.pads[3]-tc.k[1])/tc.s[1] + 1
+			dy := make([]float32, n*c*oh*ow)
+			for i := range dy {
+				dy[i] = float32(rng.NormFloat64())
+			}
+			want := make([]float32, len(x))
+			for p := 0; p < n*c; p++ {
+				for r := 0; r < oh; r++ {
+					for q := 0; q < ow; q++ {
+						best, at := float32(0), -1
+						for a := 0; a < tc.k[0]; a++ {
+							i := r*tc.s[0] - tc.pads[0] + a
+							for b := 0; b < tc.k[1]; b++ {
+								j := q*tc.s[1] - tc.pads[1] + b
+								if i < 0 || i >= h || j < 0 || j >= w {
+									continue
+								}
+								if v := x[p*h*w+i*w+j]; at < 0 || v > best {
+									best, at = v, p*h*w+i*w+j
+								}
+							}
+						}
+						if at >= 0 {
+							want[at] += dy[(p*oh+r)*ow+q]
+						}
+					}
+				}
+			}
+			node := &graph.Node{Name: "pool", OpType: "MaxPoolGrad", Outputs: []string{"dx"}}
+			for name, v := range map[string][]int{"kernel_shape": tc.k, "strides": tc.s, "pads": tc.pads} {
+				ints := make([]int64, len(v))
+				for i, e := range v {
+					ints[i] = int64(e)
+				}
+				node.SetAttr(&graph.Attr{Name: name, Type: graph.AttrInts, Ints: ints})
+			}
+			out, err := maxPoolGrad(nil, node, []*graph.Tensor{
+				graph.FromFloat32(dy, n, c, oh, ow), graph.FromFloat32(x, n, c, h, w)})
+			require.NoError(t, err)
+			require.Equal(t, want, out[0].Data.([]float32))
+		})
+	}
+}

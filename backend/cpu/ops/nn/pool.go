@@ -2,6 +2,7 @@ package nn
 
 import (
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
@@ -147,7 +148,8 @@ func poolKernel(kind poolKind) kern.Kernel {
 		if err != nil {
 			return nil, err
 		}
-		y, err := kern.New(n, x.DType, concatShape(x.Shape[:2], w.out))
+		// Every pool writes each output element (an empty window too).
+		y, err := kern.NewUninit(n, x.DType, concatShape(x.Shape[:2], w.out))
 		if err != nil {
 			return nil, err
 		}
@@ -258,10 +260,15 @@ func maxPoolRun[T ordered](plan *poolPlan, x, y []T, idx []int64, planes int, lo
 	if r == 2 && !plan.colMajor {
 		rows, rowsOK := plan.spans(0)
 		cols, colsOK := plan.spans(1)
+		x32, _ := any(x).([]float32)
+		separable := idx == nil && x32 != nil && rowsOK && colsOK && separableFits(rows, cols)
 		parallelFor(planes, workers, func(_, c int) {
 			var ip []int64
 			if idx != nil {
 				ip = idx[c*outSize : (c+1)*outSize]
+			}
+			if separable && maxPool2DSeparable(rows, cols, plan.in[1], x32[c*inSize:(c+1)*inSize], any(y).([]float32)[c*outSize:(c+1)*outSize]) {
+				return
 			}
 			if rowsOK && colsOK {
 				maxPool2DSpans(rows, cols, plan.in[1], x[c*inSize:(c+1)*inSize], y[c*outSize:(c+1)*outSize], ip, c*inSize, lowest)
@@ -410,6 +417,132 @@ func maxPool2DSpans[T ordered](rows, cols []span, iw int, x, y []T, idx []int64,
 			}
 		}
 	}
+}
+
+// Limits of the separable MaxPool path: window rows kept at once, and the
+// output width of one kept row.
+const (
+	sepRows  = 4
+	sepWidth = 512
+)
+
+// sepRingPool keeps the buffers of column maxima of maxPool2DSeparable
+// between calls, since zeroing a fresh one per plane would cost as much as
+// the pool itself.
+var sepRingPool = sync.Pool{New: func() any { return new([sepRows * sepWidth]float32) }}
+
+// separableFits reports whether maxPool2DSeparable can take windows of
+// these spans: at most sepRows rows per window and sepWidth outputs per
+// row.
+func separableFits(rows, cols []span) bool {
+	if len(cols) > sepWidth {
+		return false
+	}
+	for _, rs := range rows {
+		if rs.n > sepRows {
+			return false
+		}
+	}
+	return true
+}
+
+// maxPool2DSeparable is maxPool2DSpans for one float32 plane without
+// Indices, computed as the maximum over each window's rows of the maxima
+// over its columns: each input row's column maxima (h) are computed once
+// and shared by the windows that overlap in rows, and the branch-free max
+// keeps the loops free of mispredicted jumps (a plain compare-and-pick,
+// which would follow the scan's rule directly, measured 25% slower). For
+// data without NaN the value is the window's maximum as the row-major scan
+// finds it, bit for bit: a zero maximum, whose sign max may pick
+// differently when +0 and -0 tie, is taken from the window's first zero
+// tap. max propagates NaN, so a NaN in any row a window reads shows in h:
+// then it returns false having written nothing final, and the caller runs
+// the scan, whose NaN rule (only a NaN first tap wins) differs. The
+// gradient (ops/internal maxPoolBackwardSeparable) finds each window's
+// argmax in the same two steps; a change to one must be made in both.
+func maxPool2DSeparable(rows, cols []span, iw int, x, y []float32) bool {
+	ow := len(cols)
+	rp := sepRingPool.Get().(*[sepRows * sepWidth]float32)
+	defer sepRingPool.Put(rp)
+	ring := rp[:]
+	next := 0 // the next input row whose column maxima are not in the ring
+	for r, rs := range rows {
+		yr := y[r*ow : (r+1)*ow]
+		if rs.n == 0 {
+			for q := range yr {
+				yr[q] = float32(math.Inf(-1))
+			}
+			continue
+		}
+		lo, hi := int(rs.lo), int(rs.lo+rs.n)
+		for i := max(next, lo); i < hi; i++ {
+			h := ring[(i%sepRows)*sepWidth:][:ow]
+			if !rowMaxima(cols, x[i*iw:(i+1)*iw], h) {
+				return false
+			}
+		}
+		next = max(next, hi)
+		copy(yr, ring[(lo%sepRows)*sepWidth:][:ow])
+		for i := lo + 1; i < hi; i++ {
+			h := ring[(i%sepRows)*sepWidth:][:ow]
+			for q, v := range h {
+				yr[q] = max(yr[q], v)
+			}
+		}
+		// A zero maximum may have the wrong sign (max prefers +0, the scan
+		// the first of tied zeros): take it from the scan.
+		for q, v := range yr {
+			if v == 0 {
+				yr[q] = firstZero(x[lo*iw:hi*iw], iw, cols[q])
+			}
+		}
+	}
+	return true
+}
+
+// firstZero returns the first tap, in row-major order, of the window over
+// the rows of x (iw wide) and the columns cs whose maximum is zero: the
+// zero the scan keeps.
+func firstZero(x []float32, iw int, cs span) float32 {
+	for i := 0; i+iw <= len(x); i += iw {
+		for _, v := range x[i+int(cs.lo) : i+int(cs.lo+cs.n)] {
+			if v == 0 {
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+// rowMaxima writes into h the maximum of line over each window's column
+// span (-Inf for an empty one) and reports whether none is NaN.
+func rowMaxima(cols []span, line, h []float32) bool {
+	h = h[:len(cols)]
+	for q, cs := range cols {
+		o := int(cs.lo)
+		switch cs.n {
+		case 3:
+			w := line[o : o+3]
+			h[q] = max(w[0], w[1], w[2])
+		case 2:
+			w := line[o : o+2]
+			h[q] = max(w[0], w[1])
+		case 0:
+			h[q] = float32(math.Inf(-1))
+		default:
+			w := line[o : o+int(cs.n)]
+			m := w[0]
+			for _, v := range w[1:] {
+				m = max(m, v)
+			}
+			h[q] = m
+		}
+	}
+	nan := false
+	for _, v := range h {
+		nan = nan || v != v
+	}
+	return !nan
 }
 
 // avgPool averages each window, dividing by the window's taps inside the

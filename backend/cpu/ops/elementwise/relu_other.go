@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package elementwise
+
+// reluVecPrefix does nothing without the assembly loops.
+func reluVecPrefix(dst, src []float32) int { return 0 }
+
+// reluGradVecPrefix does nothing without the assembly loops.
+func reluGradVecPrefix(d, g, x []float32) int { return 0 }

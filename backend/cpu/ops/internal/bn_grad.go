@@ -1,0 +1,348 @@
+package internal
+
+import (
+	"math"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+func init() {
+	kern.RegisterSpec(graph.FusedDomain, graph.BatchNormReluGrad, kern.Spec{Fn: batchNormReluGrad, Half: true})
+}
+
+// batchNormGrad is BatchNormalizationGrad(dy, X, scale, mean, var) with
+// attributes epsilon and training_mode; outputs dX, dscale, dB, dmean, dvar.
+//
+// Training mode normalises with the batch statistics (population variance),
+// which it recomputes from X, and differentiates through them as PyTorch's
+// batch norm backward does:
+//
+//	dX = scale·invstd·(dy - mean(dy) - x̂·mean(dy·x̂)),  dscale = Σ dy·x̂,  dB = Σ dy
+//
+// the means and sums running over every element but the channel's; dmean
+// and dvar are zero (the running statistics only feed the running outputs).
+// Inference mode is an affine map with the given mean and var, and dmean and
+// dvar are their exact gradients. Parameters of C·D1·... elements (the old
+// spatial=0 form) take statistics over N only, as the forward does.
+//
+// The kernel handles half types itself so that each gradient takes the
+// dtype of its forward value (from opset 15 the statistics may have a
+// dtype other than X's).
+func batchNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 5); err != nil {
+		return nil, err
+	}
+	return batchNormGradMasked(n, in, nil)
+}
+
+// batchNormReluGrad is graph.BatchNormReluGrad(dR, R, X, scale, mean, var):
+// BatchNormalizationGrad(ReluGrad(dR, R), X, scale, mean, var), with the
+// Relu gradient's mask (R > 0; NaN and zeros give 0) applied to dR as the
+// sums read it, so the masked gradient is never stored. The results are
+// bit for bit those of the two kernels.
+func batchNormReluGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 6); err != nil {
+		return nil, err
+	}
+	return batchNormGradMasked(n, []*graph.Tensor{in[0], in[2], in[3], in[4], in[5]}, in[1])
+}
+
+// batchNormGradMasked is BatchNormalizationGrad(dy, X, scale, mean, var)
+// for in = (dy, X, scale, mean, var), with dy masked by relu > 0 when relu
+// is not nil.
+func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor) ([]*graph.Tensor, error) {
+	dy, err := halfToFloat32(n, in[0])
+	if err != nil {
+		return nil, err
+	}
+	x, err := halfToFloat32(n, in[1])
+	if err != nil {
+		return nil, err
+	}
+	if err := sameFloat(n, dy, x, "dy"); err != nil {
+		return nil, err
+	}
+	var r *graph.Tensor
+	if relu != nil {
+		if r, err = halfToFloat32(n, relu); err != nil {
+			return nil, err
+		}
+		if err := sameFloat(n, r, x, "the Relu output"); err != nil {
+			return nil, err
+		}
+	}
+	for i := 2; i < 5; i++ {
+		if !in[i].DType.IsFloat() {
+			return nil, n.Errorf("input %d has dtype %v, want a float type", i, in[i].DType)
+		}
+	}
+	if x.Rank() < 2 {
+		return nil, n.Errorf("X must have rank 2 or more (N, C, ...), has shape %v", x.Shape)
+	}
+	c := x.Shape[1]
+	spatial := product(x.Shape[2:])
+	params := in[2].Size()
+	for i := 3; i < 5; i++ {
+		if in[i].Size() != params {
+			return nil, n.Errorf("input %d has %d elements, scale has %d", i, in[i].Size(), params)
+		}
+	}
+	b := layout{outer: x.Shape[0], r: c, inner: spatial}
+	switch {
+	case params == c:
+	case params == c*spatial:
+		b.r, b.inner = c*spatial, 1
+	default:
+		return nil, n.Errorf("scale has %d elements, want C = %d (or C·D = %d)", params, c, c*spatial)
+	}
+	eps := float64(n.AttrFloat("epsilon", 1e-5))
+	training := n.AttrInt("training_mode", 0) != 0
+	scale, mean, variance := toFloat64s(in[2]), toFloat64s(in[3]), toFloat64s(in[4])
+	// dX comes from kern.New (the memory plan places it) unless X was
+	// widened from a half type and dX must be cast back.
+	var dx *graph.Tensor
+	if x.DType == in[1].DType {
+		// bnBackward writes every element of dX.
+		if dx, err = kern.NewUninit(n, x.DType, x.Shape); err != nil {
+			return nil, err
+		}
+	} else if dx, err = graph.NewTensor(x.DType, x.Shape); err != nil {
+		return nil, n.Errorf("dX of shape %v: %w", x.Shape, err)
+	}
+	var g bnGrads
+	switch xs := x.Data.(type) {
+	case []float32:
+		var rs []float32
+		if r != nil {
+			rs = r.Data.([]float32)
+		}
+		g = bnBackwardMasked(dy.Data.([]float32), rs, xs, dx.Data.([]float32), b, scale, mean, variance, eps, training)
+	case []float64:
+		var rs []float64
+		if r != nil {
+			rs = r.Data.([]float64)
+		}
+		g = bnBackwardMasked(dy.Data.([]float64), rs, xs, dx.Data.([]float64), b, scale, mean, variance, eps, training)
+	}
+	dxOut, err := kern.Cast(dx, in[1].DType)
+	if err != nil {
+		return nil, n.Errorf("%v", err)
+	}
+	outs := []*graph.Tensor{dxOut}
+	// dscale and dB take scale's dtype and shape (B's are the same), dmean
+	// and dvar those of mean and var.
+	likes := []*graph.Tensor{in[2], in[2], in[3], in[4]}
+	for i, v := range [][]float64{g.scale, g.bias, g.mean, g.variance} {
+		like := likes[i]
+		t, err := fromFloat64s(n, like.DType, like.Shape, v)
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, t)
+	}
+	return outs, nil
+}
+
+// bnGrads are the per-parameter gradients of batch normalisation.
+type bnGrads struct{ scale, bias, mean, variance []float64 }
+
+// bnBackward writes dX into dx and returns the parameter gradients.
+func bnBackward[F float](dy, x, dx []F, b layout, scale, mean, variance []float64, eps float64, training bool) bnGrads {
+	return bnBackwardMasked(dy, nil, x, dx, b, scale, mean, variance, eps, training)
+}
+
+// bnBackwardMasked is bnBackward for the gradient dy masked by r > 0 when r
+// is not nil (r is then a Relu's output and dy the Relu's gradient). The
+// parameters (channels) are split over the cores; each channel's sums run
+// in one goroutine in a fixed order, so the result does not depend on the
+// split.
+func bnBackwardMasked[F float](dy, r, x, dx []F, b layout, scale, mean, variance []float64, eps float64, training bool) bnGrads {
+	g := bnGrads{
+		scale:    make([]float64, b.r),
+		bias:     make([]float64, b.r),
+		mean:     make([]float64, b.r),
+		variance: make([]float64, b.r),
+	}
+	count := float64(b.outer * b.inner)
+	workers := gradWorkers(b.r, 4*b.outer*b.inner)
+	per := (b.r + workers - 1) / workers
+	convGradParallel(workers, workers, true, func(_, part int) {
+		for p := part * per; p < min((part+1)*per, b.r); p++ {
+			bnBackwardChannel(dy, r, x, dx, b, p, count, scale, mean, variance, eps, training, &g)
+		}
+	})
+	return g
+}
+
+// bnBackwardChannel is bnBackward for parameter p.
+func bnBackwardChannel[F float](dy, r, x, dx []F, b layout, p int, count float64, scale, mean, variance []float64, eps float64, training bool, g *bnGrads) {
+	m, v := mean[p], variance[p]
+	// row returns the slices of dy, r (nil without a mask), x and dx for
+	// sample o.
+	row := func(o int) (gr, rr, xr, dr []F) {
+		off := (o*b.r + p) * b.inner
+		if r != nil {
+			rr = r[off : off+b.inner]
+		}
+		return dy[off : off+b.inner], rr, x[off : off+b.inner], dx[off : off+b.inner]
+	}
+	// float32 rows go to the row loops (vectorised for long rows).
+	x32, _ := any(x).([]float32)
+	dy32, _ := any(dy).([]float32)
+	dx32, _ := any(dx).([]float32)
+	r32, _ := any(r).([]float32)
+	var sumDy, sumDyXc float64
+	if training {
+		// One pass for the batch statistics and both sums, on values
+		// shifted by the channel's first element (near the mean, so the
+		// shifted sums keep their precision): with d = x - x0,
+		// var = Σd²/n - (Σd/n)² and Σdy·(x-m) = Σdy·d - (m-x0)·Σdy.
+		var x0 float64
+		if b.outer > 0 && b.inner > 0 {
+			x0 = float64(x[p*b.inner])
+		}
+		var sd, sdd, sg, sgd float64
+		for o := 0; o < b.outer; o++ {
+			if x32 != nil {
+				off := (o*b.r + p) * b.inner
+				var rr []float32
+				if r32 != nil {
+					rr = r32[off : off+b.inner]
+				}
+				var rd, rdd, rg, rgd float64
+				if b.inner >= bnVecMin {
+					rd, rdd, rg, rgd = bnGradRowSums(dy32[off:off+b.inner], rr, x32[off:off+b.inner], x0)
+				} else {
+					rd, rdd, rg, rgd = bnGradRowSumsGo(dy32[off:off+b.inner], rr, x32[off:off+b.inner], x0)
+				}
+				sd, sdd, sg, sgd = sd+rd, sdd+rdd, sg+rg, sgd+rgd
+				continue
+			}
+			gr, rr, xr, _ := row(o)
+			gr = gr[:len(xr)]
+			for i, e := range xr {
+				d := float64(e) - x0
+				gv := maskedGrad(gr, rr, i)
+				sd += d
+				sdd += d * d
+				sg += gv
+				sgd += gv * d
+			}
+		}
+		md := sd / count
+		m = x0 + md
+		v = max(sdd/count-md*md, 0)
+		sumDy = sg
+		sumDyXc = sgd - md*sg
+	}
+	inv := 1 / math.Sqrt(v+eps)
+	if !training {
+		for o := 0; o < b.outer; o++ {
+			gr, rr, xr, _ := row(o)
+			gr = gr[:len(xr)]
+			for i, e := range xr {
+				gv := maskedGrad(gr, rr, i)
+				sumDy += gv
+				sumDyXc += gv * (float64(e) - m)
+			}
+		}
+	}
+	sumDyXhat := sumDyXc * inv
+	g.scale[p], g.bias[p] = sumDyXhat, sumDy
+	a := scale[p] * inv
+	if !training {
+		g.mean[p] = -a * sumDy
+		// d/dvar of (x-m)·scale·(var+eps)^-1/2 is -1/2·scale·inv³·(x-m).
+		g.variance[p] = -0.5 * scale[p] * inv * inv * sumDyXhat
+		for o := 0; o < b.outer; o++ {
+			gr, rr, _, dr := row(o)
+			for i := range dr {
+				dr[i] = F(maskedGrad(gr, rr, i) * a)
+			}
+		}
+		return
+	}
+	// dx = a·(dy − mean(dy) − x̂·mean(dy·x̂)) = k1·dy + k2·x + k0, with
+	// x̂ = (x − m)·inv.
+	meanDy, meanDyXhat := sumDy/count, sumDyXhat/count
+	k1 := a
+	k2 := -a * meanDyXhat * inv
+	k0 := -a*meanDy + a*meanDyXhat*inv*m
+	for o := 0; o < b.outer; o++ {
+		if x32 != nil {
+			off := (o*b.r + p) * b.inner
+			var rr []float32
+			if r32 != nil {
+				rr = r32[off : off+b.inner]
+			}
+			if b.inner >= bnVecMin {
+				bnGradRowApply(dx32[off:off+b.inner], dy32[off:off+b.inner], rr, x32[off:off+b.inner], k1, k2, k0)
+			} else {
+				bnGradRowApplyGo(dx32[off:off+b.inner], dy32[off:off+b.inner], rr, x32[off:off+b.inner], k1, k2, k0)
+			}
+			continue
+		}
+		gr, rr, xr, dr := row(o)
+		gr, dr = gr[:len(xr)], dr[:len(xr)]
+		for i, e := range xr {
+			dr[i] = F(k1*maskedGrad(gr, rr, i) + k2*float64(e) + k0)
+		}
+	}
+}
+
+// maskedGrad returns g[i] in float64, or 0 when r is not nil and r[i] is
+// not > 0 (the Relu gradient's mask: zeros and NaN give 0).
+func maskedGrad[F float](g, r []F, i int) float64 {
+	if r != nil && !(r[i] > 0) {
+		return 0
+	}
+	return float64(g[i])
+}
+
+// bnVecMin is the shortest row bnBackwardChannel hands to the assembly
+// loops: below it the calls cost more than the Go loops save (measured on
+// ResNet-18's 4×4 activations).
+const bnVecMin = 32
+
+// bnGradRowSumsGo is bnGradRowSums's loop in Go.
+func bnGradRowSumsGo(dy, r, x []float32, x0 float64) (sd, sdd, sg, sgd float64) {
+	dy = dy[:len(x)]
+	if r != nil {
+		r = r[:len(x)]
+	}
+	for i, e := range x {
+		d := float64(e) - x0
+		gv := float64(maskedGrad32(dy, r, i))
+		sd += d
+		sdd += d * d
+		sg += gv
+		sgd += gv * d
+	}
+	return sd, sdd, sg, sgd
+}
+
+// bnGradRowApplyGo is bnGradRowApply's loop in Go.
+func bnGradRowApplyGo(dx, dy, r, x []float32, k1, k2, k0 float64) {
+	dy, dx = dy[:len(x)], dx[:len(x)]
+	if r != nil {
+		r = r[:len(x)]
+	}
+	for i, e := range x {
+		dx[i] = float32(k1*float64(maskedGrad32(dy, r, i)) + k2*float64(e) + k0)
+	}
+}
+
+// maskedGrad32 is maskedGrad for float32 without a branch on the data: the
+// comparison picks an all-ones or zero mask (a conditional move) that keeps
+// or clears g[i]'s bits, as the ReluGrad kernel does.
+func maskedGrad32(g, r []float32, i int) float32 {
+	if r == nil {
+		return g[i]
+	}
+	var m uint32
+	if r[i] > 0 {
+		m = ^uint32(0)
+	}
+	return math.Float32frombits(math.Float32bits(g[i]) & m)
+}

@@ -1,0 +1,67 @@
+//go:build amd64 && !purego
+
+package internal
+
+import "golang.org/x/sys/cpu"
+
+// bnGradAVX2 reports whether the CPU (and OS) support the assembly loops
+// of the batch-normalisation gradient.
+var bnGradAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// The loops below are in bn_grad_amd64.s; n is a multiple of 8. The Relu
+// forms take r, the Relu output whose gradient mask (r > 0) applies to dy.
+//
+//go:noescape
+func bnGradSumsAVX2(dy, x *float32, n int, x0 float64) (sd, sdd, sg, sgd float64)
+
+//go:noescape
+func bnGradApplyAVX2(dx, dy, x *float32, n int, k1, k2, k0 float64)
+
+//go:noescape
+func bnGradSumsReluAVX2(dy, r, x *float32, n int, x0 float64) (sd, sdd, sg, sgd float64)
+
+//go:noescape
+func bnGradApplyReluAVX2(dx, dy, r, x *float32, n int, k1, k2, k0 float64)
+
+// bnGradRowSums returns, with d = x - x0 and g = dy (masked by r > 0 when r
+// is not nil), Σd, Σd², Σg and Σg·d over one row, in float64.
+func bnGradRowSums(dy, r, x []float32, x0 float64) (sd, sdd, sg, sgd float64) {
+	n := len(x) &^ 7
+	if !bnGradAVX2 || n == 0 {
+		return bnGradRowSumsGo(dy, r, x, x0)
+	}
+	dy = dy[:len(x)]
+	if r != nil {
+		r = r[:len(x)]
+		sd, sdd, sg, sgd = bnGradSumsReluAVX2(&dy[0], &r[0], &x[0], n, x0)
+		r = r[n:]
+	} else {
+		sd, sdd, sg, sgd = bnGradSumsAVX2(&dy[0], &x[0], n, x0)
+	}
+	if n < len(x) {
+		a, b, c, d := bnGradRowSumsGo(dy[n:], r, x[n:], x0)
+		sd, sdd, sg, sgd = sd+a, sdd+b, sg+c, sgd+d
+	}
+	return sd, sdd, sg, sgd
+}
+
+// bnGradRowApply writes float32(k1·g + k2·x + k0) into dx over one row,
+// with g = dy masked by r > 0 when r is not nil.
+func bnGradRowApply(dx, dy, r, x []float32, k1, k2, k0 float64) {
+	n := len(x) &^ 7
+	if !bnGradAVX2 || n == 0 {
+		bnGradRowApplyGo(dx, dy, r, x, k1, k2, k0)
+		return
+	}
+	dy, dx = dy[:len(x)], dx[:len(x)]
+	if r != nil {
+		r = r[:len(x)]
+		bnGradApplyReluAVX2(&dx[0], &dy[0], &r[0], &x[0], n, k1, k2, k0)
+		r = r[n:]
+	} else {
+		bnGradApplyAVX2(&dx[0], &dy[0], &x[0], n, k1, k2, k0)
+	}
+	if n < len(x) {
+		bnGradRowApplyGo(dx[n:], dy[n:], r, x[n:], k1, k2, k0)
+	}
+}

@@ -1,0 +1,15 @@
+//go:build !amd64 || purego
+
+package internal
+
+// bnGradRowSums returns, with d = x - x0 and g = dy (masked by r > 0 when r
+// is not nil), Σd, Σd², Σg and Σg·d over one row, in float64.
+func bnGradRowSums(dy, r, x []float32, x0 float64) (sd, sdd, sg, sgd float64) {
+	return bnGradRowSumsGo(dy, r, x, x0)
+}
+
+// bnGradRowApply writes float32(k1·g + k2·x + k0) into dx over one row,
+// with g = dy masked by r > 0 when r is not nil.
+func bnGradRowApply(dx, dy, r, x []float32, k1, k2, k0 float64) {
+	bnGradRowApplyGo(dx, dy, r, x, k1, k2, k0)
+}
