@@ -24,7 +24,7 @@ func BenchmarkExp32PureGo(b *testing.B) {
 	d := make([]float32, len(x))
 	b.SetBytes(int64(4 * len(x)))
 	for b.Loop() {
-		expShiftGo(d, x, 0)
+		expShiftGo(d, x, 0, 0)
 	}
 }
 
@@ -43,5 +43,34 @@ func BenchmarkErf32PureGo(b *testing.B) {
 	b.SetBytes(int64(4 * len(x)))
 	for b.Loop() {
 		erfGo(d, x)
+	}
+}
+
+func BenchmarkExpShift32(b *testing.B) {
+	x := benchInput()
+	d := make([]float32, len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		ExpShift32(d, x, 0.5)
+	}
+}
+
+func BenchmarkGeluErf32(b *testing.B) {
+	x := benchInput()
+	y, d, a := make([]float32, len(x)), make([]float32, len(x)), make([]float32, len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		GeluErf32(y, d, a, x, 1.4142135, 1, 0.5)
+	}
+}
+
+func BenchmarkGeluErfGrad32(b *testing.B) {
+	x := benchInput()
+	y, d, a := make([]float32, len(x)), make([]float32, len(x)), make([]float32, len(x))
+	GeluErf32(y, d, a, x, 1.4142135, 1, 0.5)
+	g := make([]float32, len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		GeluErfGrad32(g, y, x, d, a, 1.4142135, 0.5, 1.1283792)
 	}
 }

@@ -1,50 +1,68 @@
 // Package vmath holds float32 transcendentals over slices for the CPU
-// kernels: Exp32, ExpShift32 and Erf32. On amd64 with AVX2 and FMA they run
-// four lanes of float64 arithmetic per instruction (Go assembly); elsewhere
-// a pure-Go loop evaluates the same formulas with the same fused
-// multiply-adds, so both give the same bits.
+// kernels: Exp32, ExpShift32 and Erf32, and the one-pass kernels built on
+// them (GeluErf32, ErfGrad32, GeluErfGrad32). On
+// amd64 with AVX2 and FMA they run eight float32 lanes per instruction (Go
+// assembly); elsewhere a pure-Go loop evaluates the same formulas with the
+// same fused multiply-adds (fma32 rounds once, as VFMADD does), so both
+// give the same bits (the float64 sums of ExpShift32 aside, which add in
+// another order). The pure-Go form is several times slower than a float64
+// one would be: it is the fallback for machines without AVX2.
 //
-// Every value is computed in float64 to about 1e-11 (exp) or 1.4e-9 (erf)
-// relative error and rounded once to float32, so each result is the
-// correctly rounded float32 or a neighbour: within 1 ulp of float32 of
-// float32(math.Exp(x)) and float32(math.Erf(x)) over every float32 input,
-// with ±Inf, NaN, -0, subnormal inputs and underflow to subnormals or 0
-// handled (tests sweep all float32 bit patterns at a stride).
+// Exp: Cody-Waite reduction x = k·ln2 + r (|r| ≤ ln2/2, ln2 in two float32
+// parts so r is exact but for one rounding), e^r = 1 + r + r²·P(r) with P a
+// degree-4 minimax fit, and the scale 2^k applied as two powers of two so
+// that results that overflow become +Inf and results below the normal range
+// round once into the subnormals (gradual underflow, not flushed to zero).
+//
+// Erf: erf(a) = a + a·R(a²) for |x| < 0.5 (R of degree 4), and for
+// 0.5 ≤ |x| < 4 one degree-6 polynomial in a - c per interval of width
+// 7/16 (eight intervals, coefficients picked per lane with VPERMPS), whose
+// constant term is carried in two float32 parts; |x| ≥ 4 gives ±1.
+//
+// Both stay within 1 ulp of float32(math.Exp(x)) and float32(math.Erf(x))
+// over every float32 input (tests sweep the bit patterns at a stride and
+// densely near the range switches); ±Inf, NaN, -0 and subnormal inputs are
+// handled.
 package vmath
 
 import "math"
 
 // block is how many elements the assembly loops take per step; the
-// wrappers run a shorter tail through a padded block so that every element
-// goes through the same code.
+// wrappers run a shorter tail through a padded block (ExpShift32: masked
+// loads and stores) so that every element goes through the same code.
 const block = 8
 
 // Exp32 sets dst[i] = e^src[i] for i < len(src); dst must be at least as
 // long as src (it may be src).
 func Exp32(dst, src []float32) {
-	ExpShift32(dst, src, 0)
-}
-
-// ExpShift32 sets dst[i] = e^(src[i]-m), the difference taken in float64,
-// and returns the float64 sum of the unrounded exponentials (the softmax
-// denominator); dst may be src.
-func ExpShift32(dst, src []float32, m float64) float64 {
 	dst = dst[:len(src)]
 	n := len(src) &^ (block - 1)
-	var sum float64
 	if n > 0 {
-		sum = expShift(dst[:n], src[:n], m)
+		exp(dst[:n], src[:n])
 	}
 	if r := len(src) - n; r > 0 {
-		var in, out [block]float32
-		for i := range in {
-			in[i] = float32(math.Inf(-1)) // e^-Inf = 0 adds nothing to the sum
-		}
-		copy(in[:], src[n:])
-		sum += expShift(out[:], in[:], m)
-		copy(dst[n:], out[:r])
+		var buf [block]float32
+		copy(buf[:], src[n:])
+		exp(buf[:], buf[:])
+		copy(dst[n:], buf[:r])
 	}
-	return sum
+}
+
+// ExpShift32 sets dst[i] = e^(src[i]-m), the difference taken exactly (a
+// float32 two-sum, with m split in two float32 parts), and returns the
+// float64 sum of the float32 results (the softmax denominator); dst may be
+// src.
+func ExpShift32(dst, src []float32, m float64) float64 {
+	dst = dst[:len(src)]
+	mh := float32(m)
+	var ml float32
+	if d := m - float64(mh); !math.IsNaN(d) && !math.IsInf(d, 0) {
+		ml = float32(d)
+	}
+	if len(src) == 0 {
+		return 0
+	}
+	return expShiftAll(dst, src, mh, ml)
 }
 
 // Erf32 sets dst[i] = erf(src[i]); dst may be src.
@@ -55,46 +73,221 @@ func Erf32(dst, src []float32) {
 		erf(dst[:n], src[:n])
 	}
 	if r := len(src) - n; r > 0 {
-		var in, out [block]float32
-		copy(in[:], src[n:])
-		erf(out[:], in[:])
-		copy(dst[n:], out[:r])
+		var buf [block]float32
+		copy(buf[:], src[n:])
+		erf(buf[:], buf[:])
+		copy(dst[n:], buf[:r])
 	}
 }
 
-// Exp and erf constants. The assembly reads the polynomial coefficients as
-// four-lane vectors from expPoly and erfSmallPoly, and gathers erfMid rows.
+// Exp constants.
 const (
-	expClampLo = -110 // e^-110 < 2^-150: rounds to 0 in float32
-	expClampHi = 100  // e^100 > MaxFloat32: rounds to +Inf in float32
-	roundMagic = 0x1.8p52
-	invLn2     = 1 / math.Ln2
+	expLo    = -110     // e^-110 < 2^-150: rounds to 0
+	expHi    = 89       // e^89 > MaxFloat32: +Inf
+	expMagic = 0x1.8p23 // t = x/ln2 + magic holds round(x/ln2) in its low bits
+	invLn2   = float32(1 / math.Ln2)
+	ln2Hi    = float32(math.Ln2)                  // k·ln2Hi is exact and x - k·ln2Hi too
+	ln2Lo    = float32(math.Ln2 - float64(ln2Hi)) // the rest of ln2
+	expBias  = 127
 )
 
-// expCoef: e^r ≈ Σ r^j/j! for j = 0..9 (Taylor; for |r| ≤ ln2/2 the
-// truncation error is below 7e-12 relative), highest degree first.
-var expCoef = func() (c [10]float64) {
-	f := 1.0
-	for j := 1; j <= 9; j++ {
-		f *= float64(j)
+// expP: e^r = 1 + r + r²·P(r) for |r| ≤ 0.3467, P of degree 4 fitted
+// (minimax, coefficients rounded to float32 one at a time, each refit
+// after the previous rounding) to relative error 3.1e-9 of e^r.
+// Highest degree first.
+var expP = [5]float32{0.0013820749009028077, 0.008368678390979767, 0.04166826605796814, 0.1666652113199234, 0.4999999403953552}
+
+// Erf constants.
+const (
+	erfSplit  = 0.5               // below: the small-argument form
+	erfTop    = 4                 // erf(4) rounds to 1; larger |x| are clamped to it
+	erfIdxMul = float32(8 / 3.5)  // interval index = trunc((a - 0.5)·8/3.5)
+	erfIdxAdd = float32(-4 / 3.5) // -0.5·8/3.5
+	erfIdxMax = 7
+)
+
+// erfR: erf(a) = a + a·R(a²) for a ≤ 0.5, R of degree 4 fitted the same way
+// to relative error 1.5e-9 of erf. Highest degree first.
+var erfR = [5]float32{0.004720369819551706, -0.02675865776836872, 0.11282853782176971, -0.37612611055374146, 0.12837916612625122}
+
+// erfTab: for 0.5 ≤ a ≤ 4, interval i = [0.5 + 7i/16, 0.5 + 7(i+1)/16)
+// (i < 8), erf(a) = c0h + (c0l + t·Q(t)) with t = a - centre[i], c0h + c0l
+// = erf(centre) to 48 bits and Q of degree 5 fitted the same way to
+// relative error 1.2e-8 (interval 0; below 4.2e-9 for the others).
+// erfTab[0] holds the centres, erfTab[1] c0h, erfTab[2] c0l, erfTab[3+j]
+// the coefficient of t^(6-j) (highest degree first), one interval a lane.
+var erfTab = func() (tab [9][8]float32) {
+	rows := [8][8]float64{ // c0h, c0l, c1..c6 per interval
+		{0.6905924677848816, 9.154452196291629e-10, 0.6731284856796265, -0.48381128907203674, 0.007415886968374252, 0.1586092859506607, -0.046365492045879364, -0.03087719716131687},
+		{0.8979896306991577, -2.149213962354679e-08, 0.29637446999549866, -0.34268316626548767, 0.16534382104873657, 0.01865512505173683, -0.05754229426383972, 0.016760328784585},
+		{0.975797712802887, 7.787204658882274e-09, 0.08898764848709106, -0.14182420074939728, 0.12103816866874695, -0.049165450036525726, -0.005472785793244839, 0.01566142402589321},
+		{0.9959291815757751, 7.189778772342947e-10, 0.01822071149945259, -0.037010837346315384, 0.044051527976989746, -0.03240222483873367, 0.012853228487074375, -6.9019639340695e-05},
+		{0.999519407749176, -1.245793423976238e-08, 0.002544191898778081, -0.006280948407948017, 0.009488433599472046, -0.009620972909033298, 0.00669116759672761, -0.0028731604106724262},
+		{0.9999604225158691, 2.1537497119084037e-08, 0.00024226444656960666, -0.0007040668861009181, 0.0012823294382542372, -0.0016297573456540704, 0.0015525249764323235, -0.0010423281928524375},
+		{0.9999977350234985, 6.2089888785976655e-09, 1.5732413885416463e-05, -5.2602477808250114e-05, 0.00011176404950674623, -0.00016951683210209012, 0.00020352700084913522, -0.00017686405044514686},
+		{0.9999999403953552, -2.957521338942115e-08, 6.967642889321723e-07, -2.6343359422753565e-06, 6.3783272707951255e-06, -1.1201240340596996e-05, 1.6271733329631388e-05, -1.7043566913343966e-05},
 	}
-	for j := 9; j >= 0; j-- {
-		c[9-j] = 1 / f
-		f /= math.Max(float64(j), 1)
+	for i, r := range rows {
+		tab[0][i] = float32(0.5 + 7*(float64(i)+0.5)/16)
+		tab[1][i] = float32(r[0])
+		tab[2][i] = float32(r[1])
+		for j := 0; j < 6; j++ {
+			tab[3+j][i] = float32(r[7-j])
+		}
 	}
-	return c
+	return tab
 }()
 
-// erfSmall: erf(x) = x·P(x²) for |x| < 1, P of degree 6 fitted (Chebyshev
-// least squares on [0, 1] in x², numpy) to math.erf; relative error 1.4e-9.
-// Highest degree first.
-var erfSmall = [7]float64{7.8825003818071922e-05, -0.00080188589950960819, 0.0051893128103558308, -0.026854329537099764, 0.11283597491530763, -0.37612626907889429, 1.1283791658833289}
+// fma32 is a·b+c rounded once to float32, as VFMADD*PS computes it. The
+// product is exact in float64; the float64 sum then rounds to the right
+// float32 unless it landed on a float32 rounding midpoint (or on a float32,
+// where its own rounding could hide that the exact sum was just off one):
+// those few cases take sumToOdd.
+func fma32(a, b, c float32) float32 {
+	p, cc := float64(a)*float64(b), float64(c)
+	if s := p + cc; math.Float64bits(s)<<36 != 0 { // not a midpoint, not a float32
+		return float32(s)
+	}
+	return float32(sumToOdd(p, cc))
+}
 
-// erfMid: erf(x) for 1 ≤ |x| < 4, one degree-7 polynomial in x - c per
+// sumToOdd is p + c rounded to odd: the float64 sum, with its last bit set
+// when the exact sum (from a two-sum) lies beyond it. Rounding that to
+// float32 gives the correctly rounded p + c, float32 subnormals included.
+func sumToOdd(p, c float64) float64 {
+	s := p + c
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		return s
+	}
+	bb := s - p
+	e := (p - (s - bb)) + (c - bb)
+	if bits := math.Float64bits(s); e != 0 && bits&1 == 0 {
+		if (e > 0) == (s > 0) {
+			bits++
+		} else {
+			bits--
+		}
+		s = math.Float64frombits(bits)
+	}
+	return s
+}
+
+// expCore is e^(s+lo) for one element (s the rounded argument, lo its
+// rounding error): the pure-Go form of the assembly, operation for
+// operation. A clamped or NaN s drops lo, as the assembly's mask does.
+func expCore(s, lo float32, withLo bool) float32 {
+	sc := s
+	if sc < expLo { // NaN passes, as VMAXPS with s second
+		sc = expLo
+	}
+	if sc > expHi {
+		sc = expHi
+	}
+	t := fma32(sc, invLn2, expMagic)
+	kf := t - expMagic
+	r := fma32(-kf, ln2Hi, sc)
+	if withLo {
+		if sc != s {
+			lo = 0
+		}
+		r += lo
+	}
+	r = fma32(-kf, ln2Lo, r)
+	ki := int32(math.Float32bits(t) - math.Float32bits(expMagic))
+	r2 := r * r
+	p := expP[0]
+	for _, c := range expP[1:] {
+		p = fma32(p, r, c)
+	}
+	p = fma32(r2, p, r)
+	p += 1
+	k1 := ki >> 1
+	k2 := ki - k1
+	p *= math.Float32frombits(uint32(k1+expBias) << 23)
+	p *= math.Float32frombits(uint32(k2+expBias) << 23)
+	return p
+}
+
+// twoDiff returns x - mh rounded and the rounding error minus ml.
+func twoDiff(x, mh, ml float32) (s, lo float32) {
+	s = x - mh
+	bb := s - x
+	e1 := x - (s - bb)
+	e := e1 - (bb + mh)
+	return s, e - ml
+}
+
+func expGo(dst, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = expCore(v, 0, false)
+	}
+}
+
+func expShiftGo(dst, src []float32, mh, ml float32) float64 {
+	dst = dst[:len(src)]
+	var sum float64
+	for i, v := range src {
+		s, lo := twoDiff(v, mh, ml)
+		e := expCore(s, lo, true)
+		dst[i] = e
+		sum += float64(e)
+	}
+	return sum
+}
+
+// erfOne32 is erf(x) for one element, the pure-Go form of the assembly.
+func erfOne32(x float32) float32 {
+	const sign = 1 << 31
+	bits := math.Float32bits(x)
+	a := math.Float32frombits(bits &^ sign)
+	var r float32
+	switch {
+	case a < erfSplit:
+		s := a * a
+		p := erfR[0]
+		for _, c := range erfR[1:] {
+			p = fma32(p, s, c)
+		}
+		r = fma32(a, p, a)
+	case a != a:
+		return x
+	default:
+		b := min(a, erfTop)
+		i := int32(fma32(b, erfIdxMul, erfIdxAdd))
+		i = min(max(i, 0), erfIdxMax)
+		t := b - erfTab[0][i]
+		q := erfTab[3][i]
+		for j := 4; j < 9; j++ {
+			q = fma32(q, t, erfTab[j][i])
+		}
+		q = fma32(q, t, erfTab[2][i])
+		r = q + erfTab[1][i]
+	}
+	return math.Float32frombits(math.Float32bits(r) | bits&sign)
+}
+
+func erfGo(dst, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = erfOne32(v)
+	}
+}
+
+// Erf64For32 is erf(x) to about 1.4e-9 relative error: enough for a float64
+// result that is rounded to float32 once (the scalar GELU formula uses it).
+func Erf64For32(x float64) float64 { return erfOne64(x) }
+
+// erfSmall64: erf(x) = x·P(x²) for |x| < 1, P of degree 6 fitted (Chebyshev
+// least squares on [0, 1] in x²) to math.erf; relative error 1.4e-9.
+// Highest degree first.
+var erfSmall64 = [7]float64{7.8825003818071922e-05, -0.00080188589950960819, 0.0051893128103558308, -0.026854329537099764, 0.11283597491530763, -0.37612626907889429, 1.1283791658833289}
+
+// erfMid64: erf(x) for 1 ≤ |x| < 4, one degree-7 polynomial in x - c per
 // interval [1 + i/2, 1.5 + i/2) with centre c = 1.25 + i/2, fitted the same
 // way; absolute error 6.8e-10 (erf ≥ 0.84 there, so relative error < 1e-9).
 // Row i holds coefficient j (of (x-c)^j) at column j.
-var erfMid = [6][8]float64{
+var erfMid64 = [6][8]float64{
 	{0.92290012892278672, 0.23652112200238667, -0.29565174459861965, 0.16753589031359675, -0.006132028217698678, -0.047186555161679584, 0.020597649947884586, 0.0037451232641002082},
 	{0.98667167113942766, 0.052774995450853374, -0.092356201816288452, 0.090157386961754862, -0.048105525348446199, 0.006618471811096361, 0.009049504861797222, -0.0059330854601841497},
 	{0.99853728329433911, 0.0071423192149274043, -0.016070156881348472, 0.021724512471564147, -0.019088257526002936, 0.010660060011620513, -0.0027795496455304486, -0.00072153255941133506},
@@ -103,83 +296,31 @@ var erfMid = [6][8]float64{
 	{0.99999988627411518, 8.8142884923616092e-07, -3.3060711996902885e-06, 7.9703280827382872e-06, -1.3785395189163726e-05, 1.8330048849029377e-05, -2.0692599684675657e-05, 1.7144833209647179e-05},
 }
 
-// expOne is e^(x-m) for one element, rounded to float32 by the caller: the
-// pure-Go form of the assembly, operation for operation.
-func expOne(x, m float64) float64 {
-	v := x - m
-	// Clamp as VMAXPD/VMINPD do with the constant first: a NaN passes.
-	if v < expClampLo {
-		v = expClampLo
-	}
-	if v > expClampHi {
-		v = expClampHi
-	}
-	t := math.FMA(v, invLn2, roundMagic)
-	k := t - roundMagic
-	r := math.FMA(-k, math.Ln2, v)
-	p := expCoef[0]
-	for _, c := range expCoef[1:] {
-		p = math.FMA(p, r, c)
-	}
-	scale := math.Float64frombits((math.Float64bits(t) + 1023) << 52)
-	return p * scale
-}
-
-// Erf64For32 is erf(x) to about 1.4e-9 relative error: enough for a result
-// that is rounded to float32 (Erf32's formula for one float64 element).
-func Erf64For32(x float64) float64 { return erfOne(x) }
-
-// erfOne is erf(x) for one element, the pure-Go form of the assembly.
-func erfOne(x float64) float64 {
+func erfOne64(x float64) float64 {
 	a := math.Abs(x)
-	// Middle range (computed for every lane, as the assembly does).
-	i := 0
-	if f := (a - 1) * 2; f >= 1 {
-		if f < 5 {
-			i = int(f)
-		} else {
-			i = 5
-		}
-	}
-	d := a - (float64(i)*0.5 + 1.25)
-	row := &erfMid[i]
-	mid := row[7]
-	for j := 6; j >= 0; j-- {
-		mid = math.FMA(mid, d, row[j])
-	}
 	var res float64
 	switch {
 	case a < 1:
 		s := a * a
-		p := erfSmall[0]
-		for _, c := range erfSmall[1:] {
+		p := erfSmall64[0]
+		for _, c := range erfSmall64[1:] {
 			p = math.FMA(p, s, c)
 		}
 		res = a * p
-	case !(a >= 4): // also NaN: mid is NaN then
-		res = mid
-	default:
+	case a < 4:
+		i := min(int((a-1)*2), 5)
+		d := a - (float64(i)*0.5 + 1.25)
+		row := &erfMid64[i]
+		res = row[7]
+		for j := 6; j >= 0; j-- {
+			res = math.FMA(res, d, row[j])
+		}
+	case a >= 4:
 		res = 1
+	default: // NaN
+		return x
 	}
-	return math.Float64frombits(math.Float64bits(res) | math.Float64bits(x)&(1<<63))
-}
-
-func expShiftGo(dst, src []float32, m float64) float64 {
-	dst = dst[:len(src)]
-	var sum float64
-	for i, v := range src {
-		e := expOne(float64(v), m)
-		sum += e
-		dst[i] = float32(e)
-	}
-	return sum
-}
-
-func erfGo(dst, src []float32) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = float32(erfOne(float64(v)))
-	}
+	return math.Copysign(res, x)
 }
 
 // ULPDistance32 is how many float32 values lie between a and b: 0 when

@@ -11,47 +11,55 @@ import (
 // hasAVX2FMA reports whether the CPU (and OS) support the assembly loops.
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-// Four-lane copies of the constants the assembly reads as memory operands.
-var (
-	expPoly      = lanes(expCoef[:])
-	erfSmallPoly = lanes(erfSmall[:])
-	expConst     = lanes([]float64{expClampLo, expClampHi, invLn2, roundMagic, bitsOf(1023), 1, 4, 0.5, 1.25, bitsOf(1 << 32), bitsOf(3)})
-	// erfMidCols holds, for each coefficient j, erfMid[0..3][j] at row 2j
-	// and erfMid[4..5][j] at row 2j+1: the tables VPERMD picks lanes from.
-	erfMidCols = func() (c [16][4]float64) {
-		for j := range 8 {
-			for i := range erfMid {
-				c[2*j+i/4][i%4] = erfMid[i][j]
-			}
-		}
-		return c
-	}()
-)
-
-// bitsOf is the float64 with the bits of the integer v.
-func bitsOf(v uint64) float64 { return math.Float64frombits(v) }
-
-func lanes(c []float64) [][4]float64 {
-	out := make([][4]float64, len(c))
-	for i, v := range c {
-		out[i] = [4]float64{v, v, v, v}
+// avxConst holds the eight-lane constants the assembly reads as memory
+// operands, one row of 32 bytes each, in the order of the K_* offsets in
+// vmath_amd64.s: broadcast constants, then erfTab's per-interval rows.
+var avxConst = func() (c [33][8]float32) {
+	bits := func(v uint32) float32 { return math.Float32frombits(v) }
+	rows := []float32{expLo, expHi, invLn2, expMagic, ln2Hi, ln2Lo}
+	rows = append(rows, expP[:]...)
+	rows = append(rows, 1, bits(expBias), bits(0x7fffffff), erfSplit, erfTop, erfIdxMul, erfIdxAdd, bits(erfIdxMax))
+	rows = append(rows, erfR[:]...)
+	for i, v := range rows {
+		c[i] = [8]float32{v, v, v, v, v, v, v, v}
 	}
-	return out
-}
+	for i, r := range erfTab {
+		c[len(rows)+i] = r
+	}
+	return c
+}()
 
-// expShiftAVX2 and erfAVX2 are in vmath_amd64.s; n is a multiple of 8.
+// The loops are in vmath_amd64.s; n is a multiple of 8.
 //
 //go:noescape
-func expShiftAVX2(dst, src *float32, n int, m float64, poly, consts *[4]float64) float64
+func expAVX2(dst, src *float32, n int, consts *[8]float32)
+
+// expShiftAVX2 takes any n > 0: the last n mod 8 elements go through
+// masked loads and stores, with the lane masks from tailMask.
+//
+//go:noescape
+func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32) float64
+
+// tailMask[8-r:16-r] selects the first r lanes.
+var tailMask = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
 
 //go:noescape
-func erfAVX2(dst, src *float32, n int, mid, poly, consts *[4]float64)
+func erfAVX2(dst, src *float32, n int, consts *[8]float32)
 
-func expShift(dst, src []float32, m float64) float64 {
+func exp(dst, src []float32) {
 	if !hasAVX2FMA {
-		return expShiftGo(dst, src, m)
+		expGo(dst, src)
+		return
 	}
-	return expShiftAVX2(&dst[0], &src[0], len(src), m, &expPoly[0], &expConst[0])
+	expAVX2(&dst[0], &src[0], len(src), &avxConst[0])
+}
+
+// expShiftAll is ExpShift32 for any len(src) > 0.
+func expShiftAll(dst, src []float32, mh, ml float32) float64 {
+	if !hasAVX2FMA {
+		return expShiftGo(dst, src, mh, ml)
+	}
+	return expShiftAVX2(&dst[0], &src[0], len(src), mh, ml, &avxConst[0], &tailMask[0])
 }
 
 func erf(dst, src []float32) {
@@ -59,5 +67,38 @@ func erf(dst, src []float32) {
 		erfGo(dst, src)
 		return
 	}
-	erfAVX2(&dst[0], &src[0], len(src), &erfMidCols[0], &erfSmallPoly[0], &expConst[0])
+	erfAVX2(&dst[0], &src[0], len(src), &avxConst[0])
+}
+
+//go:noescape
+func geluErfAVX2(y, d, a, x *float32, n int, c1, c2, c3 float32, consts *[8]float32)
+
+//go:noescape
+func erfGradAVX2(dst, dy, x *float32, n int, c float32, consts *[8]float32)
+
+func geluErf(y, d, a, x []float32, c1, c2, c3 float32) {
+	if !hasAVX2FMA {
+		geluErfGo(y, d, a, x, c1, c2, c3)
+		return
+	}
+	geluErfAVX2(&y[0], &d[0], &a[0], &x[0], len(x), c1, c2, c3, &avxConst[0])
+}
+
+func erfGrad(dst, dy, x []float32, c float32) {
+	if !hasAVX2FMA {
+		erfGradGo(dst, dy, x, c)
+		return
+	}
+	erfGradAVX2(&dst[0], &dy[0], &x[0], len(x), c, &avxConst[0])
+}
+
+//go:noescape
+func geluErfGradAVX2(dst, dy, x, d, a *float32, n int, c1, c3, k float32, consts *[8]float32)
+
+func geluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
+	if !hasAVX2FMA {
+		geluErfGradGo(dst, dy, x, d, a, c1, c3, k)
+		return
+	}
+	geluErfGradAVX2(&dst[0], &dy[0], &x[0], &d[0], &a[0], len(dst), c1, c3, k, &avxConst[0])
 }

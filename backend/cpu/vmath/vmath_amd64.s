@@ -2,193 +2,396 @@
 
 #include "textflag.h"
 
-// Offsets into consts (four-lane float64 vectors, 32 bytes each).
-#define C_LO 0
-#define C_HI 32
-#define C_INVLN2 64
-#define C_MAGIC 96
-#define C_BIAS 128
-#define C_ONE 160
-#define C_FOUR 192
-#define C_HALF 224
-#define C_CENTRE 256
-#define C_HI32 288
-#define C_THREE 320
+// Offsets of the rows of avxConst (eight float32 lanes, 32 bytes each).
+#define K_LO 0
+#define K_HI 32
+#define K_INVLN2 64
+#define K_MAGIC 96
+#define K_LN2HI 128
+#define K_LN2LO 160
+#define K_P0 192
+#define K_P1 224
+#define K_P2 256
+#define K_P3 288
+#define K_P4 320
+#define K_ONE 352
+#define K_BIAS 384
+#define K_ABS 416
+#define K_SPLIT 448
+#define K_TOP 480
+#define K_IDXMUL 512
+#define K_IDXADD 544
+#define K_IDXMAX 576
+#define K_R0 608
+#define K_R1 640
+#define K_R2 672
+#define K_R3 704
+#define K_R4 736
+#define K_CENTRE 768
+#define K_C0H 800
+#define K_C0L 832
+#define K_Q0 864
+#define K_Q1 896
+#define K_Q2 928
+#define K_Q3 960
+#define K_Q4 992
+#define K_Q5 1024
 
-// EXP4 turns the four float64 x-m in X into e^(x-m) in P; T and S are
-// scratch. Needs Y8 = poly pointer base in R8 (memory), Y13 = lo clamp,
-// Y14 = hi clamp, Y12 = 1/ln2, Y11 = magic, Y10 = ln2, Y9 = bias.
-#define EXP4(X, T, S, P) \
-	VMAXPD X, Y13, X \
-	VMINPD X, Y14, X \
-	VMOVAPD Y11, T \
-	VFMADD231PD Y12, X, T \
-	VSUBPD Y11, T, S \
-	VFNMADD231PD Y10, S, X \
-	VPADDQ Y9, T, T \
-	VPSLLQ $52, T, T \
-	VMOVUPD 0(R8), P \
-	VFMADD213PD 32(R8), X, P \
-	VFMADD213PD 64(R8), X, P \
-	VFMADD213PD 96(R8), X, P \
-	VFMADD213PD 128(R8), X, P \
-	VFMADD213PD 160(R8), X, P \
-	VFMADD213PD 192(R8), X, P \
-	VFMADD213PD 224(R8), X, P \
-	VFMADD213PD 256(R8), X, P \
-	VFMADD213PD 288(R8), X, P \
-	VMULPD T, P, P
+// EXP_REDUCE: X holds the clamped argument. T = x/ln2 + magic (k in its
+// low bits), K = k as a float, X = x - k·ln2Hi (exact). R8 = avxConst.
+#define EXP_REDUCE(X, T, K) \
+	VMOVUPS K_MAGIC(R8), T \
+	VFMADD231PS K_INVLN2(R8), X, T \
+	VSUBPS K_MAGIC(R8), T, K \
+	VFNMADD231PS K_LN2HI(R8), K, X
 
-// func expShiftAVX2(dst, src *float32, n int, m float64, poly, consts *[4]float64) float64
+// EXP_FINISH: from EXP_REDUCE's X, T, K, P = e^x; X, T, K are clobbered.
+// r = X - k·ln2Lo, p = 1 + (r + r²·P(r)), then p·2^k1·2^k2 with k1 = k>>1,
+// k2 = k - k1 (so 2^k past the float32 exponent range still works).
+#define EXP_FINISH(X, T, K, P) \
+	VFNMADD231PS K_LN2LO(R8), K, X \
+	VPSUBD K_MAGIC(R8), T, T \
+	VMULPS X, X, K \
+	VMOVUPS K_P0(R8), P \
+	VFMADD213PS K_P1(R8), X, P \
+	VFMADD213PS K_P2(R8), X, P \
+	VFMADD213PS K_P3(R8), X, P \
+	VFMADD213PS K_P4(R8), X, P \
+	VFMADD213PS X, K, P \
+	VADDPS K_ONE(R8), P, P \
+	VPSRAD $1, T, K \
+	VPSUBD K, T, T \
+	VPADDD K_BIAS(R8), K, K \
+	VPSLLD $23, K, K \
+	VPADDD K_BIAS(R8), T, T \
+	VPSLLD $23, T, T \
+	VMULPS K, P, P \
+	VMULPS T, P, P
+
+// func expAVX2(dst, src *float32, n int, consts *[8]float32)
+TEXT ·expAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ consts+24(FP), R8
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	SHRQ $3, CX
+
+exp2:
+	CMPQ CX, $2
+	JLT exp1
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y4
+	// Clamp with x as the second source: a NaN passes.
+	VMAXPS Y0, Y14, Y0
+	VMAXPS Y4, Y14, Y4
+	VMINPS Y0, Y15, Y0
+	VMINPS Y4, Y15, Y4
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_REDUCE(Y4, Y5, Y6)
+	EXP_FINISH(Y0, Y1, Y2, Y3)
+	EXP_FINISH(Y4, Y5, Y6, Y7)
+	VMOVUPS Y3, (DI)
+	VMOVUPS Y7, 32(DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $2, CX
+	JMP exp2
+
+exp1:
+	TESTQ CX, CX
+	JZ expDone
+	VMOVUPS (SI), Y0
+	VMAXPS Y0, Y14, Y0
+	VMINPS Y0, Y15, Y0
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_FINISH(Y0, Y1, Y2, Y3)
+	VMOVUPS Y3, (DI)
+
+expDone:
+	VZEROUPPER
+	RET
+
+// EXPSHIFT8 sets Y4 = e^(Y0 - m) for eight lanes, m = mh + ml in Y13 and
+// Y12: a two-sum gives s = x - mh and lo = (its rounding error) - ml; s is
+// clamped (a NaN passes) and lo counts only where s was not clamped. Y0-Y3
+// are clobbered; needs Y14, Y15 = the clamp bounds and R8 = avxConst.
+#define EXPSHIFT8 \
+	VSUBPS Y13, Y0, Y1 \
+	VSUBPS Y0, Y1, Y2 \
+	VSUBPS Y2, Y1, Y3 \
+	VSUBPS Y3, Y0, Y3 \
+	VADDPS Y13, Y2, Y2 \
+	VSUBPS Y2, Y3, Y3 \
+	VSUBPS Y12, Y3, Y3 \
+	VMAXPS Y1, Y14, Y0 \
+	VMINPS Y0, Y15, Y0 \
+	VCMPPS $0, Y1, Y0, Y2 \
+	VANDPS Y2, Y3, Y3 \
+	EXP_REDUCE(Y0, Y1, Y2) \
+	VADDPS Y3, Y0, Y0 \
+	EXP_FINISH(Y0, Y1, Y2, Y4)
+
+// SUM8 adds the eight float32 lanes of Y4, widened to float64, to Y10
+// (low four) and Y11 (high four); Y5 is clobbered.
+#define SUM8 \
+	VCVTPS2PD X4, Y5 \
+	VADDPD Y5, Y10, Y10 \
+	VEXTRACTF128 $1, Y4, X5 \
+	VCVTPS2PD X5, Y5 \
+	VADDPD Y5, Y11, Y11
+
+// TAILMASK sets Y9 to a mask of the first R11 (1-7) lanes, from the table
+// at masks+off(FP); AX and R10 are clobbered.
+#define TAILMASK(off) \
+	MOVQ off(FP), R10 \
+	MOVQ $8, AX \
+	SUBQ R11, AX \
+	VMOVUPS (R10)(AX*4), Y9
+
+// func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32) float64
+// Any n > 0.
 TEXT ·expShiftAVX2(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
-	VBROADCASTSD m+24(FP), Y15
-	MOVQ poly+32(FP), R8
-	MOVQ consts+40(FP), R9
-	VMOVUPD C_LO(R9), Y13
-	VMOVUPD C_HI(R9), Y14
-	VMOVUPD C_INVLN2(R9), Y12
-	VMOVUPD C_MAGIC(R9), Y11
-	VMOVUPD C_BIAS(R9), Y9
-	MOVQ $0x3FE62E42FEFA39EF, AX // ln2
-	MOVQ AX, X10
-	VBROADCASTSD X10, Y10
-	VXORPD Y8, Y8, Y8
-	VXORPD Y7, Y7, Y7
+	VBROADCASTSS mh+24(FP), Y13
+	VBROADCASTSS ml+28(FP), Y12
+	MOVQ consts+32(FP), R8
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	MOVQ CX, R11
+	ANDQ $7, R11
+	SHRQ $3, CX
+	JZ shiftTail
 
-expLoop:
-	CMPQ CX, $8
-	JLT expDone
-	VCVTPS2PD (SI), Y0
-	VCVTPS2PD 16(SI), Y4
-	VSUBPD Y15, Y0, Y0
-	VSUBPD Y15, Y4, Y4
-	EXP4(Y0, Y1, Y2, Y3)
-	EXP4(Y4, Y5, Y6, Y2)
-	VADDPD Y3, Y8, Y8
-	VADDPD Y2, Y7, Y7
-	VCVTPD2PSY Y3, X3
-	VCVTPD2PSY Y2, X2
-	VMOVUPS X3, (DI)
-	VMOVUPS X2, 16(DI)
+shiftLoop:
+	VMOVUPS (SI), Y0
+	EXPSHIFT8
+	VMOVUPS Y4, (DI)
+	SUM8
 	ADDQ $32, SI
 	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP expLoop
+	DECQ CX
+	JNZ shiftLoop
 
-expDone:
-	VADDPD Y7, Y8, Y8
-	VEXTRACTF128 $1, Y8, X0
-	VADDPD X0, X8, X0
+shiftTail:
+	// The last n mod 8 through masked loads and stores; the lanes past
+	// the end are zeroed before the sum.
+	TESTQ R11, R11
+	JZ shiftSum
+	TAILMASK(masks+40)
+	VMASKMOVPS (SI), Y9, Y0
+	EXPSHIFT8
+	VANDPS Y9, Y4, Y4
+	VMASKMOVPS Y4, Y9, (DI)
+	SUM8
+
+shiftSum:
+	VADDPD Y11, Y10, Y10
+	VEXTRACTF128 $1, Y10, X0
+	VADDPD X0, X10, X0
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
 	VMOVSD X0, ret+48(FP)
 	VZEROUPPER
 	RET
 
-// func erfAVX2(dst, src *float32, n int, mid *[8]float64, poly, consts *[4]float64)
-TEXT ·erfAVX2(SB), NOSPLIT, $0-48
+// ERF8 sets Y5 = erf(Y0) for eight lanes; Y0-Y4, Y6 and Y7 are clobbered.
+// Needs Y15 = |x| mask, Y14 = 4, Y13 = 0 and R8 = avxConst. With a = |x|
+// and b = min(a, 4) (a NaN passes): the interval i = clamp(trunc((b -
+// 0.5)·8/3.5), 0, 7), t = b - centre[i], mid = c0h + (c0l + t·Q(t)) with
+// each coefficient picked per lane by VPERMPS; small = a + a·R(a²); the
+// result is small where a < 0.5 (false for NaN), else mid, with x's sign.
+#define ERF8 \
+	VANDPS Y15, Y0, Y1 \
+	VXORPS Y1, Y0, Y0 \
+	VMINPS Y1, Y14, Y2 \
+	VMOVUPS K_IDXMUL(R8), Y3 \
+	VFMADD213PS K_IDXADD(R8), Y2, Y3 \
+	VCVTTPS2DQ Y3, Y3 \
+	VPMAXSD Y13, Y3, Y3 \
+	VPMINSD K_IDXMAX(R8), Y3, Y3 \
+	VPERMPS K_CENTRE(R8), Y3, Y4 \
+	VSUBPS Y4, Y2, Y4 \
+	VPERMPS K_Q0(R8), Y3, Y5 \
+	VPERMPS K_Q1(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_Q2(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_Q3(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_Q4(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_Q5(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_C0L(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_C0H(R8), Y3, Y6 \
+	VADDPS Y6, Y5, Y5 \
+	VMULPS Y1, Y1, Y2 \
+	VMOVUPS K_R0(R8), Y6 \
+	VFMADD213PS K_R1(R8), Y2, Y6 \
+	VFMADD213PS K_R2(R8), Y2, Y6 \
+	VFMADD213PS K_R3(R8), Y2, Y6 \
+	VFMADD213PS K_R4(R8), Y2, Y6 \
+	VFMADD213PS Y1, Y1, Y6 \
+	VCMPPS $1, K_SPLIT(R8), Y1, Y7 \
+	VBLENDVPS Y7, Y6, Y5, Y5 \
+	VORPS Y0, Y5, Y5
+
+#define ERF_CONSTS \
+	VMOVUPS K_ABS(R8), Y15 \
+	VMOVUPS K_TOP(R8), Y14 \
+	VPXOR Y13, Y13, Y13
+
+// func erfAVX2(dst, src *float32, n int, consts *[8]float32)
+TEXT ·erfAVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
-	MOVQ mid+24(FP), AX
-	MOVQ poly+32(FP), R8
-	MOVQ consts+40(FP), R9
-	MOVQ $0x7FFFFFFFFFFFFFFF, DX
-	MOVQ DX, X15
-	VBROADCASTSD X15, Y15           // |x| mask
-	VMOVUPD C_ONE(R9), Y14
-	VMOVUPD C_FOUR(R9), Y13
-	VMOVUPD C_HALF(R9), Y12
-	VMOVUPD C_CENTRE(R9), Y11
-	VPXOR X10, X10, X10             // int32 zeros
-	MOVL $5, DX
-	MOVQ DX, X9
-	VPBROADCASTD X9, X9             // int32 fives
+	MOVQ consts+24(FP), R8
+	ERF_CONSTS
+	SHRQ $3, CX
+	JZ erfDone
 
 erfLoop:
-	CMPQ CX, $4
-	JLT erfDone
-	VCVTPS2PD (SI), Y0              // x
-	VANDPD Y15, Y0, Y1              // a = |x|
-
-	// Middle range: i = clamp(trunc((a-1)·2), 0, 5), d = a - (1.25 + i/2).
-	VSUBPD Y14, Y1, Y2
-	VADDPD Y2, Y2, Y2
-	VCVTTPD2DQY Y2, X2
-	VPMAXSD X10, X2, X2
-	VPMINSD X9, X2, X2
-	VCVTDQ2PD X2, Y3
-	VFMADD213PD Y11, Y12, Y3        // Y3 = i·0.5 + 1.25
-	VSUBPD Y3, Y1, Y3               // d
-	// Coefficient j of row i: VPERMD picks the float64 (as two dwords
-	// 2i, 2i+1, taken mod 8) from rows 0-3 and from rows 4-5; a blend
-	// keeps the second where i > 3.
-	VPMOVZXDQ X2, Y6
-	VPCMPGTQ C_THREE(R9), Y6, Y8    // i > 3
-	VPADDQ Y6, Y6, Y7               // 2i
-	VPSLLQ $32, Y7, Y5
-	VPADDQ Y5, Y7, Y7
-	VPADDQ C_HI32(R9), Y7, Y7       // dwords 2i, 2i+1
-	VPERMD 448(AX), Y7, Y4
-	VPERMD 480(AX), Y7, Y6
-	VBLENDVPD Y8, Y6, Y4, Y4        // mid = c7
-	VPERMD 384(AX), Y7, Y5
-	VPERMD 416(AX), Y7, Y6
-	VBLENDVPD Y8, Y6, Y5, Y5
-	VFMADD213PD Y5, Y3, Y4
-	VPERMD 320(AX), Y7, Y5
-	VPERMD 352(AX), Y7, Y6
-	VBLENDVPD Y8, Y6, Y5, Y5
-	VFMADD213PD Y5, Y3, Y4
-	VPERMD 256(AX), Y7, Y5
-	VPERMD 288(AX), Y7, Y6
-	VBLENDVPD Y8, Y6, Y5, Y5
-	VFMADD213PD Y5, Y3, Y4
-	VPERMD 192(AX), Y7, Y5
-	VPERMD 224(AX), Y7, Y6
-	VBLENDVPD Y8, Y6, Y5, Y5
-	VFMADD213PD Y5, Y3, Y4
-	VPERMD 128(AX), Y7, Y5
-	VPERMD 160(AX), Y7, Y6
-	VBLENDVPD Y8, Y6, Y5, Y5
-	VFMADD213PD Y5, Y3, Y4
-	VPERMD 64(AX), Y7, Y5
-	VPERMD 96(AX), Y7, Y6
-	VBLENDVPD Y8, Y6, Y5, Y5
-	VFMADD213PD Y5, Y3, Y4
-	VPERMD 0(AX), Y7, Y5
-	VPERMD 32(AX), Y7, Y6
-	VBLENDVPD Y8, Y6, Y5, Y5
-	VFMADD213PD Y5, Y3, Y4
-
-	// Small range: a·P(a²).
-	VMULPD Y1, Y1, Y2               // s
-	VMOVUPD 0(R8), Y3
-	VFMADD213PD 32(R8), Y2, Y3
-	VFMADD213PD 64(R8), Y2, Y3
-	VFMADD213PD 96(R8), Y2, Y3
-	VFMADD213PD 128(R8), Y2, Y3
-	VFMADD213PD 160(R8), Y2, Y3
-	VFMADD213PD 192(R8), Y2, Y3
-	VMULPD Y1, Y3, Y3               // small
-
-	// Select: a < 1 → small; !(a ≥ 4) (also NaN) → mid; else 1.
-	VCMPPD $9, Y13, Y1, Y5          // !(a >= 4)
-	VBLENDVPD Y5, Y4, Y14, Y4
-	VCMPPD $1, Y14, Y1, Y5          // a < 1
-	VBLENDVPD Y5, Y3, Y4, Y4
-	VANDNPD Y0, Y15, Y0             // sign of x
-	VORPD Y0, Y4, Y4
-	VCVTPD2PSY Y4, X4
-	VMOVUPS X4, (DI)
-	ADDQ $16, SI
-	ADDQ $16, DI
-	SUBQ $4, CX
-	JMP erfLoop
+	VMOVUPS (SI), Y0
+	ERF8
+	VMOVUPS Y5, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ erfLoop
 
 erfDone:
+	VZEROUPPER
+	RET
+
+// func geluErfAVX2(y, d, a, x *float32, n int, c1, c2, c3 float32, consts *[8]float32)
+// d = x/c1, a = erf(d) + c2, y = (x·a)·c3, each operation rounded.
+TEXT ·geluErfAVX2(SB), NOSPLIT, $0-64
+	MOVQ y+0(FP), DI
+	MOVQ d+8(FP), DX
+	MOVQ a+16(FP), BX
+	MOVQ x+24(FP), SI
+	MOVQ n+32(FP), CX
+	VBROADCASTSS c1+40(FP), Y9
+	VBROADCASTSS c2+44(FP), Y10
+	VBROADCASTSS c3+48(FP), Y11
+	MOVQ consts+56(FP), R8
+	ERF_CONSTS
+	SHRQ $3, CX
+	JZ geluDone
+
+geluLoop:
+	VMOVUPS (SI), Y8
+	VDIVPS Y9, Y8, Y0
+	VMOVUPS Y0, (DX)
+	ERF8
+	VADDPS Y10, Y5, Y5
+	VMOVUPS Y5, (BX)
+	VMULPS Y5, Y8, Y5
+	VMULPS Y11, Y5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ geluLoop
+
+geluDone:
+	VZEROUPPER
+	RET
+
+// func erfGradAVX2(dst, dy, x *float32, n int, c float32, consts *[8]float32)
+// dst = dy·(c·e^-(x·x)), each operation rounded.
+TEXT ·erfGradAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	VBROADCASTSS c+32(FP), Y10
+	MOVQ consts+40(FP), R8
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	VMOVUPS K_ABS(R8), Y11
+	VPCMPEQD Y12, Y12, Y12
+	VPXOR Y11, Y12, Y11 // the sign bit
+	SHRQ $3, CX
+	JZ gradDone
+
+gradLoop:
+	VMOVUPS (SI), Y0
+	VMULPS Y0, Y0, Y0
+	VXORPS Y11, Y0, Y0 // -(x·x)
+	VMAXPS Y0, Y14, Y0
+	VMINPS Y0, Y15, Y0
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_FINISH(Y0, Y1, Y2, Y3)
+	VMULPS Y10, Y3, Y3
+	VMULPS (DX), Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ gradLoop
+
+gradDone:
+	VZEROUPPER
+	RET
+
+// func geluErfGradAVX2(dst, dy, x, d, a *float32, n int, c1, c3, k float32, consts *[8]float32)
+// m = dy·c3; dst = m·a + ((m·x)·(k·e^-(d·d)))/c1, each operation rounded.
+TEXT ·geluErfGradAVX2(SB), NOSPLIT, $0-72
+	MOVQ dst+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ d+24(FP), BX
+	MOVQ a+32(FP), R9
+	MOVQ n+40(FP), CX
+	VBROADCASTSS c1+48(FP), Y9
+	VBROADCASTSS c3+52(FP), Y10
+	VBROADCASTSS k+56(FP), Y12
+	MOVQ consts+64(FP), R8
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	VMOVUPS K_ABS(R8), Y11
+	VPCMPEQD Y13, Y13, Y13
+	VPXOR Y11, Y13, Y11 // the sign bit
+	SHRQ $3, CX
+	JZ ggDone
+
+ggLoop:
+	VMOVUPS (BX), Y0
+	VMULPS Y0, Y0, Y0
+	VXORPS Y11, Y0, Y0 // -(d·d)
+	VMAXPS Y0, Y14, Y0
+	VMINPS Y0, Y15, Y0
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_FINISH(Y0, Y1, Y2, Y3)
+	VMULPS Y12, Y3, Y3 // k·e
+	VMOVUPS (DX), Y8
+	VMULPS Y10, Y8, Y8 // m = dy·c3
+	VMULPS (SI), Y8, Y4 // m·x
+	VMULPS Y3, Y4, Y4
+	VDIVPS Y9, Y4, Y4
+	VMULPS (R9), Y8, Y5 // m·a
+	VADDPS Y4, Y5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ $32, DI
+	ADDQ $32, DX
+	ADDQ $32, SI
+	ADDQ $32, BX
+	ADDQ $32, R9
+	DECQ CX
+	JNZ ggLoop
+
+ggDone:
 	VZEROUPPER
 	RET

@@ -137,24 +137,9 @@ func erfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 			}
 			ds, dst, cv := dy.Data.([]float32), out.Data.([]float32), c.Data.([]float32)[0]
 			parallelRange(len(dst), parallelGrain, func(lo, hi int) {
-				d, g, x := dst[lo:hi], ds[lo:hi], xs[lo:hi]
-				g, x = g[:len(d)], x[:len(d)]
-				// Blocks of -(x·x) through vmath.Exp32, which the
-				// Exp kernel runs too (each element's bits do not depend
-				// on its position).
-				var buf [512]float32
-				for len(d) > 0 {
-					k := min(len(d), len(buf))
-					e := buf[:k]
-					for i, v := range x[:k] {
-						e[i] = -(v * v)
-					}
-					vmath.Exp32(e, e)
-					for i, v := range e {
-						d[i] = g[i] * (cv * v)
-					}
-					d, g, x = d[k:], g[k:], x[k:]
-				}
+				// One pass through vmath (the Exp kernel's exp, so
+				// the bits are the unfused chain's).
+				vmath.ErfGrad32(dst[lo:hi], ds[lo:hi], xs[lo:hi], cv)
 			})
 			return one(out), nil
 		case []float64:

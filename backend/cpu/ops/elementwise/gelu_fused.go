@@ -68,16 +68,9 @@ func geluErfKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 	return []*graph.Tensor{y, d, a}, nil
 }
 
-// geluErfRange computes GeluErf's outputs for one range of x.
+// geluErfRange computes GeluErf's outputs for one range of x: vmath's
+// fused pass (Div, Erf, Add, Mul, Mul per element in registers, each
+// array read or written once).
 func geluErfRange(y, d, a, x []float32, c1, c2, c3 float32) {
-	d, a, x = d[:len(y)], a[:len(y)], x[:len(y)]
-	for i, v := range x {
-		d[i] = v / c1
-	}
-	vmath.Erf32(a, d)
-	for i, v := range x {
-		ai := a[i] + c2
-		a[i] = ai
-		y[i] = (v * ai) * c3
-	}
+	vmath.GeluErf32(y, d, a, x[:len(y)], c1, c2, c3)
 }

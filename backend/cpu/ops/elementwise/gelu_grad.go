@@ -75,23 +75,7 @@ func geluErfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 	return one(dx), nil
 }
 
-// geluErfGradRange computes GeluErfGrad for one range, in blocks that stay
-// in L1 between the exp and the rest.
+// geluErfGradRange computes GeluErfGrad for one range: vmath's fused pass.
 func geluErfGradRange(dst, dy, x, d, a []float32, c1, c3, k float32) {
-	dy, x, d, a = dy[:len(dst)], x[:len(dst)], d[:len(dst)], a[:len(dst)]
-	var buf [512]float32
-	for len(dst) > 0 {
-		nb := min(len(dst), len(buf))
-		e := buf[:nb]
-		for i, v := range d[:nb] {
-			e[i] = -(v * v)
-		}
-		vmath.Exp32(e, e)
-		for i, ev := range e {
-			m := dy[i] * c3
-			dd := (m * x[i]) * (k * ev)
-			dst[i] = float32(m*a[i]) + float32(dd/c1) // rounded apart, as Mul, Div and Add
-		}
-		dst, dy, x, d, a = dst[nb:], dy[nb:], x[nb:], d[nb:], a[nb:]
-	}
+	vmath.GeluErfGrad32(dst, dy, x, d, a, c1, c3, k)
 }
