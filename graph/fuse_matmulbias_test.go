@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -72,4 +73,40 @@ func TestFuseGemmReluRewiresCastLike(t *testing.T) {
 	assert.Equal(t, []string{"z", "y"}, ops["CastLike"])
 	assert.Equal(t, []string{"dy", "y"}, ops[ReluGrad])
 	assert.Equal(t, []string{"h2"}, ops["Relu"], "the Gemm read by Add stays")
+}
+
+// TestFuseWeightTransposeKeepsOtherReaders: a transposed weight that
+// another op also reads (or that is a graph output) keeps its Transpose
+// and its readers; a weight read only by products and their gradients
+// loses it.
+func TestFuseWeightTransposeKeepsOtherReaders(t *testing.T) {
+	perm := map[string]*Attr{"perm": {Name: "perm", Type: AttrInts, Ints: []int64{1, 0}}}
+	g := NewGraph("w")
+	g.Nodes = []*Node{
+		{Name: "t1", OpType: "Transpose", Inputs: []string{"w1"}, Outputs: []string{"w1t"}, Attrs: perm},
+		{Name: "m1", OpType: "MatMul", Inputs: []string{"x", "w1t"}, Outputs: []string{"y1"}},
+		{Name: "ga", OpType: "MatMulGradA", Domain: InternalDomain, Inputs: []string{"dy", "x", "w1t"}, Outputs: []string{"dx"}},
+		{Name: "gb", OpType: "MatMulGradB", Domain: InternalDomain, Inputs: []string{"dy", "x", "w1t"}, Outputs: []string{"dwt"}},
+		{Name: "tb", OpType: "Transpose", Inputs: []string{"dwt"}, Outputs: []string{"dw"}, Attrs: perm},
+		{Name: "t2", OpType: "Transpose", Inputs: []string{"w2"}, Outputs: []string{"w2t"}, Attrs: perm},
+		{Name: "m2", OpType: "MatMul", Inputs: []string{"x", "w2t"}, Outputs: []string{"y2"}},
+		{Name: "r2", OpType: "Relu", Inputs: []string{"w2t"}, Outputs: []string{"z2"}},
+	}
+	g.Outputs = []*ValueInfo{{Name: "y1"}, {Name: "dx"}, {Name: "dw"}, {Name: "y2"}, {Name: "z2"}}
+	assert.Equal(t, 1, FuseWeightTranspose(g))
+	got := map[string]string{}
+	for _, n := range g.Nodes {
+		got[n.Name] = n.OpType + " " + fmt.Sprint(n.Inputs) + " -> " + fmt.Sprint(n.Outputs)
+		if n.OpType == TransposedMatMul {
+			got[n.Name] += fmt.Sprint(" ", n.AttrInt("transA", -1), n.AttrInt("transB", -1))
+		}
+	}
+	assert.Equal(t, map[string]string{
+		"m1": "TransposedMatMul [x w1] -> [y1] 0 1",
+		"ga": "TransposedMatMul [dy w1] -> [dx] 0 0",
+		"gb": "MatMulGradB [x dy w1] -> [dw]",
+		"t2": "Transpose [w2] -> [w2t]",
+		"m2": "MatMul [x w2t] -> [y2]",
+		"r2": "Relu [w2t] -> [z2]",
+	}, got)
 }

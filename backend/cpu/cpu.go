@@ -300,8 +300,9 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 		// ReluGrad, ErfGrad), and a Relu after a Gemm its epilogue
 		// (ops/linalg GemmRelu). Attention's products first read their
 		// permuted and gathered operands in place (ops/linalg
-		// PermutedMatMul, GatherGradSum).
-		fused := graph.FuseAttentionViews(g) + graph.FuseTransposedMatMul(g) + graph.FuseReluGrad(g) + graph.FuseErfGrad(g)
+		// PermutedMatMul, GatherGradSum), and linear layers their weight
+		// untransposed.
+		fused := graph.FuseAttentionViews(g) + graph.FuseWeightTranspose(g) + graph.FuseTransposedMatMul(g) + graph.FuseReluGrad(g) + graph.FuseErfGrad(g)
 		fused += graph.FuseGeluErf(g)  // exact GELU's forward chain (ops/elementwise GeluErf)
 		fused += graph.FuseGemmRelu(g) // after FuseReluGrad, whose nodes it rewires
 		fused += graph.FuseBatchNormRelu(g)
