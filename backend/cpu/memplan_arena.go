@@ -184,6 +184,11 @@ func (m *memState) releaseLocked(a *arena, ok bool) int64 {
 		}
 		m.plan = a.rec.finish()
 		a.rec = nil
+		// The recording run's tensors came from the heap: let the
+		// collection below take them.
+		for _, b := range a.bindings {
+			b.Forget()
+		}
 		recorded := max(m.plan.stats.TotalBytes, 1)
 		if !m.plan.usable {
 			a.unbind()

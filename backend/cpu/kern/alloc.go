@@ -43,6 +43,18 @@ type Binding struct {
 // again.
 func (b *Binding) Begin() { b.scratch.nviews = 0 }
 
+// Forget drops the references the node's reused result slice and view
+// headers hold to its last run's tensors (the executor calls it after a
+// run whose tensors came from the heap, so that they can be collected).
+// The headers themselves are left to whoever still holds them (a run's
+// outputs stay valid until the next run): the node takes new ones.
+func (b *Binding) Forget() {
+	s := &b.scratch
+	clear(s.results[:cap(s.results)])
+	s.results = s.results[:0]
+	s.views, s.shapes, s.nviews = nil, nil, 0
+}
+
 var (
 	// boundNodes counts the live entries of bindings, so that New skips
 	// the map lookup entirely when no executor plans memory.

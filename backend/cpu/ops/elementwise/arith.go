@@ -154,22 +154,72 @@ func minSV[T number](dst []T, a T, b []T) {
 	}
 }
 
+// nArithOps is the number of arithOps.
+const nArithOps = int(opMin) + 1
+
+// arithTable holds the row kernels of every arithOp for one element type.
+type arithTable[T number] [nArithOps]binLoops[T, T, T]
+
+// makeArithTable builds the row kernels of every arithOp for T.
+func makeArithTable[T number]() *arithTable[T] {
+	return &arithTable[T]{
+		opAdd: {addVV[T], addVS[T], addSV[T]},
+		opSub: {subVV[T], subVS[T], subSV[T]},
+		opMul: {mulVV[T], mulVS[T], mulSV[T]},
+		opDiv: {divVV[T], divVS[T], divSV[T]},
+		opMax: {maxVV[T], maxVS[T], maxSV[T]},
+		opMin: {minVV[T], minVS[T], minSV[T]},
+	}
+}
+
+// The tables of the tensor element types, built once: func values of
+// generic functions made inside generic code are allocated on every call.
+var (
+	arithF32 = makeArithTable[float32]()
+	arithF64 = makeArithTable[float64]()
+	arithI8  = makeArithTable[int8]()
+	arithI16 = makeArithTable[int16]()
+	arithI32 = makeArithTable[int32]()
+	arithI64 = makeArithTable[int64]()
+	arithU8  = makeArithTable[uint8]()
+	arithU16 = makeArithTable[uint16]()
+	arithU32 = makeArithTable[uint32]()
+	arithU64 = makeArithTable[uint64]()
+)
+
 // arithLoops returns the row kernels of op for element type T.
 func arithLoops[T number](op arithOp) binLoops[T, T, T] {
-	switch op {
-	case opAdd:
-		return binLoops[T, T, T]{addVV[T], addVS[T], addSV[T]}
-	case opSub:
-		return binLoops[T, T, T]{subVV[T], subVS[T], subSV[T]}
-	case opMul:
-		return binLoops[T, T, T]{mulVV[T], mulVS[T], mulSV[T]}
-	case opDiv:
-		return binLoops[T, T, T]{divVV[T], divVS[T], divSV[T]}
-	case opMax:
-		return binLoops[T, T, T]{maxVV[T], maxVS[T], maxSV[T]}
-	default:
-		return binLoops[T, T, T]{minVV[T], minVS[T], minSV[T]}
+	var tab any
+	switch any(*new(T)).(type) {
+	case float32:
+		tab = arithF32
+	case float64:
+		tab = arithF64
+	case int8:
+		tab = arithI8
+	case int16:
+		tab = arithI16
+	case int32:
+		tab = arithI32
+	case int64:
+		tab = arithI64
+	case uint8:
+		tab = arithU8
+	case uint16:
+		tab = arithU16
+	case uint32:
+		tab = arithU32
+	case uint64:
+		tab = arithU64
 	}
+	t, ok := tab.(*arithTable[T])
+	if !ok {
+		t = makeArithTable[T]() // a named type over one of them
+	}
+	if op < 0 || int(op) >= nArithOps {
+		op = opMin
+	}
+	return t[op]
 }
 
 // arithTyped runs op on tensors whose data are []T.

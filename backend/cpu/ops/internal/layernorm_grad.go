@@ -26,6 +26,12 @@ const (
 // dscale and dbias in the element type and adds them to its chunk's
 // float64 sums; the chunks' sums are added in chunk order.
 func layerNormRowsBackward[F float](dy, x, dx []F, rows, size int, eps float64, scale, dscale, dbias []float64) {
+	layerNormRowsBackwardWith(new(lnGradTask[F]), dy, x, dx, rows, size, eps, scale, dscale, dbias)
+}
+
+// layerNormRowsBackwardWith is layerNormRowsBackward with the work object
+// t (a node's, kept between runs).
+func layerNormRowsBackwardWith[F float](t *lnGradTask[F], dy, x, dx []F, rows, size int, eps float64, scale, dscale, dbias []float64) {
 	if size == 0 || rows == 0 {
 		return
 	}
@@ -45,26 +51,44 @@ func layerNormRowsBackward[F float](dy, x, dx []F, rows, size int, eps float64, 
 		scaleF[i] = F(s)
 		scaleR[i] = float64(scaleF[i])
 	}
-	kern.RunChunks("LayerNormalizationGrad", chunks, workers, func(lo, hi int) {
-		for c := lo; c < hi; c++ {
-			ds, db := buf[(1+2*c)*size:(2+2*c)*size], buf[(2+2*c)*size:(3+2*c)*size]
-			pds, pdb := partial[2*c*size:(2*c+1)*size], partial[(2*c+1)*size:(2*c+2)*size]
-			for b := c * blocks / chunks; b < (c+1)*blocks/chunks; b++ {
-				clear(ds)
-				clear(db)
-				layerNormRowsBackwardRange(dy, x, dx, b*layerNormRowsBlock, min((b+1)*layerNormRowsBlock, rows), size, eps, scaleR, scaleF, ds, db)
-				for i := range pds {
-					pds[i] += float64(ds[i])
-					pdb[i] += float64(db[i])
-				}
-			}
-		}
-	})
+	*t = lnGradTask[F]{dy: dy, x: x, dx: dx, buf: buf, scaleF: scaleF, partial: partial, scaleR: scaleR,
+		rows: rows, size: size, blocks: blocks, chunks: chunks, eps: eps}
+	kern.RunTask("LayerNormalizationGrad", chunks, workers, t)
+	*t = lnGradTask[F]{}
 	for c := 0; c < chunks; c++ {
 		ds, db := partial[2*c*size:(2*c+1)*size], partial[(2*c+1)*size:(2*c+2)*size]
 		for i := range dscale {
 			dscale[i] += ds[i]
 			dbias[i] += db[i]
+		}
+	}
+}
+
+// lnGradTask is layerNormRowsBackward's work over its chunks.
+type lnGradTask[F float] struct {
+	dy, x, dx, buf, scaleF     []F
+	partial, scaleR            []float64
+	rows, size, blocks, chunks int
+	eps                        float64
+}
+
+// Chunk runs chunks [lo, hi): their blocks of rows, each block's dscale
+// and dbias terms summed in the element type, then added to the chunk's
+// float64 partial sums.
+func (t *lnGradTask[F]) Chunk(lo, hi int) {
+	size, blocks, chunks := t.size, t.blocks, t.chunks
+	buf, partial := t.buf, t.partial
+	for c := lo; c < hi; c++ {
+		ds, db := buf[(1+2*c)*size:(2+2*c)*size], buf[(2+2*c)*size:(3+2*c)*size]
+		pds, pdb := partial[2*c*size:(2*c+1)*size], partial[(2*c+1)*size:(2*c+2)*size]
+		for b := c * blocks / chunks; b < (c+1)*blocks/chunks; b++ {
+			clear(ds)
+			clear(db)
+			layerNormRowsBackwardRange(t.dy, t.x, t.dx, b*layerNormRowsBlock, min((b+1)*layerNormRowsBlock, t.rows), size, t.eps, t.scaleR, t.scaleF, ds, db)
+			for i := range pds {
+				pds[i] += float64(ds[i])
+				pdb[i] += float64(db[i])
+			}
 		}
 	}
 }
@@ -130,18 +154,26 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	}
 	normShape := x.Shape[axis:]
 	outer, size := product(x.Shape[:axis]), product(normShape)
-	bs, err := kern.BroadcastShape(scaleT.Shape, normShape)
-	if err != nil || !graph.SameShape(bs, normShape) {
-		return nil, n.Errorf("Scale of shape %v does not broadcast to the normalised shape %v", scaleT.Shape, normShape)
-	}
-	sv := toFloat64s(scaleT)
-	scale := sv
-	if !graph.SameShape(scaleT.Shape, normShape) {
+	// The scale (as float64) lives in the node's state between runs.
+	st := kern.State[layerNormGradState](n)
+	var scale []float64
+	if graph.SameShape(scaleT.Shape, normShape) {
+		st.scale = float64sInto(st.scale, scaleT)
+		scale = st.scale
+	} else {
+		bs, err := kern.BroadcastShape(scaleT.Shape, normShape)
+		if err != nil || !graph.SameShape(bs, normShape) {
+			return nil, n.Errorf("Scale of shape %v does not broadcast to the normalised shape %v", scaleT.Shape, normShape)
+		}
+		sv := toFloat64s(scaleT)
 		idx := kern.BroadcastIndex(scaleT.Shape, normShape)
 		scale = make([]float64, len(idx))
 		for i, j := range idx {
 			scale[i] = sv[j]
 		}
+	}
+	if len(scale) < size {
+		return nil, n.Errorf("Scale holds %d elements, the normalised shape %v %d", len(scale), normShape, size)
 	}
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
 	dscale := rowScratch[float64](2 * size)
@@ -153,9 +185,9 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	}
 	switch xs := x.Data.(type) {
 	case []float32:
-		layerNormRowsBackward(dy.Data.([]float32), xs, dx.Data.([]float32), outer, size, eps, scale, dscale, dbias)
+		layerNormRowsBackwardWith(kern.State[lnGradTask[float32]](n), dy.Data.([]float32), xs, dx.Data.([]float32), outer, size, eps, scale, dscale, dbias)
 	case []float64:
-		layerNormRowsBackward(dy.Data.([]float64), xs, dx.Data.([]float64), outer, size, eps, scale, dscale, dbias)
+		layerNormRowsBackwardWith(kern.State[lnGradTask[float64]](n), dy.Data.([]float64), xs, dx.Data.([]float64), outer, size, eps, scale, dscale, dbias)
 	}
 	ds, err := fromFloat64s(n, x.DType, normShape, dscale)
 	if err != nil {
@@ -165,5 +197,32 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{dx, ds, db}, nil
+	return kern.Results(n, dx, ds, db), nil
+}
+
+// layerNormGradState is what a LayerNormalizationGrad node keeps between
+// runs.
+type layerNormGradState struct{ scale []float64 }
+
+// float64sInto is t's elements as float64, in dst (grown as needed).
+func float64sInto(dst []float64, t *graph.Tensor) []float64 {
+	n := t.Size()
+	if cap(dst) < n {
+		dst = make([]float64, n)
+	}
+	out := dst[:n]
+	switch s := t.Data.(type) {
+	case []float32:
+		for i, v := range s[:min(n, len(s))] {
+			out[i] = float64(v)
+		}
+		clear(out[min(n, len(s)):])
+	case []float64:
+		clear(out[copy(out, s):])
+	default:
+		for i := range out {
+			out[i] = t.Float(i)
+		}
+	}
+	return out
 }

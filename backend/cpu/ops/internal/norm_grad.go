@@ -247,15 +247,31 @@ func readLossGradOptions(n *graph.Node) (lossGradOptions, error) {
 	return o, n.Errorf("reduction %q is not one of none, sum, mean", o.reduction)
 }
 
+// lossGradState is what a loss gradient node keeps between runs: the
+// target shape, per-target weights and scales, and sceBackward's columns.
+type lossGradState struct {
+	shape, want []int
+	w, s, p, g  []float64
+}
+
+// floats returns buf grown to n elements (contents unspecified).
+func floats(buf *[]float64, n int) []float64 {
+	if cap(*buf) < n {
+		*buf = make([]float64, n)
+	}
+	return (*buf)[:n]
+}
+
 // lossTargets checks target against an input of shape (N, C, d...) and
 // returns, per target element, the weight it carries (0 when ignored), the
-// labels, and the sum of the weights.
-func lossTargets(n *graph.Node, shape []int, target, weight *graph.Tensor, o lossGradOptions) (w []float64, labels []int64, sum float64, err error) {
+// labels, and the sum of the weights. w and the target shape live in st.
+func lossTargets(n *graph.Node, st *lossGradState, shape []int, target, weight *graph.Tensor, o lossGradOptions) (w []float64, labels []int64, sum float64, err error) {
 	if len(shape) < 2 {
 		return nil, nil, 0, n.Errorf("input must have rank 2 or more (N, C, ...), has shape %v", shape)
 	}
 	c := shape[1]
-	want := append([]int{shape[0]}, shape[2:]...)
+	want := append(append(st.want[:0], shape[0]), shape[2:]...)
+	st.want = want
 	if !graph.SameShape(target.Shape, want) {
 		return nil, nil, 0, n.Errorf("target has shape %v, want %v for input of shape %v", target.Shape, want, shape)
 	}
@@ -269,7 +285,8 @@ func lossTargets(n *graph.Node, shape []int, target, weight *graph.Tensor, o los
 		}
 		cw = toFloat64s(weight)
 	}
-	w = make([]float64, len(labels))
+	w = floats(&st.w, len(labels))
+	clear(w)
 	for k, t := range labels {
 		if o.hasIgnore && t == o.ignoreIndex {
 			continue
@@ -288,12 +305,13 @@ func lossTargets(n *graph.Node, shape []int, target, weight *graph.Tensor, o los
 
 // lossScales returns, per target element, d loss / d loss_k times the seed
 // gradient dloss: dloss[k] for reduction none, dloss for sum, dloss divided
-// by the weight sum for mean. A nil dloss gives nil.
-func lossScales(n *graph.Node, dloss *graph.Tensor, count int, weightSum float64, o lossGradOptions) ([]float64, error) {
+// by the weight sum for mean. A nil dloss gives nil. The scales live in
+// st.
+func lossScales(n *graph.Node, st *lossGradState, dloss *graph.Tensor, count int, weightSum float64, o lossGradOptions) ([]float64, error) {
 	if dloss == nil {
 		return nil, nil
 	}
-	s := make([]float64, count)
+	s := floats(&st.s, count)
 	if o.reduction == "none" {
 		if dloss.Size() != count {
 			return nil, n.Errorf("loss gradient has %d elements, want %d", dloss.Size(), count)
@@ -329,12 +347,17 @@ func nllLossGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	if err != nil {
 		return nil, err
 	}
-	shape := shapeT.Ints()
-	w, labels, sum, err := lossTargets(n, shape, target, kern.Opt(in, 3), o)
+	st := kern.State[lossGradState](n)
+	shape := st.shape[:0]
+	for i := range shapeT.Size() {
+		shape = append(shape, int(shapeT.Int(i)))
+	}
+	st.shape = shape
+	w, labels, sum, err := lossTargets(n, st, shape, target, kern.Opt(in, 3), o)
 	if err != nil {
 		return nil, err
 	}
-	s, err := lossScales(n, dloss, len(labels), sum, o)
+	s, err := lossScales(n, st, dloss, len(labels), sum, o)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +373,7 @@ func nllLossGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 		b, j := k/inner, k%inner
 		dx.SetFloat((b*c+int(t))*inner+j, -w[k]*s[k])
 	}
-	return []*graph.Tensor{dx}, nil
+	return kern.Results(n, dx), nil
 }
 
 // softmaxCrossEntropyLossGrad is SoftmaxCrossEntropyLossGrad(dloss, scores,
@@ -370,11 +393,12 @@ func softmaxCrossEntropyLossGrad(_ *kern.Context, n *graph.Node, in []*graph.Ten
 	if err != nil {
 		return nil, err
 	}
-	w, labels, sum, err := lossTargets(n, x.Shape, target, kern.Opt(in, 3), o)
+	st := kern.State[lossGradState](n)
+	w, labels, sum, err := lossTargets(n, st, x.Shape, target, kern.Opt(in, 3), o)
 	if err != nil {
 		return nil, err
 	}
-	s, err := lossScales(n, dloss, len(labels), sum, o)
+	s, err := lossScales(n, st, dloss, len(labels), sum, o)
 	if err != nil {
 		return nil, err
 	}
@@ -395,23 +419,21 @@ func softmaxCrossEntropyLossGrad(_ *kern.Context, n *graph.Node, in []*graph.Ten
 		if dlogp != nil {
 			dl = dlogp.Data.([]float32)
 		}
-		sceBackward(xs, dl, dx.Data.([]float32), b, labels, w, s)
+		sceBackward(xs, dl, dx.Data.([]float32), b, labels, w, s, floats(&st.p, b.r), floats(&st.g, b.r))
 	case []float64:
 		var dl []float64
 		if dlogp != nil {
 			dl = dlogp.Data.([]float64)
 		}
-		sceBackward(xs, dl, dx.Data.([]float64), b, labels, w, s)
+		sceBackward(xs, dl, dx.Data.([]float64), b, labels, w, s, floats(&st.p, b.r), floats(&st.g, b.r))
 	}
-	return []*graph.Tensor{dx}, nil
+	return kern.Results(n, dx), nil
 }
 
 // sceBackward writes d scores for every (sample, position) column along the
 // class axis. dlogp may be nil (no gradient into log_prob), and so may s
-// (no gradient into the loss).
-func sceBackward[F float](x, dlogp, dx []F, b layout, labels []int64, w, s []float64) {
-	p := make([]float64, b.r)
-	g := make([]float64, b.r)
+// (no gradient into the loss). p and g are scratch of b.r elements.
+func sceBackward[F float](x, dlogp, dx []F, b layout, labels []int64, w, s, p, g []float64) {
 	size := b.r * b.inner
 	for o := 0; o < b.outer; o++ {
 		for j := 0; j < b.inner; j++ {

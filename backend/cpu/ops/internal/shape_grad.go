@@ -1,6 +1,8 @@
 package internal
 
 import (
+	"slices"
+
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/shape"
@@ -80,6 +82,36 @@ func newMatMulGradPlan(n *graph.Node, dy, a, b *graph.Tensor) (*matMulGradPlan, 
 	return p, nil
 }
 
+// gradPlanState is a MatMul gradient node's plan kept between runs
+// (kern.State) with the shapes it was made for.
+type gradPlanState struct {
+	dy, as, bs []int
+	valid      bool
+	p          matMulGradPlan
+}
+
+// nodeMatMulGradPlan is newMatMulGradPlan through the node's kept plan: a
+// node that runs again on the same shapes does not plan (and allocate)
+// again. The plan belongs to the node.
+func nodeMatMulGradPlan(n *graph.Node, dy, a, b *graph.Tensor) (*matMulGradPlan, error) {
+	st := kern.State[gradPlanState](n)
+	if st.valid && dy.DType == a.DType && dy.DType == b.DType &&
+		slices.Equal(st.dy, dy.Shape) && slices.Equal(st.as, a.Shape) && slices.Equal(st.bs, b.Shape) {
+		return &st.p, nil
+	}
+	st.valid = false
+	p, err := newMatMulGradPlan(n, dy, a, b)
+	if err != nil {
+		return nil, err
+	}
+	st.p = *p
+	st.dy = append(st.dy[:0], dy.Shape...)
+	st.as = append(st.as[:0], a.Shape...)
+	st.bs = append(st.bs[:0], b.Shape...)
+	st.valid = true
+	return &st.p, nil
+}
+
 // batchStride reports whether idx[i] == i·stride for every i (0: shared,
 // 1: consecutive), returning stride.
 func batchStride(idx []int) (int, bool) {
@@ -122,7 +154,7 @@ func matMulGradA(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 		return nil, err
 	}
 	dy, a, b := in[0], in[1], in[2]
-	p, err := newMatMulGradPlan(n, dy, a, b)
+	p, err := nodeMatMulGradPlan(n, dy, a, b)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +192,7 @@ func matMulGradA(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	default:
 		return nil, n.Errorf("dtype %v is not supported", dy.DType)
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
 
 // matMulGradB(dy, a, b) is dB = Aᵀ·dY per product, summed over the batch
@@ -170,7 +202,7 @@ func matMulGradB(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 		return nil, err
 	}
 	dy, a, b := in[0], in[1], in[2]
-	p, err := newMatMulGradPlan(n, dy, a, b)
+	p, err := nodeMatMulGradPlan(n, dy, a, b)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +240,7 @@ func matMulGradB(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	default:
 		return nil, n.Errorf("dtype %v is not supported", dy.DType)
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
 
 // addMatMulABt adds g·bᵀ to c, with g m×n, b k×n and c m×k (row-major).
@@ -310,7 +342,8 @@ func scatterAddNew(n *graph.Node, dy *graph.Tensor, like []int, tables [][]int) 
 // checkGradShape fails unless dy has the shape the forward op produced.
 func checkGradShape(n *graph.Node, dy *graph.Tensor, want []int) error {
 	if !graph.SameShape(dy.Shape, want) {
-		return n.Errorf("dy has shape %v, the forward output has shape %v", dy.Shape, want)
+		// (a copy: want may be the caller's stack buffer)
+		return n.Errorf("dy has shape %v, the forward output has shape %v", dy.Shape, append([]int(nil), want...))
 	}
 	return nil
 }
@@ -392,10 +425,15 @@ func splitLike(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 			inner *= d
 		}
 	}
-	outs := make([]*graph.Tensor, len(in)-1)
+	// The result slice and the pieces' shape live in the node's state
+	// (the allocator copies the shape).
+	st := kern.State[splitLikeState](n)
+	outs := append(st.outs[:0], make([]*graph.Tensor, len(in)-1)...)
+	st.outs = outs
 	off := 0
 	for i, like := range in[1:] {
-		shape := append([]int{}, dy.Shape...)
+		shape := append(st.shape[:0], dy.Shape...)
+		st.shape = shape
 		shape[ax] = like.Shape[ax]
 		out, err := kern.New(n, dy.DType, shape)
 		if err != nil {
@@ -413,6 +451,14 @@ func splitLike(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		outs[i] = out
 	}
 	return outs, nil
+}
+
+// splitLikeState is what a SplitLike node keeps between runs. Its result
+// slice is reused like kern.Results's (the executor copies the results out
+// before the node runs again).
+type splitLikeState struct {
+	outs  []*graph.Tensor
+	shape []int
 }
 
 // copyBlock copies rows of width w from src (row stride stride, starting at
@@ -453,7 +499,7 @@ func sliceGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
 
 // ---------------------------------------------------------------- PadGrad
@@ -532,7 +578,7 @@ func padGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
 
 // padSources maps each index of a padded axis (input size d, b and e pads
@@ -613,7 +659,7 @@ func tileGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tens
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
 
 // ---------------------------------------------------------------- Gather
@@ -648,10 +694,12 @@ func gatherGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	if err != nil {
 		return nil, err
 	}
-	want := append(append(append([]int{}, data.Shape[:ax]...), ind.Shape...), data.Shape[ax+1:]...)
+	var wantBuf [8]int // (on the stack for ranks up to 8)
+	want := append(append(append(wantBuf[:0], data.Shape[:ax]...), ind.Shape...), data.Shape[ax+1:]...)
 	if err := checkGradShape(n, dy, want); err != nil {
 		return nil, err
 	}
+	st := kern.State[gatherGradState](n)
 	outer, inner := 1, 1
 	for a, d := range data.Shape {
 		switch {
@@ -662,7 +710,8 @@ func gatherGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 		}
 	}
 	dim := data.Shape[ax]
-	idx := make([]int, ind.Size())
+	idx := append(st.idx[:0], make([]int, ind.Size())...)
+	st.idx = idx
 	for i := range idx {
 		if idx[i], err = wrapIndex(n, ind.Int(i), dim); err != nil {
 			return nil, err
@@ -680,8 +729,11 @@ func gatherGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	default:
 		return nil, n.Errorf("dtype %v is not supported", dy.DType)
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
+
+// gatherGradState is what a GatherGrad node keeps between runs.
+type gatherGradState struct{ idx []int }
 
 // gatherAdd adds src (outer × len(idx) × inner) into dst (outer × dim ×
 // inner) at the rows idx names.
@@ -770,5 +822,5 @@ func gatherElementsGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*
 	default:
 		return nil, n.Errorf("dtype %v is not supported", dy.DType)
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }

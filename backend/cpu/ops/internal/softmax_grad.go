@@ -32,11 +32,11 @@ func softmaxGradKernel(log bool) kern.Kernel {
 		}
 		switch ys := y.Data.(type) {
 		case []float32:
-			softmaxBackward(log, dy.Data.([]float32), ys, out.Data.([]float32), b)
+			softmaxBackwardWith(kern.State[softmaxGradTask[float32]](n), log, dy.Data.([]float32), ys, out.Data.([]float32), b)
 		case []float64:
-			softmaxBackward(log, dy.Data.([]float64), ys, out.Data.([]float64), b)
+			softmaxBackwardWith(kern.State[softmaxGradTask[float64]](n), log, dy.Data.([]float64), ys, out.Data.([]float64), b)
 		}
-		return []*graph.Tensor{out}, nil
+		return kern.Results(n, out), nil
 	}
 }
 
@@ -70,18 +70,39 @@ func softmaxGradLayout(n *graph.Node, shape []int) (layout, error) {
 // Contiguous ranges of outer indices go to the cores; rows are
 // independent, so the split does not change the results.
 func softmaxBackward[F float](log bool, dy, y, dx []F, b layout) {
+	softmaxBackwardWith(new(softmaxGradTask[F]), log, dy, y, dx, b)
+}
+
+// softmaxGradTask is softmaxBackward's work over outer indices, kept in a
+// node's state.
+type softmaxGradTask[F float] struct {
+	log       bool
+	dy, y, dx []F
+	b         layout
+}
+
+// Chunk writes the gradient of outer indices [lo, hi).
+func (t *softmaxGradTask[F]) Chunk(lo, hi int) {
+	b := t.b
+	size := b.r * b.inner
+	if b.inner == 1 {
+		softmaxBackwardContiguous(t.log, t.dy[lo*size:hi*size], t.y[lo*size:hi*size], t.dx[lo*size:hi*size], size)
+		return
+	}
+	softmaxBackwardRows(t.log, t.dy, t.y, t.dx, b, lo, hi, make([]float64, b.inner))
+}
+
+// softmaxBackwardWith is softmaxBackward with the work object t (a
+// node's, kept between runs).
+func softmaxBackwardWith[F float](t *softmaxGradTask[F], log bool, dy, y, dx []F, b layout) {
 	size := b.r * b.inner
 	if b.outer == 0 || size == 0 {
 		return
 	}
 	workers := gradWorkers(b.outer, 4*size)
-	kern.RunChunks("SoftmaxGrad", b.outer, workers, func(lo, hi int) {
-		if b.inner == 1 {
-			softmaxBackwardContiguous(log, dy[lo*size:hi*size], y[lo*size:hi*size], dx[lo*size:hi*size], size)
-			return
-		}
-		softmaxBackwardRows(log, dy, y, dx, b, lo, hi, make([]float64, b.inner))
-	})
+	*t = softmaxGradTask[F]{log: log, dy: dy, y: y, dx: dx, b: b}
+	kern.RunTask("SoftmaxGrad", b.outer, workers, t)
+	*t = softmaxGradTask[F]{}
 }
 
 // softmaxBackwardRows is softmaxBackward on outer indices [lo, hi) of a

@@ -26,7 +26,7 @@ func sumToShape(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	}
 	g, like := in[0], in[1]
 	if graph.SameShape(g.Shape, like.Shape) {
-		return []*graph.Tensor{g}, nil
+		return kern.Results(n, g), nil
 	}
 	target := like.Shape
 	if len(target) > len(g.Shape) {
@@ -34,7 +34,13 @@ func sumToShape(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	}
 	// Align target to g's rank; every dim must be equal or 1.
 	off := len(g.Shape) - len(target)
-	full := make([]int, len(g.Shape))
+	var fullBuf [8]int
+	full := fullBuf[:0]
+	if len(g.Shape) <= len(fullBuf) {
+		full = fullBuf[:len(g.Shape)]
+	} else {
+		full = make([]int, len(g.Shape))
+	}
 	for i := range full {
 		full[i] = 1
 		if i >= off {
@@ -51,11 +57,11 @@ func sumToShape(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	if outer, rows, cols, ok := columnSumLayout(g.Shape, full); ok {
 		switch src := g.Data.(type) {
 		case []float32:
-			columnSums(src, out.Data.([]float32), outer, rows, cols)
-			return []*graph.Tensor{out}, nil
+			columnSums(kern.State[colSumTask[float32]](n), src, out.Data.([]float32), outer, rows, cols)
+			return kern.Results(n, out), nil
 		case []float64:
-			columnSums(src, out.Data.([]float64), outer, rows, cols)
-			return []*graph.Tensor{out}, nil
+			columnSums(kern.State[colSumTask[float64]](n), src, out.Data.([]float64), outer, rows, cols)
+			return kern.Results(n, out), nil
 		}
 	}
 	// Output strides in g's index space: 0 on summed dims.
@@ -68,7 +74,7 @@ func sumToShape(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	default:
 		return nil, n.Errorf("dtype %v is not supported", g.DType)
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
 
 // columnSumLayout reports whether summing shape down to full (same rank,
@@ -125,8 +131,9 @@ const (
 // rows of each outer block are split into up to columnSumChunks runs and
 // the columns into blocks of up to columnSumCols; each (run, column block)
 // is summed in float64 (colSum32 for float32) into its own partial sums,
-// and the runs' partial sums are added in run order and rounded once.
-func columnSums[F float](src, dst []F, outer, rows, cols int) {
+// and the runs' partial sums are added in run order and rounded once. t is
+// the work object the cores share (a node's, kept between runs).
+func columnSums[F float](t *colSumTask[F], src, dst []F, outer, rows, cols int) {
 	chunks := max(1, min(columnSumChunks, rows/columnSumChunkRows))
 	if rows*cols < 1<<14 {
 		chunks = 1
@@ -138,27 +145,9 @@ func columnSums[F float](src, dst []F, outer, rows, cols int) {
 	items := outer * perOuter
 	// A core is worth waking for every 64K elements (about 10 µs of work).
 	workers := min(runtime.GOMAXPROCS(0), items, max(1, outer*rows*cols/(1<<16)))
-	kern.RunChunks("SumToShape", items, workers, func(lo, hi int) {
-		for it := lo; it < hi; it++ {
-			o, c, cb := it/perOuter, it%perOuter/colBlocks, it%colBlocks
-			r0, r1 := c*rows/chunks, (c+1)*rows/chunks
-			c0, c1 := cb*columnSumCols, min(cols, (cb+1)*columnSumCols)
-			acc := partial[(o*chunks+c)*cols+c0 : (o*chunks+c)*cols+c1]
-			if r1 == r0 {
-				continue
-			}
-			block := src[(o*rows+r0)*cols+c0 : (o*rows+r1-1)*cols+c1]
-			if s32, ok := any(block).([]float32); ok {
-				colSum32(acc, s32, r1-r0, cols)
-				continue
-			}
-			for r := 0; r < r1-r0; r++ {
-				for i, v := range block[r*cols : r*cols+c1-c0] {
-					acc[i] += float64(v)
-				}
-			}
-		}
-	})
+	*t = colSumTask[F]{src: src, partial: partial, rows: rows, cols: cols, chunks: chunks, colBlocks: colBlocks, perOuter: perOuter}
+	kern.RunTask("SumToShape", items, workers, t)
+	t.src, t.partial = nil, nil
 	for o := 0; o < outer; o++ {
 		d := dst[o*cols : (o+1)*cols]
 		sums := partial[o*chunks*cols : (o*chunks+1)*cols]
@@ -169,6 +158,39 @@ func columnSums[F float](src, dst []F, outer, rows, cols int) {
 		}
 		for i, v := range sums {
 			d[i] = F(v)
+		}
+	}
+}
+
+// colSumTask is columnSums's work: items [lo, hi) of (outer block, run of
+// rows, column block), each summed into its own partial sums.
+type colSumTask[F float] struct {
+	src                                     []F
+	partial                                 []float64
+	rows, cols, chunks, colBlocks, perOuter int
+}
+
+// Chunk sums items [lo, hi).
+func (t *colSumTask[F]) Chunk(lo, hi int) {
+	rows, cols, chunks, colBlocks, perOuter := t.rows, t.cols, t.chunks, t.colBlocks, t.perOuter
+	src, partial := t.src, t.partial
+	for it := lo; it < hi; it++ {
+		o, c, cb := it/perOuter, it%perOuter/colBlocks, it%colBlocks
+		r0, r1 := c*rows/chunks, (c+1)*rows/chunks
+		c0, c1 := cb*columnSumCols, min(cols, (cb+1)*columnSumCols)
+		acc := partial[(o*chunks+c)*cols+c0 : (o*chunks+c)*cols+c1]
+		if r1 == r0 {
+			continue
+		}
+		block := src[(o*rows+r0)*cols+c0 : (o*rows+r1-1)*cols+c1]
+		if s32, ok := any(block).([]float32); ok {
+			colSum32(acc, s32, r1-r0, cols)
+			continue
+		}
+		for r := 0; r < r1-r0; r++ {
+			for i, v := range block[r*cols : r*cols+c1-c0] {
+				acc[i] += float64(v)
+			}
 		}
 	}
 }

@@ -53,7 +53,7 @@ func matMulAddKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 				gemm.SgemmEpilogue(false, tb, p.batch*p.m, p.n, p.k, 1, a.Float32s(), p.k, b.Float32s(), ldb,
 					0, out.Float32s(), p.n, gemm.Epilogue{Bias: bias.Float32s()})
 			}
-			return []*graph.Tensor{out}, nil
+			return kern.Results(n, out), nil
 		}
 	}
 	prod, err := transposedMatMulKernel(ctx, n, in[:2])
@@ -109,7 +109,7 @@ func transposedMatMulKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 		return nil, n.Errorf("operand data does not match its shape (A %v, B %v)", a.Shape, b.Shape)
 	}
 	p.runF32Trans(ta, tb, a.Float32s(), b.Float32s(), out.Float32s())
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
 
 // swappedShape is shape with its last two dims swapped.
@@ -172,14 +172,7 @@ func transposeBatch[T any](dst, src []T, batch, r, c int) {
 }
 
 // transposedPlan is the MatMul plan of op(a)·op(b), op swapping the last
-// two axes where ta (tb) is set.
+// two axes where ta (tb) is set (the node's kept plan, see nodePlan).
 func transposedPlan(n *graph.Node, a, b *graph.Tensor, ta, tb bool) (*matmulPlan, error) {
-	as, bs := a.Shape, b.Shape
-	if ta {
-		as = swappedShape(as)
-	}
-	if tb {
-		bs = swappedShape(bs)
-	}
-	return newMatmulPlan(n, as, bs)
+	return nodePlan(n, a.Shape, b.Shape, ta, tb)
 }

@@ -1,6 +1,8 @@
 package linalg
 
 import (
+	"slices"
+
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -58,6 +60,46 @@ func newMatmulPlan(n *graph.Node, as, bs []int) (*matmulPlan, error) {
 		p.outShape = append(p.outShape, p.n)
 	}
 	return p, nil
+}
+
+// planState is a node's matmul plan kept between runs (kern.State), with
+// the operand shapes and transposes it was made for: a node that runs
+// again on the same shapes reuses it instead of planning (and allocating)
+// again.
+type planState struct {
+	as, bs []int
+	ta, tb bool
+	valid  bool
+	p      matmulPlan
+}
+
+// nodePlan is the plan of op(A)·op(B) for operands of shapes as and bs,
+// op swapping the last two axes where ta (tb) is set: the node's kept plan
+// when the shapes match it, a new one (kept for the next run) otherwise.
+// The plan belongs to the node; a kernel uses it only until it plans
+// another product of the same node.
+func nodePlan(n *graph.Node, as, bs []int, ta, tb bool) (*matmulPlan, error) {
+	st := kern.State[planState](n)
+	if st.valid && st.ta == ta && st.tb == tb && slices.Equal(st.as, as) && slices.Equal(st.bs, bs) {
+		return &st.p, nil
+	}
+	st.valid = false
+	pa, pb := as, bs
+	if ta {
+		pa = swappedShape(as)
+	}
+	if tb {
+		pb = swappedShape(bs)
+	}
+	p, err := newMatmulPlan(n, pa, pb)
+	if err != nil {
+		return nil, err
+	}
+	st.p = *p
+	st.as = append(st.as[:0], as...)
+	st.bs = append(st.bs[:0], bs...)
+	st.ta, st.tb, st.valid = ta, tb, true
+	return &st.p, nil
 }
 
 // affine reports whether idx[i] == i*stride for every i, returning stride.
@@ -125,7 +167,7 @@ func matMulKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 	if a.DType != b.DType {
 		return nil, n.Errorf("A is %v but B is %v", a.DType, b.DType)
 	}
-	p, err := newMatmulPlan(n, a.Shape, b.Shape)
+	p, err := nodePlan(n, a.Shape, b.Shape, false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +182,7 @@ func matMulKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 	if err := matmulDispatch(n, p, a, b, out); err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
 
 // matmulDispatch runs p on a and b (same dtype) into out.
@@ -206,7 +248,11 @@ func gemmRun(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu bool) ([
 	if k != kb {
 		return nil, n.Errorf("inner dimensions differ: op(A) is %d×%d, op(B) is %d×%d", m, k, kb, nn)
 	}
-	outShape := []int{m, nn}
+	// The output shape lives in the node's state: a new slice would be
+	// allocated on every call (the allocator keeps a copy).
+	st := kern.State[gemmState](n)
+	st.outShape = append(st.outShape[:0], m, nn)
+	outShape := st.outShape
 	alloc := kern.New
 	if a.DType == graph.Float32 {
 		alloc = kern.NewUninit // the float32 path below overwrites every element
@@ -234,7 +280,7 @@ func gemmRun(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu bool) ([
 			cBeta = beta
 		}
 		gemm.SgemmEpilogue(transA, transB, m, nn, k, alpha, ad, a.Shape[1], b.Data.([]float32), b.Shape[1], cBeta, y, nn, gemm.Epilogue{Relu: relu})
-		return []*graph.Tensor{out}, nil
+		return kern.Results(n, out), nil
 	case []float64:
 		gemmGeneric(ad, b.Data.([]float64), c, out.Data.([]float64), m, nn, k, transA, transB, alpha, beta, bcast)
 	case []int32:
@@ -258,8 +304,11 @@ func gemmRun(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu bool) ([
 			reluInPlace(o)
 		}
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
+
+// gemmState is what a Gemm node keeps between runs.
+type gemmState struct{ outShape []int }
 
 // fillBroadcastRows writes C, of a shape gemmCheckC accepted (rank ≤ 2,
 // each dim 1 or the output's), broadcast to the m×n matrix y, row by row

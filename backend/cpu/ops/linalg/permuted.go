@@ -109,6 +109,7 @@ func matrixLayout(rows, cols, rs, cs int) (trans bool, ld int, ok bool) {
 // permutedState is what a PermutedMatMul node keeps between runs: the
 // plan of its batched product, which is also the Chunker that runs it.
 type permutedState struct {
+	yShape     []int
 	alpha      float32
 	ta, tb     bool
 	m, n, k    int
@@ -201,9 +202,20 @@ func permutedMatMulKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) 
 
 // viewAttrs are the attribute names of input i's view.
 func viewAttrs(i int) (axes, fixed string) {
+	if i < len(viewAttrNames) {
+		return viewAttrNames[i][0], viewAttrNames[i][1]
+	}
 	d := string(rune('0' + i))
 	return "axes" + d, "fixed" + d
 }
+
+// viewAttrNames are viewAttrs's names of the inputs PermutedMatMul takes
+// (built once, not on every call).
+var viewAttrNames = [...][2]string{{"axes0", "fixed0"}, {"axes1", "fixed1"}, {"axes2", "fixed2"}}
+
+// dimsOf is a copy of v's dims (for error messages: v itself stays on the
+// caller's stack).
+func dimsOf(v strided) []int { return append([]int(nil), v.dims()...) }
 
 // swapped is v with its last two axes exchanged.
 func swapped(v strided) strided {
@@ -237,7 +249,7 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 		if grad != 0 {
 			return nil, false, nil // the gradient kernel reports it
 		}
-		return nil, false, n.Errorf("inner dimensions differ: A has shape %v, B has shape %v", va.dims(), vb.dims())
+		return nil, false, n.Errorf("inner dimensions differ: A has shape %v, B has shape %v", dimsOf(va), dimsOf(vb))
 	}
 	// Batch dims, broadcast numpy-style (aligned from the right); the
 	// gradients only take the path without broadcasting.
@@ -264,7 +276,7 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 		case db == 1 && grad == 0:
 			rShape[d] = da
 		case grad == 0:
-			return nil, false, n.Errorf("batch dimensions of A %v and B %v do not broadcast", va.dims(), vb.dims())
+			return nil, false, n.Errorf("batch dimensions of A %v and B %v do not broadcast", dimsOf(va), dimsOf(vb))
 		default:
 			return nil, false, nil
 		}
@@ -341,14 +353,18 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	if !okA || !okB || !okC {
 		return nil, false, nil
 	}
-	out, err := kern.NewUninit(n, graph.Float32, yShape[:rr]) // every element is written
+	p := kern.State[permutedState](n)
+	// The shape goes through the node's state, not yShape: a stack array
+	// handed to the allocator would escape, on every call.
+	p.yShape = append(p.yShape[:0], yShape[:rr]...)
+	out, err := kern.NewUninit(n, graph.Float32, p.yShape) // every element is written
 	if err != nil {
 		return nil, false, err
 	}
-	p := kern.State[permutedState](n)
 	*p = permutedState{
-		alpha: n.AttrFloat("alpha", 1),
-		ta:    ta, tb: tb, m: m, n: nn, k: k, lda: lda, ldb: ldb, ldc: ldc,
+		yShape: p.yShape,
+		alpha:  n.AttrFloat("alpha", 1),
+		ta:     ta, tb: tb, m: m, n: nn, k: k, lda: lda, ldb: ldb, ldc: ldc,
 		a: xa, b: xb, c: out.Float32s(), batchRank: br,
 		offA: va.off, offB: vb.off,
 	}
@@ -622,7 +638,7 @@ func gatherGradSumKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 			return nil, n.Errorf("gradient %d is %v, gradient 0 is %v", j, gt.DType, gs[0].DType)
 		}
 		if !graph.SameShape(gt.Shape, g.dims()) {
-			return nil, n.Errorf("gradient %d has shape %v, want %v", j, gt.Shape, g.dims())
+			return nil, n.Errorf("gradient %d has shape %v, want %v", j, gt.Shape, dimsOf(g))
 		}
 		if err := gt.Validate(); err != nil {
 			return nil, n.Errorf("gradient %d: %v", j, err)
@@ -632,7 +648,8 @@ func gatherGradSumKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 	if distinct {
 		alloc = kern.NewUninit // every element is written once
 	}
-	out, err := alloc(n, gs[0].DType, yShape[:r])
+	st.yShape = append(st.yShape[:0], yShape[:r]...) // (yShape itself stays on the stack)
+	out, err := alloc(n, gs[0].DType, st.yShape)
 	if err != nil {
 		return nil, err
 	}
@@ -679,11 +696,12 @@ func gatherGradSumKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 // gradSumState is a GatherGradSum node's scratch between runs, and the
 // Chunker that copies the rows of its gradients.
 type gradSumState struct {
-	offs []int
-	srcs [][]float32
-	dst  []float32
-	view strided
-	rows int // rows (runs along the last axis) per gradient
+	yShape []int
+	offs   []int
+	srcs   [][]float32
+	dst    []float32
+	view   strided
+	rows   int // rows (runs along the last axis) per gradient
 }
 
 // Chunk copies rows [lo, hi) of the gradients taken end to end.

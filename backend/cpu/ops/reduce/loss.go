@@ -48,7 +48,7 @@ func nllLoss(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{loss}, nil
+	return kern.Results(n, loss), nil
 }
 
 // softmaxCrossEntropyLoss is SoftmaxCrossEntropyLoss: the
@@ -74,9 +74,9 @@ func softmaxCrossEntropyLoss(_ *kern.Context, n *graph.Node, in []*graph.Tensor)
 	b := blocks{outer: x.Shape[0], r: x.Shape[1], inner: product(x.Shape[2:])}
 	switch xs := x.Data.(type) {
 	case []float32:
-		softmaxBlocks(kindLogSoftmax, xs, logProb.Data.([]float32), b)
+		softmaxBlocksWith(kern.State[softmaxTask[float32]](n), kindLogSoftmax, xs, logProb.Data.([]float32), b)
 	case []float64:
-		softmaxBlocks(kindLogSoftmax, xs, logProb.Data.([]float64), b)
+		softmaxBlocksWith(kern.State[softmaxTask[float64]](n), kindLogSoftmax, xs, logProb.Data.([]float64), b)
 	default:
 		return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
 	}
@@ -84,7 +84,7 @@ func softmaxCrossEntropyLoss(_ *kern.Context, n *graph.Node, in []*graph.Tensor)
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{loss, logProb}, nil
+	return kern.Results(n, loss, logProb), nil
 }
 
 // nll computes the negative log-likelihood loss of log-probabilities x
@@ -94,7 +94,11 @@ func nll(n *graph.Node, x, target, weight *graph.Tensor, opts lossOptions) (*gra
 		return nil, n.Errorf("input must have rank 2 or more (N, C, ...), has shape %v", x.Shape)
 	}
 	batch, c := x.Shape[0], x.Shape[1]
-	want := append([]int{batch}, x.Shape[2:]...)
+	// The target's shape and the losses live in the node's state between
+	// runs.
+	st := kern.State[nllState](n)
+	want := append(append(st.want[:0], batch), x.Shape[2:]...)
+	st.want = want
 	if !graph.SameShape(target.Shape, want) {
 		return nil, n.Errorf("target has shape %v, want %v for input of shape %v", target.Shape, want, x.Shape)
 	}
@@ -110,7 +114,11 @@ func nll(n *graph.Node, x, target, weight *graph.Tensor, opts lossOptions) (*gra
 	}
 	labels := int64s(target)
 	inner := product(x.Shape[2:])
-	losses := make([]float64, len(labels))
+	if cap(st.losses) < len(labels) {
+		st.losses = make([]float64, len(labels))
+	}
+	losses := st.losses[:len(labels)]
+	clear(losses)
 	var weightSum float64
 	var bad int
 	switch xs := x.Data.(type) {
@@ -135,6 +143,12 @@ func nll(n *graph.Node, x, target, weight *graph.Tensor, opts lossOptions) (*gra
 		sum /= weightSum
 	}
 	return floatTensor(n, x.DType, nil, []float64{sum})
+}
+
+// nllState is what a loss node keeps between runs.
+type nllState struct {
+	want   []int
+	losses []float64
 }
 
 // nllGather sets losses[k] = -x[n, t, j]·w[t] for every target t =

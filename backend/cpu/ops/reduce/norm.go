@@ -131,15 +131,20 @@ func layerNorm(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 	}
 	normShape := x.Shape[axis:]
 	outer, size := product(x.Shape[:axis]), product(normShape)
-	scale, err := layerNormParam(n, in[1], normShape, "Scale")
+	// Parameters, the statistics' shape and the row task live in the
+	// node's state, reused between runs.
+	st := kern.State[layerNormState](n)
+	scale, err := layerNormParam(n, st.scale, in[1], normShape, "Scale")
 	if err != nil {
 		return nil, err
 	}
+	st.scale = scale
 	var bias []float64
 	if bt := kern.Opt(in, 2); bt != nil {
-		if bias, err = layerNormParam(n, bt, normShape, "B"); err != nil {
+		if bias, err = layerNormParam(n, st.bias, bt, normShape, "B"); err != nil {
 			return nil, err
 		}
+		st.bias = bias
 	}
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
 	stats := rowScratch[float64](2 * outer)
@@ -159,18 +164,19 @@ func layerNorm(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 	}
 	switch xs := x.Data.(type) {
 	case []float32:
-		layerNormRows(xs, y.Data.([]float32), outer, size, scale, bias, eps, mean, invStd)
+		layerNormRowsWith(kern.State[layerNormTask[float32]](n), xs, y.Data.([]float32), outer, size, scale, bias, eps, mean, invStd)
 	case []float64:
-		layerNormRows(xs, y.Data.([]float64), outer, size, scale, bias, eps, mean, invStd)
+		layerNormRowsWith(kern.State[layerNormTask[float64]](n), xs, y.Data.([]float64), outer, size, scale, bias, eps, mean, invStd)
 	}
 	yOut, err := castTo(n, y, xDType)
 	if err != nil {
 		return nil, err
 	}
-	statShape := append([]int{}, x.Shape...)
+	statShape := append(st.statShape[:0], x.Shape...)
 	for d := axis; d < rank; d++ {
 		statShape[d] = 1
 	}
+	st.statShape = statShape
 	meanOut, err := floatTensor(n, stash, statShape, mean)
 	if err != nil {
 		return nil, err
@@ -179,19 +185,25 @@ func layerNorm(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{yOut, meanOut, invOut}, nil
+	return kern.Results(n, yOut, meanOut, invOut), nil
+}
+
+// layerNormState is what a LayerNormalization node keeps between runs.
+type layerNormState struct {
+	scale, bias []float64
+	statShape   []int
 }
 
 // layerNormParam returns a Scale or B tensor broadcast to normShape, as
-// float64.
-func layerNormParam(n *graph.Node, t *graph.Tensor, normShape []int, what string) ([]float64, error) {
+// float64, in dst (grown as needed) when it has normShape already.
+func layerNormParam(n *graph.Node, dst []float64, t *graph.Tensor, normShape []int, what string) ([]float64, error) {
 	if !t.DType.IsFloat() {
 		return nil, n.Errorf("%s has dtype %v, want a float type", what, t.DType)
 	}
-	v := float64s(t)
 	if graph.SameShape(t.Shape, normShape) {
-		return v, nil
+		return float64sInto(dst, t), nil
 	}
+	v := float64s(t)
 	bs, err := kern.BroadcastShape(t.Shape, normShape)
 	if err != nil || !graph.SameShape(bs, normShape) {
 		return nil, n.Errorf("%s of shape %v does not broadcast to the normalised shape %v", what, t.Shape, normShape)
@@ -209,6 +221,12 @@ func layerNormParam(n *graph.Node, t *graph.Tensor, normShape []int, what string
 // GOMAXPROCS goroutines when there are enough of them. The statistics are
 // float64; the per-element affine map runs in the element type.
 func layerNormRows[F float](x, y []F, outer, size int, scale, bias []float64, eps float64, mean, invStd []float64) {
+	layerNormRowsWith(new(layerNormTask[F]), x, y, outer, size, scale, bias, eps, mean, invStd)
+}
+
+// layerNormRowsWith is layerNormRows with the work object t (a node's,
+// kept between runs).
+func layerNormRowsWith[F float](t *layerNormTask[F], x, y []F, outer, size int, scale, bias []float64, eps float64, mean, invStd []float64) {
 	params := rowScratch[F](2 * size)
 	defer rowRelease(params)
 	scaleF := params[:size]
@@ -222,9 +240,46 @@ func layerNormRows[F float](x, y []F, outer, size int, scale, bias []float64, ep
 			biasF[i] = F(v)
 		}
 	}
-	parallelRows(outer, size, func(lo, hi int) {
-		layerNormRowRange(x, y, lo, hi, size, scaleF, biasF, eps, mean, invStd)
-	})
+	*t = layerNormTask[F]{x: x, y: y, size: size, scale: scaleF, bias: biasF, eps: eps, mean: mean, invStd: invStd}
+	runRows(outer, size, t)
+	*t = layerNormTask[F]{}
+}
+
+// layerNormTask is layerNormRows's work over rows, kept in the node's
+// state.
+type layerNormTask[F float] struct {
+	x, y, scale, bias []F
+	size              int
+	eps               float64
+	mean, invStd      []float64
+}
+
+// Chunk normalises rows [lo, hi).
+func (t *layerNormTask[F]) Chunk(lo, hi int) {
+	layerNormRowRange(t.x, t.y, lo, hi, t.size, t.scale, t.bias, t.eps, t.mean, t.invStd)
+}
+
+// float64sInto is float64s into dst (grown as needed).
+func float64sInto(dst []float64, t *graph.Tensor) []float64 {
+	n := t.Size()
+	if cap(dst) < n {
+		dst = make([]float64, n)
+	}
+	out := dst[:n]
+	switch s := t.Data.(type) {
+	case []float32:
+		for i, v := range s[:min(n, len(s))] {
+			out[i] = float64(v)
+		}
+		clear(out[min(n, len(s)):])
+	case []float64:
+		clear(out[copy(out, s):])
+	default:
+		for i := range out {
+			out[i] = t.Float(i)
+		}
+	}
+	return out
 }
 
 func layerNormRowRange[F float](x, y []F, lo, hi, size int, scale, bias []F, eps float64, mean, invStd []float64) {

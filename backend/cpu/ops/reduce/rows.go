@@ -2,7 +2,10 @@ package reduce
 
 import (
 	"math"
+	"runtime"
 	"sync"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
 // Float32 row kernels of Softmax and LayerNormalization over contiguous
@@ -135,6 +138,17 @@ var rowBufs struct {
 }
 
 const rowBufsKept = 8
+
+// runRows is parallelRows for a Chunker (kept in a node's state, so that
+// the fan-out allocates nothing): the same split of rows rows of rowSize
+// elements.
+func runRows(rows, rowSize int, t kern.Chunker) {
+	workers := runtime.GOMAXPROCS(0)
+	if chunks := rows * max(rowSize, 1) / parallelGrain; chunks < workers {
+		workers = chunks
+	}
+	kern.RunTask("reduce worker", rows, min(workers, rows), t)
+}
 
 // rowScratch returns a zeroed buffer of n elements; give it back with
 // rowRelease.

@@ -66,25 +66,45 @@ func softmaxKernel(kind softmaxKind) kern.Kernel {
 		}
 		switch xs := x.Data.(type) {
 		case []float32:
-			softmaxBlocks(kind, xs, out.Data.([]float32), b)
+			softmaxBlocksWith(kern.State[softmaxTask[float32]](n), kind, xs, out.Data.([]float32), b)
 		case []float64:
-			softmaxBlocks(kind, xs, out.Data.([]float64), b)
+			softmaxBlocksWith(kern.State[softmaxTask[float64]](n), kind, xs, out.Data.([]float64), b)
 		default:
 			return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
 		}
-		return []*graph.Tensor{out}, nil
+		return kern.Results(n, out), nil
 	}
 }
 
 // softmaxBlocks applies the op along r in every block of x, writing y.
 func softmaxBlocks[F float](kind softmaxKind, x, y []F, b blocks) {
+	softmaxBlocksWith(new(softmaxTask[F]), kind, x, y, b)
+}
+
+// softmaxTask is softmaxBlocks's work over contiguous rows, kept in a
+// node's state.
+type softmaxTask[F float] struct {
+	kind softmaxKind
+	x, y []F
+	size int
+}
+
+// Chunk applies the op to rows [lo, hi).
+func (t *softmaxTask[F]) Chunk(lo, hi int) {
+	size := t.size
+	for o := lo; o < hi; o++ {
+		softmaxRow(t.kind, t.x[o*size:(o+1)*size], t.y[o*size:(o+1)*size])
+	}
+}
+
+// softmaxBlocksWith is softmaxBlocks with the work object t (a node's,
+// kept between runs).
+func softmaxBlocksWith[F float](t *softmaxTask[F], kind softmaxKind, x, y []F, b blocks) {
 	size := b.r * b.inner
 	if b.inner == 1 {
-		parallelRows(b.outer, size, func(lo, hi int) {
-			for o := lo; o < hi; o++ {
-				softmaxRow(kind, x[o*size:(o+1)*size], y[o*size:(o+1)*size])
-			}
-		})
+		*t = softmaxTask[F]{kind: kind, x: x, y: y, size: size}
+		runRows(b.outer, size, t)
+		*t = softmaxTask[F]{}
 		return
 	}
 	mx := make([]float64, b.inner)

@@ -65,8 +65,19 @@ func readScalarInt(n *graph.Node, t *graph.Tensor, what string) (int64, error) {
 
 // normAxes maps possibly negative axes into [0, rank) and rejects repeats.
 func normAxes(n *graph.Node, axes []int64, rank int) ([]int, error) {
-	out := make([]int, len(axes))
-	seen := make([]bool, rank)
+	return normAxesInto(n, nil, axes, rank)
+}
+
+// normAxesInto is normAxes appending to dst[:0] (a node's scratch, reused).
+func normAxesInto(n *graph.Node, dst []int, axes []int64, rank int) ([]int, error) {
+	out := append(dst[:0], make([]int, len(axes))...)
+	var seenBuf [64]bool
+	seen := seenBuf[:0]
+	if rank <= len(seenBuf) {
+		seen = seenBuf[:max(rank, 0)]
+	} else {
+		seen = make([]bool, rank)
+	}
 	for i, a := range axes {
 		if a < int64(-rank) || a >= int64(rank) {
 			return nil, n.Errorf("axis %d is out of range for rank %d", a, rank)

@@ -19,8 +19,9 @@ func concatKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 		return nil, n.Errorf("needs at least one input")
 	}
 	for i, t := range in {
-		if err := checkData(n, t, "inputs["+strconv.Itoa(i)+"]"); err != nil {
-			return nil, err
+		// (the input's name is built only for the error)
+		if t == nil || t.Validate() != nil {
+			return nil, checkData(n, t, "inputs["+strconv.Itoa(i)+"]")
 		}
 	}
 	first := in[0]
@@ -40,7 +41,11 @@ func concatKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 	if err != nil {
 		return nil, err
 	}
-	shape := append([]int{}, first.Shape...)
+	// Shape and the inputs' data and run lengths live in the node's
+	// state between runs.
+	st := kern.State[concatState](n)
+	shape := append(st.shape[:0], first.Shape...)
+	st.shape = shape
 	shape[ax] = 0
 	for i, t := range in {
 		if t.DType != first.DType {
@@ -62,16 +67,24 @@ func concatKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 	}
 	outer := prod(shape[:ax])
 	inner := prod(shape[ax+1:])
-	srcs := make([]any, len(in))
-	runs := make([]int, len(in))
-	for i, t := range in {
-		srcs[i] = t.Data
-		runs[i] = t.Shape[ax] * inner
+	srcs, runs := st.srcs[:0], st.runs[:0]
+	for _, t := range in {
+		srcs = append(srcs, t.Data)
+		runs = append(runs, t.Shape[ax]*inner)
 	}
-	if err := concatInto(out.Data, srcs, runs, outer); err != nil {
+	st.srcs, st.runs = srcs, runs
+	err = concatInto(out.Data, srcs, runs, outer)
+	clear(srcs) // (the inputs' data is not kept past the call)
+	if err != nil {
 		return nil, n.Errorf("%v", err)
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
+}
+
+// concatState is what a Concat node keeps between runs.
+type concatState struct {
+	shape, runs []int
+	srcs        []any
 }
 
 // splitKernel implements Split. The part sizes come from input 1 (opset 13

@@ -38,7 +38,13 @@ func concatInto(dst any, srcs []any, runs []int, outer int) error {
 }
 
 func concatOf[T any](dst []T, srcAny []any, runs []int, outer int) error {
-	srcs := make([][]T, len(srcAny))
+	var buf [8][]T // (on the stack for up to 8 inputs)
+	srcs := buf[:0]
+	if len(srcAny) <= len(buf) {
+		srcs = buf[:len(srcAny)]
+	} else {
+		srcs = make([][]T, len(srcAny))
+	}
 	row := 0
 	for i, s := range srcAny {
 		t, ok := s.([]T)

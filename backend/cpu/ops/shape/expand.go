@@ -13,15 +13,24 @@ func init() {
 // broadcastMaps returns the maps that read a contiguous tensor of shape in
 // broadcast (numpy style, aligned at the right) to shape out.
 func broadcastMaps(in, out []int) []axisMap {
-	st := graph.Strides(in)
+	return broadcastMapsInto(nil, in, out)
+}
+
+// broadcastMapsInto is broadcastMaps appending to dst[:0].
+func broadcastMapsInto(dst []axisMap, in, out []int) []axisMap {
 	off := len(out) - len(in)
-	maps := make([]axisMap, len(out))
-	for a, d := range out {
-		stride := 0
-		if j := a - off; j >= 0 && in[j] != 1 {
-			stride = st[j]
+	maps := append(dst[:0], make([]axisMap, len(out))...)
+	// Row-major strides of in, from the last axis.
+	stride := 1
+	for a := len(out) - 1; a >= 0; a-- {
+		s := 0
+		if j := a - off; j >= 0 {
+			if in[j] != 1 {
+				s = stride
+			}
+			stride *= in[j]
 		}
-		maps[a] = arith(d, 0, stride)
+		maps[a] = arith(out[a], 0, s)
 	}
 	return maps
 }
@@ -40,25 +49,46 @@ func expandKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 	if err != nil {
 		return nil, err
 	}
-	dims := make([]int, len(want))
+	// The output shape and maps live in the node's state between runs.
+	st := kern.State[expandState](n)
+	shape := append(st.shape[:0], make([]int, max(len(want), x.Rank()))...)
+	st.shape = shape
+	for i := range shape {
+		shape[i] = 1
+	}
 	for i, d := range want {
 		if d < 0 || d > graph.MaxElements {
 			return nil, n.Errorf("shape %v has an invalid dim %d", want, d)
 		}
-		dims[i] = int(d)
+		shape[len(shape)-len(want)+i] = int(d)
 	}
-	shape, err := kern.BroadcastShape(x.Shape, dims)
-	if err != nil {
-		return nil, n.Errorf("cannot expand input %v to %v: %v", x.Shape, want, err)
+	// Numpy broadcast of x's shape with the requested one (as
+	// kern.BroadcastShape, in place).
+	off := len(shape) - x.Rank()
+	for i, d := range x.Shape {
+		switch o := shape[off+i]; {
+		case o == d || d == 1:
+		case o == 1:
+			shape[off+i] = d
+		default:
+			return nil, n.Errorf("cannot expand input %v to %v: shapes %v and %v cannot be broadcast together", x.Shape, want, x.Shape, want)
+		}
 	}
 	if err := checkedShape(n, shape); err != nil {
 		return nil, err
 	}
-	out, err := gatherInto(n, x, shape, 0, broadcastMaps(x.Shape, shape), nil)
+	st.maps = broadcastMapsInto(st.maps, x.Shape, shape)
+	out, err := gatherInto(n, x, shape, 0, st.maps, nil)
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
+}
+
+// expandState is what an Expand node keeps between runs.
+type expandState struct {
+	shape []int
+	maps  []axisMap
 }
 
 // tileKernel implements Tile: axis a of the input repeated repeats[a] times.

@@ -16,11 +16,16 @@ func init() {
 // dim: negative values count from the end, and anything outside [-dim, dim)
 // is an error.
 func readIndices(n *graph.Node, t *graph.Tensor, dim int, what string) ([]int, error) {
+	return readIndicesInto(n, nil, t, dim, what)
+}
+
+// readIndicesInto is readIndices appending to dst[:0] (a node's scratch).
+func readIndicesInto(n *graph.Node, dst []int, t *graph.Tensor, dim int, what string) ([]int, error) {
 	v, err := readInts(n, t, what)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]int, len(v))
+	out := append(dst[:0], make([]int, len(v))...)
 	d := int64(dim)
 	for i, x := range v {
 		if x < -d || x >= d {
@@ -77,14 +82,17 @@ func gatherKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 		return nil, err
 	}
 	dim := x.Shape[ax]
-	idx, err := readIndices(n, ind, dim, "indices")
+	st := kern.State[gatherState](n)
+	idx, err := readIndicesInto(n, st.idx, ind, dim, "indices")
 	if err != nil {
 		return nil, err
 	}
-	shape := make([]int, 0, x.Rank()+ind.Rank()-1)
+	st.idx = idx
+	shape := st.shape[:0]
 	shape = append(shape, x.Shape[:ax]...)
 	shape = append(shape, ind.Shape...)
 	shape = append(shape, x.Shape[ax+1:]...)
+	st.shape = shape
 	if err := checkedShape(n, shape); err != nil {
 		return nil, err
 	}
@@ -93,13 +101,16 @@ func gatherKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 	for i, v := range idx {
 		idx[i] = v * inner
 	}
-	maps := []axisMap{arith(outer, 0, dim*inner), tabled(idx), arith(inner, 0, 1)}
-	out, err := gatherInto(n, x, shape, 0, maps, nil)
+	maps := [3]axisMap{arith(outer, 0, dim*inner), tabled(idx), arith(inner, 0, 1)}
+	out, err := gatherInto(n, x, shape, 0, maps[:], nil)
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
+
+// gatherState is what a Gather node keeps between runs.
+type gatherState struct{ shape, idx []int }
 
 // elementOffsets computes, for GatherElements and ScatterElements, the flat
 // data offset each element of indices addresses: its own coordinates with

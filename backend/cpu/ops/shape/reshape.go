@@ -34,17 +34,20 @@ func reshapeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	} else {
 		return nil, n.Errorf("input shape is required")
 	}
-	shape, err := reshapeTarget(n, x.Shape, want, n.AttrInt("allowzero", 0) != 0)
+	var buf [8]int
+	shape, err := reshapeTarget(n, buf[:0], x.Shape, want, n.AttrInt("allowzero", 0) != 0)
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{kern.Reshape(x, shape)}, nil
+	// The node's own header (reused on its next run), sharing x's data.
+	return kern.Results(n, kern.View(n, x, shape)), nil
 }
 
-// reshapeTarget resolves Reshape's requested shape against the input shape.
-func reshapeTarget(n *graph.Node, in []int, want []int64, allowZero bool) ([]int, error) {
+// reshapeTarget resolves Reshape's requested shape against the input shape,
+// appending it to dst[:0].
+func reshapeTarget(n *graph.Node, dst, in []int, want []int64, allowZero bool) ([]int, error) {
 	size := prod(in)
-	out := make([]int, len(want))
+	out := append(dst[:0], make([]int, len(want))...)
 	infer := -1
 	known := 1
 	for i, d := range want {
@@ -80,7 +83,7 @@ func reshapeTarget(n *graph.Node, in []int, want []int64, allowZero bool) ([]int
 		known *= out[infer]
 	}
 	if known != size {
-		return nil, n.Errorf("cannot reshape %v (%d elements) to %v (%d elements)", in, size, out, known)
+		return nil, n.Errorf("cannot reshape %v (%d elements) to %v (%d elements)", in, size, append([]int(nil), out...), known)
 	}
 	return out, nil
 }
@@ -100,7 +103,8 @@ func flattenKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	if axis < 0 {
 		axis += int64(r)
 	}
-	return []*graph.Tensor{kern.Reshape(x, []int{prod(x.Shape[:axis]), prod(x.Shape[axis:])})}, nil
+	shape := [2]int{prod(x.Shape[:axis]), prod(x.Shape[axis:])}
+	return kern.Results(n, kern.View(n, x, shape[:])), nil
 }
 
 // axesInput reads the axes of Squeeze/Unsqueeze: input 1 from opset 13, the
@@ -127,9 +131,17 @@ func squeezeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	if err != nil {
 		return nil, err
 	}
-	drop := make([]bool, x.Rank())
+	// Scratch of rank up to 8 on the stack.
+	var dropBuf [8]bool
+	var axBuf, shapeBuf [8]int
+	drop := dropBuf[:0]
+	if x.Rank() <= len(dropBuf) {
+		drop = dropBuf[:x.Rank()]
+	} else {
+		drop = make([]bool, x.Rank())
+	}
 	if given {
-		ax, err := normAxes(n, axes, x.Rank())
+		ax, err := normAxesInto(n, axBuf[:0], axes, x.Rank())
 		if err != nil {
 			return nil, err
 		}
@@ -144,13 +156,13 @@ func squeezeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 			drop[a] = d == 1
 		}
 	}
-	shape := make([]int, 0, x.Rank())
+	shape := shapeBuf[:0]
 	for a, d := range x.Shape {
 		if !drop[a] {
 			shape = append(shape, d)
 		}
 	}
-	return []*graph.Tensor{kern.Reshape(x, shape)}, nil
+	return kern.Results(n, kern.View(n, x, shape)), nil
 }
 
 // unsqueezeKernel implements Unsqueeze: it inserts size-1 axes at the given
@@ -168,15 +180,22 @@ func unsqueezeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		return nil, n.Errorf("axes are required")
 	}
 	r := x.Rank() + len(axes)
-	ax, err := normAxes(n, axes, r)
+	// Scratch of rank up to 8 on the stack.
+	var axBuf, shapeBuf [8]int
+	var onesBuf [8]bool
+	ax, err := normAxesInto(n, axBuf[:0], axes, r)
 	if err != nil {
 		return nil, err
 	}
-	ones := make([]bool, r)
+	ones, shape := onesBuf[:0], shapeBuf[:0]
+	if r <= len(onesBuf) {
+		ones, shape = onesBuf[:r], shapeBuf[:r]
+	} else {
+		ones, shape = make([]bool, r), make([]int, r)
+	}
 	for _, a := range ax {
 		ones[a] = true
 	}
-	shape := make([]int, r)
 	j := 0
 	for a := range shape {
 		if ones[a] {
@@ -186,7 +205,7 @@ func unsqueezeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		shape[a] = x.Shape[j]
 		j++
 	}
-	return []*graph.Tensor{kern.Reshape(x, shape)}, nil
+	return kern.Results(n, kern.View(n, x, shape)), nil
 }
 
 // shapeKernel implements Shape, with the start/end attributes of opset 15
@@ -205,12 +224,24 @@ func shapeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	}
 	start := clamp(n.AttrInt("start", 0))
 	end := clamp(n.AttrInt("end", r))
-	out := make([]int64, 0, max(end-start, 0))
-	for i := start; i < end; i++ {
-		out = append(out, int64(x.Shape[i]))
+	// The output comes from the node's storage (kern.New, which the
+	// memory plan serves) and its shape from the node's state: a training
+	// step that reads shapes allocates nothing for them.
+	st := kern.State[shapeState](n)
+	st.shape = append(st.shape[:0], int(max(end-start, 0)))
+	t, err := kern.NewUninit(n, graph.Int64, st.shape) // every element is written
+	if err != nil {
+		return nil, err
 	}
-	return []*graph.Tensor{int64Tensor(out)}, nil
+	out := t.Data.([]int64)
+	for i := start; i < end; i++ {
+		out[i-start] = int64(x.Shape[i])
+	}
+	return kern.Results(n, t), nil
 }
+
+// shapeState is what a Shape node keeps between runs.
+type shapeState struct{ shape []int }
 
 // sizeKernel implements Size: the element count as an int64 scalar.
 func sizeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {

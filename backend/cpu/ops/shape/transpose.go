@@ -19,33 +19,49 @@ func transposeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		return nil, err
 	}
 	r := x.Rank()
-	var perm []int
+	// Perm, shape and maps live in the node's state: a new slice of each
+	// would be allocated on every call.
+	ts := kern.State[transposeState](n)
+	perm := ts.perm[:0]
 	if p := n.AttrInts("perm", nil); p != nil {
 		if len(p) != r {
 			return nil, n.Errorf("perm %v has %d entries, the input %v has rank %d", p, len(p), x.Shape, r)
 		}
 		var err error
-		if perm, err = normAxes(n, p, r); err != nil {
+		if perm, err = normAxesInto(n, perm, p, r); err != nil {
 			return nil, n.Errorf("perm %v is not a permutation of the %d axes", p, r)
 		}
 	} else {
-		perm = make([]int, r)
-		for i := range perm {
-			perm[i] = r - 1 - i
+		for i := 0; i < r; i++ {
+			perm = append(perm, r-1-i)
 		}
 	}
-	st := graph.Strides(x.Shape)
-	shape := make([]int, r)
-	maps := make([]axisMap, r)
-	for i, p := range perm {
-		shape[i] = x.Shape[p]
-		maps[i] = arith(x.Shape[p], 0, st[p])
+	ts.perm = perm
+	// Row-major strides of x.
+	st := append(ts.strides[:0], make([]int, r)...)
+	acc := 1
+	for i := r - 1; i >= 0; i-- {
+		st[i] = acc
+		acc *= x.Shape[i]
 	}
+	ts.strides = st
+	shape, maps := ts.shape[:0], ts.maps[:0]
+	for _, p := range perm {
+		shape = append(shape, x.Shape[p])
+		maps = append(maps, arith(x.Shape[p], 0, st[p]))
+	}
+	ts.shape, ts.maps = shape, maps
 	out, err := gatherInto(n, x, shape, 0, maps, nil)
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
+}
+
+// transposeState is a Transpose node's scratch between runs.
+type transposeState struct {
+	perm, strides, shape []int
+	maps                 []axisMap
 }
 
 // blockInput checks the NCHW input of DepthToSpace/SpaceToDepth and reads
@@ -97,7 +113,7 @@ func depthToSpaceKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }
 
 // spaceToDepthKernel implements SpaceToDepth: output[b, (i*bs+j)*C + c, h, w]
@@ -121,5 +137,5 @@ func spaceToDepthKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*
 	if err != nil {
 		return nil, err
 	}
-	return []*graph.Tensor{out}, nil
+	return kern.Results(n, out), nil
 }

@@ -39,9 +39,10 @@ func (m *axisMap) at(i int) int {
 // simplifyMaps drops axes of length 1 (folding their offset into base) and
 // merges neighbouring arithmetic axes that walk the source contiguously, so
 // that the innermost axis is as long as possible. empty is true when some
-// axis has length 0 (the output holds no elements).
-func simplifyMaps(maps []axisMap) (base int, out []axisMap, empty bool) {
-	out = make([]axisMap, 0, len(maps))
+// axis has length 0 (the output holds no elements). out is appended to
+// buf[:0] (a caller's stack array keeps it off the heap).
+func simplifyMaps(buf, maps []axisMap) (base int, out []axisMap, empty bool) {
+	out = buf[:0]
 	for _, m := range maps {
 		switch {
 		case m.n == 0:
@@ -77,6 +78,10 @@ func tableStride(t []int) (int, bool) {
 	return s, true
 }
 
+// stackRank is the number of axes whose scratch (maps, odometers) the
+// gather keeps on the stack; higher ranks allocate it.
+const stackRank = 8
+
 // span is one run of the innermost axis: n output elements from dst on,
 // read from the source starting at src, or filled when fill is true.
 type span struct {
@@ -84,12 +89,13 @@ type span struct {
 	fill        bool
 }
 
-// innerSpans splits the innermost axis into contiguous source runs and fill runs.
-func innerSpans(m *axisMap) []span {
+// innerSpans splits the innermost axis into contiguous source runs and fill
+// runs, appended to buf[:0].
+func innerSpans(buf []span, m *axisMap) []span {
 	if m.table == nil && m.stride == 1 {
-		return []span{{dst: 0, src: m.start, n: m.n}}
+		return append(buf[:0], span{dst: 0, src: m.start, n: m.n})
 	}
-	var out []span
+	out := buf[:0]
 	for j := 0; j < m.n; j++ {
 		o := m.at(j)
 		pad := o < 0
@@ -167,7 +173,9 @@ func gatherViewOf[T any](dst []T, srcAny any, base int, maps []axisMap, fillAny 
 	if err != nil {
 		return err
 	}
-	b0, maps, empty := simplifyMaps(maps)
+	// Scratch of up to stackRank axes lives on the stack.
+	var mapBuf [stackRank]axisMap
+	b0, maps, empty := simplifyMaps(mapBuf[:], maps)
 	if empty {
 		return nil
 	}
@@ -188,16 +196,28 @@ func gatherViewOf[T any](dst []T, srcAny any, base int, maps []axisMap, fillAny 
 	inner := &maps[len(maps)-1]
 	outer := maps[:len(maps)-1]
 	n := inner.n
-	spans := innerSpans(inner)
 	// elementwise: every inner element is its own run and none is padding.
-	elementwise := len(spans) == n
-	for _, s := range spans {
-		if s.fill {
-			elementwise = false
+	// An arithmetic inner axis (n >= 2 after simplifyMaps) is either one
+	// run (stride 1) or n runs of one element.
+	var spanBuf [4]span
+	var spans []span
+	elementwise := inner.table == nil && inner.stride != 1
+	if !elementwise {
+		spans = innerSpans(spanBuf[:], inner)
+		elementwise = len(spans) == n
+		for _, s := range spans {
+			if s.fill {
+				elementwise = false
+			}
 		}
 	}
-	idx := make([]int, len(outer))
-	partial := make([]int, len(outer)+1)
+	var idxBuf, partialBuf [stackRank + 1]int
+	idx, partial := idxBuf[:0], partialBuf[:0]
+	if len(outer) < stackRank {
+		idx, partial = idxBuf[:len(outer)], partialBuf[:len(outer)+1]
+	} else {
+		idx, partial = make([]int, len(outer)), make([]int, len(outer)+1)
+	}
 	partial[0] = base
 	for a := range outer {
 		partial[a+1] = partial[a] + outer[a].at(0)
@@ -290,8 +310,15 @@ func tileTranspose[T any](dst, src []T, base int, maps []axisMap) bool {
 			return false
 		}
 	}
-	// Output strides (dst is contiguous over maps).
-	dstStride := make([]int, r)
+	// Output strides (dst is contiguous over maps); the scratch of up to
+	// stackRank axes lives on the stack.
+	var strideBuf, restBuf, idxBuf [stackRank]int
+	dstStride, rest := strideBuf[:0], restBuf[:0]
+	if r <= stackRank {
+		dstStride = strideBuf[:r]
+	} else {
+		dstStride = make([]int, r)
+	}
 	acc := 1
 	for a := r - 1; a >= 0; a-- {
 		dstStride[a] = acc
@@ -299,13 +326,17 @@ func tileTranspose[T any](dst, src []T, base int, maps []axisMap) bool {
 	}
 	// Iterate over every axis except c and the innermost; for each, copy
 	// the 2-D plane (axis c × innermost) in tiles.
-	rest := make([]int, 0, r-2)
 	for a := 0; a < r-1; a++ {
 		if a != c {
 			rest = append(rest, a)
 		}
 	}
-	idx := make([]int, len(rest))
+	idx := idxBuf[:0]
+	if len(rest) <= stackRank {
+		idx = idxBuf[:len(rest)]
+	} else {
+		idx = make([]int, len(rest))
+	}
 	nc, ni := maps[c].n, inner.n
 	dsc := dstStride[c]
 	ssi := inner.stride
