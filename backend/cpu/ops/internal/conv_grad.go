@@ -532,12 +532,27 @@ func convColsToImageBatched[T float32 | float64](p *convGradPlan, q, w, img []T,
 		cnt := min(nb, p.batch-i0)
 		gatherImageRows(qb, ld, q, p.cq, L, i0, cnt)
 		gemmAcc(true, false, ck, cnt*L, p.cq, w, ck, qb, ld, false, col, ld)
+		if len(win.in) == 2 {
+			// col2im channel by channel over all cnt images: each
+			// column row is read in one pass.
+			per := max(1, (p.ci+colChannelChunks-1)/colChannelChunks)
+			items := (p.ci + per - 1) / per
+			convGradParallel(items, gradWorkers(items, per*win.kernelSize*cnt*L), false, func(_, it int) {
+				c0, c1 := it*per, min((it+1)*per, p.ci)
+				nn.Col2ImAddImages(img[i0*p.ci*I:], p.ci*I, col, ld, cnt, c0, c1, win.nnWindow())
+			})
+			continue
+		}
 		convGradParallel(cnt, gradWorkers(cnt, ck*L), false, func(_, b int) {
 			ig := img[(i0+b)*p.ci*I : (i0+b+1)*p.ci*I]
 			windowColumnsStrided(col[b*L:], ld, ig, p.ci, win, 0, win.outRows, true)
 		})
 	}
 }
+
+// colChannelChunks is how many channel ranges the batched col2im hands
+// out to the workers.
+const colChannelChunks = 16
 
 // transposedWindow returns, for a 2-D Conv with unit strides and
 // dilations whose pads are below the kernel size, the window that makes

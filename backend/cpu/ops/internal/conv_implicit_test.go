@@ -40,6 +40,10 @@ func TestConvGradImplicit(t *testing.T) {
 		{[]int{3, 20, 7, 9}, []int{12, 20, 3, 2}, 1, []int{2, 0, 0, 1}},
 		{[]int{33, 64, 2, 2}, []int{40, 64, 3, 3}, 1, []int{1, 1, 1, 1}},
 		{[]int{2, 8, 6, 16}, []int{10, 8, 3, 3}, 1, []int{1, 1, 1, 1}},
+		// Stride 3: by phases, and with a begin pad the phase split
+		// refuses (the GEMM into columns and col2im).
+		{[]int{3, 4, 10, 11}, []int{7, 4, 2, 2}, 3, []int{0, 0, 1, 1}},
+		{[]int{3, 4, 10, 11}, []int{7, 4, 2, 2}, 3, []int{1, 0, 1, 1}},
 	} {
 		xs, ws, stride, pads := tc.xs, tc.ws, tc.stride, tc.pads
 		oh, ow := (xs[2]+pads[0]+pads[2]-ws[2])/stride+1, (xs[3]+pads[1]+pads[3]-ws[3])/stride+1
@@ -89,7 +93,11 @@ func BenchmarkConvGradResNet64(b *testing.B) {
 		{"l2_3x3s2_128", 64, 16, 128, 3, 2, 1},
 		{"l2_3x3_128", 128, 8, 128, 3, 1, 1},
 		{"l2_1x1s2_128", 64, 16, 128, 1, 2, 0},
+		{"l3_3x3s2_256", 128, 8, 256, 3, 2, 1},
+		{"l3_1x1s2_256", 128, 8, 256, 1, 2, 0},
 		{"l3_3x3_256", 256, 4, 256, 3, 1, 1},
+		{"l4_3x3s2_512", 256, 4, 512, 3, 2, 1},
+		{"l4_1x1s2_512", 256, 4, 512, 1, 2, 0},
 		{"l4_3x3_512", 512, 2, 512, 3, 1, 1},
 	} {
 		xs, ws := []int{batch, l.c, l.h, l.h}, []int{l.m, l.c, l.k, l.k}

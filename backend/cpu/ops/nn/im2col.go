@@ -376,3 +376,81 @@ func matmul[T convElem](transA bool, m, n, k int, a []T, lda int, b []T, ldb int
 		}
 	}
 }
+
+// Col2ImAddImages is Col2ImAdd over a 2-D window for channels [c0, c1)
+// of nb images whose column matrices sit side by side: row (c, a, b) of
+// col (rows ld apart) holds image i's window positions at columns
+// i·L onwards (L = prod(w.Out)), and image i is img[i·imgStride:]. The
+// loops run channel, tap, image, so that each column row is read once
+// from start to end (walking image by image instead reads a short piece
+// of every row, L values, and jumps ld ahead for the next). Workers
+// given disjoint channel ranges write disjoint planes.
+func Col2ImAddImages[T convElem](img []T, imgStride int, col []T, ld, nb, c0, c1 int, w Window) {
+	if len(w.In) != 2 || nb <= 0 || c0 >= c1 {
+		return
+	}
+	ih, iw, oh, ow := w.In[0], w.In[1], w.Out[0], w.Out[1]
+	kh, kw := w.Kernel[0], w.Kernel[1]
+	sh, sw, dh, dw := w.Strides[0], w.Strides[1], w.Dilations[0], w.Dilations[1]
+	ph, pw := w.PadBegin[0], w.PadBegin[1]
+	L, I := oh*ow, ih*iw
+	if L == 0 || I == 0 {
+		return
+	}
+	var spanBuf [64]int
+	span := spanBuf[:0]
+	if 2*(kh+kw) > len(spanBuf) {
+		span = make([]int, 0, 2*(kh+kw))
+	}
+	for b := 0; b < kw; b++ {
+		lo, hi := validRange(b*dw-pw, sw, iw, ow)
+		span = append(span, lo, hi)
+	}
+	for a := 0; a < kh; a++ {
+		lo, hi := validRange(a*dh-ph, sh, ih, oh)
+		span = append(span, lo, hi)
+	}
+	colSpan, rowSpan := span[:2*kw], span[2*kw:]
+	for c := c0; c < c1; c++ {
+		for a := 0; a < kh; a++ {
+			rlo, rhi := rowSpan[2*a], rowSpan[2*a+1]
+			for b := 0; b < kw; b++ {
+				row := (c*kh+a)*kw + b
+				lo, hi := colSpan[2*b], colSpan[2*b+1]
+				if lo >= hi || rlo >= rhi {
+					continue
+				}
+				src := col[row*ld : row*ld+nb*L]
+				off := b*dw - pw
+				n := hi - lo
+				for i := 0; i < nb; i++ {
+					yc := img[i*imgStride+c*I : i*imgStride+(c+1)*I]
+					si := src[i*L : (i+1)*L]
+					for rr := rlo; rr < rhi; rr++ {
+						line := yc[(rr*sh+a*dh-ph)*iw:]
+						s := si[rr*ow+lo : rr*ow+hi]
+						switch sw {
+						case 1:
+							d := line[lo+off : lo+off+n]
+							for o, v := range s {
+								d[o] += v
+							}
+						case 2:
+							p := lo*2 + off
+							d := line[p : p+2*(n-1)+1]
+							for o, v := range s {
+								d[2*o] += v
+							}
+						default:
+							p := lo*sw + off
+							for _, v := range s {
+								line[p] += v
+								p += sw
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
