@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // benchShape is one GEMM the training steps run: C (m×n) = op(A)·op(B) with
@@ -36,6 +37,16 @@ var trainingShapes = []benchShape{
 	{128, 512, 784, false, false, "MLP forward X·W"},
 	{128, 784, 512, false, true, "MLP input grad dY·Wᵀ"},
 	{784, 512, 128, true, false, "MLP weight grad Xᵀ·dY"},
+	// The MLP step as the training graph runs it (PyTorch layout: W is
+	// out×in, so the forward pass reads B transposed).
+	{128, 512, 784, false, true, "MLP step forward X·Wᵀ, layer 1"},
+	{128, 512, 512, false, true, "MLP step forward X·Wᵀ, layer 2"},
+	{128, 10, 512, false, true, "MLP step forward X·Wᵀ, head"},
+	{512, 784, 128, true, false, "MLP step weight grad dYᵀ·X, layer 1"},
+	{512, 512, 128, true, false, "MLP step weight grad dYᵀ·X, layer 2"},
+	{10, 512, 128, true, false, "MLP step weight grad dYᵀ·X, head"},
+	{128, 512, 512, false, false, "MLP step input grad dY·W"},
+	{128, 512, 10, false, false, "MLP step input grad dY·W, head"},
 	{4096, 128, 128, false, false, "ViT attention projection"},
 	{4096, 256, 128, false, false, "ViT MLP up"},
 	{4096, 128, 256, false, false, "ViT MLP down"},
@@ -66,15 +77,21 @@ func benchSgemm(b *testing.B, s benchShape) {
 	}
 	Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, x, lda, y, ldb, 0, z, s.n) // warm the pools
 	b.ResetTimer()
-	cpu0 := threadCPUTime()
+	cpu0, proc0 := threadCPUTime(), processCPUTime()
 	for i := 0; i < b.N; i++ {
 		Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, x, lda, y, ldb, 0, z, s.n)
 	}
-	cpu := threadCPUTime() - cpu0
+	cpu, proc := threadCPUTime()-cpu0, processCPUTime()-proc0
 	flop := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
 	b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	if oneThread && cpu0 >= 0 && cpu > 0 {
 		b.ReportMetric(flop/cpu.Seconds()/1e9, "cpu-GFLOP/s")
+	}
+	if !oneThread && proc0 >= 0 && proc > 0 {
+		// Work per CPU second over all threads: the product's
+		// parallel efficiency (times GOMAXPROCS gives what an idle
+		// machine would reach), fan-out overheads included.
+		b.ReportMetric(flop/proc.Seconds()/1e9, "proc-cpu-GFLOP/s")
 	}
 }
 
@@ -109,4 +126,97 @@ func BenchmarkMicroKernel(b *testing.B) {
 		mk.fn(kc, ap, bp, c, mk.nr, 1, 1)
 	}
 	b.ReportMetric(2*float64(mk.mr*mk.nr*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkSgemmAttention runs the ViT's batched attention products (256
+// heads×images, 65 tokens, head width 32): scores q·kᵀ (65×65×32, B
+// transposed) and the weighted values p·v (65×32×65). With -cpu 1 it
+// also reports the work per CPU second of the one thread.
+func BenchmarkSgemmAttention(b *testing.B) {
+	const batch, t, d = 256, 65, 32
+	for _, s := range []benchShape{{t, t, d, false, true, "scores"}, {t, d, t, false, false, "values"}} {
+		b.Run(s.name(), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(7, 8))
+			ldb := s.n
+			if s.transB {
+				ldb = s.k
+			}
+			x := randSlice(r, batch*s.m*s.k)
+			y := randSlice(r, batch*s.k*s.n)
+			z := make([]float32, batch*s.m*s.n)
+			oneThread := runtime.GOMAXPROCS(0) == 1
+			if oneThread {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+			}
+			run := func() {
+				SgemmStrided(false, s.transB, s.m, s.n, s.k, 1, x, s.k, s.m*s.k, y, ldb, s.k*s.n, 0, z, s.n, s.m*s.n, batch)
+			}
+			run()
+			b.ResetTimer()
+			cpu0 := threadCPUTime()
+			for i := 0; i < b.N; i++ {
+				run()
+			}
+			cpu := threadCPUTime() - cpu0
+			flop := 2 * float64(s.m*s.n*s.k) * batch * float64(b.N)
+			b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			if oneThread && cpu0 >= 0 && cpu > 0 {
+				b.ReportMetric(flop/cpu.Seconds()/1e9, "cpu-GFLOP/s")
+			}
+		})
+	}
+}
+
+// BenchmarkSgemmAttentionEdges compares, call by call on one thread, the
+// ways the attention products can run their edges and A operand: the full
+// 6×16 kernel for every edge strip with A packed ("full"), the half
+// kernel on narrow edge strips ("half"), and half plus A read in place
+// ("rowA", the default). Alternating the variants call by call and
+// counting each one's thread CPU time makes the comparison hold on a busy
+// machine; each variant reports GFLOP per CPU second.
+func BenchmarkSgemmAttentionEdges(b *testing.B) {
+	base := kernel
+	if base.half == nil || base.rowA == nil {
+		b.Skip("the active kernel has no half or in-place A variants")
+	}
+	defer func() { kernel = base }()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	half := base
+	half.rowA, half.halfRowA = nil, nil
+	full := half
+	full.half = nil
+	variants := []microKernel{full, half, base}
+	names := []string{"full", "half", "rowA"}
+	const batch, t, d = 256, 65, 32
+	for _, s := range []benchShape{{t, t, d, false, true, "scores"}, {t, d, t, false, false, "values"}} {
+		b.Run(s.name(), func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			r := rand.New(rand.NewPCG(7, 8))
+			ldb := s.n
+			if s.transB {
+				ldb = s.k
+			}
+			x := randSlice(r, batch*s.m*s.k)
+			y := randSlice(r, batch*s.k*s.n)
+			z := make([]float32, batch*s.m*s.n)
+			total := make([]time.Duration, len(variants))
+			for i := 0; i < b.N; i++ {
+				for v, mk := range variants {
+					kernel = mk
+					c0 := threadCPUTime()
+					SgemmStrided(false, s.transB, s.m, s.n, s.k, 1, x, s.k, s.m*s.k, y, ldb, s.k*s.n, 0, z, s.n, s.m*s.n, batch)
+					total[v] += threadCPUTime() - c0
+				}
+			}
+			kernel = base
+			flop := 2 * float64(s.m*s.n*s.k) * batch * float64(b.N)
+			for v, name := range names {
+				if total[v] > 0 {
+					b.ReportMetric(flop/total[v].Seconds()/1e9, name+"-cpu-GFLOP/s")
+				}
+			}
+		})
+	}
 }

@@ -41,6 +41,14 @@ SHAPES = [
     ("M4096N128K256_NT", 4096, 128, 256, False, True),
     ("M256N256K4096_TN", 256, 256, 4096, True, False),
     ("M128N256K4096_TN", 128, 256, 4096, True, False),
+    ("M128N512K784_NT", 128, 512, 784, False, True),
+    ("M128N512K512_NT", 128, 512, 512, False, True),
+    ("M128N10K512_NT", 128, 10, 512, False, True),
+    ("M512N784K128_TN", 512, 784, 128, True, False),
+    ("M512N512K128_TN", 512, 512, 128, True, False),
+    ("M10N512K128_TN", 10, 512, 128, True, False),
+    ("M128N512K512_NN", 128, 512, 512, False, False),
+    ("M128N512K10_NN", 128, 512, 10, False, False),
 ]
 
 HERE = os.path.dirname(os.path.abspath(__file__))

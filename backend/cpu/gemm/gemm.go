@@ -21,9 +21,16 @@
 // kernel stores its tile, so C is written once per k slice and never
 // scaled in a separate pass.
 //
+// Edge strips of C at most nr/2 columns wide run a half-width kernel (same
+// sums, bit for bit), and when a block of a row-major A is used by few B
+// strips (narrow C, as in attention) the kernel reads A in place instead of
+// packing it. The bias/ReLU epilogue is vectorised too.
+//
 // Small problems skip packing and run a direct loop. Large problems are split
-// across goroutines (one per GOMAXPROCS) over the rows, the columns or the
-// shared dimension, whichever duplicates the least packing work (see run).
+// over up to GOMAXPROCS workers of kern's persistent pool (kern.RunTask, no
+// goroutine started and nothing allocated per product) over the rows, the
+// columns or the shared dimension, whichever duplicates the least packing
+// work (see run).
 // Results are deterministic for a given GOMAXPROCS; a split of the shared
 // dimension sums the partial products in a different order than one
 // goroutine would, so the last bits can differ between GOMAXPROCS values.
@@ -95,26 +102,42 @@ func SgemmEpilogue(transA, transB bool, m, n, k int, alpha float32, a []float32,
 	p := &problem{
 		transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
-		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, ep: &ep,
+		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, ep: ep,
 	}
 	p.run()
 }
 
+// active reports whether the epilogue changes anything.
+func (ep *Epilogue) active() bool { return ep != nil && (ep.Bias != nil || ep.Relu) }
+
 // apply runs the epilogue over rows [i0, i1) and columns [j0, j1) of C.
 func (ep *Epilogue) apply(c []float32, ldc, i0, i1, j0, j1 int) {
-	if ep == nil || (ep.Bias == nil && !ep.Relu) {
+	if !ep.active() || i1 <= i0 || j1 <= j0 {
 		return
 	}
-	for i := i0; i < i1; i++ {
-		row := c[i*ldc+j0 : i*ldc+j1]
-		if ep.Bias != nil {
-			bias := ep.Bias[j0:j1]
-			bias = bias[:len(row)]
-			for j, v := range bias {
+	var bias []float32
+	if ep.Bias != nil {
+		bias = ep.Bias[j0:j1]
+	}
+	epilogueRowsFn(c[i0*ldc+j0:], ldc, i1-i0, j1-j0, bias, ep.Relu)
+}
+
+// epilogueRowsFn is epilogueRowsGo, replaced by assembly where available.
+var epilogueRowsFn = epilogueRowsGo
+
+// epilogueRowsGo applies the epilogue to rows rows of C (ldc apart from
+// c[0]) and their first n columns: bias[j] added to column j (bias nil:
+// none), then negatives replaced by 0 when relu is set (NaN stays NaN).
+func epilogueRowsGo(c []float32, ldc, rows, n int, bias []float32, relu bool) {
+	for i := 0; i < rows; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if bias != nil {
+			b := bias[:len(row)]
+			for j, v := range b {
 				row[j] += v
 			}
 		}
-		if ep.Relu {
+		if relu {
 			for j, v := range row {
 				if v < 0 {
 					row[j] = 0
@@ -217,8 +240,10 @@ type problem struct {
 	ldb            int
 	c              []float32
 	ldc            int
-	// ep, if not nil, is applied to each C block after its last k slice.
-	ep *Epilogue
+	// ep is applied to each C block after its last k slice (held by
+	// value, so that a product handed to other workers does not move
+	// the caller's Epilogue to the heap).
+	ep Epilogue
 }
 
 // direct computes rows [i0, i1) and columns [j0, j1) of C without packing. It

@@ -272,6 +272,122 @@ func TestMicroKernels(t *testing.T) {
 	}
 }
 
+// TestHalfKernel: a kernel's half variant stores exactly the left nr/2
+// columns of the full kernel's tile (bit for bit, so edge strips agree with
+// full ones), within rounding of a float64 reference, leaves the right half
+// untouched, and never reads C when beta is 0.
+func TestHalfKernel(t *testing.T) {
+	mk := kernel
+	if mk.half == nil {
+		t.Skipf("%s has no half kernel", mk.name)
+	}
+	r := rand.New(rand.NewPCG(31, 32))
+	half := mk.nr / 2
+	for kc := 1; kc <= 19; kc++ {
+		for _, ab := range [][2]float32{{1, 0}, {0.5, 1}, {-2, 0.25}} {
+			alpha, beta := ab[0], ab[1]
+			ap := randSlice(r, mk.mr*kc)
+			bp := randSlice(r, mk.nr*kc)
+			ldc := mk.nr + 3
+			full := randSlice(r, mk.mr*ldc)
+			if beta == 0 {
+				for i := range full {
+					full[i] = float32(math.NaN())
+				}
+			}
+			got := append([]float32(nil), full...)
+			mk.fn(kc, ap, bp, full, ldc, alpha, beta)
+			before := append([]float32(nil), got...)
+			mk.half(kc, ap, bp, got, ldc, alpha, beta)
+			for i := 0; i < mk.mr; i++ {
+				for j := 0; j < ldc; j++ {
+					g := got[i*ldc+j]
+					if j >= half {
+						require.Equal(t, math.Float32bits(before[i*ldc+j]), math.Float32bits(g),
+							"kc=%d: C[%d][%d] outside the half tile was written", kc, i, j)
+						continue
+					}
+					require.Equal(t, math.Float32bits(full[i*ldc+j]), math.Float32bits(g),
+						"kc=%d alpha=%v beta=%v: C[%d][%d] differs from the full kernel", kc, alpha, beta, i, j)
+					var s float64
+					for p := 0; p < kc; p++ {
+						s += float64(ap[p*mk.mr+i]) * float64(bp[p*mk.nr+j])
+					}
+					s *= float64(alpha)
+					if beta != 0 {
+						s += float64(beta) * float64(before[i*ldc+j])
+					}
+					require.InDelta(t, s, float64(g), 1e-5*float64(kc+1), "kc=%d C[%d][%d]", kc, i, j)
+				}
+			}
+		}
+	}
+}
+
+// TestRowAKernels: the kernels that read A in place store bit for bit what
+// their packed-A counterparts store from the same rows, for both beta
+// cases, and touch nothing outside their tile.
+func TestRowAKernels(t *testing.T) {
+	mk := kernel
+	if mk.rowA == nil {
+		t.Skipf("%s has no in-place A kernels", mk.name)
+	}
+	r := rand.New(rand.NewPCG(35, 36))
+	for kc := 1; kc <= 37; kc++ {
+		lda := kc + 3
+		a := randSlice(r, mk.mr*lda)
+		ap := make([]float32, mk.mr*kc)
+		for i := 0; i < mk.mr; i++ {
+			for p := 0; p < kc; p++ {
+				ap[p*mk.mr+i] = a[i*lda+p]
+			}
+		}
+		bp := randSlice(r, mk.nr*kc)
+		for _, ab := range [][2]float32{{1, 0}, {-0.5, 1.5}} {
+			ldc := mk.nr + 5
+			c0 := randSlice(r, mk.mr*ldc)
+			for _, pair := range []struct {
+				name     string
+				packed   func(kc int, ap, bp, c []float32, ldc int, alpha, beta float32)
+				unpacked func(kc int, a []float32, lda int, bp, c []float32, ldc int, alpha, beta float32)
+			}{{"full", mk.fn, mk.rowA}, {"half", mk.half, mk.halfRowA}} {
+				want := append([]float32(nil), c0...)
+				got := append([]float32(nil), c0...)
+				pair.packed(kc, ap, bp, want, ldc, ab[0], ab[1])
+				pair.unpacked(kc, a, lda, bp, got, ldc, ab[0], ab[1])
+				changed := false
+				for i := range want {
+					require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]),
+						"%s kc=%d alpha=%v beta=%v element %d", pair.name, kc, ab[0], ab[1], i)
+					changed = changed || got[i] != c0[i]
+				}
+				require.True(t, changed, "%s kc=%d stored nothing", pair.name, kc)
+			}
+		}
+	}
+}
+
+// TestSgemmNarrowEdges: products whose last column strip is 1..nr-1 wide
+// (the half kernel's and the full edge tile's cases) against a float64
+// reference, in every orientation, on one goroutine and split.
+func TestSgemmNarrowEdges(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 34))
+	for _, procs := range []int{1, 2} {
+		prev := runtime.GOMAXPROCS(procs)
+		for _, n := range []int{17, 18, 20, 23, 24, 25, 31, 33, 65} {
+			for _, sz := range [][2]int{{65, 32}, {13, 7}, {130, 129}} {
+				for _, tA := range []bool{false, true} {
+					for _, tB := range []bool{false, true} {
+						checkCase(t, r, tA, tB, sz[0], n, sz[1], 1, 0, 0)
+						checkCase(t, r, tA, tB, sz[0], n, sz[1], 0.5, -1, 1)
+					}
+				}
+			}
+		}
+		runtime.GOMAXPROCS(prev)
+	}
+}
+
 // TestKernelSelection checks that amd64 machines with AVX2 and FMA use the
 // assembly kernel.
 func TestKernelSelection(t *testing.T) {
@@ -374,4 +490,90 @@ func TestSgemmEpilogue(t *testing.T) {
 	}
 	SgemmEpilogue(false, false, m, n, k, 1, a, k, b, n, 0.5, got, n, Epilogue{Relu: true})
 	assert.Equal(t, want, got)
+}
+
+// TestEpilogueRows: the active row epilogue (assembly where available)
+// against the plain definition, bit for bit, on widths around the vector
+// length, with NaN, infinities and signed zeros in C and the bias, and
+// leaving the row padding alone.
+func TestEpilogueRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	negZero := float32(math.Copysign(0, -1))
+	special := []float32{nan, inf, -inf, 0, negZero, -1e-30, 1e-30, -3, 3}
+	for n := 1; n <= 35; n++ {
+		for _, hasBias := range []bool{false, true} {
+			for _, relu := range []bool{false, true} {
+				rows, ldc := 3, n+5
+				c := randSlice(r, rows*ldc)
+				var bias []float32
+				if hasBias {
+					bias = randSlice(r, n)
+					bias[r.IntN(n)] = special[r.IntN(len(special))]
+				}
+				for i := range c {
+					if r.IntN(4) == 0 {
+						c[i] = special[r.IntN(len(special))]
+					}
+				}
+				want := append([]float32(nil), c...)
+				for i := 0; i < rows; i++ {
+					for j := 0; j < n; j++ {
+						v := want[i*ldc+j]
+						if hasBias {
+							v += bias[j]
+						}
+						if relu && v < 0 {
+							v = 0
+						}
+						want[i*ldc+j] = v
+					}
+				}
+				epilogueRowsFn(c, ldc, rows, n, bias, relu)
+				for i := range c {
+					require.Equal(t, math.Float32bits(want[i]), math.Float32bits(c[i]),
+						"n=%d bias=%v relu=%v element %d: %v want %v", n, hasBias, relu, i, c[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestSgemmSplitNoAllocations: products split over two workers by rows or
+// by columns (kern's persistent pool, pooled task state), with and without
+// an epilogue, allocate nothing once warm, so a training step's fan-outs
+// stay allocation-free.
+func TestSgemmSplitNoAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("pools drop items under the race detector")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	r := rand.New(rand.NewPCG(43, 44))
+	// 128×512×784 splits the columns, 2048×64×128 the rows.
+	for _, sz := range [][3]int{{128, 512, 784}, {2048, 64, 128}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		a, b, c := randSlice(r, m*k), randSlice(r, k*n), make([]float32, m*n)
+		bias := randSlice(r, n)
+		run := func() {
+			Sgemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
+			SgemmEpilogue(false, false, m, n, k, 1, a, k, b, n, 0, c, n, Epilogue{Bias: bias, Relu: true})
+		}
+		// Pooled packing buffers left small by earlier tests surface in
+		// any order and grow once each, so a few windows of ten runs
+		// are allowed to warm them; a product that allocates every time
+		// fails them all.
+		var mallocs uint64
+		for window := 0; window < 5; window++ {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i := 0; i < 10; i++ {
+				run()
+			}
+			runtime.ReadMemStats(&after)
+			if mallocs = after.Mallocs - before.Mallocs; mallocs == 0 {
+				break
+			}
+		}
+		assert.Zero(t, mallocs, "%d×%d×%d: allocations in 10 split products", m, n, k)
+	}
 }

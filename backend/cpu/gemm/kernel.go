@@ -22,6 +22,15 @@ type microKernel struct {
 	// L3. mc must be a multiple of mr and nc of nr.
 	mc, kc, nc int
 	fn         func(kc int, ap, bp, c []float32, ldc int, alpha, beta float32)
+	// half, if not nil, computes only the left nr/2 columns of fn's
+	// tile (same arguments, B still packed nr wide), bit for bit as fn
+	// does: the edge strips of C with at most nr/2 columns use it.
+	half func(kc int, ap, bp, c []float32, ldc int, alpha, beta float32)
+	// rowA and halfRowA, if not nil, are fn and half reading A in place
+	// (mr rows of a row-major matrix, lda apart, kc long) instead of a
+	// packed strip, bit for bit as fn and half: products whose A block is
+	// used by few B strips skip packing it.
+	rowA, halfRowA func(kc int, a []float32, lda int, bp, c []float32, ldc int, alpha, beta float32)
 }
 
 // kernel is the micro-kernel Sgemm uses. Architecture files replace it in

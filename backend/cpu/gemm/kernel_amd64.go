@@ -10,7 +10,8 @@ import "golang.org/x/sys/cpu"
 // stay busy while loads use the remaining ports. Block sizes: a kc×16 B
 // strip (16 KiB at kc=256) plus a 6×kc A strip stay in the 32 KiB L1, the
 // mc×kc A block (144 KiB) in the 512 KiB L2, and the kc×nc B panel in L3.
-var avx2Kernel6x16 = microKernel{name: "avx2fma6x16", mr: 6, nr: 16, mc: 144, kc: 256, nc: 4096, fn: kernel6x16}
+var avx2Kernel6x16 = microKernel{name: "avx2fma6x16", mr: 6, nr: 16, mc: 144, kc: 256, nc: 4096, fn: kernel6x16, half: kernel6x8of16,
+	rowA: kernel6x16RowA, halfRowA: kernel6x8of16RowA}
 
 // hasAVX2FMA reports whether the CPU (and OS) support the assembly kernel.
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
@@ -35,4 +36,45 @@ func kernel6x16(kc int, ap, bp, c []float32, ldc int, alpha, beta float32) {
 	_ = bp[16*kc-1]
 	_ = c[5*ldc+15]
 	sgemmKernel6x16(kc, &ap[0], &bp[0], &c[0], ldc, alpha, beta)
+}
+
+// sgemmKernel6x8of16 is implemented in kernel_amd64.s: the left 6×8 half
+// of sgemmKernel6x16's tile (the B strip still packed 16 wide), bit for
+// bit what the full kernel stores in those columns.
+//
+//go:noescape
+func sgemmKernel6x8of16(kc int, ap, bp, c *float32, ldc int, alpha, beta float32)
+
+// kernel6x8of16 checks the bounds the assembly relies on and calls it.
+func kernel6x8of16(kc int, ap, bp, c []float32, ldc int, alpha, beta float32) {
+	_ = ap[6*kc-1]
+	_ = bp[16*kc-1]
+	_ = c[5*ldc+7]
+	sgemmKernel6x8of16(kc, &ap[0], &bp[0], &c[0], ldc, alpha, beta)
+}
+
+// sgemmKernel6x16RowA and sgemmKernel6x8of16RowA are implemented in
+// kernel_amd64.s: the two kernels above reading A in place, six rows of a
+// row-major matrix lda elements apart, instead of a packed strip.
+//
+//go:noescape
+func sgemmKernel6x16RowA(kc int, a *float32, lda int, bp, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmKernel6x8of16RowA(kc int, a *float32, lda int, bp, c *float32, ldc int, alpha, beta float32)
+
+// kernel6x16RowA checks the bounds the assembly relies on and calls it.
+func kernel6x16RowA(kc int, a []float32, lda int, bp, c []float32, ldc int, alpha, beta float32) {
+	_ = a[5*lda+kc-1]
+	_ = bp[16*kc-1]
+	_ = c[5*ldc+15]
+	sgemmKernel6x16RowA(kc, &a[0], lda, &bp[0], &c[0], ldc, alpha, beta)
+}
+
+// kernel6x8of16RowA checks the bounds the assembly relies on and calls it.
+func kernel6x8of16RowA(kc int, a []float32, lda int, bp, c []float32, ldc int, alpha, beta float32) {
+	_ = a[5*lda+kc-1]
+	_ = bp[16*kc-1]
+	_ = c[5*ldc+7]
+	sgemmKernel6x8of16RowA(kc, &a[0], lda, &bp[0], &c[0], ldc, alpha, beta)
 }

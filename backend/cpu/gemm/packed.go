@@ -302,7 +302,11 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, bp []
 				mk.fn(kc, as, bs, pp.C[off:], pp.LDC, 1, beta)
 				continue
 			}
-			mk.fn(kc, as, bs, tile, nr, 1, 0)
+			if mk.half != nil && 2*nb <= nr {
+				mk.half(kc, as, bs, tile, nr, 1, 0)
+			} else {
+				mk.fn(kc, as, bs, tile, nr, 1, 0)
+			}
 			// Column run by column run (a run stays in one column
 			// block of C), then row by row: the block arithmetic is
 			// done once per run instead of once per row and run.
