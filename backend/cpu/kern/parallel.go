@@ -2,8 +2,10 @@ package kern
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Chunker is work over a range [0, n) that can be split into contiguous
@@ -54,6 +56,7 @@ type chunkJob struct {
 type chunkBatch struct {
 	t        Chunker
 	jobs     [maxChunks]chunkJob
+	pending  atomic.Int32 // chunks handed out and not finished
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	panicked any
@@ -118,14 +121,75 @@ func ensurePool(n int) {
 }
 
 func poolWorker() {
-	for j := range poolJobs {
+	for {
+		j := pollJob()
+		if j == nil {
+			j = <-poolJobs
+		}
 		// A job the caller claimed first stays in the queue: its state
 		// is 1 until a later call reuses the batch, and then it is a
 		// chunk of that call, set up before its state went back to 0.
 		if j.state.CompareAndSwap(0, 1) {
 			b := j.b
 			b.run(j)
+			b.pending.Add(-1)
 			b.wg.Done()
+		}
+	}
+}
+
+// spinWait is how long an idle pool goroutine polls for the next chunk,
+// and a caller for its chunks' end, before blocking. A training step runs
+// its kernels back to back: a parked goroutine takes tens of microseconds
+// to wake (futex, scheduler), which on a product of a few hundred
+// microseconds is a fifth of the second core. Spinning costs an idle core
+// at most this long after the last kernel.
+const spinWait = 50 * time.Microsecond
+
+// spinners counts the pool goroutines polling now; at most GOMAXPROCS-1
+// poll, so that they never hold every P.
+var spinners atomic.Int32
+
+// pollJob polls the queue for up to spinWait and returns a job, or nil.
+func pollJob() *chunkJob {
+	if spinners.Add(1) > int32(runtime.GOMAXPROCS(0)-1) {
+		spinners.Add(-1)
+		return nil
+	}
+	defer spinners.Add(-1)
+	var deadline time.Time
+	for i := 0; ; i++ {
+		select {
+		case j := <-poolJobs:
+			return j
+		default:
+		}
+		if i&255 == 255 {
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(spinWait)
+			} else if now.After(deadline) {
+				return nil
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+// awaitPending spins until b's handed-out chunks have ended or spinWait
+// has passed; the caller then waits on b.wg, which returns at once in the
+// first case.
+func (b *chunkBatch) awaitPending() {
+	var deadline time.Time
+	for i := 0; b.pending.Load() > 0; i++ {
+		if i&255 == 255 {
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(spinWait)
+			} else if now.After(deadline) {
+				return
+			}
+			runtime.Gosched()
 		}
 	}
 }
@@ -151,6 +215,7 @@ func RunTask(label string, n, workers int, t Chunker) {
 	// still hold a stale queue entry for one of this batch's jobs (claimed
 	// by an earlier caller) and run it, and call Done, as soon as it is.
 	b.wg.Add(chunks - 1)
+	b.pending.Store(int32(chunks - 1))
 	for c := 0; c < chunks; c++ {
 		j := &b.jobs[c]
 		j.b, j.lo, j.hi = b, c*step, min((c+1)*step, n)
@@ -169,9 +234,11 @@ func RunTask(label string, n, workers int, t Chunker) {
 	for c := 1; c < chunks; c++ {
 		if j := &b.jobs[c]; j.state.CompareAndSwap(0, 1) {
 			b.run(j)
+			b.pending.Add(-1)
 			b.wg.Done()
 		}
 	}
+	b.awaitPending()
 	b.wg.Wait()
 	panicked := b.panicked
 	putBatch(b)
