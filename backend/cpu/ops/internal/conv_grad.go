@@ -900,36 +900,21 @@ func convGradParallel(items, workers int, static bool, fn func(worker, item int)
 	workers = min(workers, items)
 	per := (items + workers - 1) / workers
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	var panicked any
-	wg.Add(workers)
-	for w := 0; w < workers; w++ {
-		go func(w int) {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					once.Do(func() { panicked = r })
-					next.Store(int64(items))
-				}
-			}()
+	kern.RunChunks("conv gradient", workers, workers, func(lo, hi int) {
+		for w := lo; w < hi; w++ {
 			if static {
 				for i := w * per; i < min((w+1)*per, items); i++ {
 					fn(w, i)
 				}
-				return
+				continue
 			}
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= items {
-					return
+					break
 				}
 				fn(w, i)
 			}
-		}(w)
-	}
-	wg.Wait()
-	if panicked != nil {
-		panic(panicked)
-	}
+		}
+	})
 }

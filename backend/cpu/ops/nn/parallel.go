@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
 // nnWorkers is how many goroutines share items work items of about cost
@@ -25,9 +27,10 @@ func nnWorkers(items int, cost int) int {
 }
 
 // parallelFor runs fn(worker, item) for item in [0, items) on workers
-// goroutines (worker in [0, workers)); items are handed out dynamically.
-// With one worker it runs inline. A panic in a worker is re-raised in the
-// caller's goroutine, where the executor turns it into an error.
+// chunks of kern's persistent pool (worker in [0, workers)); items are
+// handed out dynamically. With one worker it runs inline. A panic in a
+// worker is re-raised in the caller's goroutine, where the executor turns
+// it into an error.
 func parallelFor(items, workers int, fn func(worker, item int)) {
 	if workers <= 1 || items <= 1 {
 		for i := 0; i < items; i++ {
@@ -35,36 +38,19 @@ func parallelFor(items, workers int, fn func(worker, item int)) {
 		}
 		return
 	}
-	if workers > items {
-		workers = items
-	}
+	workers = min(workers, items)
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	var panicked any
-	wg.Add(workers)
-	for w := 0; w < workers; w++ {
-		go func(w int) {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					once.Do(func() { panicked = r })
-					next.Store(int64(items)) // stop handing out work
-				}
-			}()
+	kern.RunChunks("nn", workers, workers, func(lo, hi int) {
+		for w := lo; w < hi; w++ {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= items {
-					return
+					break
 				}
 				fn(w, i)
 			}
-		}(w)
-	}
-	wg.Wait()
-	if panicked != nil {
-		panic(panicked)
-	}
+		}
+	})
 }
 
 // f32Bufs keeps a few float32 scratch matrices alive between calls (a
