@@ -158,17 +158,19 @@ func SgemmStrided(transA, transB bool, m, n, k int, alpha float32,
 		return
 	}
 	work := m * n * k
-	one := func(i int) {
-		Sgemm(transA, transB, m, n, k, alpha,
-			a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
-	}
 	if work >= parallelWork || batch == 1 || work*batch < parallelWork {
+		// In sequence (each product splits itself if large): no closure,
+		// so no allocation.
 		for i := 0; i < batch; i++ {
-			one(i)
+			Sgemm(transA, transB, m, n, k, alpha,
+				a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
 		}
 		return
 	}
-	parallelFor(batch, one)
+	parallelFor(batch, func(i int) {
+		Sgemm(transA, transB, m, n, k, alpha,
+			a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+	})
 }
 
 // Check validates Sgemm's arguments against the slice lengths and returns a

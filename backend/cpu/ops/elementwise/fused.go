@@ -63,11 +63,11 @@ func reluGradSame[T float](n *graph.Node, dy *graph.Tensor, xs []T) ([]*graph.Te
 	}
 	ds, dst := dy.Data.([]T), out.Data.([]T)
 	if d32, ok := any(dst).([]float32); ok {
-		g32, x32 := any(ds).([]float32), any(xs).([]float32)
-		parallelRange(len(d32), parallelGrain, func(lo, hi int) {
-			reluGradF32(d32[lo:hi], g32[lo:hi], x32[lo:hi])
-		})
-		return one(out), nil
+		t := kern.State[reluGradTask](n)
+		t.d, t.g, t.x = d32, any(ds).([]float32), any(xs).([]float32)
+		parallelTask(len(d32), parallelGrain, t)
+		*t = reluGradTask{} // drop the operands
+		return kern.Results(n, out), nil
 	}
 	parallelRange(len(dst), parallelGrain, func(lo, hi int) {
 		d, g, x := dst[lo:hi], ds[lo:hi], xs[lo:hi]
@@ -82,6 +82,12 @@ func reluGradSame[T float](n *graph.Node, dy *graph.Tensor, xs []T) ([]*graph.Te
 	})
 	return one(out), nil
 }
+
+// reluGradTask is ReluGrad's float32 pass as a kern.Chunker, kept in the
+// node's state so that a step fans it out without allocating.
+type reluGradTask struct{ d, g, x []float32 }
+
+func (t *reluGradTask) Chunk(lo, hi int) { reluGradF32(t.d[lo:hi], t.g[lo:hi], t.x[lo:hi]) }
 
 // reluGradF32 is d = x > 0 ? g : +0 without a branch per element: the
 // comparison selects an all-ones or all-zeros mask (a conditional move),

@@ -36,12 +36,12 @@ func geluErfKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 			}
 			outs[i] = t
 		}
-		ys, ds, as := outs[0].Data.([]float32), outs[1].Data.([]float32), outs[2].Data.([]float32)
-		k1, k2, k3 := c1.Data.([]float32)[0], c2.Data.([]float32)[0], c3.Data.([]float32)[0]
-		parallelRange(len(xs), parallelGrain, func(lo, hi int) {
-			geluErfRange(ys[lo:hi], ds[lo:hi], as[lo:hi], xs[lo:hi], k1, k2, k3)
-		})
-		return outs[:], nil
+		t := kern.State[geluErfTask](n)
+		*t = geluErfTask{y: outs[0].Data.([]float32), d: outs[1].Data.([]float32), a: outs[2].Data.([]float32), x: xs,
+			c1: c1.Data.([]float32)[0], c2: c2.Data.([]float32)[0], c3: c3.Data.([]float32)[0]}
+		parallelTask(len(xs), parallelGrain, t)
+		*t = geluErfTask{} // drop the operands
+		return kern.Results(n, outs[0], outs[1], outs[2]), nil
 	}
 	// The unfused chain.
 	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) { return unfusedStep(ctx, n, op, args...) }
@@ -66,6 +66,17 @@ func geluErfKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		return nil, err
 	}
 	return []*graph.Tensor{y, d, a}, nil
+}
+
+// geluErfTask is GeluErf's float32 pass as a kern.Chunker, kept in the
+// node's state so that a step fans it out without allocating.
+type geluErfTask struct {
+	y, d, a, x []float32
+	c1, c2, c3 float32
+}
+
+func (t *geluErfTask) Chunk(lo, hi int) {
+	geluErfRange(t.y[lo:hi], t.d[lo:hi], t.a[lo:hi], t.x[lo:hi], t.c1, t.c2, t.c3)
 }
 
 // geluErfRange computes GeluErf's outputs for one range of x: vmath's

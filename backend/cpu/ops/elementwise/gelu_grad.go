@@ -39,12 +39,12 @@ func geluErfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 		if err != nil {
 			return nil, err
 		}
-		dst, g, xs, ds, as := out.Data.([]float32), dy.Data.([]float32), x.Data.([]float32), d.Data.([]float32), a.Data.([]float32)
-		v1, v3, kv := c1.Data.([]float32)[0], c3.Data.([]float32)[0], k.Data.([]float32)[0]
-		parallelRange(len(dst), parallelGrain, func(lo, hi int) {
-			geluErfGradRange(dst[lo:hi], g[lo:hi], xs[lo:hi], ds[lo:hi], as[lo:hi], v1, v3, kv)
-		})
-		return one(out), nil
+		t := kern.State[geluErfGradTask](n)
+		*t = geluErfGradTask{dst: out.Data.([]float32), dy: dy.Data.([]float32), x: x.Data.([]float32), d: d.Data.([]float32),
+			a: a.Data.([]float32), c1: c1.Data.([]float32)[0], c3: c3.Data.([]float32)[0], k: k.Data.([]float32)[0]}
+		parallelTask(len(t.dst), parallelGrain, t)
+		*t = geluErfGradTask{} // drop the operands
+		return kern.Results(n, out), nil
 	}
 	// The unfused chain.
 	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) { return unfusedStep(ctx, n, op, args...) }
@@ -73,6 +73,17 @@ func geluErfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 		return nil, err
 	}
 	return one(dx), nil
+}
+
+// geluErfGradTask is GeluErfGrad's float32 pass as a kern.Chunker, kept in
+// the node's state so that a step fans it out without allocating.
+type geluErfGradTask struct {
+	dst, dy, x, d, a []float32
+	c1, c3, k        float32
+}
+
+func (t *geluErfGradTask) Chunk(lo, hi int) {
+	geluErfGradRange(t.dst[lo:hi], t.dy[lo:hi], t.x[lo:hi], t.d[lo:hi], t.a[lo:hi], t.c1, t.c3, t.k)
 }
 
 // geluErfGradRange computes GeluErfGrad for one range: vmath's fused pass.
