@@ -262,12 +262,24 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				mcur := min(mc, i1-ic)
 				mstrips := (mcur + mk.mr - 1) / mk.mr
 				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
-				if pp.PackA != nil {
+				var arows []float32
+				switch {
+				case pp.PackA != nil:
 					pp.PackA(buf.a, ic, mcur, pc, kcur)
-				} else {
+				case !pp.TransA && mk.rowA != nil && ncur <= rowACols:
+					// Few B strips use this A block (a late
+					// layer's filter times its small batch of
+					// windows): the kernel reads the full strips
+					// in place and only a last, partial one is
+					// packed, as in the plain GEMM.
+					arows = pp.A[ic*pp.LDA+pc:]
+					if full := mcur / mk.mr * mk.mr; full < mcur {
+						plain.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
+					}
+				default:
 					plain.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 				}
-				pp.macro(mk, ic, mcur, jc, ncur, kcur, buf.a, buf.b, beta, buf.tile[:mk.mr*mk.nr])
+				pp.macro(mk, ic, mcur, jc, ncur, kcur, buf.a, arows, buf.b, beta, buf.tile[:mk.mr*mk.nr])
 			}
 		}
 	}
@@ -285,27 +297,40 @@ func (pp *PackedProduct) cAt(i, j int) (off, run int) {
 }
 
 // macro runs the micro-kernel over the mc×nc block of C at (ic, jc) from
-// packed panels kc deep, storing C = A·B + beta·C. A tile whose columns
-// stay in one column block of C is stored in place; an edge tile, or one
-// that crosses blocks, goes through the scratch tile.
-func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, bp []float32, beta float32, tile []float32) {
+// packed panels kc deep, storing C = A·B + beta·C. When arows is not nil
+// the full MR-row strips of A are read in place from it (rows LDA apart)
+// and only a last, partial strip comes from ap. A tile whose columns stay
+// in one column block of C is stored in place; an edge tile, or one that
+// crosses blocks, goes through the scratch tile.
+func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows, bp []float32, beta float32, tile []float32) {
 	mr, nr := mk.mr, mk.nr
+	lda := pp.LDA
 	for jr := 0; jr < nc; jr += nr {
 		nb := min(nr, nc-jr)
 		bs := bp[jr*kc : jr*kc+nr*kc]
 		_, run := pp.cAt(0, jc+jr)
 		for ir := 0; ir < mc; ir += mr {
 			mb := min(mr, mc-ir)
-			as := ap[ir*kc : ir*kc+mr*kc]
+			inPlace := arows != nil && mb == mr
 			if mb == mr && nb == nr && run >= nr {
 				off, _ := pp.cAt(ic+ir, jc+jr)
-				mk.fn(kc, as, bs, pp.C[off:], pp.LDC, 1, beta)
+				if inPlace {
+					mk.rowA(kc, arows[ir*lda:], lda, bs, pp.C[off:], pp.LDC, 1, beta)
+				} else {
+					mk.fn(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1, beta)
+				}
 				continue
 			}
-			if mk.half != nil && 2*nb <= nr {
-				mk.half(kc, as, bs, tile, nr, 1, 0)
-			} else {
-				mk.fn(kc, as, bs, tile, nr, 1, 0)
+			halfTile := mk.half != nil && 2*nb <= nr
+			switch {
+			case inPlace && halfTile:
+				mk.halfRowA(kc, arows[ir*lda:], lda, bs, tile, nr, 1, 0)
+			case inPlace:
+				mk.rowA(kc, arows[ir*lda:], lda, bs, tile, nr, 1, 0)
+			case halfTile:
+				mk.half(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, nr, 1, 0)
+			default:
+				mk.fn(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, nr, 1, 0)
 			}
 			// Column run by column run (a run stays in one column
 			// block of C), then row by row: the block arithmetic is

@@ -32,6 +32,10 @@ func TestPackedProduct(t *testing.T) {
 			{130, 96, 600, 16},
 			{41, 1032, 77, 4},
 			{41, 1030, 77, 0},
+			// At most rowACols columns: a plain A is read in place,
+			// full strips through the kernel's rowA, tiles crossing
+			// column blocks of 12 and a last 2-row strip packed.
+			{20, 72, 200, 12},
 			// Filter-gradient shapes (small M×N, long K): split over
 			// the shared dimension, into plain C and, through the
 			// plain detour, into column blocks of 8.

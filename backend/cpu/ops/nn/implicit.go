@@ -295,6 +295,16 @@ func (g *Conv2D) padPhased(x []float32, hp, wl int) padded {
 	for b := 0; b < g.KW; b++ {
 		usedPhase[(b*g.DW)%sw%64] = true
 	}
+	// The rows some tap reads, worked out once (every plane reads
+	// the same rows).
+	var readBuf [64]bool
+	read := readBuf[:0]
+	if hp > len(readBuf) {
+		read = make([]bool, 0, hp)
+	}
+	for r := 0; r < hp; r++ {
+		read = append(read, g.rowRead(r))
+	}
 	xp := scratch[float32](planes * hp * wp)
 	per := max(1, padChunk/(hp*wp))
 	items := (planes + per - 1) / per
@@ -303,7 +313,7 @@ func (g *Conv2D) padPhased(x []float32, hp, wl int) padded {
 			dst := xp[p*hp*wp : (p+1)*hp*wp]
 			src := x[p*g.H*g.W : (p+1)*g.H*g.W]
 			for r := 0; r < hp; r++ {
-				if !g.rowRead(r) {
+				if !read[r] {
 					continue
 				}
 				row := dst[r*wp : (r+1)*wp]
@@ -359,23 +369,20 @@ func (g *Conv2D) rowRead(r int) bool {
 // (image column c − left, zero outside the image in) into its even
 // columns (ev) and odd columns (od).
 func deinterleave2(ev, od, in []float32, left int) {
-	// Logical columns [left, left+len(in)) hold the image; the rest
-	// is zero.
-	clear(ev)
-	clear(od)
-	c := left
-	i := 0
-	if c%2 == 1 && i < len(in) {
-		od[c/2] = in[0]
-		i, c = 1, c+1
-	}
-	// c is even from here: pairs (c, c+1) go to ev[c/2], od[c/2].
-	for ; i+1 < len(in); i, c = i+2, c+2 {
-		v := (*[2]float32)(in[i : i+2])
-		ev[c/2], od[c/2] = v[0], v[1]
-	}
-	if i < len(in) {
-		ev[c/2] = in[i]
+	// Pair i is logical columns 2i and 2i+1, image columns
+	// 2i − left and 2i + 1 − left: every value of ev and od is
+	// written once, zero outside the image.
+	od = od[:len(ev)]
+	for i := range ev {
+		c := 2*i - left
+		var e, o float32
+		if uint(c) < uint(len(in)) {
+			e = in[c]
+		}
+		if uint(c+1) < uint(len(in)) {
+			o = in[c+1]
+		}
+		ev[i], od[i] = e, o
 	}
 }
 
@@ -653,9 +660,11 @@ var lineBufs = sync.Pool{New: func() any { return new([]float32) }}
 // packColumnsT returns the PackB of the filter gradient: B is im2col(x)ᵀ,
 // rows the window positions (image, oh, ow) and columns (c, a, b). When
 // every run of positions is a multiple of 8 long, each full strip is
-// gathered and transposed straight from the padded batch; otherwise each
-// strip's NR im2col rows are gathered into a staging block that stays in
-// L1, then transposed into the strip.
+// gathered and transposed straight from the padded batch; with runs of 4
+// positions or fewer on average (the late layers' 4- and 2-wide output
+// rows, strided 1×1 windows) each strip row gathers its 16 taps directly;
+// otherwise each strip's NR im2col rows are gathered into a staging block
+// that stays in L1, then transposed into the strip.
 func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int) {
 	_, nr := gemm.KernelShape()
 	return func(dst []float32, p0, kc, j0, nc int) {
@@ -680,6 +689,10 @@ func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int)
 				break
 			}
 		}
+		// Short runs (the late layers' output rows of 4 or 2
+		// positions, or strided runs): staging them costs a call per run
+		// and tap, so each strip row is gathered straight from the taps.
+		short := !direct && len(segs) > 0 && kc <= 4*len(segs)
 		for s := 0; s*nr < nc; s++ {
 			cols := min(nr, nc-s*nr)
 			offs := g.tapOffsets(offBuf[:0], xp, j0+s*nr, cols)
@@ -688,6 +701,10 @@ func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int)
 				for _, sg := range segs {
 					gemm.GatherTransposed(strip[sg.dst*16:], x, sg.src, offs, sg.n)
 				}
+				continue
+			}
+			if cols == 16 && nr == 16 && short {
+				gatherTaps16(dst[s*nr*kc:(s+1)*nr*kc], x, segs, offs, sw)
 				continue
 			}
 			if sw == 1 {
@@ -704,6 +721,29 @@ func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int)
 				}
 			}
 			gemm.PackTransposedB(dst[s*nr*kc:(s+1)*nr*kc], lines, kc, cols, kc)
+		}
+	}
+}
+
+// gatherTaps16 fills a 16-wide B strip of the filter gradient row by row:
+// strip row p (window position p of the runs segs) holds the values of the
+// 16 taps at offsets offs, strip[p·16 + j] = x[src + offs[j]] where src is
+// what the position reads with tap (0, 0) (positions of a run sw apart).
+func gatherTaps16(strip, x []float32, segs []posSeg, offs []int, sw int) {
+	o := (*[16]int)(offs[:16])
+	hi := 0
+	for _, v := range o {
+		hi = max(hi, v)
+	}
+	for _, sg := range segs {
+		for i := 0; i < sg.n; i++ {
+			b := sg.src + i*sw
+			xs := x[b : b+hi+1]
+			d := (*[16]float32)(strip[(sg.dst+i)*16 : (sg.dst+i)*16+16])
+			d[0], d[1], d[2], d[3] = xs[o[0]], xs[o[1]], xs[o[2]], xs[o[3]]
+			d[4], d[5], d[6], d[7] = xs[o[4]], xs[o[5]], xs[o[6]], xs[o[7]]
+			d[8], d[9], d[10], d[11] = xs[o[8]], xs[o[9]], xs[o[10]], xs[o[11]]
+			d[12], d[13], d[14], d[15] = xs[o[12]], xs[o[13]], xs[o[14]], xs[o[15]]
 		}
 	}
 }
