@@ -200,7 +200,7 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 		rows, rowsOK := p.spans(0)
 		cols, colsOK := p.spans(1)
 		x32, _ := any(x).([]float32)
-		separable := x32 != nil && rowsOK && colsOK && separableFits(rows, cols)
+		separable := x32 != nil && rowsOK && colsOK && separableFits(rows, cols, p.win.in[1])
 		convGradParallel(planes, workers, false, func(_, c int) {
 			dyp, dxp := dy[c*outSize:(c+1)*outSize], dx[c*inSize:(c+1)*inSize]
 			clear(dxp)
@@ -336,28 +336,27 @@ func maxPoolBackward2DSpans[T float32 | float64](rows, cols []tapSpan, iw int, d
 	}
 }
 
-// Limits of the separable MaxPoolGrad path: window rows kept at once, and
-// the output width of one kept row.
+// Limits of the separable MaxPoolGrad path: window rows, and the input
+// and output widths (the lengths of the row buffers).
 const (
 	sepRows  = 4
-	sepWidth = 512
+	sepWidth = 2048
 )
 
-// sepRing holds the column maxima of the input rows a separable pool keeps
-// (sepRows rows of sepWidth); sepRingPool keeps them between calls, since
-// zeroing a fresh one per plane would cost as much as the pool itself.
-type sepRing struct {
-	v [sepRows * sepWidth]float32
-	k [sepRows * sepWidth]int32
+// sepBuf holds one row of vertical maxima (v), one of window maxima (m)
+// and one of argmax taps (i); sepBufPool keeps them between calls.
+type sepBuf struct {
+	v, m [sepWidth]float32
+	i    [sepWidth]int32
 }
 
-var sepRingPool = sync.Pool{New: func() any { return new(sepRing) }}
+var sepBufPool = sync.Pool{New: func() any { return new(sepBuf) }}
 
 // separableFits reports whether maxPoolBackwardSeparable can take windows
-// of these spans: at most sepRows rows per window and sepWidth outputs per
-// row.
-func separableFits(rows, cols []tapSpan) bool {
-	if len(cols) > sepWidth {
+// of these spans over rows iw wide: at most sepRows rows per window, and
+// iw and the output width at most sepWidth.
+func separableFits(rows, cols []tapSpan, iw int) bool {
+	if len(cols) > sepWidth || iw > sepWidth {
 		return false
 	}
 	for _, rs := range rows {
@@ -368,105 +367,160 @@ func separableFits(rows, cols []tapSpan) bool {
 	return true
 }
 
+// stride2Run returns the outputs [qa, qb) whose windows all hold k taps
+// (the widest window's, 2 or 3) starting two columns apart, the run
+// nn.PoolHMaxS2 computes; k = 0 when there is no such run.
+func stride2Run(cols []tapSpan) (qa, qb, k int) {
+	for _, cs := range cols {
+		k = max(k, cs.n)
+	}
+	if k != 2 && k != 3 {
+		return 0, 0, 0
+	}
+	for cols[qa].n != k {
+		qa++
+	}
+	qb = qa
+	for qb < len(cols) && cols[qb].n == k && cols[qb].lo == cols[qa].lo+2*(qb-qa) {
+		qb++
+	}
+	return qa, qb, k
+}
+
 // maxPoolBackwardSeparable is maxPoolBackward2DSpans for one float32
-// plane, with each window's argmax found as the first row holding the
-// window's maximum and, in it, the first column holding it: each input
-// row's column maxima and their first positions are computed once and
-// shared by the windows that overlap in rows. Without NaN this is the
-// row-major scan's tap (the first one no later tap strictly exceeds; ties
-// between +0 and -0 compare equal in both). A NaN in a row a window reads
-// makes it return false part way, with part of dx written; the caller
-// clears dx and runs the scan, whose NaN rule differs. nn's
-// maxPool2DSeparable computes the forward values the same way.
+// plane. Each window's argmax is its first tap, in row-major order, equal
+// to the window's maximum: without NaN this is the row-major scan's tap
+// (the first one no later tap strictly exceeds; +0 and -0 compare equal
+// in both), and the equality tests do not depend on each other as the
+// scan's running maximum does. Runs of 3-wide windows two columns apart
+// over 2 or 3 rows get their argmax taps from nn.PoolArgmax3x3S2 (AVX2);
+// other output rows find their windows' maxima as nn's maxPool2DSeparable
+// does (vertical maxima of the window rows, then maxima over the window
+// columns), and the other windows from their taps. A NaN in a tap a
+// window reads makes it return false part way, with part of dx written;
+// the caller clears dx and runs the scan, whose NaN rule differs.
 func maxPoolBackwardSeparable(rows, cols []tapSpan, iw int, dy, x, dx []float32) bool {
 	ow := len(cols)
-	ring := sepRingPool.Get().(*sepRing)
-	defer sepRingPool.Put(ring)
-	hv, hk := ring.v[:], ring.k[:]
-	next := 0 // the next input row whose column maxima are not in the ring
+	buf := sepBufPool.Get().(*sepBuf)
+	defer sepBufPool.Put(buf)
+	v, m, ib := buf.v[:iw], buf.m[:ow], buf.i[:ow]
+	qa, qb, k := stride2Run(cols)
+	tapOff := [9]int{0, 1, 2, iw, iw + 1, iw + 2, 2 * iw, 2*iw + 1, 2*iw + 2}
 	for r, rs := range rows {
 		if rs.n == 0 {
 			continue
 		}
 		lo, hi := rs.lo, rs.lo+rs.n
-		for i := max(next, lo); i < hi; i++ {
-			s := (i % sepRows) * sepWidth
-			if !rowArgmax(cols, x[i*iw:(i+1)*iw], hv[s:s+ow], hk[s:s+ow]) {
+		xr := x[lo*iw:]
+		g := dy[r*ow : (r+1)*ow]
+		dr := dx[lo*iw:]
+		useIdx := false
+		if k == 3 && (rs.n == 2 || rs.n == 3) {
+			// With s2 = 0 a window of two rows reads its second row twice.
+			s2 := iw
+			if rs.n == 2 {
+				s2 = 0
+			}
+			ok, nan := nn.PoolArgmax3x3S2(ib[qa:qb], xr[cols[qa].lo:], iw, s2)
+			if nan {
 				return false
 			}
+			useIdx = ok
 		}
-		next = max(next, hi)
-		g := dy[r*ow : (r+1)*ow]
-		s0 := (lo % sepRows) * sepWidth
-		switch rs.n {
-		case 3:
-			s1, s2 := ((lo+1)%sepRows)*sepWidth, ((lo+2)%sepRows)*sepWidth
-			v0, v1, v2 := hv[s0:s0+ow], hv[s1:s1+ow], hv[s2:s2+ow]
+		if useIdx {
+			// The windows outside the run (borders) from their taps.
 			for q, cs := range cols {
+				if q >= qa && q < qb {
+					dr[cs.lo+tapOff[ib[q]]] += g[q]
+					continue
+				}
 				if cs.n == 0 {
 					continue
 				}
-				// s is the ring offset of the window's argmax row.
-				s := s0
-				s = pickIf(v1[q] > v0[q], s1, s)
-				m := max(v0[q], v1[q])
-				s = pickIf(v2[q] > m, s2, s)
-				row := lo + (s/sepWidth-lo%sepRows+sepRows)%sepRows
-				dx[row*iw+int(hk[s+q])] += g[q]
-			}
-		default:
-			for q, cs := range cols {
-				if cs.n == 0 {
-					continue
+				t := xr[cs.lo]
+				for i := 0; i < rs.n; i++ {
+					for _, u := range xr[i*iw+cs.lo : i*iw+cs.lo+cs.n] {
+						if u != u {
+							return false
+						}
+						t = max(t, u)
+					}
 				}
-				s, m := s0, hv[s0+q]
-				for i := lo + 1; i < hi; i++ {
-					si := (i % sepRows) * sepWidth
-					s = pickIf(hv[si+q] > m, si, s)
-					m = max(m, hv[si+q])
-				}
-				row := lo + (s/sepWidth-lo%sepRows+sepRows)%sepRows
-				dx[row*iw+int(hk[s+q])] += g[q]
+				dr[firstEqual(xr, iw, rs.n, cs, t)] += g[q]
 			}
+			continue
+		}
+		if !windowRowMax(v, x, iw, lo, hi) {
+			return false
+		}
+		if k > 0 {
+			nn.PoolHMaxS2(m[qa:qb], v[cols[qa].lo:], k)
+		}
+		for q := 0; q < ow; q++ {
+			if k > 0 && q == qa {
+				q = qb - 1 // written by PoolHMaxS2
+				continue
+			}
+			cs := cols[q]
+			if cs.n == 0 {
+				continue
+			}
+			w := v[cs.lo : cs.lo+cs.n]
+			t := w[0]
+			for _, u := range w[1:] {
+				t = max(t, u)
+			}
+			m[q] = t
+		}
+		for q, cs := range cols {
+			if cs.n == 0 {
+				continue
+			}
+			t := m[q]
+			if rs.n == 3 && cs.n == 3 {
+				// The taps from last to first: the first equal one stays.
+				w := xr[cs.lo : cs.lo+2*iw+3]
+				at := 2*iw + 2
+				at = pickIf(w[2*iw+1] == t, 2*iw+1, at)
+				at = pickIf(w[2*iw] == t, 2*iw, at)
+				at = pickIf(w[iw+2] == t, iw+2, at)
+				at = pickIf(w[iw+1] == t, iw+1, at)
+				at = pickIf(w[iw] == t, iw, at)
+				at = pickIf(w[2] == t, 2, at)
+				at = pickIf(w[1] == t, 1, at)
+				at = pickIf(w[0] == t, 0, at)
+				dr[cs.lo+at] += g[q]
+				continue
+			}
+			dr[firstEqual(xr, iw, rs.n, cs, t)] += g[q]
 		}
 	}
 	return true
 }
 
-// rowArgmax writes into hv the maximum of line over each window's column
-// span and into hk the column of its first occurrence (spans with no tap
-// are left alone: no window reads them), and reports whether no maximum is
-// NaN.
-func rowArgmax(cols []tapSpan, line, hv []float32, hk []int32) bool {
-	hv, hk = hv[:len(cols)], hk[:len(cols)]
-	for q, cs := range cols {
-		o := cs.lo
-		switch cs.n {
-		case 3:
-			w := line[o : o+3]
-			k := o
-			k = pickIf(w[1] > w[0], o+1, k)
-			m := max(w[0], w[1])
-			k = pickIf(w[2] > m, o+2, k)
-			hv[q], hk[q] = max(m, w[2]), int32(k)
-		case 2:
-			w := line[o : o+2]
-			hv[q], hk[q] = max(w[0], w[1]), int32(pickIf(w[1] > w[0], o+1, o))
-		case 0:
-			hv[q], hk[q] = float32(math.Inf(-1)), 0
-		default:
-			w := line[o : o+cs.n]
-			k, m := o, w[0]
-			for j, v := range w[1:] {
-				k = pickIf(v > m, o+1+j, k)
-				m = max(m, v)
-			}
-			hv[q], hk[q] = m, int32(k)
+// firstEqual returns the offset in x (rows iw wide) of the first tap, in
+// row-major order, of the window over rows 0..n-1 and the columns cs that
+// equals t (t is the window's maximum, so one does).
+func firstEqual(x []float32, iw, n int, cs tapSpan, t float32) int {
+	at := 0
+	for i := n - 1; i >= 0; i-- {
+		for j := cs.lo + cs.n - 1; j >= cs.lo; j-- {
+			at = pickIf(x[i*iw+j] == t, i*iw+j, at)
 		}
 	}
-	nan := false
-	for _, v := range hv {
-		nan = nan || v != v
+	return at
+}
+
+// windowRowMax sets v to the elementwise maximum of rows lo..hi-1 of x
+// (iw wide) and reports whether none of them holds a NaN.
+func windowRowMax(v, x []float32, iw, lo, hi int) bool {
+	a := x[lo*iw : (lo+1)*iw]
+	if hi-lo == 1 {
+		return !nn.PoolVMax(v, a, a)
+	}
+	nan := nn.PoolVMax(v, a, x[(lo+1)*iw:(lo+2)*iw])
+	for i := lo + 2; i < hi; i++ {
+		nan = nn.PoolVMax(v, v, x[i*iw:(i+1)*iw]) || nan
 	}
 	return !nan
 }

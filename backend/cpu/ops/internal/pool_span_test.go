@@ -120,14 +120,26 @@ func BenchmarkMaxPoolGradResNetStem(b *testing.B) {
 // rows up to the path's limit and one beyond. The sums run in the same
 // order as the definition's, so they must match exactly.
 func TestMaxPoolGradSeparable(t *testing.T) {
-	const n, c, h, w = 2, 20, 13, 11
-	rng := rand.New(rand.NewPCG(13, 14))
+	checkMaxPoolGradSeparable(t, 2, 20, 13, 11)
+}
+
+// TestMaxPoolGradSeparableWide is TestMaxPoolGradSeparable on planes wide
+// enough for the AVX2 loops of the window maxima (blocks of 8 outputs, an
+// overlapping last block and scalar borders), with even and odd widths.
+func TestMaxPoolGradSeparableWide(t *testing.T) {
+	for _, w := range []int{16, 17, 33, 40, 47} {
+		t.Run(fmt.Sprint("w", w), func(t *testing.T) { checkMaxPoolGradSeparable(t, 2, 20, 9, w) })
+	}
+}
+
+func checkMaxPoolGradSeparable(t *testing.T, n, c, h, w int) {
+	rng := rand.New(rand.NewPCG(13, uint64(14+w)))
 	x := make([]float32, n*c*h*w)
 	grid := []float32{-1, 0, float32(math.Copysign(0, -1)), 0.5, 1, 2}
 	for i := range x {
 		x[i] = grid[rng.IntN(len(grid))]
 	}
-	for _, i := range []int{3*h*w + 0, 3*h*w + 2*w + 5, 17*h*w + 4*w + 1, 17*h*w + 9*w + 10, 30*h*w + 6*w} {
+	for _, i := range []int{3*h*w + 0, 3*h*w + 2*w + 5, 17*h*w + 4*w + 1, 17*h*w + (h-4)*w + 10, 30*h*w + 6*w, 35*h*w + 7} {
 		x[i] = float32(math.NaN())
 	}
 	for _, tc := range []struct {

@@ -261,7 +261,7 @@ func maxPoolRun[T ordered](plan *poolPlan, x, y []T, idx []int64, planes int, lo
 		rows, rowsOK := plan.spans(0)
 		cols, colsOK := plan.spans(1)
 		x32, _ := any(x).([]float32)
-		separable := idx == nil && x32 != nil && rowsOK && colsOK && separableFits(rows, cols)
+		separable := idx == nil && x32 != nil && rowsOK && colsOK && separableFits(rows, plan.in[1])
 		parallelFor(planes, workers, func(_, c int) {
 			var ip []int64
 			if idx != nil {
@@ -419,23 +419,21 @@ func maxPool2DSpans[T ordered](rows, cols []span, iw int, x, y []T, idx []int64,
 	}
 }
 
-// Limits of the separable MaxPool path: window rows kept at once, and the
-// output width of one kept row.
+// Limits of the separable MaxPool path: window rows, and the input width
+// (the length of the buffer of one row of vertical maxima).
 const (
 	sepRows  = 4
-	sepWidth = 512
+	sepWidth = 2048
 )
 
-// sepRingPool keeps the buffers of column maxima of maxPool2DSeparable
-// between calls, since zeroing a fresh one per plane would cost as much as
-// the pool itself.
-var sepRingPool = sync.Pool{New: func() any { return new([sepRows * sepWidth]float32) }}
+// sepRowPool keeps the row buffers of maxPool2DSeparable between calls.
+var sepRowPool = sync.Pool{New: func() any { return new([sepWidth]float32) }}
 
 // separableFits reports whether maxPool2DSeparable can take windows of
-// these spans: at most sepRows rows per window and sepWidth outputs per
-// row.
-func separableFits(rows, cols []span) bool {
-	if len(cols) > sepWidth {
+// these spans over rows iw wide: at most sepRows rows per window and iw at
+// most sepWidth.
+func separableFits(rows []span, iw int) bool {
+	if iw > sepWidth {
 		return false
 	}
 	for _, rs := range rows {
@@ -446,26 +444,65 @@ func separableFits(rows, cols []span) bool {
 	return true
 }
 
+// stride2Run returns the outputs [qa, qb) whose windows all hold k taps
+// (the widest window's, 2 or 3) starting two columns apart, the run
+// PoolHMaxS2 computes; k = 0 when there is no such run.
+func stride2Run(cols []span) (qa, qb, k int) {
+	for _, cs := range cols {
+		k = max(k, int(cs.n))
+	}
+	if k != 2 && k != 3 {
+		return 0, 0, 0
+	}
+	for int(cols[qa].n) != k {
+		qa++
+	}
+	qb = qa
+	for qb < len(cols) && int(cols[qb].n) == k && cols[qb].lo == cols[qa].lo+2*int32(qb-qa) {
+		qb++
+	}
+	return qa, qb, k
+}
+
+// PoolHMaxS2 sets dst[i] = max(v[2i], ..., v[2i+k-1]) (k = 2 or 3) for
+// every i < len(dst), with the AVX2 loop where there is one; v holds no
+// NaN and at least 2·len(dst)+k-2 values.
+func PoolHMaxS2(dst, v []float32, k int) {
+	done := poolHMaxS2(dst, v, k)
+	if done > 0 && done < len(dst) {
+		// The last block overlaps the ones written.
+		last := len(dst) - 8
+		poolHMaxS2(dst[last:], v[2*last:], k)
+		done = len(dst)
+	}
+	for i := done; i < len(dst); i++ {
+		w := v[2*i : 2*i+k]
+		m := w[0]
+		for _, x := range w[1:] {
+			m = max(m, x)
+		}
+		dst[i] = m
+	}
+}
+
 // maxPool2DSeparable is maxPool2DSpans for one float32 plane without
-// Indices, computed as the maximum over each window's rows of the maxima
-// over its columns: each input row's column maxima (h) are computed once
-// and shared by the windows that overlap in rows, and the branch-free max
-// keeps the loops free of mispredicted jumps (a plain compare-and-pick,
-// which would follow the scan's rule directly, measured 25% slower). For
-// data without NaN the value is the window's maximum as the row-major scan
-// finds it, bit for bit: a zero maximum, whose sign max may pick
-// differently when +0 and -0 tie, is taken from the window's first zero
-// tap. max propagates NaN, so a NaN in any row a window reads shows in h:
-// then it returns false having written nothing final, and the caller runs
-// the scan, whose NaN rule (only a NaN first tap wins) differs. The
-// gradient (ops/internal maxPoolBackwardSeparable) finds each window's
-// argmax in the same two steps; a change to one must be made in both.
+// Indices, computed as the maximum over each window's columns of the
+// maxima over its rows: each output row takes the vertical maxima of its
+// window rows (v, AVX2), then the maxima of v over each window's columns
+// (stride-2 runs of 2- or 3-wide windows with AVX2 shuffles, the borders
+// one by one). For data without NaN the value is the window's maximum as
+// the row-major scan finds it, bit for bit: a zero maximum, whose sign
+// max may pick differently when +0 and -0 tie, is taken from the window's
+// first zero tap. A NaN in a row a window reads makes it return false
+// having written nothing final, and the caller runs the scan, whose NaN
+// rule (only a NaN first tap wins) differs. The gradient (ops/internal
+// maxPoolBackwardSeparable) finds each window's maximum the same way.
 func maxPool2DSeparable(rows, cols []span, iw int, x, y []float32) bool {
 	ow := len(cols)
-	rp := sepRingPool.Get().(*[sepRows * sepWidth]float32)
-	defer sepRingPool.Put(rp)
-	ring := rp[:]
-	next := 0 // the next input row whose column maxima are not in the ring
+	rp := sepRowPool.Get().(*[sepWidth]float32)
+	defer sepRowPool.Put(rp)
+	v := rp[:iw]
+	qa, qb, k := stride2Run(cols)
 	for r, rs := range rows {
 		yr := y[r*ow : (r+1)*ow]
 		if rs.n == 0 {
@@ -475,29 +512,52 @@ func maxPool2DSeparable(rows, cols []span, iw int, x, y []float32) bool {
 			continue
 		}
 		lo, hi := int(rs.lo), int(rs.lo+rs.n)
-		for i := max(next, lo); i < hi; i++ {
-			h := ring[(i%sepRows)*sepWidth:][:ow]
-			if !rowMaxima(cols, x[i*iw:(i+1)*iw], h) {
-				return false
-			}
+		if !windowRowMax(v, x, iw, lo, hi) {
+			return false
 		}
-		next = max(next, hi)
-		copy(yr, ring[(lo%sepRows)*sepWidth:][:ow])
-		for i := lo + 1; i < hi; i++ {
-			h := ring[(i%sepRows)*sepWidth:][:ow]
-			for q, v := range h {
-				yr[q] = max(yr[q], v)
+		if k > 0 {
+			PoolHMaxS2(yr[qa:qb], v[cols[qa].lo:], k)
+		}
+		for q := 0; q < ow; q++ {
+			if k > 0 && q == qa {
+				q = qb - 1 // written by PoolHMaxS2
+				continue
 			}
+			cs := cols[q]
+			if cs.n == 0 {
+				yr[q] = float32(math.Inf(-1))
+				continue
+			}
+			w := v[cs.lo : cs.lo+cs.n]
+			m := w[0]
+			for _, t := range w[1:] {
+				m = max(m, t)
+			}
+			yr[q] = m
 		}
 		// A zero maximum may have the wrong sign (max prefers +0, the scan
 		// the first of tied zeros): take it from the scan.
-		for q, v := range yr {
-			if v == 0 {
+		for q, t := range yr {
+			if t == 0 {
 				yr[q] = firstZero(x[lo*iw:hi*iw], iw, cols[q])
 			}
 		}
 	}
 	return true
+}
+
+// windowRowMax sets v to the elementwise maximum of rows lo..hi-1 of x
+// (iw wide) and reports whether none of them holds a NaN.
+func windowRowMax(v, x []float32, iw, lo, hi int) bool {
+	a := x[lo*iw : (lo+1)*iw]
+	if hi-lo == 1 {
+		return !PoolVMax(v, a, a)
+	}
+	nan := PoolVMax(v, a, x[(lo+1)*iw:(lo+2)*iw])
+	for i := lo + 2; i < hi; i++ {
+		nan = PoolVMax(v, v, x[i*iw:(i+1)*iw]) || nan
+	}
+	return !nan
 }
 
 // firstZero returns the first tap, in row-major order, of the window over
@@ -512,37 +572,6 @@ func firstZero(x []float32, iw int, cs span) float32 {
 		}
 	}
 	return 0
-}
-
-// rowMaxima writes into h the maximum of line over each window's column
-// span (-Inf for an empty one) and reports whether none is NaN.
-func rowMaxima(cols []span, line, h []float32) bool {
-	h = h[:len(cols)]
-	for q, cs := range cols {
-		o := int(cs.lo)
-		switch cs.n {
-		case 3:
-			w := line[o : o+3]
-			h[q] = max(w[0], w[1], w[2])
-		case 2:
-			w := line[o : o+2]
-			h[q] = max(w[0], w[1])
-		case 0:
-			h[q] = float32(math.Inf(-1))
-		default:
-			w := line[o : o+int(cs.n)]
-			m := w[0]
-			for _, v := range w[1:] {
-				m = max(m, v)
-			}
-			h[q] = m
-		}
-	}
-	nan := false
-	for _, v := range h {
-		nan = nan || v != v
-	}
-	return !nan
 }
 
 // avgPool averages each window, dividing by the window's taps inside the

@@ -118,8 +118,20 @@ func BenchmarkMaxPoolResNetStem(b *testing.B) {
 // tap wins). The windows cover the unrolled widths, borders, ceil_mode,
 // kernel rows up to the path's limit and one beyond it.
 func TestMaxPoolSeparable(t *testing.T) {
-	const n, c, h, w = 2, 6, 13, 11
-	rng := rand.New(rand.NewPCG(11, 12))
+	checkMaxPoolSeparable(t, 2, 6, 13, 11)
+}
+
+// TestMaxPoolSeparableWide is TestMaxPoolSeparable on planes wide enough
+// for the AVX2 loops (blocks of 8 outputs, an overlapping last block and
+// scalar borders), with even and odd widths.
+func TestMaxPoolSeparableWide(t *testing.T) {
+	for _, w := range []int{16, 17, 33, 40, 47} {
+		t.Run(fmt.Sprint("w", w), func(t *testing.T) { checkMaxPoolSeparable(t, 2, 6, 9, w) })
+	}
+}
+
+func checkMaxPoolSeparable(t *testing.T, n, c, h, w int) {
+	rng := rand.New(rand.NewPCG(11, uint64(12+w)))
 	x := make([]float32, n*c*h*w)
 	grid := []float32{-1, 0, float32(math.Copysign(0, -1)), 0.5, 1, 2}
 	for i := range x {
@@ -127,7 +139,7 @@ func TestMaxPoolSeparable(t *testing.T) {
 	}
 	// Planes 3 and 7 carry NaNs: one at a window's first tap, others
 	// inside rows.
-	for _, i := range []int{3*h*w + 0, 3*h*w + 2*w + 5, 7*h*w + 4*w + 1, 7*h*w + 9*w + 10} {
+	for _, i := range []int{3*h*w + 0, 3*h*w + 2*w + 5, 7*h*w + 4*w + 1, 7*h*w + (h-4)*w + 10} {
 		x[i] = float32(math.NaN())
 	}
 	for _, tc := range []struct {

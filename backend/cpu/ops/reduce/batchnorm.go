@@ -2,6 +2,7 @@ package reduce
 
 import (
 	"math"
+	"sync"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -193,6 +194,13 @@ func bnApply[F float](x, y []F, b blocks, scale, bias, mean, variance []float64,
 // one parameter at a time, so that the second pass over a channel's
 // elements finds them in cache.
 func bnTrain[F float](x, y []F, b blocks, scale, bias []float64, eps float64, relu bool) (mean, variance []float64) {
+	if x32, ok := any(x).([]float32); ok && b.inner < bnVecMin && b.outer > 1 {
+		// Short rows: the statistics channel by channel, then the affine
+		// map in one pass over the memory (bnApplyShort).
+		mean, variance = bnStats(x, b)
+		bnApplyShort(x32, any(y).([]float32), b, scale, bias, mean, variance, eps, relu)
+		return mean, variance
+	}
 	mean = make([]float64, b.r)
 	variance = make([]float64, b.r)
 	parallelRows(b.r, b.outer*b.inner, func(lo, hi int) {
@@ -202,6 +210,54 @@ func bnTrain[F float](x, y []F, b blocks, scale, bias []float64, eps float64, re
 		}
 	})
 	return mean, variance
+}
+
+// bnCoefPool keeps bnApplyShort's per-element coefficients between calls.
+var bnCoefPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// bnApplyShort is bnApply for float32 rows shorter than bnVecMin, where a
+// call per row (b.inner elements) costs more than the row: each
+// parameter's multiplier and offset (computed as bnApplyChannel does) are
+// spread over its b.inner positions, and each of the b.outer blocks of
+// b.r·b.inner contiguous elements is mapped in one loop, bit for bit
+// bnApplyChannel's result. The blocks are split over the cores.
+func bnApplyShort(x, y []float32, b blocks, scale, bias, mean, variance []float64, eps float64, relu bool) {
+	n := b.r * b.inner
+	bp := bnCoefPool.Get().(*[]float32)
+	defer bnCoefPool.Put(bp)
+	if cap(*bp) < 2*n {
+		*bp = make([]float32, 2*n)
+	}
+	mul, add := (*bp)[:n], (*bp)[n:2*n]
+	for p := 0; p < b.r; p++ {
+		a := scale[p] / math.Sqrt(variance[p]+eps)
+		m, c := float32(a), float32(bias[p]-mean[p]*a)
+		for i := p * b.inner; i < (p+1)*b.inner; i++ {
+			mul[i], add[i] = m, c
+		}
+	}
+	parallelRows(b.outer, n, func(lo, hi int) {
+		for o := lo; o < hi; o++ {
+			src := x[o*n : (o+1)*n]
+			dst := y[o*n : (o+1)*n]
+			mul, add := mul[:len(src)], add[:len(src)]
+			if !relu {
+				for i, v := range src {
+					dst[i] = v*mul[i] + add[i]
+				}
+				continue
+			}
+			for i, v := range src {
+				// bnRowApplyGo's branch-free Relu.
+				r := v*mul[i] + add[i]
+				var m uint32
+				if r < 0 {
+					m = ^uint32(0)
+				}
+				dst[i] = math.Float32frombits(math.Float32bits(r) &^ m)
+			}
+		}
+	})
 }
 
 // bnApplyChannel is bnApply for parameter p.

@@ -132,3 +132,70 @@ func TestBNRowLoops(t *testing.T) {
 		}
 	}
 }
+
+// TestBNTrainShortRows checks the training forward on rows shorter than
+// bnVecMin (bnApplyShort's one pass over each block of channels): the
+// batch statistics against float64 sums, Y against the float64 affine
+// map of the float64 statistics (to float32 rounding) and bit for bit
+// against the per-channel map bnApplyChannel with the same statistics,
+// with and without the Relu, including a NaN input.
+func TestBNTrainShortRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, b := range []blocks{{outer: 3, r: 5, inner: 4}, {outer: 7, r: 9, inner: 1}, {outer: 2, r: 3, inner: 31}} {
+		for _, relu := range []bool{false, true} {
+			x := make([]float32, b.outer*b.r*b.inner)
+			for i := range x {
+				x[i] = float32(1 + rng.NormFloat64())
+			}
+			x[len(x)-1] = float32(math.NaN())
+			scale := make([]float64, b.r)
+			bias := make([]float64, b.r)
+			for p := range scale {
+				scale[p], bias[p] = rng.NormFloat64(), rng.NormFloat64()
+			}
+			const eps = 1e-5
+			y := make([]float32, len(x))
+			mean, variance := bnTrain(x, y, b, scale, bias, eps, relu)
+			want := make([]float32, len(x))
+			for p := 0; p < b.r; p++ {
+				var s, q float64
+				cnt := float64(b.outer * b.inner)
+				for o := 0; o < b.outer; o++ {
+					for i := 0; i < b.inner; i++ {
+						v := float64(x[(o*b.r+p)*b.inner+i])
+						s += v
+						q += v * v
+					}
+				}
+				m := s / cnt
+				vr := q/cnt - m*m
+				if p == b.r-1 {
+					assert.True(t, math.IsNaN(mean[p]), "mean of the NaN channel")
+				} else {
+					assert.InDelta(t, m, mean[p], 1e-12*(1+math.Abs(m)))
+					assert.InDelta(t, vr, variance[p], 1e-12*(1+vr))
+				}
+				for o := 0; o < b.outer; o++ {
+					for i := 0; i < b.inner; i++ {
+						k := (o*b.r+p)*b.inner + i
+						r := (float64(x[k])-m)/math.Sqrt(vr+eps)*scale[p] + bias[p]
+						if relu && r < 0 {
+							r = 0
+						}
+						if math.IsNaN(r) {
+							assert.True(t, math.IsNaN(float64(y[k])), "y[%d]", k)
+						} else {
+							assert.InDelta(t, r, float64(y[k]), 1e-5*(1+math.Abs(r)), "y[%d]", k)
+						}
+					}
+				}
+				bnApplyChannel(x, want, b, p, scale[p], bias[p], mean[p], variance[p], eps, relu)
+			}
+			for k := range y {
+				if !assert.Equal(t, math.Float32bits(want[k]), math.Float32bits(y[k]), "%v relu=%v: y[%d] = %v, per channel %v", b, relu, k, y[k], want[k]) {
+					return
+				}
+			}
+		}
+	}
+}

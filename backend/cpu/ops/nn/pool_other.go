@@ -1,0 +1,23 @@
+//go:build !amd64 || purego
+
+package nn
+
+// PoolVMax sets dst[i] = max(a[i], b[i]) (dst may be a; all of a's
+// length) and reports whether any a[i] or b[i] is NaN, in which case the
+// values written are unspecified. Zeros of both signs compare equal, so
+// either may be written for a tie.
+func PoolVMax(dst, a, b []float32) (nan bool) {
+	dst, b = dst[:len(a)], b[:len(a)]
+	for i, x := range a {
+		y := b[i]
+		nan = nan || x != x || y != y
+		dst[i] = max(x, y)
+	}
+	return nan
+}
+
+// poolHMaxS2 has no vector loop here: it writes nothing.
+func poolHMaxS2(dst, v []float32, k int) int { return 0 }
+
+// PoolArgmax3x3S2 has no vector loop here: it sets nothing.
+func PoolArgmax3x3S2(dst []int32, x []float32, s1, s2 int) (ok, nan bool) { return false, false }
