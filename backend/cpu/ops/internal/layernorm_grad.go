@@ -40,12 +40,12 @@ func layerNormRowsBackwardWith[F float](t *lnGradTask[F], dy, x, dx []F, rows, s
 	workers := min(gradWorkers(blocks, 8*layerNormRowsBlock*size), chunks)
 	// A pair of float64 partial sums per chunk, then the scale rounded to
 	// the element type, as float64.
-	partial := rowScratch[float64]((2*chunks + 1) * size)
-	defer rowRelease(partial)
+	partial := kern.Scratch[float64]((2*chunks + 1) * size)
+	defer kern.ReleaseScratch(partial)
 	// The scale in the element type, then a pair of element-type block
 	// sums per chunk.
-	buf := rowScratch[F]((1 + 2*chunks) * size)
-	defer rowRelease(buf)
+	buf := kern.Scratch[F]((1 + 2*chunks) * size)
+	defer kern.ReleaseScratch(buf)
 	scaleF, scaleR := buf[:size], partial[2*chunks*size:]
 	for i, s := range scale[:size] {
 		scaleF[i] = F(s)
@@ -176,8 +176,8 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 		return nil, n.Errorf("Scale holds %d elements, the normalised shape %v %d", len(scale), normShape, size)
 	}
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
-	dscale := rowScratch[float64](2 * size)
-	defer rowRelease(dscale)
+	dscale := kern.Scratch[float64](2 * size)
+	defer kern.ReleaseScratch(dscale)
 	dscale, dbias := dscale[:size], dscale[size:]
 	dx, err := kern.New(n, x.DType, x.Shape)
 	if err != nil {

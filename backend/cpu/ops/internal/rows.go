@@ -1,7 +1,5 @@
 package internal
 
-import "sync"
-
 // Float32 row kernels of SumToShape, SoftmaxGrad and
 // LayerNormalizationGrad. On amd64 with AVX2 and FMA the body of a row runs
 // in assembly (rows_amd64.s) and the rest in Go; elsewhere, or with rowAsm
@@ -137,88 +135,5 @@ func lnGradApply[F float](x, dy, scale, dx, ds, db []F, c *[5]F) {
 		dx[i] = c[2]*(g*scale[i]-c[3]) + c[4]*h
 		ds[i] += g * h
 		db[i] += g
-	}
-}
-
-// rowBufs keeps a few scratch buffers of the row kernels (partial sums,
-// per-chunk element-type sums) alive between calls, so that a training
-// step's calls allocate none: a free list, not a sync.Pool, which every
-// garbage collection empties. At most rowBufsKept of each type are kept.
-var rowBufs struct {
-	mu     sync.Mutex
-	free32 [][]float32
-	free64 [][]float64
-}
-
-const rowBufsKept = 8
-
-// rowScratch returns a zeroed buffer of n elements; give it back with
-// rowRelease.
-func rowScratch[F float](n int) []F {
-	var out []F
-	rowBufs.mu.Lock()
-	switch p := any(&out).(type) {
-	case *[]float32:
-		*p = takeBuf(&rowBufs.free32, n)
-	case *[]float64:
-		*p = takeBuf(&rowBufs.free64, n)
-	}
-	rowBufs.mu.Unlock()
-	if out == nil {
-		return make([]F, n)
-	}
-	clear(out)
-	return out
-}
-
-// rowRelease gives back a buffer from rowScratch.
-func rowRelease[F float](buf []F) {
-	rowBufs.mu.Lock()
-	switch b := any(&buf).(type) {
-	case *[]float32:
-		keepBuf(&rowBufs.free32, *b)
-	case *[]float64:
-		keepBuf(&rowBufs.free64, *b)
-	}
-	rowBufs.mu.Unlock()
-}
-
-// takeBuf removes from *free the smallest buffer of at least n elements
-// and returns it cut to n, or nil if none is that large.
-func takeBuf[T float32 | float64](free *[][]T, n int) []T {
-	best := -1
-	for i, b := range *free {
-		if cap(b) >= n && (best < 0 || cap(b) < cap((*free)[best])) {
-			best = i
-		}
-	}
-	if best < 0 {
-		return nil
-	}
-	b := (*free)[best]
-	last := len(*free) - 1
-	(*free)[best] = (*free)[last]
-	*free = (*free)[:last]
-	return b[:n]
-}
-
-// keepBuf adds b to *free, in place of the smallest kept buffer when
-// rowBufsKept are kept already (if b is larger).
-func keepBuf[T float32 | float64](free *[][]T, b []T) {
-	if cap(b) == 0 {
-		return
-	}
-	if len(*free) < rowBufsKept {
-		*free = append(*free, b)
-		return
-	}
-	small := 0
-	for i, k := range *free {
-		if cap(k) < cap((*free)[small]) {
-			small = i
-		}
-	}
-	if cap((*free)[small]) < cap(b) {
-		(*free)[small] = b
 	}
 }

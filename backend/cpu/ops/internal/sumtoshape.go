@@ -139,8 +139,8 @@ func columnSums[F float](t *colSumTask[F], src, dst []F, outer, rows, cols int) 
 		chunks = 1
 	}
 	colBlocks := (cols + columnSumCols - 1) / columnSumCols
-	partial := rowScratch[float64](outer * chunks * cols)
-	defer rowRelease(partial)
+	partial := kern.Scratch[float64](outer * chunks * cols)
+	defer kern.ReleaseScratch(partial)
 	perOuter := chunks * colBlocks
 	items := outer * perOuter
 	// A core is worth waking for every 64K elements (about 10 µs of work).

@@ -147,8 +147,8 @@ func layerNorm(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		st.bias = bias
 	}
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
-	stats := rowScratch[float64](2 * outer)
-	defer rowRelease(stats)
+	stats := kern.Scratch[float64](2 * outer)
+	defer kern.ReleaseScratch(stats)
 	mean, invStd := stats[:outer], stats[outer:]
 	// Y comes from kern.New (the memory plan places it) unless X was
 	// widened from float16/bfloat16 and Y must be cast back.
@@ -227,8 +227,8 @@ func layerNormRows[F float](x, y []F, outer, size int, scale, bias []float64, ep
 // layerNormRowsWith is layerNormRows with the work object t (a node's,
 // kept between runs).
 func layerNormRowsWith[F float](t *layerNormTask[F], x, y []F, outer, size int, scale, bias []float64, eps float64, mean, invStd []float64) {
-	params := rowScratch[F](2 * size)
-	defer rowRelease(params)
+	params := kern.Scratch[F](2 * size)
+	defer kern.ReleaseScratch(params)
 	scaleF := params[:size]
 	for i, v := range scale[:size] {
 		scaleF[i] = F(v)
