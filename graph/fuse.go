@@ -448,29 +448,7 @@ func FuseGemmRelu(g *Graph) int {
 	if len(gemms) == 0 {
 		return 0
 	}
-	relus, grads, others := map[string]int{}, map[string][]int{}, map[string]int{}
-	for i, n := range g.Nodes {
-		for k, in := range n.Inputs {
-			if gemms[in] == nil {
-				continue
-			}
-			switch {
-			case n.OpType == "Relu" && isPlain(n) && len(n.Outputs) == 1 && n.Outputs[0] != "":
-				relus[in]++
-			case n.OpType == ReluGrad && n.Domain == FusedDomain && k == 1,
-				n.OpType == "CastLike" && isPlain(n) && k == 1:
-				grads[in] = append(grads[in], i)
-			default:
-				others[in]++
-			}
-		}
-		for _, sg := range n.Subgraphs() {
-			forEachName(sg, func(name string) { others[name]++ })
-		}
-	}
-	for _, o := range g.Outputs {
-		others[o.Name]++
-	}
+	relus, grads, others := reluReaders(g, gemms)
 	drop := map[*Node]bool{}
 	for i, n := range g.Nodes {
 		if n.OpType != "Relu" || !isPlain(n) || len(n.Inputs) != 1 || len(n.Outputs) != 1 || n.Outputs[0] == "" {
@@ -499,6 +477,39 @@ func FuseGemmRelu(g *Graph) int {
 	}
 	removeNodes(g, drop)
 	return len(drop)
+}
+
+// reluReaders classifies the reads of the values in outs (a producer's
+// output name -> the producer): relus counts the Relu nodes reading each;
+// retyped lists the nodes that may read the Relu's output instead (the X
+// operand of ReluGrad: relu(x) > 0 exactly where x > 0; the type operand of
+// CastLike); others counts every other read, graph outputs and subgraph
+// reads included.
+func reluReaders(g *Graph, outs map[string]*Node) (relus map[string]int, retyped map[string][]int, others map[string]int) {
+	relus, retyped, others = map[string]int{}, map[string][]int{}, map[string]int{}
+	for i, n := range g.Nodes {
+		for k, in := range n.Inputs {
+			if outs[in] == nil {
+				continue
+			}
+			switch {
+			case n.OpType == "Relu" && isPlain(n) && len(n.Inputs) == 1 && len(n.Outputs) == 1 && n.Outputs[0] != "":
+				relus[in]++
+			case n.OpType == ReluGrad && n.Domain == FusedDomain && k == 1,
+				n.OpType == "CastLike" && isPlain(n) && k == 1:
+				retyped[in] = append(retyped[in], i)
+			default:
+				others[in]++
+			}
+		}
+		for _, sg := range n.Subgraphs() {
+			forEachName(sg, func(name string) { others[name]++ })
+		}
+	}
+	for _, o := range g.Outputs {
+		others[o.Name]++
+	}
+	return relus, retyped, others
 }
 
 // GeluErf is the fused op of FuseGeluErf, the exact GELU as PyTorch exports

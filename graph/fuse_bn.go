@@ -46,29 +46,7 @@ func fuseBatchNormReluForward(g *Graph) int {
 	if len(bns) == 0 {
 		return 0
 	}
-	relus, retyped, others := map[string]int{}, map[string][]int{}, map[string]int{}
-	for i, n := range g.Nodes {
-		for k, in := range n.Inputs {
-			if bns[in] == nil {
-				continue
-			}
-			switch {
-			case n.OpType == "Relu" && isPlain(n) && len(n.Inputs) == 1 && len(n.Outputs) == 1 && n.Outputs[0] != "":
-				relus[in]++
-			case n.OpType == ReluGrad && n.Domain == FusedDomain && k == 1,
-				n.OpType == "CastLike" && isPlain(n) && k == 1:
-				retyped[in] = append(retyped[in], i)
-			default:
-				others[in]++
-			}
-		}
-		for _, sg := range n.Subgraphs() {
-			forEachName(sg, func(name string) { others[name]++ })
-		}
-	}
-	for _, o := range g.Outputs {
-		others[o.Name]++
-	}
+	relus, retyped, others := reluReaders(g, bns)
 	pos := map[*Node]int{}
 	for i, n := range g.Nodes {
 		pos[n] = i
