@@ -1,6 +1,10 @@
 package kern
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+)
 
 // scratchBufs keeps a few float scratch buffers of the kernels (partial
 // sums, per-chunk element-type sums, row statistics) alive between calls,
@@ -85,4 +89,29 @@ func keepScratch[T float32 | float64](free *[][]T, b []T) {
 	if cap((*free)[small]) < cap(b) {
 		(*free)[small] = b
 	}
+}
+
+// Float64sInto returns t's elements as float64 in dst, grown as needed (a
+// kernel keeps dst in its node's state, so that reading a parameter
+// allocates nothing per run).
+func Float64sInto(dst []float64, t *graph.Tensor) []float64 {
+	n := t.Size()
+	if cap(dst) < n {
+		dst = make([]float64, n)
+	}
+	out := dst[:n]
+	switch s := t.Data.(type) {
+	case []float32:
+		for i, v := range s[:min(n, len(s))] {
+			out[i] = float64(v)
+		}
+		clear(out[min(n, len(s)):])
+	case []float64:
+		clear(out[copy(out, s):])
+	default:
+		for i := range out {
+			out[i] = t.Float(i)
+		}
+	}
+	return out
 }

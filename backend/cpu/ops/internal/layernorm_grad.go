@@ -158,7 +158,7 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	st := kern.State[layerNormGradState](n)
 	var scale []float64
 	if graph.SameShape(scaleT.Shape, normShape) {
-		st.scale = float64sInto(st.scale, scaleT)
+		st.scale = kern.Float64sInto(st.scale, scaleT)
 		scale = st.scale
 	} else {
 		bs, err := kern.BroadcastShape(scaleT.Shape, normShape)
@@ -204,25 +204,3 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 // runs.
 type layerNormGradState struct{ scale []float64 }
 
-// float64sInto is t's elements as float64, in dst (grown as needed).
-func float64sInto(dst []float64, t *graph.Tensor) []float64 {
-	n := t.Size()
-	if cap(dst) < n {
-		dst = make([]float64, n)
-	}
-	out := dst[:n]
-	switch s := t.Data.(type) {
-	case []float32:
-		for i, v := range s[:min(n, len(s))] {
-			out[i] = float64(v)
-		}
-		clear(out[min(n, len(s)):])
-	case []float64:
-		clear(out[copy(out, s):])
-	default:
-		for i := range out {
-			out[i] = t.Float(i)
-		}
-	}
-	return out
-}

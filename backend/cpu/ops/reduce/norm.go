@@ -201,7 +201,7 @@ func layerNormParam(n *graph.Node, dst []float64, t *graph.Tensor, normShape []i
 		return nil, n.Errorf("%s has dtype %v, want a float type", what, t.DType)
 	}
 	if graph.SameShape(t.Shape, normShape) {
-		return float64sInto(dst, t), nil
+		return kern.Float64sInto(dst, t), nil
 	}
 	v := float64s(t)
 	bs, err := kern.BroadcastShape(t.Shape, normShape)
@@ -257,29 +257,6 @@ type layerNormTask[F float] struct {
 // Chunk normalises rows [lo, hi).
 func (t *layerNormTask[F]) Chunk(lo, hi int) {
 	layerNormRowRange(t.x, t.y, lo, hi, t.size, t.scale, t.bias, t.eps, t.mean, t.invStd)
-}
-
-// float64sInto is float64s into dst (grown as needed).
-func float64sInto(dst []float64, t *graph.Tensor) []float64 {
-	n := t.Size()
-	if cap(dst) < n {
-		dst = make([]float64, n)
-	}
-	out := dst[:n]
-	switch s := t.Data.(type) {
-	case []float32:
-		for i, v := range s[:min(n, len(s))] {
-			out[i] = float64(v)
-		}
-		clear(out[min(n, len(s)):])
-	case []float64:
-		clear(out[copy(out, s):])
-	default:
-		for i := range out {
-			out[i] = t.Float(i)
-		}
-	}
-	return out
 }
 
 func layerNormRowRange[F float](x, y []F, lo, hi, size int, scale, bias []F, eps float64, mean, invStd []float64) {
