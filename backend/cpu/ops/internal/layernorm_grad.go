@@ -203,4 +203,3 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 // layerNormGradState is what a LayerNormalizationGrad node keeps between
 // runs.
 type layerNormGradState struct{ scale []float64 }
-
