@@ -167,12 +167,136 @@ func bnBackwardMasked[F float](dy, r, x, dx []F, b layout, scale, mean, variance
 	count := float64(b.outer * b.inner)
 	workers := gradWorkers(b.r, 4*b.outer*b.inner)
 	per := (b.r + workers - 1) / workers
+	// Short float32 rows in training mode go channel block by channel
+	// block over whole samples (see bnBackwardShort).
+	x32, short := any(x).([]float32)
+	short = short && training && b.inner > 0 && b.inner < bnVecMin && b.outer > 0
 	convGradParallel(workers, workers, true, func(_, part int) {
-		for p := part * per; p < min((part+1)*per, b.r); p++ {
+		hi := min((part+1)*per, b.r)
+		if short {
+			dy32, _ := any(dy).([]float32)
+			dx32, _ := any(dx).([]float32)
+			r32, _ := any(r).([]float32)
+			block := min(bnShortBlock, bnShortCoef/b.inner)
+			for lo := part * per; lo < hi; lo += block {
+				bnBackwardShort(dy32, r32, x32, dx32, b, lo, min(lo+block, hi), count, scale, eps, &g)
+			}
+			return
+		}
+		for p := part * per; p < hi; p++ {
 			bnBackwardChannel(dy, r, x, dx, b, p, count, scale, mean, variance, eps, training, &g)
 		}
 	})
 	return g
+}
+
+// bnShortBlock is the most channels bnBackwardShort takes at once, and
+// bnShortCoef the most elements of a sample in that block (its sums and
+// coefficients live on the stack).
+const (
+	bnShortBlock = 128
+	bnShortCoef  = 1024
+)
+
+// bnBackwardShort is bnBackwardChannel in training mode for float32 rows
+// shorter than bnVecMin and the channels [lo, hi) (at most bnShortBlock,
+// and at most bnShortCoef elements of a sample):
+// rather than one channel's rows one after another, it walks each sample's
+// rows of all the block's channels, which lie next to each other in memory,
+// without a call per row. Every sum is taken in bnBackwardChannel's order
+// (each row's partial sums from zero, then added to the channel's in sample
+// order), so the results are bit for bit the same.
+func bnBackwardShort(dy, r, x, dx []float32, b layout, lo, hi int, count float64, scale []float64, eps float64, g *bnGrads) {
+	var acc [4 * bnShortBlock]float64
+	var x0s [bnShortBlock]float64
+	sd, sdd := acc[:bnShortBlock], acc[bnShortBlock:2*bnShortBlock]
+	sg, sgd := acc[2*bnShortBlock:3*bnShortBlock], acc[3*bnShortBlock:]
+	nc := hi - lo
+	w := b.inner
+	for k := range nc {
+		x0s[k] = float64(x[(lo+k)*w])
+	}
+	for o := 0; o < b.outer; o++ {
+		base := (o*b.r + lo) * w
+		xs := x[base : base+nc*w]
+		gs := dy[base : base+nc*w]
+		var rs []float32
+		if r != nil {
+			rs = r[base : base+nc*w]
+		}
+		// The vector loop takes groups of four rows when it can.
+		for k := bnGradShortSums(gs, rs, xs, w, nc, x0s[:nc], acc[:], bnShortBlock); k < nc; k++ {
+			x0 := x0s[k]
+			j := k * w
+			var rd, rdd, rg, rgd float64
+			if rs == nil {
+				for i, e := range xs[j : j+w] {
+					d := float64(e) - x0
+					gv := float64(gs[j+i])
+					rd += d
+					rdd += float64(d * d)
+					rg += gv
+					rgd += float64(gv * d)
+				}
+			} else {
+				for i, e := range xs[j : j+w] {
+					d := float64(e) - x0
+					var m uint32
+					if rs[j+i] > 0 {
+						m = ^uint32(0)
+					}
+					gv := float64(math.Float32frombits(math.Float32bits(gs[j+i]) & m))
+					rd += d
+					rdd += float64(d * d)
+					rg += gv
+					rgd += float64(gv * d)
+				}
+			}
+			sd[k], sdd[k], sg[k], sgd[k] = sd[k]+rd, sdd[k]+rdd, sg[k]+rg, sgd[k]+rgd
+		}
+	}
+	// The coefficients of dx = k1·dy + k2·x + k0 for each element of a
+	// sample's block (the same for every sample), for the vector loop.
+	var k1s, k2s, k0s [bnShortCoef]float64
+	for k := range nc {
+		p := lo + k
+		md := sd[k] / count
+		m := x0s[k] + md
+		v := max(sdd[k]/count-md*md, 0)
+		sumDy := sg[k]
+		sumDyXc := sgd[k] - md*sg[k]
+		inv := 1 / math.Sqrt(v+eps)
+		sumDyXhat := sumDyXc * inv
+		g.scale[p], g.bias[p] = sumDyXhat, sumDy
+		a := scale[p] * inv
+		meanDy, meanDyXhat := sumDy/count, sumDyXhat/count
+		k1 := a
+		k2 := -a * meanDyXhat * inv
+		k0 := -a*meanDy + a*meanDyXhat*inv*m
+		for i := k * w; i < (k+1)*w; i++ {
+			k1s[i], k2s[i], k0s[i] = k1, k2, k0
+		}
+	}
+	n := nc * w
+	for o := 0; o < b.outer; o++ {
+		base := (o*b.r + lo) * w
+		var rs []float32
+		if r != nil {
+			rs = r[base : base+n]
+		}
+		bnGradApplyCoef(dx[base:base+n], dy[base:base+n], rs, x[base:base+n], k1s[:n], k2s[:n], k0s[:n])
+	}
+}
+
+// bnGradApplyCoefGo is bnGradApplyCoef's loop in Go.
+func bnGradApplyCoefGo(dx, dy, r, x []float32, k1, k2, k0 []float64) {
+	dy, dx, k1, k2, k0 = dy[:len(x)], dx[:len(x)], k1[:len(x)], k2[:len(x)], k0[:len(x)]
+	if r != nil {
+		r = r[:len(x)]
+	}
+	for i, e := range x {
+		dx[i] = float32(k1[i]*float64(maskedGrad32(dy, r, i)) + k2[i]*float64(e) + k0[i])
+	}
 }
 
 // bnBackwardChannel is bnBackward for parameter p.
@@ -225,9 +349,9 @@ func bnBackwardChannel[F float](dy, r, x, dx []F, b layout, p int, count float64
 				d := float64(e) - x0
 				gv := maskedGrad(gr, rr, i)
 				sd += d
-				sdd += d * d
+				sdd += float64(d * d)
 				sg += gv
-				sgd += gv * d
+				sgd += float64(gv * d)
 			}
 		}
 		md := sd / count
@@ -315,9 +439,9 @@ func bnGradRowSumsGo(dy, r, x []float32, x0 float64) (sd, sdd, sg, sgd float64) 
 		d := float64(e) - x0
 		gv := float64(maskedGrad32(dy, r, i))
 		sd += d
-		sdd += d * d
+		sdd += float64(d * d)
 		sg += gv
-		sgd += gv * d
+		sgd += float64(gv * d)
 	}
 	return sd, sdd, sg, sgd
 }

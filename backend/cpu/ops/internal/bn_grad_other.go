@@ -13,3 +13,14 @@ func bnGradRowSums(dy, r, x []float32, x0 float64) (sd, sdd, sg, sgd float64) {
 func bnGradRowApply(dx, dy, r, x []float32, k1, k2, k0 float64) {
 	bnGradRowApplyGo(dx, dy, r, x, k1, k2, k0)
 }
+
+// bnGradApplyCoef writes float32((k1[i]·g[i] + k2[i]·x[i]) + k0[i]) into
+// dx[i], with g = dy masked by r > 0 when r is not nil.
+func bnGradApplyCoef(dx, dy, r, x []float32, k1, k2, k0 []float64) {
+	bnGradApplyCoefGo(dx, dy, r, x, k1, k2, k0)
+}
+
+// bnGradShortSums takes no rows here (bnBackwardShort sums them in Go).
+func bnGradShortSums(dy, r, x []float32, w, nc int, x0, acc []float64, stride int) int {
+	return 0
+}

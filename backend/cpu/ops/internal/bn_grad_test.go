@@ -94,6 +94,7 @@ func benchBatchNormGrad(b *testing.B, c, hw int) {
 
 func BenchmarkBatchNormGradStem(b *testing.B)   { benchBatchNormGrad(b, 64, 32) }
 func BenchmarkBatchNormGradLayer3(b *testing.B) { benchBatchNormGrad(b, 256, 4) }
+func BenchmarkBatchNormGradLayer4(b *testing.B) { benchBatchNormGrad(b, 512, 2) }
 
 // TestBatchNormReluGradMatchesUnfused checks BatchNormReluGrad(dR, R, X,
 // ...) bit for bit against BatchNormalizationGrad of the masked gradient
@@ -173,4 +174,62 @@ func bnBitsOf(t *graph.Tensor) []uint64 {
 		return out
 	}
 	return nil
+}
+
+// TestBNBackwardShortMatchesChannel checks the channel-block path for short
+// float32 rows in training mode (bnBackwardShort, taken by
+// bnBackwardMasked) bit for bit against the per-channel path
+// (bnBackwardChannel), without and with a Relu mask (zeros of both signs,
+// NaN), for row lengths from 1 to just under bnVecMin and channel counts
+// that span more than one block and do not divide evenly among workers.
+func TestBNBackwardShortMatchesChannel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, inner := range []int{1, 3, 4, 9, 16, bnVecMin - 1} {
+		for _, c := range []int{1, 5, bnShortBlock + 3} {
+			for _, masked := range []bool{false, true} {
+				const n = 3
+				size := n * c * inner
+				x, dy, dxA, dxB := make([]float32, size), make([]float32, size), make([]float32, size), make([]float32, size)
+				var r []float32
+				if masked {
+					r = make([]float32, size)
+				}
+				for i := range x {
+					x[i] = float32(2 + rng.NormFloat64())
+					dy[i] = float32(rng.NormFloat64())
+					if masked {
+						switch i % 7 {
+						case 0:
+							r[i] = 0
+						case 1:
+							r[i] = float32(math.Copysign(0, -1))
+						case 2:
+							r[i] = float32(math.NaN())
+						default:
+							r[i] = float32(rng.NormFloat64())
+						}
+					}
+				}
+				scale, mean, variance := make([]float64, c), make([]float64, c), make([]float64, c)
+				for p := range scale {
+					scale[p] = 0.5 + rng.Float64()
+				}
+				b := layout{outer: n, r: c, inner: inner}
+				got := bnBackwardMasked(dy, r, x, dxA, b, scale, mean, variance, 1e-5, true)
+				want := bnGrads{make([]float64, c), make([]float64, c), make([]float64, c), make([]float64, c)}
+				for p := 0; p < c; p++ {
+					bnBackwardChannel(dy, r, x, dxB, b, p, float64(n*inner), scale, mean, variance, 1e-5, true, &want)
+				}
+				for i := range dxA {
+					require.Equal(t, math.Float32bits(dxB[i]), math.Float32bits(dxA[i]), "inner %d c %d masked %v: dx[%d]", inner, c, masked, i)
+				}
+				for p := 0; p < c; p++ {
+					require.Equal(t, math.Float64bits(want.scale[p]), math.Float64bits(got.scale[p]), "dscale[%d]", p)
+					require.Equal(t, math.Float64bits(want.bias[p]), math.Float64bits(got.bias[p]), "dB[%d]", p)
+					require.Zero(t, got.mean[p])
+					require.Zero(t, got.variance[p])
+				}
+			}
+		}
+	}
 }
