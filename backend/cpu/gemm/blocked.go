@@ -116,11 +116,7 @@ func (p *problem) run() {
 	}
 	switch {
 	case costK < costM && costK < costN:
-		// The goroutines share a copy, so that p itself (and the
-		// single-goroutine path) stays off the heap.
-		shared := new(problem)
-		*shared = *p
-		shared.splitK(mk, workers)
+		p.splitK(mk, workers)
 	case costM <= costN && costM != never:
 		p.splitBlocks(mk, false, workers)
 	case costN != never:
@@ -178,43 +174,70 @@ func (p *problem) splitBlocks(mk microKernel, cols bool, workers int) {
 // splitK cuts the shared dimension into one slice per worker (at multiples
 // of the kernel's kc, so each slice runs whole blocks). Worker 0 applies
 // beta and accumulates into C; the others compute their partial products
-// into private buffers, which are then added to C, split by rows.
+// into private buffers, which are then added to C, split by rows. The
+// work runs from a pooled kSplitTask, so the split allocates nothing.
 func (p *problem) splitK(mk microKernel, workers int) {
-	bounds := splitRange(p.k, mk.kc, workers)
-	parts := len(bounds) - 1
-	partial := make([][]float32, parts)
-	held := make([]*[]float32, parts)
+	t := kSplitTaskPool.Get().(*kSplitTask)
+	t.p, t.mk = *p, mk
+	parts := splitRangeInto(t.bounds[:], p.k, mk.kc, min(workers, maxSplit))
 	for w := 1; w < parts; w++ {
-		held[w] = partialPool.Get().(*[]float32)
-		*held[w] = grow(*held[w], p.m*p.n)
-		partial[w] = *held[w]
+		t.held[w] = partialPool.Get().(*[]float32)
+		*t.held[w] = grow(*t.held[w], p.m*p.n)
 	}
-	defer func() {
-		for _, buf := range held[1:] {
-			partialPool.Put(buf)
-		}
-	}()
-	parallelFor(parts, func(w int) {
-		sub := p.kSlice(bounds[w], bounds[w+1])
+	t.parts = parts
+	t.sum = false
+	parallelFor(parts, t)
+	t.rowParts = splitRangeInto(t.rows[:], p.m, 1, parts)
+	t.sum = true
+	parallelFor(t.rowParts, t)
+	for w := 1; w < parts; w++ {
+		partialPool.Put(t.held[w])
+		t.held[w] = nil
+	}
+	t.p = problem{} // drop the operands
+	kSplitTaskPool.Put(t)
+}
+
+// kSplitTask is one shared-dimension split in flight: first (sum false)
+// piece w computes the product over bounds[w]..bounds[w+1] of the shared
+// dimension, into C for w = 0 and into *held[w] otherwise; then (sum true)
+// piece w adds the partial products into rows rows[w]..rows[w+1] of C and
+// applies the epilogue.
+type kSplitTask struct {
+	p        problem
+	mk       microKernel
+	parts    int
+	rowParts int
+	sum      bool
+	bounds   [maxSplit + 1]int
+	rows     [maxSplit + 1]int
+	held     [maxSplit]*[]float32
+}
+
+var kSplitTaskPool = keepPool{New: func() any { return new(kSplitTask) }}
+
+// at runs piece w of the current phase.
+func (t *kSplitTask) at(w int) {
+	p := &t.p
+	if !t.sum {
+		sub := p.kSlice(t.bounds[w], t.bounds[w+1])
 		sub.ep = Epilogue{} // applied once the partial products are summed
 		if w > 0 {
-			sub.c, sub.ldc, sub.beta = partial[w], p.n, 0
+			sub.c, sub.ldc, sub.beta = *t.held[w], p.n, 0
 		}
-		sub.blocked(mk, 0, p.m, 0, p.n)
-	})
-	rows := splitRange(p.m, 1, parts)
-	parallelFor(len(rows)-1, func(w int) {
-		for i := rows[w]; i < rows[w+1]; i++ {
-			dst := p.c[i*p.ldc : i*p.ldc+p.n]
-			for _, part := range partial[1:] {
-				src := part[i*p.n : i*p.n+p.n]
-				for j, v := range src {
-					dst[j] += v
-				}
+		sub.blocked(t.mk, 0, p.m, 0, p.n)
+		return
+	}
+	for i := t.rows[w]; i < t.rows[w+1]; i++ {
+		dst := p.c[i*p.ldc : i*p.ldc+p.n]
+		for _, h := range t.held[1:t.parts] {
+			src := (*h)[i*p.n : i*p.n+p.n]
+			for j, v := range src {
+				dst[j] += v
 			}
 		}
-		p.ep.apply(p.c, p.ldc, rows[w], rows[w+1], 0, p.n)
-	})
+	}
+	p.ep.apply(p.c, p.ldc, t.rows[w], t.rows[w+1], 0, p.n)
 }
 
 // kSlice returns the sub-problem over shared-dimension indices [k0, k1).
@@ -234,17 +257,9 @@ func (p *problem) kSlice(k0, k1 int) problem {
 	return sub
 }
 
-// splitRange cuts [0, size) into at most parts pieces whose boundaries are
-// multiples of unit, returned as boundaries (len = pieces+1).
-func splitRange(size, unit, parts int) []int {
-	units := (size + unit - 1) / unit
-	bounds := make([]int, min(parts, units)+1)
-	splitRangeInto(bounds, size, unit, parts)
-	return bounds
-}
-
-// splitRangeInto is splitRange writing the boundaries into bounds (which
-// must hold min(parts, pieces)+1 of them); it returns the piece count.
+// splitRangeInto cuts [0, size) into at most parts pieces whose boundaries
+// are multiples of unit, writing the boundaries into bounds (which must hold
+// min(parts, pieces)+1 of them); it returns the piece count.
 func splitRangeInto(bounds []int, size, unit, parts int) int {
 	units := (size + unit - 1) / unit
 	if parts > units {
@@ -256,15 +271,21 @@ func splitRangeInto(bounds []int, size, unit, parts int) int {
 	return parts
 }
 
-// parallelFor runs fn(0..count-1) on up to GOMAXPROCS workers of kern's
+// indexed is work over indices 0..count-1 for parallelFor; a pooled task
+// struct implements it, so a fan-out allocates no closure.
+type indexed interface {
+	at(i int)
+}
+
+// parallelFor runs fn.at(0..count-1) on up to GOMAXPROCS workers of kern's
 // persistent pool (kern.RunTask), the calling goroutine being one of
 // them. Indices are handed out one at a time as workers free up, so a
 // core taken by another process delays one index, not a fixed half.
-func parallelFor(count int, fn func(i int)) {
+func parallelFor(count int, fn indexed) {
 	workers := min(runtime.GOMAXPROCS(0), count, maxSplit)
 	if workers <= 1 {
 		for i := 0; i < count; i++ {
-			fn(i)
+			fn.at(i)
 		}
 		return
 	}
@@ -281,7 +302,7 @@ func parallelFor(count int, fn func(i int)) {
 type forTask struct {
 	next  atomic.Int64
 	count int64
-	fn    func(i int)
+	fn    indexed
 }
 
 var forTaskPool = keepPool{New: func() any { return new(forTask) }}
@@ -293,7 +314,7 @@ func (t *forTask) Chunk(lo, hi int) {
 		if i >= t.count {
 			return
 		}
-		t.fn(int(i))
+		t.fn.at(int(i))
 	}
 }
 

@@ -167,10 +167,33 @@ func SgemmStrided(transA, transB bool, m, n, k int, alpha float32,
 		}
 		return
 	}
-	parallelFor(batch, func(i int) {
-		Sgemm(transA, transB, m, n, k, alpha,
-			a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
-	})
+	t := stridedTaskPool.Get().(*stridedTask)
+	*t = stridedTask{transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC}
+	parallelFor(batch, t)
+	*t = stridedTask{} // drop the operands
+	stridedTaskPool.Put(t)
+}
+
+// stridedTask is a parallel SgemmStrided call in flight: index i runs
+// product i. Pooled, so the fan-out allocates nothing.
+type stridedTask struct {
+	transA, transB bool
+	m, n, k        int
+	alpha          float32
+	a              []float32
+	lda, strideA   int
+	b              []float32
+	ldb, strideB   int
+	beta           float32
+	c              []float32
+	ldc, strideC   int
+}
+
+var stridedTaskPool = keepPool{New: func() any { return new(stridedTask) }}
+
+func (t *stridedTask) at(i int) {
+	Sgemm(t.transA, t.transB, t.m, t.n, t.k, t.alpha,
+		t.a[i*t.strideA:], t.lda, t.b[i*t.strideB:], t.ldb, t.beta, t.c[i*t.strideC:], t.ldc)
 }
 
 // Check validates Sgemm's arguments against the slice lengths and returns a

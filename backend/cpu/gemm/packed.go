@@ -53,6 +53,11 @@ type PackedProduct struct {
 	// panel keeps an implicit PackB's output in L2 at the price of
 	// packing A once per panel.
 	NC int
+
+	// kOff is added to the shared-dimension index passed to PackA and
+	// PackB: a slice of the shared dimension (kSlice) calls the caller's
+	// callbacks at its own offset without wrapping them in closures.
+	kOff int
 }
 
 // KernelShape returns the micro-kernel's tile, MR rows by NR columns: the
@@ -119,13 +124,96 @@ func (pp *PackedProduct) Run() {
 		if nTiles >= 4*workers && 20*pp.M <= pp.N {
 			parts = 2 * workers
 		}
-		bounds := splitRange(pp.N, mk.nr, parts)
-		parallelFor(len(bounds)-1, func(w int) { pp.blocked(mk, 0, pp.M, bounds[w], bounds[w+1]) })
+		pp.split(mk, true, parts)
 	case mTiles >= workers:
-		bounds := splitRange(pp.M, mk.mr, workers)
-		parallelFor(len(bounds)-1, func(w int) { pp.blocked(mk, bounds[w], bounds[w+1], 0, pp.N) })
+		pp.split(mk, false, workers)
 	default:
 		pp.blocked(mk, 0, pp.M, 0, pp.N)
+	}
+}
+
+// packedTask is a split PackedProduct in flight, pooled so that the
+// split allocates nothing. In a column or row split (phase splitPieces)
+// piece w computes columns (cols) or rows bounds[w]..bounds[w+1] of C. In
+// a shared-dimension split, phase splitPartials has piece w compute the
+// product over bounds[w]..bounds[w+1] of the shared dimension (into C for
+// w = 0, into *held[w] otherwise), and phase splitSum has piece w add the
+// partial products into rows rows[w]..rows[w+1] of C.
+type packedTask struct {
+	pp     PackedProduct
+	mk     microKernel
+	phase  int
+	cols   bool
+	parts  int
+	bounds [maxSplit + 1]int
+	rows   [maxSplit + 1]int
+	held   [maxSplit]*[]float32
+}
+
+const (
+	splitPieces = iota
+	splitPartials
+	splitSum
+)
+
+var packedTaskPool = keepPool{New: func() any { return new(packedTask) }}
+
+func getPackedTask(pp *PackedProduct, mk microKernel, phase int) *packedTask {
+	t := packedTaskPool.Get().(*packedTask)
+	t.pp, t.mk, t.phase = *pp, mk, phase
+	return t
+}
+
+func putPackedTask(t *packedTask) {
+	t.pp = PackedProduct{} // drop the operands and callbacks
+	packedTaskPool.Put(t)
+}
+
+// split computes C in up to parts pieces of whole tiles, over the columns
+// (cols) or the rows.
+func (pp *PackedProduct) split(mk microKernel, cols bool, parts int) {
+	t := getPackedTask(pp, mk, splitPieces)
+	t.cols = cols
+	size, unit := pp.M, mk.mr
+	if cols {
+		size, unit = pp.N, mk.nr
+	}
+	n := splitRangeInto(t.bounds[:], size, unit, min(parts, maxSplit))
+	parallelFor(n, t)
+	putPackedTask(t)
+}
+
+// at runs piece w of the task's phase.
+func (t *packedTask) at(w int) {
+	pp := &t.pp
+	switch t.phase {
+	case splitPieces:
+		if t.cols {
+			pp.blocked(t.mk, 0, pp.M, t.bounds[w], t.bounds[w+1])
+		} else {
+			pp.blocked(t.mk, t.bounds[w], t.bounds[w+1], 0, pp.N)
+		}
+	case splitPartials:
+		sub := pp.kSlice(t.bounds[w], t.bounds[w+1])
+		if w > 0 {
+			sub.C, sub.LDC, sub.ColBlock, sub.ColStride, sub.Beta = *t.held[w], pp.N, 0, 0, 0
+		}
+		sub.blocked(t.mk, 0, pp.M, 0, pp.N)
+	case splitSum:
+		for i := t.rows[w]; i < t.rows[w+1]; i++ {
+			for j := 0; j < pp.N; {
+				off, n := pp.cAt(i, j)
+				n = min(n, pp.N-j)
+				dst := pp.C[off : off+n]
+				for _, h := range t.held[1:t.parts] {
+					src := (*h)[i*pp.N+j : i*pp.N+j+n]
+					for q, v := range src {
+						dst[q] += v
+					}
+				}
+				j += n
+			}
+		}
 	}
 }
 
@@ -135,42 +223,23 @@ func (pp *PackedProduct) Run() {
 // buffers, which are then added into C in worker order, so the result
 // does not depend on scheduling.
 func (pp *PackedProduct) splitK(mk microKernel, workers int) {
-	bounds := splitRange(pp.K, mk.kc, workers)
-	parts := len(bounds) - 1
-	held := make([]*[]float32, parts)
+	workers = min(workers, maxSplit)
+	t := getPackedTask(pp, mk, splitPartials)
+	parts := splitRangeInto(t.bounds[:], pp.K, mk.kc, workers)
+	t.parts = parts
 	for w := 1; w < parts; w++ {
-		held[w] = partialPool.Get().(*[]float32)
-		*held[w] = grow(*held[w], pp.M*pp.N)
+		t.held[w] = partialPool.Get().(*[]float32)
+		*t.held[w] = grow(*t.held[w], pp.M*pp.N)
 	}
-	defer func() {
-		for _, h := range held[1:] {
-			partialPool.Put(h)
-		}
-	}()
-	parallelFor(parts, func(w int) {
-		sub := pp.kSlice(bounds[w], bounds[w+1])
-		if w > 0 {
-			sub.C, sub.LDC, sub.ColBlock, sub.ColStride, sub.Beta = *held[w], pp.N, 0, 0, 0
-		}
-		sub.blocked(mk, 0, pp.M, 0, pp.N)
-	})
-	rows := splitRange(pp.M, 1, workers)
-	parallelFor(len(rows)-1, func(w int) {
-		for i := rows[w]; i < rows[w+1]; i++ {
-			for j := 0; j < pp.N; {
-				off, n := pp.cAt(i, j)
-				n = min(n, pp.N-j)
-				dst := pp.C[off : off+n]
-				for _, h := range held[1:] {
-					src := (*h)[i*pp.N+j : i*pp.N+j+n]
-					for q, v := range src {
-						dst[q] += v
-					}
-				}
-				j += n
-			}
-		}
-	})
+	parallelFor(parts, t)
+	t.phase = splitSum
+	rowParts := splitRangeInto(t.rows[:], pp.M, 1, workers)
+	parallelFor(rowParts, t)
+	for w := 1; w < parts; w++ {
+		partialPool.Put(t.held[w])
+		t.held[w] = nil
+	}
+	putPackedTask(t)
 }
 
 // kSlice returns the product over shared indices [k0, k1) (C, Beta and
@@ -178,17 +247,16 @@ func (pp *PackedProduct) splitK(mk microKernel, workers int) {
 func (pp *PackedProduct) kSlice(k0, k1 int) PackedProduct {
 	sub := *pp
 	sub.K = k1 - k0
+	sub.kOff = pp.kOff + k0 // for the callbacks
 	if pp.PackA != nil {
-		packA := pp.PackA
-		sub.PackA = func(dst []float32, i0, mc, p0, kc int) { packA(dst, i0, mc, p0+k0, kc) }
+		// PackA is called at kOff.
 	} else if pp.TransA {
 		sub.A = pp.A[k0*pp.LDA:]
 	} else {
 		sub.A = pp.A[k0:]
 	}
 	if pp.PackB != nil {
-		packB := pp.PackB
-		sub.PackB = func(dst []float32, p0, kc, j0, nc int) { packB(dst, p0+k0, kc, j0, nc) }
+		// PackB is called at kOff.
 	} else if pp.TransB {
 		sub.B = pp.B[k0:]
 	} else {
@@ -254,7 +322,7 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 			}
 			buf.b = grow(buf.b, nstrips*mk.nr*kcur)
 			if pp.PackB != nil {
-				pp.PackB(buf.b, pc, kcur, jc, ncur)
+				pp.PackB(buf.b, pc+pp.kOff, kcur, jc, ncur)
 			} else {
 				plain.packB(buf.b, pc, kcur, jc, ncur, mk.nr)
 			}
@@ -265,7 +333,7 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				var arows []float32
 				switch {
 				case pp.PackA != nil:
-					pp.PackA(buf.a, ic, mcur, pc, kcur)
+					pp.PackA(buf.a, ic, mcur, pc+pp.kOff, kcur)
 				case !pp.TransA && mk.rowA != nil && ncur <= rowACols:
 					// Few B strips use this A block (a late
 					// layer's filter times its small batch of

@@ -38,7 +38,7 @@ func castKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 	if err != nil {
 		return nil, err
 	}
-	return one(out), nil
+	return kern.Results(n, out), nil
 }
 
 // castLikeKernel is CastLike: the output takes input 1's dtype.
@@ -50,7 +50,7 @@ func castLikeKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gr
 	if err != nil {
 		return nil, err
 	}
-	return one(out), nil
+	return kern.Results(n, out), nil
 }
 
 // castTypeNames are the TensorProto.DataType names opset-1 Cast used.
@@ -94,6 +94,22 @@ func castTensor(n *graph.Node, x *graph.Tensor, to graph.DType) (*graph.Tensor, 
 		return nil, n.Errorf("input 0: %v", err)
 	}
 	if x.DType == to {
+		switch xs := x.Data.(type) {
+		case []float32:
+			out, err := newFull(n, to, x.Shape)
+			if err != nil {
+				return nil, err
+			}
+			copy(out.Data.([]float32), xs)
+			return out, nil
+		case []float64:
+			out, err := newFull(n, to, x.Shape)
+			if err != nil {
+				return nil, err
+			}
+			copy(out.Data.([]float64), xs)
+			return out, nil
+		}
 		return x.Clone(), nil
 	}
 	out, err := newLike(n, to, x.Shape)

@@ -187,17 +187,25 @@ func convGradKernel(transpose, filter bool) kern.Kernel {
 		if !shapeT.DType.IsInt() || len(shapeT.Shape) != 1 {
 			return nil, n.Errorf("input 2 must be a 1-D integer shape, has %v of shape %v", shapeT.DType, shapeT.Shape)
 		}
-		target := shapeT.Ints()
-		var xShape, wShape []int
-		if filter {
-			xShape, wShape = other.Shape, target
-		} else {
-			xShape, wShape = target, other.Shape
+		st := kern.State[convGradState](n)
+		if !st.valid || st.transpose != transpose || st.filter != filter ||
+			!graph.SameShape(st.other, other.Shape) || !sameTarget(st.target, shapeT) {
+			// Resolve the plan for these shapes, from copies (the plan
+			// outlives this run's tensors).
+			st.valid = false
+			st.other = append(st.other[:0], other.Shape...)
+			st.target = append(st.target[:0], shapeT.Ints()...)
+			xShape, wShape := st.target, st.other
+			if filter {
+				xShape, wShape = st.other, st.target
+			}
+			p, err := newConvGradPlan(n, xShape, wShape, transpose)
+			if err != nil {
+				return nil, err
+			}
+			st.plan, st.transpose, st.filter, st.valid = p, transpose, filter, true
 		}
-		p, err := newConvGradPlan(n, xShape, wShape, transpose)
-		if err != nil {
-			return nil, err
-		}
+		p, target := st.plan, st.target
 		if !graph.SameShape(dy.Shape, p.dyShape) {
 			return nil, n.Errorf("gradient has shape %v, the forward output %v", dy.Shape, p.dyShape)
 		}
@@ -211,8 +219,31 @@ func convGradKernel(transpose, filter bool) kern.Kernel {
 		case []float64:
 			convGradRun(p, transpose, filter, d, other.Data.([]float64), out.Data.([]float64))
 		}
-		return []*graph.Tensor{out}, nil
+		return kern.Results(n, out), nil
 	}
+}
+
+// convGradState is a Conv gradient node's plan, kept between runs while
+// the forward value's shape and the target shape stay the same.
+type convGradState struct {
+	other, target     []int
+	transpose, filter bool
+	plan              *convGradPlan
+	valid             bool
+}
+
+// sameTarget reports whether the 1-D integer tensor t holds the values of
+// want, without converting it.
+func sameTarget(want []int, t *graph.Tensor) bool {
+	if t.Size() != len(want) {
+		return false
+	}
+	for i, v := range want {
+		if int(t.Int(i)) != v {
+			return false
+		}
+	}
+	return true
 }
 
 // convGradRun dispatches to the product that computes the wanted gradient;

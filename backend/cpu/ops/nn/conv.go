@@ -64,14 +64,22 @@ func convKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	if x.DType != w.DType || (b != nil && b.DType != x.DType) {
 		return nil, n.Errorf("inputs must share one float dtype, have X %v, W %v", x.DType, w.DType)
 	}
-	cs, err := readConvShape(n, x, w)
-	if err != nil {
-		return nil, err
+	st := kern.State[convState](n)
+	if !st.valid || !graph.SameShape(st.xs, x.Shape) || !graph.SameShape(st.ws, w.Shape) {
+		st.valid = false
+		cs, err := readConvShape(n, x, w)
+		if err != nil {
+			return nil, err
+		}
+		st.cs, st.yShape = cs, concatShape([]int{cs.n, cs.m}, cs.win.out)
+		st.xs, st.ws = append(st.xs[:0], x.Shape...), append(st.ws[:0], w.Shape...)
+		st.valid = true
 	}
+	cs := st.cs
 	if b != nil && (len(b.Shape) != 1 || b.Shape[0] != cs.m) {
 		return nil, n.Errorf("bias B has shape %v, want [%d]", b.Shape, cs.m)
 	}
-	y, err := kern.New(n, x.DType, concatShape([]int{cs.n, cs.m}, cs.win.out))
+	y, err := kern.New(n, x.DType, st.yShape)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +99,16 @@ func convKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	default:
 		return nil, n.Errorf("dtype %v is not supported (float32, float64, float16, bfloat16)", x.DType)
 	}
-	return []*graph.Tensor{y}, nil
+	return kern.Results(n, y), nil
+}
+
+// convState is a Conv node's resolved shape, kept between runs (the
+// attributes are fixed, so it holds while X's and W's shapes do).
+type convState struct {
+	xs, ws []int
+	cs     *convShape
+	yShape []int
+	valid  bool
 }
 
 // convRun computes y = conv(x, w) + b; y is zero on entry.

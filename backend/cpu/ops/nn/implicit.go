@@ -394,8 +394,18 @@ type posSeg struct {
 	src, dst, n int
 }
 
-// segBufs holds the per-call run lists of the packers.
-var segBufs = sync.Pool{New: func() any { return new([]posSeg) }}
+// packScratch is one packer call's working memory: the runs of window
+// positions, the tap offsets (on the heap with the rest: they reach the
+// gemm gather routines, which an on-stack array would escape through) and
+// packColumnsT's staging rows (NR rows of up to the GEMM's k block each).
+type packScratch struct {
+	segs  []posSeg
+	offs  [256]int
+	lines []float32
+}
+
+// packScratchPool holds the packers' per-call scratch.
+var packScratchPool = sync.Pool{New: func() any { return new(packScratch) }}
 
 // positions appends to segs the runs of the window positions [j0, j0+n)
 // of the batch (position j is image j/L, row j%L/OW, column j%OW) over
@@ -513,10 +523,10 @@ func copyRun(d, x []float32, src, n, sw int) {
 func (g *Conv2D) packColumns(xp padded) func(dst []float32, p0, kc, j0, nc int) {
 	_, nr := gemm.KernelShape()
 	return func(dst []float32, p0, kc, j0, nc int) {
-		held := segBufs.Get().(*[]posSeg)
-		defer segBufs.Put(held)
-		segs := g.positions((*held)[:0], xp, j0, nc, nr)
-		*held = segs
+		sc := packScratchPool.Get().(*packScratch)
+		defer packScratchPool.Put(sc)
+		segs := g.positions(sc.segs[:0], xp, j0, nc, nr)
+		sc.segs = segs
 		if rem := nc % nr; rem != 0 {
 			// Lanes past nc in the last strip.
 			last := dst[(nc/nr)*nr*kc:]
@@ -524,8 +534,7 @@ func (g *Conv2D) packColumns(xp padded) func(dst []float32, p0, kc, j0, nc int) 
 				clear(last[q*nr+rem : q*nr+nr])
 			}
 		}
-		var offBuf [256]int
-		offs := g.tapOffsets(offBuf[:0], xp, p0, kc)
+		offs := g.tapOffsets(sc.offs[:0], xp, p0, kc)
 		x, sw := xp.x, xp.colStep(g.SW)
 		for first, strip := 0, 0; first < len(segs); strip++ {
 			end := first
@@ -653,10 +662,6 @@ func packRuns(sd, x []float32, offs []int, ss []posSeg) {
 	}
 }
 
-// lineBufs are the per-call staging rows of packColumnsT (NR rows of up
-// to the GEMM's k block each).
-var lineBufs = sync.Pool{New: func() any { return new([]float32) }}
-
 // packColumnsT returns the PackB of the filter gradient: B is im2col(x)ᵀ,
 // rows the window positions (image, oh, ow) and columns (c, a, b). When
 // every run of positions is a multiple of 8 long, each full strip is
@@ -668,17 +673,14 @@ var lineBufs = sync.Pool{New: func() any { return new([]float32) }}
 func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int) {
 	_, nr := gemm.KernelShape()
 	return func(dst []float32, p0, kc, j0, nc int) {
-		heldSegs := segBufs.Get().(*[]posSeg)
-		defer segBufs.Put(heldSegs)
-		segs := g.positions((*heldSegs)[:0], xp, p0, kc, 0)
-		*heldSegs = segs
-		held := lineBufs.Get().(*[]float32)
-		defer lineBufs.Put(held)
-		if cap(*held) < nr*kc {
-			*held = make([]float32, nr*kc)
+		sc := packScratchPool.Get().(*packScratch)
+		defer packScratchPool.Put(sc)
+		segs := g.positions(sc.segs[:0], xp, p0, kc, 0)
+		sc.segs = segs
+		if cap(sc.lines) < nr*kc {
+			sc.lines = make([]float32, nr*kc)
 		}
-		lines := (*held)[:nr*kc]
-		var offBuf [16]int
+		lines := sc.lines[:nr*kc]
 		x, sw := xp.x, xp.colStep(g.SW)
 		// Runs of whole multiples of 8 positions (output rows of 8, 16,
 		// 32…): each full strip is gathered and transposed in one pass.
@@ -695,7 +697,7 @@ func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int)
 		short := !direct && len(segs) > 0 && kc <= 4*len(segs)
 		for s := 0; s*nr < nc; s++ {
 			cols := min(nr, nc-s*nr)
-			offs := g.tapOffsets(offBuf[:0], xp, j0+s*nr, cols)
+			offs := g.tapOffsets(sc.offs[:0], xp, j0+s*nr, cols)
 			if direct && cols == 16 {
 				strip := dst[s*nr*kc : (s+1)*nr*kc]
 				for _, sg := range segs {

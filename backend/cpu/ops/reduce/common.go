@@ -103,20 +103,34 @@ func reduceLayout(shape []int, reduced []bool) (perm []int, b blocks) {
 // dim d is input dim perm[d].
 func permuteSlice[T any](src []T, shape, perm []int) []T {
 	dst := make([]T, len(src))
+	permuteSliceInto(dst, src, shape, perm)
+	return dst
+}
+
+// permuteSliceInto is permuteSlice writing every element of dst (which
+// must be as long as src).
+func permuteSliceInto[T any](dst, src []T, shape, perm []int) {
 	if len(src) == 0 {
-		return dst
+		return
 	}
 	rank := len(shape)
-	srcStrides := graph.Strides(shape)
-	outShape := make([]int, rank)
-	stride := make([]int, rank)
+	var outBuf, strideBuf, counterBuf, srcBuf [8]int
+	outShape, stride, counter, srcStrides := outBuf[:0], strideBuf[:0], counterBuf[:0], srcBuf[:0]
+	if rank > len(outBuf) {
+		outShape, stride, counter, srcStrides = make([]int, 0, rank), make([]int, 0, rank), make([]int, 0, rank), make([]int, 0, rank)
+	}
+	outShape, stride, counter, srcStrides = outShape[:rank], stride[:rank], counter[:rank], srcStrides[:rank]
+	acc := 1
+	for d := rank - 1; d >= 0; d-- {
+		srcStrides[d] = acc
+		acc *= shape[d]
+	}
 	for d, p := range perm {
 		outShape[d] = shape[p]
 		stride[d] = srcStrides[p]
 	}
 	last := rank - 1
 	n, st := outShape[last], stride[last]
-	counter := make([]int, rank)
 	off := 0
 	for o := 0; o < len(dst); o += n {
 		row := dst[o : o+n]
@@ -135,7 +149,6 @@ func permuteSlice[T any](src []T, shape, perm []int) []T {
 			counter[d] = 0
 		}
 	}
-	return dst
 }
 
 // permuteTensor transposes t by perm (see permuteSlice).

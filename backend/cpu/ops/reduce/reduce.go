@@ -103,52 +103,113 @@ func reduceKernel(op reduceOp) kern.Kernel {
 			return nil, err
 		}
 		x := in[0]
-		reduced, err := reducedAxes(n, in, x.Rank())
+		st := kern.State[reduceState](n)
+		if err := st.plan(n, in); err != nil {
+			return nil, err
+		}
+		out, err := kern.New(n, x.DType, st.outShape)
 		if err != nil {
 			return nil, err
 		}
-		out, err := kern.New(n, x.DType, reducedShape(x.Shape, reduced, n.AttrInt("keepdims", 1) != 0))
-		if err != nil {
-			return nil, err
-		}
-		perm, b := reduceLayout(x.Shape, reduced)
-		src := x
-		if perm != nil {
-			if src, err = permuteTensor(n, x, perm); err != nil {
-				return nil, err
-			}
-		}
-		switch xs := src.Data.(type) {
+		b := st.b
+		switch xs := x.Data.(type) {
 		case []float32:
-			reduceNumbers[float32, float64](op, xs, out.Data.([]float32), b)
+			reduceNumbers[float32, float64](op, permuted(st, xs, x.Shape), out.Data.([]float32), b)
 		case []float64:
-			reduceNumbers[float64, float64](op, xs, out.Data.([]float64), b)
+			reduceNumbers[float64, float64](op, permuted(st, xs, x.Shape), out.Data.([]float64), b)
 		case []int8:
-			reduceNumbers[int8, int64](op, xs, out.Data.([]int8), b)
+			reduceNumbers[int8, int64](op, permuted(st, xs, x.Shape), out.Data.([]int8), b)
 		case []int16:
-			reduceNumbers[int16, int64](op, xs, out.Data.([]int16), b)
+			reduceNumbers[int16, int64](op, permuted(st, xs, x.Shape), out.Data.([]int16), b)
 		case []int32:
-			reduceNumbers[int32, int64](op, xs, out.Data.([]int32), b)
+			reduceNumbers[int32, int64](op, permuted(st, xs, x.Shape), out.Data.([]int32), b)
 		case []int64:
-			reduceNumbers[int64, int64](op, xs, out.Data.([]int64), b)
+			reduceNumbers[int64, int64](op, permuted(st, xs, x.Shape), out.Data.([]int64), b)
 		case []uint8:
-			reduceNumbers[uint8, int64](op, xs, out.Data.([]uint8), b)
+			reduceNumbers[uint8, int64](op, permuted(st, xs, x.Shape), out.Data.([]uint8), b)
 		case []uint16:
-			reduceNumbers[uint16, int64](op, xs, out.Data.([]uint16), b)
+			reduceNumbers[uint16, int64](op, permuted(st, xs, x.Shape), out.Data.([]uint16), b)
 		case []uint32:
-			reduceNumbers[uint32, int64](op, xs, out.Data.([]uint32), b)
+			reduceNumbers[uint32, int64](op, permuted(st, xs, x.Shape), out.Data.([]uint32), b)
 		case []uint64:
-			reduceNumbers[uint64, int64](op, xs, out.Data.([]uint64), b)
+			reduceNumbers[uint64, int64](op, permuted(st, xs, x.Shape), out.Data.([]uint64), b)
 		case []bool:
 			if op != opMax && op != opMin {
 				return nil, n.Errorf("bool input is only supported by ReduceMax and ReduceMin")
 			}
-			reduceBools(op == opMax, xs, out.Data.([]bool), b)
+			reduceBools(op == opMax, permuted(st, xs, x.Shape), out.Data.([]bool), b)
 		default:
 			return nil, n.Errorf("dtype %v is not supported", x.DType)
 		}
-		return []*graph.Tensor{out}, nil
+		return kern.Results(n, out), nil
 	}
+}
+
+// reduceState is a Reduce* node's layout, kept between runs while the
+// input's shape and the axes input's values stay the same (the attributes
+// are fixed), and the storage of its permuted input.
+type reduceState struct {
+	xs       []int
+	axes     []int64 // the axes input's values (hasAxes), else unused
+	hasAxes  bool
+	outShape []int
+	perm     []int
+	b        blocks
+	valid    bool
+	buf      any // the permuted input's storage, a []T
+}
+
+// plan resolves the layout for in, or keeps the one of the last run.
+func (st *reduceState) plan(n *graph.Node, in []*graph.Tensor) error {
+	x, t := in[0], kern.Opt(in, 1)
+	if st.valid && graph.SameShape(st.xs, x.Shape) && st.hasAxes == (t != nil) && (t == nil || st.sameAxes(t)) {
+		return nil
+	}
+	st.valid = false
+	reduced, err := reducedAxes(n, in, x.Rank())
+	if err != nil {
+		return err
+	}
+	st.outShape = reducedShape(x.Shape, reduced, n.AttrInt("keepdims", 1) != 0)
+	st.perm, st.b = reduceLayout(x.Shape, reduced)
+	st.xs = append(st.xs[:0], x.Shape...)
+	st.hasAxes, st.axes = t != nil, st.axes[:0]
+	if t != nil {
+		for i := 0; i < t.Size(); i++ {
+			st.axes = append(st.axes, t.Int(i))
+		}
+	}
+	st.valid = true
+	return nil
+}
+
+// sameAxes reports whether the axes input t holds the values of the plan.
+func (st *reduceState) sameAxes(t *graph.Tensor) bool {
+	if !t.DType.IsInt() || t.Size() != len(st.axes) {
+		return false
+	}
+	for i, a := range st.axes {
+		if t.Int(i) != a {
+			return false
+		}
+	}
+	return true
+}
+
+// permuted returns xs (of the given shape) laid out for the plan: xs itself,
+// or its transposition by st.perm in the state's reused storage.
+func permuted[T any](st *reduceState, xs []T, shape []int) []T {
+	if st.perm == nil {
+		return xs
+	}
+	d, ok := st.buf.([]T)
+	if !ok || cap(d) < len(xs) {
+		d = make([]T, len(xs))
+		st.buf = d
+	}
+	d = d[:len(xs)]
+	permuteSliceInto(d, xs, shape, st.perm)
+	return d
 }
 
 // reduceNumbers reduces x, viewed as blocks b, into y (outer*inner
