@@ -367,26 +367,6 @@ func separableFits(rows, cols []tapSpan, iw int) bool {
 	return true
 }
 
-// stride2Run returns the outputs [qa, qb) whose windows all hold k taps
-// (the widest window's, 2 or 3) starting two columns apart, the run
-// nn.PoolHMaxS2 computes; k = 0 when there is no such run.
-func stride2Run(cols []tapSpan) (qa, qb, k int) {
-	for _, cs := range cols {
-		k = max(k, cs.n)
-	}
-	if k != 2 && k != 3 {
-		return 0, 0, 0
-	}
-	for cols[qa].n != k {
-		qa++
-	}
-	qb = qa
-	for qb < len(cols) && cols[qb].n == k && cols[qb].lo == cols[qa].lo+2*(qb-qa) {
-		qb++
-	}
-	return qa, qb, k
-}
-
 // maxPoolBackwardSeparable is maxPoolBackward2DSpans for one float32
 // plane. Each window's argmax is its first tap, in row-major order, equal
 // to the window's maximum: without NaN this is the row-major scan's tap
@@ -404,7 +384,7 @@ func maxPoolBackwardSeparable(rows, cols []tapSpan, iw int, dy, x, dx []float32)
 	buf := sepBufPool.Get().(*sepBuf)
 	defer sepBufPool.Put(buf)
 	v, m, ib := buf.v[:iw], buf.m[:ow], buf.i[:ow]
-	qa, qb, k := stride2Run(cols)
+	qa, qb, k := nn.PoolStride2Run(len(cols), func(i int) (int, int) { return cols[i].lo, cols[i].n })
 	tapOff := [9]int{0, 1, 2, iw, iw + 1, iw + 2, 2 * iw, 2*iw + 1, 2*iw + 2}
 	for r, rs := range rows {
 		if rs.n == 0 {

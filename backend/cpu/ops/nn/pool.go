@@ -444,22 +444,30 @@ func separableFits(rows []span, iw int) bool {
 	return true
 }
 
-// stride2Run returns the outputs [qa, qb) whose windows all hold k taps
-// (the widest window's, 2 or 3) starting two columns apart, the run
-// PoolHMaxS2 computes; k = 0 when there is no such run.
-func stride2Run(cols []span) (qa, qb, k int) {
-	for _, cs := range cols {
-		k = max(k, int(cs.n))
+// PoolStride2Run returns the outputs [qa, qb) of a row of count windows
+// (span(i): window i's first column and its number of taps) whose windows
+// all hold k taps (the widest window's, 2 or 3) starting two columns
+// apart, the run PoolHMaxS2 and PoolArgmax3x3S2 compute; k = 0 when there
+// is no such run. MaxPool and its gradient both plan with it.
+func PoolStride2Run(count int, span func(i int) (lo, taps int)) (qa, qb, k int) {
+	for i := range count {
+		_, n := span(i)
+		k = max(k, n)
 	}
 	if k != 2 && k != 3 {
 		return 0, 0, 0
 	}
-	for int(cols[qa].n) != k {
+	for {
+		if _, n := span(qa); n == k {
+			break
+		}
 		qa++
 	}
-	qb = qa
-	for qb < len(cols) && int(cols[qb].n) == k && cols[qb].lo == cols[qa].lo+2*int32(qb-qa) {
-		qb++
+	lo0, _ := span(qa)
+	for qb = qa; qb < count; qb++ {
+		if lo, n := span(qb); n != k || lo != lo0+2*(qb-qa) {
+			break
+		}
 	}
 	return qa, qb, k
 }
@@ -502,7 +510,7 @@ func maxPool2DSeparable(rows, cols []span, iw int, x, y []float32) bool {
 	rp := sepRowPool.Get().(*[sepWidth]float32)
 	defer sepRowPool.Put(rp)
 	v := rp[:iw]
-	qa, qb, k := stride2Run(cols)
+	qa, qb, k := PoolStride2Run(len(cols), func(i int) (int, int) { return int(cols[i].lo), int(cols[i].n) })
 	for r, rs := range rows {
 		yr := y[r*ow : (r+1)*ow]
 		if rs.n == 0 {
