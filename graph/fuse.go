@@ -303,23 +303,6 @@ const MatMulAdd = "MatMulAdd"
 // Add), which then reads the sum instead (same shape). It returns the
 // number of rewrites.
 func FuseMatMulBias(g *Graph) int {
-	shape := func(name string) ([]int, DType, bool) {
-		vi := g.ValueInfo[name]
-		if vi == nil || vi.Type == nil || vi.Type.Kind != KindTensor || !vi.Type.HasShape {
-			if t := g.Initializers[name]; t != nil {
-				return t.Shape, t.DType, true
-			}
-			return nil, Undefined, false
-		}
-		s := make([]int, len(vi.Type.Shape))
-		for i, d := range vi.Type.Shape {
-			if !d.Known {
-				return nil, Undefined, false
-			}
-			s[i] = int(d.Value)
-		}
-		return s, vi.Type.DType, true
-	}
 	producer := map[string]*Node{}
 	for _, n := range g.Nodes {
 		if len(n.Outputs) == 1 && (isMatMul(n) || n.Domain == FusedDomain && n.OpType == TransposedMatMul) {
@@ -363,15 +346,15 @@ func FuseMatMulBias(g *Graph) int {
 			if mm == nil || adds[pn] != 1 || others[pn] != 0 || drop[mm] || pn == bias {
 				continue
 			}
-			ps, pd, ok1 := shape(pn)
-			os, od, ok2 := shape(n.Outputs[0])
-			bs, bd, ok3 := shape(bias)
+			ps, pd, ok1 := knownTensorType(g, pn)
+			os, od, ok2 := knownTensorType(g, n.Outputs[0])
+			bs, bd, ok3 := knownTensorType(g, bias)
 			if !ok1 || !ok2 {
 				// Shapes lost downstream of a dynamic Reshape: a 1-D
 				// bias as long as the product's columns, read off the
 				// weight operand, broadcasts without changing the
 				// product's shape, whatever its leading dimensions.
-				if ok3 && len(bs) == 1 && bd == Float32 && productColumns(mm, shape) == bs[0] {
+				if ok3 && len(bs) == 1 && bd == Float32 && productColumns(g, mm) == bs[0] {
 					ps, pd, os, od, ok1, ok2 = bs, Float32, bs, Float32, true, true
 				}
 			}
@@ -412,11 +395,31 @@ func FuseMatMulBias(g *Graph) int {
 	return len(drop)
 }
 
+// knownTensorType returns the fully known shape and the dtype g.ValueInfo
+// (or an initializer) gives name, and false when either is not known.
+func knownTensorType(g *Graph, name string) ([]int, DType, bool) {
+	vi := g.ValueInfo[name]
+	if vi == nil || vi.Type == nil || vi.Type.Kind != KindTensor || !vi.Type.HasShape {
+		if t := g.Initializers[name]; t != nil {
+			return t.Shape, t.DType, true
+		}
+		return nil, Undefined, false
+	}
+	s := make([]int, len(vi.Type.Shape))
+	for i, d := range vi.Type.Shape {
+		if !d.Known {
+			return nil, Undefined, false
+		}
+		s[i] = int(d.Value)
+	}
+	return s, vi.Type.DType, true
+}
+
 // productColumns returns the number of columns of the product mm computes
 // (the last dimension of its output), read off its second operand's known
 // shape and float32 type (both operands of a MatMul have one type), or -1.
-func productColumns(mm *Node, shape func(string) ([]int, DType, bool)) int {
-	bs, bd, okB := shape(mm.Inputs[1])
+func productColumns(g *Graph, mm *Node) int {
+	bs, bd, okB := knownTensorType(g, mm.Inputs[1])
 	if !okB || bd != Float32 || len(bs) < 2 {
 		return -1
 	}

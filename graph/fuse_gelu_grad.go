@@ -166,21 +166,11 @@ func FuseGeluErfGrad(g *Graph) int {
 	return count
 }
 
-// knownShape returns the fully known shape g.ValueInfo gives name, or nil.
+// knownShape returns the fully known shape g gives name, or nil.
 func knownShape(g *Graph, name string) []int {
-	vi := g.ValueInfo[name]
-	if vi == nil || vi.Type == nil || vi.Type.Kind != KindTensor || !vi.Type.HasShape {
-		if t := g.Initializers[name]; t != nil {
-			return t.Shape
-		}
+	s, _, ok := knownTensorType(g, name)
+	if !ok {
 		return nil
-	}
-	s := make([]int, len(vi.Type.Shape))
-	for i, d := range vi.Type.Shape {
-		if !d.Known {
-			return nil
-		}
-		s[i] = int(d.Value)
 	}
 	return s
 }
