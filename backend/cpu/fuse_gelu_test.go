@@ -129,24 +129,11 @@ func TestFusedGeluErfGrad(t *testing.T) {
 	copy(xs, []float32{0, float32(math.Copysign(0, -1)), -12, 12, 1e-40, -5.5, 3.25})
 	inputs := map[string]*graph.Tensor{"x": x, "dy": dy}
 	run := func(disable bool) *graph.Tensor {
-		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
-		require.NoError(t, err)
-		e := exe.(*Executable)
-		var out map[string]*graph.Tensor
-		for i := 0; i < 2; i++ {
-			out, err = exe.Run(context.Background(), inputs)
-			require.NoError(t, err)
-		}
-		p := e.last.Load()
-		require.NotNil(t, p)
-		ops := map[string]int{}
-		for _, st := range p.steps {
-			ops[st.node.OpType]++
-		}
+		out, ops, specialised := runPlanned(t, m, inputs, disable)
 		if disable {
 			assert.Zero(t, ops[graph.GeluErfGrad])
 		} else {
-			require.NotNil(t, p.shapes, "the specialised plan ran")
+			require.True(t, specialised, "the specialised plan ran")
 			assert.Equal(t, 1, ops[graph.GeluErfGrad], "%v", ops)
 			assert.Zero(t, ops[graph.ErfGrad]+ops["Div"], "%v", ops)
 		}

@@ -31,6 +31,28 @@ func normalInputs(g *graph.Graph, rng *rand.Rand, sd float64) map[string]*graph.
 	return inputs
 }
 
+// runPlanned compiles m (fusion off with disable), runs it twice on inputs
+// (the second run in the memory plan specialised to their shapes) and
+// returns the last run's outputs, the op types that plan ran with their
+// counts, and whether it was the specialised plan.
+func runPlanned(t *testing.T, m *graph.Model, inputs map[string]*graph.Tensor, disable bool) (map[string]*graph.Tensor, map[string]int, bool) {
+	t.Helper()
+	exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
+	require.NoError(t, err)
+	var out map[string]*graph.Tensor
+	for i := 0; i < 2; i++ {
+		out, err = exe.Run(context.Background(), inputs)
+		require.NoError(t, err)
+	}
+	p := exe.(*Executable).last.Load()
+	require.NotNil(t, p)
+	ops := map[string]int{}
+	for _, st := range p.steps {
+		ops[st.node.OpType]++
+	}
+	return out, ops, p.shapes != nil
+}
+
 func f32Type(dims ...int64) *graph.Type {
 	t := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
 	for _, d := range dims {

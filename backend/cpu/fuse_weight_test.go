@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -35,27 +33,13 @@ func TestFusedWeightTranspose(t *testing.T) {
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
 	inputs := normalInputs(g, rand.New(rand.NewPCG(31, 32)), 1)
 	run := func(disable bool) map[string]*graph.Tensor {
-		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
-		require.NoError(t, err)
-		var out map[string]*graph.Tensor
-		for i := 0; i < 2; i++ {
-			out, err = exe.Run(context.Background(), inputs)
-			require.NoError(t, err)
-		}
-		ops := map[string]int{}
-		for _, st := range exe.(*Executable).last.Load().steps {
-			ops[st.node.OpType]++
-		}
+		out, ops, _ := runPlanned(t, m, inputs, disable)
 		if disable {
 			assert.Positive(t, ops["Transpose"], "%v", ops)
 		} else {
 			assert.Zero(t, ops["Transpose"], "%v", ops)
 		}
-		res := map[string]*graph.Tensor{}
-		for k, v := range out {
-			res[k] = v.Clone()
-		}
-		return res
+		return out
 	}
 	fused, plain := run(false), run(true)
 	x, w, b, dy := inputs["x"].Float32s(), inputs["w"].Float32s(), inputs["b"].Float32s(), inputs["dy"].Float32s()
