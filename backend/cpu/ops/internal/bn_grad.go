@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -171,7 +172,7 @@ func bnBackwardMasked[F float](dy, r, x, dx []F, b layout, scale, mean, variance
 	// block over whole samples (see bnBackwardShort).
 	x32, short := any(x).([]float32)
 	short = short && training && b.inner > 0 && b.inner < bnVecMin && b.outer > 0
-	convGradParallel(workers, workers, true, func(_, part int) {
+	nn.ParallelItems(workers, workers, true, func(_, part int) {
 		hi := min((part+1)*per, b.r)
 		if short {
 			dy32, _ := any(dy).([]float32)

@@ -3,7 +3,6 @@ package internal
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
@@ -279,7 +278,7 @@ func convColsToImage[T float32 | float64](p *convGradPlan, q, w, img []T) {
 	items := p.batch * p.group
 	if p.pointwise() {
 		workers := convGradItemWorkers(items, ck*cqG*L)
-		convGradParallel(items, workers, false, func(_, item int) {
+		nn.ParallelItems(items, workers, false, func(_, item int) {
 			i, g := item/p.group, item%p.group
 			wg := w[g*cqG*ck : (g+1)*cqG*ck]
 			qg := q[(i*p.cq+g*cqG)*L:]
@@ -309,7 +308,7 @@ func convColsToImage[T float32 | float64](p *convGradPlan, q, w, img []T) {
 	rowsPerTile := convGradRowsPerTile(ck, win)
 	workers := convGradItemWorkers(items, ck*cqG*L)
 	bufs := make([][]T, workers)
-	convGradParallel(items, workers, false, func(worker, item int) {
+	nn.ParallelItems(items, workers, false, func(worker, item int) {
 		i, g := item/p.group, item%p.group
 		if bufs[worker] == nil {
 			bufs[worker] = make([]T, ck*rowsPerTile*win.outLast)
@@ -340,7 +339,7 @@ func convImageToCols[T float32 | float64](p *convGradPlan, img, w, q []T) {
 	if p.pointwise() {
 		items := p.batch * p.group
 		workers := convGradItemWorkers(items, ck*cqG*L)
-		convGradParallel(items, workers, false, func(_, item int) {
+		nn.ParallelItems(items, workers, false, func(_, item int) {
 			i, g := item/p.group, item%p.group
 			wg := w[g*cqG*ck : (g+1)*cqG*ck]
 			ig := img[(i*p.ci+g*ciG)*I:]
@@ -354,7 +353,7 @@ func convImageToCols[T float32 | float64](p *convGradPlan, img, w, q []T) {
 	items := p.batch * p.group * tiles
 	workers := convGradItemWorkers(items, cqG*ck*rowsPerTile*win.outLast)
 	bufs := make([][]T, workers)
-	convGradParallel(items, workers, false, func(worker, item int) {
+	nn.ParallelItems(items, workers, false, func(worker, item int) {
 		t := item % tiles
 		g := (item / tiles) % p.group
 		i := item / (tiles * p.group)
@@ -409,7 +408,7 @@ func convFilterGrad[T float32 | float64](p *convGradPlan, q, img, dw []T) {
 	partial := make([][]T, workers)
 	partial[0] = dw
 	cols := make([][]T, workers)
-	convGradParallel(items, workers, true, func(worker, item int) {
+	nn.ParallelItems(items, workers, true, func(worker, item int) {
 		t := item % tiles
 		g := (item / tiles) % p.group
 		i := item / (tiles * p.group)
@@ -539,7 +538,7 @@ func gradRelease[T float32 | float64](buf []T) {
 // of t (each image ch·L elements) side by side into dst, whose rows are ld
 // elements apart: row c holds plane c of every image in turn.
 func gatherImageRows[T float32 | float64](dst []T, ld int, t []T, ch, L, i0, cnt int) {
-	convGradParallel(cnt, gradWorkers(cnt, ch*L), false, func(_, b int) {
+	nn.ParallelItems(cnt, gradWorkers(cnt, ch*L), false, func(_, b int) {
 		ti := t[(i0+b)*ch*L : (i0+b+1)*ch*L]
 		for c := 0; c < ch; c++ {
 			copy(dst[c*ld+b*L:c*ld+(b+1)*L], ti[c*L:(c+1)*L])
@@ -568,13 +567,13 @@ func convColsToImageBatched[T float32 | float64](p *convGradPlan, q, w, img []T,
 			// column row is read in one pass.
 			per := max(1, (p.ci+colChannelChunks-1)/colChannelChunks)
 			items := (p.ci + per - 1) / per
-			convGradParallel(items, gradWorkers(items, per*win.kernelSize*cnt*L), false, func(_, it int) {
+			nn.ParallelItems(items, gradWorkers(items, per*win.kernelSize*cnt*L), false, func(_, it int) {
 				c0, c1 := it*per, min((it+1)*per, p.ci)
 				nn.Col2ImAddImages(img[i0*p.ci*I:], p.ci*I, col, ld, cnt, c0, c1, win.nnWindow())
 			})
 			continue
 		}
-		convGradParallel(cnt, gradWorkers(cnt, ck*L), false, func(_, b int) {
+		nn.ParallelItems(cnt, gradWorkers(cnt, ck*L), false, func(_, b int) {
 			ig := img[(i0+b)*p.ci*I : (i0+b+1)*p.ci*I]
 			windowColumnsStrided(col[b*L:], ld, ig, p.ci, win, 0, win.outRows, true)
 		})
@@ -627,12 +626,12 @@ func convColsToImageGather[T float32 | float64](p *convGradPlan, tw *gradWindow,
 	defer gradRelease(out)
 	for i0 := 0; i0 < p.batch; i0 += nb {
 		cnt := min(nb, p.batch-i0)
-		convGradParallel(cnt, gradWorkers(cnt, ck*I), false, func(_, b int) {
+		nn.ParallelItems(cnt, gradWorkers(cnt, ck*I), false, func(_, b int) {
 			qi := q[(i0+b)*p.cq*L : (i0+b+1)*p.cq*L]
 			windowColumnsStrided(col[b*I:], ld, qi, p.cq, tw, 0, tw.outRows, false)
 		})
 		gemmAcc(false, false, p.ci, cnt*I, ck, wt, ck, col, ld, false, out, ld)
-		convGradParallel(cnt, gradWorkers(cnt, p.ci*I), false, func(_, b int) {
+		nn.ParallelItems(cnt, gradWorkers(cnt, p.ci*I), false, func(_, b int) {
 			ig := img[(i0+b)*p.ci*I : (i0+b+1)*p.ci*I]
 			for c := 0; c < p.ci; c++ {
 				copy(ig[c*I:(c+1)*I], out[c*ld+b*I:c*ld+(b+1)*I])
@@ -680,7 +679,7 @@ func convFilterGradBatched[T float32 | float64](p *convGradPlan, q, img, dw []T,
 	for i0 := 0; i0 < p.batch; i0 += nb {
 		cnt := min(nb, p.batch-i0)
 		gatherImageRows(qb, ld, q, p.cq, L, i0, cnt)
-		convGradParallel(cnt, gradWorkers(cnt, ck*L), false, func(_, b int) {
+		nn.ParallelItems(cnt, gradWorkers(cnt, ck*L), false, func(_, b int) {
 			ig := img[(i0+b)*p.ci*I : (i0+b+1)*p.ci*I]
 			windowColumnsStrided(col[b*L:], ld, ig, p.ci, win, 0, win.outRows, false)
 		})
@@ -720,7 +719,7 @@ func depthwiseDataGrad[T float32 | float64](p *convGradPlan, dy, w, dx []T) {
 	inSize, outSize, kSize := g.ih*g.iw, g.oh*g.ow, g.kh*g.kw
 	items := p.batch * p.group
 	workers := gradWorkers(items, mult*outSize*kSize)
-	convGradParallel(items, workers, false, func(_, item int) {
+	nn.ParallelItems(items, workers, false, func(_, item int) {
 		i, c := item/p.group, item%p.group
 		dxp := dx[(i*p.ci+c)*inSize : (i*p.ci+c+1)*inSize]
 		for m := c * mult; m < (c+1)*mult; m++ {
@@ -761,7 +760,7 @@ func depthwiseFilterGrad[T float32 | float64](p *convGradPlan, dy, x, dw []T) {
 	mult := p.cq / p.group
 	inSize, outSize, kSize := g.ih*g.iw, g.oh*g.ow, g.kh*g.kw
 	workers := gradWorkers(p.cq, p.batch*outSize*kSize)
-	convGradParallel(p.cq, workers, false, func(_, m int) {
+	nn.ParallelItems(p.cq, workers, false, func(_, m int) {
 		c := m / mult
 		wk := dw[m*kSize : (m+1)*kSize]
 		for i := 0; i < p.batch; i++ {
@@ -914,38 +913,4 @@ func gradWorkers(items, cost int) int {
 		p = total / (1 << 16)
 	}
 	return max(p, 1)
-}
-
-// convGradParallel runs fn(worker, item) for item in [0, items) on workers
-// goroutines. With static set, worker w gets the contiguous block of items
-// w·⌈items/workers⌉ onwards (so per-worker partial sums are reproducible);
-// otherwise items are handed out as workers free up. A panic in a worker is
-// re-raised in the caller's goroutine.
-func convGradParallel(items, workers int, static bool, fn func(worker, item int)) {
-	if workers <= 1 || items <= 1 {
-		for i := 0; i < items; i++ {
-			fn(0, i)
-		}
-		return
-	}
-	workers = min(workers, items)
-	per := (items + workers - 1) / workers
-	var next atomic.Int64
-	kern.RunChunks("conv gradient", workers, workers, func(lo, hi int) {
-		for w := lo; w < hi; w++ {
-			if static {
-				for i := w * per; i < min((w+1)*per, items); i++ {
-					fn(w, i)
-				}
-				continue
-			}
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= items {
-					break
-				}
-				fn(w, i)
-			}
-		}
-	})
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -50,7 +51,7 @@ func maxPoolGradHalf(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 	workers := gradWorkers(planes, outSize*max(w.kernelSize, 1))
 	acc := make([][]float32, workers) // one float32 plane per worker
 	simple := simplePool2D(w)
-	convGradParallel(planes, workers, false, func(worker, c int) {
+	nn.ParallelItems(planes, workers, false, func(worker, c int) {
 		if acc[worker] == nil {
 			acc[worker] = make([]float32, inSize)
 		}
@@ -122,7 +123,7 @@ func maxPoolHalf(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	d := x.DType
 	workers := gradWorkers(planes, outSize*max(w.kernelSize, 1))
 	simple := simplePool2D(w)
-	convGradParallel(planes, workers, false, func(_, c int) {
+	nn.ParallelItems(planes, workers, false, func(_, c int) {
 		xp := xs[c*inSize : (c+1)*inSize]
 		yp := ys[c*outSize : (c+1)*outSize]
 		if simple {

@@ -201,7 +201,7 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 		cols, colsOK := p.spans(1)
 		x32, _ := any(x).([]float32)
 		separable := x32 != nil && rowsOK && colsOK && separableFits(rows, cols, p.win.in[1])
-		convGradParallel(planes, workers, false, func(_, c int) {
+		nn.ParallelItems(planes, workers, false, func(_, c int) {
 			dyp, dxp := dy[c*outSize:(c+1)*outSize], dx[c*inSize:(c+1)*inSize]
 			clear(dxp)
 			if separable && maxPoolBackwardSeparable(rows, cols, p.win.in[1], any(dyp).([]float32), x32[c*inSize:(c+1)*inSize], any(dxp).([]float32)) {
@@ -216,7 +216,7 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 		})
 		return
 	}
-	convGradParallel(planes, workers, false, func(_, c int) {
+	nn.ParallelItems(planes, workers, false, func(_, c int) {
 		xp := x[c*inSize : (c+1)*inSize]
 		dxp := dx[c*inSize : (c+1)*inSize]
 		dyp := dy[c*outSize : (c+1)*outSize]
@@ -634,7 +634,7 @@ func averagePoolGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 func avgPoolBackward[T float32 | float64](p *poolGradPlan, dy, dx []T, planes int, includePad bool) {
 	inSize, outSize := p.win.inSize, p.win.outSize
 	workers := gradWorkers(planes, outSize*max(p.win.kernelSize, 1))
-	convGradParallel(planes, workers, false, func(_, c int) {
+	nn.ParallelItems(planes, workers, false, func(_, c int) {
 		dxp := dx[c*inSize : (c+1)*inSize]
 		dyp := dy[c*outSize : (c+1)*outSize]
 		p.forWindows(func(out int, taps []int, padded int) {
@@ -736,7 +736,7 @@ func resizeGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 // of every output index o. dst is zero on entry.
 func resizeScatter[T float32 | float64](dst, src []T, outer, out, in, inner int, taps *nn.ResizeTaps) {
 	workers := gradWorkers(outer, out*inner*2)
-	convGradParallel(outer, workers, false, func(_, b int) {
+	nn.ParallelItems(outer, workers, false, func(_, b int) {
 		s := src[b*out*inner : (b+1)*out*inner]
 		d := dst[b*in*inner : (b+1)*in*inner]
 		for o := 0; o < out; o++ {

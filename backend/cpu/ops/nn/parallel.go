@@ -26,12 +26,20 @@ func nnWorkers(items int, cost int) int {
 	return p
 }
 
-// parallelFor runs fn(worker, item) for item in [0, items) on workers
-// chunks of kern's persistent pool (worker in [0, workers)); items are
-// handed out dynamically. With one worker it runs inline. A panic in a
-// worker is re-raised in the caller's goroutine, where the executor turns
-// it into an error.
+// parallelFor is ParallelItems with items handed out as workers free up.
 func parallelFor(items, workers int, fn func(worker, item int)) {
+	ParallelItems(items, workers, false, fn)
+}
+
+// ParallelItems runs fn(worker, item) for item in [0, items) on workers
+// chunks of kern's persistent pool (worker in [0, workers), the caller
+// being one of them). With static set, worker w gets the contiguous block
+// of items w·⌈items/workers⌉ onwards (so per-worker partial sums are
+// reproducible); otherwise items are handed out as workers free up. With
+// one worker it runs inline. A panic in a worker is re-raised in the
+// caller's goroutine, where the executor turns it into an error. The
+// fan-out itself allocates nothing (its task comes from a pool).
+func ParallelItems(items, workers int, static bool, fn func(worker, item int)) {
 	if workers <= 1 || items <= 1 {
 		for i := 0; i < items; i++ {
 			fn(0, i)
@@ -39,18 +47,41 @@ func parallelFor(items, workers int, fn func(worker, item int)) {
 		return
 	}
 	workers = min(workers, items)
-	var next atomic.Int64
-	kern.RunChunks("nn", workers, workers, func(lo, hi int) {
-		for w := lo; w < hi; w++ {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= items {
-					break
-				}
-				fn(w, i)
+	t := itemTaskPool.Get().(*itemTask)
+	t.next.Store(0)
+	t.items, t.per, t.static, t.fn = items, (items+workers-1)/workers, static, fn
+	kern.RunTask("nn", workers, workers, t)
+	t.fn = nil
+	itemTaskPool.Put(t)
+}
+
+// itemTask is one ParallelItems call in flight; chunk w is worker w.
+type itemTask struct {
+	next       atomic.Int64
+	items, per int
+	static     bool
+	fn         func(worker, item int)
+}
+
+var itemTaskPool = sync.Pool{New: func() any { return new(itemTask) }}
+
+// Chunk runs workers [lo, hi).
+func (t *itemTask) Chunk(lo, hi int) {
+	for w := lo; w < hi; w++ {
+		if t.static {
+			for i := w * t.per; i < min((w+1)*t.per, t.items); i++ {
+				t.fn(w, i)
 			}
+			continue
 		}
-	})
+		for {
+			i := int(t.next.Add(1) - 1)
+			if i >= t.items {
+				break
+			}
+			t.fn(w, i)
+		}
+	}
 }
 
 // f32Bufs keeps a few float32 scratch matrices alive between calls (a
