@@ -46,6 +46,7 @@ type Adam struct {
 	groups    []Group
 	steps     int64
 	state     map[string]*adamState
+	seen      map[string]bool // checkParams's names, reused
 
 	// Reused by every Step: the updates, their sizes, the step's
 	// constants, the callback that runs them, and the bias corrections of
@@ -111,7 +112,10 @@ func (o *Adam) LR() float64 { return o.lr }
 
 // Step applies one Adam or AdamW update.
 func (o *Adam) Step(params []*Param) error {
-	if err := checkParams(params, len(o.groups)); err != nil {
+	if o.seen == nil {
+		o.seen = make(map[string]bool, len(params))
+	}
+	if err := checkParams(params, len(o.groups), o.seen); err != nil {
 		return err
 	}
 	for _, p := range params {

@@ -134,9 +134,11 @@ func setGroupLR(groups []Group, lr float64) {
 	}
 }
 
-// checkParams validates params before any of them is updated.
-func checkParams(params []*Param, ngroups int) error {
-	seen := make(map[string]bool, len(params))
+// checkParams validates params before any of them is updated. seen is
+// the caller's set of names, kept between steps and cleared here, so that
+// a step allocates no map (a fresh one of more than 8 entries would).
+func checkParams(params []*Param, ngroups int, seen map[string]bool) error {
+	clear(seen)
 	for i, p := range params {
 		if p == nil {
 			return fmt.Errorf("optim: param %d is nil", i)

@@ -28,6 +28,7 @@ type SGD struct {
 	groups []Group
 	steps  int64
 	buf    map[string]*graph.Tensor // momentum buffers, created on first use
+	seen   map[string]bool          // checkParams's names, reused
 
 	// Reused by every Step: the updates, their sizes, the step's
 	// constants and the callback that runs them.
@@ -68,7 +69,10 @@ func (o *SGD) LR() float64 { return o.lr }
 
 // Step applies one SGD update (torch 1.13 _single_tensor_sgd).
 func (o *SGD) Step(params []*Param) error {
-	if err := checkParams(params, len(o.groups)); err != nil {
+	if o.seen == nil {
+		o.seen = make(map[string]bool, len(params))
+	}
+	if err := checkParams(params, len(o.groups), o.seen); err != nil {
 		return err
 	}
 	for _, p := range params {

@@ -27,21 +27,29 @@ import (
 // A convolution's output (N, M, L) is thereby written in place as the
 // M × N·L product of the whole batch (ColBlock = LDC = L, ColStride = M·L).
 //
+// APacker and BPacker are PackA and PackB as interfaces, and take their
+// place when set: a caller that keeps its packer in a pooled or per-node
+// struct passes it without the closure a func field would need (a func
+// that captures the call's operands is allocated on every call, since
+// the product's workers keep it).
+//
 // Run splits the columns, or the rows, of C over GOMAXPROCS goroutines,
 // whichever repacks less; the packing callbacks must therefore be safe to
 // call concurrently (each call writes only its dst).
 type PackedProduct struct {
 	M, N, K int
 
-	PackA  func(dst []float32, i0, mc, p0, kc int)
-	A      []float32
-	LDA    int
-	TransA bool
+	PackA   func(dst []float32, i0, mc, p0, kc int)
+	APacker APacker
+	A       []float32
+	LDA     int
+	TransA  bool
 
-	PackB  func(dst []float32, p0, kc, j0, nc int)
-	B      []float32
-	LDB    int
-	TransB bool
+	PackB   func(dst []float32, p0, kc, j0, nc int)
+	BPacker BPacker
+	B       []float32
+	LDB     int
+	TransB  bool
 
 	C                   []float32
 	LDC                 int
@@ -59,6 +67,21 @@ type PackedProduct struct {
 	// callbacks at its own offset without wrapping them in closures.
 	kOff int
 }
+
+// APacker packs panels of A in the layout of PackedProduct.PackA.
+type APacker interface {
+	PackA(dst []float32, i0, mc, p0, kc int)
+}
+
+// BPacker packs panels of B in the layout of PackedProduct.PackB.
+type BPacker interface {
+	PackB(dst []float32, p0, kc, j0, nc int)
+}
+
+// packsA and packsB report whether A or B comes from a packer rather than
+// a plain matrix.
+func (pp *PackedProduct) packsA() bool { return pp.PackA != nil || pp.APacker != nil }
+func (pp *PackedProduct) packsB() bool { return pp.PackB != nil || pp.BPacker != nil }
 
 // KernelShape returns the micro-kernel's tile, MR rows by NR columns: the
 // strip heights of PackA's and the strip widths of PackB's layouts.
@@ -96,10 +119,10 @@ func (pp *PackedProduct) Run() {
 	// the rows repacks B; an implicit B costs about twice a plain copy.
 	costN := (workers - 1) * pp.M * pp.K
 	costM := (workers - 1) * pp.K * pp.N
-	if pp.PackB != nil {
+	if pp.packsB() {
 		costM *= 2
 	}
-	if pp.PackA != nil {
+	if pp.packsA() {
 		costN *= 2
 	}
 	// Splitting the shared dimension costs a private M×N partial
@@ -248,14 +271,14 @@ func (pp *PackedProduct) kSlice(k0, k1 int) PackedProduct {
 	sub := *pp
 	sub.K = k1 - k0
 	sub.kOff = pp.kOff + k0 // for the callbacks
-	if pp.PackA != nil {
+	if pp.packsA() {
 		// PackA is called at kOff.
 	} else if pp.TransA {
 		sub.A = pp.A[k0*pp.LDA:]
 	} else {
 		sub.A = pp.A[k0:]
 	}
-	if pp.PackB != nil {
+	if pp.packsB() {
 		// PackB is called at kOff.
 	} else if pp.TransB {
 		sub.B = pp.B[k0:]
@@ -321,7 +344,9 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				beta = pp.Beta
 			}
 			buf.b = grow(buf.b, nstrips*mk.nr*kcur)
-			if pp.PackB != nil {
+			if pp.BPacker != nil {
+				pp.BPacker.PackB(buf.b, pc+pp.kOff, kcur, jc, ncur)
+			} else if pp.PackB != nil {
 				pp.PackB(buf.b, pc+pp.kOff, kcur, jc, ncur)
 			} else {
 				plain.packB(buf.b, pc, kcur, jc, ncur, mk.nr)
@@ -332,6 +357,8 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
 				var arows []float32
 				switch {
+				case pp.APacker != nil:
+					pp.APacker.PackA(buf.a, ic, mcur, pc+pp.kOff, kcur)
 				case pp.PackA != nil:
 					pp.PackA(buf.a, ic, mcur, pc+pp.kOff, kcur)
 				case !pp.TransA && mk.rowA != nil && ncur <= rowACols:

@@ -87,8 +87,11 @@ func mapNumeric(n *graph.Node, x *graph.Tensor, op numOp) (*graph.Tensor, error)
 		return nil, err
 	}
 	if src, ok := x.Data.([]float32); ok && op == opRelu {
-		dst := out.Data.([]float32)
-		parallelRange(len(src), parallelGrain, func(lo, hi int) { reluF32(dst[lo:hi], src[lo:hi]) })
+		// The task in a box, not a closure: the call allocates nothing.
+		t := kern.TakeBox[reluTask]()
+		*t = reluTask{dst: out.Data.([]float32), src: src}
+		parallelTask(len(src), parallelGrain, t)
+		kern.PutBox(t)
 		return out, nil
 	}
 	switch src := x.Data.(type) {
@@ -116,6 +119,11 @@ func mapNumeric(n *graph.Node, x *graph.Tensor, op numOp) (*graph.Tensor, error)
 	return out, nil
 }
 
+// reluTask is the float32 Relu over a range of elements.
+type reluTask struct{ dst, src []float32 }
+
+func (t *reluTask) Chunk(lo, hi int) { reluF32(t.dst[lo:hi], t.src[lo:hi]) }
+
 // numUnaryKernel is the kernel of Abs, Neg, Sign or Relu.
 func numUnaryKernel(op numOp) kern.Kernel {
 	return func(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
@@ -126,7 +134,7 @@ func numUnaryKernel(op numOp) kern.Kernel {
 		if err != nil {
 			return nil, err
 		}
-		return one(out), nil
+		return kern.Results(n, out), nil
 	}
 }
 

@@ -99,7 +99,13 @@ func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor) 
 	}
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
 	training := n.AttrInt("training_mode", 0) != 0
-	scale, mean, variance := toFloat64s(in[2]), toFloat64s(in[3]), toFloat64s(in[4])
+	// The parameters in float64 and the gradients live in the node's
+	// state between runs (a training step allocates none of them).
+	st := kern.State[bnGradState](n)
+	st.scale = kern.Float64sInto(st.scale, in[2])
+	st.mean = kern.Float64sInto(st.mean, in[3])
+	st.variance = kern.Float64sInto(st.variance, in[4])
+	scale, mean, variance := st.scale, st.mean, st.variance
 	// dX comes from kern.New (the memory plan places it) unless X was
 	// widened from a half type and dX must be cast back.
 	var dx *graph.Tensor
@@ -111,26 +117,29 @@ func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor) 
 	} else if dx, err = graph.NewTensor(x.DType, x.Shape); err != nil {
 		return nil, n.Errorf("dX of shape %v: %w", x.Shape, err)
 	}
-	var g bnGrads
+	g := &st.grads
+	g.scale, g.bias = growFloat64s(g.scale, b.r), growFloat64s(g.bias, b.r)
+	g.mean, g.variance = growFloat64s(g.mean, b.r), growFloat64s(g.variance, b.r)
 	switch xs := x.Data.(type) {
 	case []float32:
 		var rs []float32
 		if r != nil {
 			rs = r.Data.([]float32)
 		}
-		g = bnBackwardMasked(dy.Data.([]float32), rs, xs, dx.Data.([]float32), b, scale, mean, variance, eps, training)
+		bnBackwardMaskedInto(dy.Data.([]float32), rs, xs, dx.Data.([]float32), b, scale, mean, variance, eps, training, g)
 	case []float64:
 		var rs []float64
 		if r != nil {
 			rs = r.Data.([]float64)
 		}
-		g = bnBackwardMasked(dy.Data.([]float64), rs, xs, dx.Data.([]float64), b, scale, mean, variance, eps, training)
+		bnBackwardMaskedInto(dy.Data.([]float64), rs, xs, dx.Data.([]float64), b, scale, mean, variance, eps, training, g)
 	}
 	dxOut, err := kern.Cast(dx, in[1].DType)
 	if err != nil {
 		return nil, n.Errorf("%v", err)
 	}
-	outs := []*graph.Tensor{dxOut}
+	var outBuf [5]*graph.Tensor
+	outs := append(outBuf[:0], dxOut)
 	// dscale and dB take scale's dtype and shape (B's are the same), dmean
 	// and dvar those of mean and var.
 	likes := []*graph.Tensor{in[2], in[2], in[3], in[4]}
@@ -142,11 +151,26 @@ func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor) 
 		}
 		outs = append(outs, t)
 	}
-	return outs, nil
+	return kern.Results(n, outs...), nil
 }
 
 // bnGrads are the per-parameter gradients of batch normalisation.
 type bnGrads struct{ scale, bias, mean, variance []float64 }
+
+// bnGradState is what a BatchNormalization gradient node keeps between
+// runs: its parameters in float64 and its gradients.
+type bnGradState struct {
+	scale, mean, variance []float64
+	grads                 bnGrads
+}
+
+// growFloat64s returns buf cut to n elements, grown when it is shorter.
+func growFloat64s(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
+	}
+	return buf[:n]
+}
 
 // bnBackward writes dX into dx and returns the parameter gradients.
 func bnBackward[F float](dy, x, dx []F, b layout, scale, mean, variance []float64, eps float64, training bool) bnGrads {
@@ -165,30 +189,56 @@ func bnBackwardMasked[F float](dy, r, x, dx []F, b layout, scale, mean, variance
 		mean:     make([]float64, b.r),
 		variance: make([]float64, b.r),
 	}
-	count := float64(b.outer * b.inner)
+	bnBackwardMaskedInto(dy, r, x, dx, b, scale, mean, variance, eps, training, &g)
+	return g
+}
+
+// bnBackwardMaskedInto is bnBackwardMasked into g, whose four slices hold
+// b.r elements each (cleared first).
+func bnBackwardMaskedInto[F float](dy, r, x, dx []F, b layout, scale, mean, variance []float64, eps float64, training bool, g *bnGrads) {
+	clear(g.scale)
+	clear(g.bias)
+	clear(g.mean)
+	clear(g.variance)
 	workers := gradWorkers(b.r, 4*b.outer*b.inner)
-	per := (b.r + workers - 1) / workers
+	t := bnGradTask[F]{dy: dy, r: r, x: x, dx: dx, b: b, scale: scale, mean: mean, variance: variance,
+		eps: eps, training: training, g: g, count: float64(b.outer * b.inner), per: (b.r + workers - 1) / workers}
 	// Short float32 rows in training mode go channel block by channel
 	// block over whole samples (see bnBackwardShort).
-	x32, short := any(x).([]float32)
-	short = short && training && b.inner > 0 && b.inner < bnVecMin && b.outer > 0
-	nn.ParallelItems(workers, workers, true, func(_, part int) {
-		hi := min((part+1)*per, b.r)
-		if short {
-			dy32, _ := any(dy).([]float32)
-			dx32, _ := any(dx).([]float32)
-			r32, _ := any(r).([]float32)
-			block := min(bnShortBlock, bnShortCoef/b.inner)
-			for lo := part * per; lo < hi; lo += block {
-				bnBackwardShort(dy32, r32, x32, dx32, b, lo, min(lo+block, hi), count, scale, eps, &g)
-			}
-			return
+	_, t.short = any(x).([]float32)
+	t.short = t.short && training && b.inner > 0 && b.inner < bnVecMin && b.outer > 0
+	nn.ParallelItemsOf(workers, workers, true, t)
+}
+
+// bnGradTask is bnBackwardMaskedInto's work: item part is the channels
+// [part·per, (part+1)·per).
+type bnGradTask[F float] struct {
+	dy, r, x, dx          []F
+	b                     layout
+	scale, mean, variance []float64
+	eps, count            float64
+	training, short       bool
+	per                   int
+	g                     *bnGrads
+}
+
+func (t *bnGradTask[F]) Item(_, part int) {
+	b, per := t.b, t.per
+	hi := min((part+1)*per, b.r)
+	if t.short {
+		x32, _ := any(t.x).([]float32)
+		dy32, _ := any(t.dy).([]float32)
+		dx32, _ := any(t.dx).([]float32)
+		r32, _ := any(t.r).([]float32)
+		block := min(bnShortBlock, bnShortCoef/b.inner)
+		for lo := part * per; lo < hi; lo += block {
+			bnBackwardShort(dy32, r32, x32, dx32, b, lo, min(lo+block, hi), t.count, t.scale, t.eps, t.g)
 		}
-		for p := part * per; p < hi; p++ {
-			bnBackwardChannel(dy, r, x, dx, b, p, count, scale, mean, variance, eps, training, &g)
-		}
-	})
-	return g
+		return
+	}
+	for p := part * per; p < hi; p++ {
+		bnBackwardChannel(t.dy, t.r, t.x, t.dx, b, p, t.count, t.scale, t.mean, t.variance, t.eps, t.training, t.g)
+	}
 }
 
 // bnShortBlock is the most channels bnBackwardShort takes at once, and

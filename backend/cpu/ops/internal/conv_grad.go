@@ -97,6 +97,9 @@ type convGradPlan struct {
 	xShape       []int
 	wShape       []int
 	dyShape      []int // the shape dy must have (the forward output's)
+	// tw caches transposedWindow once twDone is set.
+	tw     *gradWindow
+	twDone bool
 }
 
 // newConvGradPlan validates X's and W's shapes against the attributes.
@@ -538,12 +541,21 @@ func gradRelease[T float32 | float64](buf []T) {
 // of t (each image ch·L elements) side by side into dst, whose rows are ld
 // elements apart: row c holds plane c of every image in turn.
 func gatherImageRows[T float32 | float64](dst []T, ld int, t []T, ch, L, i0, cnt int) {
-	nn.ParallelItems(cnt, gradWorkers(cnt, ch*L), false, func(_, b int) {
-		ti := t[(i0+b)*ch*L : (i0+b+1)*ch*L]
-		for c := 0; c < ch; c++ {
-			copy(dst[c*ld+b*L:c*ld+(b+1)*L], ti[c*L:(c+1)*L])
-		}
-	})
+	nn.ParallelItemsOf(cnt, gradWorkers(cnt, ch*L), false, gatherRowsTask[T]{dst: dst, t: t, ld: ld, ch: ch, L: L, i0: i0})
+}
+
+// gatherRowsTask is gatherImageRows's work: item b is image i0+b.
+type gatherRowsTask[T float32 | float64] struct {
+	dst, t        []T
+	ld, ch, L, i0 int
+}
+
+func (k *gatherRowsTask[T]) Item(_, b int) {
+	dst, ld, ch, L := k.dst, k.ld, k.ch, k.L
+	ti := k.t[(k.i0+b)*ch*L : (k.i0+b+1)*ch*L]
+	for c := 0; c < ch; c++ {
+		copy(dst[c*ld+b*L:c*ld+(b+1)*L], ti[c*L:(c+1)*L])
+	}
 }
 
 // convColsToImageBatched is convColsToImage for one group, nb images at a
@@ -567,10 +579,8 @@ func convColsToImageBatched[T float32 | float64](p *convGradPlan, q, w, img []T,
 			// column row is read in one pass.
 			per := max(1, (p.ci+colChannelChunks-1)/colChannelChunks)
 			items := (p.ci + per - 1) / per
-			nn.ParallelItems(items, gradWorkers(items, per*win.kernelSize*cnt*L), false, func(_, it int) {
-				c0, c1 := it*per, min((it+1)*per, p.ci)
-				nn.Col2ImAddImages(img[i0*p.ci*I:], p.ci*I, col, ld, cnt, c0, c1, win.nnWindow())
-			})
+			nn.ParallelItemsOf(items, gradWorkers(items, per*win.kernelSize*cnt*L), false, col2ImTask[T]{
+				img: img[i0*p.ci*I:], col: col, stride: p.ci * I, ld: ld, cnt: cnt, per: per, ci: p.ci, win: win})
 			continue
 		}
 		nn.ParallelItems(cnt, gradWorkers(cnt, ck*L), false, func(_, b int) {
@@ -578,6 +588,19 @@ func convColsToImageBatched[T float32 | float64](p *convGradPlan, q, w, img []T,
 			windowColumnsStrided(col[b*L:], ld, ig, p.ci, win, 0, win.outRows, true)
 		})
 	}
+}
+
+// col2ImTask is convColsToImageBatched's 2-D col2im: item it adds the
+// columns of channels [it·per, (it+1)·per) into the cnt images.
+type col2ImTask[T float32 | float64] struct {
+	img, col                 []T
+	stride, ld, cnt, per, ci int
+	win                      *gradWindow
+}
+
+func (k *col2ImTask[T]) Item(_, it int) {
+	c0, c1 := it*k.per, min((it+1)*k.per, k.ci)
+	nn.Col2ImAddImages(k.img, k.stride, k.col, k.ld, k.cnt, c0, c1, k.win.nnWindow())
 }
 
 // colChannelChunks is how many channel ranges the batched col2im hands
@@ -590,6 +613,14 @@ const colChannelChunks = 16
 // kernel flipped in space and its channel axes swapped, over dY padded by
 // kernel-1-pad on each side. nil for every other geometry.
 func (p *convGradPlan) transposedWindow() *gradWindow {
+	if !p.twDone {
+		p.tw, p.twDone = p.makeTransposedWindow(), true
+	}
+	return p.tw
+}
+
+// makeTransposedWindow is transposedWindow, worked out.
+func (p *convGradPlan) makeTransposedWindow() *gradWindow {
 	w := p.win
 	if len(w.in) != 2 {
 		return nil

@@ -2,6 +2,7 @@ package internal
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"unsafe"
@@ -40,6 +41,11 @@ type poolGradPlan struct {
 	start    [][]int // start[j][o]..start[j][o+1] index idx[j]
 	idx      [][]int
 	padded   [][]int
+	// spanCache holds spans(0) and spans(1) (cachedSpans).
+	spanCache [2]struct {
+		s        []tapSpan
+		ok, done bool
+	}
 }
 
 func newPoolGradPlan(w *gradWindow) *poolGradPlan {
@@ -129,8 +135,12 @@ func checkPoolGrad(n *graph.Node, dy *graph.Tensor, shape []int, w *gradWindow) 
 	if dy.DType != graph.Float32 && dy.DType != graph.Float64 {
 		return n.Errorf("dtype %v is not supported (float32, float64)", dy.DType)
 	}
-	want := append([]int{shape[0], shape[1]}, w.out...)
-	if !graph.SameShape(dy.Shape, want) {
+	ok := len(dy.Shape) == 2+len(w.out) && dy.Shape[0] == shape[0] && dy.Shape[1] == shape[1]
+	for i := 0; ok && i < len(w.out); i++ {
+		ok = dy.Shape[2+i] == w.out[i]
+	}
+	if !ok {
+		want := append([]int{shape[0], shape[1]}, w.out...)
 		return n.Errorf("gradient has shape %v, the forward output %v", dy.Shape, want)
 	}
 	return nil
@@ -142,10 +152,18 @@ func maxPoolGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 		return nil, err
 	}
 	dy, x, indices := in[0], in[1], kern.Opt(in, 2)
-	w, err := poolGradWindow(n, x.Shape)
-	if err != nil {
-		return nil, err
+	// The window and its plan are kept per node for the input shape
+	// they were made for.
+	st := kern.State[poolGradState](n)
+	if st.plan == nil || !slices.Equal(st.in, x.Shape) {
+		w, err := poolGradWindow(n, x.Shape)
+		if err != nil {
+			return nil, err
+		}
+		st.in = append(st.in[:0], x.Shape...)
+		st.plan = newPoolGradPlan(w)
 	}
+	w := st.plan.win
 	if err := checkPoolGrad(n, dy, x.Shape, w); err != nil {
 		return nil, err
 	}
@@ -178,16 +196,23 @@ func maxPoolGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 		if err != nil {
 			return nil, err
 		}
-		return []*graph.Tensor{dx}, nil
+		return kern.Results(n, dx), nil
 	}
-	plan := newPoolGradPlan(w)
+	plan := st.plan
 	switch d := dy.Data.(type) {
 	case []float32:
 		maxPoolBackward(plan, d, x.Data.([]float32), dx.Data.([]float32), planes)
 	case []float64:
 		maxPoolBackward(plan, d, x.Data.([]float64), dx.Data.([]float64), planes)
 	}
-	return []*graph.Tensor{dx}, nil
+	return kern.Results(n, dx), nil
+}
+
+// poolGradState is what a MaxPool gradient node keeps between runs: the
+// forward input shape in and the window plan made for it.
+type poolGradState struct {
+	in   []int
+	plan *poolGradPlan
 }
 
 // maxPoolBackward adds each window's gradient to the window's first maximum
@@ -197,23 +222,12 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 	inSize, outSize := p.win.inSize, p.win.outSize
 	workers := gradWorkers(planes, outSize*max(p.win.kernelSize, 1))
 	if len(p.win.in) == 2 {
-		rows, rowsOK := p.spans(0)
-		cols, colsOK := p.spans(1)
+		rows, rowsOK := p.cachedSpans(0)
+		cols, colsOK := p.cachedSpans(1)
 		x32, _ := any(x).([]float32)
 		separable := x32 != nil && rowsOK && colsOK && separableFits(rows, cols, p.win.in[1])
-		nn.ParallelItems(planes, workers, false, func(_, c int) {
-			dyp, dxp := dy[c*outSize:(c+1)*outSize], dx[c*inSize:(c+1)*inSize]
-			clear(dxp)
-			if separable && maxPoolBackwardSeparable(rows, cols, p.win.in[1], any(dyp).([]float32), x32[c*inSize:(c+1)*inSize], any(dxp).([]float32)) {
-				return
-			}
-			if rowsOK && colsOK {
-				clear(dxp) // the separable path may have stopped part way
-				maxPoolBackward2DSpans(rows, cols, p.win.in[1], dyp, x[c*inSize:(c+1)*inSize], dxp)
-				return
-			}
-			maxPoolBackward2D(p, dyp, x[c*inSize:(c+1)*inSize], dxp)
-		})
+		nn.ParallelItemsOf(planes, workers, false, maxPoolBackward2DTask[T]{p: p, dy: dy, x: x, dx: dx, x32: x32,
+			rows: rows, cols: cols, spans: rowsOK && colsOK, separable: separable})
 		return
 	}
 	nn.ParallelItems(planes, workers, false, func(_, c int) {
@@ -233,6 +247,32 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 			}
 		})
 	})
+}
+
+// maxPoolBackward2DTask is maxPoolBackward's work for a 2-D pool: item c
+// is plane c.
+type maxPoolBackward2DTask[T float32 | float64] struct {
+	p                *poolGradPlan
+	dy, x, dx        []T
+	x32              []float32
+	rows, cols       []tapSpan
+	spans, separable bool
+}
+
+func (t *maxPoolBackward2DTask[T]) Item(_, c int) {
+	p, dy, x, dx := t.p, t.dy, t.x, t.dx
+	inSize, outSize := p.win.inSize, p.win.outSize
+	dyp, dxp := dy[c*outSize:(c+1)*outSize], dx[c*inSize:(c+1)*inSize]
+	clear(dxp)
+	if t.separable && maxPoolBackwardSeparable(t.rows, t.cols, p.win.in[1], any(dyp).([]float32), t.x32[c*inSize:(c+1)*inSize], any(dxp).([]float32)) {
+		return
+	}
+	if t.spans {
+		clear(dxp) // the separable path may have stopped part way
+		maxPoolBackward2DSpans(t.rows, t.cols, p.win.in[1], dyp, x[c*inSize:(c+1)*inSize], dxp)
+		return
+	}
+	maxPoolBackward2D(p, dyp, x[c*inSize:(c+1)*inSize], dxp)
 }
 
 // maxPoolBackward2D is maxPoolBackward for one plane of a 2-D pool: the
@@ -281,6 +321,20 @@ func (p *poolGradPlan) spans(j int) ([]tapSpan, bool) {
 		}
 	}
 	return out, true
+}
+
+// cachedSpans is spans(j) for j < 2, worked out on the plan's first call
+// and kept with it.
+func (p *poolGradPlan) cachedSpans(j int) ([]tapSpan, bool) {
+	if j >= len(p.spanCache) {
+		return p.spans(j)
+	}
+	c := &p.spanCache[j]
+	if !c.done {
+		c.s, c.ok = p.spans(j)
+		c.done = true
+	}
+	return c.s, c.ok
 }
 
 // maxPoolBackward2DSpans is maxPoolBackward2D for windows of consecutive
@@ -394,6 +448,29 @@ func maxPoolBackwardSeparable(rows, cols []tapSpan, iw int, dy, x, dx []float32)
 		xr := x[lo*iw:]
 		g := dy[r*ow : (r+1)*ow]
 		dr := dx[lo*iw:]
+		if k == 3 && (rs.n == 2 || rs.n == 3) && qb-qa >= 8 && nn.PoolScatterLoop() {
+			// The run's windows find their argmax and add their
+			// gradient in one vector call; the borders before and
+			// after it from their taps, in window order.
+			s2 := iw
+			if rs.n == 2 {
+				s2 = 0
+			}
+			for q := 0; q < qa; q++ {
+				if !addBorderWindow(xr, dr, iw, rs.n, cols[q], g[q]) {
+					return false
+				}
+			}
+			if _, nan := nn.PoolArgmaxScatter3x3S2(dr[cols[qa].lo:], g[qa:qb], xr[cols[qa].lo:], iw, s2); nan {
+				return false
+			}
+			for q := qb; q < ow; q++ {
+				if !addBorderWindow(xr, dr, iw, rs.n, cols[q], g[q]) {
+					return false
+				}
+			}
+			continue
+		}
 		useIdx := false
 		if k == 3 && (rs.n == 2 || rs.n == 3) {
 			// With s2 = 0 a window of two rows reads its second row twice.
@@ -475,6 +552,26 @@ func maxPoolBackwardSeparable(rows, cols []tapSpan, iw int, dy, x, dx []float32)
 			dr[firstEqual(xr, iw, rs.n, cs, t)] += g[q]
 		}
 	}
+	return true
+}
+
+// addBorderWindow adds g to dx (laid out as x, rows iw wide) at the
+// first tap holding the maximum of the window over rows 0..n-1 of x and
+// the columns cs, and reports false, adding nothing, for a NaN tap.
+func addBorderWindow(x, dx []float32, iw, n int, cs tapSpan, g float32) bool {
+	if cs.n == 0 {
+		return true
+	}
+	t := x[cs.lo]
+	for i := 0; i < n; i++ {
+		for _, u := range x[i*iw+cs.lo : i*iw+cs.lo+cs.n] {
+			if u != u {
+				return false
+			}
+			t = max(t, u)
+		}
+	}
+	dx[firstEqual(x, iw, n, cs, t)] += g
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
 // Conv2D is the geometry of an ungrouped 2-D convolution over a batch, for
@@ -62,10 +63,13 @@ func (g *Conv2D) Forward(x, w, y []float32, accumulate bool) {
 	}
 	xp := g.pad(x)
 	defer xp.release()
+	pk := kern.TakeBox[columnPacker]()
+	defer kern.PutBox(pk)
+	*pk = columnPacker{g: *g, xp: xp}
 	pp := gemm.PackedProduct{M: g.M, N: g.N * L, K: ck,
 		A: w, LDA: ck,
-		PackB: g.packColumns(xp),
-		C:     y, LDC: L, ColBlock: L, ColStride: g.M * L, Beta: beta,
+		BPacker: pk,
+		C:       y, LDC: L, ColBlock: L, ColStride: g.M * L, Beta: beta,
 		NC: implicitNC(g.M)}
 	pp.Run()
 }
@@ -90,10 +94,13 @@ func (g *Conv2D) FilterGrad(dy, x, dw []float32, accumulate bool) {
 	}
 	xp := g.pad(x)
 	defer xp.release()
+	pk := kern.TakeBox[filterGradPackers]()
+	defer kern.PutBox(pk)
+	*pk = filterGradPackers{a: outputRowPacker{g: *g, dy: dy}, b: columnTPacker{g: *g, xp: xp}}
 	pp := gemm.PackedProduct{M: g.M, N: ck, K: g.N * L,
-		PackA: g.packOutputRows(dy),
-		PackB: g.packColumnsT(xp),
-		C:     dw, LDC: ck, Beta: beta, NC: implicitNC(g.M)}
+		APacker: &pk.a,
+		BPacker: &pk.b,
+		C:       dw, LDC: ck, Beta: beta, NC: implicitNC(g.M)}
 	pp.Run()
 }
 
@@ -128,34 +135,58 @@ func (g *Conv2D) InputGrad(dy, w, dx []float32) {
 		OH: g.H, OW: g.W, flipTaps: true}
 	dyp := gt.pad(dy)
 	defer dyp.release()
+	pk := kern.TakeBox[inputGradPackers]()
+	defer kern.PutBox(pk)
+	*pk = inputGradPackers{a: transposedPacker{g: *g, w: w}, b: columnPacker{g: gt, xp: dyp}}
 	pp := gemm.PackedProduct{M: g.C, N: g.N * I, K: g.M * ks,
-		PackA: g.packTransposed(w),
-		PackB: gt.packColumns(dyp),
-		C:     dx, LDC: I, ColBlock: I, ColStride: g.C * I, NC: implicitNC(g.C)}
+		APacker: &pk.a,
+		BPacker: &pk.b,
+		C:       dx, LDC: I, ColBlock: I, ColStride: g.C * I, NC: implicitNC(g.C)}
 	pp.Run()
 }
 
-// packTransposed returns the PackA of InputGrad: A has rows the C input
+// The packers of the implicit products are structs that hold the
+// geometry (copied, so that a local Conv2D stays on its caller's stack)
+// and the operand they read, boxed per call (kern.TakeBox): a closure
+// handed to the product would be allocated on every call.
+type (
+	// filterGradPackers are FilterGrad's packers.
+	filterGradPackers struct {
+		a outputRowPacker
+		b columnTPacker
+	}
+	// inputGradPackers are InputGrad's packers.
+	inputGradPackers struct {
+		a transposedPacker
+		b columnPacker
+	}
+)
+
+// transposedPacker is the PackA of InputGrad: A has rows the C input
 // channels and columns (m, a, b), A[c, (m, a, b)] = W[m, c, a, b] (the
 // B side reads the flipped taps, see flipTaps). The MR channels of a
 // strip are MR consecutive rows KH·KW long in W[m], so each output
 // channel's stretch is one interleave of rows.
-func (g *Conv2D) packTransposed(w []float32) func(dst []float32, i0, mc, p0, kc int) {
+type transposedPacker struct {
+	g Conv2D
+	w []float32
+}
+
+func (pk *transposedPacker) PackA(dst []float32, i0, mc, p0, kc int) {
+	g, w := &pk.g, pk.w
 	mr, _ := gemm.KernelShape()
 	ks := g.KH * g.KW
-	return func(dst []float32, i0, mc, p0, kc int) {
-		for s := 0; s*mr < mc; s++ {
-			strip := dst[s*mr*kc : (s+1)*mr*kc]
-			rows := min(mr, mc-s*mr)
-			c0 := i0 + s*mr
-			m, t := p0/ks, p0%ks
-			for q := 0; q < kc; {
-				n := min(ks-t, kc-q)
-				gemm.PackRowsA(strip, q, w[(m*g.C+c0)*ks+t:], ks, rows, n)
-				q += n
-				t = 0
-				m++
-			}
+	for s := 0; s*mr < mc; s++ {
+		strip := dst[s*mr*kc : (s+1)*mr*kc]
+		rows := min(mr, mc-s*mr)
+		c0 := i0 + s*mr
+		m, t := p0/ks, p0%ks
+		for q := 0; q < kc; {
+			n := min(ks-t, kc-q)
+			gemm.PackRowsA(strip, q, w[(m*g.C+c0)*ks+t:], ks, rows, n)
+			q += n
+			t = 0
+			m++
 		}
 	}
 }
@@ -237,45 +268,57 @@ func (g *Conv2D) pad(x []float32) padded {
 	plane := hp * wp
 	per := max(1, padChunk/plane)
 	items := (planes + per - 1) / per
-	parallelFor(items, nnWorkers(items, per*plane), func(_, it int) {
-		p0, p1 := it*per, min((it+1)*per, planes)
-		if plane <= padChunk/4 {
-			// Small planes: clear them all in one go, then copy
-			// the image rows in.
-			clear(xp[p0*plane : p1*plane])
-			for p := p0; p < p1; p++ {
-				dst := xp[p*plane : (p+1)*plane]
-				for r := 0; r < g.H; r++ {
-					at := (g.PadTop+r)*wp + g.PadLeft
-					copyRun(dst[at:at+g.W], x, (p*g.H+r)*g.W, g.W, 1)
-				}
-			}
-			return
-		}
+	ParallelItemsOf(items, nnWorkers(items, per*plane), false,
+		padTask{g: *g, x: x, xp: xp, wp: wp, plane: plane, per: per, planes: planes})
+	return padded{x: xp, hp: hp, wp: wp, pw: wp, copied: true}
+}
+
+// padTask is pad's work: item it copies planes [it·per, (it+1)·per) of x
+// into their bordered planes of xp.
+type padTask struct {
+	g                      Conv2D
+	x, xp                  []float32
+	wp, plane, per, planes int
+}
+
+func (t *padTask) Item(_, it int) {
+	g, x, xp, wp, plane, per, planes := &t.g, t.x, t.xp, t.wp, t.plane, t.per, t.planes
+	p0, p1 := it*per, min((it+1)*per, planes)
+	if plane <= padChunk/4 {
+		// Small planes: clear them all in one go, then copy
+		// the image rows in.
+		clear(xp[p0*plane : p1*plane])
 		for p := p0; p < p1; p++ {
 			dst := xp[p*plane : (p+1)*plane]
-			src := x[p*g.H*g.W : (p+1)*g.H*g.W]
-			// Only the border is cleared: the top rows, then from
-			// each image row's end to the next one's start (its
-			// right pad and the next row's left pad), then the
-			// bottom rows.
-			if g.H == 0 {
-				clear(dst)
-				continue
-			}
-			clear(dst[:g.PadTop*wp+g.PadLeft])
 			for r := 0; r < g.H; r++ {
 				at := (g.PadTop+r)*wp + g.PadLeft
-				copyRun(dst[at:at+g.W], src, r*g.W, g.W, 1)
-				next := at + wp
-				if r == g.H-1 {
-					next = len(dst)
-				}
-				clear(dst[at+g.W : next])
+				copyRun(dst[at:at+g.W], x, (p*g.H+r)*g.W, g.W, 1)
 			}
 		}
-	})
-	return padded{x: xp, hp: hp, wp: wp, pw: wp, copied: true}
+		return
+	}
+	for p := p0; p < p1; p++ {
+		dst := xp[p*plane : (p+1)*plane]
+		src := x[p*g.H*g.W : (p+1)*g.H*g.W]
+		// Only the border is cleared: the top rows, then from
+		// each image row's end to the next one's start (its
+		// right pad and the next row's left pad), then the
+		// bottom rows.
+		if g.H == 0 {
+			clear(dst)
+			continue
+		}
+		clear(dst[:g.PadTop*wp+g.PadLeft])
+		for r := 0; r < g.H; r++ {
+			at := (g.PadTop+r)*wp + g.PadLeft
+			copyRun(dst[at:at+g.W], src, r*g.W, g.W, 1)
+			next := at + wp
+			if r == g.H-1 {
+				next = len(dst)
+			}
+			clear(dst[at+g.W : next])
+		}
+	}
 }
 
 // padChunk is the fewest elements of padded planes one work item of pad
@@ -291,64 +334,74 @@ func (g *Conv2D) padPhased(x []float32, hp, wl int) padded {
 	pw := (wl + sw - 1) / sw
 	wp := sw * pw
 	planes := g.N * g.C
-	var usedPhase [64]bool
+	t := padPhasedTask{g: *g, x: x, hp: hp, wp: wp, pw: pw, planes: planes}
 	for b := 0; b < g.KW; b++ {
-		usedPhase[(b*g.DW)%sw%64] = true
+		t.usedPhase[(b*g.DW)%sw%64] = true
 	}
 	// The rows some tap reads, worked out once (every plane reads
-	// the same rows).
-	var readBuf [64]bool
-	read := readBuf[:0]
-	if hp > len(readBuf) {
-		read = make([]bool, 0, hp)
+	// the same rows) for the first len(t.read) rows.
+	for r := 0; r < min(hp, len(t.read)); r++ {
+		t.read[r] = g.rowRead(r)
 	}
-	for r := 0; r < hp; r++ {
-		read = append(read, g.rowRead(r))
-	}
-	xp := scratch[float32](planes * hp * wp)
-	per := max(1, padChunk/(hp*wp))
-	items := (planes + per - 1) / per
-	parallelFor(items, nnWorkers(items, per*hp*wp), func(_, it int) {
-		for p := it * per; p < min((it+1)*per, planes); p++ {
-			dst := xp[p*hp*wp : (p+1)*hp*wp]
-			src := x[p*g.H*g.W : (p+1)*g.H*g.W]
-			for r := 0; r < hp; r++ {
-				if !read[r] {
-					continue
-				}
-				row := dst[r*wp : (r+1)*wp]
-				ir := r - g.PadTop
-				if ir < 0 || ir >= g.H {
-					for ph := 0; ph < sw; ph++ {
-						if sw > 64 || usedPhase[ph] {
-							clear(row[ph*pw : (ph+1)*pw])
-						}
-					}
-					continue
-				}
-				in := src[ir*g.W : (ir+1)*g.W]
-				if sw == 2 && usedPhase[0] && usedPhase[1] {
-					deinterleave2(row[:pw], row[pw:2*pw], in, g.PadLeft)
-					continue
-				}
+	t.xp = scratch[float32](planes * hp * wp)
+	t.per = max(1, padChunk/(hp*wp))
+	items := (planes + t.per - 1) / t.per
+	ParallelItemsOf(items, nnWorkers(items, t.per*hp*wp), false, t)
+	return padded{x: t.xp, hp: hp, wp: wp, pw: pw, phased: true, copied: true}
+}
+
+// padPhasedTask is padPhased's work: item it fills the phase-split planes
+// [it·per, (it+1)·per) of xp. read[r] tells whether some tap reads row r
+// (rows past len(read) are asked of rowRead).
+type padPhasedTask struct {
+	g                       Conv2D
+	x, xp                   []float32
+	hp, wp, pw, per, planes int
+	usedPhase               [64]bool
+	read                    [1024]bool
+}
+
+func (t *padPhasedTask) Item(_, it int) {
+	g, x, xp, hp, wp, pw, per, planes := &t.g, t.x, t.xp, t.hp, t.wp, t.pw, t.per, t.planes
+	sw, usedPhase := g.SW, &t.usedPhase
+	for p := it * per; p < min((it+1)*per, planes); p++ {
+		dst := xp[p*hp*wp : (p+1)*hp*wp]
+		src := x[p*g.H*g.W : (p+1)*g.H*g.W]
+		for r := 0; r < hp; r++ {
+			if r < len(t.read) && !t.read[r] || r >= len(t.read) && !g.rowRead(r) {
+				continue
+			}
+			row := dst[r*wp : (r+1)*wp]
+			ir := r - g.PadTop
+			if ir < 0 || ir >= g.H {
 				for ph := 0; ph < sw; ph++ {
-					if sw <= 64 && !usedPhase[ph] {
-						continue
+					if sw > 64 || usedPhase[ph] {
+						clear(row[ph*pw : (ph+1)*pw])
 					}
-					out := row[ph*pw : (ph+1)*pw]
-					for i := range out {
-						c := i*sw + ph - g.PadLeft
-						if c >= 0 && c < len(in) {
-							out[i] = in[c]
-						} else {
-							out[i] = 0
-						}
+				}
+				continue
+			}
+			in := src[ir*g.W : (ir+1)*g.W]
+			if sw == 2 && usedPhase[0] && usedPhase[1] {
+				deinterleave2(row[:pw], row[pw:2*pw], in, g.PadLeft)
+				continue
+			}
+			for ph := 0; ph < sw; ph++ {
+				if sw <= 64 && !usedPhase[ph] {
+					continue
+				}
+				out := row[ph*pw : (ph+1)*pw]
+				for i := range out {
+					c := i*sw + ph - g.PadLeft
+					if c >= 0 && c < len(in) {
+						out[i] = in[c]
+					} else {
+						out[i] = 0
 					}
 				}
 			}
 		}
-	})
-	return padded{x: xp, hp: hp, wp: wp, pw: pw, phased: true, copied: true}
+	}
 }
 
 // rowRead reports whether some window tap reads padded row r.
@@ -514,57 +567,61 @@ func copyRun(d, x []float32, src, n, sw int) {
 	}
 }
 
-// packColumns returns the PackB of the forward product: B is im2col(x)
+// columnPacker is the PackB of the forward product: B is im2col(x)
 // with rows (c, a, b) and columns (image, oh, ow), packed NR columns at a
 // time from the padded batch. The runs of window positions are worked
 // out once per panel, then each strip is filled row after row (its
 // writes stay in one strip: strips are a multiple of 4 KiB apart and
 // would share L1 sets).
-func (g *Conv2D) packColumns(xp padded) func(dst []float32, p0, kc, j0, nc int) {
+type columnPacker struct {
+	g  Conv2D
+	xp padded
+}
+
+func (pk *columnPacker) PackB(dst []float32, p0, kc, j0, nc int) {
+	g, xp := &pk.g, pk.xp
 	_, nr := gemm.KernelShape()
-	return func(dst []float32, p0, kc, j0, nc int) {
-		sc := packScratchPool.Get().(*packScratch)
-		defer packScratchPool.Put(sc)
-		segs := g.positions(sc.segs[:0], xp, j0, nc, nr)
-		sc.segs = segs
-		if rem := nc % nr; rem != 0 {
-			// Lanes past nc in the last strip.
-			last := dst[(nc/nr)*nr*kc:]
-			for q := 0; q < kc; q++ {
-				clear(last[q*nr+rem : q*nr+nr])
-			}
+	sc := packScratchPool.Get().(*packScratch)
+	defer packScratchPool.Put(sc)
+	segs := g.positions(sc.segs[:0], xp, j0, nc, nr)
+	sc.segs = segs
+	if rem := nc % nr; rem != 0 {
+		// Lanes past nc in the last strip.
+		last := dst[(nc/nr)*nr*kc:]
+		for q := 0; q < kc; q++ {
+			clear(last[q*nr+rem : q*nr+nr])
 		}
-		offs := g.tapOffsets(sc.offs[:0], xp, p0, kc)
-		x, sw := xp.x, xp.colStep(g.SW)
-		for first, strip := 0, 0; first < len(segs); strip++ {
-			end := first
-			for at := strip * nr; end < len(segs) && at < (strip+1)*nr; end++ {
-				at += segs[end].n
+	}
+	offs := g.tapOffsets(sc.offs[:0], xp, p0, kc)
+	x, sw := xp.x, xp.colStep(g.SW)
+	for first, strip := 0, 0; first < len(segs); strip++ {
+		end := first
+		for at := strip * nr; end < len(segs) && at < (strip+1)*nr; end++ {
+			at += segs[end].n
+		}
+		sd := dst[strip*nr*kc : (strip+1)*nr*kc]
+		ss := segs[first:end]
+		first = end
+		if len(ss) == 1 && ss[0].n == 16 && nr == 16 && sw == 1 {
+			gemm.GatherRows(sd, 16, x, ss[0].src, offs, 16)
+			continue
+		}
+		if sw == 1 && nr == 16 && sameRuns(ss, 16) {
+			// Whole output rows of 8, 4 or 2 positions (the late
+			// layers' small images): fixed-size copies, inline.
+			packRuns(sd, x, offs, ss)
+			continue
+		}
+		if sw == 1 {
+			for _, s := range ss {
+				packRun(sd, nr, x, offs, s)
 			}
-			sd := dst[strip*nr*kc : (strip+1)*nr*kc]
-			ss := segs[first:end]
-			first = end
-			if len(ss) == 1 && ss[0].n == 16 && nr == 16 && sw == 1 {
-				gemm.GatherRows(sd, 16, x, ss[0].src, offs, 16)
-				continue
-			}
-			if sw == 1 && nr == 16 && sameRuns(ss, 16) {
-				// Whole output rows of 8, 4 or 2 positions (the late
-				// layers' small images): fixed-size copies, inline.
-				packRuns(sd, x, offs, ss)
-				continue
-			}
-			if sw == 1 {
-				for _, s := range ss {
-					packRun(sd, nr, x, offs, s)
-				}
-				continue
-			}
-			for q, off := range offs {
-				d := sd[q*nr : q*nr+nr]
-				for _, s := range ss {
-					copyRun(d[s.dst:], x, s.src+off, s.n, sw)
-				}
+			continue
+		}
+		for q, off := range offs {
+			d := sd[q*nr : q*nr+nr]
+			for _, s := range ss {
+				copyRun(d[s.dst:], x, s.src+off, s.n, sw)
 			}
 		}
 	}
@@ -662,7 +719,7 @@ func packRuns(sd, x []float32, offs []int, ss []posSeg) {
 	}
 }
 
-// packColumnsT returns the PackB of the filter gradient: B is im2col(x)ᵀ,
+// columnTPacker is the PackB of the filter gradient: B is im2col(x)ᵀ,
 // rows the window positions (image, oh, ow) and columns (c, a, b). When
 // every run of positions is a multiple of 8 long, each full strip is
 // gathered and transposed straight from the padded batch; with runs of 4
@@ -670,60 +727,64 @@ func packRuns(sd, x []float32, offs []int, ss []posSeg) {
 // rows, strided 1×1 windows) each strip row gathers its 16 taps directly;
 // otherwise each strip's NR im2col rows are gathered into a staging block
 // that stays in L1, then transposed into the strip.
-func (g *Conv2D) packColumnsT(xp padded) func(dst []float32, p0, kc, j0, nc int) {
+type columnTPacker struct {
+	g  Conv2D
+	xp padded
+}
+
+func (pk *columnTPacker) PackB(dst []float32, p0, kc, j0, nc int) {
+	g, xp := &pk.g, pk.xp
 	_, nr := gemm.KernelShape()
-	return func(dst []float32, p0, kc, j0, nc int) {
-		sc := packScratchPool.Get().(*packScratch)
-		defer packScratchPool.Put(sc)
-		segs := g.positions(sc.segs[:0], xp, p0, kc, 0)
-		sc.segs = segs
-		if cap(sc.lines) < nr*kc {
-			sc.lines = make([]float32, nr*kc)
+	sc := packScratchPool.Get().(*packScratch)
+	defer packScratchPool.Put(sc)
+	segs := g.positions(sc.segs[:0], xp, p0, kc, 0)
+	sc.segs = segs
+	if cap(sc.lines) < nr*kc {
+		sc.lines = make([]float32, nr*kc)
+	}
+	lines := sc.lines[:nr*kc]
+	x, sw := xp.x, xp.colStep(g.SW)
+	// Runs of whole multiples of 8 positions (output rows of 8, 16,
+	// 32…): each full strip is gathered and transposed in one pass.
+	direct := sw == 1 && nr == 16
+	for _, sg := range segs {
+		if sg.n%8 != 0 {
+			direct = false
+			break
 		}
-		lines := sc.lines[:nr*kc]
-		x, sw := xp.x, xp.colStep(g.SW)
-		// Runs of whole multiples of 8 positions (output rows of 8, 16,
-		// 32…): each full strip is gathered and transposed in one pass.
-		direct := sw == 1 && nr == 16
-		for _, sg := range segs {
-			if sg.n%8 != 0 {
-				direct = false
-				break
+	}
+	// Short runs (the late layers' output rows of 4 or 2
+	// positions, or strided runs): staging them costs a call per run
+	// and tap, so each strip row is gathered straight from the taps.
+	short := !direct && len(segs) > 0 && kc <= 4*len(segs)
+	for s := 0; s*nr < nc; s++ {
+		cols := min(nr, nc-s*nr)
+		offs := g.tapOffsets(sc.offs[:0], xp, j0+s*nr, cols)
+		if direct && cols == 16 {
+			strip := dst[s*nr*kc : (s+1)*nr*kc]
+			for _, sg := range segs {
+				gemm.GatherTransposed(strip[sg.dst*16:], x, sg.src, offs, sg.n)
 			}
+			continue
 		}
-		// Short runs (the late layers' output rows of 4 or 2
-		// positions, or strided runs): staging them costs a call per run
-		// and tap, so each strip row is gathered straight from the taps.
-		short := !direct && len(segs) > 0 && kc <= 4*len(segs)
-		for s := 0; s*nr < nc; s++ {
-			cols := min(nr, nc-s*nr)
-			offs := g.tapOffsets(sc.offs[:0], xp, j0+s*nr, cols)
-			if direct && cols == 16 {
-				strip := dst[s*nr*kc : (s+1)*nr*kc]
-				for _, sg := range segs {
-					gemm.GatherTransposed(strip[sg.dst*16:], x, sg.src, offs, sg.n)
-				}
-				continue
-			}
-			if cols == 16 && nr == 16 && short {
-				gatherTaps16(dst[s*nr*kc:(s+1)*nr*kc], x, segs, offs, sw)
-				continue
-			}
-			if sw == 1 {
-				for _, sg := range segs {
-					packRun(lines, kc, x, offs, sg)
-				}
-				gemm.PackTransposedB(dst[s*nr*kc:(s+1)*nr*kc], lines, kc, cols, kc)
-				continue
-			}
-			for j, off := range offs {
-				line := lines[j*kc : (j+1)*kc]
-				for _, sg := range segs {
-					copyRun(line[sg.dst:], x, sg.src+off, sg.n, sw)
-				}
+		if cols == 16 && nr == 16 && short {
+			gatherTaps16(dst[s*nr*kc:(s+1)*nr*kc], x, segs, offs, sw)
+			continue
+		}
+		if sw == 1 {
+			for _, sg := range segs {
+				packRun(lines, kc, x, offs, sg)
 			}
 			gemm.PackTransposedB(dst[s*nr*kc:(s+1)*nr*kc], lines, kc, cols, kc)
+			continue
 		}
+		for j, off := range offs {
+			line := lines[j*kc : (j+1)*kc]
+			for _, sg := range segs {
+				copyRun(line[sg.dst:], x, sg.src+off, sg.n, sw)
+			}
+		}
+		gemm.PackTransposedB(dst[s*nr*kc:(s+1)*nr*kc], lines, kc, cols, kc)
 	}
 }
 
@@ -750,24 +811,28 @@ func gatherTaps16(strip, x []float32, segs []posSeg, offs []int, sw int) {
 	}
 }
 
-// packOutputRows returns the PackA of the filter gradient: A is the output
+// outputRowPacker is the PackA of the filter gradient: A is the output
 // gradient with rows the M channels and columns the window positions of
 // the whole batch (image by image), packed from dy's per-image planes.
-func (g *Conv2D) packOutputRows(dy []float32) func(dst []float32, i0, mc, p0, kc int) {
+type outputRowPacker struct {
+	g  Conv2D
+	dy []float32
+}
+
+func (pk *outputRowPacker) PackA(dst []float32, i0, mc, p0, kc int) {
+	g, dy := &pk.g, pk.dy
 	mr, _ := gemm.KernelShape()
 	L := g.OH * g.OW
-	return func(dst []float32, i0, mc, p0, kc int) {
-		for s := 0; s*mr < mc; s++ {
-			strip := dst[s*mr*kc : (s+1)*mr*kc]
-			rows := min(mr, mc-s*mr)
-			m := i0 + s*mr
-			for at := 0; at < kc; {
-				j := p0 + at
-				img, pos := j/L, j%L
-				n := min(L-pos, kc-at)
-				gemm.PackRowsA(strip, at, dy[(img*g.M+m)*L+pos:], L, rows, n)
-				at += n
-			}
+	for s := 0; s*mr < mc; s++ {
+		strip := dst[s*mr*kc : (s+1)*mr*kc]
+		rows := min(mr, mc-s*mr)
+		m := i0 + s*mr
+		for at := 0; at < kc; {
+			j := p0 + at
+			img, pos := j/L, j%L
+			n := min(L-pos, kc-at)
+			gemm.PackRowsA(strip, at, dy[(img*g.M+m)*L+pos:], L, rows, n)
+			at += n
 		}
 	}
 }

@@ -39,6 +39,10 @@ func parallelFor(items, workers int, fn func(worker, item int)) {
 // one worker it runs inline. A panic in a worker is re-raised in the
 // caller's goroutine, where the executor turns it into an error. The
 // fan-out itself allocates nothing (its task comes from a pool).
+//
+// fn is a closure that the fan-out keeps, so it is allocated on every call
+// when it captures anything: a kernel in a training step's hot path uses
+// ParallelItemsOf instead.
 func ParallelItems(items, workers int, static bool, fn func(worker, item int)) {
 	if workers <= 1 || items <= 1 {
 		for i := 0; i < items; i++ {
@@ -46,12 +50,50 @@ func ParallelItems(items, workers int, static bool, fn func(worker, item int)) {
 		}
 		return
 	}
+	runItems(items, workers, static, itemFunc(fn))
+}
+
+// ItemRunner is the work of ParallelItemsOf: Item runs one item on one
+// worker.
+type ItemRunner interface {
+	Item(worker, item int)
+}
+
+// itemFunc adapts a ParallelItems function to ItemRunner (a func value
+// converts to an interface without allocating).
+type itemFunc func(worker, item int)
+
+func (f itemFunc) Item(worker, item int) { f(worker, item) }
+
+// ParallelItemsOf is ParallelItems for work given as a value whose Item
+// method (on *T) runs one item: the task struct holds what a closure
+// would capture, and is copied into a pooled box for the call (see
+// kern.TakeBox), so the call allocates nothing.
+func ParallelItemsOf[T any, P interface {
+	*T
+	ItemRunner
+}](items, workers int, static bool, task T) {
+	b := kern.TakeBox[T]()
+	*b = task
+	if workers <= 1 || items <= 1 {
+		r := P(b)
+		for i := 0; i < items; i++ {
+			r.Item(0, i)
+		}
+	} else {
+		runItems(items, workers, static, P(b))
+	}
+	kern.PutBox(b)
+}
+
+// runItems fans items out over workers chunks of kern's pool.
+func runItems(items, workers int, static bool, r ItemRunner) {
 	workers = min(workers, items)
 	t := itemTaskPool.Get().(*itemTask)
 	t.next.Store(0)
-	t.items, t.per, t.static, t.fn = items, (items+workers-1)/workers, static, fn
+	t.items, t.per, t.static, t.r = items, (items+workers-1)/workers, static, r
 	kern.RunTask("nn", workers, workers, t)
-	t.fn = nil
+	t.r = nil
 	itemTaskPool.Put(t)
 }
 
@@ -60,7 +102,7 @@ type itemTask struct {
 	next       atomic.Int64
 	items, per int
 	static     bool
-	fn         func(worker, item int)
+	r          ItemRunner
 }
 
 var itemTaskPool = sync.Pool{New: func() any { return new(itemTask) }}
@@ -70,7 +112,7 @@ func (t *itemTask) Chunk(lo, hi int) {
 	for w := lo; w < hi; w++ {
 		if t.static {
 			for i := w * t.per; i < min((w+1)*t.per, t.items); i++ {
-				t.fn(w, i)
+				t.r.Item(w, i)
 			}
 			continue
 		}
@@ -79,7 +121,7 @@ func (t *itemTask) Chunk(lo, hi int) {
 			if i >= t.items {
 				break
 			}
-			t.fn(w, i)
+			t.r.Item(w, i)
 		}
 	}
 }

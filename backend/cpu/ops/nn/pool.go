@@ -2,6 +2,7 @@ package nn
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -33,6 +34,11 @@ type poolPlan struct {
 	inSize   int
 	outSize  int
 	colMajor bool // MaxPool storage_order=1 indices
+	// spanCache holds spans(0) and spans(1) (cachedSpans).
+	spanCache [2]struct {
+		s        []span
+		ok, done bool
+	}
 }
 
 // newPoolPlan enumerates the window taps of every axis of w.
@@ -139,26 +145,34 @@ func poolKernel(kind poolKind) kern.Kernel {
 		if err := spatialInput(n, x, "input X"); err != nil {
 			return nil, err
 		}
-		r := len(x.Shape) - 2
-		kernel, err := kernelShapeAttr(n, r)
-		if err != nil {
-			return nil, err
-		}
-		w, err := resolveWindow(n, x.Shape[2:], kernel, windowOpts{ceil: true})
-		if err != nil {
-			return nil, err
+		// The window and its plan are kept per node for the input shape
+		// they were made for.
+		st := kern.State[poolState](n)
+		if st.plan == nil || !slices.Equal(st.in, x.Shape) {
+			r := len(x.Shape) - 2
+			kernel, err := kernelShapeAttr(n, r)
+			if err != nil {
+				return nil, err
+			}
+			w, err := resolveWindow(n, x.Shape[2:], kernel, windowOpts{ceil: true})
+			if err != nil {
+				return nil, err
+			}
+			st.in = append(st.in[:0], x.Shape...)
+			st.out = concatShape(x.Shape[:2], w.out)
+			st.plan = newPoolPlan(w)
 		}
 		// Every pool writes each output element (an empty window too).
-		y, err := kern.NewUninit(n, x.DType, concatShape(x.Shape[:2], w.out))
+		y, err := kern.NewUninit(n, x.DType, st.out)
 		if err != nil {
 			return nil, err
 		}
 		planes := x.Shape[0] * x.Shape[1]
 		switch kind {
 		case poolMax:
-			return maxPool(n, x, y, w, planes)
+			return maxPool(n, x, y, st.plan, planes)
 		case poolAvg:
-			plan := newPoolPlan(w)
+			plan := st.plan
 			includePad := n.AttrInt("count_include_pad", 0) != 0
 			switch xd := x.Data.(type) {
 			case []float32:
@@ -173,7 +187,7 @@ func poolKernel(kind poolKind) kern.Kernel {
 			if err != nil {
 				return nil, err
 			}
-			plan := newPoolPlan(w)
+			plan := st.plan
 			switch xd := x.Data.(type) {
 			case []float32:
 				lpPool(plan, xd, y.Data.([]float32), planes, p)
@@ -183,8 +197,15 @@ func poolKernel(kind poolKind) kern.Kernel {
 				return nil, n.Errorf("dtype %v is not supported", x.DType)
 			}
 		}
-		return []*graph.Tensor{y}, nil
+		return kern.Results(n, y), nil
 	}
+}
+
+// poolState is what a pooling node keeps between runs: the input shape
+// in, the output shape out and the window plan made for them.
+type poolState struct {
+	in, out []int
+	plan    *poolPlan
 }
 
 // lpPoolP reads LpPool's p: a float before opset 2, an int after.
@@ -205,9 +226,8 @@ func lpPoolP(n *graph.Node) (float64, error) {
 
 // maxPool dispatches MaxPool on the element type and fills the optional
 // Indices output.
-func maxPool(n *graph.Node, x, y *graph.Tensor, w *window, planes int) ([]*graph.Tensor, error) {
+func maxPool(n *graph.Node, x, y *graph.Tensor, plan *poolPlan, planes int) ([]*graph.Tensor, error) {
 	wantIdx := len(n.Outputs) > 1 && n.Outputs[1] != ""
-	plan := newPoolPlan(w)
 	plan.colMajor = n.AttrInt("storage_order", 0) != 0
 	var idx []int64
 	var it *graph.Tensor
@@ -237,9 +257,9 @@ func maxPool(n *graph.Node, x, y *graph.Tensor, w *window, planes int) ([]*graph
 		return nil, n.Errorf("dtype %v is not supported", x.DType)
 	}
 	if wantIdx {
-		return []*graph.Tensor{y, it}, nil
+		return kern.Results(n, y, it), nil
 	}
-	return []*graph.Tensor{y}, nil
+	return kern.Results(n, y), nil
 }
 
 // poolCost estimates the taps of one plane, for sizing the worker count.
@@ -258,24 +278,18 @@ func maxPoolRun[T ordered](plan *poolPlan, x, y []T, idx []int64, planes int, lo
 	r := len(plan.out)
 	workers := nnWorkers(planes, plan.poolCost())
 	if r == 2 && !plan.colMajor {
-		rows, rowsOK := plan.spans(0)
-		cols, colsOK := plan.spans(1)
+		rows, rowsOK := plan.cachedSpans(0)
+		cols, colsOK := plan.cachedSpans(1)
 		x32, _ := any(x).([]float32)
 		separable := idx == nil && x32 != nil && rowsOK && colsOK && separableFits(rows, plan.in[1])
-		parallelFor(planes, workers, func(_, c int) {
-			var ip []int64
-			if idx != nil {
-				ip = idx[c*outSize : (c+1)*outSize]
-			}
-			if separable && maxPool2DSeparable(rows, cols, plan.in[1], x32[c*inSize:(c+1)*inSize], any(y).([]float32)[c*outSize:(c+1)*outSize]) {
+		if separable {
+			if colOff, ok := stride3S2Cols(rows, cols, plan.in[1]); ok {
+				maxPool3S2Planes(rows, cols, plan.in[1], colOff, x32, any(y).([]float32), planes, inSize, workers)
 				return
 			}
-			if rowsOK && colsOK {
-				maxPool2DSpans(rows, cols, plan.in[1], x[c*inSize:(c+1)*inSize], y[c*outSize:(c+1)*outSize], ip, c*inSize, lowest)
-				return
-			}
-			maxPool2D(plan, x[c*inSize:(c+1)*inSize], y[c*outSize:(c+1)*outSize], ip, c*inSize, lowest)
-		})
+		}
+		ParallelItemsOf(planes, workers, false, maxPool2DTask[T]{plan: plan, x: x, y: y, x32: x32, idx: idx,
+			rows: rows, cols: cols, spans: rowsOK && colsOK, separable: separable, lowest: lowest})
 		return
 	}
 	parallelFor(planes, workers, func(_, c int) {
@@ -307,6 +321,35 @@ func maxPoolRun[T ordered](plan *poolPlan, x, y []T, idx []int64, planes int, lo
 			}
 		})
 	})
+}
+
+// maxPool2DTask is maxPoolRun's work for a 2-D row-major pool: item c is
+// plane c.
+type maxPool2DTask[T ordered] struct {
+	plan             *poolPlan
+	x, y             []T
+	x32              []float32
+	idx              []int64
+	rows, cols       []span
+	spans, separable bool
+	lowest           T
+}
+
+func (t *maxPool2DTask[T]) Item(_, c int) {
+	plan, x, y, idx := t.plan, t.x, t.y, t.idx
+	inSize, outSize := plan.inSize, plan.outSize
+	var ip []int64
+	if idx != nil {
+		ip = idx[c*outSize : (c+1)*outSize]
+	}
+	if t.separable && maxPool2DSeparable(t.rows, t.cols, plan.in[1], t.x32[c*inSize:(c+1)*inSize], any(y).([]float32)[c*outSize:(c+1)*outSize]) {
+		return
+	}
+	if t.spans {
+		maxPool2DSpans(t.rows, t.cols, plan.in[1], x[c*inSize:(c+1)*inSize], y[c*outSize:(c+1)*outSize], ip, c*inSize, t.lowest)
+		return
+	}
+	maxPool2D(plan, x[c*inSize:(c+1)*inSize], y[c*outSize:(c+1)*outSize], ip, c*inSize, t.lowest)
 }
 
 // maxPool2D is maxPoolRun for one plane of a 2-D pool (row-major
@@ -359,6 +402,20 @@ func (p *poolPlan) spans(j int) ([]span, bool) {
 		}
 	}
 	return out, true
+}
+
+// cachedSpans is spans(j) for j < 2, worked out on the plan's first call
+// and kept with it.
+func (p *poolPlan) cachedSpans(j int) ([]span, bool) {
+	if j >= len(p.spanCache) {
+		return p.spans(j)
+	}
+	c := &p.spanCache[j]
+	if !c.done {
+		c.s, c.ok = p.spans(j)
+		c.done = true
+	}
+	return c.s, c.ok
 }
 
 // maxPool2DSpans is maxPool2D for windows of consecutive taps, with the
@@ -665,7 +722,11 @@ func globalPoolKernel(kind poolKind) kern.Kernel {
 		if err := spatialInput(n, x, "input X"); err != nil {
 			return nil, err
 		}
-		shape := append([]int{}, x.Shape...)
+		// The output shape lives in the node's state (kern.New copies it
+		// for a planned node).
+		st := kern.State[globalPoolState](n)
+		st.shape = append(st.shape[:0], x.Shape...)
+		shape := st.shape
 		for i := 2; i < len(shape); i++ {
 			shape[i] = 1
 		}
@@ -689,40 +750,54 @@ func globalPoolKernel(kind poolKind) kern.Kernel {
 		default:
 			return nil, n.Errorf("dtype %v is not supported", x.DType)
 		}
-		return []*graph.Tensor{y}, nil
+		return kern.Results(n, y), nil
 	}
 }
+
+// globalPoolState is what a global pooling node keeps between runs.
+type globalPoolState struct{ shape []int }
 
 // globalPool reduces each plane of size elements to one value.
 func globalPool[T poolFloat](kind poolKind, x, y []T, planes, size int, p float64) {
 	workers := nnWorkers(planes, size)
-	parallelFor(planes, workers, func(_, c int) {
-		xp := x[c*size : (c+1)*size]
-		switch kind {
-		case poolMax:
-			best := T(math.Inf(-1))
-			for i, v := range xp {
-				if v > best || i == 0 {
-					best = v
-				}
+	ParallelItemsOf(planes, workers, false, globalPoolTask[T]{kind: kind, x: x, y: y, size: size, p: p})
+}
+
+// globalPoolTask is globalPool's work: item c is plane c.
+type globalPoolTask[T poolFloat] struct {
+	kind poolKind
+	x, y []T
+	size int
+	p    float64
+}
+
+func (t *globalPoolTask[T]) Item(_, c int) {
+	kind, x, y, size, p := t.kind, t.x, t.y, t.size, t.p
+	xp := x[c*size : (c+1)*size]
+	switch kind {
+	case poolMax:
+		best := T(math.Inf(-1))
+		for i, v := range xp {
+			if v > best || i == 0 {
+				best = v
 			}
-			y[c] = best
-		case poolAvg:
-			var sum float64
-			for _, v := range xp {
-				sum += float64(v)
-			}
-			if size > 0 {
-				y[c] = T(sum / float64(size))
-			}
-		case poolLp:
-			var sum float64
-			for _, v := range xp {
-				sum += math.Pow(math.Abs(float64(v)), p)
-			}
-			y[c] = T(math.Pow(sum, 1/p))
 		}
-	})
+		y[c] = best
+	case poolAvg:
+		var sum float64
+		for _, v := range xp {
+			sum += float64(v)
+		}
+		if size > 0 {
+			y[c] = T(sum / float64(size))
+		}
+	case poolLp:
+		var sum float64
+		for _, v := range xp {
+			sum += math.Pow(math.Abs(float64(v)), p)
+		}
+		y[c] = T(math.Pow(sum, 1/p))
+	}
 }
 
 // pickIf returns a when cond holds, else b, without a branch: cond's

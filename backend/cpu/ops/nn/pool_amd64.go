@@ -2,7 +2,11 @@
 
 package nn
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 // poolAVX2 reports whether the CPU (and OS) support the assembly loops of
 // the float32 max pools.
@@ -76,3 +80,51 @@ func PoolArgmax3x3S2(dst []int32, x []float32, s1, s2 int) (ok, nan bool) {
 	}
 	return true, nan
 }
+
+//go:noescape
+func poolMax3S2PlaneAVX2(y, x, v *float32, iw, ow, colOff int, rows *span, nrows int) (bad bool)
+
+// poolMax3S2Plane computes one float32 plane of a MaxPool whose windows
+// are 3 columns wide two columns apart, the columns of output q being
+// 2q+colOff-1 .. 2q+colOff+1 cut to the plane (colOff 0 or 1), and whose
+// rows are the spans rows (1 to 3 rows each): y gets len(rows) rows of
+// ow outputs. v is scratch of at least max(iw, 2·ow)+2 values. It
+// reports false, with y unspecified, when there is no vector loop or a
+// tap is NaN or -0 (whose maxima the scan orders otherwise); the caller
+// then computes the plane another way. The caller checks the shapes
+// (iw and ow at least 8, the spans inside x).
+func poolMax3S2Plane(y, x, v []float32, iw, ow, colOff int, rows []span) bool {
+	if !poolAVX2 || len(rows) == 0 {
+		return false
+	}
+	n := max(iw, 2*ow) + 2
+	v = v[:n]
+	v[0] = float32(math.Inf(-1))
+	for i := iw + 1; i < n; i++ {
+		v[i] = float32(math.Inf(-1))
+	}
+	_ = y[len(rows)*ow-1]
+	return !poolMax3S2PlaneAVX2(&y[0], &x[0], &v[0], iw, ow, colOff, &rows[0], len(rows))
+}
+
+//go:noescape
+func poolArgmaxScatter3x3S2AVX2(dx, dy, x *float32, s1, s2, n int) (nan bool)
+
+// PoolArgmaxScatter3x3S2 adds, window after window, dy[i] to dx at the
+// first tap (row-major) holding the maximum of the 3×3 window whose
+// top-left tap is x[2i] and whose rows start at x, x[s1:] and
+// x[s1+s2:] (s2 = 0: a window of two rows), dx lying as x does. It
+// reports whether it ran (not where there is no AVX2 loop or for fewer
+// than 8 windows) and whether it met a NaN tap, in which case it stopped
+// with part of the windows added.
+func PoolArgmaxScatter3x3S2(dx, dy, x []float32, s1, s2 int) (ok, nan bool) {
+	n := len(dy)
+	if !poolAVX2 || n < 8 || len(x) < s1+s2+2*n+1 || len(dx) < s1+s2+2*n+1 {
+		return false, false
+	}
+	return true, poolArgmaxScatter3x3S2AVX2(&dx[0], &dy[0], &x[0], s1, s2, n)
+}
+
+// PoolScatterLoop reports whether PoolArgmaxScatter3x3S2 has a vector
+// loop (it then runs for 8 windows or more).
+func PoolScatterLoop() bool { return poolAVX2 }

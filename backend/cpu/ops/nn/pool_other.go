@@ -21,3 +21,13 @@ func poolHMaxS2(dst, v []float32, k int) int { return 0 }
 
 // PoolArgmax3x3S2 has no vector loop here: it sets nothing.
 func PoolArgmax3x3S2(dst []int32, x []float32, s1, s2 int) (ok, nan bool) { return false, false }
+
+// poolMax3S2Plane has no vector loop here: it computes nothing.
+func poolMax3S2Plane(y, x, v []float32, iw, ow, colOff int, rows []span) bool { return false }
+
+// PoolArgmaxScatter3x3S2 has no vector loop here: it adds nothing.
+func PoolArgmaxScatter3x3S2(dx, dy, x []float32, s1, s2 int) (ok, nan bool) { return false, false }
+
+// PoolScatterLoop reports whether PoolArgmaxScatter3x3S2 has a vector
+// loop: not here.
+func PoolScatterLoop() bool { return false }

@@ -101,8 +101,14 @@ func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu 
 		}
 		training = named > 1 && n.AttrInt("is_test", 0) == 0
 	}
-	scale, bias := float64s(conv[1]), float64s(conv[2])
-	mean, variance := float64s(conv[3]), float64s(conv[4])
+	// The parameters in float64 and the statistics live in the node's
+	// state between runs (a training step allocates none of them).
+	st := kern.State[bnState](n)
+	st.scale = kern.Float64sInto(st.scale, conv[1])
+	st.bias = kern.Float64sInto(st.bias, conv[2])
+	st.mean = kern.Float64sInto(st.mean, conv[3])
+	st.variance = kern.Float64sInto(st.variance, conv[4])
+	scale, bias, mean, variance := st.scale, st.bias, st.mean, st.variance
 	// Y comes from kern.New (the memory plan places it) unless X was
 	// widened from a half type and Y must be cast back.
 	var (
@@ -132,15 +138,16 @@ func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu 
 		// pass through unchanged.
 		return []*graph.Tensor{out, in[3], in[4]}, nil
 	}
-	var batchMean, batchVar []float64
+	st.batchMean, st.batchVar = growFloat64s(st.batchMean, b.r), growFloat64s(st.batchVar, b.r)
+	batchMean, batchVar := st.batchMean, st.batchVar
 	switch xs := x.Data.(type) {
 	case []float32:
-		batchMean, batchVar = bnTrain(xs, y.Data.([]float32), b, scale, bias, eps, relu)
+		bnTrainInto(xs, y.Data.([]float32), b, scale, bias, eps, relu, batchMean, batchVar)
 	case []float64:
-		batchMean, batchVar = bnTrain(xs, y.Data.([]float64), b, scale, bias, eps, relu)
+		bnTrainInto(xs, y.Data.([]float64), b, scale, bias, eps, relu, batchMean, batchVar)
 	}
-	runMean := make([]float64, params)
-	runVar := make([]float64, params)
+	st.runMean, st.runVar = growFloat64s(st.runMean, params), growFloat64s(st.runVar, params)
+	runMean, runVar := st.runMean, st.runVar
 	// ONNX updates the running variance with the population variance;
 	// PyTorch uses the unbiased one. onnxtrain's training graphs set the
 	// (non-ONNX) attribute onnxtrain_unbiased_var so training matches PyTorch.
@@ -157,7 +164,8 @@ func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu 
 	if err != nil {
 		return nil, err
 	}
-	outs := []*graph.Tensor{yOut}
+	var outBuf [5]*graph.Tensor
+	outs := append(outBuf[:0], yOut)
 	for _, s := range []struct {
 		v []float64
 		d graph.DType
@@ -171,7 +179,23 @@ func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu 
 		}
 		outs = append(outs, t)
 	}
-	return outs, nil
+	return kern.Results(n, outs...), nil
+}
+
+// bnState is what a BatchNormalization node keeps between runs: its
+// parameters in float64 and its statistics.
+type bnState struct {
+	scale, bias, mean, variance []float64
+	batchMean, batchVar         []float64
+	runMean, runVar             []float64
+}
+
+// growFloat64s returns buf cut to n elements, grown when it is shorter.
+func growFloat64s(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
+	}
+	return buf[:n]
 }
 
 // bnInputNames names BatchNormalization's inputs for errors.
@@ -182,11 +206,31 @@ var bnInputNames = []string{"X", "scale", "B", "input_mean", "input_var"}
 // when relu is set. The parameters are split over the cores (each writes
 // its own channels).
 func bnApply[F float](x, y []F, b blocks, scale, bias, mean, variance []float64, eps float64, relu bool) {
-	parallelRows(b.r, b.outer*b.inner, func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			bnApplyChannel(x, y, b, p, scale[p], bias[p], mean[p], variance[p], eps, relu)
+	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, y: y, b: b, scale: scale, bias: bias,
+		mean: mean, variance: variance, eps: eps, relu: relu, apply: true})
+}
+
+// bnTask is the work of bnApply, bnTrainInto and bnStats over the
+// parameters [lo, hi): with stats set it computes their mean and
+// variance first (into mean and variance), with apply set it normalises
+// x into y.
+type bnTask[F float] struct {
+	x, y                        []F
+	b                           blocks
+	scale, bias, mean, variance []float64
+	eps                         float64
+	relu, stats, apply          bool
+}
+
+func (t *bnTask[F]) Chunk(lo, hi int) {
+	for p := lo; p < hi; p++ {
+		if t.stats {
+			t.mean[p], t.variance[p] = bnChannelStats(t.x, t.b, p)
 		}
-	})
+		if t.apply {
+			bnApplyChannel(t.x, t.y, t.b, p, t.scale[p], t.bias[p], t.mean[p], t.variance[p], t.eps, t.relu)
+		}
+	}
 }
 
 // bnTrain computes the batch mean and population variance of each
@@ -194,22 +238,22 @@ func bnApply[F float](x, y []F, b blocks, scale, bias, mean, variance []float64,
 // one parameter at a time, so that the second pass over a channel's
 // elements finds them in cache.
 func bnTrain[F float](x, y []F, b blocks, scale, bias []float64, eps float64, relu bool) (mean, variance []float64) {
+	mean, variance = make([]float64, b.r), make([]float64, b.r)
+	bnTrainInto(x, y, b, scale, bias, eps, relu, mean, variance)
+	return mean, variance
+}
+
+// bnTrainInto is bnTrain into mean and variance (b.r elements each).
+func bnTrainInto[F float](x, y []F, b blocks, scale, bias []float64, eps float64, relu bool, mean, variance []float64) {
 	if x32, ok := any(x).([]float32); ok && b.inner < bnVecMin && b.outer > 1 {
 		// Short rows: the statistics channel by channel, then the affine
 		// map in one pass over the memory (bnApplyShort).
-		mean, variance = bnStats(x, b)
+		bnStatsInto(x, b, mean, variance)
 		bnApplyShort(x32, any(y).([]float32), b, scale, bias, mean, variance, eps, relu)
-		return mean, variance
+		return
 	}
-	mean = make([]float64, b.r)
-	variance = make([]float64, b.r)
-	parallelRows(b.r, b.outer*b.inner, func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			mean[p], variance[p] = bnChannelStats(x, b, p)
-			bnApplyChannel(x, y, b, p, scale[p], bias[p], mean[p], variance[p], eps, relu)
-		}
-	})
-	return mean, variance
+	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, y: y, b: b, scale: scale, bias: bias,
+		mean: mean, variance: variance, eps: eps, relu: relu, stats: true, apply: true})
 }
 
 // bnCoefPool keeps bnApplyShort's per-element coefficients between calls.
@@ -236,28 +280,38 @@ func bnApplyShort(x, y []float32, b blocks, scale, bias, mean, variance []float6
 			mul[i], add[i] = m, c
 		}
 	}
-	parallelRows(b.outer, n, func(lo, hi int) {
-		for o := lo; o < hi; o++ {
-			src := x[o*n : (o+1)*n]
-			dst := y[o*n : (o+1)*n]
-			mul, add := mul[:len(src)], add[:len(src)]
-			if !relu {
-				for i, v := range src {
-					dst[i] = v*mul[i] + add[i]
-				}
-				continue
-			}
+	parallelRowsOf(b.outer, n, bnShortTask{x: x, y: y, mul: mul, add: add, n: n, relu: relu})
+}
+
+// bnShortTask is bnApplyShort's work over the blocks [lo, hi).
+type bnShortTask struct {
+	x, y, mul, add []float32
+	n              int
+	relu           bool
+}
+
+func (t *bnShortTask) Chunk(lo, hi int) {
+	x, y, n, relu := t.x, t.y, t.n, t.relu
+	for o := lo; o < hi; o++ {
+		src := x[o*n : (o+1)*n]
+		dst := y[o*n : (o+1)*n]
+		mul, add := t.mul[:len(src)], t.add[:len(src)]
+		if !relu {
 			for i, v := range src {
-				// bnRowApplyGo's branch-free Relu.
-				r := v*mul[i] + add[i]
-				var m uint32
-				if r < 0 {
-					m = ^uint32(0)
-				}
-				dst[i] = math.Float32frombits(math.Float32bits(r) &^ m)
+				dst[i] = v*mul[i] + add[i]
 			}
+			continue
 		}
-	})
+		for i, v := range src {
+			// bnRowApplyGo's branch-free Relu.
+			r := v*mul[i] + add[i]
+			var m uint32
+			if r < 0 {
+				m = ^uint32(0)
+			}
+			dst[i] = math.Float32frombits(math.Float32bits(r) &^ m)
+		}
+	}
 }
 
 // bnApplyChannel is bnApply for parameter p.
@@ -344,14 +398,14 @@ func bnRowSumsGo(x []float32, x0 float64) (s, q float64) {
 // the cores; each sum runs in one goroutine in a fixed order, so the
 // result does not depend on the split.
 func bnStats[F float](x []F, b blocks) (mean, variance []float64) {
-	mean = make([]float64, b.r)
-	variance = make([]float64, b.r)
-	parallelRows(b.r, b.outer*b.inner, func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			mean[p], variance[p] = bnChannelStats(x, b, p)
-		}
-	})
+	mean, variance = make([]float64, b.r), make([]float64, b.r)
+	bnStatsInto(x, b, mean, variance)
 	return mean, variance
+}
+
+// bnStatsInto is bnStats into mean and variance (b.r elements each).
+func bnStatsInto[F float](x []F, b blocks, mean, variance []float64) {
+	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, b: b, mean: mean, variance: variance, stats: true})
 }
 
 // bnChannelStats is bnStats for parameter p (0, 0 for no elements).

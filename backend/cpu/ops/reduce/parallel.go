@@ -15,6 +15,21 @@ const parallelGrain = 1 << 15
 // is re-raised in the caller's goroutine, so the executor's recovery still
 // turns it into an error naming the node.
 func parallelRows(rows, rowSize int, fn func(lo, hi int)) {
+	kern.RunChunks("reduce worker", rows, rowWorkers(rows, rowSize), fn)
+}
+
+// parallelRowsOf is parallelRows for work given as a value whose Chunk
+// method runs a row range: no closure, so the call allocates nothing
+// (see kern.RunChunksOf).
+func parallelRowsOf[T any, P interface {
+	*T
+	kern.Chunker
+}](rows, rowSize int, task T) {
+	kern.RunChunksOf[T, P]("reduce worker", rows, rowWorkers(rows, rowSize), task)
+}
+
+// rowWorkers is how many chunks parallelRows makes.
+func rowWorkers(rows, rowSize int) int {
 	workers := runtime.GOMAXPROCS(0)
 	if chunks := rows * max(rowSize, 1) / parallelGrain; chunks < workers {
 		workers = chunks
@@ -22,5 +37,5 @@ func parallelRows(rows, rowSize int, fn func(lo, hi int)) {
 	if workers > rows {
 		workers = rows
 	}
-	kern.RunChunks("reduce worker", rows, workers, fn)
+	return workers
 }

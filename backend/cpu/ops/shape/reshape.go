@@ -249,5 +249,10 @@ func sizeKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	if x == nil {
 		return nil, n.Errorf("input data is required")
 	}
-	return []*graph.Tensor{{DType: graph.Int64, Shape: []int{}, Data: []int64{int64(x.Size())}}}, nil
+	out, err := kern.New(n, graph.Int64, []int{})
+	if err != nil {
+		return nil, err
+	}
+	out.Data.([]int64)[0] = int64(x.Size())
+	return kern.Results(n, out), nil
 }
