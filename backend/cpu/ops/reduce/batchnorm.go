@@ -2,7 +2,6 @@ package reduce
 
 import (
 	"math"
-	"sync"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -206,6 +205,11 @@ var bnInputNames = []string{"X", "scale", "B", "input_mean", "input_var"}
 // when relu is set. The parameters are split over the cores (each writes
 // its own channels).
 func bnApply[F float](x, y []F, b blocks, scale, bias, mean, variance []float64, eps float64, relu bool) {
+	if x32, ok := any(x).([]float32); ok && b.inner < bnVecMin {
+		parallelRowsOf(b.r, b.outer*b.inner, bnShortTask{x: x32, y: any(y).([]float32), b: b,
+			scale: scale, bias: bias, mean: mean, variance: variance, eps: eps, relu: relu})
+		return
+	}
 	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, y: y, b: b, scale: scale, bias: bias,
 		mean: mean, variance: variance, eps: eps, relu: relu, apply: true})
 }
@@ -245,71 +249,138 @@ func bnTrain[F float](x, y []F, b blocks, scale, bias []float64, eps float64, re
 
 // bnTrainInto is bnTrain into mean and variance (b.r elements each).
 func bnTrainInto[F float](x, y []F, b blocks, scale, bias []float64, eps float64, relu bool, mean, variance []float64) {
-	if x32, ok := any(x).([]float32); ok && b.inner < bnVecMin && b.outer > 1 {
-		// Short rows: the statistics channel by channel, then the affine
-		// map in one pass over the memory (bnApplyShort).
-		bnStatsInto(x, b, mean, variance)
-		bnApplyShort(x32, any(y).([]float32), b, scale, bias, mean, variance, eps, relu)
+	if x32, ok := any(x).([]float32); ok && b.inner < bnVecMin {
+		// Short rows: blocks of channels at once (bnShortTask).
+		parallelRowsOf(b.r, b.outer*b.inner, bnShortTask{x: x32, y: any(y).([]float32), b: b,
+			scale: scale, bias: bias, mean: mean, variance: variance, eps: eps, relu: relu, stats: true})
 		return
 	}
 	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, y: y, b: b, scale: scale, bias: bias,
 		mean: mean, variance: variance, eps: eps, relu: relu, stats: true, apply: true})
 }
 
-// bnCoefPool keeps bnApplyShort's per-element coefficients between calls.
-var bnCoefPool = sync.Pool{New: func() any { return new([]float32) }}
+// bnShortCols is the most elements of a sample that bnShortTask takes in
+// one block of channels: its per-element sums and coefficients live on
+// the stack, and the block's rows of all the samples (bnShortCols·N
+// floats) stay in cache between the statistics and the affine map.
+const bnShortCols = 256
 
-// bnApplyShort is bnApply for float32 rows shorter than bnVecMin, where a
-// call per row (b.inner elements) costs more than the row: each
-// parameter's multiplier and offset (computed as bnApplyChannel does) are
-// spread over its b.inner positions, and each of the b.outer blocks of
-// b.r·b.inner contiguous elements is mapped in one loop, bit for bit
-// bnApplyChannel's result. The blocks are split over the cores.
-func bnApplyShort(x, y []float32, b blocks, scale, bias, mean, variance []float64, eps float64, relu bool) {
-	n := b.r * b.inner
-	bp := bnCoefPool.Get().(*[]float32)
-	defer bnCoefPool.Put(bp)
-	if cap(*bp) < 2*n {
-		*bp = make([]float32, 2*n)
-	}
-	mul, add := (*bp)[:n], (*bp)[n:2*n]
-	for p := 0; p < b.r; p++ {
-		a := scale[p] / math.Sqrt(variance[p]+eps)
-		m, c := float32(a), float32(bias[p]-mean[p]*a)
-		for i := p * b.inner; i < (p+1)*b.inner; i++ {
-			mul[i], add[i] = m, c
-		}
-	}
-	parallelRowsOf(b.outer, n, bnShortTask{x: x, y: y, mul: mul, add: add, n: n, relu: relu})
-}
-
-// bnShortTask is bnApplyShort's work over the blocks [lo, hi).
+// bnShortTask is batch normalisation of float32 rows shorter than
+// bnVecMin over the parameters [lo, hi): with stats set it computes their
+// mean and population variance first (into mean and variance), then it
+// normalises x into y. Rather than one channel's rows one after another
+// (a call per row of a few elements), it takes blocks of channels whose
+// rows lie next to each other in every sample (bnShortBlock).
 type bnShortTask struct {
-	x, y, mul, add []float32
-	n              int
-	relu           bool
+	x, y                        []float32
+	b                           blocks
+	scale, bias, mean, variance []float64
+	eps                         float64
+	relu, stats                 bool
 }
 
 func (t *bnShortTask) Chunk(lo, hi int) {
-	x, y, n, relu := t.x, t.y, t.n, t.relu
-	for o := lo; o < hi; o++ {
-		src := x[o*n : (o+1)*n]
-		dst := y[o*n : (o+1)*n]
-		mul, add := t.mul[:len(src)], t.add[:len(src)]
+	block := max(1, bnShortCols/max(t.b.inner, 1))
+	for p := lo; p < hi; p += block {
+		t.block(p, min(p+block, hi))
+	}
+}
+
+// block is bnShortTask's work on the parameters [lo, hi), whose rows
+// span at most bnShortCols elements of a sample. The statistics are
+// accumulated per element position over the samples (each position's
+// sums in sample order, then a channel's positions in order), in float64
+// on values shifted by the channel's first element as bnChannelStats
+// does; the results do not depend on how the channels are split. Y is
+// bit for bit bnApplyChannel's with the same statistics.
+func (t *bnShortTask) block(lo, hi int) {
+	b := t.b
+	w := b.inner
+	n := (hi - lo) * w
+	if n == 0 || b.outer == 0 {
+		if t.stats {
+			// No elements: bnChannelStats's zeros.
+			clear(t.mean[lo:hi])
+			clear(t.variance[lo:hi])
+		}
+		return
+	}
+	stride := b.r * w
+	base := lo * w
+	span := (b.outer-1)*stride + n
+	x, y := t.x[base:base+span], t.y[base:base+span]
+	var mul, add [bnShortCols]float32
+	if t.stats {
+		var x0s, s, q [bnShortCols]float64
+		for k := range hi - lo {
+			x0 := float64(x[k*w])
+			for i := k * w; i < (k+1)*w; i++ {
+				x0s[i] = x0
+			}
+		}
+		bnShortSums(x, stride, b.outer, x0s[:n], s[:n], q[:n])
+		count := float64(b.outer * w)
+		for k := range hi - lo {
+			var sc, qc float64
+			for i := k * w; i < (k+1)*w; i++ {
+				sc, qc = sc+s[i], qc+q[i]
+			}
+			md := sc / count
+			t.mean[lo+k], t.variance[lo+k] = x0s[k*w]+md, max(qc/count-md*md, 0)
+		}
+	}
+	for k := range hi - lo {
+		p := lo + k
+		// bnApplyChannel's coefficients.
+		a := t.scale[p] / math.Sqrt(t.variance[p]+t.eps)
+		m, c := float32(a), float32(t.bias[p]-t.mean[p]*a)
+		for i := k * w; i < (k+1)*w; i++ {
+			mul[i], add[i] = m, c
+		}
+	}
+	bnShortApply(y, x, stride, b.outer, mul[:n], add[:n], t.relu)
+}
+
+// bnShortSumsGo is bnShortSums's loop in Go over the columns [from,
+// len(s)).
+func bnShortSumsGo(x []float32, stride, rows int, x0, s, q []float64, from int) {
+	n := len(s)
+	x0, q = x0[:n], q[:n]
+	for j := from; j < n; j++ {
+		s[j], q[j] = 0, 0
+	}
+	for o := 0; o < rows; o++ {
+		row := x[o*stride : o*stride+n]
+		for j := from; j < n; j++ {
+			d := float64(row[j]) - x0[j]
+			s[j] += d
+			q[j] += d * d
+		}
+	}
+}
+
+// bnShortApplyGo is bnShortApply's loop in Go over the columns [from,
+// len(mul)): bnRowApplyGo's map with a coefficient per column.
+func bnShortApplyGo(y, x []float32, stride, rows int, mul, add []float32, relu bool, from int) {
+	n := len(mul)
+	add = add[:n]
+	for o := 0; o < rows; o++ {
+		src := x[o*stride : o*stride+n]
+		dst := y[o*stride : o*stride+n]
 		if !relu {
-			for i, v := range src {
-				dst[i] = v*mul[i] + add[i]
+			for j := from; j < n; j++ {
+				dst[j] = src[j]*mul[j] + add[j]
 			}
 			continue
 		}
-		for i, v := range src {
+		for j := from; j < n; j++ {
 			// bnRowApplyGo's branch-free Relu.
-			r := v*mul[i] + add[i]
+			r := src[j]*mul[j] + add[j]
 			var m uint32
 			if r < 0 {
 				m = ^uint32(0)
 			}
-			dst[i] = math.Float32frombits(math.Float32bits(r) &^ m)
+			dst[j] = math.Float32frombits(math.Float32bits(r) &^ m)
 		}
 	}
 }

@@ -44,3 +44,56 @@ func bnRowApply(dst, src []float32, mul, add float32, relu bool) {
 		bnRowApplyGo(dst[n:], src[n:], mul, add, relu)
 	}
 }
+
+// bnShortSumsAVX2 and bnShortApplyAVX2 are bnShortSums's and
+// bnShortApply's loops over the first n columns (a multiple of 8); rows is
+// at least 1.
+//
+//go:noescape
+func bnShortSumsAVX2(x *float32, stride, rows, n int, x0, s, q *float64)
+
+//go:noescape
+func bnShortApplyAVX2(dst, src *float32, stride, rows, n int, mul, add *float32, relu bool)
+
+// bnShortSums sets, for each column j < len(s) of the rows o < rows that
+// start stride elements apart in x, s[j] = Σ (x[o·stride+j] − x0[j]) and
+// q[j] = Σ (x[o·stride+j] − x0[j])², in float64 and in row order.
+func bnShortSums(x []float32, stride, rows int, x0, s, q []float64) {
+	n := len(s)
+	if rows <= 0 || n == 0 {
+		clear(s)
+		clear(q[:n])
+		return
+	}
+	x, x0, q = x[:(rows-1)*stride+n], x0[:n], q[:n]
+	m := n &^ 7
+	if !bnAVX2 || m == 0 {
+		m = 0
+	} else {
+		bnShortSumsAVX2(&x[0], stride, rows, m, &x0[0], &s[0], &q[0])
+	}
+	if m < n {
+		bnShortSumsGo(x, stride, rows, x0, s, q, m)
+	}
+}
+
+// bnShortApply writes src·mul[j] + add[j] (Relu'd when relu is set, as
+// bnRowApply) into column j < len(mul) of the rows o < rows that start
+// stride elements apart in x and y.
+func bnShortApply(y, x []float32, stride, rows int, mul, add []float32, relu bool) {
+	n := len(mul)
+	if rows <= 0 || n == 0 {
+		return
+	}
+	span := (rows-1)*stride + n
+	x, y, add = x[:span], y[:span], add[:n]
+	m := n &^ 7
+	if !bnAVX2 || m == 0 {
+		m = 0
+	} else {
+		bnShortApplyAVX2(&y[0], &x[0], stride, rows, m, &mul[0], &add[0], relu)
+	}
+	if m < n {
+		bnShortApplyGo(y, x, stride, rows, mul, add, relu, m)
+	}
+}

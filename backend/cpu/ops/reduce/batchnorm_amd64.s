@@ -87,3 +87,204 @@ relu8:
 applyDone:
 	VZEROUPPER
 	RET
+
+// func bnShortSumsAVX2(x *float32, stride, rows, n int, x0, s, q *float64)
+//
+// For each column j < n (a multiple of 8) of the rows rows (at least 1)
+// that start stride elements apart: s[j] = Σ(x[j]-x0[j]) and
+// q[j] = Σ(x[j]-x0[j])² in float64, the rows added in order. Sixteen
+// columns at a time keep their sums in registers over all the rows, then
+// eight.
+TEXT ·bnShortSumsAVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ stride+8(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+16(FP), R9
+	MOVQ n+24(FP), CX
+	MOVQ x0+32(FP), DX
+	MOVQ s+40(FP), DI
+	MOVQ q+48(FP), R10
+
+cols16:
+	CMPQ CX, $16
+	JL   cols8
+	VMOVUPD 0(DX), Y8
+	VMOVUPD 32(DX), Y9
+	VMOVUPD 64(DX), Y10
+	VMOVUPD 96(DX), Y11
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	MOVQ SI, AX
+	MOVQ R9, BX
+
+rows16:
+	VCVTPS2PD 0(AX), Y12
+	VCVTPS2PD 16(AX), Y13
+	VCVTPS2PD 32(AX), Y14
+	VCVTPS2PD 48(AX), Y15
+	VSUBPD Y8, Y12, Y12
+	VSUBPD Y9, Y13, Y13
+	VSUBPD Y10, Y14, Y14
+	VSUBPD Y11, Y15, Y15
+	VADDPD Y12, Y0, Y0
+	VADDPD Y13, Y1, Y1
+	VADDPD Y14, Y2, Y2
+	VADDPD Y15, Y3, Y3
+	VFMADD231PD Y12, Y12, Y4
+	VFMADD231PD Y13, Y13, Y5
+	VFMADD231PD Y14, Y14, Y6
+	VFMADD231PD Y15, Y15, Y7
+	ADDQ R8, AX
+	DECQ BX
+	JNZ  rows16
+
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	VMOVUPD Y4, 0(R10)
+	VMOVUPD Y5, 32(R10)
+	VMOVUPD Y6, 64(R10)
+	VMOVUPD Y7, 96(R10)
+	ADDQ $64, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	ADDQ $128, R10
+	SUBQ $16, CX
+	JMP  cols16
+
+cols8:
+	CMPQ CX, $8
+	JL   shortSumsDone
+	VMOVUPD 0(DX), Y8
+	VMOVUPD 32(DX), Y9
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	MOVQ SI, AX
+	MOVQ R9, BX
+
+rows8:
+	VCVTPS2PD 0(AX), Y12
+	VCVTPS2PD 16(AX), Y13
+	VSUBPD Y8, Y12, Y12
+	VSUBPD Y9, Y13, Y13
+	VADDPD Y12, Y0, Y0
+	VADDPD Y13, Y1, Y1
+	VFMADD231PD Y12, Y12, Y4
+	VFMADD231PD Y13, Y13, Y5
+	ADDQ R8, AX
+	DECQ BX
+	JNZ  rows8
+
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y4, 0(R10)
+	VMOVUPD Y5, 32(R10)
+	ADDQ $32, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	ADDQ $64, R10
+	SUBQ $8, CX
+	JMP  cols8
+
+shortSumsDone:
+	VZEROUPPER
+	RET
+
+// func bnShortApplyAVX2(dst, src *float32, stride, rows, n int, mul, add *float32, relu bool)
+//
+// For each of the rows rows (at least 1) that start stride elements apart
+// in src and dst, and each column j < n (a multiple of 8):
+// dst[j] = src[j]·mul[j] + add[j], rounded after the product and the sum,
+// with relu set negative results become +0 (as bnApplyAVX2).
+TEXT ·bnShortApplyAVX2(SB), NOSPLIT, $0-57
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ stride+16(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+24(FP), R9
+	MOVQ n+32(FP), R11
+	MOVQ mul+40(FP), DX
+	MOVQ add+48(FP), R10
+	MOVBLZX relu+56(FP), AX
+	VXORPS Y13, Y13, Y13
+
+shortRow:
+	XORQ BX, BX
+	MOVQ R11, CX
+	TESTQ AX, AX
+	JNZ   shortRelu16
+
+short16:
+	CMPQ CX, $16
+	JL   short8
+	VMOVUPS 0(SI)(BX*1), Y0
+	VMOVUPS 32(SI)(BX*1), Y1
+	VMULPS 0(DX)(BX*1), Y0, Y0
+	VMULPS 32(DX)(BX*1), Y1, Y1
+	VADDPS 0(R10)(BX*1), Y0, Y0
+	VADDPS 32(R10)(BX*1), Y1, Y1
+	VMOVUPS Y0, 0(DI)(BX*1)
+	VMOVUPS Y1, 32(DI)(BX*1)
+	ADDQ $64, BX
+	SUBQ $16, CX
+	JMP  short16
+
+short8:
+	CMPQ CX, $8
+	JL   shortRowDone
+	VMOVUPS 0(SI)(BX*1), Y0
+	VMULPS 0(DX)(BX*1), Y0, Y0
+	VADDPS 0(R10)(BX*1), Y0, Y0
+	VMOVUPS Y0, 0(DI)(BX*1)
+	ADDQ $32, BX
+	SUBQ $8, CX
+	JMP  short8
+
+shortRelu16:
+	CMPQ CX, $16
+	JL   shortRelu8
+	VMOVUPS 0(SI)(BX*1), Y0
+	VMOVUPS 32(SI)(BX*1), Y1
+	VMULPS 0(DX)(BX*1), Y0, Y0
+	VMULPS 32(DX)(BX*1), Y1, Y1
+	VADDPS 0(R10)(BX*1), Y0, Y0
+	VADDPS 32(R10)(BX*1), Y1, Y1
+	VCMPPS $1, Y13, Y0, Y2 // Y2 = Y0 < 0 (ordered, so NaN gives 0)
+	VCMPPS $1, Y13, Y1, Y3
+	VANDNPS Y0, Y2, Y0     // Y0 &^ Y2
+	VANDNPS Y1, Y3, Y1
+	VMOVUPS Y0, 0(DI)(BX*1)
+	VMOVUPS Y1, 32(DI)(BX*1)
+	ADDQ $64, BX
+	SUBQ $16, CX
+	JMP  shortRelu16
+
+shortRelu8:
+	CMPQ CX, $8
+	JL   shortRowDone
+	VMOVUPS 0(SI)(BX*1), Y0
+	VMULPS 0(DX)(BX*1), Y0, Y0
+	VADDPS 0(R10)(BX*1), Y0, Y0
+	VCMPPS $1, Y13, Y0, Y2
+	VANDNPS Y0, Y2, Y0
+	VMOVUPS Y0, 0(DI)(BX*1)
+	ADDQ $32, BX
+	SUBQ $8, CX
+	JMP  shortRelu8
+
+shortRowDone:
+	ADDQ R8, SI
+	ADDQ R8, DI
+	DECQ R9
+	JNZ  shortRow
+	VZEROUPPER
+	RET

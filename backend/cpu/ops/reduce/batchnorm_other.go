@@ -9,3 +9,17 @@ func bnRowSums(x []float32, x0 float64) (s, q float64) { return bnRowSumsGo(x, x
 func bnRowApply(dst, src []float32, mul, add float32, relu bool) {
 	bnRowApplyGo(dst, src, mul, add, relu)
 }
+
+// bnShortSums sets, for each column j < len(s) of the rows o < rows that
+// start stride elements apart in x, s[j] = Σ (x[o·stride+j] − x0[j]) and
+// q[j] = Σ (x[o·stride+j] − x0[j])², in float64 and in row order.
+func bnShortSums(x []float32, stride, rows int, x0, s, q []float64) {
+	bnShortSumsGo(x, stride, rows, x0, s, q, 0)
+}
+
+// bnShortApply writes src·mul[j] + add[j] (Relu'd when relu is set, as
+// bnRowApply) into column j < len(mul) of the rows o < rows that start
+// stride elements apart in x and y.
+func bnShortApply(y, x []float32, stride, rows int, mul, add []float32, relu bool) {
+	bnShortApplyGo(y, x, stride, rows, mul, add, relu, 0)
+}
