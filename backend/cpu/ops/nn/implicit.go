@@ -47,6 +47,9 @@ func Conv2DOf(w Window, n, c, m int) (Conv2D, bool) {
 
 // Forward computes y = conv(x, w), or y += conv(x, w) when accumulate is set.
 func (g *Conv2D) Forward(x, w, y []float32, accumulate bool) {
+	if g.winoForward(x, w, y, accumulate) {
+		return
+	}
 	L, ck := g.OH*g.OW, g.C*g.KH*g.KW
 	if g.N == 0 || g.M == 0 || L == 0 {
 		return
@@ -78,6 +81,10 @@ func (g *Conv2D) Forward(x, w, y []float32, accumulate bool) {
 // to dw when accumulate is set): the weight gradient, as one product
 // whose shared dimension runs over every window position of every image.
 func (g *Conv2D) FilterGrad(dy, x, dw []float32, accumulate bool) {
+	if g.wgradUse() {
+		g.winogradFilterGrad(dy, x, dw, accumulate)
+		return
+	}
 	L, ck := g.OH*g.OW, g.C*g.KH*g.KW
 	if g.M == 0 || ck == 0 {
 		return
@@ -121,6 +128,9 @@ func (g *Conv2D) InputGradImplicit(padBottom, padRight int) bool {
 // neither the flipped kernel nor an im2col matrix is written, and dx is
 // overwritten in place.
 func (g *Conv2D) InputGrad(dy, w, dx []float32) {
+	if g.winoInputGrad(dy, w, dx) {
+		return
+	}
 	ks := g.KH * g.KW
 	I := g.H * g.W
 	if g.N == 0 || g.C == 0 || I == 0 {

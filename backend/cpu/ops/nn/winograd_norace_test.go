@@ -1,0 +1,7 @@
+//go:build !race
+
+package nn
+
+// winoRaceEnabled reports whether the race detector is on (it changes
+// allocation behaviour).
+const winoRaceEnabled = false
