@@ -353,7 +353,7 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				mstrips := (mcur + mk.mr - 1) / mk.mr
 				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
 				var arows []float32
-				if !p.transA && mk.rowA != nil && ncur <= rowACols {
+				if !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
 					// Few B strips use this A block: the kernel
 					// reads its full strips in place, and only the
 					// last, partial one is packed.
@@ -383,7 +383,7 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 						}
 					}
 				}
-				macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:mk.mr*mk.nr], next)
+				macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
 				if p.ep.active() && pc+kcur >= p.k {
 					p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur) // the block is final
 				}
@@ -396,7 +396,10 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 // A in place (the kernel's rowA) instead of packing it: packing A costs
 // about as much per element as a few B strips' worth of products, so it
 // only pays when the block is reused by many strips (the 65×65×32
-// attention scores ran 15% faster unpacked on the 2-core EPYC).
+// attention scores ran 15% faster unpacked on the 2-core EPYC). With a
+// pair kernel, packing wins as soon as two strips can pair up (on the
+// AVX-512 EPYC, 4096×128×128 ran at 367 GFLOP/s packed and paired
+// against 205 in place), so rowA is then kept for single-strip blocks.
 const rowACols = 128
 
 // prefetchBudget caps the bytes prefetched during one block, so that the
@@ -437,18 +440,30 @@ var prefetchRowsFn = func(src []float32, ld, rows, width int) {}
 // from packed A (mc rows) and B (nc columns) panels kc deep, storing
 // C = alpha*A·B + beta*C. When arows is not nil, the full mr-row strips of
 // A are read in place from arows (row-major, lda apart) and only a last,
-// partial strip comes from ap. Between tiles it prefetches the rows of the
-// next regions, spread evenly over the tiles, so that the next packing
-// steps find their source in cache instead of waiting for memory.
+// partial strip comes from ap. With a pair kernel (and A packed), two
+// adjacent full B strips run together, so that each A strip is loaded
+// once for both. tile is scratch for edge tiles: at least mr×nr, and
+// mr×2nr for the pair kernel to run. Between tiles it prefetches the rows of the next
+// regions, spread evenly over the tiles, so that the next packing steps
+// find their source in cache instead of waiting for memory.
 func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, next [2]region) {
 	mr, nr := mk.mr, mk.nr
-	tiles := ((mc + mr - 1) / mr) * ((nc + nr - 1) / nr)
+	pairs := 0
+	if mk.pair != nil && arows == nil && 2*mr*nr <= len(tile) {
+		pairs = nc / (2 * nr)
+	}
+	steps := pairs + (nc-pairs*2*nr+nr-1)/nr // column steps: pairs, then single strips
+	tiles := ((mc + mr - 1) / mr) * steps
 	pfRows := next[0].rows + next[1].rows
 	pfPerTile := (pfRows + tiles - 1) / tiles
 	pfRow := 0
-	for jr := 0; jr < nc; jr += nr {
+	for jr := 0; jr < nc; {
+		width := nr
+		if jr < pairs*2*nr {
+			width = 2 * nr
+		}
 		nb := min(nr, nc-jr)
-		bs := bp[jr*kc : jr*kc+nr*kc]
+		bs := bp[jr*kc : jr*kc+width*kc]
 		for ir := 0; ir < mc; ir += mr {
 			if pfRow < pfRows {
 				// Rows pfRow.. of the two regions taken end to end.
@@ -466,41 +481,72 @@ func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, b
 				pfRow += rows
 			}
 			mb := min(mr, mc-ir)
-			inPlace := arows != nil && mb == mr
-			if inPlace && nb == nr {
-				mk.rowA(kc, arows[ir*lda:], lda, bs, c[ir*ldc+jr:], ldc, alpha, beta)
-				continue
-			}
-			as := ap[ir*kc : ir*kc+mr*kc]
-			if mb == mr && nb == nr {
-				mk.fn(kc, as, bs, c[ir*ldc+jr:], ldc, alpha, beta)
-				continue
-			}
-			// Edge tile: compute the whole tile (or its left half when
-			// that covers the valid columns) into scratch (beta 0 does
-			// not read it) and merge the valid part.
-			halfTile := mk.half != nil && 2*nb <= nr
-			switch {
-			case inPlace && halfTile:
-				mk.halfRowA(kc, arows[ir*lda:], lda, bs, tile, nr, alpha, 0)
-			case inPlace:
-				mk.rowA(kc, arows[ir*lda:], lda, bs, tile, nr, alpha, 0)
-			case halfTile:
-				mk.half(kc, as, bs, tile, nr, alpha, 0)
-			default:
-				mk.fn(kc, as, bs, tile, nr, alpha, 0)
-			}
-			for i := 0; i < mb; i++ {
-				row := c[(ir+i)*ldc+jr : (ir+i)*ldc+jr+nb]
-				t := tile[i*nr : i*nr+nb]
-				if beta == 0 {
-					copy(row, t)
+			if width > nr {
+				if mb == mr {
+					mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, c[ir*ldc+jr:], ldc, alpha, beta)
 					continue
 				}
-				for j := range row {
-					row[j] = beta*row[j] + t[j]
-				}
+				// A last, partial row strip: both tiles into scratch
+				// (beta 0 does not read it), then the valid rows
+				// merged.
+				mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, 2*nr, alpha, 0)
+				mergeTile(c[ir*ldc+jr:], ldc, tile, 2*nr, mb, 2*nr, beta)
+				continue
 			}
+			var as, ar []float32
+			if arows != nil && mb == mr {
+				ar = arows[ir*lda:]
+			} else {
+				as = ap[ir*kc : ir*kc+mr*kc]
+			}
+			if mb == mr && nb == nr {
+				if ar != nil {
+					mk.rowA(kc, ar, lda, bs, c[ir*ldc+jr:], ldc, alpha, beta)
+				} else {
+					mk.fn(kc, as, bs, c[ir*ldc+jr:], ldc, alpha, beta)
+				}
+				continue
+			}
+			edgeTile(mk, mb, nb, kc, as, ar, lda, bs, c[ir*ldc+jr:], ldc, alpha, beta, tile)
+		}
+		jr += width
+	}
+}
+
+// edgeTile computes an mb×nb tile of C (at c[0], rows ldc apart) that is
+// not a full mr×nr one: the whole tile (or its left half when that covers
+// the valid columns) goes into scratch (beta 0 does not read it) and the
+// valid part is merged into C. A comes from the packed strip as or, when
+// ar is not nil, in place from ar (rows lda apart).
+func edgeTile(mk microKernel, mb, nb, kc int, as, ar []float32, lda int, bs, c []float32, ldc int, alpha, beta float32, tile []float32) {
+	nr := mk.nr
+	halfTile := mk.half != nil && 2*nb <= nr
+	switch {
+	case ar != nil && halfTile:
+		mk.halfRowA(kc, ar, lda, bs, tile, nr, alpha, 0)
+	case ar != nil:
+		mk.rowA(kc, ar, lda, bs, tile, nr, alpha, 0)
+	case halfTile:
+		mk.half(kc, as, bs, tile, nr, alpha, 0)
+	default:
+		mk.fn(kc, as, bs, tile, nr, alpha, 0)
+	}
+	mergeTile(c, ldc, tile, nr, mb, nb, beta)
+}
+
+// mergeTile stores the first cols columns of rows rows of a scratch tile
+// (rows ld apart) into C (rows ldc apart from c[0]): C = tile, or
+// C = beta*C + tile when beta is not 0.
+func mergeTile(c []float32, ldc int, tile []float32, ld, rows, cols int, beta float32) {
+	for i := 0; i < rows; i++ {
+		row := c[i*ldc : i*ldc+cols]
+		t := tile[i*ld : i*ld+cols]
+		if beta == 0 {
+			copy(row, t)
+			continue
+		}
+		for j := range row {
+			row[j] = beta*row[j] + t[j]
 		}
 	}
 }

@@ -31,6 +31,11 @@ type microKernel struct {
 	// packed strip, bit for bit as fn and half: products whose A block is
 	// used by few B strips skip packing it.
 	rowA, halfRowA func(kc int, a []float32, lda int, bp, c []float32, ldc int, alpha, beta float32)
+	// pair, if not nil, computes two adjacent full tiles (mr×2nr) from
+	// one A strip and two consecutive B strips (bp holds 2·nr·kc), bit
+	// for bit as two calls of fn: with wider vectors (AVX-512) it runs
+	// both tiles at the rate fn runs one.
+	pair func(kc int, ap, bp, c []float32, ldc int, alpha, beta float32)
 }
 
 // kernel is the micro-kernel Sgemm uses. Architecture files replace it in

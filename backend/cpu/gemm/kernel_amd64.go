@@ -16,10 +16,32 @@ var avx2Kernel6x16 = microKernel{name: "avx2fma6x16", mr: 6, nr: 16, mc: 144, kc
 // hasAVX2FMA reports whether the CPU (and OS) support the assembly kernel.
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// hasAVX512 reports whether the CPU (and OS, for the zmm state) support
+// the AVX-512 pair kernel.
+var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F
+
 func init() {
+	if hasAVX512 {
+		avx2Kernel6x16.pair = kernel6x32Pair
+	}
 	if hasAVX2FMA {
 		kernel = avx2Kernel6x16
 	}
+}
+
+// sgemmKernel6x32Pair is implemented in kernel512_amd64.s (AVX-512F): two
+// adjacent 6×16 tiles from one A strip and two consecutive B strips packed
+// 16 wide, bit for bit what two sgemmKernel6x16 calls store.
+//
+//go:noescape
+func sgemmKernel6x32Pair(kc int, ap, bp, c *float32, ldc int, alpha, beta float32)
+
+// kernel6x32Pair checks the bounds the assembly relies on and calls it.
+func kernel6x32Pair(kc int, ap, bp, c []float32, ldc int, alpha, beta float32) {
+	_ = ap[6*kc-1]
+	_ = bp[32*kc-1]
+	_ = c[5*ldc+31]
+	sgemmKernel6x32Pair(kc, &ap[0], &bp[0], &c[0], ldc, alpha, beta)
 }
 
 // sgemmKernel6x16 is implemented in kernel_amd64.s. It stores

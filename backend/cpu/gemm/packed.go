@@ -361,7 +361,7 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 					pp.APacker.PackA(buf.a, ic, mcur, pc+pp.kOff, kcur)
 				case pp.PackA != nil:
 					pp.PackA(buf.a, ic, mcur, pc+pp.kOff, kcur)
-				case !pp.TransA && mk.rowA != nil && ncur <= rowACols:
+				case !pp.TransA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr):
 					// Few B strips use this A block (a late
 					// layer's filter times its small batch of
 					// windows): the kernel reads the full strips
@@ -374,7 +374,7 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				default:
 					plain.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 				}
-				pp.macro(mk, ic, mcur, jc, ncur, kcur, buf.a, arows, buf.b, beta, buf.tile[:mk.mr*mk.nr])
+				pp.macro(mk, ic, mcur, jc, ncur, kcur, buf.a, arows, buf.b, beta, buf.tile[:])
 			}
 		}
 	}
@@ -396,47 +396,74 @@ func (pp *PackedProduct) cAt(i, j int) (off, run int) {
 // the full MR-row strips of A are read in place from it (rows LDA apart)
 // and only a last, partial strip comes from ap. A tile whose columns stay
 // in one column block of C is stored in place; an edge tile, or one that
-// crosses blocks, goes through the scratch tile.
+// crosses blocks, goes through the scratch tile (at least MR×NR; MR×2NR
+// for the pair kernel to run). With a pair kernel (and A packed), two
+// full B strips whose columns are contiguous in C run together.
 func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows, bp []float32, beta float32, tile []float32) {
 	mr, nr := mk.mr, mk.nr
-	lda := pp.LDA
-	for jr := 0; jr < nc; jr += nr {
+	for jr := 0; jr < nc; {
 		nb := min(nr, nc-jr)
-		bs := bp[jr*kc : jr*kc+nr*kc]
 		_, run := pp.cAt(0, jc+jr)
-		for ir := 0; ir < mc; ir += mr {
-			mb := min(mr, mc-ir)
-			inPlace := arows != nil && mb == mr
-			if mb == mr && nb == nr && run >= nr {
-				off, _ := pp.cAt(ic+ir, jc+jr)
-				if inPlace {
-					mk.rowA(kc, arows[ir*lda:], lda, bs, pp.C[off:], pp.LDC, 1, beta)
-				} else {
-					mk.fn(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1, beta)
+		if mk.pair != nil && arows == nil && jr+2*nr <= nc && run >= 2*nr && 2*mr*nr <= len(tile) {
+			bs := bp[jr*kc : jr*kc+2*nr*kc]
+			for ir := 0; ir < mc; ir += mr {
+				if mc-ir >= mr {
+					off, _ := pp.cAt(ic+ir, jc+jr)
+					mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1, beta)
+					continue
 				}
-				continue
+				// A last, partial row strip: both tiles into
+				// scratch, then the valid rows stored.
+				off, _ := pp.cAt(ic+ir, jc+jr)
+				mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, 2*nr, 1, 0)
+				storeRun(pp.C[off:], pp.LDC, tile, 2*nr, mc-ir, 2*nr, beta)
 			}
-			halfTile := mk.half != nil && 2*nb <= nr
-			switch {
-			case inPlace && halfTile:
-				mk.halfRowA(kc, arows[ir*lda:], lda, bs, tile, nr, 1, 0)
-			case inPlace:
-				mk.rowA(kc, arows[ir*lda:], lda, bs, tile, nr, 1, 0)
-			case halfTile:
-				mk.half(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, nr, 1, 0)
-			default:
-				mk.fn(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, nr, 1, 0)
-			}
-			// Column run by column run (a run stays in one column
-			// block of C), then row by row: the block arithmetic is
-			// done once per run instead of once per row and run.
-			for j := 0; j < nb; {
-				off, n := pp.cAt(ic+ir, jc+jr+j)
-				n = min(n, nb-j)
-				storeRun(pp.C[off:], pp.LDC, tile[j:], nr, mb, n, beta)
-				j += n
-			}
+			jr += 2 * nr
+			continue
 		}
+		bs := bp[jr*kc : jr*kc+nr*kc]
+		for ir := 0; ir < mc; ir += mr {
+			pp.tile(mk, ic, ir, mc, jc, jr, nb, kc, ap, arows, bs, run, beta, tile)
+		}
+		jr += nr
+	}
+}
+
+// tile computes the tile of macro's block at rows ir.. and columns jr..
+// (nb of them valid, run contiguous in C from jr) from the B strip bs.
+func (pp *PackedProduct) tile(mk microKernel, ic, ir, mc, jc, jr, nb, kc int, ap, arows, bs []float32, run int, beta float32, tile []float32) {
+	mr, nr := mk.mr, mk.nr
+	lda := pp.LDA
+	mb := min(mr, mc-ir)
+	inPlace := arows != nil && mb == mr
+	if mb == mr && nb == nr && run >= nr {
+		off, _ := pp.cAt(ic+ir, jc+jr)
+		if inPlace {
+			mk.rowA(kc, arows[ir*lda:], lda, bs, pp.C[off:], pp.LDC, 1, beta)
+		} else {
+			mk.fn(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1, beta)
+		}
+		return
+	}
+	halfTile := mk.half != nil && 2*nb <= nr
+	switch {
+	case inPlace && halfTile:
+		mk.halfRowA(kc, arows[ir*lda:], lda, bs, tile, nr, 1, 0)
+	case inPlace:
+		mk.rowA(kc, arows[ir*lda:], lda, bs, tile, nr, 1, 0)
+	case halfTile:
+		mk.half(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, nr, 1, 0)
+	default:
+		mk.fn(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, nr, 1, 0)
+	}
+	// Column run by column run (a run stays in one column block of C),
+	// then row by row: the block arithmetic is done once per run
+	// instead of once per row and run.
+	for j := 0; j < nb; {
+		off, n := pp.cAt(ic+ir, jc+jr+j)
+		n = min(n, nb-j)
+		storeRun(pp.C[off:], pp.LDC, tile[j:], nr, mb, n, beta)
+		j += n
 	}
 }
 

@@ -32,6 +32,9 @@ func TestPackedProduct(t *testing.T) {
 			{130, 96, 600, 16},
 			{41, 1032, 77, 4},
 			{41, 1030, 77, 0},
+			// Column blocks of 48: a pair kernel runs two strips
+			// together only where both stay in one block.
+			{50, 192, 300, 48},
 			// At most rowACols columns: a plain A is read in place,
 			// full strips through the kernel's rowA, tiles crossing
 			// column blocks of 12 and a last 2-row strip packed.
