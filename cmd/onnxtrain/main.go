@@ -52,7 +52,7 @@ func newRootCmd() *cobra.Command {
 			}
 			logrus.SetLevel(lvl)
 			logrus.SetOutput(os.Stderr)
-			return nil
+			return applyWinogradEnv()
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDefault(cmd)

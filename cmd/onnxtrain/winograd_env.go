@@ -27,11 +27,14 @@ func winogradPolicy(v string) (nn.WinogradPolicy, error) {
 	return 0, fmt.Errorf("%s=%q: want auto, off or force", envWinograd, v)
 }
 
-func init() {
+// applyWinogradEnv sets the CPU backend's Winograd policy from the
+// environment (the root command's pre-run: an unknown value is an error
+// of the command, not a process exit during start-up).
+func applyWinogradEnv() error {
 	p, err := winogradPolicy(os.Getenv(envWinograd))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "onnxtrain:", err)
-		os.Exit(2)
+		return err
 	}
 	nn.SetWinograd(p)
+	return nil
 }

@@ -24,4 +24,12 @@ func TestWinogradPolicyEnv(t *testing.T) {
 	_, err := winogradPolicy("on")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), envWinograd)
+	// The root command's pre-run applies it, and fails on a bad value.
+	prev := nn.SetWinograd(nn.WinogradAuto)
+	defer nn.SetWinograd(prev)
+	t.Setenv(envWinograd, "force")
+	require.NoError(t, applyWinogradEnv())
+	assert.Equal(t, nn.WinogradForce, nn.Winograd())
+	t.Setenv(envWinograd, "on")
+	require.ErrorContains(t, applyWinogradEnv(), envWinograd)
 }

@@ -25,16 +25,7 @@ func PackedBlock(ms, ns, k int, ap, bp, c []float32, ldc int, beta float32) {
 		panic("gemm: PackedBlock operand out of range")
 	}
 	if k <= 0 {
-		for i := 0; i < ms*mr; i++ {
-			row := c[i*ldc : i*ldc+ns*nr]
-			if beta == 0 {
-				clear(row)
-				continue
-			}
-			for j := range row {
-				row[j] *= beta
-			}
-		}
+		scaleC(ms*mr, ns*nr, beta, c, ldc)
 		return
 	}
 	for pc := 0; pc < k; pc += mk.kc {

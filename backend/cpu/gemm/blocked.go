@@ -490,7 +490,7 @@ func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, b
 				// (beta 0 does not read it), then the valid rows
 				// merged.
 				mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, 2*nr, alpha, 0)
-				mergeTile(c[ir*ldc+jr:], ldc, tile, 2*nr, mb, 2*nr, beta)
+				storeRun(c[ir*ldc+jr:], ldc, tile, 2*nr, mb, 2*nr, beta)
 				continue
 			}
 			var as, ar []float32
@@ -531,24 +531,7 @@ func edgeTile(mk microKernel, mb, nb, kc int, as, ar []float32, lda int, bs, c [
 	default:
 		mk.fn(kc, as, bs, tile, nr, alpha, 0)
 	}
-	mergeTile(c, ldc, tile, nr, mb, nb, beta)
-}
-
-// mergeTile stores the first cols columns of rows rows of a scratch tile
-// (rows ld apart) into C (rows ldc apart from c[0]): C = tile, or
-// C = beta*C + tile when beta is not 0.
-func mergeTile(c []float32, ldc int, tile []float32, ld, rows, cols int, beta float32) {
-	for i := 0; i < rows; i++ {
-		row := c[i*ldc : i*ldc+cols]
-		t := tile[i*ld : i*ld+cols]
-		if beta == 0 {
-			copy(row, t)
-			continue
-		}
-		for j := range row {
-			row[j] = beta*row[j] + t[j]
-		}
-	}
+	storeRun(c, ldc, tile, nr, mb, nb, beta)
 }
 
 // The packing fast paths for the 6×16 kernel's layouts. The portable

@@ -54,14 +54,22 @@ import (
 // and strides (Check validates them); Sgemm panics otherwise, like an
 // out-of-range slice index.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if p, ok := newProblem(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); ok {
+		p.run()
+	}
+}
+
+// newProblem sets up Sgemm's product, or computes it and reports false
+// when it is empty or small enough for the direct loops.
+func newProblem(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) (problem, bool) {
 	if m <= 0 || n <= 0 {
-		return
+		return problem{}, false
 	}
 	if k <= 0 {
 		scaleC(m, n, beta, c, ldc)
-		return
+		return problem{}, false
 	}
-	p := &problem{
+	p := problem{
 		transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc,
@@ -69,9 +77,9 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m*n*k <= smallWork || m < 2 || n < 2 {
 		scaleC(m, n, beta, c, ldc)
 		p.direct(0, m, 0, n)
-		return
+		return problem{}, false
 	}
-	p.run()
+	return p, true
 }
 
 // Epilogue is what SgemmEpilogue applies to each element of C after the

@@ -7,19 +7,19 @@ import (
 
 // PackedProduct is a float32 product C = A·B + beta·C whose operands need
 // not exist as matrices: the caller may pack panels of A and of B straight
-// from where their values live (an implicit GEMM), through PackA and
-// PackB. A convolution packs B from the NCHW image instead of first
+// from where their values live (an implicit GEMM), through an APacker
+// and a BPacker. A convolution packs B from the NCHW image instead of first
 // writing an im2col matrix that the GEMM would then read and pack again,
 // and its filter gradient packs both operands from the images.
 //
 // The packed layouts are the micro-kernel's (see KernelShape): PackA
-// writes rows [i0, i0+mc) of A, shared indices [p0, p0+kc), as MR-high
+// (APacker's method) writes rows [i0, i0+mc) of A, shared indices [p0, p0+kc), as MR-high
 // strips, each k-major (strip s holds rows i0+MR·s.., element (i, q) of
 // the strip at dst[s·MR·kc + q·MR + i]); rows past mc are zero. PackB
 // writes columns [j0, j0+nc) of B, shared indices [p0, p0+kc), as
 // NR-wide strips (element (q, j) of strip s at dst[s·NR·kc + q·NR + j]);
 // columns past nc are zero. Either may instead be a plain row-major
-// matrix (PackA nil: A, LDA, TransA; PackB nil: B, LDB, TransB).
+// matrix (APacker nil: A, LDA, TransA; BPacker nil: B, LDB, TransB).
 //
 // C is row-major with row stride LDC, except that with ColBlock > 0 its
 // columns come in blocks of ColBlock, block b starting at C[b·ColStride]:
@@ -27,10 +27,9 @@ import (
 // A convolution's output (N, M, L) is thereby written in place as the
 // M × N·L product of the whole batch (ColBlock = LDC = L, ColStride = M·L).
 //
-// APacker and BPacker are PackA and PackB as interfaces, and take their
-// place when set: a caller that keeps its packer in a pooled or per-node
-// struct passes it without the closure a func field would need (a func
-// that captures the call's operands is allocated on every call, since
+// The packers are interfaces, so that a caller keeping its packer in a
+// pooled or per-node struct passes it without allocating (a func that
+// captured the call's operands would be allocated on every call, since
 // the product's workers keep it).
 //
 // Run splits the columns, or the rows, of C over GOMAXPROCS goroutines,
@@ -39,13 +38,11 @@ import (
 type PackedProduct struct {
 	M, N, K int
 
-	PackA   func(dst []float32, i0, mc, p0, kc int)
 	APacker APacker
 	A       []float32
 	LDA     int
 	TransA  bool
 
-	PackB   func(dst []float32, p0, kc, j0, nc int)
 	BPacker BPacker
 	B       []float32
 	LDB     int
@@ -62,26 +59,21 @@ type PackedProduct struct {
 	// packing A once per panel.
 	NC int
 
-	// kOff is added to the shared-dimension index passed to PackA and
-	// PackB: a slice of the shared dimension (kSlice) calls the caller's
-	// callbacks at its own offset without wrapping them in closures.
+	// kOff is added to the shared-dimension index passed to the
+	// packers: a slice of the shared dimension (kSlice) calls the
+	// caller's packers at its own offset without wrapping them.
 	kOff int
 }
 
-// APacker packs panels of A in the layout of PackedProduct.PackA.
+// APacker packs panels of A in PackedProduct's A layout.
 type APacker interface {
 	PackA(dst []float32, i0, mc, p0, kc int)
 }
 
-// BPacker packs panels of B in the layout of PackedProduct.PackB.
+// BPacker packs panels of B in PackedProduct's B layout.
 type BPacker interface {
 	PackB(dst []float32, p0, kc, j0, nc int)
 }
-
-// packsA and packsB report whether A or B comes from a packer rather than
-// a plain matrix.
-func (pp *PackedProduct) packsA() bool { return pp.PackA != nil || pp.APacker != nil }
-func (pp *PackedProduct) packsB() bool { return pp.PackB != nil || pp.BPacker != nil }
 
 // KernelShape returns the micro-kernel's tile, MR rows by NR columns: the
 // strip heights of PackA's and the strip widths of PackB's layouts.
@@ -119,10 +111,10 @@ func (pp *PackedProduct) Run() {
 	// the rows repacks B; an implicit B costs about twice a plain copy.
 	costN := (workers - 1) * pp.M * pp.K
 	costM := (workers - 1) * pp.K * pp.N
-	if pp.packsB() {
+	if pp.BPacker != nil {
 		costM *= 2
 	}
-	if pp.packsA() {
+	if pp.APacker != nil {
 		costN *= 2
 	}
 	// Splitting the shared dimension costs a private M×N partial
@@ -271,15 +263,15 @@ func (pp *PackedProduct) kSlice(k0, k1 int) PackedProduct {
 	sub := *pp
 	sub.K = k1 - k0
 	sub.kOff = pp.kOff + k0 // for the callbacks
-	if pp.packsA() {
-		// PackA is called at kOff.
+	if pp.APacker != nil {
+		// The packer is called at kOff.
 	} else if pp.TransA {
 		sub.A = pp.A[k0*pp.LDA:]
 	} else {
 		sub.A = pp.A[k0:]
 	}
-	if pp.packsB() {
-		// PackB is called at kOff.
+	if pp.BPacker != nil {
+		// The packer is called at kOff.
 	} else if pp.TransB {
 		sub.B = pp.B[k0:]
 	} else {
@@ -346,8 +338,6 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 			buf.b = grow(buf.b, nstrips*mk.nr*kcur)
 			if pp.BPacker != nil {
 				pp.BPacker.PackB(buf.b, pc+pp.kOff, kcur, jc, ncur)
-			} else if pp.PackB != nil {
-				pp.PackB(buf.b, pc+pp.kOff, kcur, jc, ncur)
 			} else {
 				plain.packB(buf.b, pc, kcur, jc, ncur, mk.nr)
 			}
@@ -359,8 +349,6 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				switch {
 				case pp.APacker != nil:
 					pp.APacker.PackA(buf.a, ic, mcur, pc+pp.kOff, kcur)
-				case pp.PackA != nil:
-					pp.PackA(buf.a, ic, mcur, pc+pp.kOff, kcur)
 				case !pp.TransA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr):
 					// Few B strips use this A block (a late
 					// layer's filter times its small batch of

@@ -89,16 +89,9 @@ func checkPackedProduct(t *testing.T, rng *rand.Rand, m, n, k, block int, packA 
 			c[i] = float32(math.NaN())
 		}
 	}
-	mr, nr := KernelShape()
 	pp := PackedProduct{M: m, N: n, K: k, C: c, LDC: ldc, ColBlock: block, ColStride: stride, Beta: beta}
 	if packA {
-		pp.PackA = func(dst []float32, i0, mc, p0, kc int) {
-			for s := 0; s*mr < mc; s++ {
-				strip := dst[s*mr*kc : (s+1)*mr*kc]
-				rows := min(mr, mc-s*mr)
-				PackRowsA(strip, 0, a[(i0+s*mr)*k+p0:], k, rows, kc)
-			}
-		}
+		pp.APacker = &rowsPacker{a: a, k: k}
 		// B from its transpose, through PackTransposedB.
 		bt := make([]float32, n*k)
 		for p := 0; p < k; p++ {
@@ -106,11 +99,7 @@ func checkPackedProduct(t *testing.T, rng *rand.Rand, m, n, k, block int, packA 
 				bt[j*k+p] = b[p*n+j]
 			}
 		}
-		pp.PackB = func(dst []float32, p0, kc, j0, nc int) {
-			for s := 0; s*nr < nc; s++ {
-				PackTransposedB(dst[s*nr*kc:(s+1)*nr*kc], bt[(j0+s*nr)*k+p0:], k, min(nr, nc-s*nr), kc)
-			}
-		}
+		pp.BPacker = &transposedPacker{bt: bt, k: k}
 	} else {
 		pp.A, pp.LDA, pp.B, pp.LDB = a, k, b, n
 	}

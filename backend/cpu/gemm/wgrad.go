@@ -6,22 +6,7 @@ package gemm
 // workers, where Sgemm would split a product that is big enough across
 // the cores a second time. The arguments and the result are Sgemm's.
 func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if m <= 0 || n <= 0 {
-		return
+	if p, ok := newProblem(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); ok {
+		p.blocked(kernel, 0, m, 0, n)
 	}
-	if k <= 0 {
-		scaleC(m, n, beta, c, ldc)
-		return
-	}
-	p := problem{
-		transA: transA, transB: transB,
-		m: m, n: n, k: k, alpha: alpha, beta: beta,
-		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc,
-	}
-	if m*n*k <= smallWork || m < 2 || n < 2 {
-		scaleC(m, n, beta, c, ldc)
-		p.direct(0, m, 0, n)
-		return
-	}
-	p.blocked(kernel, 0, m, 0, n)
 }

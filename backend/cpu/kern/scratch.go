@@ -91,15 +91,22 @@ func keepScratch[T float32 | float64](free *[][]T, b []T) {
 	}
 }
 
+// Grow returns buf cut to n elements, or a new slice of n when buf's
+// capacity is short (its contents are then not carried over): per-node
+// state that a kernel sizes for the current shape.
+func Grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
+
 // Float64sInto returns t's elements as float64 in dst, grown as needed (a
 // kernel keeps dst in its node's state, so that reading a parameter
 // allocates nothing per run).
 func Float64sInto(dst []float64, t *graph.Tensor) []float64 {
 	n := t.Size()
-	if cap(dst) < n {
-		dst = make([]float64, n)
-	}
-	out := dst[:n]
+	out := Grow(dst, n)
 	switch s := t.Data.(type) {
 	case []float32:
 		for i, v := range s[:min(n, len(s))] {

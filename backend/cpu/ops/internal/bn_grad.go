@@ -118,8 +118,8 @@ func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor) 
 		return nil, n.Errorf("dX of shape %v: %w", x.Shape, err)
 	}
 	g := &st.grads
-	g.scale, g.bias = growFloat64s(g.scale, b.r), growFloat64s(g.bias, b.r)
-	g.mean, g.variance = growFloat64s(g.mean, b.r), growFloat64s(g.variance, b.r)
+	g.scale, g.bias = kern.Grow(g.scale, b.r), kern.Grow(g.bias, b.r)
+	g.mean, g.variance = kern.Grow(g.mean, b.r), kern.Grow(g.variance, b.r)
 	switch xs := x.Data.(type) {
 	case []float32:
 		var rs []float32
@@ -162,14 +162,6 @@ type bnGrads struct{ scale, bias, mean, variance []float64 }
 type bnGradState struct {
 	scale, mean, variance []float64
 	grads                 bnGrads
-}
-
-// growFloat64s returns buf cut to n elements, grown when it is shorter.
-func growFloat64s(buf []float64, n int) []float64 {
-	if cap(buf) < n {
-		return make([]float64, n)
-	}
-	return buf[:n]
 }
 
 // bnBackward writes dX into dx and returns the parameter gradients.

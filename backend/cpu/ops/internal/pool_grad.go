@@ -36,16 +36,12 @@ func init() {
 // indices of the window taps that fall inside the input (in tap order) and
 // how many taps fall inside the padded extent.
 type poolGradPlan struct {
-	win      *gradWindow
-	inStride []int
-	start    [][]int // start[j][o]..start[j][o+1] index idx[j]
-	idx      [][]int
-	padded   [][]int
-	// spanCache holds spans(0) and spans(1) (cachedSpans).
-	spanCache [2]struct {
-		s        []tapSpan
-		ok, done bool
-	}
+	win       *gradWindow
+	inStride  []int
+	start     [][]int // start[j][o]..start[j][o+1] index idx[j]
+	idx       [][]int
+	padded    [][]int
+	spanCache nn.SpanCache[tapSpan]
 }
 
 func newPoolGradPlan(w *gradWindow) *poolGradPlan {
@@ -222,8 +218,8 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 	inSize, outSize := p.win.inSize, p.win.outSize
 	workers := gradWorkers(planes, outSize*max(p.win.kernelSize, 1))
 	if len(p.win.in) == 2 {
-		rows, rowsOK := p.cachedSpans(0)
-		cols, colsOK := p.cachedSpans(1)
+		rows, rowsOK := p.spanCache.Get(0, p.spans)
+		cols, colsOK := p.spanCache.Get(1, p.spans)
 		x32, _ := any(x).([]float32)
 		separable := x32 != nil && rowsOK && colsOK && separableFits(rows, cols, p.win.in[1])
 		nn.ParallelItemsOf(planes, workers, false, maxPoolBackward2DTask[T]{p: p, dy: dy, x: x, dx: dx, x32: x32,
@@ -321,20 +317,6 @@ func (p *poolGradPlan) spans(j int) ([]tapSpan, bool) {
 		}
 	}
 	return out, true
-}
-
-// cachedSpans is spans(j) for j < 2, worked out on the plan's first call
-// and kept with it.
-func (p *poolGradPlan) cachedSpans(j int) ([]tapSpan, bool) {
-	if j >= len(p.spanCache) {
-		return p.spans(j)
-	}
-	c := &p.spanCache[j]
-	if !c.done {
-		c.s, c.ok = p.spans(j)
-		c.done = true
-	}
-	return c.s, c.ok
 }
 
 // maxPoolBackward2DSpans is maxPoolBackward2D for windows of consecutive

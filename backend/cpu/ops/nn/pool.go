@@ -26,19 +26,15 @@ const (
 // product of its axes' index lists, so the plan stays small however large
 // the kernel.
 type poolPlan struct {
-	in, out  []int
-	stride   []int // row-major input strides
-	start    [][]int32
-	idx      [][]int32
-	padded   [][]int32
-	inSize   int
-	outSize  int
-	colMajor bool // MaxPool storage_order=1 indices
-	// spanCache holds spans(0) and spans(1) (cachedSpans).
-	spanCache [2]struct {
-		s        []span
-		ok, done bool
-	}
+	in, out   []int
+	stride    []int // row-major input strides
+	start     [][]int32
+	idx       [][]int32
+	padded    [][]int32
+	inSize    int
+	outSize   int
+	colMajor  bool // MaxPool storage_order=1 indices
+	spanCache SpanCache[span]
 }
 
 // newPoolPlan enumerates the window taps of every axis of w.
@@ -278,8 +274,8 @@ func maxPoolRun[T ordered](plan *poolPlan, x, y []T, idx []int64, planes int, lo
 	r := len(plan.out)
 	workers := nnWorkers(planes, plan.poolCost())
 	if r == 2 && !plan.colMajor {
-		rows, rowsOK := plan.cachedSpans(0)
-		cols, colsOK := plan.cachedSpans(1)
+		rows, rowsOK := plan.spanCache.Get(0, plan.spans)
+		cols, colsOK := plan.spanCache.Get(1, plan.spans)
 		x32, _ := any(x).([]float32)
 		separable := idx == nil && x32 != nil && rowsOK && colsOK && separableFits(rows, plan.in[1])
 		if separable {
@@ -404,18 +400,25 @@ func (p *poolPlan) spans(j int) ([]span, bool) {
 	return out, true
 }
 
-// cachedSpans is spans(j) for j < 2, worked out on the plan's first call
-// and kept with it.
-func (p *poolPlan) cachedSpans(j int) ([]span, bool) {
-	if j >= len(p.spanCache) {
-		return p.spans(j)
+// SpanCache keeps a pool plan's window spans along its first two axes,
+// worked out on the plan's first call: a plan is kept per node, so later
+// runs reuse them.
+type SpanCache[S any] [2]struct {
+	s        []S
+	ok, done bool
+}
+
+// Get returns spans(j), from the cache for j < 2.
+func (c *SpanCache[S]) Get(j int, spans func(int) ([]S, bool)) ([]S, bool) {
+	if j >= len(c) {
+		return spans(j)
 	}
-	c := &p.spanCache[j]
-	if !c.done {
-		c.s, c.ok = p.spans(j)
-		c.done = true
+	e := &c[j]
+	if !e.done {
+		e.s, e.ok = spans(j)
+		e.done = true
 	}
-	return c.s, c.ok
+	return e.s, e.ok
 }
 
 // maxPool2DSpans is maxPool2D for windows of consecutive taps, with the

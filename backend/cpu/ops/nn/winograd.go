@@ -75,11 +75,7 @@ const winoMaxPad = 2
 // or false when the transform does not apply (window, strides,
 // dilations, pads, or an empty shape the implicit path handles).
 func (g *Conv2D) winoForwardConv() (winoConv, bool) {
-	if g.KH != 3 || g.KW != 3 || g.SH != 1 || g.SW != 1 || g.DH != 1 || g.DW != 1 || g.flipTaps {
-		return winoConv{}, false
-	}
-	pb, pr := g.OH+2-g.H-g.PadTop, g.OW+2-g.W-g.PadLeft
-	if !winoPadsOK(g.PadTop, g.PadLeft, pb, pr) {
+	if !g.winoApplies() {
 		return winoConv{}, false
 	}
 	return winoConvOf(g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, g.PadTop, g.PadLeft)
@@ -89,18 +85,20 @@ func (g *Conv2D) winoForwardConv() (winoConv, bool) {
 // dy (n, M, OH, OW) correlated with the flipped, transposed kernel from
 // begin pads 2−PadTop, 2−PadLeft into dx (n, C, H, W).
 func (g *Conv2D) winoInputGradConv() (winoConv, bool) {
-	if g.KH != 3 || g.KW != 3 || g.SH != 1 || g.SW != 1 || g.DH != 1 || g.DW != 1 || g.flipTaps {
-		return winoConv{}, false
-	}
-	pb, pr := g.OH+2-g.H-g.PadTop, g.OW+2-g.W-g.PadLeft
-	if !winoPadsOK(g.PadTop, g.PadLeft, pb, pr) {
+	if !g.winoApplies() {
 		return winoConv{}, false
 	}
 	return winoConvOf(g.N, g.M, g.OH, g.OW, g.C, g.H, g.W, 2-g.PadTop, 2-g.PadLeft)
 }
 
-func winoPadsOK(pads ...int) bool {
-	for _, p := range pads {
+// winoApplies reports whether the transform computes g's forward product
+// and input gradient: a 3×3 stride-1 window whose pads, begin and end,
+// are 0..winoMaxPad on every side.
+func (g *Conv2D) winoApplies() bool {
+	if !g.winograd3x3() {
+		return false
+	}
+	for _, p := range [4]int{g.PadTop, g.PadLeft, g.OH + 2 - g.H - g.PadTop, g.OW + 2 - g.W - g.PadLeft} {
 		if p < 0 || p > winoMaxPad {
 			return false
 		}
@@ -153,16 +151,9 @@ func (cv *winoConv) uSize() int { return 16 * cv.us }
 func (cv *winoConv) workerSize() int { return 16*cv.vs + 16*cv.ps }
 
 // winoUse reports whether the policy sends a convolution of geometry cv
-// through the transform (inputGrad: it is an input gradient).
-func winoUse(cv *winoConv, inputGrad bool) bool {
-	switch Winograd() {
-	case WinogradOff:
-		return false
-	case WinogradForce:
-		return true
-	}
-	return winoAuto(cv, inputGrad)
-}
+// (a forward product or an input gradient: the same boundaries for both)
+// through the transform.
+func winoUse(cv *winoConv) bool { return winogradTakes(winoAuto(cv)) }
 
 // winoAuto is WinogradAuto's choice: the transform where it measured
 // faster than the implicit GEMM (BenchmarkWinogradResNet18 and
@@ -184,8 +175,7 @@ func winoUse(cv *winoConv, inputGrad bool) bool {
 // least a third of the direct product's multiplications (9 per output,
 // against 16 per tile of up to 4 outputs), which rules out outputs of one
 // row or column and of 3×3.
-func winoAuto(cv *winoConv, inputGrad bool) bool {
-	_ = inputGrad // the same boundaries for both
+func winoAuto(cv *winoConv) bool {
 	if cv.c < 8 || cv.m < 8 || cv.tiles < winoAutoTiles {
 		return false
 	}
@@ -207,7 +197,7 @@ func WinogradCalls() int64 { return winoCalls.Load() }
 // qualifies and the policy chooses it, and reports whether it did.
 func (g *Conv2D) winoForward(x, w, y []float32, accumulate bool) bool {
 	cv, ok := g.winoForwardConv()
-	if !ok || !winoUse(&cv, false) {
+	if !ok || !winoUse(&cv) {
 		return false
 	}
 	beta := float32(0)
@@ -223,7 +213,7 @@ func (g *Conv2D) winoForward(x, w, y []float32, accumulate bool) bool {
 // qualifies and the policy chooses it, and reports whether it did.
 func (g *Conv2D) winoInputGrad(dy, w, dx []float32) bool {
 	cv, ok := g.winoInputGradConv()
-	if !ok || !winoUse(&cv, true) {
+	if !ok || !winoUse(&cv) {
 		return false
 	}
 	winoCalls.Add(1)
@@ -279,7 +269,7 @@ func winoRun(cv *winoConv, x, w, y []float32, beta float32, grad bool) {
 	t.cv, t.x, t.w, t.y, t.beta, t.grad = *cv, x, w, y, beta, grad
 	t.u, t.xp, t.buf = buf[:us], buf[us:us+xs], buf[us+xs:]
 	n := workers * cv.tb
-	t.inOff, t.outOff = growInts(t.inOff, n), growInts(t.outOff, n)
+	t.inOff, t.outOff = kern.Grow(t.inOff, n), kern.Grow(t.outOff, n)
 	if cap(t.outRows) < n {
 		t.outRows, t.outCols = make([]int8, n), make([]int8, n)
 	}
@@ -292,13 +282,6 @@ func winoRun(cv *winoConv, x, w, y []float32, beta float32, grad bool) {
 
 	t.x, t.w, t.y, t.u, t.xp, t.buf = nil, nil, nil, nil, nil, nil
 	winoTaskPool.Put(t)
-}
-
-func growInts(b []int, n int) []int {
-	if cap(b) < n {
-		return make([]int, n)
-	}
-	return b[:n]
 }
 
 // run runs items of a phase on workers chunks, items handed out as

@@ -43,22 +43,14 @@ const wgradTransforms = 16
 // wgradEligible reports whether the Winograd filter gradient computes g: a
 // 3×3 kernel at unit strides and dilations.
 func (g *Conv2D) wgradEligible() bool {
-	return g.KH == 3 && g.KW == 3 && g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 &&
-		g.PadTop >= 0 && g.PadLeft >= 0 && !g.flipTaps &&
+	return g.winograd3x3() && g.PadTop >= 0 && g.PadLeft >= 0 &&
 		g.N > 0 && g.C > 0 && g.M > 0 && g.OH > 0 && g.OW > 0 && g.H > 0 && g.W > 0
 }
 
 // wgradUse reports whether FilterGrad takes the Winograd path for g under
 // the current policy.
 func (g *Conv2D) wgradUse() bool {
-	switch Winograd() {
-	case WinogradOff:
-		return false
-	case WinogradForce:
-		return g.wgradEligible()
-	default:
-		return g.wgradEligible() && g.wgradWins()
-	}
+	return g.wgradEligible() && winogradTakes(g.wgradWins())
 }
 
 // wgradWins reports whether the transform was measured faster than the
@@ -455,10 +447,9 @@ func wgradVertGo(op wgradOp, s []float32, seg int, x, zero []float32, ta, tb []i
 	}
 }
 
-// wgradHorzXGo applies B along the row s for the tiles of groups: tile j
-// reads a, b, c, d = s[2j … 2j+3] and writes a−c, b+c, c−b, b−d to
-// out[l·ld + t], l = 0 … 3, for the tile's slot t (8 per group, in order).
-func wgradHorzXGo(out []float32, ld int, s []float32, gr wgradGroups) {
+// tileCols yields, in slot order, each tile's slot t (8 per group) and
+// the column of the row its values start at.
+func (gr wgradGroups) tileCols(yield func(t, col int) bool) {
 	t := 0
 	for sg := 0; sg < gr.nsg; sg++ {
 		for g := 0; g < gr.gps; g++ {
@@ -468,10 +459,21 @@ func wgradHorzXGo(out []float32, ld int, s []float32, gr wgradGroups) {
 				if p >= 4 {
 					col = base + gr.boff + 2*(p-4)
 				}
-				wgradHorzXTile(out[t:], ld, s[col:col+4:col+4])
+				if !yield(t, col) {
+					return
+				}
 				t++
 			}
 		}
+	}
+}
+
+// wgradHorzXGo applies B along the row s for the tiles of groups: tile j
+// reads a, b, c, d = s[2j … 2j+3] and writes a−c, b+c, c−b, b−d to
+// out[l·ld + t], l = 0 … 3, for the tile's slot t (8 per group, in order).
+func wgradHorzXGo(out []float32, ld int, s []float32, gr wgradGroups) {
+	for t, col := range gr.tileCols {
+		wgradHorzXTile(out[t:], ld, s[col:col+4:col+4])
 	}
 }
 
@@ -479,19 +481,8 @@ func wgradHorzXGo(out []float32, ld int, s []float32, gr wgradGroups) {
 // reads a, b = s[2j], s[2j+1] and writes a, a+b, a−b, −b to
 // out[l·ld + t], l = 0 … 3, for the tile's slot t.
 func wgradHorzYGo(out []float32, ld int, s []float32, gr wgradGroups) {
-	t := 0
-	for sg := 0; sg < gr.nsg; sg++ {
-		for g := 0; g < gr.gps; g++ {
-			base := sg*gr.sgstride + 16*g
-			for p := 0; p < 8; p++ {
-				col := base + 2*p
-				if p >= 4 {
-					col = base + gr.boff + 2*(p-4)
-				}
-				wgradHorzYTile(out[t:], ld, s[col:col+2:col+2])
-				t++
-			}
-		}
+	for t, col := range gr.tileCols {
+		wgradHorzYTile(out[t:], ld, s[col:col+2:col+2])
 	}
 }
 

@@ -28,3 +28,23 @@ func SetWinograd(p WinogradPolicy) WinogradPolicy {
 
 // Winograd returns the current policy.
 func Winograd() WinogradPolicy { return WinogradPolicy(winogradPolicy.Load()) }
+
+// winogradTakes applies the policy to a convolution the transform can
+// compute: never (Off), always (Force), or where it measured faster
+// (Auto: faster).
+func winogradTakes(faster bool) bool {
+	switch Winograd() {
+	case WinogradOff:
+		return false
+	case WinogradForce:
+		return true
+	}
+	return faster
+}
+
+// winograd3x3 reports whether g is a 3×3, stride-1, undilated
+// correlation with unflipped taps: the products F(2×2, 3×3) computes
+// (its input gradient is one such product over dy).
+func (g *Conv2D) winograd3x3() bool {
+	return g.KH == 3 && g.KW == 3 && g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && !g.flipTaps
+}

@@ -249,12 +249,12 @@ func TestWinogradPolicy(t *testing.T) {
 	require.True(t, ok)
 	for _, p := range []WinogradPolicy{WinogradOff, WinogradForce} {
 		withWinograd(t, p)
-		assert.Equal(t, p == WinogradForce, winoUse(&cv, false))
+		assert.Equal(t, p == WinogradForce, winoUse(&cv))
 	}
 	withWinograd(t, WinogradForce)
 	cv, ok = small.winoForwardConv()
 	require.True(t, ok)
-	assert.True(t, winoUse(&cv, true))
+	assert.True(t, winoUse(&cv))
 
 	// Auto: ResNet-18's 3×3 layers at batch 32 except the 2×2 one (32
 	// tiles); never tiny layers.
@@ -280,8 +280,8 @@ func TestWinogradPolicy(t *testing.T) {
 		require.True(t, ok)
 		grad, ok := g.winoInputGradConv()
 		require.True(t, ok)
-		assert.Equal(t, tc.fwd, winoUse(&fwd, false), "%v forward", tc.l)
-		assert.Equal(t, tc.grad, winoUse(&grad, true), "%v input gradient", tc.l)
+		assert.Equal(t, tc.fwd, winoUse(&fwd), "%v forward", tc.l)
+		assert.Equal(t, tc.grad, winoUse(&grad), "%v input gradient", tc.l)
 	}
 
 	for name, g := range map[string]Conv2D{

@@ -137,7 +137,7 @@ func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu 
 		// pass through unchanged.
 		return []*graph.Tensor{out, in[3], in[4]}, nil
 	}
-	st.batchMean, st.batchVar = growFloat64s(st.batchMean, b.r), growFloat64s(st.batchVar, b.r)
+	st.batchMean, st.batchVar = kern.Grow(st.batchMean, b.r), kern.Grow(st.batchVar, b.r)
 	batchMean, batchVar := st.batchMean, st.batchVar
 	switch xs := x.Data.(type) {
 	case []float32:
@@ -145,7 +145,7 @@ func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu 
 	case []float64:
 		bnTrainInto(xs, y.Data.([]float64), b, scale, bias, eps, relu, batchMean, batchVar)
 	}
-	st.runMean, st.runVar = growFloat64s(st.runMean, params), growFloat64s(st.runVar, params)
+	st.runMean, st.runVar = kern.Grow(st.runMean, params), kern.Grow(st.runVar, params)
 	runMean, runVar := st.runMean, st.runVar
 	// ONNX updates the running variance with the population variance;
 	// PyTorch uses the unbiased one. onnxtrain's training graphs set the
@@ -187,14 +187,6 @@ type bnState struct {
 	scale, bias, mean, variance []float64
 	batchMean, batchVar         []float64
 	runMean, runVar             []float64
-}
-
-// growFloat64s returns buf cut to n elements, grown when it is shorter.
-func growFloat64s(buf []float64, n int) []float64 {
-	if cap(buf) < n {
-		return make([]float64, n)
-	}
-	return buf[:n]
 }
 
 // bnInputNames names BatchNormalization's inputs for errors.
