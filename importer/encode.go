@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/umaskfile"
 )
 
 // Encode serializes a model as an ONNX ModelProto. Tensors are written as
@@ -67,7 +68,7 @@ func Save(path string, m *graph.Model) error {
 }
 
 func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.onnx")
+	tmp, err := umaskfile.CreateTemp(filepath.Dir(path), ".tmp-*.onnx")
 	if err != nil {
 		return fmt.Errorf("importer: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/umaskfile"
 )
 
 // ErrFormat is wrapped by errors about bytes that are not a valid .npy array.
@@ -362,7 +363,7 @@ func ReadNPZ(path string) (map[string]*graph.Tensor, error) {
 // WriteNPZ writes the arrays (sorted by name) to an uncompressed .npz
 // archive, atomically: to a temporary file renamed into place.
 func WriteNPZ(path string, arrays map[string]*graph.Tensor) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.npz")
+	tmp, err := umaskfile.CreateTemp(filepath.Dir(path), ".tmp-*.npz")
 	if err != nil {
 		return fmt.Errorf("tensorio: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/umaskfile"
 )
 
 // The safetensors format: an 8-byte little-endian header length, a JSON
@@ -176,7 +177,7 @@ func ReadSafetensors(path string) (map[string]*graph.Tensor, map[string]string, 
 // folder that is synced and renamed into place, so a crash leaves either
 // the old file or the new one.
 func WriteFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := umaskfile.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("tensorio: %w", err)
 	}

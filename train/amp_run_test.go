@@ -70,7 +70,7 @@ func TestFP16ResumeIsExact(t *testing.T) {
 	first.Steps, first.CheckpointEvery = 2, 2
 	got := runJSON(t, first)
 	require.Len(t, got, 2)
-	raw, err := os.ReadFile(filepath.Join(first.Output, train.CheckpointName(1), "state.json"))
+	raw, err := os.ReadFile(filepath.Join(first.Output, train.CheckpointName(2), "state.json"))
 	require.NoError(t, err)
 	var st struct {
 		LossScaler map[string]float64 `json:"loss_scaler"`

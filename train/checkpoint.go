@@ -741,17 +741,21 @@ const checkpointPrefix = "checkpoint-"
 // checkpoint.
 var ErrNoCheckpoint = errors.New("no complete checkpoint")
 
-// CheckpointName is the folder name of checkpoint number counter (>= 0):
-// "checkpoint-000012". Names sort by counter up to 999999.
-func CheckpointName(counter int) string {
-	return fmt.Sprintf("%s%06d", checkpointPrefix, counter)
+// CheckpointName is the folder name of the checkpoint written after
+// optimizer step step: "checkpoint-1200", as Hugging Face's Trainer names
+// them. Folders of earlier versions, numbered by save count with six
+// digits ("checkpoint-000012"), are still found and loaded; they sort
+// before the step-named ones of a run that resumed from them, since a run
+// saves at most once per step.
+func CheckpointName(step int) string {
+	return fmt.Sprintf("%s%d", checkpointPrefix, step)
 }
 
-// ckptParseName returns the counter of a CheckpointName, and whether
-// name is one.
+// ckptParseName returns the number of a checkpoint folder name (its step,
+// or the save count of the old six-digit names), and whether name is one.
 func ckptParseName(name string) (int, bool) {
 	digits, ok := strings.CutPrefix(name, checkpointPrefix)
-	if !ok || len(digits) < 6 {
+	if !ok || len(digits) == 0 || len(digits) > 18 {
 		return 0, false
 	}
 	for _, c := range digits {
@@ -856,6 +860,12 @@ func Latest(root string) (string, error) {
 // A checkpoint is made incomplete (its manifest removed) before the rest of
 // it is, so an interrupted Prune never leaves a folder that looks complete.
 func Prune(root string, keepLast int) error {
+	return PruneKeeping(root, keepLast, "")
+}
+
+// PruneKeeping is Prune that also spares the checkpoint folder named keep
+// (the best one of --save-best), which does not count among the keepLast.
+func PruneKeeping(root string, keepLast int, keep string) error {
 	if keepLast < 1 {
 		return fmt.Errorf("train: prune: keepLast must be at least 1, got %d", keepLast)
 	}
@@ -867,6 +877,22 @@ func Prune(root string, keepLast int) error {
 		return nil
 	}
 	var errs []error
+	if keep != "" {
+		kept := list[:0:0]
+		for _, e := range list {
+			if filepath.Base(e.path) != keep && filepath.Base(e.path) != keep+".old" {
+				kept = append(kept, e)
+			}
+		}
+		if len(kept) == 0 {
+			return nil
+		}
+		newest := list[len(list)-1]
+		list = kept
+		if list[len(list)-1] != newest {
+			list = append(list, newest) // the best is the newest: it bounds the debris below
+		}
+	}
 	for _, e := range list[:max(0, len(list)-keepLast)] {
 		if err := ckptRemove(e.path); err != nil {
 			errs = append(errs, err)

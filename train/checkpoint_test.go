@@ -394,16 +394,38 @@ func TestCheckCompatibleListsEveryMismatch(t *testing.T) {
 	assert.Contains(t, err.Error(), "1 problem(s)")
 }
 
+// Checkpoints are named by optimizer step; the six-digit save-count names
+// of earlier versions still parse (to the same number).
 func TestCheckpointNames(t *testing.T) {
-	assert.Equal(t, "checkpoint-000012", CheckpointName(12))
+	assert.Equal(t, "checkpoint-12", CheckpointName(12))
 	assert.Equal(t, "checkpoint-1234567", CheckpointName(1234567))
-	n, ok := ckptParseName("checkpoint-000012")
-	assert.True(t, ok)
-	assert.Equal(t, 12, n)
-	for _, bad := range []string{"checkpoint-12", "checkpoint-00001x", "ckpt-000012", "checkpoint-"} {
+	for name, want := range map[string]int{"checkpoint-000012": 12, "checkpoint-12": 12, "checkpoint-0": 0} {
+		n, ok := ckptParseName(name)
+		assert.True(t, ok, name)
+		assert.Equal(t, want, n, name)
+	}
+	for _, bad := range []string{"checkpoint-00001x", "ckpt-000012", "checkpoint-", "checkpoint--1", "checkpoint-1234567890123456789"} {
 		_, ok := ckptParseName(bad)
 		assert.False(t, ok, bad)
 	}
+}
+
+// A run resumed from an old save-count checkpoint writes step-named ones;
+// Latest picks the newest step, and pruning with a kept best spares it.
+func TestLatestAcrossNamingSchemesAndPruneKeepsBest(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, SaveState(filepath.Join(root, "checkpoint-000002"), smallState(2))) // old: 2nd save, step 20
+	for _, step := range []int{30, 40, 50, 60} {
+		st := smallState(step / 10)
+		require.NoError(t, SaveState(filepath.Join(root, CheckpointName(step)), st))
+	}
+	latest, err := Latest(root)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(root, "checkpoint-60"), latest)
+	require.NoError(t, PruneKeeping(root, 2, "checkpoint-30"))
+	list, err := ListCheckpoints(root)
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(root, "checkpoint-30"), filepath.Join(root, "checkpoint-50"), filepath.Join(root, "checkpoint-60")}, list)
 }
 
 func smallState(counter int) *State {

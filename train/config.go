@@ -73,8 +73,20 @@ type Config struct {
 	CheckpointEvery int    `yaml:"checkpoint-every"`
 	KeepLast        int    `yaml:"keep-last"`
 	Resume          string `yaml:"resume"`
-	MetricsAddr     string `yaml:"metrics-addr"`
-	Backend         string `yaml:"backend"`
+	// Training control (control.go): EvalEvery evaluates --val-data every
+	// that many optimizer steps (0: after every epoch); SaveBest keeps the
+	// checkpoint with the best value of a metric (val_loss, val_accuracy)
+	// besides the last KeepLast; EarlyStoppingPatience stops after that
+	// many evaluations without improvement; LogEvery prints a text line
+	// every that many steps (0: about twenty lines per run).
+	// OverwriteOutput lets a new run replace another run in Output.
+	EvalEvery             int    `yaml:"eval-every"`
+	SaveBest              string `yaml:"save-best"`
+	EarlyStoppingPatience int    `yaml:"early-stopping-patience"`
+	LogEvery              int    `yaml:"log-every"`
+	OverwriteOutput       bool   `yaml:"overwrite-output"`
+	MetricsAddr           string `yaml:"metrics-addr"`
+	Backend               string `yaml:"backend"`
 
 	// Data parallel (a launcher's environment makes the process group).
 	// Debug compares the tensor lengths of every collective across ranks
@@ -134,6 +146,9 @@ func LoadYAML(path string, cfg *Config) error {
 
 // Validate checks the values that cannot work, naming the flag.
 func (c *Config) Validate() error {
+	if err := c.validateRanges(); err != nil { // validate.go
+		return err
+	}
 	switch {
 	case c.Model == "":
 		return fmt.Errorf("--model is required")

@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,12 +21,14 @@ import (
 
 // Summary is what a finished run reports.
 type Summary struct {
-	Steps     int          `json:"steps"`
-	FinalLoss float64      `json:"final_loss"`
-	LastEval  *EvalRecord  `json:"last_eval,omitempty"`
-	Records   []StepRecord `json:"-"`
-	Seconds   float64      `json:"seconds"`
-	Outputs   []string     `json:"outputs,omitempty"`
+	Steps     int         `json:"steps"`
+	FinalLoss float64     `json:"final_loss"`
+	LastEval  *EvalRecord `json:"last_eval,omitempty"`
+	// Best is the best evaluation of --save-best and its checkpoint.
+	Best    *BestRecord  `json:"best,omitempty"`
+	Records []StepRecord `json:"-"`
+	Seconds float64      `json:"seconds"`
+	Outputs []string     `json:"outputs,omitempty"`
 	// SkippedSteps counts fp16 steps skipped for inf/NaN gradients.
 	SkippedSteps int `json:"skipped_steps,omitempty"`
 }
@@ -72,6 +73,16 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		out, msg = io.Discard, io.Discard
 		cfg.LogDir, cfg.MetricsAddr = "", ""
 	}
+	// --output: refuse another run's folder, lock it, check it is
+	// writable, all before the first step (outputdir.go).
+	releaseOutput, err := prepareOutput(cfg, acc.IsMainProcess(), msg)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseOutput()
+	if err := checkImageSizeFits(cfg); err != nil { // memcheck.go
+		return nil, err
+	}
 	model, err := acc.PrepareModel(m, loss, ModelOptions{TrainOnly: cfg.TrainOnly})
 	if err != nil {
 		return nil, err
@@ -83,6 +94,9 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	opt := acc.PrepareOptimizer(inner, model)
 	trainDS, err := OpenData(cfg, cfg.Data, true, model.Prog)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkBatchFits(cfg, trainDS); err != nil { // memcheck.go
 		return nil, err
 	}
 	loader, err := acc.PrepareDataLoader(trainDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Shuffle: cfg.Shuffle, DropLast: cfg.DropLast, Seed: uint64(cfg.Seed), Prefetch: 2})
@@ -101,6 +115,9 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		if val, err = acc.PrepareDataLoader(valDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Prefetch: 2}); err != nil {
 			return nil, fmt.Errorf("data: %s: %w", cfg.ValData, err)
 		}
+		if err := checkValData(ctx, cfg, model, trainDS, valDS); err != nil { // validate.go
+			return nil, err
+		}
 	}
 	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), cfg.GradAccum)
 	schedule, err := NewSchedule(cfg, total)
@@ -118,25 +135,30 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	defer trackers.Close()
 	progress := cfg.LogFormat != "json" && track.IsTerminal(out)
 	sum := &Summary{}
-	enc := json.NewEncoder(out)
+	var logErr error // the first failed write of the log: the run fails
+	writeJSON := func(v any) {
+		if err := writeJSONLine(out, v); err != nil && logErr == nil { // jsonlog.go
+			logErr = fmt.Errorf("writing the JSON log: %w", err)
+		}
+	}
+	every := logEvery(cfg, total)
 	onStep := func(r StepRecord) {
 		sum.Records = append(sum.Records, r)
 		trackers.Step(track.Record{Step: r.Step, Epoch: r.Epoch, Metrics: map[string]float64{
 			track.MetricLoss: r.Loss, track.MetricLR: r.LR, track.MetricGradNorm: r.GradNorm,
 			track.MetricSamplesPerS: r.SamplesPerS, track.MetricSamples: float64(r.Samples)}})
 		if cfg.LogFormat == "json" {
-			enc.Encode(r)
+			writeJSON(r)
 			return
 		}
 		if r.Skipped { // amp.go: every skipped fp16 step is reported
 			fmt.Fprintf(msg, "step %d: gradients hold inf/NaN; step skipped, loss scale now %g\n", r.Step, r.LossScale)
 		}
-		if progress {
+		if progress && !r.Stopped {
 			return // the bar shows it
 		}
-		// Text is for people: about twenty lines per run.
-		every := max(1, total/20)
-		if r.Step != 1 && r.Step%every != 0 && r.Step != total {
+		// Text is for people: --log-every, or about twenty lines per run.
+		if r.Step != 1 && r.Step%every != 0 && r.Step != total && !r.Stopped {
 			return
 		}
 		fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %.0f samples/s\n",
@@ -148,20 +170,23 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		trackers.Eval(track.Record{Step: e.Step, Epoch: e.Epoch, Metrics: map[string]float64{
 			track.MetricValLoss: e.Loss, track.MetricValAccuracy: e.Accuracy, track.MetricValSamples: float64(e.Samples)}})
 		if cfg.LogFormat == "json" {
-			enc.Encode(e)
+			writeJSON(e)
 			return
 		}
-		fmt.Fprintf(out, "epoch %d  val_loss %.5f  val_accuracy %.2f%%  (%d samples)\n", e.Epoch, e.Loss, 100*e.Accuracy, e.Samples)
+		fmt.Fprintf(out, "step %d  epoch %d  val_loss %.5f  val_accuracy %.2f%%  (%d samples)\n", e.Step, e.Epoch, e.Loss, 100*e.Accuracy, e.Samples)
 	}
 	if cfg.LogFormat != "json" {
 		fmt.Fprintf(msg, "training %s: %d parameters in %d tensors (%d frozen), %d batches of %d per epoch, %d optimizer steps\n",
 			cfg.Model, countElements(model.Prog.Params), len(model.Prog.Params), len(model.Prog.Frozen), loader.Len(), cfg.BatchSize, total)
 	}
 	startEpoch := 0
+	control := newRunControl(cfg, acc) // control.go
+	acc.RegisterForCheckpointing("run", control)
 	if cfg.Resume != "" {
 		dir := cfg.Resume
 		if dir == "latest" {
-			if dir, err = Latest(cfg.Output); errors.Is(err, ErrNoCheckpoint) {
+			// loadLatest skips damaged checkpoints, naming them (resume.go).
+			if dir, err = loadLatest(acc, cfg.Output, msg); errors.Is(err, ErrNoCheckpoint) {
 				// The first start of a job that restarts with --resume
 				// latest: nothing to resume yet.
 				dir = ""
@@ -173,8 +198,13 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 			}
 		}
 		if dir != "" {
-			if err := acc.LoadState(dir); err != nil {
-				return nil, fmt.Errorf("--resume: %w", err)
+			if cfg.Resume != "latest" {
+				if err := acc.LoadState(dir); err != nil {
+					return nil, fmt.Errorf("--resume: %w", err)
+				}
+			}
+			if change := control.dataOrderChange(); change != "" {
+				fmt.Fprintf(msg, "--resume: the data order differs from the run that wrote %s (%s): training continues from the same position in the data, but not exactly as that run would have\n", dir, change)
 			}
 			var skip int
 			startEpoch, skip = acc.Position().ResumePoint(loader.Len())
@@ -184,22 +214,30 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 			}
 		}
 	}
-	loop := &trainLoop{acc: acc, model: model, opt: opt, sched: sched, cfg: cfg, onStep: onStep}
+	loop := &trainLoop{acc: acc, model: model, opt: opt, sched: sched, cfg: cfg, onStep: onStep,
+		val: val, onEval: onEval, control: control, msg: msg}
 	epochs := cfg.Epochs
 	if cfg.Steps > 0 {
 		epochs = math.MaxInt32 // --steps decides
 	}
 	for epoch := startEpoch; epoch < epochs && !(cfg.Steps > 0 && acc.Step() >= cfg.Steps); epoch++ {
-		if err := loop.epoch(ctx, loader, epoch); err != nil {
-			return sum, err
+		err := loop.epoch(ctx, loader, epoch)
+		if err == nil && val != nil && cfg.EvalEvery == 0 {
+			err = loop.epochEnd(ctx, epoch) // control.go
 		}
-		if val != nil {
-			ev, err := Evaluate(ctx, acc, model, val, epoch)
-			if err != nil {
-				return sum, err
+		if errors.Is(err, errEarlyStop) {
+			break
+		}
+		if err != nil {
+			if stopped := (*StoppedError)(nil); errors.As(err, &stopped) {
+				reportStop(msg, cfg, stopped) // control.go
 			}
-			onEval(ev)
+			return sum, errors.Join(err, logErr)
 		}
+	}
+	if control.Best != nil && cfg.SaveBest != "" {
+		sum.Best = control.Best
+		fmt.Fprintf(msg, "best %s %.6g at step %d: %s\n", control.Best.Metric, control.Best.Value, control.Best.Step, filepath.Join(cfg.Output, control.Best.Checkpoint))
 	}
 	sum.Steps = acc.Step()
 	sum.SkippedSteps = acc.SkippedSteps() // amp.go
@@ -218,6 +256,9 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	if err := trackers.Close(); err != nil {
 		return sum, err
+	}
+	if logErr != nil {
+		return sum, logErr
 	}
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
@@ -267,6 +308,11 @@ type trainLoop struct {
 	sched  *Scheduler
 	cfg    Config
 	onStep func(StepRecord)
+	// training control (control.go)
+	val     *DataLoader
+	onEval  func(EvalRecord)
+	control *runControl
+	msg     io.Writer
 
 	// the current accumulation window
 	lossSum float64
@@ -347,13 +393,15 @@ func (t *trainLoop) microStep(ctx context.Context, b *data.Batch, epoch int) err
 	t.sched.Step()
 	t.opt.ZeroGrad()
 	loss := t.lossSum / float64(t.micro)
+	stop := stopRequested(ctx) // signal.go
 	if t.acc.NumProcesses() > 1 {
-		// The logged loss is the mean over the whole global batch.
-		m, err := t.acc.ReduceMean(ctx, loss)
+		// The logged loss is the mean over the whole global batch; a stop
+		// request of any process stops them all after this step.
+		m, err := t.acc.ReduceMean(ctx, loss, boolFloat(stop))
 		if err != nil {
 			return err
 		}
-		loss = m[0]
+		loss, stop = m[0], m[1] > 0
 	}
 	// Every process sees the same number of samples (padded shards).
 	samples := t.samples * t.acc.NumProcesses()
@@ -366,22 +414,20 @@ func (t *trainLoop) microStep(ctx context.Context, b *data.Batch, epoch int) err
 		}
 	}
 	t.lossSum, t.micro, t.samples, t.started = 0, 0, 0, time.Now()
+	rec.Stopped = stop
 	t.onStep(rec)
-	if every := t.cfg.CheckpointEvery; every > 0 && rec.Step%every == 0 {
-		return t.checkpoint()
-	}
-	return nil
+	return t.afterStep(ctx, rec) // control.go: evaluation, checkpoints, stops
 }
 
-// checkpoint saves the next numbered checkpoint under --output and prunes
-// old ones (--keep-last).
+// checkpoint saves the checkpoint of the current step under --output and
+// prunes old ones (--keep-last), sparing the best (--save-best).
 func (t *trainLoop) checkpoint() error {
-	dir := filepath.Join(t.cfg.Output, CheckpointName(t.acc.CheckpointCounter()+1))
+	dir := filepath.Join(t.cfg.Output, CheckpointName(t.acc.Step()))
 	if err := t.acc.SaveState(dir); err != nil {
 		return fmt.Errorf("checkpoint at step %d: %w", t.acc.Step(), err)
 	}
 	if t.cfg.KeepLast > 0 && t.acc.IsMainProcess() {
-		return Prune(t.cfg.Output, t.cfg.KeepLast)
+		return PruneKeeping(t.cfg.Output, t.cfg.KeepLast, t.bestToKeep())
 	}
 	return nil
 }

@@ -24,6 +24,9 @@ type StepRecord struct {
 	// inf or NaN (its GradNorm is then reported as 0).
 	LossScale float64 `json:"loss_scale,omitempty"`
 	Skipped   bool    `json:"skipped,omitempty"`
+	// Stopped is true for the step after which a stop request (SIGINT,
+	// SIGTERM) ended the run (signal.go).
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // EvalRecord is the result of one validation pass.

@@ -323,7 +323,7 @@ func TestFaultWorkerLost(t *testing.T) {
 		tmp := t.TempDir()
 		out = filepath.Join(tmp, "run")
 		t.Setenv(envExitRank, "1")
-		t.Setenv(envExitWhen, filepath.Join(out, train.CheckpointName(2), train.CheckpointManifestFile))
+		t.Setenv(envExitWhen, filepath.Join(out, train.CheckpointName(2*every), train.CheckpointManifestFile))
 		t.Setenv(envExitMarker, filepath.Join(tmp, "died"))
 		return out
 	}

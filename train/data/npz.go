@@ -95,6 +95,9 @@ func NewArrays(source string, arrays map[string]*graph.Tensor, opts NPZOptions) 
 // Len is the number of examples.
 func (d *Arrays) Len() int { return d.n }
 
+// Labels is the labels array (nil for a dataset without labels).
+func (d *Arrays) Labels() *graph.Tensor { return d.labels }
+
 // Inputs lists the input names.
 func (d *Arrays) Inputs() []string { return sortedNames(d.inputs) }
 

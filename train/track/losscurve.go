@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/onnxtrain/onnxtrain/internal/umaskfile"
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
@@ -110,7 +111,7 @@ func writePNG(path string, img image.Image) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("track: loss curve: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	tmp, err := umaskfile.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("track: loss curve: %w", err)
 	}
