@@ -136,6 +136,10 @@ func LoadYAML(path string, cfg *Config) error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	b, err = dashKeys(b) // validate.go: batch_size: is batch-size:
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil {

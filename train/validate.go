@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/train/data"
@@ -173,4 +176,36 @@ func labelAt(t *graph.Tensor, i int) (int64, bool) {
 		return int64(d[i]), true
 	}
 	return 0, false
+}
+
+// dashKeys rewrites the top-level keys of a YAML mapping with dashes for
+// underscores (batch_size: is batch-size:, as accelerate's config files
+// write keys); values are untouched. Two spellings of one key are an
+// error naming it.
+func dashKeys(b []byte) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return b, nil // empty, or not a mapping: the decoder says what is wrong
+	}
+	m := doc.Content[0]
+	seen := map[string]int{}
+	changed := false
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i]
+		name := strings.ReplaceAll(k.Value, "_", "-")
+		if line, dup := seen[name]; dup {
+			return nil, fmt.Errorf("line %d: key %q repeats %q of line %d", k.Line, k.Value, name, line)
+		}
+		seen[name] = k.Line
+		if name != k.Value {
+			k.Value, changed = name, true
+		}
+	}
+	if !changed {
+		return b, nil
+	}
+	return yaml.Marshal(&doc)
 }

@@ -58,6 +58,9 @@ func newRootCmd() *cobra.Command {
 			return runDefault(cmd)
 		},
 	}
+	// --batch_size is --batch-size, as torchrun and accelerate configs
+	// write flags (flagnames.go).
+	root.SetGlobalNormalizationFunc(underscoreFlags)
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	root.AddCommand(newInspectCmd(), newRunCmd(), newTrainCmd(), newConfigCmd(), newLaunchCmd(), newBenchCmd(), newEstimateMemoryCmd(), newConformanceCmd(), newEnvCmd())
 	return root

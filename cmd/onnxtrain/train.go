@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"reflect"
 
 	"github.com/spf13/cobra"
@@ -27,7 +28,12 @@ func newTrainCmd() *cobra.Command {
 				final = base
 				cmd.Flags().Visit(func(f *pflag.Flag) { applyFlag(&final, &cfg, f.Name) })
 			}
-			_, err := train.Run(cmd.Context(), final, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			ctx, stopper, release := trapStopSignals(cmd.Context()) // signal.go
+			defer release()
+			_, err := train.Run(ctx, final, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if sig := stopper.Received(); sig != nil && errors.Is(err, train.ErrStopped) {
+				return &exitError{code: signalExitCode(sig), msg: err.Error()}
+			}
 			return err
 		},
 	}
@@ -35,7 +41,7 @@ func newTrainCmd() *cobra.Command {
 	f.StringVar(&configPath, "config", "", "YAML file with any of these flags (flags given on the command line override it)")
 	f.StringVar(&cfg.Model, "model", "", "ONNX model to train (exported in training mode)")
 	f.StringVar(&cfg.Data, "data", "", "training data: .npz/.npy, an IDX images file (MNIST family), or an image folder (one sub-folder per class)")
-	f.StringVar(&cfg.ValData, "val-data", "", "validation data, same formats; evaluated after every epoch")
+	f.StringVar(&cfg.ValData, "val-data", "", "validation data, same formats; evaluated after every epoch (or every --eval-every steps), checked before the first step")
 	f.StringVar(&cfg.Labels, "labels", cfg.Labels, "name of the label array in .npz data")
 	f.StringVar(&cfg.InputName, "input-name", "", "graph input fed by IDX or image-folder data (default: the model's only input)")
 	f.StringVar(&cfg.Loss, "loss", cfg.Loss, "cross_entropy, mse, l1, bce_with_logits, or output:NAME (the graph computes its own loss)")
@@ -78,6 +84,11 @@ func newTrainCmd() *cobra.Command {
 	f.IntVar(&cfg.CheckpointEvery, "checkpoint-every", 0, "save a checkpoint under --output every N optimizer steps")
 	f.IntVar(&cfg.KeepLast, "keep-last", 0, "keep only the newest K checkpoints (0: all)")
 	f.StringVar(&cfg.Resume, "resume", "", "resume from a checkpoint folder, or \"latest\" (the newest complete one under --output)")
+	f.IntVar(&cfg.EvalEvery, "eval-every", 0, "evaluate --val-data every N optimizer steps (0: after every epoch)")
+	f.StringVar(&cfg.SaveBest, "save-best", "", "keep the checkpoint with the best val_loss or val_accuracy (besides the last --keep-last); needs --val-data and --output")
+	f.IntVar(&cfg.EarlyStoppingPatience, "early-stopping-patience", 0, "stop after K evaluations without improvement of the --save-best metric (val_loss without it); 0: off")
+	f.IntVar(&cfg.LogEvery, "log-every", 0, "text log: a line every N optimizer steps (0: about twenty per run); JSON logs every step")
+	f.BoolVar(&cfg.OverwriteOutput, "overwrite-output", false, "start a new run in an --output that holds another one, removing its checkpoints and model files")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during training (e.g. :9090)")
 	f.BoolVar(&cfg.Debug, "debug", false, "data parallel: compare tensor lengths across ranks before every collective (one extra small exchange each)")
 	f.DurationVar(&cfg.DistTimeout, "dist-timeout", 0, "data parallel: time a rank waits for the others in the rendezvous and in each collective before failing, naming the rank that did not answer (0: $ONNXTRAIN_DIST_TIMEOUT or 10m)")
