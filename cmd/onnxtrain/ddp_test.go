@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		cmd.SetArgs(args)
 		if err := cmd.Execute(); err != nil {
 			fmt.Fprintln(os.Stderr, "onnxtrain:", err)
-			os.Exit(1)
+			os.Exit(exitCode(err))
 		}
 		if doomed {
 			die()

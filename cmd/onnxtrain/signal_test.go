@@ -1,0 +1,134 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/train"
+)
+
+// The first signal requests a stop; the second exits at once, with the
+// shell's status for that signal.
+func TestSignalStopperSecondSignalExits(t *testing.T) {
+	sigs := make(chan os.Signal, 1)
+	exited := make(chan int, 1)
+	s := newSignalStopper(sigs, func(code int) { exited <- code })
+	defer s.close()
+	assert.Nil(t, s.Received())
+	sigs <- syscall.SIGTERM
+	select {
+	case <-s.stop:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first signal did not request a stop")
+	}
+	assert.Equal(t, syscall.SIGTERM, s.Received())
+	select {
+	case code := <-exited:
+		t.Fatalf("the first signal exited (%d)", code)
+	default:
+	}
+	sigs <- syscall.SIGINT
+	select {
+	case code := <-exited:
+		assert.Equal(t, 128+int(syscall.SIGINT), code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second signal did not exit")
+	}
+}
+
+// A training process sent SIGTERM mid-run finishes its step, logs it,
+// writes checkpoint-<step>, says how to resume and exits 143; resumed with
+// --resume latest, it logs the uninterrupted run's losses exactly.
+func TestSIGTERMCheckpointsAndResumesExactly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a training process")
+	}
+	const steps = 2000 // far more than run before the signal lands
+	common := []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
+		"--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--batch_size", "4", "--grad-accum", "2", "--seed", "5",
+		"--log-format", "json", "--steps", fmt.Sprint(steps)}
+	ref := stepRecords(t, runCLI(t, common...))
+	require.Len(t, ref, steps)
+
+	out := filepath.Join(t.TempDir(), "run")
+	self, err := os.Executable()
+	require.NoError(t, err)
+	child := exec.Command(self, append(common, "--output", out)...)
+	child.Env = append(os.Environ(), "ONNXTRAIN_TEST_AS_CLI=1")
+	var stderr bytes.Buffer
+	child.Stderr = &stderr
+	stdout, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	signalled := false
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if !signalled {
+			require.NoError(t, child.Process.Signal(syscall.SIGTERM))
+			signalled = true
+		}
+	}
+	err = child.Wait()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "the child must fail after a stop: %v\n%s", err, stderr.String())
+	assert.Equal(t, 143, exit.ExitCode(), stderr.String())
+
+	got := stepRecords(t, strings.Join(lines, "\n"))
+	require.NotEmpty(t, got)
+	last := got[len(got)-1]
+	require.Less(t, last.Step, steps, "the signal landed after the run ended")
+	assert.True(t, last.Stopped, "the last record is the stopped step")
+	ckpt := filepath.Join(out, train.CheckpointName(last.Step))
+	assert.Contains(t, stderr.String(), "checkpoint written to "+ckpt)
+	assert.Contains(t, stderr.String(), "--resume latest")
+	st, err := train.LoadState(ckpt)
+	require.NoError(t, err)
+	assert.Equal(t, last.Step, st.Step)
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.NotContains(t, e.Name(), ".tmp-", "no temporary folder is left")
+	}
+	assert.NoFileExists(t, filepath.Join(out, train.LockFileName))
+
+	resumed := stepRecords(t, runCLI(t, append(common, "--output", out, "--resume", "latest")...))
+	require.Len(t, resumed, steps-last.Step)
+	all := append(got, resumed...)
+	require.Len(t, all, steps)
+	for i, r := range all {
+		require.Equal(t, i+1, r.Step)
+		require.Equal(t, ref[i].Loss, r.Loss, "step %d: interrupted and resumed differs from the uninterrupted run", r.Step)
+	}
+	t.Logf("stopped after step %d of %d", last.Step, steps)
+}
+
+// Flags answer to underscores too (--batch_size, --grad_accum).
+func TestUnderscoreFlags(t *testing.T) {
+	base := []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
+		"--optimizer", "sgd", "--steps", "2", "--shuffle=false", "--log-format", "json"}
+	dashed := stepRecords(t, runCLI(t, append(base, "--batch-size", "3", "--grad-accum", "2")...))
+	under := stepRecords(t, runCLI(t, append(base, "--batch_size", "3", "--grad_accum", "2")...))
+	require.Len(t, under, 2)
+	require.Len(t, dashed, 2)
+	for i := range under {
+		assert.Equal(t, dashed[i].Loss, under[i].Loss)
+		assert.Equal(t, dashed[i].Samples, under[i].Samples)
+	}
+	assert.Equal(t, 6, under[0].Samples, "3 × 2 samples per step")
+}
