@@ -57,7 +57,7 @@ func TestSIGTERMCheckpointsAndResumesExactly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a training process")
 	}
-	const steps = 2000 // far more than run before the signal lands
+	const steps = 800 // far more than run before the signal lands
 	common := []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
 		"--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--batch_size", "4", "--grad-accum", "2", "--seed", "5",
 		"--log-format", "json", "--steps", fmt.Sprint(steps)}
@@ -131,4 +131,97 @@ func TestUnderscoreFlags(t *testing.T) {
 		assert.Equal(t, dashed[i].Samples, under[i].Samples)
 	}
 	assert.Equal(t, 6, under[0].Samples, "3 × 2 samples per step")
+}
+
+// Under `onnxtrain launch`, a SIGTERM that reaches one worker only still
+// stops every rank after the same step (the stop flag travels with the
+// step's loss average), the checkpoint of that step is written as a
+// collective one is, and the job resumes from it exactly.
+func TestSIGTERMOneRankStopsAllAtSameStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	const steps = 800
+	common := []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
+		"--optimizer", "adamw", "--lr", "0.01", "--shuffle=false", "--log-format", "json", "--steps", fmt.Sprint(steps)}
+	ref := stepRecords(t, runCLI(t, append(common, "--batch-size", "4")...))
+	require.Len(t, ref, steps)
+
+	out := filepath.Join(t.TempDir(), "run")
+	self, err := os.Executable()
+	require.NoError(t, err)
+	launcher := exec.Command(self, launched(t, 2, []string{"--grace-period", "20s"}, append(common, "--batch-size", "2", "--output", out)...)...)
+	launcher.Env = append(os.Environ(), "ONNXTRAIN_TEST_AS_CLI=1")
+	var stderr bytes.Buffer
+	launcher.Stderr = &stderr
+	stdout, err := launcher.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, launcher.Start())
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	signalled := false
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if !signalled {
+			pid := childWithEnv(t, launcher.Process.Pid, "RANK=1")
+			require.NotZero(t, pid, "rank 1's process")
+			require.NoError(t, syscall.Kill(pid, syscall.SIGTERM))
+			signalled = true
+		}
+	}
+	require.Error(t, launcher.Wait(), "a stopped job fails: %s", stderr.String())
+	got := stepRecords(t, strings.Join(lines, "\n"))
+	require.NotEmpty(t, got)
+	last := got[len(got)-1]
+	require.Less(t, last.Step, steps, "the signal landed after the run ended")
+	assert.True(t, last.Stopped, "rank 0 stopped after the step rank 1 stopped at, though it got no signal: %s", stderr.String())
+	st, err := train.LoadState(filepath.Join(out, train.CheckpointName(last.Step)))
+	require.NoError(t, err, stderr.String())
+	assert.Equal(t, last.Step, st.Step)
+
+	resumed := stepRecords(t, runCLI(t, append(common, "--batch-size", "4", "--output", out, "--resume", "latest")...))
+	all := append(got, resumed...)
+	require.Len(t, all, steps)
+	for i, r := range all {
+		require.Equal(t, i+1, r.Step)
+		require.InDelta(t, ref[i].Loss, r.Loss, 1e-5*max(1, ref[i].Loss), "step %d", r.Step)
+	}
+	t.Logf("stopped after step %d of %d", last.Step, steps)
+}
+
+// childWithEnv finds a child of parent whose environment holds kv (Linux
+// /proc); 0 when none does.
+func childWithEnv(t *testing.T, parent int, kv string) int {
+	t.Helper()
+	for try := 0; try < 200; try++ {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			var pid int
+			if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+				continue
+			}
+			stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid ...: comm may hold spaces; parse after ")".
+			rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
+			var state string
+			var ppid int
+			if _, err := fmt.Sscan(rest, &state, &ppid); err != nil || ppid != parent {
+				continue
+			}
+			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil {
+				continue
+			}
+			for _, v := range bytes.Split(env, []byte{0}) {
+				if string(v) == kv {
+					return pid
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0
 }
