@@ -59,6 +59,10 @@ type MemoryEstimate struct {
 	// Total is the sum: what a training process holds at its peak besides
 	// the Go runtime and the program itself.
 	Total int64 `json:"total"`
+	// Extrapolated says the batch-dependent parts were extrapolated from
+	// steps at batches 2 and 4 (estimate_extrapolate.go) rather than
+	// measured at the batch asked for, which would not fit in memory.
+	Extrapolated bool `json:"extrapolated,omitempty"`
 }
 
 // loaderPrefetch is the number of batches `onnxtrain train`'s data loader
@@ -73,12 +77,19 @@ func newEstimateMemoryCmd() *cobra.Command {
 		Use:   "estimate-memory MODEL.onnx --batch-size N [--optimizer adamw]",
 		Short: "Estimate the memory of a training run: parameters, gradients, optimizer state, activations (from the memory plan), data and workspace",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (retErr error) {
 			est, err := EstimateMemory(cmd.Context(), args[0], o)
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
+			// A run that cannot fit is an error naming the flag, after the
+			// estimate is shown (estimate_extrapolate.go).
+			defer func() {
+				if fitErr := estimateFits(est); fitErr != nil && retErr == nil {
+					retErr = fitErr
+				}
+			}()
 			if asJSON {
 				return json.NewEncoder(w).Encode(est)
 			}
@@ -101,6 +112,10 @@ func newEstimateMemoryCmd() *cobra.Command {
 			fmt.Fprintf(w, "workspace:       %s (kernel scratch and compiled plans, measured)\n", humanBytes(est.Workspace))
 			fmt.Fprintf(w, "first step:      %s (what recording the memory plan holds beyond later steps, measured)\n", humanBytes(est.FirstStep))
 			fmt.Fprintf(w, "total:           %s\n", humanBytes(est.Total))
+			if est.Extrapolated {
+				fmt.Fprintf(w, "(activations, inputs, workspace and first step extrapolated from steps at batches %d and %d: batch %d is too large to run here)\n",
+					extrapolateFrom[0], extrapolateFrom[1], est.BatchSize)
+			}
 			return nil
 		},
 	}
@@ -131,14 +146,18 @@ type EstimateOptions struct {
 	MixedPrecision string
 	// Data is an optional .npz or .npy training set, counted in full.
 	Data string
+
+	// forceExtrapolate makes EstimateMemory extrapolate whatever the
+	// size (tests compare it with the direct measurement).
+	forceExtrapolate bool
 }
 
-// EstimateMemory builds the training step of a model, runs it twice on
+// estimateDirect builds the training step of a model, runs it twice on
 // random data (the memory plan is recorded on the first run) and adds up
 // what a training run holds: the planned parts from the model and the plan,
 // the workspace and the first step's extra from the live Go heap of this
 // process while it runs the steps.
-func EstimateMemory(ctx context.Context, path string, o EstimateOptions) (*MemoryEstimate, error) {
+func estimateDirect(ctx context.Context, path string, o EstimateOptions) (*MemoryEstimate, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/train"
+)
+
+// The extrapolation from batches 2 and 4 agrees with the measurement at
+// the batch itself: inputs exactly, the planned activations closely.
+func TestEstimateMemoryExtrapolationMatchesMeasurement(t *testing.T) {
+	for _, name := range []string{"mlp", "fmnist_cnn"} {
+		t.Run(name, func(t *testing.T) {
+			model := "../../models/" + name + "/" + name + "_train.onnx"
+			o := EstimateOptions{BatchSize: 64, Optimizer: "adamw", Loss: "cross_entropy"}
+			direct, err := estimateDirect(context.Background(), model, o)
+			require.NoError(t, err)
+			o.forceExtrapolate = true
+			ext, err := EstimateMemory(context.Background(), model, o)
+			require.NoError(t, err)
+			assert.True(t, ext.Extrapolated)
+			assert.False(t, direct.Extrapolated)
+			assert.Equal(t, direct.Inputs, ext.Inputs)
+			assert.Equal(t, direct.Prefetch, ext.Prefetch)
+			assert.Equal(t, direct.Parameters, ext.Parameters)
+			assert.Equal(t, direct.OptimizerState, ext.OptimizerState)
+			rel := func(a, b int64) float64 { return math.Abs(float64(a)-float64(b)) / float64(b) }
+			t.Logf("activations: extrapolated %d, measured %d; total: %d, %d", ext.Activations, direct.Activations, ext.Total, direct.Total)
+			assert.LessOrEqual(t, rel(ext.Activations, direct.Activations), 0.10)
+			assert.LessOrEqual(t, rel(ext.Total, direct.Total), 0.25)
+		})
+	}
+}
+
+// A batch far beyond this machine's memory is estimated without running
+// it, and the command fails naming --batch-size after showing the estimate.
+func TestEstimateMemoryTooLargeNamesBatchSize(t *testing.T) {
+	if train.MachineMemory() == 0 {
+		t.Skip("the machine's memory is unknown here (not Linux)")
+	}
+	out, _, err := runCLIResult("estimate-memory", "../../models/fmnist_cnn/fmnist_cnn_train.onnx", "--batch-size", "1099511627776")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--batch-size 1099511627776 asks for")
+	assert.Contains(t, err.Error(), "more than this machine's memory")
+	assert.True(t, strings.Contains(out, "extrapolated from steps at batches 2 and 4"), out)
+	assert.Contains(t, out, "total:")
+}
