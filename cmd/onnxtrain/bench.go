@@ -88,6 +88,9 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		if err != nil {
 			return err
 		}
+		if err := checkGemmFits(m, n, k); err != nil { // bench_fits.go
+			return err
+		}
 		res, err := benchlib.RunGemm(benchlib.GemmOptions{M: m, N: n, K: k, TransA: f.transA, TransB: f.transB,
 			Reps: f.model.Steps, Warmup: max(1, f.model.Warmup), Seed: f.model.Seed})
 		if err != nil {
@@ -108,6 +111,9 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	dims, err := parseDims(f.dims)
 	if err != nil {
+		return err
+	}
+	if err := checkBenchInputsFit(f.model.Model, f.model.BatchSize, dims); err != nil { // bench_fits.go
 		return err
 	}
 	opts := f.model

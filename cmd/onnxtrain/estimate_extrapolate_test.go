@@ -51,3 +51,18 @@ func TestEstimateMemoryTooLargeNamesBatchSize(t *testing.T) {
 	assert.True(t, strings.Contains(out, "extrapolated from steps at batches 2 and 4"), out)
 	assert.Contains(t, out, "total:")
 }
+
+// bench refuses a batch or a GEMM larger than memory, naming the flag,
+// before allocating anything.
+func TestBenchTooLargeNamesTheFlag(t *testing.T) {
+	if train.MachineMemory() == 0 {
+		t.Skip("the machine's memory is unknown here (not Linux)")
+	}
+	_, _, err := runCLIResult("bench", "--model", "../../models/fmnist_cnn/fmnist_cnn_train.onnx", "--batch-size", "1000000000", "--steps", "1")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--batch-size 1000000000 asks for")
+	_, _, err = runCLIResult("bench", "--gemm", "1000000,1000000,1000000")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--gemm 1000000,1000000,1000000 asks for")
+	assert.Contains(t, err.Error(), "more than this machine's memory")
+}
