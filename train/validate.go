@@ -30,35 +30,35 @@ func (c *Config) validateRanges() error {
 	positive := func(v float64) bool { return finite(v) && v > 0 }
 	unit := func(v float64) bool { return finite(v) && v >= 0 && v < 1 }
 	rules := []rangeRule{
-		{"--batch-size", c.BatchSize > 0, "positive", c.BatchSize},
-		{"--epochs", c.Epochs >= 0, "zero or more", c.Epochs},
-		{"--steps", c.Steps >= 0, "zero (use --epochs) or more", c.Steps},
-		{"--grad-accum", c.GradAccum > 0, "positive", c.GradAccum},
-		{"--lr", nonNeg(c.LR), "a finite number, zero or more", c.LR},
-		{"--momentum", nonNeg(c.Momentum), "a finite number, zero or more", c.Momentum},
-		{"--dampening", nonNeg(c.Dampening), "a finite number, zero or more", c.Dampening},
-		{"--weight-decay", nonNeg(c.WeightDecay), "a finite number, zero or more", c.WeightDecay},
-		{"--beta1", unit(c.Beta1), "in [0, 1)", c.Beta1},
-		{"--beta2", unit(c.Beta2), "in [0, 1)", c.Beta2},
-		{"--eps", positive(c.Eps), "a finite positive number", c.Eps},
-		{"--label-smoothing", unit(c.LabelSmoothing), "in [0, 1)", c.LabelSmoothing},
-		{"--clip-grad-norm", nonNeg(c.ClipGradNorm), "a finite number, zero (off) or more", c.ClipGradNorm},
-		{"--clip-grad-value", nonNeg(c.ClipGradValue), "a finite number, zero (off) or more", c.ClipGradValue},
-		{"--warmup-steps", c.WarmupSteps >= 0, "zero or more", c.WarmupSteps},
-		{"--step-size", c.StepSize >= 0, "zero or more", c.StepSize},
-		{"--gamma", positive(c.Gamma), "a finite positive number", c.Gamma},
-		{"--image-size", c.ImageSize >= 0, "zero (keep the size) or more", c.ImageSize},
-		{"--random-crop", c.RandomCrop >= 0, "zero (off) or more", c.RandomCrop},
-		{"--checkpoint-every", c.CheckpointEvery >= 0, "zero (off) or more", c.CheckpointEvery},
-		{"--keep-last", c.KeepLast >= 0, "zero (keep all) or more", c.KeepLast},
-		{"--eval-every", c.EvalEvery >= 0, "zero (every epoch) or more", c.EvalEvery},
-		{"--early-stopping-patience", c.EarlyStoppingPatience >= 0, "zero (off) or more", c.EarlyStoppingPatience},
-		{"--log-every", c.LogEvery >= 0, "zero (about twenty lines) or more", c.LogEvery},
-		{"--bucket-mb", nonNeg(c.BucketMB), "a finite number, zero (the default) or more", c.BucketMB},
+		{"--batch-size", c.BatchSize > 0, "must be positive", c.BatchSize},
+		{"--epochs", c.Epochs >= 0, "must be zero or more", c.Epochs},
+		{"--steps", c.Steps >= 0, "must be zero (use --epochs) or more", c.Steps},
+		{"--grad-accum", c.GradAccum > 0, "must be positive", c.GradAccum},
+		{"--lr", nonNeg(c.LR), "must not be negative, infinite or NaN", c.LR},
+		{"--momentum", nonNeg(c.Momentum), "must not be negative, infinite or NaN", c.Momentum},
+		{"--dampening", nonNeg(c.Dampening), "must not be negative, infinite or NaN", c.Dampening},
+		{"--weight-decay", nonNeg(c.WeightDecay), "must not be negative, infinite or NaN", c.WeightDecay},
+		{"--beta1", unit(c.Beta1), "must be in [0, 1)", c.Beta1},
+		{"--beta2", unit(c.Beta2), "must be in [0, 1)", c.Beta2},
+		{"--eps", positive(c.Eps), "must be a finite positive number", c.Eps},
+		{"--label-smoothing", unit(c.LabelSmoothing), "must be in [0, 1)", c.LabelSmoothing},
+		{"--clip-grad-norm", nonNeg(c.ClipGradNorm), "must not be negative, infinite or NaN (0: off)", c.ClipGradNorm},
+		{"--clip-grad-value", nonNeg(c.ClipGradValue), "must not be negative, infinite or NaN (0: off)", c.ClipGradValue},
+		{"--warmup-steps", c.WarmupSteps >= 0, "must be zero or more", c.WarmupSteps},
+		{"--step-size", c.StepSize >= 0, "must be zero or more", c.StepSize},
+		{"--gamma", positive(c.Gamma), "must be a finite positive number", c.Gamma},
+		{"--image-size", c.ImageSize >= 0, "must be zero (keep the size) or more", c.ImageSize},
+		{"--random-crop", c.RandomCrop >= 0, "must be zero (off) or more", c.RandomCrop},
+		{"--checkpoint-every", c.CheckpointEvery >= 0, "must be zero (off) or more", c.CheckpointEvery},
+		{"--keep-last", c.KeepLast >= 0, "must be zero (keep all) or more", c.KeepLast},
+		{"--eval-every", c.EvalEvery >= 0, "must be zero (every epoch) or more", c.EvalEvery},
+		{"--early-stopping-patience", c.EarlyStoppingPatience >= 0, "must be zero (off) or more", c.EarlyStoppingPatience},
+		{"--log-every", c.LogEvery >= 0, "must be zero (about twenty lines) or more", c.LogEvery},
+		{"--bucket-mb", nonNeg(c.BucketMB), "must not be negative, infinite or NaN (0: the default)", c.BucketMB},
 	}
 	for _, r := range rules {
 		if !r.ok {
-			return fmt.Errorf("%s must be %s, got %v", r.flag, r.want, r.got)
+			return fmt.Errorf("%s %s, got %v", r.flag, r.want, r.got)
 		}
 	}
 	for i, v := range c.Mean {
