@@ -173,7 +173,11 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 			writeJSON(e)
 			return
 		}
-		fmt.Fprintf(out, "step %d  epoch %d  val_loss %.5f  val_accuracy %.2f%%  (%d samples)\n", e.Step, e.Epoch, e.Loss, 100*e.Accuracy, e.Samples)
+		at := fmt.Sprintf("epoch %d", e.Epoch)
+		if cfg.EvalEvery > 0 {
+			at += fmt.Sprintf("  step %d", e.Step)
+		}
+		fmt.Fprintf(out, "%s  val_loss %.5f  val_accuracy %.2f%%  (%d samples)\n", at, e.Loss, 100*e.Accuracy, e.Samples)
 	}
 	if cfg.LogFormat != "json" {
 		fmt.Fprintf(msg, "training %s: %d parameters in %d tensors (%d frozen), %d batches of %d per epoch, %d optimizer steps\n",
