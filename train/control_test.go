@@ -408,3 +408,26 @@ func TestOOMSizedRequestsNameTheFlag(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--image-size 1048576 asks for 12.0 TiB")
 }
+
+// A batch whose inputs fit but whose training step does not (a CNN's
+// activations are many times its inputs) is refused before the first
+// step, naming --batch-size, instead of dying of an out-of-memory error.
+func TestBatchWhoseStepCannotFit(t *testing.T) {
+	have := train.MachineMemory()
+	if have == 0 {
+		t.Skip("the machine's memory is unknown here (not Linux)")
+	}
+	cfg := train.DefaultConfig()
+	cfg.Model, cfg.Data = "../models/fmnist_cnn/fmnist_cnn_train.onnx", "../models/fmnist_cnn/train_case.npz"
+	cfg.Steps, cfg.LogFormat = 1, "json"
+	// Inputs: 3 KiB per example, 4 batches held: 0.3 of memory. The
+	// step's activations: about 75 KiB per example, twice memory.
+	cfg.BatchSize = int(have / (40 << 10))
+	out, _, err := run(t, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("--batch-size %d needs about", cfg.BatchSize))
+	assert.Contains(t, err.Error(), "planned from steps at batches 2 and 4")
+	assert.Contains(t, err.Error(), "more than this machine's memory")
+	assert.Empty(t, out)
+	t.Log(err)
+}

@@ -2,6 +2,7 @@ package train
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/train/data"
 )
 
 // Requests larger than the machine: a batch, an image size or a benchmark
@@ -129,4 +132,91 @@ func checkBatchFits(cfg Config, ds interface {
 	}
 	need := SizeProduct(per, int64(cfg.BatchSize), batchesHeld)
 	return CheckFits("--batch-size", cfg.BatchSize, need, fmt.Sprintf("input batches (%d held at once, %s per example)", batchesHeld, HumanBytes(per)))
+}
+
+// stepCheckShare gates checkStepFits: the memory plan is measured only
+// when the input batches alone take more than 1/stepCheckShare of memory
+// (smaller runs start without the extra cost).
+const stepCheckShare = 64
+
+// checkStepFits refuses a --batch-size whose training step cannot fit in
+// memory although its inputs do: activations are many times the inputs
+// (a CNN's, tens of times). It builds a throwaway copy of the step, runs
+// it on batches of 2 and 4 real examples, extrapolates the memory plan
+// linearly to the batch, and adds parameters, gradients, optimizer state
+// and the input batches. Only large requests pay for it (stepCheckShare),
+// and not when the model's weights alone take a quarter of memory (a
+// second copy could not be afforded; the estimate says so).
+func checkStepFits(ctx context.Context, cfg Config, loss LossConfig, ds data.Dataset, m *Model) error {
+	have := MachineMemory()
+	if have <= 0 || ds.Len() < 4 {
+		return nil
+	}
+	inputs, labels, err := ds.Gather(0, []int{0})
+	if err != nil {
+		return nil
+	}
+	var per int64
+	for _, t := range inputs {
+		per += int64(t.Size() * t.DType.Size())
+	}
+	if labels != nil {
+		per += int64(labels.Size() * labels.DType.Size())
+	}
+	held := SizeProduct(per, int64(cfg.BatchSize), batchesHeld)
+	var weights, trainable int64
+	for _, p := range m.Prog.Params {
+		weights += int64(p.Value.Size() * p.Value.DType.Size())
+		trainable += int64(p.Value.Size() * 4)
+	}
+	for _, t := range m.Prog.Buffers {
+		weights += int64(t.Size() * t.DType.Size())
+	}
+	if held <= have/stepCheckShare || weights > have/4 {
+		return nil
+	}
+	model, err := importer.Load(cfg.Model)
+	if err != nil {
+		return nil
+	}
+	prog, err := Build(model, ProgramConfig{Loss: loss, Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, MixedPrecision: cfg.MixedPrecision})
+	if err != nil {
+		return nil // the real program reports it
+	}
+	var planned [2]int64
+	for i, b := range []int{2, 4} {
+		in, lab, err := ds.Gather(0, []int{0, 1, 2, 3}[:b])
+		if err != nil {
+			return nil
+		}
+		if _, err := prog.ForwardBackward(ctx, in, lab, 1); err != nil {
+			return nil
+		}
+		planned[i] = prog.PlannedBytes()
+	}
+	slope := max(0, (planned[1]-planned[0])/2)
+	acts := planned[1]
+	if cfg.BatchSize > 4 {
+		acts = satAdd64(acts, SizeProduct(slope, int64(cfg.BatchSize-4)))
+	}
+	state := trainable // SGD without momentum: none; the gradients are counted here
+	switch {
+	case cfg.Optimizer == "adam" || cfg.Optimizer == "adamw":
+		state = 3 * trainable
+	case cfg.Momentum != 0:
+		state = 2 * trainable
+	}
+	need := satAdd64(satAdd64(satAdd64(weights, state), acts), held)
+	if need <= have {
+		return nil
+	}
+	return fmt.Errorf("--batch-size %d needs about %s for a training step (activations %s, planned from steps at batches 2 and 4; weights, gradients and optimizer state %s; input batches %s), more than this machine's memory (%s); use a smaller --batch-size (with --grad-accum to keep the effective batch) or --recompute",
+		cfg.BatchSize, HumanBytes(need), HumanBytes(acts), HumanBytes(weights+state), HumanBytes(held), HumanBytes(have))
+}
+
+func satAdd64(x, y int64) int64 {
+	if s := x + y; s >= x {
+		return s
+	}
+	return math.MaxInt64
 }

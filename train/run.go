@@ -99,6 +99,9 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err := checkBatchFits(cfg, trainDS); err != nil { // memcheck.go
 		return nil, err
 	}
+	if err := checkStepFits(ctx, cfg, loss, trainDS, model); err != nil { // memcheck.go
+		return nil, err
+	}
 	loader, err := acc.PrepareDataLoader(trainDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Shuffle: cfg.Shuffle, DropLast: cfg.DropLast, Seed: uint64(cfg.Seed), Prefetch: 2})
 	if err != nil {
 		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)
