@@ -137,7 +137,7 @@ func checkBatchFits(cfg Config, ds interface {
 // stepCheckShare gates checkStepFits: the memory plan is measured only
 // when the input batches alone take more than 1/stepCheckShare of memory
 // (smaller runs start without the extra cost).
-const stepCheckShare = 64
+const stepCheckShare = 1024
 
 // checkStepFits refuses a --batch-size whose training step cannot fit in
 // memory although its inputs do: activations are many times the inputs
