@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -196,4 +197,26 @@ func releaseLock(path string, mine []byte) {
 	if err == nil && strings.TrimSpace(string(b)) == string(mine) {
 		os.Remove(path)
 	}
+}
+
+// agreeOnOutput makes every process of a data-parallel job fail together
+// when the main process refused --output (the others would otherwise wait
+// for it in their first collective until the timeout): one small
+// collective at startup. err is the main process's error, returned as is.
+func agreeOnOutput(ctx context.Context, acc *Accelerator, cfg Config, err error) error {
+	if acc.NumProcesses() == 1 || cfg.Output == "" {
+		return err
+	}
+	failed := 0.0
+	if err != nil {
+		failed = 1
+	}
+	sum, rerr := acc.ReduceSum(ctx, failed)
+	if rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if err == nil && sum[0] > 0 {
+		return fmt.Errorf("--output %s: the main process refused it (its error says why)", cfg.Output)
+	}
+	return err
 }

@@ -76,7 +76,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	// --output: refuse another run's folder, lock it, check it is
 	// writable, all before the first step (outputdir.go).
 	releaseOutput, err := prepareOutput(cfg, acc.IsMainProcess(), msg)
-	if err != nil {
+	if err = agreeOnOutput(ctx, acc, cfg, err); err != nil { // outputdir.go
 		return nil, err
 	}
 	defer releaseOutput()

@@ -225,3 +225,23 @@ func childWithEnv(t *testing.T, parent int, kv string) int {
 	}
 	return 0
 }
+
+// A launched job whose --output holds another run fails on every rank at
+// once with rank 0's reason, rather than leaving the other ranks waiting
+// for rank 0 until --dist-timeout.
+func TestLaunchedJobRefusedOutputFailsTogether(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
+	out := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(out, "model.onnx"), []byte("an earlier run's model"), 0o644))
+	args := []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
+		"--batch-size", "2", "--steps", "2", "--output", out, "--dist-timeout", "5m"}
+	start := time.Now()
+	_, stderr, err := runCLIResult(launched(t, 2, []string{"--grace-period", "5m"}, args...)...)
+	require.Error(t, err)
+	assert.Contains(t, stderr, "--output holds another run")
+	assert.Contains(t, stderr, "the main process refused it")
+	t.Logf("failed after %v: %v\n%s", time.Since(start), err, stderr)
+}
