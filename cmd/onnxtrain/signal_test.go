@@ -57,17 +57,20 @@ func TestSIGTERMCheckpointsAndResumesExactly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a training process")
 	}
-	const steps = 800 // far more than run before the signal lands
-	common := []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
-		"--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--batch_size", "4", "--grad-accum", "2", "--seed", "5",
-		"--log-format", "json", "--steps", fmt.Sprint(steps)}
-	ref := stepRecords(t, runCLI(t, common...))
-	require.Len(t, ref, steps)
-
+	// The stopped run asks for far more steps than it can run before the
+	// signal lands; the learning rate is constant, so --steps changes
+	// nothing but the end, and the comparison runs to 10 steps after the
+	// stop.
+	const never = 1000000
+	common := func(steps int) []string {
+		return []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
+			"--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--batch_size", "4", "--grad-accum", "2", "--seed", "5",
+			"--log-format", "json", "--steps", fmt.Sprint(steps)}
+	}
 	out := filepath.Join(t.TempDir(), "run")
 	self, err := os.Executable()
 	require.NoError(t, err)
-	child := exec.Command(self, append(common, "--output", out)...)
+	child := exec.Command(self, append(common(never), "--output", out)...)
 	child.Env = append(os.Environ(), "ONNXTRAIN_TEST_AS_CLI=1")
 	var stderr bytes.Buffer
 	child.Stderr = &stderr
@@ -92,7 +95,6 @@ func TestSIGTERMCheckpointsAndResumesExactly(t *testing.T) {
 	got := stepRecords(t, strings.Join(lines, "\n"))
 	require.NotEmpty(t, got)
 	last := got[len(got)-1]
-	require.Less(t, last.Step, steps, "the signal landed after the run ended")
 	assert.True(t, last.Stopped, "the last record is the stopped step")
 	ckpt := filepath.Join(out, train.CheckpointName(last.Step))
 	assert.Contains(t, stderr.String(), "checkpoint written to "+ckpt)
@@ -107,15 +109,18 @@ func TestSIGTERMCheckpointsAndResumesExactly(t *testing.T) {
 	}
 	assert.NoFileExists(t, filepath.Join(out, train.LockFileName))
 
-	resumed := stepRecords(t, runCLI(t, append(common, "--output", out, "--resume", "latest")...))
-	require.Len(t, resumed, steps-last.Step)
+	steps := last.Step + 10
+	ref := stepRecords(t, runCLI(t, common(steps)...))
+	require.Len(t, ref, steps)
+	resumed := stepRecords(t, runCLI(t, append(common(steps), "--output", out, "--resume", "latest")...))
+	require.Len(t, resumed, 10)
 	all := append(got, resumed...)
 	require.Len(t, all, steps)
 	for i, r := range all {
 		require.Equal(t, i+1, r.Step)
 		require.Equal(t, ref[i].Loss, r.Loss, "step %d: interrupted and resumed differs from the uninterrupted run", r.Step)
 	}
-	t.Logf("stopped after step %d of %d", last.Step, steps)
+	t.Logf("stopped after step %d", last.Step)
 }
 
 // Flags answer to underscores too (--batch_size, --grad_accum).
@@ -141,16 +146,15 @@ func TestSIGTERMOneRankStopsAllAtSameStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
 	}
-	const steps = 800
-	common := []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
-		"--optimizer", "adamw", "--lr", "0.01", "--shuffle=false", "--log-format", "json", "--steps", fmt.Sprint(steps)}
-	ref := stepRecords(t, runCLI(t, append(common, "--batch-size", "4")...))
-	require.Len(t, ref, steps)
-
+	const never = 1000000 // as in TestSIGTERMCheckpointsAndResumesExactly
+	common := func(steps int) []string {
+		return []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
+			"--optimizer", "adamw", "--lr", "0.01", "--shuffle=false", "--log-format", "json", "--steps", fmt.Sprint(steps)}
+	}
 	out := filepath.Join(t.TempDir(), "run")
 	self, err := os.Executable()
 	require.NoError(t, err)
-	launcher := exec.Command(self, launched(t, 2, []string{"--grace-period", "20s"}, append(common, "--batch-size", "2", "--output", out)...)...)
+	launcher := exec.Command(self, launched(t, 2, []string{"--grace-period", "20s"}, append(common(never), "--batch-size", "2", "--output", out)...)...)
 	launcher.Env = append(os.Environ(), "ONNXTRAIN_TEST_AS_CLI=1")
 	var stderr bytes.Buffer
 	launcher.Stderr = &stderr
@@ -173,20 +177,22 @@ func TestSIGTERMOneRankStopsAllAtSameStep(t *testing.T) {
 	got := stepRecords(t, strings.Join(lines, "\n"))
 	require.NotEmpty(t, got)
 	last := got[len(got)-1]
-	require.Less(t, last.Step, steps, "the signal landed after the run ended")
 	assert.True(t, last.Stopped, "rank 0 stopped after the step rank 1 stopped at, though it got no signal: %s", stderr.String())
 	st, err := train.LoadState(filepath.Join(out, train.CheckpointName(last.Step)))
 	require.NoError(t, err, stderr.String())
 	assert.Equal(t, last.Step, st.Step)
 
-	resumed := stepRecords(t, runCLI(t, append(common, "--batch-size", "4", "--output", out, "--resume", "latest")...))
+	steps := last.Step + 10
+	ref := stepRecords(t, runCLI(t, append(common(steps), "--batch-size", "4")...))
+	require.Len(t, ref, steps)
+	resumed := stepRecords(t, runCLI(t, append(common(steps), "--batch-size", "4", "--output", out, "--resume", "latest")...))
 	all := append(got, resumed...)
 	require.Len(t, all, steps)
 	for i, r := range all {
 		require.Equal(t, i+1, r.Step)
 		require.InDelta(t, ref[i].Loss, r.Loss, 1e-5*max(1, ref[i].Loss), "step %d", r.Step)
 	}
-	t.Logf("stopped after step %d of %d", last.Step, steps)
+	t.Logf("stopped after step %d", last.Step)
 }
 
 // childWithEnv finds a child of parent whose environment holds kv (Linux
