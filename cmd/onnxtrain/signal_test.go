@@ -77,6 +77,7 @@ func TestSIGTERMCheckpointsAndResumesExactly(t *testing.T) {
 	stdout, err := child.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, child.Start())
+	t.Cleanup(func() { child.Process.Kill() }) // a failed test leaves no run behind
 	sc := bufio.NewScanner(stdout)
 	var lines []string
 	signalled := false
@@ -161,6 +162,7 @@ func TestSIGTERMOneRankStopsAllAtSameStep(t *testing.T) {
 	stdout, err := launcher.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, launcher.Start())
+	t.Cleanup(func() { launcher.Process.Kill() }) // its workers get SIGTERM (parent-death signal) and stop
 	sc := bufio.NewScanner(stdout)
 	var lines []string
 	signalled := false
