@@ -190,6 +190,10 @@ func (t *trainLoop) evaluate(ctx context.Context, epoch int) (improved, stop boo
 		return false, false, err
 	}
 	c := t.control
+	if c.Best != nil && c.Best.Metric != metric.name {
+		// Resumed with another metric: the saved best does not compare.
+		c.Best, c.BadEvals = nil, 0
+	}
 	v := metric.value(ev)
 	var best float64
 	if c.Best != nil {
