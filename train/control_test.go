@@ -431,3 +431,22 @@ func TestBatchWhoseStepCannotFit(t *testing.T) {
 	assert.Empty(t, out)
 	t.Log(err)
 }
+
+// The best value and the evaluations since it travel in the checkpoint:
+// a resumed run keeps counting towards --early-stopping-patience.
+func TestEarlyStoppingCountSurvivesResume(t *testing.T) {
+	cfg := controlConfig(t)
+	cfg.ValData, cfg.LR, cfg.Momentum = cfg.Data, 0, 0
+	cfg.Output, cfg.Steps, cfg.EvalEvery, cfg.EarlyStoppingPatience, cfg.CheckpointEvery = t.TempDir(), 4, 2, 3, 4
+	_, _, err := run(t, cfg) // evaluations at 2 (the best) and 4 (one without improvement)
+	require.NoError(t, err)
+	resumed := cfg
+	resumed.Steps, resumed.Resume, resumed.CheckpointEvery = 20, "latest", 0
+	out, msg, err := run(t, resumed)
+	require.NoError(t, err)
+	steps, evals, _ := records(t, out)
+	assert.Len(t, steps, 4, "steps 5–8: evaluations at 6 and 8 make three without improvement")
+	assert.Len(t, evals, 2)
+	assert.Contains(t, msg, "early stopping at step 8")
+	assert.Contains(t, msg, "(step 2)", "the best is still the first run's")
+}
