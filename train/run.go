@@ -452,6 +452,9 @@ func joinGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
 		cfg.Timeout = tc.DistTimeout
 	}
 	cfg.Debug = cfg.Debug || tc.Debug
+	if err := prepareJoin(&cfg, tc); err != nil { // join_settings.go: secret, settings, logger
+		return nil, err
+	}
 	g, err := distrib.Init(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("train: joining the process group (rank %d of %d): %w", cfg.Rank, cfg.WorldSize, err)
