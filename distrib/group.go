@@ -171,6 +171,7 @@ func (g *Group) listenData() (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("distrib: rank %d: opening the peer listener on %q: %w", g.rank, host, err)
 	}
+	g.log.WithField("addr", l.Addr().String()).Debug("distrib: peer port open")
 	return l, nil
 }
 
