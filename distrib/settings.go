@@ -1,6 +1,7 @@
 package distrib
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -144,4 +145,28 @@ func (g *Group) checkSettings(peers []*peerConn) error {
 		_ = writeFrame(peers[r].conn, msgReject, rejectMsg{Reason: detail, Settings: true}, time.Now().Add(controlWriteTimeout))
 	}
 	return &SettingsError{Rank: 0, Detail: detail}
+}
+
+// checkSettingsOver compares the settings over a transport whose
+// processes found each other already (MPI): every rank gathers every
+// rank's list and judges the same.
+func (g *Group) checkSettingsOver(tr transport) error {
+	mine, err := json.Marshal(g.cfg.Settings)
+	if err != nil {
+		return fmt.Errorf("distrib: rank %d: encoding the settings: %w", g.rank, err)
+	}
+	blocks, err := tr.allGatherBytes(mine)
+	if err != nil {
+		return fmt.Errorf("distrib: rank %d: comparing the settings across ranks: %w", g.rank, err)
+	}
+	byRank := make([][]Setting, len(blocks))
+	for r, b := range blocks {
+		if err := json.Unmarshal(b, &byRank[r]); err != nil {
+			return fmt.Errorf("distrib: rank %d: rank %d's settings are malformed: %w", g.rank, r, err)
+		}
+	}
+	if d := compareSettings(byRank); d != "" {
+		return &SettingsError{Rank: g.rank, Detail: d}
+	}
+	return nil
 }

@@ -467,6 +467,9 @@ func joinGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
 // closing it finalises MPI.
 func joinMPIGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
 	cfg := distrib.Config{Timeout: tc.DistTimeout, Debug: tc.Debug}
+	if err := prepareJoin(&cfg, tc); err != nil { // join_settings.go
+		return nil, err
+	}
 	env, envErr := distrib.FromEnv()
 	if envErr == nil {
 		if cfg.Timeout == 0 {
