@@ -393,8 +393,8 @@ func (g *Group) initMaster(ctx context.Context) error {
 }
 
 // acceptRanks waits for every other rank to register on rl (rank 0's
-// rendezvous port, whose gate it opens): each connection that passed the handshake sends its
-// hello, which is checked and recorded.
+// rendezvous port, whose gate it opens): each connection that passed the
+// handshake sends its hello, which is checked and recorded.
 func (g *Group) acceptRanks(ctx context.Context, rl net.Listener) ([]*peerConn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
