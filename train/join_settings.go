@@ -66,7 +66,7 @@ func joinSettings(tc Config) ([]distrib.Setting, error) {
 	v := reflect.ValueOf(tc)
 	ty := v.Type()
 	for i := 0; i < ty.NumField(); i++ {
-		name := ty.Field(i).Tag.Get("yaml")
+		name, _, _ := strings.Cut(ty.Field(i).Tag.Get("yaml"), ",")
 		if name == "" || name == "-" || perRankFields[name] || !ty.Field(i).IsExported() {
 			continue
 		}
