@@ -21,7 +21,7 @@ import (
 
 // The settings every rank of a data-parallel job must agree on, compared
 // by distrib when the group forms (see joinGroup): what the ranks train
-// (the model file's SHA-256, the data's name and size), every field of
+// (the model file's SHA-256, the data's SHA-256 or size), every field of
 // Config that changes the arithmetic or the schedule (batch size,
 // accumulation, optimizer and its hyper-parameters, loss, schedule, mixed
 // precision, ZeRO stage, seed, preprocessing, ...), the pipeline layout and
@@ -36,8 +36,8 @@ import (
 // between ranks, or that are compared another way.
 var perRankFields = map[string]bool{
 	"model":            true, // compared by content (SHA-256)
-	"data":             true, // compared by name and size
-	"val-data":         true, // compared by name and size
+	"data":             true, // compared by content or size
+	"val-data":         true, // compared by content or size
 	"output":           true,
 	"log-format":       true,
 	"log-dir":          true,
@@ -58,10 +58,10 @@ func joinSettings(tc Config) ([]distrib.Setting, error) {
 	}
 	out := []distrib.Setting{
 		{Name: "--model (SHA-256)", Value: sum},
-		{Name: "--data (name and size)", Value: dataIdentity(tc.Data)},
+		{Name: "--data", Value: dataIdentity(tc.Data)},
 	}
 	if tc.ValData != "" {
-		out = append(out, distrib.Setting{Name: "--val-data (name and size)", Value: dataIdentity(tc.ValData)})
+		out = append(out, distrib.Setting{Name: "--val-data", Value: dataIdentity(tc.ValData)})
 	}
 	v := reflect.ValueOf(tc)
 	ty := v.Type()
@@ -126,15 +126,26 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// dataIdentity names a data source by its base name and size: a file's
-// bytes, a folder's files and bytes. (Hashing the data would read all of
-// it; the size catches a different file or a different subset.)
+// hashDataUpTo is the largest data file whose bytes are hashed at join;
+// larger files are named by their name and size.
+const hashDataUpTo = 256 << 20
+
+// dataIdentity says what a data source holds: a file up to hashDataUpTo
+// by its SHA-256, a larger one by its base name and size, a folder by its
+// base name and the number and total size of its files. (Hashing every
+// dataset would read all of it at start; the size catches a different file
+// or a different subset.)
 func dataIdentity(path string) string {
 	st, err := os.Stat(path)
 	if err != nil {
 		return filepath.Base(path) + " (unreadable)"
 	}
 	if !st.IsDir() {
+		if st.Size() <= hashDataUpTo {
+			if sum, err := fileSHA256(path); err == nil {
+				return "SHA-256 " + sum
+			}
+		}
 		return fmt.Sprintf("%s (%d bytes)", filepath.Base(path), st.Size())
 	}
 	var files, bytes int64
