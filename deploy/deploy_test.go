@@ -49,6 +49,7 @@ type resourceRequirements struct {
 type volumeMount struct {
 	Name      string `yaml:"name"`
 	MountPath string `yaml:"mountPath"`
+	ReadOnly  bool   `yaml:"readOnly"`
 }
 
 type container struct {
@@ -69,6 +70,10 @@ type volume struct {
 	PersistentVolumeClaim *struct {
 		ClaimName string `yaml:"claimName"`
 	} `yaml:"persistentVolumeClaim"`
+	Secret *struct {
+		SecretName  string `yaml:"secretName"`
+		DefaultMode int    `yaml:"defaultMode"`
+	} `yaml:"secret"`
 }
 
 type podSpec struct {
@@ -196,7 +201,13 @@ func checkPodTemplate(t *testing.T, where string, tpl podTemplate) {
 	volumes := map[string]bool{}
 	for _, v := range spec.Volumes {
 		assert.Regexp(t, dns1123Label, v.Name, where)
-		assert.True(t, (v.EmptyDir != nil) != (v.PersistentVolumeClaim != nil), "%s: volume %s needs exactly one source", where, v.Name)
+		sources := 0
+		for _, set := range []bool{v.EmptyDir != nil, v.PersistentVolumeClaim != nil, v.Secret != nil} {
+			if set {
+				sources++
+			}
+		}
+		assert.Equal(t, 1, sources, "%s: volume %s needs exactly one source", where, v.Name)
 		volumes[v.Name] = true
 	}
 	for _, c := range spec.Containers {
@@ -244,6 +255,7 @@ func fakeOnnxtrain(t *testing.T, out string) string {
   echo "MASTER_ADDR=${MASTER_ADDR:-}"
   echo "MASTER_PORT=${MASTER_PORT:-}"
   echo "GOMAXPROCS=${GOMAXPROCS:-}"
+  echo "ONNXTRAIN_DIST_SECRET=${ONNXTRAIN_DIST_SECRET:-}"
   echo "--- args"
   for a in "$@"; do echo "$a"; done
 } >` + out + "\n"
@@ -286,6 +298,40 @@ func runContainer(t *testing.T, c container, extra ...string) (vars map[string]s
 	}
 	vars, args = recorded(t, out)
 	return vars, args, string(b), nil
+}
+
+// secretFile is where the Kubernetes pods mount the job's secret.
+const secretFile = "/var/run/secrets/onnxtrain/secret"
+
+// checkSecretMount checks that the pod mounts the Secret the manifest's
+// comment tells to create, read-only and readable by its owner only, where
+// --dist-secret-file reads it.
+func checkSecretMount(t *testing.T, where string, spec podSpec) {
+	t.Helper()
+	var vol *volume
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Secret != nil {
+			vol = &spec.Volumes[i]
+		}
+	}
+	require.NotNil(t, vol, "%s: no Secret volume", where)
+	assert.Equal(t, "onnxtrain-fmnist-secret", vol.Secret.SecretName, where)
+	assert.Equal(t, 0o400, vol.Secret.DefaultMode, "%s: the secret file is readable by its owner only", where)
+	mounted := false
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if m.Name == vol.Name {
+			mounted = true
+			assert.True(t, m.ReadOnly, where)
+			assert.Equal(t, filepath.Dir(secretFile), m.MountPath, where)
+		}
+	}
+	assert.True(t, mounted, "%s: the Secret volume is not mounted", where)
+}
+
+// k8sArgs are the example's arguments in the Kubernetes manifests, which
+// read the job's secret from the mounted Secret.
+func k8sArgs() []string {
+	return append(exampleArgs("/opt/onnxtrain/models", "/runs/fmnist"), "--dist-secret-file", secretFile)
 }
 
 // exampleArgs are the `onnxtrain train` arguments every deployment runs,
@@ -335,14 +381,15 @@ func TestPyTorchJob(t *testing.T) {
 	c := master.Template.Spec.Containers[0]
 	vars, args, out, err := runContainer(t, c, "RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=onnxtrain-fmnist-master-0", "MASTER_PORT=29500")
 	require.NoError(t, err, out)
-	assert.Equal(t, exampleArgs("/opt/onnxtrain/models", "/runs/fmnist"), args)
+	assert.Equal(t, k8sArgs(), args)
 	assert.Equal(t, "1", vars["RANK"])
 	assert.Equal(t, "2", vars["GOMAXPROCS"])
+	checkSecretMount(t, "PyTorchJob", master.Template.Spec)
 
 	// EXTRA_ARGS adds flags.
 	_, args, out, err = runContainer(t, c, "RANK=0", "EXTRA_ARGS=--steps 5")
 	require.NoError(t, err, out)
-	assert.Equal(t, append(exampleArgs("/opt/onnxtrain/models", "/runs/fmnist"), "--steps", "5"), args)
+	assert.Equal(t, append(k8sArgs(), "--steps", "5"), args)
 }
 
 func TestIndexedJobWithHeadlessService(t *testing.T) {
@@ -383,8 +430,9 @@ func TestIndexedJobWithHeadlessService(t *testing.T) {
 		assert.Equal(t, "2", vars["WORLD_SIZE"])
 		assert.Equal(t, "onnxtrain-fmnist-0.onnxtrain-fmnist", vars["MASTER_ADDR"])
 		assert.Equal(t, "29500", vars["MASTER_PORT"])
-		assert.Equal(t, exampleArgs("/opt/onnxtrain/models", "/runs/fmnist"), args)
+		assert.Equal(t, k8sArgs(), args)
 	}
+	checkSecretMount(t, "Job", j.Spec.Template.Spec)
 	_, _, out, err := runContainer(t, c)
 	require.Error(t, err, "without JOB_COMPLETION_INDEX the wrapper refuses to start")
 	assert.Contains(t, out, "not started by an Indexed Job")
@@ -463,9 +511,11 @@ func TestSlurmScriptOneProcessPerTask(t *testing.T) {
 	assert.Empty(t, vars["RANK"], "srun's SLURM_PROCID gives the rank")
 	assert.Equal(t, exampleArgs("/shared/onnxtrain/models", "/shared/runs/x"), args)
 	assert.Contains(t, out, "2 node(s), 2 process(es) each, master node07:21234, mode tasks")
+	assert.Regexp(t, `^[0-9a-f]{64}$`, vars["ONNXTRAIN_DIST_SECRET"], "without one, the script draws the job's secret")
 
-	_, _, args, out, err = slurmRun(t, "TRAIN_EXTRA_ARGS=--steps 7  --grad-accum 2", "MASTER_PORT=4000")
+	_, vars, args, out, err = slurmRun(t, "TRAIN_EXTRA_ARGS=--steps 7  --grad-accum 2", "MASTER_PORT=4000", "ONNXTRAIN_DIST_SECRET=the-users-own-secret-value")
 	require.NoError(t, err, out)
+	assert.Equal(t, "the-users-own-secret-value", vars["ONNXTRAIN_DIST_SECRET"], "the user's secret is kept")
 	assert.Equal(t, append(exampleArgs("/shared/onnxtrain/models", "/shared/runs/x"), "--steps", "7", "--grad-accum", "2"), args)
 	assert.Contains(t, out, "master node07:4000")
 }
@@ -475,6 +525,7 @@ func TestSlurmScriptOneLauncherPerNode(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Equal(t, []string{"--kill-on-bad-exit=1", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=6"}, srunArgs)
 	assert.Equal(t, "3", vars["GOMAXPROCS"], "each worker's share, passed through by the launcher")
+	assert.Regexp(t, `^[0-9a-f]{64}$`, vars["ONNXTRAIN_DIST_SECRET"], "the launchers of every node get the same drawn secret")
 	require.GreaterOrEqual(t, len(args), 1)
 	self := args[slices.Index(args, "--")+1]
 	assert.True(t, strings.HasSuffix(self, "/onnxtrain"), "the workers run the same binary: %q", self)

@@ -60,9 +60,26 @@ type Config struct {
 	// ChunkBytes is the pipelining unit of the ring collectives; zero means
 	// DefaultChunkBytes.
 	ChunkBytes int
-	// Logger receives debug-level records of the rendezvous and of failures;
-	// nil discards them.
+	// Logger receives debug-level records of the rendezvous and of failures,
+	// and warnings about refused connections; nil discards them.
 	Logger logrus.FieldLogger
+
+	// Secret is the job's secret: every connection between the ranks
+	// starts with a challenge-response over it (ClientHandshake,
+	// ServerHandshake), and a process that cannot answer is refused. Every
+	// rank must hold the same. Nil still runs the handshake, with an empty
+	// key, and Init warns once that the job accepts any process that
+	// reaches its ports. FromEnv reads it from SecretVar or SecretFileVar.
+	Secret []byte
+	// HandshakeTimeout bounds how long a listener waits for a new
+	// connection to pass the handshake; zero means
+	// DefaultHandshakeTimeout (at most Timeout).
+	HandshakeTimeout time.Duration
+	// Settings are what every rank must agree on (model digest,
+	// hyper-parameters, data size); Init compares them across ranks when the
+	// group forms and fails on every rank, naming each difference, when
+	// they differ.
+	Settings []Setting
 }
 
 func (c Config) timeout() time.Duration {
@@ -123,7 +140,8 @@ func (c Config) validate() error {
 // duration such as "90s", or seconds) sets Timeout and ONNXTRAIN_DIST_DEBUG
 // (a boolean) sets Debug. ONNXTRAIN_LISTEN_HOST sets ListenHost (the
 // address this rank's peer listener binds to and advertises, on a machine
-// with several). With none of the launcher variables, FromEnv returns
+// with several). ONNXTRAIN_DIST_SECRET, or the file ONNXTRAIN_DIST_SECRET_FILE
+// names, sets Secret. With none of the launcher variables, FromEnv returns
 // a single-process Config (rank 0 of 1).
 func FromEnv() (Config, error) {
 	cfg, err := configFromEnv(os.LookupEnv)
@@ -228,6 +246,11 @@ func configFromEnv(lookup lookupFunc) (Config, error) {
 		}
 		cfg.Debug = b
 	}
+	secret, err := SecretFromEnv(lookup)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Secret = secret
 	if s := envString(lookup, "ONNXTRAIN_LISTEN_HOST"); s != "" {
 		if strings.ContainsAny(s, " /") {
 			return Config{}, fmt.Errorf("distrib: ONNXTRAIN_LISTEN_HOST=%q is not a host name or address", s)

@@ -20,6 +20,7 @@ type peerConn struct {
 	rank     int
 	conn     net.Conn
 	dataAddr string
+	settings []Setting // what the rank said must agree (rank 0's view)
 	wmu      sync.Mutex
 }
 

@@ -24,6 +24,19 @@
 // (step 17, collective 312)"); nothing hangs. With Config.Debug, ranks
 // compare each collective's lengths before running it.
 //
+// Every connection between the ranks starts with a challenge-response over
+// the job's secret (Config.Secret, from ONNXTRAIN_DIST_SECRET or the file
+// ONNXTRAIN_DIST_SECRET_FILE names): HMAC-SHA-256 over fresh nonces from
+// both sides (ClientHandshake, ServerHandshake, exported for other links
+// between a job's processes). Each rank's listeners stay behind a gate for
+// the life of the group: a connection that fails the handshake, sends
+// garbage or stalls is closed after a short deadline and logged with its
+// address and the reason, and the group goes on. When the group forms,
+// rank 0 compares every rank's Config.Settings (model digest,
+// hyper-parameters, data size); if any differ, Init fails on every rank
+// with a *SettingsError naming each field and which ranks hold which
+// value. Traffic is not encrypted.
+//
 // Built with the tag mpi (cgo, Open MPI), InitMPI makes a Group whose
 // collectives run on MPI instead (MPI_COMM_WORLD under mpirun); the Group's
 // methods, checks and errors stay the same. Without the tag InitMPI returns

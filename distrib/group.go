@@ -37,6 +37,7 @@ type Group struct {
 
 	next, prev net.Conn // ring links: send to rank+1, receive from rank-1
 	ctl        *control
+	gates      []*gate   // this rank's listeners, kept for the life of the group
 	tr         transport // when set, the collectives run on it (MPI) instead of the ring
 
 	mu  sync.Mutex // held for the whole of a collective
@@ -116,6 +117,12 @@ func Init(ctx context.Context, cfg Config) (*Group, error) {
 		}
 		return g, nil
 	}
+	if len(cfg.Secret) == 0 {
+		noSecretWarning.Do(func() {
+			g.log.Warnf("distrib: no job secret is set (%s or %s): this job accepts any process that reaches its ports; "+
+				"give every rank the same secret (onnxtrain launch makes one for a single-node job)", SecretVar, SecretFileVar)
+		})
+	}
 	limit := g.timeout
 	if cfg.Rank != 0 {
 		// Rank 0 gives up first and says why; the others wait a little
@@ -139,6 +146,10 @@ func Init(ctx context.Context, cfg Config) (*Group, error) {
 	return g, nil
 }
 
+// noSecretWarning makes the warning about a job without a secret appear
+// once per process.
+var noSecretWarning sync.Once
+
 func isLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
@@ -160,6 +171,7 @@ func (g *Group) listenData() (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("distrib: rank %d: opening the peer listener on %q: %w", g.rank, host, err)
 	}
+	g.log.WithField("addr", l.Addr().String()).Debug("distrib: peer port open")
 	return l, nil
 }
 
@@ -229,7 +241,7 @@ func (g *Group) initWorker(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer dl.Close()
+	dg, arrivals := g.openPeerGate(dl)
 	master := g.masterHostPort()
 	conn, err := dialRetry(ctx, master)
 	if err != nil {
@@ -245,12 +257,21 @@ func (g *Group) initWorker(ctx context.Context) error {
 		}
 		var rej *rejectedError
 		if errors.As(err, &rej) {
+			if rej.settings {
+				return &SettingsError{Rank: g.rank, Detail: rej.reason}
+			}
 			return fmt.Errorf("distrib: rank %d: rank 0 at %s refused the rendezvous: %s", g.rank, master, rej.reason)
 		}
 		return fmt.Errorf("distrib: rank %d: rendezvous with rank 0 at %s: %s: %w", g.rank, master, what, err)
 	}
+	if err := ClientHandshake(conn, g.cfg.Secret, deadlineOf(ctx)); err != nil {
+		if ctx.Err() != nil {
+			return fail("handshake", err)
+		}
+		return fmt.Errorf("distrib: rank %d: the handshake with rank 0 at %s failed: %w", g.rank, master, err)
+	}
 	hello := helloMsg{Magic: protocolMagic, Version: protocolVersion, Rank: g.rank, WorldSize: g.size,
-		DataAddr: g.advertise(dl, conn.LocalAddr()), Debug: g.cfg.Debug}
+		DataAddr: g.advertise(dl, conn.LocalAddr()), Debug: g.cfg.Debug, Settings: g.cfg.Settings}
 	if err := writeFrame(conn, msgHello, hello, deadlineOf(ctx)); err != nil {
 		return fail("registration", err)
 	}
@@ -263,7 +284,7 @@ func (g *Group) initWorker(ctx context.Context) error {
 		return fmt.Errorf("distrib: rank %d: rank 0 sent %d addresses for a world of %d", g.rank, len(w.Addrs), g.size)
 	}
 	g.log.WithField("addrs", w.Addrs).Debug("distrib: address table")
-	linkErr := g.link(ctx, dl, w.Addrs, w.Session)
+	linkErr := g.link(ctx, dg, arrivals, w.Addrs, w.Session)
 	ready := readyMsg{}
 	if linkErr != nil {
 		ready.Err = linkErr.Error()
@@ -304,14 +325,16 @@ func (g *Group) initMaster(ctx context.Context) error {
 		rl.Close()
 		return err
 	}
-	defer dl.Close()
 	g.ctl = newControl(g)
+	dg, arrivals := g.openPeerGate(dl)
 	peers, err := g.acceptRanks(ctx, rl)
-	rl.Close()
 	if err != nil {
 		return fmt.Errorf("distrib: rank 0: rendezvous on %s: %w", rlAddr, err)
 	}
 	g.ctl.peers = peers
+	if err := g.checkSettings(peers); err != nil {
+		return err
+	}
 	var sb [8]byte
 	if _, err := rand.Read(sb[:]); err != nil {
 		return fmt.Errorf("distrib: rank 0: %w", err)
@@ -328,7 +351,7 @@ func (g *Group) initMaster(ctx context.Context) error {
 			return fmt.Errorf("distrib: rank 0: sending the address table to rank %d: %w", r, err)
 		}
 	}
-	linkErr := g.link(ctx, dl, addrs, session)
+	linkErr := g.link(ctx, dg, arrivals, addrs, session)
 
 	// Every rank reports whether it linked; all start, or all fail.
 	problems := make([]string, g.size)
@@ -369,93 +392,86 @@ func (g *Group) initMaster(ctx context.Context) error {
 	return nil
 }
 
-// acceptRanks waits for every other rank to register on rl.
+// acceptRanks waits for every other rank to register on rl (rank 0's
+// rendezvous port, whose gate it opens): each connection that passed the
+// handshake sends its hello, which is checked and recorded.
 func (g *Group) acceptRanks(ctx context.Context, rl net.Listener) ([]*peerConn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	peers := make([]*peerConn, g.size)
 	var mu sync.Mutex
 	joined := 1
+	over := false
 	all := make(chan struct{})
-	stop := closeOnDone(ctx, rl)
-	defer stop()
-	var pending sync.WaitGroup
 	var strays []string
-	var acceptErr error
-	for {
-		conn, err := rl.Accept()
-		if err != nil {
-			acceptErr = err // all joined or ctx ended (rl closed), or the listener broke
-			break
+	note := func(addr, reason string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !over {
+			strays = append(strays, fmt.Sprintf("%s: %s", addr, reason))
 		}
-		tuneConn(conn)
-		pending.Add(1)
-		go func() {
-			defer pending.Done()
-			stopConn := closeOnDone(ctx, conn)
-			defer stopConn()
-			_ = conn.SetReadDeadline(deadlineOf(ctx))
-			var h helloMsg
-			if err := readFrameAs(conn, msgHello, &h); err != nil {
-				mu.Lock()
-				strays = append(strays, fmt.Sprintf("%s: %v", conn.RemoteAddr(), err))
-				mu.Unlock()
-				conn.Close()
-				return
-			}
-			if !stopConn() { // ctx ended meanwhile and closed conn
-				return
-			}
-			reject := func(format string, args ...any) {
-				reason := fmt.Sprintf(format, args...)
-				strays = append(strays, fmt.Sprintf("%s: %s", conn.RemoteAddr(), reason))
-				_ = writeFrame(conn, msgReject, rejectMsg{Reason: reason}, time.Now().Add(controlWriteTimeout))
-				conn.Close()
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case h.Magic != protocolMagic || h.Version != protocolVersion:
-				reject("protocol %q version %d, rank 0 speaks %q version %d", h.Magic, h.Version, protocolMagic, protocolVersion)
-			case h.WorldSize != g.size:
-				reject("rank %d has world size %d but rank 0 has %d", h.Rank, h.WorldSize, g.size)
-			case h.Rank <= 0 || h.Rank >= g.size:
-				reject("rank %d is outside 1..%d", h.Rank, g.size-1)
-			case peers[h.Rank] != nil:
-				reject("rank %d already joined from %s", h.Rank, peers[h.Rank].conn.RemoteAddr())
-			case h.Debug != g.cfg.Debug:
-				reject("rank %d has Debug=%v but rank 0 has Debug=%v; every rank must agree", h.Rank, h.Debug, g.cfg.Debug)
-			default:
-				_ = conn.SetReadDeadline(time.Time{})
-				peers[h.Rank] = &peerConn{rank: h.Rank, conn: conn, dataAddr: h.DataAddr}
-				joined++
-				if joined == g.size {
-					close(all)
-					rl.Close() // unblocks Accept
-				}
-			}
-		}()
-		select {
-		case <-all:
-		default:
-			continue
-		}
-		break
 	}
+	admit := func(conn net.Conn) {
+		addr := conn.RemoteAddr().String()
+		stopConn := closeOnDone(ctx, conn)
+		_ = conn.SetReadDeadline(deadlineOf(ctx))
+		var h helloMsg
+		err := readFrameAs(conn, msgHello, &h)
+		if !stopConn() { // ctx ended meanwhile and closed conn
+			return
+		}
+		if err != nil {
+			conn.Close()
+			g.log.WithField("from", addr).Warnf("distrib: refused a connection from %s on the rendezvous port: %v", addr, err)
+			note(addr, err.Error())
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		reject := func(format string, args ...any) {
+			reason := fmt.Sprintf(format, args...)
+			if !over {
+				strays = append(strays, fmt.Sprintf("%s: %s", addr, reason))
+			}
+			g.log.WithField("from", addr).Warnf("distrib: refused a connection from %s on the rendezvous port: %s", addr, reason)
+			_ = writeFrame(conn, msgReject, rejectMsg{Reason: reason}, time.Now().Add(controlWriteTimeout))
+			conn.Close()
+		}
+		switch {
+		case over:
+			reject("the rendezvous is over")
+		case h.Magic != protocolMagic || h.Version != protocolVersion:
+			reject("protocol %q version %d, rank 0 speaks %q version %d", h.Magic, h.Version, protocolMagic, protocolVersion)
+		case h.WorldSize != g.size:
+			reject("rank %d has world size %d but rank 0 has %d", h.Rank, h.WorldSize, g.size)
+		case h.Rank <= 0 || h.Rank >= g.size:
+			reject("rank %d is outside 1..%d", h.Rank, g.size-1)
+		case peers[h.Rank] != nil:
+			reject("rank %d already joined from %s", h.Rank, peers[h.Rank].conn.RemoteAddr())
+		case h.Debug != g.cfg.Debug:
+			reject("rank %d has Debug=%v but rank 0 has Debug=%v; every rank must agree", h.Rank, h.Debug, g.cfg.Debug)
+		default:
+			_ = conn.SetReadDeadline(time.Time{})
+			peers[h.Rank] = &peerConn{rank: h.Rank, conn: conn, dataAddr: h.DataAddr, settings: h.Settings}
+			joined++
+			if joined == g.size {
+				close(all)
+			}
+		}
+	}
+	gt := g.openGate(rl, "rendezvous port", admit, note, g.lateRendezvous)
 	select {
 	case <-all:
-		return peers, nil
-	default:
+	case <-ctx.Done():
 	}
-	if ctx.Err() == nil {
-		acceptErr = fmt.Errorf("accepting connections: %w", acceptErr)
-		cancel()
-	} else {
-		acceptErr = nil
-	}
-	pending.Wait()
+	gt.closeAdmission()
 	mu.Lock()
 	defer mu.Unlock()
+	over = true
+	if joined == g.size {
+		return peers, nil
+	}
+	cancel() // closes the connections still sending their hello
 	var missing []string
 	for r := 1; r < g.size; r++ {
 		if peers[r] == nil {
@@ -465,9 +481,6 @@ func (g *Group) acceptRanks(ctx context.Context, rl net.Listener) ([]*peerConn, 
 	msg := fmt.Sprintf("rank %s of %d did not join within %s", strings.Join(missing, ", "), g.size, g.timeout)
 	if len(missing) > 1 {
 		msg = "ranks" + msg[len("rank"):]
-	}
-	if acceptErr != nil {
-		msg = fmt.Sprintf("%v; rank %s of %d had not joined", acceptErr, strings.Join(missing, ", "), g.size)
 	}
 	if len(strays) > 0 {
 		sort.Strings(strays)
@@ -482,8 +495,10 @@ func (g *Group) acceptRanks(ctx context.Context, rl net.Listener) ([]*peerConn, 
 	return nil, errors.New(msg)
 }
 
-// link connects to rank+1 and accepts rank-1.
-func (g *Group) link(ctx context.Context, dl net.Listener, addrs []string, session uint64) error {
+// link connects to rank+1 and accepts rank-1 through dg (this rank's peer
+// port). Both connections pass the handshake first; then the dialer sends
+// its link greeting (rank and session).
+func (g *Group) link(ctx context.Context, dg *gate, arrivals chan linkArrival, addrs []string, session uint64) error {
 	nextRank, prevRank := (g.rank+1)%g.size, (g.rank+g.size-1)%g.size
 	type dialed struct {
 		c   net.Conn
@@ -496,6 +511,11 @@ func (g *Group) link(ctx context.Context, dl net.Listener, addrs []string, sessi
 			dialDone <- dialed{nil, fmt.Errorf("rank %d could not connect to rank %d at %s: %w", g.rank, nextRank, addrs[nextRank], err)}
 			return
 		}
+		if err := ClientHandshake(c, g.cfg.Secret, deadlineOf(ctx)); err != nil {
+			c.Close()
+			dialDone <- dialed{nil, fmt.Errorf("rank %d: the handshake with rank %d at %s failed: %w", g.rank, nextRank, addrs[nextRank], err)}
+			return
+		}
 		_ = c.SetWriteDeadline(deadlineOf(ctx))
 		if _, err := c.Write(encodeLinkHello(g.rank, session)); err != nil {
 			c.Close()
@@ -506,31 +526,33 @@ func (g *Group) link(ctx context.Context, dl net.Listener, addrs []string, sessi
 		dialDone <- dialed{c, nil}
 	}()
 
-	stop := closeOnDone(ctx, dl)
 	var acceptErr error
-	for g.prev == nil {
-		c, err := dl.Accept()
-		if err != nil {
+	for g.prev == nil && acceptErr == nil {
+		select {
+		case a := <-arrivals:
+			switch {
+			case !a.ok:
+				dg.refuse(a.c, "its first message is not a ring link greeting")
+			case a.session != session:
+				dg.refuse(a.c, fmt.Sprintf("its link greeting (rank %d) belongs to another group (session %#x, this one is %#x): a process of an earlier start of the job?", a.rank, a.session, session))
+			case a.rank != prevRank:
+				dg.refuse(a.c, fmt.Sprintf("it claims rank %d, but rank %d links only with rank %d", a.rank, g.rank, prevRank))
+			default:
+				g.prev = a.c
+			}
+		case <-ctx.Done():
 			acceptErr = fmt.Errorf("rank %d did not connect to rank %d within %s", prevRank, g.rank, g.timeout)
-			break
 		}
-		tuneConn(c)
-		b := make([]byte, 16)
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.ReadFull(c, b); err != nil {
-			c.Close()
-			continue
-		}
-		r, s, ok := decodeLinkHello(b)
-		if !ok || s != session || r != prevRank {
-			g.log.WithField("from", c.RemoteAddr().String()).Debug("distrib: refused a stray peer connection")
-			c.Close()
-			continue
-		}
-		_ = c.SetReadDeadline(time.Time{})
-		g.prev = c
 	}
-	stop()
+	dg.closeAdmission()
+	for more := true; more; {
+		select {
+		case a := <-arrivals:
+			dg.refuse(a.c, "the ring is linked already")
+		default:
+			more = false
+		}
+	}
 	d := <-dialDone
 	g.next = d.c
 	if d.err != nil {
@@ -565,6 +587,9 @@ func (g *Group) Close() error {
 }
 
 func (g *Group) closeConns() {
+	for _, gt := range g.gates {
+		gt.shut()
+	}
 	if g.next != nil {
 		g.next.Close()
 	}

@@ -19,8 +19,10 @@ const MPIBuilt = true
 // collectives run on MPI (MPI_Allreduce, MPI_Reduce_scatter_block,
 // MPI_Allgather, MPI_Bcast, MPI_Barrier; byte objects by gathering their
 // sizes first, then MPI_Allgatherv or MPI_Gatherv). Of cfg it uses Debug,
-// Timeout and Logger, but MPI calls are not bounded by Timeout: mpirun ends
-// the job when a process dies. WithBF16 has no effect: tensors travel as
+// Timeout, Logger and Settings (compared across the ranks at once, as Init
+// does; mpirun starts every process, so there is no handshake), but MPI
+// calls are not bounded by Timeout: mpirun ends the job when a process
+// dies. WithBF16 has no effect: tensors travel as
 // float32.
 //
 // Close the group before the process exits: closing the last MPI group
@@ -41,6 +43,12 @@ func InitMPI(ctx context.Context, cfg Config) (*Group, error) {
 	}
 	g := newGroup(cfg)
 	g.tr = &mpiTransport{c: comm}
+	if g.size > 1 && cfg.Settings != nil {
+		if err := g.checkSettingsOver(g.tr); err != nil {
+			_ = g.tr.close(false, g.timeout)
+			return nil, err
+		}
+	}
 	g.log.WithField("world_size", g.size).Debug("distrib: MPI process group ready")
 	return g, nil
 }

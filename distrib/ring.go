@@ -277,36 +277,45 @@ func (g *Group) ensureScratch() {
 	}
 }
 
-func (g *Group) runFloat(c *call, p *fplan) {
-	g.ensureScratch()
+// ringItems is one collective's traffic on the ring: items to send to
+// rank+1 and items to receive from rank-1, where an item may wait for an
+// item of the other list (see fplan and bplan).
+type ringItems interface {
+	header() header
+	counts() (sends, recvs int)
+	// sendDep and recvDep return the index of the item of the other list
+	// that must be done first, or -1.
+	sendDep(i int) int
+	recvDep(i int) int
+	send(g *Group, w *linkWriter, i int) error
+	// recv returns nil, or what failed.
+	recv(g *Group, i int) *localFailure
+}
+
+// runRing runs a collective's items: sending in a goroutine, receiving in
+// this one. The header goes out with the first payload; the receiver
+// checks rank-1's header before anything else.
+func (g *Group) runRing(c *call, p ringItems) {
 	sent, recvd := newProgress(), newProgress()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		g.sendFloats(c, p, sent, recvd)
+		g.sendItems(c, p, sent, recvd)
 	}()
-	g.recvFloats(c, p, sent, recvd)
+	g.recvItems(c, p, sent, recvd)
 	<-done
 }
 
-func (g *Group) sendFloats(c *call, p *fplan, sent, recvd *progress) {
+func (g *Group) sendItems(c *call, p ringItems, sent, recvd *progress) {
 	var hb [headerSize]byte
-	p.hdr.encode(hb[:])
+	p.header().encode(hb[:])
 	w := linkWriter{conn: g.next, pending: hb[:]}
-	for _, it := range p.sends {
-		if it.dep >= 0 && !recvd.wait(int64(it.dep)+1, c.abortCh) {
+	n, _ := p.counts()
+	for i := range n {
+		if d := p.sendDep(i); d >= 0 && !recvd.wait(int64(d)+1, c.abortCh) {
 			return
 		}
-		src := p.buf[it.off : it.off+it.n]
-		var err error
-		if p.bf16 {
-			s := g.sendU16[:it.n]
-			toBF16(s, src)
-			err = w.write(u16bytes(s))
-		} else {
-			err = w.write(f32bytes(src))
-		}
-		if err != nil {
+		if err := p.send(g, &w, i); err != nil {
 			c.fail(g.ioFailure(err, false))
 			return
 		}
@@ -317,29 +326,58 @@ func (g *Group) sendFloats(c *call, p *fplan, sent, recvd *progress) {
 	}
 }
 
-func (g *Group) recvFloats(c *call, p *fplan, sent, recvd *progress) {
-	if !g.checkHeader(c, p.hdr) {
+func (g *Group) recvItems(c *call, p ringItems, sent, recvd *progress) {
+	if !g.checkHeader(c, p.header()) {
 		return
 	}
-	for _, it := range p.recvs {
-		if it.dep >= 0 && !sent.wait(int64(it.dep)+1, c.abortCh) {
+	_, n := p.counts()
+	for i := range n {
+		if d := p.recvDep(i); d >= 0 && !sent.wait(int64(d)+1, c.abortCh) {
 			return
 		}
-		dst := p.buf[it.off : it.off+it.n]
-		if err := g.recvChunk(dst, it.reduce, p.bf16); err != nil {
-			c.fail(g.ioFailure(err, true))
+		if f := p.recv(g, i); f != nil {
+			c.fail(f)
 			return
-		}
-		if it.final {
-			if p.divide != 0 {
-				divideBy(dst, p.divide)
-			}
-			if p.roundFinal {
-				roundBF16(dst)
-			}
 		}
 		recvd.add()
 	}
+}
+
+func (g *Group) runFloat(c *call, p *fplan) {
+	g.ensureScratch()
+	g.runRing(c, p)
+}
+
+func (p *fplan) header() header     { return p.hdr }
+func (p *fplan) counts() (int, int) { return len(p.sends), len(p.recvs) }
+func (p *fplan) sendDep(i int) int  { return p.sends[i].dep }
+func (p *fplan) recvDep(i int) int  { return p.recvs[i].dep }
+func (p *fplan) send(g *Group, w *linkWriter, i int) error {
+	it := p.sends[i]
+	src := p.buf[it.off : it.off+it.n]
+	if p.bf16 {
+		s := g.sendU16[:it.n]
+		toBF16(s, src)
+		return w.write(u16bytes(s))
+	}
+	return w.write(f32bytes(src))
+}
+
+func (p *fplan) recv(g *Group, i int) *localFailure {
+	it := p.recvs[i]
+	dst := p.buf[it.off : it.off+it.n]
+	if err := g.recvChunk(dst, it.reduce, p.bf16); err != nil {
+		return g.ioFailure(err, true)
+	}
+	if it.final {
+		if p.divide != 0 {
+			divideBy(dst, p.divide)
+		}
+		if p.roundFinal {
+			roundBF16(dst)
+		}
+	}
+	return nil
 }
 
 func (g *Group) recvChunk(dst []float32, reduce, bf16 bool) error {
@@ -384,66 +422,37 @@ type bplan struct {
 	sends, recvs []bitem
 }
 
-func (g *Group) runBytes(c *call, p *bplan) {
-	sent, recvd := newProgress(), newProgress()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		g.sendBlocks(c, p, recvd, sent)
-	}()
-	g.recvBlocks(c, p, sent, recvd)
-	<-done
+func (g *Group) runBytes(c *call, p *bplan) { g.runRing(c, p) }
+
+func (p *bplan) header() header     { return p.hdr }
+func (p *bplan) counts() (int, int) { return len(p.sends), len(p.recvs) }
+func (p *bplan) sendDep(i int) int  { return p.sends[i].dep }
+func (p *bplan) recvDep(i int) int  { return p.recvs[i].dep }
+
+// send writes a block as its length (8 bytes, little endian) and bytes.
+func (p *bplan) send(_ *Group, w *linkWriter, i int) error {
+	b := p.blocks[p.sends[i].block]
+	var lb [8]byte
+	binary.LittleEndian.PutUint64(lb[:], uint64(len(b)))
+	return w.write(lb[:], b)
 }
 
-func (g *Group) sendBlocks(c *call, p *bplan, recvd, sent *progress) {
-	var hb [headerSize]byte
-	p.hdr.encode(hb[:])
-	w := linkWriter{conn: g.next, pending: hb[:]}
-	for _, it := range p.sends {
-		if it.dep >= 0 && !recvd.wait(int64(it.dep)+1, c.abortCh) {
-			return
-		}
-		b := p.blocks[it.block]
-		var lb [8]byte
-		binary.LittleEndian.PutUint64(lb[:], uint64(len(b)))
-		if err := w.write(lb[:], b); err != nil {
-			c.fail(g.ioFailure(err, false))
-			return
-		}
-		sent.add()
+func (p *bplan) recv(g *Group, i int) *localFailure {
+	var lb [8]byte
+	if _, err := io.ReadFull(g.prev, lb[:]); err != nil {
+		return g.ioFailure(err, true)
 	}
-	if err := w.flush(); err != nil {
-		c.fail(g.ioFailure(err, false))
+	n := binary.LittleEndian.Uint64(lb[:])
+	if n > maxObjectBytes || n > math.MaxInt {
+		return &localFailure{suspect: g.prevRank(), kind: kindMismatch,
+			detail: fmt.Sprintf("rank %d announced an object of %d bytes (more than %d): the ranks are out of step", g.prevRank(), n, uint64(maxObjectBytes))}
 	}
-}
-
-func (g *Group) recvBlocks(c *call, p *bplan, sent, recvd *progress) {
-	if !g.checkHeader(c, p.hdr) {
-		return
+	b := make([]byte, n)
+	if _, err := io.ReadFull(g.prev, b); err != nil {
+		return g.ioFailure(err, true)
 	}
-	for _, it := range p.recvs {
-		if it.dep >= 0 && !sent.wait(int64(it.dep)+1, c.abortCh) {
-			return
-		}
-		var lb [8]byte
-		if _, err := io.ReadFull(g.prev, lb[:]); err != nil {
-			c.fail(g.ioFailure(err, true))
-			return
-		}
-		n := binary.LittleEndian.Uint64(lb[:])
-		if n > maxObjectBytes || n > math.MaxInt {
-			c.fail(&localFailure{suspect: g.prevRank(), kind: kindMismatch,
-				detail: fmt.Sprintf("rank %d announced an object of %d bytes (more than %d): the ranks are out of step", g.prevRank(), n, uint64(maxObjectBytes))})
-			return
-		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(g.prev, b); err != nil {
-			c.fail(g.ioFailure(err, true))
-			return
-		}
-		p.blocks[it.block] = b
-		recvd.add()
-	}
+	p.blocks[p.recvs[i].block] = b
+	return nil
 }
 
 // allGatherBytes: at step t rank r forwards block r-t and receives block

@@ -12,7 +12,7 @@ import (
 )
 
 // protocolVersion changes whenever the bytes on the wire change.
-const protocolVersion = 1
+const protocolVersion = 2
 
 const protocolMagic = "onnxtrain-distrib"
 
@@ -40,6 +40,8 @@ type helloMsg struct {
 	WorldSize int
 	DataAddr  string
 	Debug     bool
+	// Settings are what every rank must agree on (Config.Settings).
+	Settings []Setting `json:",omitempty"`
 }
 
 type welcomeMsg struct {
@@ -47,7 +49,11 @@ type welcomeMsg struct {
 	Addrs   []string
 }
 
-type rejectMsg struct{ Reason string }
+type rejectMsg struct {
+	Reason string
+	// Settings says the ranks' settings differ; Reason names them.
+	Settings bool `json:",omitempty"`
+}
 
 type readyMsg struct{ Err string }
 
@@ -124,7 +130,7 @@ func readFrameAs(r io.Reader, want byte, v any) error {
 		if err := json.Unmarshal(body, &rej); err != nil {
 			return fmt.Errorf("malformed rejection: %w", err)
 		}
-		return &rejectedError{rej.Reason}
+		return &rejectedError{reason: rej.Reason, settings: rej.Settings}
 	}
 	if typ != want {
 		return fmt.Errorf("got control message type %d, want %d: not an onnxtrain peer of the same version?", typ, want)
@@ -135,7 +141,10 @@ func readFrameAs(r io.Reader, want byte, v any) error {
 	return nil
 }
 
-type rejectedError struct{ reason string }
+type rejectedError struct {
+	reason   string
+	settings bool
+}
 
 func (e *rejectedError) Error() string { return e.reason }
 

@@ -75,6 +75,13 @@ type Config struct {
 	GracePeriod time.Duration
 	// RunID is TORCHELASTIC_RUN_ID; empty means DefaultRunID.
 	RunID string
+	// SecretFile names a file holding the job's secret (--dist-secret-file),
+	// passed to the workers as distrib.SecretFileVar. Without it, a secret
+	// in the environment (distrib.SecretVar or distrib.SecretFileVar) is
+	// passed on; without either, a single-node launcher draws one for its
+	// workers, and a multi-node one refuses to start: every node must be
+	// given the same secret.
+	SecretFile string
 
 	// Command is the worker's program and arguments. A program without a
 	// path separator is looked up in PATH; see ResolveCommand for
@@ -102,6 +109,10 @@ type Config struct {
 	// Logger receives the launcher's own records (starts, failures,
 	// restarts); nil discards them.
 	Logger logrus.FieldLogger
+
+	// secretVar is the NAME=value the workers get for the job's secret,
+	// when the launcher sets it (chooseSecret); empty: inherited as is.
+	secretVar string
 }
 
 // WorkerError reports the worker whose failure ended the job.
@@ -271,6 +282,9 @@ func (c *Config) normalize() error {
 	if c.Env == nil {
 		c.Env = os.Environ()
 	}
+	if err := c.chooseSecret(); err != nil {
+		return err
+	}
 	if c.Logger == nil {
 		l := logrus.New()
 		l.Out = io.Discard
@@ -330,12 +344,15 @@ func (c *Config) workerEnv(local, restart, port int) []string {
 		"ONNXTRAIN_RESTART_COUNT":    strconv.Itoa(restart),
 		"ONNXTRAIN_MAX_RESTARTS":     strconv.Itoa(c.MaxRestarts),
 	}
-	env := make([]string, 0, len(c.Env)+len(set)+1)
+	env := make([]string, 0, len(c.Env)+len(set)+2)
 	hasGOMAXPROCS := false
 	for _, kv := range c.Env {
 		name, _, _ := strings.Cut(kv, "=")
 		if _, ours := set[name]; ours {
 			continue
+		}
+		if c.secretVar != "" && (name == distrib.SecretVar || name == distrib.SecretFileVar) {
+			continue // replaced below
 		}
 		if name == "GOMAXPROCS" {
 			hasGOMAXPROCS = true
@@ -344,6 +361,9 @@ func (c *Config) workerEnv(local, restart, port int) []string {
 	}
 	for _, name := range launcherVars {
 		env = append(env, name+"="+set[name])
+	}
+	if c.secretVar != "" {
+		env = append(env, c.secretVar)
 	}
 	// N Go workers on one machine would each run GOMAXPROCS = all CPUs and
 	// fight over them (torchrun sets OMP_NUM_THREADS=1 for the same reason):
@@ -653,4 +673,47 @@ func describeExit(ps *os.ProcessState, err error) string {
 		return ps.String()
 	}
 	return "unknown"
+}
+
+// chooseSecret decides how the workers get the job's secret: from
+// SecretFile, from the launcher's environment (checked here, so that a bad
+// one fails before any worker starts), or, on one node, drawn now.
+func (c *Config) chooseSecret() error {
+	c.secretVar = ""
+	if c.SecretFile != "" {
+		if _, err := distrib.ReadSecretFile(c.SecretFile); err != nil {
+			return fmt.Errorf("launch: --dist-secret-file: %w", err)
+		}
+		abs, err := filepath.Abs(c.SecretFile)
+		if err != nil {
+			return fmt.Errorf("launch: --dist-secret-file: %w", err)
+		}
+		c.secretVar = distrib.SecretFileVar + "=" + abs
+		return nil
+	}
+	lookup := func(name string) (string, bool) {
+		for i := len(c.Env) - 1; i >= 0; i-- {
+			if n, v, ok := strings.Cut(c.Env[i], "="); ok && n == name {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	secret, err := distrib.SecretFromEnv(lookup)
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	if secret != nil {
+		return nil // the workers inherit it
+	}
+	if c.NNodes > 1 {
+		return fmt.Errorf("launch: --nnodes %d needs the job's secret, the same on every node: set %s (e.g. to the output of `openssl rand -hex 32`) or give --dist-secret-file, so that only the job's own processes can join it",
+			c.NNodes, distrib.SecretVar)
+	}
+	s, err := distrib.NewSecret()
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	c.secretVar = distrib.SecretVar + "=" + s
+	return nil
 }

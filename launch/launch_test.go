@@ -23,6 +23,8 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/distrib"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the launcher's writers and the
@@ -96,7 +98,8 @@ func rankVars(t *testing.T, out string) map[int]map[string]string {
 }
 
 func TestWorkerEnvironmentPerRank(t *testing.T) {
-	cfg, stdout, stderr := testConfig(t, "env", 3, "LAUNCH_TEST_INHERITED=yes", "RANK=99", "WORLD_SIZE=99", "GOMAXPROCS=")
+	cfg, stdout, stderr := testConfig(t, "env", 3, "LAUNCH_TEST_INHERITED=yes", "RANK=99", "WORLD_SIZE=99", "GOMAXPROCS=",
+		distrib.SecretVar+"=node-shared-secret-0123456789")
 	// An inherited GOMAXPROCS (even empty) is the user's choice; drop it to
 	// see the launcher's share.
 	env := cfg.Env[:0]
@@ -131,6 +134,7 @@ func TestWorkerEnvironmentPerRank(t *testing.T) {
 		assert.Equal(t, "0", v["TORCHELASTIC_RESTART_COUNT"])
 		assert.Equal(t, "none", v["TORCHELASTIC_RUN_ID"])
 		assert.Equal(t, "yes", v["LAUNCH_TEST_INHERITED"])
+		assert.Equal(t, "node-shared-secret-0123456789", v[distrib.SecretVar], "the nodes' secret is passed on")
 		assert.Equal(t, wantProcs, v["GOMAXPROCS"])
 		// The last line had no newline: it is still a line of its own.
 		assert.Equal(t, "no newline at the end|", v["(other)"])

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onnxtrain/onnxtrain/distrib"
 )
 
 // The tests run this test binary as the workers (and, for the end-to-end
@@ -105,7 +107,7 @@ func testWorker(mode string) int {
 	restart := envInt("ONNXTRAIN_RESTART_COUNT")
 	switch mode {
 	case "env":
-		for _, name := range append(append([]string(nil), launcherVars...), "GOMAXPROCS", "LAUNCH_TEST_INHERITED") {
+		for _, name := range append(append([]string(nil), launcherVars...), "GOMAXPROCS", "LAUNCH_TEST_INHERITED", distrib.SecretVar, distrib.SecretFileVar) {
 			fmt.Printf("%s=%s\n", name, os.Getenv(name))
 		}
 		fmt.Fprintln(os.Stderr, "to stderr")

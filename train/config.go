@@ -108,6 +108,10 @@ type Config struct {
 	// group forms from the launcher's environment) or "mpi" (MPI_COMM_WORLD
 	// under mpirun; needs a binary built with the build tag mpi).
 	Comm string `yaml:"comm"`
+	// DistSecretFile names a file holding the job's secret (instead of
+	// $ONNXTRAIN_DIST_SECRET): every connection between the processes
+	// proves it holds it.
+	DistSecretFile string `yaml:"dist-secret-file"`
 	// SyncBatchNorm normalises BatchNorm layers with the statistics of the
 	// global batch across processes (torch.nn.SyncBatchNorm).
 	SyncBatchNorm bool `yaml:"sync-batchnorm"`

@@ -505,6 +505,9 @@ func joinGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
 		cfg.Timeout = tc.DistTimeout
 	}
 	cfg.Debug = cfg.Debug || tc.Debug
+	if err := prepareJoin(&cfg, tc); err != nil { // join_settings.go: secret, settings, logger
+		return nil, err
+	}
 	g, err := distrib.Init(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("train: joining the process group (rank %d of %d): %w", cfg.Rank, cfg.WorldSize, err)
@@ -517,6 +520,9 @@ func joinGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
 // closing it finalises MPI.
 func joinMPIGroup(ctx context.Context, tc Config) (*distrib.Group, error) {
 	cfg := distrib.Config{Timeout: tc.DistTimeout, Debug: tc.Debug}
+	if err := prepareJoin(&cfg, tc); err != nil { // join_settings.go
+		return nil, err
+	}
 	env, envErr := distrib.FromEnv()
 	if envErr == nil {
 		if cfg.Timeout == 0 {

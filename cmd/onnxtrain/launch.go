@@ -40,7 +40,10 @@ and supervise them:
     to continue from its newest checkpoint).
 
 PROGRAM "onnxtrain" runs this executable. On several machines, start one launcher per
-machine with the same --nnodes, --master-addr and --master-port and its own --node-rank.
+machine with the same --nnodes, --master-addr and --master-port and its own --node-rank,
+and give every machine the same secret ($ONNXTRAIN_DIST_SECRET or --dist-secret-file):
+the workers' connections prove they hold it, and strangers are refused. On one machine
+without a secret, the launcher makes one for its workers.
 Each worker gets GOMAXPROCS = CPUs / nproc-per-node unless GOMAXPROCS is set.`,
 		Example: `  onnxtrain launch --nproc-per-node 2 -- onnxtrain train --model m.onnx --data d.npz --log-format json
   onnxtrain launch --nnodes 2 --node-rank 0 --master-addr node0 --nproc-per-node 4 \
@@ -102,6 +105,7 @@ Each worker gets GOMAXPROCS = CPUs / nproc-per-node unless GOMAXPROCS is set.`,
 	f.DurationVar(&cfg.MonitorInterval, "monitor-interval", launch.DefaultMonitorInterval, "pause before restarting failed workers (exits are noticed at once)")
 	f.DurationVar(&cfg.GracePeriod, "grace-period", launch.DefaultGracePeriod, "time workers have to exit after SIGTERM before SIGKILL")
 	f.StringVar(&cfg.RunID, "run-id", launch.DefaultRunID, "job id given to the workers as TORCHELASTIC_RUN_ID")
+	f.StringVar(&cfg.SecretFile, "dist-secret-file", "", "file holding the job's secret, passed to the workers (default: $ONNXTRAIN_DIST_SECRET; on one node without either, the launcher makes one; several nodes need the same one on each)")
 	f.BoolVar(&jsonStdout, "json-stdout", false, "pass rank 0's stdout through unprefixed even without --log-format json in the worker's arguments (e.g. when it comes from a --config file)")
 	return cmd
 }

@@ -68,6 +68,7 @@ func TestLaunchSetsRankEnvironmentAndPrefixesLines(t *testing.T) {
 }
 
 func TestLaunchSecondNodeRanks(t *testing.T) {
+	t.Setenv("ONNXTRAIN_DIST_SECRET", "every-node-holds-this-secret") // several nodes need one
 	stdout, stderr, err := runLaunch(t, "--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "2",
 		"--master-addr", "node0.example", "--", "sh", "-c", `echo "$RANK/$WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR:$MASTER_PORT"`)
 	require.NoError(t, err, stderr)

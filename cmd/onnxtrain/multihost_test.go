@@ -126,7 +126,7 @@ func TestMultiHostTwoNodes(t *testing.T) {
 				"--master-addr", hosts[0].addr, "--master-port", strconv.Itoa(port), "--nproc-per-node", "1", "--")
 			args = append(append(args, self), append(common, "--batch-size", "2", "--dist-timeout", "1m")...)
 			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-			cmd.Env = append(os.Environ(), h.env...)
+			cmd.Env = append(append(os.Environ(), h.env...), "ONNXTRAIN_DIST_SECRET=multi-host-test-shared-secret")
 			res[r] = &result{}
 			cmd.Stdout, cmd.Stderr = &res[r].stdout, &res[r].stderr
 			require.NoError(t, cmd.Start())

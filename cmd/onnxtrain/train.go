@@ -93,6 +93,7 @@ func newTrainCmd() *cobra.Command {
 	f.BoolVar(&cfg.Debug, "debug", false, "data parallel: compare tensor lengths across ranks before every collective (one extra small exchange each)")
 	f.DurationVar(&cfg.DistTimeout, "dist-timeout", 0, "data parallel: time a rank waits for the others in the rendezvous and in each collective before failing, naming the rank that did not answer (0: $ONNXTRAIN_DIST_TIMEOUT or 10m)")
 	f.StringVar(&cfg.Comm, "comm", cfg.Comm, "data parallel: transport of the collectives, tcp (the group forms from the launcher's environment) or mpi (run under mpirun; needs a binary built with -tags mpi)")
+	f.StringVar(&cfg.DistSecretFile, "dist-secret-file", "", "data parallel: file holding the job's secret, the same on every rank (instead of $ONNXTRAIN_DIST_SECRET; e.g. a mounted Kubernetes Secret): connections that cannot prove it are refused")
 	f.BoolVar(&cfg.CompressBF16, "compress-bf16", false, "data parallel: send gradients as bfloat16 on the wire (half the bytes; partial sums are rounded to bfloat16, added in float32)")
 	f.Float64Var(&cfg.BucketMB, "bucket-mb", 0, "data parallel: MB of gradients per collective (0: 25, as PyTorch DDP)")
 	f.BoolVar(&cfg.NoOverlap, "no-overlap", false, "data parallel: reduce gradients after the backward pass instead of while it runs (same result)")
