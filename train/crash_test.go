@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // The crash test re-executes the test binary: with crashChildEnv set to a
@@ -66,10 +67,8 @@ func checkCrashState(t *testing.T, st *State) {
 
 // TestCheckpointCrashChild is the child process of TestCheckpointCrash.
 func TestCheckpointCrashChild(t *testing.T) {
+	testutil.SkipChild(t, crashChildEnv)
 	dir := os.Getenv(crashChildEnv)
-	if dir == "" {
-		t.Skip("the child of TestCheckpointCrash; runs only when " + crashChildEnv + " is set")
-	}
 	start, err := strconv.Atoi(os.Getenv(crashChildEnv + "_START"))
 	require.NoError(t, err)
 	deadline := time.Now().Add(30 * time.Second) // in case the parent is gone
@@ -86,9 +85,7 @@ func TestCheckpointCrashChild(t *testing.T) {
 // as the last or the next state in full. (SIGKILL tests the rename
 // protocol; surviving a power loss also rests on the fsyncs.)
 func TestCheckpointCrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	testutil.SkipShort(t, "spawns processes")
 	dir := filepath.Join(t.TempDir(), "latest")
 	require.NoError(t, SaveState(dir, crashState(0)))
 

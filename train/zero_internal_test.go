@@ -19,6 +19,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train/data"
 )
@@ -205,9 +206,7 @@ func TestGradientsArriveInReverseOrder(t *testing.T) {
 // reduced while backward runs), 2 processes give bit for bit the
 // parameters of the same run reducing in Backward, with accumulation.
 func TestOverlapIsBitIdentical(t *testing.T) {
-	if testing.Short() {
-		t.Skip("trains on 2 in-process ranks")
-	}
+	testutil.SkipShort(t, "trains on 2 in-process ranks")
 	const steps = 3
 	run := func(overlap bool) [][]float32 {
 		groups := startTestGroups(t, 2)
@@ -260,9 +259,7 @@ func TestOverlapErrorNamesStep(t *testing.T) {
 // (stage 0), for SGD with momentum and AdamW, with accumulation and
 // clipping (the sharded norm is the norm of the whole gradients).
 func TestZeroMatchesReplicated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("trains on in-process ranks")
-	}
+	testutil.SkipShort(t, "trains on in-process ranks")
 	const steps = 3
 	for _, tc := range []struct {
 		opt   string
@@ -310,9 +307,7 @@ func TestZeroMatchesReplicated(t *testing.T) {
 // rank's slices, and loads on 3 ranks (ZeRO-1) and on 1 process, where the
 // next step gives the same parameters as the uninterrupted run.
 func TestZeroCheckpointReshards(t *testing.T) {
-	if testing.Short() {
-		t.Skip("trains on in-process ranks")
-	}
+	testutil.SkipShort(t, "trains on in-process ranks")
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	groups := startTestGroups(t, 2)
 	ranks := make([]*zeroRank, 2)
@@ -475,9 +470,7 @@ func encodeShardForTest(ranges map[string]zeroRange, ts map[string]*graph.Tensor
 // formula for fp32 Adam: parameters 4Ψ, gradients 4Ψ (stage 2: 4Ψ/N),
 // optimizer state 8Ψ (stage ≥ 1: 8Ψ/N).
 func TestZeroMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("trains on in-process ranks")
-	}
+	testutil.SkipShort(t, "trains on in-process ranks")
 	var lines []string
 	for _, world := range []int{2, 4} {
 		for stage := 0; stage <= 2; stage++ {
