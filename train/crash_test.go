@@ -89,7 +89,23 @@ func TestCheckpointCrash(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "latest")
 	require.NoError(t, SaveState(dir, crashState(0)))
 
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
+	// The kill moments are random; the seed is logged (and named again on
+	// failure) so that a failing sequence of kill points can be re-run:
+	// set <crashChildEnv>_SEED to it. A re-run draws the same fractions of
+	// a save's duration; the save itself takes what the machine gives it.
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashChildEnv + "_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "%s_SEED", crashChildEnv)
+		seed = n
+	}
+	t.Logf("kill-point seed %d (re-run with %s_SEED=%d)", seed, crashChildEnv, seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("failed with kill-point seed %d: re-run with %s_SEED=%d go test ./train -run 'TestCheckpointCrash$'", seed, crashChildEnv, seed)
+		}
+	})
+	rng := rand.New(rand.NewPCG(seed, 5))
 	kills := 10
 	if s := os.Getenv(crashChildEnv + "_KILLS"); s != "" { // for longer stress runs
 		n, err := strconv.Atoi(s)
