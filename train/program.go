@@ -612,9 +612,6 @@ func (p *Program) Evaluate(ctx context.Context, inputs map[string]*graph.Tensor,
 	}
 	var loss float64
 	var logits *graph.Tensor
-	for _, o := range out {
-		_ = o
-	}
 	for name, t := range out {
 		if name == p.evalOutput && p.cfg.Loss.Kind != "output" {
 			logits = t
