@@ -1,5 +1,3 @@
-// Package importer reads ONNX models (protobuf, external data, every tensor
-// dtype) into onnxtrain's graph IR and writes trained graphs back to ONNX.
 package importer
 
 import (

@@ -1,9 +1,3 @@
-// Package tensorio reads and writes arrays in NumPy's .npy and .npz formats
-// as graph tensors: the format users feed `onnxtrain run` and `train` with.
-//
-// The codec is ours (the format is a short header plus raw bytes): the Go
-// npyio package reads well but writes only 1-D arrays and gonum matrices,
-// and neither it nor others handle bfloat16.
 package tensorio
 
 import (

@@ -1,6 +1,3 @@
-// Package train turns an imported ONNX model into a training program (forward,
-// loss, backward) and runs the training loop: losses, optimizers, gradient
-// accumulation, clipping, evaluation and export of the trained weights.
 package train
 
 import (
