@@ -87,150 +87,16 @@ type viewChain struct {
 // followed up to its last Transpose, whose perm gives the rank that the
 // Gathers below it need. It returns the number of fused nodes made.
 func FuseAttentionViews(g *Graph) int {
-	producer := map[string]*Node{}
-	for _, n := range g.Nodes {
-		for _, o := range n.Outputs {
-			if o != "" {
-				producer[o] = n
-			}
-		}
-	}
-	consts := map[string]*Tensor{}
-	for name, t := range g.Initializers {
-		consts[name] = t
-	}
-	for _, n := range g.Nodes {
-		if n.OpType == "Constant" && isPlain(n) && len(n.Outputs) == 1 && n.Attr("value") != nil {
-			consts[n.Outputs[0]] = n.Attr("value").T
-		}
-	}
-	readers := readCounts(g)
-	scalarIndex := func(name string) (int64, bool) {
-		t := consts[name]
-		if t == nil || t.Rank() != 0 || !t.DType.IsInt() || t.Validate() != nil || t.Size() != 1 {
-			return 0, false
-		}
-		return t.Int(0), true
-	}
-	resolve := func(name string) viewChain {
-		return resolveView(name, producer, scalarIndex)
-	}
-	// outPerm returns the Transpose that is the only reader of name, and
-	// its perm.
-	transposeReader := map[string]*Node{}
-	for _, n := range g.Nodes {
-		if n.OpType == "Transpose" && isPlain(n) && len(n.Inputs) == 1 && len(n.Outputs) == 1 && n.Outputs[0] != "" && n.Attr("perm") != nil {
-			transposeReader[n.Inputs[0]] = n
-		}
-	}
-	outPerm := func(name string) (*Node, []int64) {
-		t := transposeReader[name]
-		if t == nil || readers[name] != 1 {
-			return nil, nil
-		}
-		perm := t.AttrInts("perm", nil)
-		if !isPerm(perm) {
-			return nil, nil
-		}
-		return t, perm
-	}
-	// scaleReader returns the Mul that is the only reader of name when it
-	// multiplies it by a float32 scalar constant (attention's 1/√d), and
-	// the scalar.
-	mulReader := map[string]*Node{}
-	for _, n := range g.Nodes {
-		if n.OpType == "Mul" && isPlain(n) && len(n.Inputs) == 2 && len(n.Outputs) == 1 && n.Outputs[0] != "" {
-			for _, in := range n.Inputs {
-				mulReader[in] = n
-			}
-		}
-	}
-	// SumToShape nodes that read a value only for its shape (input 1).
-	likes := map[string][]*Node{}
-	for _, n := range g.Nodes {
-		if n.Domain == InternalDomain && n.OpType == "SumToShape" && len(n.Inputs) == 2 && n.Inputs[0] != n.Inputs[1] {
-			likes[n.Inputs[1]] = append(likes[n.Inputs[1]], n)
-		}
-	}
-	scaleReader := func(name string) (*Node, float32) {
-		m := mulReader[name]
-		if m == nil || readers[name] != 1+len(likes[name]) {
-			return nil, 0
-		}
-		other := m.Inputs[0]
-		if other == name {
-			other = m.Inputs[1]
-		}
-		t := consts[other]
-		if other == name || t == nil || t.DType != Float32 || t.Size() != 1 || t.Rank() > 1 || t.Validate() != nil {
-			return nil, 0
-		}
-		return m, float32(t.Float(0))
-	}
+	ix := indexAttentionViews(g)
 	drop := map[*Node]bool{}
 	replaced := map[*Node]*Node{}
 	fused := 0
 	for _, n := range g.Nodes {
-		var grad int64
-		switch {
-		case isMatMul(n):
-		case n.Domain == InternalDomain && n.OpType == "MatMulGradA" && len(n.Inputs) == 3 && len(n.Outputs) == 1:
-			grad = 1
-		case n.Domain == InternalDomain && n.OpType == "MatMulGradB" && len(n.Inputs) == 3 && len(n.Outputs) == 1:
-			grad = 2
-		default:
-			continue
+		if ix.fusePermutedMatMul(n, drop, replaced) {
+			fused++
 		}
-		if n.Outputs[0] == "" || slices.Contains(n.Inputs, "") {
-			continue
-		}
-		chains := make([]viewChain, len(n.Inputs))
-		worth := false
-		for i, in := range n.Inputs {
-			chains[i] = resolve(in)
-			worth = worth || (chains[i].views && !chains[i].swapOnly)
-		}
-		if !worth {
-			continue
-		}
-		out := n.Outputs[0]
-		attrs := map[string]*Attr{}
-		if grad != 0 {
-			attrs["grad"] = &Attr{Name: "grad", Type: AttrInt, I: grad}
-		}
-		inputs := make([]string, len(n.Inputs))
-		for i, c := range chains {
-			inputs[i] = c.base
-			if c.views {
-				a, f := viewAttrNames(i)
-				attrs[a] = IntsAttr(a, c.axes...)
-				if len(c.fixed) > 0 {
-					attrs[f] = IntsAttr(f, c.fixed...)
-				}
-			}
-		}
-		if t, perm := outPerm(out); t != nil && !drop[t] {
-			attrs["permY"] = IntsAttr("permY", perm...)
-			out = t.Outputs[0]
-			drop[t] = true
-		}
-		if m, alpha := scaleReader(out); m != nil && !drop[m] {
-			attrs["alpha"] = &Attr{Name: "alpha", Type: AttrFloat, F: alpha}
-			// The scaled product has the product's shape: SumToShapes
-			// (the Mul's gradient) read that instead.
-			for _, l := range likes[out] {
-				c := *l
-				c.Inputs = []string{l.Inputs[0], m.Outputs[0]}
-				replaced[l] = &c
-			}
-			out = m.Outputs[0]
-			drop[m] = true
-		}
-		replaced[n] = &Node{Name: n.Name, OpType: PermutedMatMul, Domain: FusedDomain,
-			Inputs: inputs, Outputs: []string{out}, Attrs: attrs}
-		fused++
 	}
-	fused += fuseGatherGradSums(g, producer, readers, scalarIndex, outPerm, drop, replaced)
+	fused += fuseGatherGradSums(g, ix.producer, ix.readers, ix.scalarIndex, ix.outPerm, drop, replaced)
 	if fused == 0 {
 		return 0
 	}
@@ -241,6 +107,159 @@ func FuseAttentionViews(g *Graph) int {
 	}
 	removeNodes(g, drop)
 	return fused
+}
+
+// attentionViews indexes what FuseAttentionViews asks of a graph: who
+// produces and reads each value, the constants, and the Transpose, Mul and
+// SumToShape readers of values.
+type attentionViews struct {
+	producer map[string]*Node
+	consts   map[string]*Tensor
+	readers  map[string]int
+	// transposeReader and mulReader: a Transpose (with a perm) and a plain
+	// two-input Mul reading each value; likes: the SumToShape nodes that
+	// read a value only for its shape (input 1).
+	transposeReader, mulReader map[string]*Node
+	likes                      map[string][]*Node
+}
+
+func indexAttentionViews(g *Graph) *attentionViews {
+	ix := &attentionViews{producer: map[string]*Node{}, consts: map[string]*Tensor{}, readers: readCounts(g),
+		transposeReader: map[string]*Node{}, mulReader: map[string]*Node{}, likes: map[string][]*Node{}}
+	for name, t := range g.Initializers {
+		ix.consts[name] = t
+	}
+	for _, n := range g.Nodes {
+		for _, o := range n.Outputs {
+			if o != "" {
+				ix.producer[o] = n
+			}
+		}
+		if n.OpType == "Constant" && isPlain(n) && len(n.Outputs) == 1 && n.Attr("value") != nil {
+			ix.consts[n.Outputs[0]] = n.Attr("value").T
+		}
+		if n.OpType == "Transpose" && isPlain(n) && len(n.Inputs) == 1 && len(n.Outputs) == 1 && n.Outputs[0] != "" && n.Attr("perm") != nil {
+			ix.transposeReader[n.Inputs[0]] = n
+		}
+		if n.OpType == "Mul" && isPlain(n) && len(n.Inputs) == 2 && len(n.Outputs) == 1 && n.Outputs[0] != "" {
+			for _, in := range n.Inputs {
+				ix.mulReader[in] = n
+			}
+		}
+		if n.Domain == InternalDomain && n.OpType == "SumToShape" && len(n.Inputs) == 2 && n.Inputs[0] != n.Inputs[1] {
+			ix.likes[n.Inputs[1]] = append(ix.likes[n.Inputs[1]], n)
+		}
+	}
+	return ix
+}
+
+// scalarIndex returns the value of name when it is a constant integer
+// scalar.
+func (ix *attentionViews) scalarIndex(name string) (int64, bool) {
+	t := ix.consts[name]
+	if t == nil || t.Rank() != 0 || !t.DType.IsInt() || t.Validate() != nil || t.Size() != 1 {
+		return 0, false
+	}
+	return t.Int(0), true
+}
+
+// outPerm returns the Transpose that is the only reader of name, and its
+// perm.
+func (ix *attentionViews) outPerm(name string) (*Node, []int64) {
+	t := ix.transposeReader[name]
+	if t == nil || ix.readers[name] != 1 {
+		return nil, nil
+	}
+	perm := t.AttrInts("perm", nil)
+	if !isPerm(perm) {
+		return nil, nil
+	}
+	return t, perm
+}
+
+// scaleReader returns the Mul that is the only reader of name (but for
+// SumToShapes that read it for its shape) when it multiplies it by a
+// float32 scalar constant (attention's 1/√d), and the scalar.
+func (ix *attentionViews) scaleReader(name string) (*Node, float32) {
+	m := ix.mulReader[name]
+	if m == nil || ix.readers[name] != 1+len(ix.likes[name]) {
+		return nil, 0
+	}
+	other := m.Inputs[0]
+	if other == name {
+		other = m.Inputs[1]
+	}
+	t := ix.consts[other]
+	if other == name || t == nil || t.DType != Float32 || t.Size() != 1 || t.Rank() > 1 || t.Validate() != nil {
+		return nil, 0
+	}
+	return m, float32(t.Float(0))
+}
+
+// fusePermutedMatMul records in replaced the PermutedMatMul that replaces
+// product n (MatMul, MatMulGradA or MatMulGradB) when an operand is a view
+// worth fusing, absorbing an only-reader Transpose (permY) and then a
+// scalar Mul (alpha) into it; the absorbed nodes go into drop. It reports
+// whether it fused n.
+func (ix *attentionViews) fusePermutedMatMul(n *Node, drop map[*Node]bool, replaced map[*Node]*Node) bool {
+	var grad int64
+	switch {
+	case isMatMul(n):
+	case n.Domain == InternalDomain && n.OpType == "MatMulGradA" && len(n.Inputs) == 3 && len(n.Outputs) == 1:
+		grad = 1
+	case n.Domain == InternalDomain && n.OpType == "MatMulGradB" && len(n.Inputs) == 3 && len(n.Outputs) == 1:
+		grad = 2
+	default:
+		return false
+	}
+	if n.Outputs[0] == "" || slices.Contains(n.Inputs, "") {
+		return false
+	}
+	chains := make([]viewChain, len(n.Inputs))
+	worth := false
+	for i, in := range n.Inputs {
+		chains[i] = resolveView(in, ix.producer, ix.scalarIndex)
+		worth = worth || (chains[i].views && !chains[i].swapOnly)
+	}
+	if !worth {
+		return false
+	}
+	out := n.Outputs[0]
+	attrs := map[string]*Attr{}
+	if grad != 0 {
+		attrs["grad"] = &Attr{Name: "grad", Type: AttrInt, I: grad}
+	}
+	inputs := make([]string, len(n.Inputs))
+	for i, c := range chains {
+		inputs[i] = c.base
+		if c.views {
+			a, f := viewAttrNames(i)
+			attrs[a] = IntsAttr(a, c.axes...)
+			if len(c.fixed) > 0 {
+				attrs[f] = IntsAttr(f, c.fixed...)
+			}
+		}
+	}
+	if t, perm := ix.outPerm(out); t != nil && !drop[t] {
+		attrs["permY"] = IntsAttr("permY", perm...)
+		out = t.Outputs[0]
+		drop[t] = true
+	}
+	if m, alpha := ix.scaleReader(out); m != nil && !drop[m] {
+		attrs["alpha"] = &Attr{Name: "alpha", Type: AttrFloat, F: alpha}
+		// The scaled product has the product's shape: SumToShapes (the
+		// Mul's gradient) read that instead.
+		for _, l := range ix.likes[out] {
+			c := *l
+			c.Inputs = []string{l.Inputs[0], m.Outputs[0]}
+			replaced[l] = &c
+		}
+		out = m.Outputs[0]
+		drop[m] = true
+	}
+	replaced[n] = &Node{Name: n.Name, OpType: PermutedMatMul, Domain: FusedDomain,
+		Inputs: inputs, Outputs: []string{out}, Attrs: attrs}
+	return true
 }
 
 // viewAttrNames are the attribute names of input i's view.

@@ -14,6 +14,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend/conformance"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 func known(vs ...int64) []graph.Dim {
@@ -174,10 +175,7 @@ func TestInferUnknownOpLeavesOutputUnknown(t *testing.T) {
 // conformance model with the shapes of its test inputs and checks each
 // output whose type it infers completely against the expected tensor.
 func TestInferShapesMatchesConformanceOutputs(t *testing.T) {
-	root := conformance.TestdataDir()
-	if root == "" {
-		t.Skip("ONNX test data not found")
-	}
+	root := testutil.ONNXTestdata(t)
 	cases, err := conformance.Cases(root)
 	require.NoError(t, err)
 	require.NotEmpty(t, cases)

@@ -131,14 +131,6 @@ var recomputeCheap = map[string]bool{
 	"Unsqueeze": true, "Transpose": true,
 }
 
-// recomputeWindow is how many backward nodes apart the first readers of two
-// recomputed values may be for their copies to be shared. Measured on
-// cifar_resnet at batch 16 (planned peak of a training step, before the
-// Relu and SumToShape rewrites): sharing across 8 or 64 nodes saves a few
-// copies but keeps them alive longer, 4.2 and 7.3 MiB against 4.0 MiB with
-// no sharing beyond one reader.
-const recomputeWindow = 0
-
 // metadataRead reports whether input i of backward node n is read only for
 // its dtype or shape.
 func metadataRead(n *Node, i int) bool {
@@ -157,48 +149,87 @@ func metadataRead(n *Node, i int) bool {
 // what it does. The node list stays topologically sorted, with every copy
 // just before the backward node that first reads it.
 func Recompute(g *Graph, forward int, opset int64, opts RecomputeOptions) (RecomputeStats, error) {
-	var st RecomputeStats
 	if forward < 0 || forward > len(g.Nodes) {
-		return st, fmt.Errorf("graph: recompute: %d forward nodes, but the graph has %d nodes", forward, len(g.Nodes))
+		return RecomputeStats{}, fmt.Errorf("graph: recompute: %d forward nodes, but the graph has %d nodes", forward, len(g.Nodes))
 	}
 	if opts.MaxNodes <= 0 {
 		opts.MaxNodes = 4
 	}
-	fwd, bwd := g.Nodes[:forward], g.Nodes[forward:]
-	producer := map[string]int{} // forward value -> index in fwd
-	for i, n := range fwd {
+	r := &recomputePass{g: g, opset: opset, opts: opts, fwd: g.Nodes[:forward], bwd: g.Nodes[forward:]}
+	if err := r.indexForward(); err != nil {
+		return r.st, err
+	}
+	r.rewriteMetadataReads()
+	read := r.backwardReads()
+	r.chooseRecomputed(read)
+	group, groupOf := r.groupByFirstReader()
+	g.Nodes = r.emit(group, groupOf)
+	return r.st, nil
+}
+
+// recomputePass is the state Recompute's steps share.
+type recomputePass struct {
+	g     *Graph
+	opset int64
+	opts  RecomputeOptions
+	st    RecomputeStats
+
+	fwd, bwd []*Node
+	producer map[string]int  // forward value -> index in fwd
+	isOutput map[string]bool // graph outputs
+	hoist    map[int][]*Node // forward index -> CastLike nodes to run after it
+	// keep: forward values that stay alive until backward reads them;
+	// recomputed: those backward reads as copies, each with its chain of
+	// forward nodes (indices in fwd) to run again.
+	keep, recomputed map[string]bool
+	chains           map[string]map[int]bool
+}
+
+// indexForward finds the producer of every forward value, refuses a
+// backward pass that redefines one, and counts the values backward reads
+// before the pass (Stats.Saved).
+func (r *recomputePass) indexForward() error {
+	r.producer = map[string]int{}
+	for i, n := range r.fwd {
 		for _, o := range n.Outputs {
 			if o != "" {
-				producer[o] = i
+				r.producer[o] = i
 			}
 		}
 	}
-	for _, n := range bwd {
+	for _, n := range r.bwd {
 		for _, o := range n.Outputs {
-			if _, dup := producer[o]; dup && o != "" {
-				return st, n.Errorf("recompute: backward node redefines forward value %q", o)
+			if _, dup := r.producer[o]; dup && o != "" {
+				return n.Errorf("recompute: backward node redefines forward value %q", o)
 			}
 		}
 	}
-	isOutput := map[string]bool{}
-	for _, o := range g.Outputs {
-		isOutput[o.Name] = true
+	r.isOutput = map[string]bool{}
+	for _, o := range r.g.Outputs {
+		r.isOutput[o.Name] = true
 	}
 	before := map[string]bool{}
-	for _, n := range bwd {
+	for _, n := range r.bwd {
 		for _, in := range n.Inputs {
-			if _, ok := producer[in]; ok {
+			if _, ok := r.producer[in]; ok {
 				before[in] = true
 			}
 		}
 	}
-	st.Saved = len(before)
+	r.st.Saved = len(before)
+	return nil
+}
 
-	// Metadata-only reads. Shape inference types the forward values.
-	types, _ := InferShapes(g, opset, nil)
+// rewriteMetadataReads removes backward reads of forward values that need
+// only their dtype or shape, or that another kept value answers: CastLike
+// of a constant moves into the forward pass, SumToShape that cannot
+// broadcast becomes Identity, and a Relu mask reads the Relu's output.
+func (r *recomputePass) rewriteMetadataReads() {
+	// Shape inference types the forward values.
+	types, _ := InferShapes(r.g, r.opset, nil)
 	consumers := map[string][]*Node{}
 	reluOf := map[string]string{} // Relu input -> its output
-	for _, n := range fwd {
+	for _, n := range r.fwd {
 		for _, in := range n.Inputs {
 			consumers[in] = append(consumers[in], n)
 		}
@@ -206,163 +237,178 @@ func Recompute(g *Graph, forward int, opset int64, opts RecomputeOptions) (Recom
 			reluOf[n.Inputs[0]] = n.Outputs[0]
 		}
 	}
-	hoist := map[int][]*Node{} // forward index -> CastLike nodes to run after it
-	kept := make([]*Node, 0, len(bwd))
+	r.hoist = map[int][]*Node{}
+	kept := make([]*Node, 0, len(r.bwd))
 	backwardOut := map[string]*Node{}
-	for _, n := range bwd {
+	for _, n := range r.bwd {
 		if len(n.Inputs) == 2 && metadataRead(n, 1) {
 			like := n.Inputs[1]
-			p, fromFwd := producer[like]
+			p, fromFwd := r.producer[like]
 			switch {
 			case !fromFwd:
-			case n.OpType == "CastLike" && isConstant(g, n.Inputs[0]):
-				hoist[p] = append(hoist[p], n)
-				st.Hoisted++
+			case n.OpType == "CastLike" && isConstant(r.g, n.Inputs[0]):
+				r.hoist[p] = append(r.hoist[p], n)
+				r.st.Hoisted++
 				for _, o := range n.Outputs {
 					backwardOut[o] = n
 				}
 				continue
 			case n.OpType == "SumToShape" && (sameStaticShape(types[n.Inputs[0]], types[like]) || noBroadcastFrom(like, consumers[like], types)):
 				n = &Node{Name: n.Name, OpType: "Identity", Inputs: []string{n.Inputs[0]}, Outputs: n.Outputs}
-				st.ShapeReads++
+				r.st.ShapeReads++
 			}
 		}
-		if y, ok := reluMaskOf(n, reluOf, backwardOut, g); ok {
+		if y, ok := reluMaskOf(n, reluOf, backwardOut, r.g); ok {
 			// Greater(x, 0) for x = Relu's input is Greater(Relu(x), 0):
 			// read the output, which the next layer's gradient keeps.
 			c := *n
 			c.Inputs = []string{y, n.Inputs[1]}
 			n = &c
-			st.ReluMasks++
+			r.st.ReluMasks++
 		}
 		for _, o := range n.Outputs {
 			backwardOut[o] = n
 		}
 		kept = append(kept, n)
 	}
-	bwd = kept
+	r.bwd = kept
+}
 
-	// The forward values backward reads, in forward order.
+// backwardReads returns the forward values backward reads; values that
+// subgraphs capture by name are kept as they are.
+func (r *recomputePass) backwardReads() map[string]bool {
 	read := map[string]bool{}
-	keep := map[string]bool{} // forward values that stay alive until backward reads them
-	for _, n := range bwd {
+	r.keep = map[string]bool{}
+	for _, n := range r.bwd {
 		for _, in := range n.Inputs {
-			if _, ok := producer[in]; ok {
+			if _, ok := r.producer[in]; ok {
 				read[in] = true
 			}
 		}
 		for _, sg := range n.Subgraphs() {
 			for _, name := range sg.OuterScopeNames() {
-				if _, ok := producer[name]; ok {
+				if _, ok := r.producer[name]; ok {
 					// Subgraphs read by name: keep what they capture.
-					read[name], keep[name] = true, true
+					read[name], r.keep[name] = true, true
 				}
 			}
 		}
 	}
+	return read
+}
 
-	cheap := func(n *Node) bool {
-		if n.Domain != "" && n.Domain != "ai.onnx" {
+// cheap reports whether forward node n may run again in backward.
+func (r *recomputePass) cheap(n *Node) bool {
+	if n.Domain != "" && n.Domain != "ai.onnx" {
+		return false
+	}
+	if !recomputeCheap[n.OpType] || len(n.Subgraphs()) > 0 {
+		return false
+	}
+	if n.OpType == "BatchNormalization" && r.opset > 0 && r.opset < 14 {
+		// Before opset 14 the mode follows from which outputs are
+		// named; keep such nodes as they are.
+		return false
+	}
+	return true
+}
+
+// chainOf collects the forward nodes that recompute v from kept values,
+// inputs and initializers; false when v cannot be recomputed cheaply
+// (an expensive or output root, or more than MaxNodes nodes).
+func (r *recomputePass) chainOf(v string) (map[int]bool, bool) {
+	acc := map[int]bool{}
+	var walk func(v string) bool
+	walk = func(v string) bool {
+		p, ok := r.producer[v]
+		if !ok || r.keep[v] {
+			return true // input, initializer or kept value
+		}
+		n := r.fwd[p]
+		if !r.cheap(n) || r.isOutput[v] {
+			return false // a root that would live longer than it does now
+		}
+		if acc[p] {
+			return true
+		}
+		acc[p] = true
+		if len(acc) > r.opts.MaxNodes {
 			return false
 		}
-		if !recomputeCheap[n.OpType] || len(n.Subgraphs()) > 0 {
-			return false
-		}
-		if n.OpType == "BatchNormalization" && opset > 0 && opset < 14 {
-			// Before opset 14 the mode follows from which outputs are
-			// named; keep such nodes as they are.
-			return false
+		for _, in := range n.Inputs {
+			if in != "" && !walk(in) {
+				return false
+			}
 		}
 		return true
 	}
-	// Decide, in forward order, which read values are recomputed. A
-	// value's copies form a private chain back to kept values: values
-	// recomputed for another reader are recomputed again rather than
-	// shared, so no copy outlives the backward node that first needs it.
-	recomputed := map[string]bool{}
-	chainOf := func(v string) (map[int]bool, bool) {
-		acc := map[int]bool{}
-		var walk func(v string) bool
-		walk = func(v string) bool {
-			p, ok := producer[v]
-			if !ok || keep[v] {
-				return true // input, initializer or kept value
-			}
-			n := fwd[p]
-			if !cheap(n) || isOutput[v] {
-				return false // a root that would live longer than it does now
-			}
-			if acc[p] {
-				return true
-			}
-			acc[p] = true
-			if len(acc) > opts.MaxNodes {
-				return false
-			}
-			for _, in := range n.Inputs {
-				if in != "" && !walk(in) {
-					return false
-				}
-			}
-			return true
-		}
-		return acc, walk(v)
-	}
-	chains := map[string]map[int]bool{}
-	for _, n := range fwd {
+	return acc, walk(v)
+}
+
+// chooseRecomputed decides, in forward order, which read values are
+// recomputed. A value's copies form a private chain back to kept values:
+// values recomputed for another reader are recomputed again rather than
+// shared, so no copy outlives the backward node that first needs it.
+func (r *recomputePass) chooseRecomputed(read map[string]bool) {
+	r.recomputed = map[string]bool{}
+	r.chains = map[string]map[int]bool{}
+	for _, n := range r.fwd {
 		for _, v := range n.Outputs {
-			if !read[v] || keep[v] {
+			if !read[v] || r.keep[v] {
 				continue
 			}
-			if acc, ok := chainOf(v); !opts.ReadsOnly && ok && !isOutput[v] && cheap(n) {
-				recomputed[v] = true
-				chains[v] = acc
-				st.Recomputed++
+			if acc, ok := r.chainOf(v); !r.opts.ReadsOnly && ok && !r.isOutput[v] && r.cheap(n) {
+				r.recomputed[v] = true
+				r.chains[v] = acc
+				r.st.Recomputed++
 			} else {
-				keep[v] = true
+				r.keep[v] = true
 			}
 		}
 	}
+}
 
-	// Group the recomputed values by where backward first reads them:
-	// values first read within recomputeWindow nodes of each other share
-	// one set of copies, emitted before the first of those readers.
-	firstUse := map[string]int{}
-	for i, n := range bwd {
+// groupByFirstReader groups the recomputed values by the backward node
+// that first reads them: the values one node reads first share one set of
+// copies, emitted just before it. (Sharing copies across nearby readers
+// too saves a few nodes but keeps the copies alive longer, which raised
+// the planned peak of cifar_resnet's training step.) It returns the forward
+// nodes to copy per emission point (backward index) and each value's
+// emission point.
+func (r *recomputePass) groupByFirstReader() (map[int]map[int]bool, map[string]int) {
+	group := map[int]map[int]bool{}
+	groupOf := map[string]int{}
+	for i, n := range r.bwd {
 		for _, in := range n.Inputs {
-			if _, seen := firstUse[in]; !seen && recomputed[in] {
-				firstUse[in] = i
-			}
-		}
-	}
-	group := map[int]map[int]bool{} // emission point (backward index) -> forward nodes to copy
-	groupOf := map[string]int{}     // recomputed value -> its emission point
-	start := -1
-	for i, n := range bwd {
-		for _, in := range n.Inputs {
-			if !recomputed[in] || firstUse[in] != i {
+			if !r.recomputed[in] {
 				continue
 			}
-			if start < 0 || i-start > recomputeWindow {
-				start = i
-				group[start] = map[int]bool{}
+			if _, seen := groupOf[in]; seen {
+				continue
 			}
-			groupOf[in] = start
-			for p := range chains[in] {
-				group[start][p] = true
+			groupOf[in] = i
+			if group[i] == nil {
+				group[i] = map[int]bool{}
+			}
+			for p := range r.chains[in] {
+				group[i][p] = true
 			}
 		}
 	}
+	return group, groupOf
+}
 
-	// Emit: forward (with hoisted CastLikes), then backward with each
-	// group's copies, in forward order, before its first reader.
+// emit returns the new node list: forward (with hoisted CastLikes), then
+// backward with each group's copies, in forward order, before its first
+// reader, and backward reads renamed to the copies.
+func (r *recomputePass) emit(group map[int]map[int]bool, groupOf map[string]int) []*Node {
 	copyName := func(v string, point int) string { return fmt.Sprintf("%s/recomputed%d", v, point) }
-	out := make([]*Node, 0, len(g.Nodes)+len(recomputed))
-	for i, n := range fwd {
+	out := make([]*Node, 0, len(r.g.Nodes)+len(r.recomputed))
+	for i, n := range r.fwd {
 		out = append(out, n)
-		out = append(out, hoist[i]...)
+		out = append(out, r.hoist[i]...)
 	}
-	for i, n := range bwd {
+	for i, n := range r.bwd {
 		if nodes, ok := group[i]; ok {
 			ps := make([]int, 0, len(nodes))
 			for p := range nodes {
@@ -371,7 +417,7 @@ func Recompute(g *Graph, forward int, opset int64, opts RecomputeOptions) (Recom
 			slices.Sort(ps)
 			copied := map[string]bool{}
 			for _, p := range ps {
-				f := fwd[p]
+				f := r.fwd[p]
 				c := *f
 				c.Name = fmt.Sprintf("%s/recomputed%d", f.Label(), i)
 				c.Inputs = slices.Clone(f.Inputs)
@@ -388,18 +434,18 @@ func Recompute(g *Graph, forward int, opset int64, opts RecomputeOptions) (Recom
 					}
 				}
 				out = append(out, &c)
-				st.Copies++
+				r.st.Copies++
 			}
 		}
 		renamed := false
 		for _, in := range n.Inputs {
-			renamed = renamed || recomputed[in]
+			renamed = renamed || r.recomputed[in]
 		}
 		if renamed {
 			c := *n
 			c.Inputs = slices.Clone(n.Inputs)
 			for j, in := range c.Inputs {
-				if recomputed[in] {
+				if r.recomputed[in] {
 					c.Inputs[j] = copyName(in, groupOf[in])
 				}
 			}
@@ -407,8 +453,7 @@ func Recompute(g *Graph, forward int, opset int64, opts RecomputeOptions) (Recom
 		}
 		out = append(out, n)
 	}
-	g.Nodes = out
-	return st, nil
+	return out
 }
 
 // isConstant reports whether name is an initializer that is not a graph

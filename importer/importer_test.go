@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/repodata"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // typedTensorProto encodes a TensorProto using the typed fields (float_data,
@@ -195,13 +197,11 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 }
 
 func TestLoadRoundTripsConformanceModels(t *testing.T) {
-	root := filepath.Join("..", "..", "shared", "onnx", "testdata")
+	root := testutil.ONNXTestdata(t)
 	paths, _ := filepath.Glob(filepath.Join(root, "node", "test_[a-c]*", "model.onnx"))
 	more, _ := filepath.Glob(filepath.Join(root, "light", "*", "model.onnx"))
 	paths = append(paths, more...)
-	if len(paths) == 0 {
-		t.Skip("conformance data not found")
-	}
+	require.NotEmpty(t, paths, "no conformance models under %s", root)
 	for _, p := range paths {
 		m, err := Load(p)
 		require.NoError(t, err, p)
@@ -337,7 +337,7 @@ func FuzzDecode(f *testing.F) {
 	m := tinyModel(graph.FromFloat32([]float32{1, 2, 3}, 3))
 	b, _ := Encode(m)
 	f.Add(b)
-	paths, _ := filepath.Glob(filepath.Join("..", "..", "shared", "onnx", "testdata", "node", "test_[a-e]*", "model.onnx"))
+	paths, _ := filepath.Glob(filepath.Join(repodata.ONNXTestdata(), "node", "test_[a-e]*", "model.onnx"))
 	for i, p := range paths {
 		if i%8 != 0 {
 			continue

@@ -1,5 +1,3 @@
-// Package importer reads ONNX models (protobuf, external data, every tensor
-// dtype) into onnxtrain's graph IR and writes trained graphs back to ONNX.
 package importer
 
 import (
@@ -84,19 +82,7 @@ func decodeModel(b []byte, d *decoder) (*graph.Model, error) {
 			if mb, err = f.msg(); err == nil {
 				var dom string
 				var ver int64
-				err = walk(mb, func(f field) error {
-					var err error
-					switch f.num {
-					case 1:
-						dom, err = f.str()
-					case 2:
-						ver, err = f.varint()
-					}
-					return err
-				})
-				if dom == "ai.onnx" {
-					dom = ""
-				}
+				dom, ver, err = parseOpsetImport(mb)
 				m.Opsets[dom] = ver
 			}
 		case 14:
@@ -565,16 +551,7 @@ func (d *decoder) function(b []byte) (*graph.Function, error) {
 			if mb, err = f.msg(); err == nil {
 				var dom string
 				var ver int64
-				err = walk(mb, func(f field) error {
-					var err error
-					switch f.num {
-					case 1:
-						dom, err = f.str()
-					case 2:
-						ver, err = f.varint()
-					}
-					return err
-				})
+				dom, ver, err = parseOpsetImport(mb)
 				fn.Opsets[dom] = ver
 			}
 		}
@@ -584,4 +561,24 @@ func (d *decoder) function(b []byte) (*graph.Function, error) {
 		return nil, fmt.Errorf("function %q: %w", fn.Name, err)
 	}
 	return fn, nil
+}
+
+// parseOpsetImport reads an OperatorSetIdProto (a model's or a function's
+// opset_import): the domain, with "ai.onnx" written as "" as node domains
+// are, and the version.
+func parseOpsetImport(b []byte) (domain string, version int64, err error) {
+	err = walk(b, func(f field) error {
+		var err error
+		switch f.num {
+		case 1:
+			domain, err = f.str()
+		case 2:
+			version, err = f.varint()
+		}
+		return err
+	})
+	if domain == "ai.onnx" {
+		domain = ""
+	}
+	return domain, version, err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strconv"
 	"unsafe"
@@ -266,50 +265,8 @@ func fromRaw(d graph.DType, raw []byte, n int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	le := binary.LittleEndian
-	switch s := data.(type) {
-	case []float32:
-		for i := range s {
-			s[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
-		}
-	case []float64:
-		for i := range s {
-			s[i] = math.Float64frombits(le.Uint64(raw[8*i:]))
-		}
-	case []int64:
-		for i := range s {
-			s[i] = int64(le.Uint64(raw[8*i:]))
-		}
-	case []uint64:
-		for i := range s {
-			s[i] = le.Uint64(raw[8*i:])
-		}
-	case []int32:
-		for i := range s {
-			s[i] = int32(le.Uint32(raw[4*i:]))
-		}
-	case []uint32:
-		for i := range s {
-			s[i] = le.Uint32(raw[4*i:])
-		}
-	case []int16:
-		for i := range s {
-			s[i] = int16(le.Uint16(raw[2*i:]))
-		}
-	case []uint16:
-		for i := range s {
-			s[i] = le.Uint16(raw[2*i:])
-		}
-	case []int8:
-		for i := range s {
-			s[i] = int8(raw[i])
-		}
-	case []uint8:
-		copy(s, raw)
-	case []bool:
-		for i := range s {
-			s[i] = raw[i] != 0
-		}
+	if err := graph.DecodeElements(data, raw, binary.LittleEndian); err != nil {
+		return nil, err
 	}
 	return data, nil
 }

@@ -1,9 +1,3 @@
-// Package tensorio reads and writes arrays in NumPy's .npy and .npz formats
-// as graph tensors: the format users feed `onnxtrain run` and `train` with.
-//
-// The codec is ours (the format is a short header plus raw bytes): the Go
-// npyio package reads well but writes only 1-D arrays and gonum matrices,
-// and neither it nor others handle bfloat16.
 package tensorio
 
 import (
@@ -13,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -146,7 +139,9 @@ func ReadNPY(r io.Reader) (*graph.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	decodeInto(t, raw, bo)
+	if err := graph.DecodeElements(t.Data, raw, bo); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
+	}
 	if fortran && len(shape) > 1 {
 		t = fromFortran(t)
 	}
@@ -160,53 +155,6 @@ func readUpTo(r io.Reader, n int) ([]byte, error) {
 		return nil, fmt.Errorf("got %d bytes: %v", got, err)
 	}
 	return buf.Bytes(), nil
-}
-
-func decodeInto(t *graph.Tensor, raw []byte, bo binary.ByteOrder) {
-	switch s := t.Data.(type) {
-	case []float32:
-		for i := range s {
-			s[i] = math.Float32frombits(bo.Uint32(raw[4*i:]))
-		}
-	case []float64:
-		for i := range s {
-			s[i] = math.Float64frombits(bo.Uint64(raw[8*i:]))
-		}
-	case []int8:
-		for i := range s {
-			s[i] = int8(raw[i])
-		}
-	case []uint8:
-		copy(s, raw)
-	case []bool:
-		for i := range s {
-			s[i] = raw[i] != 0
-		}
-	case []int16:
-		for i := range s {
-			s[i] = int16(bo.Uint16(raw[2*i:]))
-		}
-	case []uint16:
-		for i := range s {
-			s[i] = bo.Uint16(raw[2*i:])
-		}
-	case []int32:
-		for i := range s {
-			s[i] = int32(bo.Uint32(raw[4*i:]))
-		}
-	case []uint32:
-		for i := range s {
-			s[i] = bo.Uint32(raw[4*i:])
-		}
-	case []int64:
-		for i := range s {
-			s[i] = int64(bo.Uint64(raw[8*i:]))
-		}
-	case []uint64:
-		for i := range s {
-			s[i] = bo.Uint64(raw[8*i:])
-		}
-	}
 }
 
 // fromFortran reorders a column-major tensor into row-major.

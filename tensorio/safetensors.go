@@ -145,7 +145,9 @@ func DecodeSafetensors(b []byte) (map[string]*graph.Tensor, map[string]string, e
 		if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != int64(t.Size()*dt.Size()) {
 			return nil, nil, fmt.Errorf("%w: tensor %q: byte range %v does not fit shape %v of %v (data is %d bytes)", ErrFormat, name, e.Offsets, e.Shape, dt, len(data))
 		}
-		decodeInto(t, data[lo:hi], binary.LittleEndian)
+		if err := graph.DecodeElements(t.Data, data[lo:hi], binary.LittleEndian); err != nil {
+			return nil, nil, fmt.Errorf("%w: tensor %q: %v", ErrFormat, name, err)
+		}
 		out[name] = t
 	}
 	return out, meta, nil

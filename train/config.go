@@ -192,5 +192,10 @@ func (c *Config) Validate() error {
 	if _, err := ParseMixedPrecision(c.MixedPrecision); err != nil { // amp.go
 		return err
 	}
+	if c.CompressBF16 && c.Comm == "mpi" {
+		// MPI's collectives move float32; silently sending full width
+		// would misreport what the run does.
+		return fmt.Errorf("--compress-bf16 works only with --comm tcp: the MPI transport sends gradients as float32")
+	}
 	return nil
 }

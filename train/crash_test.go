@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // The crash test re-executes the test binary: with crashChildEnv set to a
@@ -66,10 +67,8 @@ func checkCrashState(t *testing.T, st *State) {
 
 // TestCheckpointCrashChild is the child process of TestCheckpointCrash.
 func TestCheckpointCrashChild(t *testing.T) {
+	testutil.SkipChild(t, crashChildEnv)
 	dir := os.Getenv(crashChildEnv)
-	if dir == "" {
-		t.Skip("the child of TestCheckpointCrash; runs only when " + crashChildEnv + " is set")
-	}
 	start, err := strconv.Atoi(os.Getenv(crashChildEnv + "_START"))
 	require.NoError(t, err)
 	deadline := time.Now().Add(30 * time.Second) // in case the parent is gone
@@ -86,13 +85,27 @@ func TestCheckpointCrashChild(t *testing.T) {
 // as the last or the next state in full. (SIGKILL tests the rename
 // protocol; surviving a power loss also rests on the fsyncs.)
 func TestCheckpointCrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	testutil.SkipShort(t, "spawns processes")
 	dir := filepath.Join(t.TempDir(), "latest")
 	require.NoError(t, SaveState(dir, crashState(0)))
 
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
+	// The kill moments are random; the seed is logged (and named again on
+	// failure) so that a failing sequence of kill points can be re-run:
+	// set <crashChildEnv>_SEED to it. A re-run draws the same fractions of
+	// a save's duration; the save itself takes what the machine gives it.
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashChildEnv + "_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "%s_SEED", crashChildEnv)
+		seed = n
+	}
+	t.Logf("kill-point seed %d (re-run with %s_SEED=%d)", seed, crashChildEnv, seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("failed with kill-point seed %d: re-run with %s_SEED=%d go test ./train -run 'TestCheckpointCrash$'", seed, crashChildEnv, seed)
+		}
+	})
+	rng := rand.New(rand.NewPCG(seed, 5))
 	kills := 10
 	if s := os.Getenv(crashChildEnv + "_KILLS"); s != "" { // for longer stress runs
 		n, err := strconv.Atoi(s)

@@ -1,6 +1,3 @@
-// Package train turns an imported ONNX model into a training program (forward,
-// loss, backward) and runs the training loop: losses, optimizers, gradient
-// accumulation, clipping, evaluation and export of the trained weights.
 package train
 
 import (
@@ -612,9 +609,6 @@ func (p *Program) Evaluate(ctx context.Context, inputs map[string]*graph.Tensor,
 	}
 	var loss float64
 	var logits *graph.Tensor
-	for _, o := range out {
-		_ = o
-	}
 	for name, t := range out {
 		if name == p.evalOutput && p.cfg.Loss.Kind != "output" {
 			logits = t

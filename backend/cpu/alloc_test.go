@@ -17,6 +17,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
 	"github.com/onnxtrain/onnxtrain/train/optim"
@@ -118,7 +119,7 @@ func tileBatch(t *graph.Tensor, n int) *graph.Tensor {
 // places.
 func TestTrainingStepAllocations(t *testing.T) {
 	if cpu.RaceEnabled {
-		t.Skip("the race detector changes allocation behaviour")
+		testutil.Skip(t, "the race detector changes allocation behaviour")
 	}
 	ctx := context.Background()
 	const batch = 64
@@ -248,7 +249,7 @@ func bytesPerRun(runs int, f func()) float64 {
 // and on all of them (the fan-out paths).
 func TestSteadyStateStepAllocations(t *testing.T) {
 	if cpu.RaceEnabled {
-		t.Skip("the race detector changes allocation behaviour")
+		testutil.Skip(t, "the race detector changes allocation behaviour")
 	}
 	ctx := context.Background()
 	// Heap objects per step on one core, measured on 2 December 2026:

@@ -12,6 +12,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/conformance"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // Known gaps: cases of features the README lists as not supported yet. A case
@@ -23,10 +24,7 @@ var knownGaps = map[string]string{
 }
 
 func runSuite(t *testing.T, suite string) []conformance.Result {
-	root := conformance.TestdataDir()
-	if root == "" {
-		t.Skip("../shared/onnx/testdata not found (set ONNX_TESTDATA)")
-	}
+	root := testutil.ONNXTestdata(t)
 	b, err := backend.Open("cpu")
 	require.NoError(t, err)
 	opts := conformance.Options{Skip: knownGaps}
@@ -76,9 +74,7 @@ func TestConformancePyTorchOperator(t *testing.T) { requireAllPass(t, "pytorch-o
 
 // The light/ suite holds whole CNNs (ResNet-50, VGG-19, ...): seconds each.
 func TestConformanceLight(t *testing.T) {
-	if testing.Short() {
-		t.Skip("whole CNNs are slow; skipped in -short mode")
-	}
+	testutil.SkipShort(t, "whole CNNs are slow; skipped in -short mode")
 	requireAllPass(t, "light")
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend/cpu"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // reuseAllocator serves a node's tensors from storage kept between runs,
@@ -169,7 +170,7 @@ func TestBoundMatMulPlanFollowsShapes(t *testing.T) {
 // short).
 func TestBoundKernelsSteadyStateAllocations(t *testing.T) {
 	if cpu.RaceEnabled {
-		t.Skip("the race detector changes allocation behaviour")
+		testutil.Skip(t, "the race detector changes allocation behaviour")
 	}
 	x := bkRamp(4, 8)
 	w := bkRamp(8, 6)

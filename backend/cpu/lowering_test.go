@@ -15,6 +15,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // unfused compiles every model with DisableFused, so that each op with a
@@ -63,10 +64,7 @@ func (u typedUnfused) Compile(m *graph.Model, opts backend.CompileOptions) (back
 // loweredCases lists the node conformance cases whose model uses an op that
 // has a lowering, with the ops concerned.
 func loweredCases(t *testing.T) map[string][]string {
-	root := conformance.TestdataDir()
-	if root == "" {
-		t.Skip("../shared/onnx/testdata not found (set ONNX_TESTDATA)")
-	}
+	root := testutil.ONNXTestdata(t)
 	dirs, err := conformance.Cases(filepath.Join(root, "node"))
 	require.NoError(t, err)
 	out := map[string][]string{}

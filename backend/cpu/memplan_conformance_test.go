@@ -16,6 +16,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/conformance"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // planTally sums what the memory plans of a suite did.
@@ -156,10 +157,7 @@ var conformanceGaps = map[string]string{
 // run twice: the arena run must give the heap run's outputs bit for bit,
 // and pass the suite's own comparison.
 func TestConformanceInArena(t *testing.T) {
-	root := conformance.TestdataDir()
-	if root == "" {
-		t.Skip("../shared/onnx/testdata not found (set ONNX_TESTDATA)")
-	}
+	root := testutil.ONNXTestdata(t)
 	// Storage that kernels declare they overwrite comes poisoned.
 	poisonUninit.Store(true)
 	defer poisonUninit.Store(false)

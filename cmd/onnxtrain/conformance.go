@@ -61,7 +61,7 @@ func newConformanceCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&backendName, "backend", "cpu", "backend to test")
-	cmd.Flags().StringVar(&testdata, "testdata", "", "folder of cases (each with model.onnx and test_data_set_N); default ../shared/onnx/testdata")
+	cmd.Flags().StringVar(&testdata, "testdata", "", "folder of cases (each with model.onnx and test_data_set_N); default testdata/onnx in the repository (or $ONNX_TESTDATA, or ../shared/onnx/testdata)")
 	cmd.Flags().StringVar(&run, "run", "", "only cases whose name matches this regexp")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per case, then a summary object")
 	cmd.Flags().Float64Var(&rtol, "rtol", 1e-3, "relative tolerance")

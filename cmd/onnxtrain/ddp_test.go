@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
@@ -124,9 +125,7 @@ func runCLI(t *testing.T, args ...string) string {
 // give the losses of 1 process with batch N·b, step for step, with and
 // without accumulation, for SGD and AdamW.
 func TestDataParallelEqualsLargerBatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	self, err := os.Executable()
 	require.NoError(t, err)
@@ -208,9 +207,7 @@ func assertLossesEqual(t *testing.T, want, got []float64, what string) {
 // process with batch 2b, step for step, for SGD and AdamW, with and without
 // accumulation (and with --debug's cross-rank checks on).
 func TestDataParallelViTEqualsLargerBatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	const steps = 4
 	for _, tc := range []struct {
@@ -262,9 +259,7 @@ func TestDataParallelViTEqualsLargerBatch(t *testing.T) {
 // processes resumes on 1 and on 4 processes with the same global batch, and
 // the continued losses are those of an uninterrupted 1-process run.
 func TestCheckpointFromTwoProcessesResumes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	// 8 examples, global batch 4: two batches per epoch, so the checkpoint
 	// after step 3 sits in the middle of the second epoch.
@@ -308,9 +303,7 @@ func TestCheckpointFromTwoProcessesResumes(t *testing.T) {
 // and the newest checkpoint loads; with --max-restarts 1 the job resumes
 // from it and ends with the uninterrupted run's loss.
 func TestFaultWorkerLost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	const steps, every = 24, 2
 	common := []string{"train", "--model", vitModel, "--data", vitData, "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",

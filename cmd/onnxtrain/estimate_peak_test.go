@@ -18,6 +18,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/bench/benchlib"
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 )
 
@@ -124,9 +125,7 @@ func lastBytes(b []byte, n int) []byte {
 // marks (GOGC only decides how much garbage sits on top of it). With
 // --recompute too, on the CNN.
 func TestEstimateMemoryWithinMeasuredPeak(t *testing.T) {
-	if testing.Short() {
-		t.Skip("trains four fixtures in subprocesses")
-	}
+	testutil.SkipShort(t, "trains four fixtures in subprocesses")
 	cases := []struct {
 		name      string
 		batch     int

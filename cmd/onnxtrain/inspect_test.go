@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // inspect reports parameters, the op histogram, and which ops training
@@ -25,15 +27,14 @@ func TestInspectReport(t *testing.T) {
 	assert.Equal(t, "float32[batch,784]", r.Inputs[0].Type)
 
 	// GridSample has a kernel but no gradient rule.
-	lp, err := importer.Load("../../../shared/onnx/testdata/node/test_gridsample/model.onnx")
-	if err != nil {
-		t.Skip("conformance data not found")
-	}
+	onnxData := testutil.ONNXTestdata(t)
+	lp, err := importer.Load(filepath.Join(onnxData, "node", "test_gridsample", "model.onnx"))
+	require.NoError(t, err)
 	r = Inspect("gridsample", lp, b)
 	require.Len(t, r.NoGradient, 1)
 	assert.Equal(t, "GridSample", r.NoGradient[0].Op)
 	// LSTM has both.
-	lstm, err := importer.Load("../../../shared/onnx/testdata/node/test_lstm_defaults/model.onnx")
+	lstm, err := importer.Load(filepath.Join(onnxData, "node", "test_lstm_defaults", "model.onnx"))
 	require.NoError(t, err)
 	r = Inspect("lstm", lstm, b)
 	assert.Empty(t, r.NoGradient)

@@ -1,5 +1,3 @@
-// Command onnxtrain imports PyTorch-exported ONNX models and runs them:
-// inspect, run (inference), conformance.
 package main
 
 import (

@@ -13,15 +13,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
 // The default job trains the bundled model and learns something: the
 // accuracy it reports is well above chance (10%).
 func TestDefaultJobTrains(t *testing.T) {
-	if testing.Short() {
-		t.Skip("trains for a few seconds")
-	}
+	testutil.SkipShort(t, "trains for a few seconds")
 	var out bytes.Buffer
 	cmd := newRootCmd()
 	cmd.SetArgs(nil)

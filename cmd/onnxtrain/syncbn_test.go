@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 )
 
@@ -50,9 +51,7 @@ func maxRelDiff(a, b *graph.Tensor) float64 {
 // the same accumulation); without the flag each process normalises with its
 // own examples and both differ.
 func TestSyncBatchNormEqualsLargerBatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	const steps = 3
 	const model, data = "../../models/cifar_resnet/cifar_resnet_train.onnx", "../../models/cifar_resnet/train_case.npz"

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
@@ -22,9 +23,7 @@ const mlpModel, mlpData = "../../models/mlp/mlp_train.onnx", "../../models/mlp/t
 // momentum and AdamW; and one ViT case with small buckets (several
 // collective rounds per step).
 func TestZeroEqualsLargerBatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	const steps, global, accum = 4, 8, 2
 	type tc struct {
@@ -69,9 +68,7 @@ func TestZeroEqualsLargerBatch(t *testing.T) {
 // (without ZeRO) and on 4 processes (--zero 2) with the same global batch;
 // the continued losses are those of an uninterrupted 1-process run.
 func TestZeroCheckpointResumes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	// 8 examples, global batch 4: the checkpoint after step 3 sits in the
 	// middle of the second epoch.

@@ -1,10 +1,3 @@
-// Command finetune_resnet fine-tunes a PyTorch-exported ResNet with the
-// Accelerator API, the way accelerate's README example does:
-//
-//	go run ./examples/finetune_resnet [-model M.onnx] [-data case.npz] [-steps N]
-//
-// By default it trains the repository's CIFAR-style ResNet fixture on its
-// committed batch.
 package main
 
 import (
@@ -36,47 +29,57 @@ func main() {
 		}
 		*out = dir
 	}
-	if err := run(*modelPath, *dataPath, *steps, *out); err != nil {
+	res, err := run(*modelPath, *dataPath, *steps, *out)
+	if err != nil {
 		log.Fatal(err)
 	}
+	fmt.Println("saved", res.Paths)
 }
 
-func run(modelPath, dataPath string, steps int, outDir string) error {
+// result is what a run produced: the loss of each optimizer step (the
+// last micro-batch's, as printed) and the files SaveModel wrote.
+type result struct {
+	Losses []float64
+	Paths  []string
+}
+
+func run(modelPath, dataPath string, steps int, outDir string) (*result, error) {
+	res := &result{}
 	ctx := context.Background()
 	logger := logrus.New()
 	logger.SetOutput(os.Stderr)
 
 	acc, err := train.NewAccelerator(train.AcceleratorConfig{GradAccum: 2, Seed: 0, Log: logger})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m, err := importer.Load(modelPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	model, err := acc.PrepareModel(m, train.LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}, train.ModelOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	adamw, err := optim.NewAdamW(optim.AdamConfig{LR: 3e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.05})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opt := acc.PrepareOptimizer(adamw, model)
 	ds, err := data.OpenNPZ(dataPath, data.NPZOptions{Labels: "labels", Inputs: model.Prog.DataInputs})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	loader, err := acc.PrepareDataLoader(ds, data.LoaderConfig{BatchSize: 4, Shuffle: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sched := acc.PrepareScheduler(optim.CosineWarmup{Base: 3e-4, WarmupSteps: 2, TotalSteps: steps}, opt)
 
 	for epoch := 0; acc.Step() < steps; epoch++ {
 		for batch, err := range loader.Epoch(ctx, epoch) {
 			if err != nil {
-				return err
+				return nil, err
 			}
 			err = acc.Accumulate(func() error {
 				out, err := model.Forward(ctx, batch)
@@ -92,6 +95,7 @@ func run(modelPath, dataPath string, steps int, outDir string) error {
 						return err
 					}
 					acc.Print("step %d  loss %.4f  grad_norm %.3f  lr %.2e", acc.Step()+1, out.Loss, norm, sched.LR())
+					res.Losses = append(res.Losses, out.Loss)
 				}
 				if err := opt.Step(); err != nil {
 					return err
@@ -101,17 +105,15 @@ func run(modelPath, dataPath string, steps int, outDir string) error {
 				return nil
 			})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if acc.Step() >= steps {
 				break
 			}
 		}
 	}
-	paths, err := acc.SaveModel(outDir)
-	if err != nil {
-		return err
+	if res.Paths, err = acc.SaveModel(outDir); err != nil {
+		return nil, err
 	}
-	fmt.Println("saved", paths)
-	return nil
+	return res, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 )
 
@@ -144,7 +145,7 @@ func TestIDXErrors(t *testing.T) {
 func TestFashionMNIST(t *testing.T) {
 	const dir = "/usr/share/datasets/fashion-mnist"
 	if _, err := os.Stat(filepath.Join(dir, "t10k-images-idx3-ubyte.gz")); err != nil {
-		t.Skipf("Fashion-MNIST not found in %s", dir)
+		testutil.Skip(t, "Fashion-MNIST not found in %s", dir)
 	}
 	d, err := OpenMNIST(dir, "t10k", IDXOptions{Mean: 0.2860, Std: 0.3530})
 	require.NoError(t, err)

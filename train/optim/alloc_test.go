@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // TestStepsAllocateNothing: once their state exists, SGD (with momentum)
@@ -17,7 +18,7 @@ import (
 // with several parameters of different sizes.
 func TestStepsAllocateNothing(t *testing.T) {
 	if raceEnabled {
-		t.Skip("the race detector changes allocation behaviour")
+		testutil.Skip(t, "the race detector changes allocation behaviour")
 	}
 	mk := func() []*Param {
 		var ps []*Param

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -17,7 +18,7 @@ import (
 func openPTY(t *testing.T, cols int) (pty, tty *os.File) {
 	pty, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
+		testutil.Skip(t, "no pseudo-terminals here: %v", err)
 	}
 	t.Cleanup(func() { pty.Close() })
 	require.NoError(t, unix.IoctlSetPointerInt(int(pty.Fd()), unix.TIOCSPTLCK, 0))

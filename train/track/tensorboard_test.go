@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -161,7 +162,7 @@ func TestTensorBoardFileReadsBack(t *testing.T) {
 func TestTensorBoardIndependentReader(t *testing.T) {
 	const python = "/usr/bin/python3"
 	if err := exec.Command(python, "-c", "import google.protobuf").Run(); err != nil {
-		t.Skipf("%s with google.protobuf is not available: %v", python, err)
+		testutil.Skip(t, "%s with google.protobuf is not available: %v", python, err)
 	}
 	tb := writeTestEvents(t, t.TempDir())
 	out, err := exec.Command(python, "testdata/tfevents.py", "read", tb.Path()).CombinedOutput()

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // benchShape is one GEMM the training steps run: C (m×n) = op(A)·op(B) with
@@ -178,7 +180,7 @@ func BenchmarkSgemmAttention(b *testing.B) {
 func BenchmarkSgemmAttentionEdges(b *testing.B) {
 	base := kernel
 	if base.half == nil || base.rowA == nil {
-		b.Skip("the active kernel has no half or in-place A variants")
+		testutil.SkipHardware(b, "the CPU's GEMM kernel has no half or in-place A variants (they need AVX2)")
 	}
 	defer func() { kernel = base }()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))

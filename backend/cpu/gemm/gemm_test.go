@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -279,7 +280,7 @@ func TestMicroKernels(t *testing.T) {
 func TestHalfKernel(t *testing.T) {
 	mk := kernel
 	if mk.half == nil {
-		t.Skipf("%s has no half kernel", mk.name)
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no half kernel (it depends on AVX2/AVX-512)", mk.name)
 	}
 	r := rand.New(rand.NewPCG(31, 32))
 	half := mk.nr / 2
@@ -330,7 +331,7 @@ func TestHalfKernel(t *testing.T) {
 func TestRowAKernels(t *testing.T) {
 	mk := kernel
 	if mk.rowA == nil {
-		t.Skipf("%s has no in-place A kernels", mk.name)
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no in-place A kernels (it depends on AVX2/AVX-512)", mk.name)
 	}
 	r := rand.New(rand.NewPCG(35, 36))
 	for kc := 1; kc <= 37; kc++ {
@@ -404,7 +405,7 @@ func TestKernelSelection(t *testing.T) {
 // that run many products stay allocation-free.
 func TestSgemmNoAllocations(t *testing.T) {
 	if raceEnabled {
-		t.Skip("sync.Pool drops items under the race detector")
+		testutil.Skip(t, "sync.Pool drops items under the race detector")
 	}
 	r := rand.New(rand.NewPCG(15, 16))
 	for _, sz := range [][3]int{{3, 3, 3}, {8, 512, 784}, {100, 37, 300}, {784, 512, 8}} {
@@ -545,7 +546,7 @@ func TestEpilogueRows(t *testing.T) {
 // stay allocation-free.
 func TestSgemmSplitNoAllocations(t *testing.T) {
 	if raceEnabled {
-		t.Skip("pools drop items under the race detector")
+		testutil.Skip(t, "pools drop items under the race detector")
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	r := rand.New(rand.NewPCG(43, 44))

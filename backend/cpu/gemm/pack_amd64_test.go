@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,7 +14,7 @@ import (
 // portable version on depths around the unrolling and odd strides.
 func TestPackAsmMatchesGo(t *testing.T) {
 	if !hasAVX2FMA {
-		t.Skip("no AVX2/FMA")
+		testutil.SkipHardware(t, "no AVX2/FMA")
 	}
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, kc := range []int{1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 100, 256, 257} {

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,7 +41,7 @@ func TestRunChunksOf(t *testing.T) {
 	PutBox(again)
 
 	if raceEnabled {
-		t.Skip("the race detector changes allocation behaviour")
+		testutil.Skip(t, "the race detector changes allocation behaviour")
 	}
 	seen := make([]atomic.Int32, 1000)
 	task := countTask{seen: seen, add: 1}

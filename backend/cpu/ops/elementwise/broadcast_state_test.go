@@ -10,6 +10,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // bruteOffsets lists, for every output element in row-major order, each
@@ -122,9 +123,7 @@ func (f *fixedAlloc) Alloc(_ *graph.Node, d graph.DType, shape []int, _ int) *gr
 // three objects left are arithLoops's func values (arith.go builds the
 // generic row kernels' closures on every call).
 func TestBoundBinaryAllocatesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip()
-	}
+	testutil.SkipShort(t, "allocation counts over large shapes")
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, s := range [][2][]int{{{4, 5}, {4, 5}}, {{8, 3, 6}, {3, 1}}, {{64, 33, 40}, {33, 1}}, {{300000}, {300000}}} {
 		a, bt := randTensor(r, s[0]), randTensor(r, s[1])

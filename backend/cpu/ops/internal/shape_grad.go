@@ -5,7 +5,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
-	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/shape"
+	shapeops "github.com/onnxtrain/onnxtrain/backend/cpu/ops/shape"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -479,7 +479,7 @@ func sliceGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		return nil, err
 	}
 	dy, x := in[0], in[1]
-	first, count, steps, err := shape.SliceAxes(n, x.Shape, in[2:])
+	first, count, steps, err := shapeops.SliceAxes(n, x.Shape, in[2:])
 	if err != nil {
 		return nil, err
 	}
@@ -567,7 +567,7 @@ func padGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 			return nil, n.Errorf("pads %v give axis %d of x %v a size of %d", pads, a, x.Shape, size)
 		}
 		shape[a] = int(size)
-		if tables[a], err = padSources(n, mode, d, int(b), int(e), st[a]); err != nil {
+		if tables[a], err = shapeops.PadSources(n, mode, d, int(b), int(e), st[a], -1); err != nil {
 			return nil, err
 		}
 	}
@@ -579,56 +579,6 @@ func padGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 		return nil, err
 	}
 	return kern.Results(n, out), nil
-}
-
-// padSources maps each index of a padded axis (input size d, b and e pads
-// at the two ends, negative pads crop) to the offset of the input element
-// it was copied from, or -1 for a constant.
-func padSources(n *graph.Node, mode string, d, b, e, stride int) ([]int, error) {
-	size := d + b + e
-	out := make([]int, size)
-	lo, hi := max(-b, 0), d-max(-e, 0) // the input range that survives cropping
-	m := hi - lo
-	if mode != "constant" && m <= 0 && size > 0 {
-		return nil, n.Errorf("mode %s cannot pad an axis of size %d (after cropping)", mode, m)
-	}
-	for i := range out {
-		j := i - b
-		if j >= lo && j < hi {
-			out[i] = j * stride
-			continue
-		}
-		k := j - lo
-		switch mode {
-		case "constant":
-			out[i] = -1
-			continue
-		case "edge":
-			k = min(max(k, 0), m-1)
-		case "reflect":
-			if m == 1 {
-				k = 0
-				break
-			}
-			p := 2 * (m - 1)
-			k %= p
-			if k < 0 {
-				k += p
-			}
-			if k >= m {
-				k = p - k
-			}
-		case "wrap":
-			k %= m
-			if k < 0 {
-				k += m
-			}
-		default:
-			return nil, n.Errorf("mode %q is not constant, reflect, edge or wrap", mode)
-		}
-		out[i] = (lo + k) * stride
-	}
-	return out, nil
 }
 
 // ---------------------------------------------------------------- TileGrad

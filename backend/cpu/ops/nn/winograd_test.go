@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -304,7 +305,7 @@ func TestWinogradPolicy(t *testing.T) {
 // the pool, the fan-out through a pooled task).
 func TestWinogradAllocations(t *testing.T) {
 	if winoRaceEnabled {
-		t.Skip("the race detector changes allocation behaviour")
+		testutil.Skip(t, "the race detector changes allocation behaviour")
 	}
 	withWinograd(t, WinogradForce)
 	rng := rand.New(rand.NewPCG(13, 14))

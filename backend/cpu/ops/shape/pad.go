@@ -98,7 +98,7 @@ func padKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 			maps[a] = arith(d, 0, st[a])
 			continue
 		}
-		table, err := padTable(n, mode, d, int(b), int(e), st[a])
+		table, err := PadSources(n, mode, d, int(b), int(e), st[a], padOffset)
 		if err != nil {
 			return nil, err
 		}
@@ -114,9 +114,12 @@ func padKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 	return []*graph.Tensor{out}, nil
 }
 
-// padTable maps each output index of one axis (input size d, b and e pads
-// at the two ends) to its source offset, or padOffset for the constant.
-func padTable(n *graph.Node, mode string, d, b, e, stride int) ([]int, error) {
+// PadSources maps each index of one padded axis (input size d, b and e
+// pads at the two ends; negative pads crop) to the offset (index × stride)
+// of the input element Pad copies there in mode constant, reflect, edge or
+// wrap, or to fill where the constant goes. Pad's kernel and its gradient
+// (PadGrad, in the training-op domain) share it.
+func PadSources(n *graph.Node, mode string, d, b, e, stride, fill int) ([]int, error) {
 	size := d + b + e
 	out := make([]int, size)
 	// The input region that survives cropping.
@@ -134,7 +137,7 @@ func padTable(n *graph.Node, mode string, d, b, e, stride int) ([]int, error) {
 		k := j - lo // coordinate relative to the surviving region
 		switch mode {
 		case "constant":
-			out[i] = padOffset
+			out[i] = fill
 			continue
 		case "edge":
 			k = min(max(k, 0), m-1)

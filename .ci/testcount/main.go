@@ -1,0 +1,71 @@
+// Command testcount reads `go test -json` on standard input, prints each
+// test's output as plain go test would, and ends with the number of tests
+// that passed, failed and skipped, naming the skipped ones with their reason.
+// It exits 1 when any test or package failed, so CI fails as go test would.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+func main() {
+	var pass, fail, skip int
+	var skipped []string
+	reasons := map[string]string{} // package/test -> last output line before the skip
+	failed := false
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	for in.Scan() {
+		var e event
+		if err := json.Unmarshal(in.Bytes(), &e); err != nil {
+			fmt.Println(in.Text()) // not JSON: a build error line
+			continue
+		}
+		key := e.Package + " " + e.Test
+		switch e.Action {
+		case "output":
+			fmt.Print(e.Output)
+			if s := strings.TrimSpace(e.Output); e.Test != "" && s != "" && !strings.HasPrefix(s, "---") && !strings.HasPrefix(s, "===") {
+				reasons[key] = s
+			}
+		case "pass":
+			if e.Test != "" {
+				pass++
+			}
+		case "fail":
+			failed = true
+			if e.Test != "" {
+				fail++
+			}
+		case "skip":
+			if e.Test != "" {
+				skip++
+				skipped = append(skipped, key+": "+reasons[key])
+			}
+		}
+	}
+	if err := in.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "testcount:", err)
+		os.Exit(2)
+	}
+	sort.Strings(skipped)
+	fmt.Printf("testcount: %d passed, %d failed, %d skipped\n", pass, fail, skip)
+	for _, s := range skipped {
+		fmt.Println("testcount: skipped", s)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}

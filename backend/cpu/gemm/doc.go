@@ -1,0 +1,40 @@
+// Package gemm is the CPU backend's float32 matrix multiply, shared by
+// MatMul, Gemm, Conv and the recurrent layers.
+//
+// Sgemm follows the usual blocked design (Goto/BLIS): C is split into NC-wide
+// column panels, the shared dimension into KC-deep slices and the rows into
+// MC-high blocks. For each (KC, NC) slice the B panel is packed into
+// NR-wide column strips and for each MC block the A block into MR-high row
+// strips, both laid out so that the micro-kernel reads them sequentially. The
+// micro-kernel (see microKernel) computes one MR×NR tile of C from one A strip
+// and one B strip; it is the only architecture-specific piece and can be
+// swapped for an assembly version with different MR/NR without touching the
+// packing or blocking code.
+//
+// On amd64 CPUs with AVX2 and FMA (checked at run time) the micro-kernel is
+// kernel_amd64.s: a 6×16 tile in twelve ymm accumulators, with MC=144,
+// KC=256, NC=4096 for 32 KiB L1 and 512 KiB L2 per core; the packing
+// routines for its layouts are assembly too (pack_amd64.s). Elsewhere, or
+// with the purego build tag, a portable 2×4 Go kernel runs. Where AVX-512F
+// is available too, a pair kernel (kernel512_amd64.s) computes two adjacent
+// 6×16 tiles at once in zmm registers from the same packed panels, bit for
+// bit as two 6×16 calls, at about twice the FLOP rate. While one
+// block computes, the source of the next packing step is prefetched, so
+// packing does not stall on memory. alpha and beta are applied when the
+// kernel stores its tile, so C is written once per k slice and never
+// scaled in a separate pass.
+//
+// Edge strips of C at most nr/2 columns wide run a half-width kernel (same
+// sums, bit for bit), and when a block of a row-major A is used by few B
+// strips (narrow C, as in attention) the kernel reads A in place instead of
+// packing it. The bias/ReLU epilogue is vectorised too.
+//
+// Small problems skip packing and run a direct loop. Large problems are split
+// over up to GOMAXPROCS workers of kern's persistent pool (kern.RunTask, no
+// goroutine started and nothing allocated per product) over the rows, the
+// columns or the shared dimension, whichever duplicates the least packing
+// work (see run).
+// Results are deterministic for a given GOMAXPROCS; a split of the shared
+// dimension sums the partial products in a different order than one
+// goroutine would, so the last bits can differ between GOMAXPROCS values.
+package gemm
