@@ -1,6 +1,6 @@
 //go:build !purego
 
-package optim
+package optimizer
 
 import "golang.org/x/sys/cpu"
 

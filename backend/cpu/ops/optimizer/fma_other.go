@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package optim
+package optimizer
 
 // fmaAxpy32 sets y[i] = fma32(alpha, x[i], y[i]) for every i < len(y)
 // (len(x) >= len(y)).
