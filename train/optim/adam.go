@@ -196,6 +196,15 @@ func (o *Adam) StepContext(ctx context.Context, params []*Param) error {
 	}
 	consts := [5]float32{float32(b1), float32(b2), float32(1 - b1), float32(1 - b2), float32(o.cfg.Eps)}
 	err := o.prog.run(ctx, graph.AdamUpdateOp, o.attrs, [3]bool{o.cfg.AMSGrad}, o.names, o.values, o.grads, o.slots, consts[:], o.hyper)
+	if o.prog.rebound {
+		for i, name := range o.names {
+			s := o.state[name]
+			s.expAvg, s.expAvgSq = o.slotBufs[0][i], o.slotBufs[1][i]
+			if o.cfg.AMSGrad {
+				s.maxSq = o.slotBufs[2][i]
+			}
+		}
+	}
 	clear(o.values)
 	clear(o.grads)
 	for k := range o.slotBufs {

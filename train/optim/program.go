@@ -51,6 +51,9 @@ type stepProgram struct {
 	feeds  map[string]*graph.Tensor
 	hyper  *graph.Tensor
 	consts *graph.Tensor
+	// rebound is set by a build that replaced slot tensors by the shared
+	// state's buffers: the optimizer then keeps those.
+	rebound bool
 }
 
 // gradInput names the program input of tensor i's gradient.
@@ -63,6 +66,7 @@ func (s *stepProgram) run(ctx context.Context, op string, attrs []*graph.Attr, f
 	if n == 0 {
 		return nil
 	}
+	s.rebound = false
 	if !s.matches(op, flags, values, slots) {
 		if err := s.build(op, attrs, flags, names, values, grads, slots, len(consts), len(hyper)/n); err != nil {
 			return err
@@ -177,11 +181,21 @@ func (s *stepProgram) build(op string, attrs []*graph.Attr, flags [3]bool, names
 	}
 	// Shared state may already hold these slots (a resumed optimizer):
 	// their values go to the buffers, and the optimizer keeps the buffers.
+	// Where that buffer is host memory the caller's slot tensor becomes
+	// the buffer (rebound, for the optimizer to keep).
+	s.rebound = false
 	if st, ok := exe.(backend.Stateful); ok && s.share != nil {
+		k0 := len(values)
 		for k, sl := range slots {
 			for i, t := range sl {
-				if err := st.WriteState(names[i]+"/"+slotNames[k], t); err != nil {
+				name := names[i] + "/" + slotNames[k]
+				if err := st.WriteState(name, t); err != nil {
 					return fmt.Errorf("optim: %w", err)
+				}
+				if h := st.HostState(name); h != nil && h != t {
+					sl[i] = h
+					s.key[k0+k*len(values)+i] = h
+					s.rebound = true
 				}
 			}
 		}
@@ -191,17 +205,6 @@ func (s *stepProgram) build(op string, attrs []*graph.Attr, flags [3]bool, names
 	s.consts = graph.Zeros(graph.Float32, nconsts)
 	s.hyper = graph.Zeros(graph.Float32, n, cols)
 	return nil
-}
-
-// hostSlot returns the buffer of a slot where the bound program keeps it
-// in host memory (so that the optimizer's own tensor is the buffer), or t.
-func (s *stepProgram) hostSlot(name string, t *graph.Tensor) *graph.Tensor {
-	if st, ok := s.exe.(backend.Stateful); ok && s.exe != nil {
-		if h := st.HostState(name); h != nil {
-			return h
-		}
-	}
-	return t
 }
 
 // slotNamesOf names the slot groups of an op's operands.

@@ -126,6 +126,11 @@ func (o *SGD) StepContext(ctx context.Context, params []*Param) error {
 	}
 	consts := [2]float32{float32(o.cfg.Momentum), float32(1 - o.cfg.Dampening)}
 	err := o.prog.run(ctx, graph.SGDUpdateOp, o.attrs, [3]bool{momentum}, o.names, o.values, o.grads, o.slots, consts[:], o.hyper)
+	if o.prog.rebound {
+		for i, name := range o.names {
+			o.buf[name] = o.bufs[i]
+		}
+	}
 	clear(o.values)
 	clear(o.grads)
 	clear(o.bufs)
