@@ -6,7 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/onnxtrain/onnxtrain/backend")
+	"github.com/onnxtrain/onnxtrain/backend"
+)
 
 // TestTrainingStepMovesNoState: on the CPU, a single-process training step
 // (gradient accumulation over two micro-batches, clipping, SGD with
