@@ -222,3 +222,24 @@ func slotNamesOf(op string, flags [3]bool) []string {
 		return []string{"exp_avg", "exp_avg_sq"}
 	}
 }
+
+// StepBytes is the memory traffic of one step of o over params of elems
+// float32 elements in all: the bytes of parameters, gradients and slots the
+// update reads and writes (each once). It is 0 for an optimizer of another
+// package.
+func StepBytes(o Optimizer, elems int64) int64 {
+	var streams int64 // arrays read plus arrays written
+	switch o := o.(type) {
+	case *SGD:
+		streams = 3 // read p, g; write p
+		if o.cfg.Momentum != 0 {
+			streams += 2 // read and write the momentum buffer
+		}
+	case *Adam:
+		streams = 7 // read p, g, m, v; write p, m, v
+		if o.cfg.AMSGrad {
+			streams += 2
+		}
+	}
+	return 4 * streams * elems
+}
