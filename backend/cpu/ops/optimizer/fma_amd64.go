@@ -28,3 +28,28 @@ func fmaAxpy32(alpha float32, x, y []float32) {
 	}
 	fmaAxpy32Go(alpha, x[done:], y[done:])
 }
+
+// adamVec is adamAVX2's constants (layout fixed by adam_amd64.s).
+type adamVec struct {
+	b1, b2, omb1, omb2, eps, negStep, bc2, decay, wd float32
+	signmask                                         uint32
+}
+
+// adamAVX2 runs the Adam update over n elements (a multiple of 8) of p,
+// g, m and v; mode bits: 1 maximize, 2 decoupled, 4 L2.
+//
+//go:noescape
+func adamAVX2(p, gr, m, v *float32, n int, c *adamVec, mode int)
+
+// adamVector updates the first len(p) &^ 7 elements with adamAVX2 where the
+// CPU has it, and returns how many it updated.
+func adamVector(p, g, m, v []float32, c *adamVec, mode int) int {
+	n := len(p) &^ 7
+	if !hasFMA32 || n == 0 {
+		return 0
+	}
+	g, m, v = g[:n], m[:n], v[:n]
+	c.signmask = 1 << 31
+	adamAVX2(&p[0], &g[0], &m[0], &v[0], n, c, mode)
+	return n
+}
