@@ -80,3 +80,67 @@ func TestAdamVectorMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestSGDVectorMatchesGo: the eight-lane SGD-with-momentum kernel gives,
+// bit for bit, the parameters and buffers of the Go loop, with and without
+// weight decay, maximize, Nesterov and dampening, on the first step and
+// later ones, on the special values of TestAdamVectorMatchesGo.
+func TestSGDVectorMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	val := func() float32 {
+		switch rng.IntN(10) {
+		case 0:
+			return float32(math.Copysign(0, -1))
+		case 1:
+			return float32(rng.NormFloat64() * 1e-40)
+		case 2:
+			return float32(rng.NormFloat64() * 3e38)
+		case 3:
+			return float32(math.Inf(1))
+		case 4:
+			return float32(math.NaN())
+		}
+		return float32(rng.NormFloat64())
+	}
+	for _, n := range []int{8, 29, 1000} {
+		for mode := range 16 {
+			a := make([][]float32, 3)
+			for k := range a {
+				a[k] = make([]float32, n)
+				for i := range a[k] {
+					a[k][i] = val()
+				}
+			}
+			b := [][]float32{append([]float32{}, a[0]...), append([]float32{}, a[1]...), append([]float32{}, a[2]...)}
+			run := func(ops [][]float32, vector bool) {
+				noVector = !vector
+				defer func() { noVector = false }()
+				wd, first := float32(0), float32(0)
+				if mode&2 != 0 {
+					wd = 1e-4
+				}
+				if mode&4 != 0 {
+					first = 1
+				}
+				damp := float32(1)
+				if mode&8 == 0 {
+					damp = 0.9 // dampening 0.1 (Nesterov needs none)
+				}
+				st := &nodeState{n: 1, ops: ops, hyper: []float32{-0.05, wd, first}}
+				st.sgd = sgdConsts{m32: 0.9, damp32: damp, maximize: mode&1 != 0, nesterov: mode&8 != 0, momentum: true}
+				sgdRun(st, 0, 0, n)
+			}
+			run(a, true)
+			run(b, false)
+			for k, name := range []string{"param", "grad", "momentum_buffer"} {
+				for i := range a[k] {
+					if math.IsNaN(float64(b[k][i])) {
+						require.True(t, math.IsNaN(float64(a[k][i])), "n %d mode %d: %s[%d] is not NaN", n, mode, name, i)
+						continue
+					}
+					require.Equal(t, math.Float32bits(b[k][i]), math.Float32bits(a[k][i]), "n %d mode %d: %s[%d]", n, mode, name, i)
+				}
+			}
+		}
+	}
+}

@@ -53,3 +53,29 @@ func adamVector(p, g, m, v []float32, c *adamVec, mode int) int {
 	adamAVX2(&p[0], &g[0], &m[0], &v[0], n, c, mode)
 	return n
 }
+
+// sgdVec is sgdMomentumAVX2's constants (layout fixed by sgd_amd64.s).
+type sgdVec struct {
+	m, damp, negLR, wd float32
+	signmask           uint32
+}
+
+// sgdMomentumAVX2 runs the SGD-with-momentum update over n elements (a
+// multiple of 8) of p, g and the buffer b; mode bits: 1 maximize, 2 weight
+// decay, 4 first step, 8 Nesterov.
+//
+//go:noescape
+func sgdMomentumAVX2(p, gr, b *float32, n int, c *sgdVec, mode int)
+
+// sgdVector updates the first len(p) &^ 7 elements with sgdMomentumAVX2
+// where the CPU has it, and returns how many it updated.
+func sgdVector(p, g, b []float32, c *sgdVec, mode int) int {
+	n := len(p) &^ 7
+	if !hasFMA32 || n == 0 {
+		return 0
+	}
+	g, b = g[:n], b[:n]
+	c.signmask = 1 << 31
+	sgdMomentumAVX2(&p[0], &g[0], &b[0], n, c, mode)
+	return n
+}

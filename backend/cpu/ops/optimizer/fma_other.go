@@ -14,3 +14,12 @@ type adamVec struct {
 
 // adamVector updates nothing here: the Go loop does every element.
 func adamVector(p, g, m, v []float32, c *adamVec, mode int) int { return 0 }
+
+// sgdVec is the vector SGD's constants (amd64 only).
+type sgdVec struct {
+	m, damp, negLR, wd float32
+	signmask           uint32
+}
+
+// sgdVector updates nothing here: the Go loop does every element.
+func sgdVector(p, g, b []float32, c *sgdVec, mode int) int { return 0 }
