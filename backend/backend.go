@@ -37,11 +37,14 @@
 // (graph.SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp,
 // UnscaleGradsOp, AccumulateGradOp; their exact semantics are in
 // graph/optimizer_ops.go) take many tensors per node and output their new
-// values; graph.UpdatedInput says which input each output replaces. Where
-// such an output updates the state it replaces, and no later node reads
-// that state, a backend writes the new value into the buffer in place (the
-// CPU backend does: a step copies nothing). Elsewhere the update is a copy
-// inside the backend's memory after the run.
+// values, with PyTorch 1.13's arithmetic; graph.UpdatedInput says which
+// input each output replaces. Where such an output updates the state it
+// replaces and no other node of the program reads that state, a backend
+// writes the new value into the buffer in place (the CPU backend does: a
+// step copies nothing). Elsewhere the update is a copy inside the
+// backend's memory after the run. Micro-batch gradients are summed in
+// place by AccumulateGrad over gradient-sum state, its "fresh" input
+// starting a new window; the optimizer step reads the sums.
 //
 // An executable with state implements Stateful: ReadState and WriteState
 // move a buffer between the backend and a host tensor, by name, for

@@ -63,7 +63,8 @@ type nodeState struct {
 // prepare checks an optimizer op's operands and sets st.ops (every
 // operand's float32 data) and st.outs (the updated tensors: the inputs
 // themselves when the executor allows in-place updates, copies otherwise).
-// lead is the number of leading non-tensor outputs, filled by the caller.
+// The op's leading scalar outputs (graph.UpdatedInput's -1 entries) are
+// left to the caller.
 func prepare(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, st *nodeState) error {
 	if st.node != n {
 		st.node, st.upd = n, graph.UpdatedInput(n)
