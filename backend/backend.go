@@ -30,6 +30,52 @@ type CompileOptions struct {
 	// every op that has one, even where it has a fused kernel. Tests use it
 	// to check that lowerings agree with the fused kernels.
 	DisableFused bool
+	// State declares the graph inputs that are state buffers the
+	// executable owns (see the package comment).
+	State []StateSpec
+	// ShareState, when set, is an executable of the same backend whose
+	// state buffers this one uses (by name) and adds its own to.
+	ShareState Executable
+}
+
+// StateSpec declares one state buffer of a compiled program.
+type StateSpec struct {
+	// Name is the graph input bound to the buffer.
+	Name string
+	// Init is the initial value. Backends whose memory is the host's may
+	// adopt it as the buffer itself.
+	Init *graph.Tensor
+	// UpdatedBy is the graph output whose value replaces the state's after
+	// each Run ("" when this executable only reads it).
+	UpdatedBy string
+}
+
+// Stateful is implemented by executables compiled with state.
+type Stateful interface {
+	// StateNames lists the state buffers the executable can reach (its
+	// own and the shared ones), sorted.
+	StateNames() []string
+	// ReadState copies the named buffer into dst (same dtype and size).
+	ReadState(name string, dst *graph.Tensor) error
+	// WriteState copies src into the named buffer (same dtype and size).
+	WriteState(name string, src *graph.Tensor) error
+	// HostState returns the buffer itself when it lives in host memory
+	// (reads and writes of it need no ReadState/WriteState), or nil.
+	HostState(name string) *graph.Tensor
+	// StateTraffic reports the bytes moved so far, over the whole shared
+	// set of state.
+	StateTraffic() StateTraffic
+}
+
+// StateTraffic counts bytes moved between state buffers and elsewhere.
+type StateTraffic struct {
+	// ReadBytes and WriteBytes crossed between the backend and the host
+	// through ReadState and WriteState (zero for a copy a host-memory
+	// backend could skip because dst or src is the buffer itself).
+	ReadBytes, WriteBytes int64
+	// UpdateCopyBytes were copied inside the backend's memory after runs,
+	// for state updates that could not be made in place.
+	UpdateCopyBytes int64
 }
 
 // Executable runs a compiled model.

@@ -2,4 +2,53 @@
 // Executable interfaces) and keeps the registry backends add themselves to,
 // the database/sql driver way: a backend package calls Register in its init,
 // and users choose one by name with Open.
+//
+// # Device-resident state
+//
+// A training program keeps its state in the backend's memory: parameters,
+// BatchNorm running statistics, the gradient sums of an accumulation
+// window and the optimizer's slots (momentum, Adam's moments). Per step
+// only the batch and a few scalars (loss scale, learning rates, flags) go
+// in, and only scalars (loss, gradient norm, found-inf flag) come out.
+//
+// The graph names state like any input; CompileOptions.State declares
+// which inputs are state buffers:
+//
+//   - StateSpec.Name is a graph input the executable binds to a buffer it
+//     owns; callers do not feed it to Run (feeding it is an error).
+//   - StateSpec.Init is the initial value (dtype and shape included). A
+//     backend whose memory is the host's (the CPU one) adopts the tensor
+//     itself as the buffer, without copying it.
+//   - StateSpec.UpdatedBy names a graph output whose value becomes the
+//     state's after each successful Run; "" makes the state read-only for
+//     this executable. Several executables may update the same state.
+//     Run does not return such outputs: they stay in the buffer.
+//
+// CompileOptions.ShareState makes a new executable use the state buffers
+// of one compiled earlier on the same backend: a declared state whose name
+// the other executable already has binds to that buffer (Init is then only
+// checked for dtype and shape), others are added to the shared set. A
+// training program is a few executables over one set of state: the
+// micro-batch step (forward, loss, backward, gradient sums), the gradient
+// transformations (unscale and inf check, clipping) and the optimizer step,
+// and evaluation.
+//
+// State updates are graph ops. The optimizer-step ops of onnxtrain's domain
+// (graph.SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp,
+// UnscaleGradsOp, AccumulateGradOp; their exact semantics are in
+// graph/optimizer_ops.go) take many tensors per node and output their new
+// values, with PyTorch 1.13's arithmetic; graph.UpdatedInput says which
+// input each output replaces. Where such an output updates the state it
+// replaces and no other node of the program reads that state, a backend
+// writes the new value into the buffer in place (the CPU backend does: a
+// step copies nothing). Elsewhere the update is a copy inside the
+// backend's memory after the run. Micro-batch gradients are summed in
+// place by AccumulateGrad over gradient-sum state, its "fresh" input
+// starting a new window; the optimizer step reads the sums.
+//
+// An executable with state implements Stateful: ReadState and WriteState
+// move a buffer between the backend and a host tensor, by name, for
+// checkpoints, exports and explicit reads; HostState returns the buffer
+// itself where it is host memory; StateTraffic counts the bytes that
+// crossed, so that tests can check that a training step moves none.
 package backend

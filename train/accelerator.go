@@ -391,8 +391,12 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	if err != nil {
 		return nil, err
 	}
+	// One process keeps the window's gradient sums in the program's state
+	// (data parallel reduces them on the host: overlap.go, zero.go).
+	gradSums := a.NumProcesses() == 1
 	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed,
-		SyncBatchNorm: a.cfg.SyncBatchNorm && a.NumProcesses() > 1, MixedPrecision: a.cfg.MixedPrecision, Recompute: a.cfg.Recompute})
+		SyncBatchNorm: a.cfg.SyncBatchNorm && a.NumProcesses() > 1, MixedPrecision: a.cfg.MixedPrecision, Recompute: a.cfg.Recompute,
+		GradSums: gradSums})
 	if err != nil {
 		return nil, err
 	}
@@ -401,6 +405,11 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 		pm.params = append(pm.params, &optim.Param{Name: p.Name, Value: p.Value})
 	}
 	pm.grads = make([]*graph.Tensor, len(pm.params))
+	if gradSums {
+		if pm.grads, err = prog.GradSums(); err != nil {
+			return nil, err
+		}
+	}
 	if s := a.zeroStage(); s > 0 {
 		pm.zero = newZeroShard(s, a.NumProcesses(), a.ProcessIndex(), pm.params, a.bucketLimit())
 	}
@@ -424,6 +433,9 @@ type Output struct {
 func (m *Model) Forward(ctx context.Context, b *data.Batch) (*Output, error) {
 	ctx = m.acc.withCollective(ctx) // syncbn.go: BatchNorm statistics across processes
 	ctx = m.acc.withOverlap(ctx, m) // overlap.go: gradients reduced while backward runs
+	if m.fresh {
+		m.Prog.StartWindow() // GradSums: this micro-batch's gradients replace the sums
+	}
 	res, err := m.Prog.ForwardBackward(ctx, b.Inputs, b.Labels, float32(m.acc.LossScale()/float64(m.acc.cfg.GradAccum)))
 	if err != nil {
 		if m.overlap != nil {
@@ -479,6 +491,14 @@ func (a *Accelerator) backward(out *Output) error {
 		return fmt.Errorf("accelerator: Backward before PrepareModel")
 	}
 	m := a.models[0]
+	if m.Prog.cfg.GradSums {
+		// The program added the gradients to its sums (Forward).
+		m.fresh = false
+		for i, p := range m.params {
+			p.Grad = m.grads[i]
+		}
+		return nil
+	}
 	if len(out.grads) != len(m.grads) {
 		return fmt.Errorf("accelerator: %d gradients for %d parameters", len(out.grads), len(m.grads))
 	}
@@ -516,6 +536,9 @@ func (a *Accelerator) ClipGradNorm(m *Model, maxNorm float64) (float64, error) {
 	if m.zero != nil {
 		return a.zeroClipGradNorm(m, maxNorm)
 	}
+	if m.Prog.cfg.GradSums && !m.fresh {
+		return m.Prog.ClipGradNorm(context.Background(), maxNorm) // in the program's state
+	}
 	return optim.ClipGradNorm(m.params, maxNorm)
 }
 
@@ -523,6 +546,12 @@ func (a *Accelerator) ClipGradNorm(m *Model, maxNorm float64) (float64, error) {
 func (a *Accelerator) ClipGradValue(m *Model, v float64) error {
 	if err := a.unscaleGrads(m); err != nil { // amp.go
 		return err
+	}
+	if m.Prog.cfg.GradSums && !m.fresh {
+		if v < 0 || math.IsNaN(v) {
+			return fmt.Errorf("optim: ClipGradValue: invalid clip value %v", v)
+		}
+		return m.Prog.ClipGradValue(context.Background(), v) // in the program's state
 	}
 	return optim.ClipGradValue(m.stepParams(), v)
 }
@@ -538,6 +567,11 @@ type Optimizer struct {
 // PrepareOptimizer wraps an optimizer over the model's parameters.
 func (a *Accelerator) PrepareOptimizer(opt optim.Optimizer, m *Model) *Optimizer {
 	o := &Optimizer{acc: a, Inner: opt, model: m}
+	if b, ok := opt.(optim.Binder); ok && m.Prog.cfg.GradSums {
+		// The step runs on the program's backend, over its state: the
+		// parameters and the optimizer's slots live there.
+		b.Bind(m.Prog.Backend(), m.Prog.Executable())
+	}
 	a.opts = append(a.opts, o)
 	return o
 }

@@ -62,6 +62,9 @@ func (a *Accelerator) stateToSave() (*State, error) {
 		Extra:             map[string]json.RawMessage{},
 		LossScaler:        a.ampCheckpoint(), // amp.go
 	}
+	if err := m.Prog.SyncToHost(); err != nil {
+		return nil, err
+	}
 	for _, p := range m.Prog.Params {
 		st.Params[p.Name] = p.Value
 	}
@@ -111,6 +114,9 @@ func (a *Accelerator) LoadState(dir string) error {
 	}
 	for name, t := range st.Buffers {
 		copyInto(m.Prog.Buffers[name], t)
+	}
+	if err := m.Prog.SyncFromHost(); err != nil {
+		return err
 	}
 	opt := st.Optimizer
 	if m.zero != nil {

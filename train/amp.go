@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -243,8 +244,29 @@ func (a *Accelerator) unscaleGrads(m *Model) error {
 	if a.amp.scaler == nil || !a.sync || m == nil {
 		return nil
 	}
+	if m.Prog.cfg.GradSums {
+		// The gradient sums are unscaled in the program's state.
+		_, err := a.amp.scaler.unscaleWith(func(inv float32) (bool, error) {
+			return m.Prog.UnscaleGrads(context.Background(), inv)
+		})
+		return err
+	}
 	_, err := a.amp.scaler.Unscale(m.grads)
 	return err
+}
+
+// unscaleWith is Unscale with the arithmetic done by fn, given the float32
+// inverse scale (a program's graph.UnscaleGradsOp).
+func (s *GradScaler) unscaleWith(fn func(inv float32) (bool, error)) (bool, error) {
+	if s.unscaled {
+		return s.foundInf, nil
+	}
+	found, err := fn(float32(1 / s.scale))
+	if err != nil {
+		return false, err
+	}
+	s.unscaled, s.foundInf = true, found
+	return found, nil
 }
 
 // ampStep runs at the end of a window, before the optimizer would step: it

@@ -15,6 +15,7 @@ import (
 
 // Names of the values the training builder adds to the graph.
 const (
+	freshInput     = "onnxtrain/fresh_window"
 	labelsInput    = "onnxtrain/labels"
 	lossScaleInput = "onnxtrain/loss_scale"
 	lossValue      = "onnxtrain/loss"
@@ -72,6 +73,11 @@ type ProgramConfig struct {
 	// and loss run under graph.AutoCast with that low-precision type
 	// (float32 parameters, float32 gradients; see amp.go).
 	MixedPrecision string
+	// GradSums makes the program keep each parameter's gradient summed over
+	// the micro-batches of an accumulation window in a state buffer
+	// (graph.AccumulateGradOp): Accumulate runs a micro-batch and adds its
+	// gradients in place; ForwardBackward is not available.
+	GradSums bool
 }
 
 // Parameter is a trainable tensor of the model.
@@ -82,6 +88,15 @@ type Parameter struct {
 
 // Program is a model ready to train: a compiled training step (forward,
 // loss, backward) and a compiled evaluation pass.
+//
+// The program owns its state in the backend's memory (backend.StateSpec):
+// the parameters and BatchNorm buffers (state named as the initializers),
+// with GradSums the gradient sums (GradStateName), and the optimizer slots
+// of a bound optimizer ("<param>/<slot>", optim.Binder). Per step only the
+// batch and scalars go in. Params[i].Value and Buffers are the host
+// tensors the state started from: on a backend whose state is host memory
+// (the CPU) they are the buffers themselves; elsewhere SyncToHost and
+// SyncFromHost move them (checkpoints, exports).
 type Program struct {
 	Model *graph.Model
 	// Params are the trainable tensors, in the file's initializer order.
@@ -99,12 +114,16 @@ type Program struct {
 	Frozen []string
 
 	cfg           ProgramConfig
+	be            backend.Backend
 	bufferUpdates map[string]string // graph output -> buffer name
+	gradSums      []*graph.Tensor   // GradSums: the host tensors of the sums
+	gradExes      map[string]backend.Executable
 	trainExe      backend.Executable
 	evalExe       backend.Executable
 	evalOutput    string
 	labelDType    graph.DType
 	scratch       stepScratch
+	freshNext     bool // GradSums: the next step starts a window
 }
 
 // ErrData is wrapped by errors about data that does not fit the model.
@@ -124,7 +143,7 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	if err := graph.TopoSort(src); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	p := &Program{Model: m, Buffers: map[string]*graph.Tensor{}, bufferUpdates: map[string]string{}, cfg: cfg}
+	p := &Program{Model: m, Buffers: map[string]*graph.Tensor{}, bufferUpdates: map[string]string{}, cfg: cfg, be: be, freshNext: true}
 
 	// Which model output the loss applies to.
 	outName := cfg.Loss.Output
@@ -259,7 +278,31 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		} else {
 			late = append(late, id)
 		}
-		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: out})
+		if !cfg.GradSums {
+			g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: out})
+		}
+	}
+	var state []backend.StateSpec
+	if cfg.GradSums {
+		// One AccumulateGrad node adds every gradient into its sum, in
+		// place, after the backward pass.
+		acc := &graph.Node{Name: "onnxtrain/accumulate_grads", OpType: graph.AccumulateGradOp, Domain: graph.InternalDomain,
+			Inputs: []string{freshInput}, Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(len(grads)))}}
+		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: freshInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Bool, HasShape: true, Shape: []graph.Dim{}}})
+		p.gradSums = make([]*graph.Tensor, len(p.Params))
+		for i, prm := range p.Params {
+			sum := GradStateName(prm.Name)
+			p.gradSums[i] = graph.Zeros(graph.Float32, prm.Value.Shape...)
+			g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: sum, Type: typeOf(prm.Value)})
+			acc.Inputs = append(acc.Inputs, sum)
+			acc.Outputs = append(acc.Outputs, sum+"/new")
+			g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: sum + "/new"})
+			state = append(state, backend.StateSpec{Name: sum, Init: p.gradSums[i], UpdatedBy: sum + "/new"})
+		}
+		for i := range p.Params {
+			acc.Inputs = append(acc.Inputs, p.scratch.gradNames[i])
+		}
+		late = append(late, acc)
 	}
 	nodes := make([]*graph.Node, 0, len(g.Nodes)+len(grads))
 	for j, n := range g.Nodes {
@@ -275,6 +318,18 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	for _, o := range upd {
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: o})
 	}
+	// Parameters and buffers are state the program reads; a buffer is
+	// replaced by its BatchNormalization's running statistic.
+	bufferUpdate := map[string]string{}
+	for o, name := range p.bufferUpdates {
+		bufferUpdate[name] = o
+	}
+	for _, prm := range p.Params {
+		state = append(state, backend.StateSpec{Name: prm.Name, Init: prm.Value})
+	}
+	for _, name := range sortedNames(p.Buffers) {
+		state = append(state, backend.StateSpec{Name: name, Init: p.Buffers[name], UpdatedBy: bufferUpdate[name]})
+	}
 	// Backward reads that need only a value's shape or dtype stop keeping
 	// it alive (free); with Recompute, cheap activations are also computed
 	// again instead of kept.
@@ -285,7 +340,7 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
-	p.trainExe, err = be.Compile(tm, backend.CompileOptions{Seed: cfg.Seed})
+	p.trainExe, err = be.Compile(tm, backend.CompileOptions{Seed: cfg.Seed, State: state})
 	if err != nil {
 		return nil, fmt.Errorf("train: compiling the training step: %w", err)
 	}
@@ -319,7 +374,14 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	if err := autoCast(eg, opset, cfg.MixedPrecision); err != nil { // amp.go
 		return nil, err
 	}
-	p.evalExe, err = be.Compile(em, backend.CompileOptions{Seed: cfg.Seed})
+	var evalState []backend.StateSpec
+	for _, prm := range p.Params {
+		evalState = append(evalState, backend.StateSpec{Name: prm.Name, Init: prm.Value})
+	}
+	for _, name := range sortedNames(p.Buffers) {
+		evalState = append(evalState, backend.StateSpec{Name: name, Init: p.Buffers[name]})
+	}
+	p.evalExe, err = be.Compile(em, backend.CompileOptions{Seed: cfg.Seed, State: evalState, ShareState: p.trainExe})
 	if err != nil {
 		return nil, fmt.Errorf("train: compiling evaluation: %w", err)
 	}
@@ -510,11 +572,17 @@ type stepScratch struct {
 	scaleT    graph.Tensor
 	res       StepResult
 	gradNames []string
+	// GradSums: the fresh flag's two values; gradOp's scalar and feeds.
+	fresh, notFresh *graph.Tensor
+	opScalar        *graph.Tensor
+	opFeeds         map[string]*graph.Tensor
 }
 
 // ForwardBackward runs one micro-batch: the loss (before any update) and
 // the gradients of loss*lossScale. Buffers (BatchNorm running statistics)
-// are updated in place.
+// are updated in place. With GradSums the gradients are added to the
+// program's gradient sums (the first micro-batch of the program, and the
+// first after StartWindow, replaces them) and Grads are the sums.
 //
 // The result and its gradients stay valid until the next ForwardBackward
 // of the Program (from any goroutine): the gradients live in the backend's
@@ -552,11 +620,17 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 		return nil, err
 	}
 	feeds[lossScaleInput] = scale
-	for _, prm := range p.Params {
-		feeds[prm.Name] = prm.Value
-	}
-	for name, t := range p.Buffers {
-		feeds[name] = t
+	if p.cfg.GradSums {
+		if sc.fresh == nil {
+			sc.fresh = &graph.Tensor{DType: graph.Bool, Data: []bool{false}}
+			sc.notFresh = &graph.Tensor{DType: graph.Bool, Data: []bool{false}}
+			sc.fresh.Data.([]bool)[0] = true
+		}
+		if p.freshNext {
+			feeds[freshInput] = sc.fresh
+		} else {
+			feeds[freshInput] = sc.notFresh
+		}
 	}
 	out, err := p.trainExe.Run(ctx, feeds)
 	if res == &sc.res {
@@ -575,6 +649,15 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 	}
 	res.Loss = lt.Float(0)
 	res.Grads = res.Grads[:0]
+	if p.cfg.GradSums {
+		p.freshNext = false
+		sums, err := p.GradSums()
+		if err != nil {
+			return nil, err
+		}
+		res.Grads = append(res.Grads, sums...)
+		return res, nil
+	}
 	for i, prm := range p.Params {
 		g := out[sc.gradNames[i]]
 		if g == nil || !graph.SameShape(g.Shape, prm.Value.Shape) {
@@ -582,26 +665,15 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 		}
 		res.Grads = append(res.Grads, g)
 	}
-	for o, name := range p.bufferUpdates {
-		if t := out[o]; t != nil {
-			copyInto(p.Buffers[name], t)
-		}
-	}
 	return res, nil
 }
 
 // Evaluate runs the model in inference mode: the loss and, for losses
 // outside the graph, the model output (logits).
 func (p *Program) Evaluate(ctx context.Context, inputs map[string]*graph.Tensor, labels *graph.Tensor) (float64, *graph.Tensor, error) {
-	feeds := make(map[string]*graph.Tensor, len(inputs)+len(p.Params)+len(p.Buffers)+4)
+	feeds := make(map[string]*graph.Tensor, len(inputs)+4)
 	if err := p.feeds(feeds, inputs, labels); err != nil {
 		return 0, nil, err
-	}
-	for _, prm := range p.Params {
-		feeds[prm.Name] = prm.Value
-	}
-	for name, t := range p.Buffers {
-		feeds[name] = t
 	}
 	out, err := p.evalExe.Run(ctx, feeds)
 	if err != nil {

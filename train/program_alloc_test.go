@@ -49,10 +49,7 @@ func TestStepPathAllocatesNothing(t *testing.T) {
 	out, err := p.trainExe.Run(ctx, func() map[string]*graph.Tensor {
 		f := map[string]*graph.Tensor{lossScaleInput: graph.FromFloat32([]float32{1})}
 		require.NoError(t, p.feeds(f, inputs, labels))
-		for _, prm := range p.Params {
-			f[prm.Name] = prm.Value
-		}
-		return f
+		return f // parameters and buffers are the program's state: not fed
 	}())
 	require.NoError(t, err)
 	cached := map[string]*graph.Tensor{}
@@ -86,7 +83,7 @@ func TestStepPathAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(20, step)
 	assert.Zero(t, allocs, "allocations per step around Run")
 	assert.Equal(t, scale, rx.scale, "the latest loss scale was fed")
-	assert.Equal(t, len(p.DataInputs)+1+len(p.Params)+len(p.Buffers)+1, rx.fed, "data, labels, parameters, buffers and the loss scale; nothing left from earlier calls")
+	assert.Equal(t, len(p.DataInputs)+1+1, rx.fed, "data, labels and the loss scale (parameters and buffers are state); nothing left from earlier calls")
 	r, err := p.ForwardBackward(ctx, inputs, labels, 3)
 	require.NoError(t, err)
 	assert.Equal(t, loss, r.Loss)

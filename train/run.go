@@ -555,6 +555,9 @@ func countElements(ps []*Parameter) int {
 // graph with its initializers holding the trained values) and
 // model.safetensors (the parameters and buffers by initializer name).
 func SaveModel(dir string, prog *Program) ([]string, error) {
+	if err := prog.SyncToHost(); err != nil { // program_state.go
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("train: --output: %w", err)
 	}

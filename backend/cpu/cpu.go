@@ -60,6 +60,9 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 	if err := graph.ExpandGradientOps(g, e.opset); err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
+	if err := e.initState(g, opts); err != nil { // state.go
+		return nil, err
+	}
 	p, err := e.planGraph(g, true)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
@@ -125,6 +128,9 @@ type step struct {
 	// in and out are the value slots of the node's inputs and outputs
 	// (-1 for an omitted input or an unnamed output).
 	in, out []int
+	// inplace lets the kernel update the state buffers it replaces in
+	// place (kern.Context.InPlace; markInPlace in state.go).
+	inplace bool
 }
 
 // plan is a graph ready to run. Values live in slots: every name the graph
@@ -188,6 +194,17 @@ type Executable struct {
 	// noMemPlan turns the memory plan off (SetMemoryPlan); copyOutputs
 	// copies outputs out of the arena (SetCopyOutputs).
 	noMemPlan, copyOutputs atomic.Bool
+
+	// state.go: the state buffers (shared with other executables), which
+	// inputs are state, which output updates which state; feedMap is
+	// Run's reused map of inputs plus state.
+	store     *stateStore
+	stateOf   map[string]bool
+	updatedBy map[string]string
+	updateOut map[string]bool
+	updates   []stateUpdate
+	feedMu    sync.Mutex
+	feedMap   map[string]*graph.Tensor
 }
 
 // maxSpecialised bounds the per-shape plan cache.
@@ -343,6 +360,7 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 			p.outOf[s] = i + 1
 		}
 	}
+	e.markInPlace(p) // state.go
 	return p, nil
 }
 
@@ -366,6 +384,14 @@ func (f *frame) lookup(name string) (*graph.Tensor, bool) {
 // the next Run (see Executable); so does the returned map, which a run in
 // the memory plan's arena reuses (unless SetCopyOutputs is on).
 func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (map[string]*graph.Tensor, error) {
+	if e.store != nil {
+		feeds, owned, err := e.withState(inputs) // state.go
+		if err != nil {
+			return nil, err
+		}
+		defer e.putFeeds(feeds, owned)
+		inputs = feeds
+	}
 	if err := e.checkInputs(inputs); err != nil {
 		return nil, err
 	}
@@ -392,6 +418,9 @@ func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (
 		}
 	}
 	err = e.runPlan(ctx, p, fr, ar)
+	if err == nil && e.store != nil {
+		err = e.applyUpdates(p, fr) // state.go
+	}
 	var out map[string]*graph.Tensor
 	if err == nil {
 		copyOut := e.copyOutputs.Load()
@@ -409,6 +438,9 @@ func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (
 			ar.outs = ar.outs[:0]
 		}
 		for i, o := range p.g.Outputs {
+			if e.updateOut[o.Name] {
+				continue // a state update: it stays in the state buffer (state.go)
+			}
 			t := fr.vals[p.outs[i]]
 			if t == nil {
 				err = fmt.Errorf("cpu: graph output %q was not computed", o.Name)
@@ -562,7 +594,9 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 		if timer != nil {
 			t0 = time.Now()
 		}
+		kctx.InPlace = st.inplace
 		out, err := e.call(kctx, st.spec, n, in)
+		kctx.InPlace = false
 		if err != nil {
 			return fmt.Errorf("cpu: %w", err)
 		}

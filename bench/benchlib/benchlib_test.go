@@ -344,3 +344,19 @@ func TestRunModelErrors(t *testing.T) {
 	_, err = RunModel(context.Background(), ModelOptions{Model: "../../models/mlp/mlp_train.onnx", BatchSize: 2, Steps: 1, Loss: "output:nope"})
 	assert.ErrorContains(t, err, "nope")
 }
+
+// TestRunStreamComputesTheTriad: the triad runs on the threads asked for,
+// checks its own result and reports a positive bandwidth; bad sizes are
+// errors.
+func TestRunStreamComputesTheTriad(t *testing.T) {
+	r, err := RunStream(StreamOptions{Elements: 1 << 16, Reps: 2, Threads: 3})
+	require.NoError(t, err)
+	assert.Positive(t, r.TriadGBps)
+	assert.Equal(t, 3, r.Threads)
+	assert.InDelta(t, 0.5, r.ArrayMiB, 1e-12)
+	_, err = RunStream(StreamOptions{Elements: 2, Threads: 4})
+	assert.ErrorContains(t, err, "invalid sizes")
+	out := make([]float64, 5)
+	triad(out, []float64{1, 2, 3, 4, 5}, []float64{1, 1, 1, 1, 2}, 0.5)
+	assert.Equal(t, []float64{1.5, 2.5, 3.5, 4.5, 6}, out)
+}

@@ -92,6 +92,16 @@ type ModelResult struct {
 	// into the compiled forward+backward pass and the optimizer update.
 	MedianForwardBackwardMS float64 `json:"median_forward_backward_ms,omitempty"`
 	MedianOptimizerMS       float64 `json:"median_optimizer_ms,omitempty"`
+	// OptimizerGBps is the optimizer update's bandwidth: the bytes of
+	// parameters, gradients and optimizer state it reads and writes
+	// (optim.StepBytes) over the time of the update's nodes inside the
+	// step (the kernels of graph.SGDUpdateOp/AdamUpdateOp), the median over
+	// the timed steps; Min and Max show how stable it is from step to step.
+	OptimizerGBps    float64 `json:"optimizer_gbps,omitempty"`
+	OptimizerGBpsMin float64 `json:"optimizer_gbps_min,omitempty"`
+	OptimizerGBpsMax float64 `json:"optimizer_gbps_max,omitempty"`
+	// OptimizerBytes is the byte count behind OptimizerGBps.
+	OptimizerBytes int64 `json:"optimizer_bytes,omitempty"`
 	// FirstLoss and LastLoss are the losses of the first warm-up (or timed)
 	// step and of the last timed step, on the same random batch: with a
 	// sensible learning rate the second is lower.
@@ -182,12 +192,13 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		ctx = backend.WithNodeTimer(ctx, prof.record)
 	}
 	var step func() (loss float64, fb, opt time.Duration, err error)
+	var update time.Duration // the latest training step's update-node time
 	if o.Inference {
 		res.Mode = "inference"
 		step, err = inferenceStep(ctx, m, o, inputs)
 	} else {
 		res.Mode, res.Loss, res.Optimizer = "train", o.Loss, o.Optimizer
-		step, err = trainingStep(ctx, m, o, rng, inputs, shapes, syms, res)
+		step, err = trainingStep(ctx, m, o, rng, inputs, shapes, syms, res, &update)
 	}
 	if err != nil {
 		return nil, err
@@ -216,6 +227,7 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	total := make([]time.Duration, o.Steps)
 	fbs := make([]time.Duration, o.Steps)
 	opts := make([]time.Duration, o.Steps)
+	gbps := make([]float64, 0, o.Steps)
 	for i := range total {
 		t0 := time.Now()
 		loss, fb, opt, err := step()
@@ -224,6 +236,9 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 			return nil, fmt.Errorf("step %d: %w", i+1, err)
 		}
 		fbs[i], opts[i] = fb, opt
+		if update > 0 && res.OptimizerBytes > 0 {
+			gbps = append(gbps, float64(res.OptimizerBytes)/update.Seconds()/1e9)
+		}
 		if first {
 			res.FirstLoss, first = loss, false
 		}
@@ -246,6 +261,10 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		fb, _ := Summarize(fbs)
 		op, _ := Summarize(opts)
 		res.MedianForwardBackwardMS, res.MedianOptimizerMS = fb.MedianMS, op.MedianMS
+		if len(gbps) > 0 {
+			sort.Float64s(gbps)
+			res.OptimizerGBps, res.OptimizerGBpsMin, res.OptimizerGBpsMax = gbps[len(gbps)/2], gbps[0], gbps[len(gbps)-1]
+		}
 	}
 	if res.PeakRSSBytes, err = PeakRSS(); err != nil {
 		return nil, err
@@ -312,7 +331,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // trainingStep builds the training program and returns a function that runs
 // one step on the fixed random batch.
 func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand.Rand, inputs map[string]*graph.Tensor,
-	shapes Shapes, syms map[string]int64, res *ModelResult) (func() (float64, time.Duration, time.Duration, error), error) {
+	shapes Shapes, syms map[string]int64, res *ModelResult, update *time.Duration) (func() (float64, time.Duration, time.Duration, error), error) {
 	loss, err := train.ParseLoss(o.Loss)
 	if err != nil {
 		return nil, err
@@ -321,10 +340,26 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 	if err != nil {
 		return nil, err
 	}
-	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision})
+	// As one process of `onnxtrain train`: the gradients are summed in the
+	// program's state and the optimizer steps over that state.
+	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision, GradSums: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Model, err)
 	}
+	if b, ok := opt.(optim.Binder); ok {
+		b.Bind(prog.Backend(), prog.Executable())
+	}
+	// The update's own time: its nodes' kernels, timed inside the step.
+	prevTimer := backend.NodeTimerFrom(ctx)
+	optCtx := backend.WithNodeTimer(ctx, func(n *graph.Node, d time.Duration) {
+		if n.Domain == graph.InternalDomain && (n.OpType == graph.SGDUpdateOp || n.OpType == graph.AdamUpdateOp) {
+			*update += d
+		}
+		if prevTimer != nil {
+			prevTimer(n, d)
+		}
+	})
+	stepper, _ := opt.(optim.ContextStepper)
 	if o.MixedPrecision != "no" {
 		res.MixedPrecision = o.MixedPrecision
 	}
@@ -351,6 +386,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 	for _, p := range prog.Params {
 		res.Parameters += p.Value.Size()
 	}
+	res.OptimizerBytes = optim.StepBytes(opt, int64(res.Parameters))
 	// fp16 steps scale the loss and unscale the gradients as training does
 	// (train.GradScaler); a step whose gradients overflow is skipped.
 	var scaler *train.GradScaler
@@ -365,6 +401,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 		if scaler != nil {
 			seed = float32(scaler.Scale())
 		}
+		prog.StartWindow()
 		r, err := prog.ForwardBackward(ctx, inputs, labels, seed)
 		if err != nil {
 			return 0, 0, 0, err
@@ -380,8 +417,14 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 			}
 			skip = scaler.Update()
 		}
+		*update = 0
 		if !skip {
-			if err := opt.Step(params); err != nil {
+			if stepper != nil {
+				err = stepper.StepContext(optCtx, params)
+			} else {
+				err = opt.Step(params)
+			}
+			if err != nil {
 				return 0, 0, 0, err
 			}
 		}

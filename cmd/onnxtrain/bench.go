@@ -23,6 +23,7 @@ type benchFlags struct {
 	transB     bool
 	logFormat  string
 	cpuProfile string
+	stream     bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -39,6 +40,14 @@ timed; the report gives the median, mean and 90th percentile step time,
 samples per second and the process's peak resident memory (VmHWM).
 
 --inference times the forward pass of the evaluation graph instead.
+A training step reports optimizer_gbps: the bytes of parameters, gradients
+and optimizer state the update reads and writes over the time of the
+update's nodes inside the step.
+
+--stream measures the machine's memory bandwidth instead (STREAM's triad,
+a = b + s*c, on all cores; JSON: {"triad_gbps": ...}), the peer that
+optimizer_gbps compares with.
+
 --gemm M,N,K times one float32 product C = op(A)·op(B) (op(A) M×K, op(B)
 K×N) and reports GFLOP/s, the median over --steps repetitions.`,
 		Args: cobra.NoArgs,
@@ -67,6 +76,7 @@ K×N) and reports GFLOP/s, the median over --steps repetitions.`,
 	fl.BoolVar(&f.transB, "trans-b", false, "GEMM: B is stored transposed (N×K)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text (for people) or json (one object on stdout)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file (read it with go tool pprof)")
+	fl.BoolVar(&f.stream, "stream", false, "measure the memory bandwidth (STREAM triad on all cores) instead of a model")
 	fl.BoolVar(&f.model.OpProfile, "op-profile", false, "time every kernel call of the timed steps and report the time per op type (JSON: op_profile)")
 	fl.BoolVar(&f.model.OpProfileByNode, "op-profile-by-node", false, "as --op-profile, per node instead of per op type")
 	return cmd
@@ -77,6 +87,24 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		return fmt.Errorf("--log-format: %q is not text or json", f.logFormat)
 	}
 	out := cmd.OutOrStdout()
+	if f.stream {
+		if f.gemmShape != "" || f.model.Model != "" {
+			return fmt.Errorf("--stream excludes --model and --gemm")
+		}
+		reps := 10
+		if cmd.Flags().Changed("steps") {
+			reps = f.model.Steps
+		}
+		res, err := benchlib.RunStream(benchlib.StreamOptions{Reps: reps})
+		if err != nil {
+			return err
+		}
+		if f.logFormat == "json" {
+			return writeJSON(out, res)
+		}
+		fmt.Fprintf(out, "stream triad: %.2f GB/s (best of %d, %d threads, arrays of %.0f MiB)\n", res.TriadGBps, reps, res.Threads, res.ArrayMiB)
+		return nil
+	}
 	if f.gemmShape != "" {
 		if f.model.Model != "" {
 			return fmt.Errorf("--gemm and --model exclude each other")
@@ -138,6 +166,10 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if res.Mode == "train" {
 		fmt.Fprintf(out, "  forward+backward %.2f ms, optimizer (%s) %.2f ms (medians); %d parameters; loss %.5g -> %.5g\n",
 			res.MedianForwardBackwardMS, res.Optimizer, res.MedianOptimizerMS, res.Parameters, res.FirstLoss, res.LastLoss)
+		if res.OptimizerGBps > 0 {
+			fmt.Fprintf(out, "  optimizer update %.2f GB/s (median; min %.2f, max %.2f) over %.1f MB per step\n",
+				res.OptimizerGBps, res.OptimizerGBpsMin, res.OptimizerGBpsMax, float64(res.OptimizerBytes)/1e6)
+		}
 	}
 	fmt.Fprintf(out, "  setup %s, peak RSS %.1f MiB, GOMAXPROCS %d\n",
 		time.Duration(res.SetupMS*float64(time.Millisecond)).Round(time.Millisecond), float64(res.PeakRSSBytes)/(1<<20), res.GOMAXPROCS)

@@ -46,6 +46,45 @@ func TestBenchTrainJSON(t *testing.T) {
 	assert.Greater(t, r["peak_rss_bytes"], 1e6)
 	// Four SGD steps at lr 0.1 on one fixed batch lower its loss.
 	assert.Less(t, r["last_loss"], r["first_loss"])
+	// Plain SGD reads parameters and gradients and writes parameters.
+	assert.EqualValues(t, 3*4*52650, r["optimizer_bytes"])
+	assert.Positive(t, r["optimizer_gbps"])
+	assert.LessOrEqual(t, r["optimizer_gbps_min"], r["optimizer_gbps"])
+	assert.GreaterOrEqual(t, r["optimizer_gbps_max"], r["optimizer_gbps"])
+	assert.Contains(t, r, "median_optimizer_ms")
+}
+
+// TestBenchOptimizerBytes: SGD with momentum and AdamW count the slots
+// they read and write (momentum: 5 arrays; AdamW: 7) and report a bandwidth.
+func TestBenchOptimizerBytes(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		streams int
+	}{{[]string{"--momentum", "0.9"}, 5}, {[]string{"--optimizer", "adamw", "--lr", "0.001"}, 7}} {
+		args := append([]string{"--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--log-format", "json"}, c.args...)
+		out, err := runBenchCmd(t, args...)
+		require.NoError(t, err, out)
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+		assert.EqualValues(t, c.streams*4*52650, r["optimizer_bytes"], c.args)
+		assert.Positive(t, r["optimizer_gbps"], c.args)
+	}
+}
+
+// TestBenchStream: --stream prints the triad bandwidth as one JSON object
+// (and a line of text), and excludes a model.
+func TestBenchStream(t *testing.T) {
+	out, err := runBenchCmd(t, "--stream", "--steps", "2", "--log-format", "json")
+	require.NoError(t, err, out)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Positive(t, r["triad_gbps"])
+	assert.EqualValues(t, 128, r["array_mib"])
+	out, err = runBenchCmd(t, "--stream", "--steps", "1")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "stream triad: ")
+	_, err = runBenchCmd(t, "--stream", "--model", "../../models/mlp/mlp_train.onnx")
+	assert.ErrorContains(t, err, "--stream excludes --model")
 }
 
 func TestBenchTextAndInference(t *testing.T) {

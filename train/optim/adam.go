@@ -1,8 +1,11 @@
 package optim
 
 import (
+	"context"
 	"fmt"
 	"math"
+
+	"github.com/onnxtrain/onnxtrain/backend"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -48,14 +51,16 @@ type Adam struct {
 	state     map[string]*adamState
 	seen      map[string]bool // checkParams's names, reused
 
-	// Reused by every Step: the updates, their sizes, the step's
-	// constants, the callback that runs them, and the bias corrections of
-	// the latest step count (powInt is costly and allocates).
-	tasks    []adamTask
-	sizes    []int
-	consts   adamConsts
-	runFn    func(i, lo, hi int)
-	runner   chunkRunner
+	// The compiled step (program.go), what each Step hands it (reused),
+	// and the bias corrections of the latest step count (powInt is costly).
+	prog     stepProgram
+	names    []string
+	values   []*graph.Tensor
+	grads    []*graph.Tensor
+	slotBufs [3][]*graph.Tensor
+	slots    [][]*graph.Tensor
+	hyper    []float32
+	attrs    []*graph.Attr
 	corrStep int64
 	corr     adamCorr
 	pow      powWork
@@ -111,7 +116,15 @@ func (o *Adam) SetLR(lr float64) { o.lr = lr; setGroupLR(o.groups, lr) }
 func (o *Adam) LR() float64 { return o.lr }
 
 // Step applies one Adam or AdamW update.
-func (o *Adam) Step(params []*Param) error {
+func (o *Adam) Step(params []*Param) error { return o.StepContext(context.Background(), params) }
+
+// Bind implements Binder.
+func (o *Adam) Bind(be backend.Backend, share backend.Executable) {
+	o.prog = stepProgram{be: be, share: share}
+}
+
+// StepContext implements ContextStepper.
+func (o *Adam) StepContext(ctx context.Context, params []*Param) error {
 	if o.seen == nil {
 		o.seen = make(map[string]bool, len(params))
 	}
@@ -132,10 +145,10 @@ func (o *Adam) Step(params []*Param) error {
 		}
 	}
 	b1, b2 := o.cfg.Beta1, o.cfg.Beta2
-	b1f, b2f := float32(b1), float32(b2)
-	omb1, omb2 := float32(1-b1), float32(1-b2)
-	eps := float32(o.cfg.Eps)
-	tasks, sizes := o.tasks[:0], o.sizes[:0]
+	o.names, o.values, o.grads, o.hyper = o.names[:0], o.values[:0], o.grads[:0], o.hyper[:0]
+	for k := range o.slotBufs {
+		o.slotBufs[k] = o.slotBufs[k][:0]
+	}
 	for _, p := range params {
 		if p.Grad == nil {
 			continue
@@ -160,28 +173,47 @@ func (o *Adam) Step(params []*Param) error {
 		}
 		c := o.corr
 		grp := o.groups[p.Group]
-		t := adamTask{
-			pv: p.Value.Float32s(), gv: p.Grad.Float32s(),
-			m: s.expAvg.Float32s(), v: s.expAvgSq.Float32s(),
-			negStep: float32(-(grp.LR / c.bc1)),
-			bc2:     float32(c.bc2sqrt),
-			wd:      float32(grp.WeightDecay),
-			decay:   float32(1 - grp.LR*grp.WeightDecay),
-			l2:      !o.decoupled && grp.WeightDecay != 0,
+		l2 := float32(0)
+		if !o.decoupled && grp.WeightDecay != 0 {
+			l2 = 1
 		}
-		if s.maxSq != nil {
-			t.mx = s.maxSq.Float32s()
+		o.names = append(o.names, p.Name)
+		o.values = append(o.values, p.Value)
+		o.grads = append(o.grads, p.Grad)
+		o.slotBufs[0] = append(o.slotBufs[0], s.expAvg)
+		o.slotBufs[1] = append(o.slotBufs[1], s.expAvgSq)
+		if o.cfg.AMSGrad {
+			o.slotBufs[2] = append(o.slotBufs[2], s.maxSq)
 		}
-		tasks = append(tasks, t)
-		sizes = append(sizes, len(t.pv))
+		o.hyper = append(o.hyper, float32(-(grp.LR / c.bc1)), float32(c.bc2sqrt), float32(grp.WeightDecay), float32(1-grp.LR*grp.WeightDecay), l2)
 	}
-	o.tasks, o.sizes = tasks, sizes
-	o.consts = adamConsts{b1f: b1f, b2f: b2f, omb1: omb1, omb2: omb2, eps: eps, maximize: o.cfg.Maximize, decoupled: o.decoupled}
-	if o.runFn == nil {
-		o.runFn = func(i, lo, hi int) { o.tasks[i].run(&o.consts, lo, hi) }
+	o.slots = append(o.slots[:0], o.slotBufs[0], o.slotBufs[1])
+	if o.cfg.AMSGrad {
+		o.slots = append(o.slots, o.slotBufs[2])
 	}
-	o.runner.forChunks(sizes, o.runFn)
-	clear(o.tasks) // drop the slices of parameters and gradients
+	if o.attrs == nil {
+		o.attrs = []*graph.Attr{graph.IntAttr("amsgrad", b2i(o.cfg.AMSGrad)), graph.IntAttr("maximize", b2i(o.cfg.Maximize)), graph.IntAttr("decoupled", b2i(o.decoupled))}
+	}
+	consts := [5]float32{float32(b1), float32(b2), float32(1 - b1), float32(1 - b2), float32(o.cfg.Eps)}
+	err := o.prog.run(ctx, graph.AdamUpdateOp, o.attrs, [3]bool{o.cfg.AMSGrad}, o.names, o.values, o.grads, o.slots, consts[:], o.hyper)
+	if o.prog.rebound {
+		for i, name := range o.names {
+			s := o.state[name]
+			s.expAvg, s.expAvgSq = o.slotBufs[0][i], o.slotBufs[1][i]
+			if o.cfg.AMSGrad {
+				s.maxSq = o.slotBufs[2][i]
+			}
+		}
+	}
+	clear(o.values)
+	clear(o.grads)
+	for k := range o.slotBufs {
+		clear(o.slotBufs[k])
+	}
+	clear(o.slots)
+	if err != nil {
+		return err
+	}
 	o.steps++
 	return nil
 }
@@ -272,50 +304,4 @@ func (o *Adam) LoadState(st map[string]*graph.Tensor) error {
 	o.steps, o.state = steps, state
 	o.SetLR(lr)
 	return nil
-}
-
-// adamTask is one parameter's Adam update: its value, gradient and state
-// (mx is nil without AMSGrad), with the per-parameter constants.
-type adamTask struct {
-	pv, gv, m, v, mx        []float32
-	negStep, bc2, wd, decay float32
-	l2                      bool
-}
-
-// adamConsts are the optimizer-wide constants of a step.
-type adamConsts struct {
-	b1f, b2f, omb1, omb2, eps float32
-	maximize, decoupled       bool
-}
-
-// run updates elements [lo, hi) of the parameter.
-func (t *adamTask) run(c *adamConsts, lo, hi int) {
-	pv, gv, m, v := t.pv[lo:hi], t.gv[lo:hi], t.m[lo:hi], t.v[lo:hi]
-	var mx []float32
-	if t.mx != nil {
-		mx = t.mx[lo:hi]
-	}
-	for i := range pv {
-		g := gv[i]
-		if c.maximize {
-			g = -g
-		}
-		if c.decoupled {
-			pv[i] *= t.decay // param.mul_(1 - lr*wd)
-		} else if t.l2 {
-			g = fma32(t.wd, pv[i], g) // grad.add(param, alpha=wd)
-		}
-		m[i] = fma32(c.omb1, g, m[i]*c.b1f)   // exp_avg.mul_(b1).add_(grad, alpha=1-b1)
-		v[i] = fma32(c.omb2*g, g, v[i]*c.b2f) // exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1-b2)
-		vv := v[i]
-		if mx != nil {
-			// torch.maximum, which propagates NaN.
-			if vv > mx[i] || vv != vv {
-				mx[i] = vv
-			}
-			vv = mx[i]
-		}
-		denom := sqrt32(vv)/t.bc2 + c.eps // (v.sqrt() / bc2_sqrt).add_(eps)
-		pv[i] += t.negStep * m[i] / denom // param.addcdiv_(exp_avg, denom, value=-step_size)
-	}
 }

@@ -22,7 +22,7 @@ func TestStepsAllocateNothing(t *testing.T) {
 	}
 	mk := func() []*Param {
 		var ps []*Param
-		for i, n := range []int{3*parallelElems + 5, 100, chunkElems + 1} {
+		for i, n := range []int{3<<16 + 5, 100, 1<<14 + 1} {
 			ps = append(ps, &Param{Name: string(rune('a' + i)), Value: graph.Zeros(graph.Float32, n), Grad: graph.Zeros(graph.Float32, n)})
 			for j := range ps[i].Grad.Float32s() {
 				ps[i].Grad.Float32s()[j] = float32(j%7) * 1e-3

@@ -1,6 +1,9 @@
 // Package optim holds the optimizers (SGD, Adam, AdamW), the learning-rate
 // schedules and the gradient clipping of onnxtrain's training loop.
 //
+// An optimizer step is a compiled program of one backend op over every
+// parameter (program.go); the element-wise arithmetic is the backend's.
+//
 // The optimizers follow PyTorch 1.13's single-tensor (non-foreach) code paths
 // of torch.optim operation by operation on float32 parameters: scalars such as
 // the learning rate, 1-β and the bias corrections are computed in float64 and

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"runtime"
 	"sort"
 	"strings"
-	"sync/atomic"
 
-	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -225,132 +222,6 @@ func scalarState(key string, t *graph.Tensor, wantInt bool) (float64, error) {
 func int64Scalar(v int64) *graph.Tensor { return graph.FromInt64([]int64{v}) }
 
 func float64Scalar(v float64) *graph.Tensor { return graph.FromFloat64([]float64{v}) }
-
-// fma32 returns x*y+z rounded once to float32, as ATen's vectorised
-// fmadd (and the FMA-contracted scalar loops) compute it. The common case
-// is small enough to be inlined into the optimizers' loops.
-func fma32(x, y, z float32) float32 {
-	// x*y is exact in float64 (24+24 bits fit in 53); rounding the float64
-	// sum to float32 can only go wrong when it lies exactly halfway between
-	// two float32 values, which for results in float32's normal range
-	// means its low 29 mantissa bits are 1000...0.
-	// (b<<1 drops the sign: its top 11 bits are the exponent field, at
-	// least 1023-126 for a sum in float32's normal range.)
-	s := float64(x)*float64(y) + float64(z)
-	b := math.Float64bits(s)
-	if b&(1<<29-1) != 1<<28 && b<<1 >= (1023-126)<<53 {
-		return float32(s)
-	}
-	return fma32Slow(x, y, z)
-}
-
-// fmaAxpy32Go sets y[i] = fma32(alpha, x[i], y[i]) for every i (len(x)
-// >= len(y)), with fma32's common case written out, as the compiler does
-// not inline it.
-func fmaAxpy32Go(alpha float32, x, y []float32) {
-	x = x[:len(y)]
-	a := float64(alpha)
-	for i, v := range x {
-		s := a*float64(v) + float64(y[i])
-		if b := math.Float64bits(s); b&(1<<29-1) != 1<<28 && b<<1 >= (1023-126)<<53 {
-			y[i] = float32(s)
-			continue
-		}
-		y[i] = fma32Slow(alpha, v, y[i])
-	}
-}
-
-// fma32Slow is fma32 for sums at a float32 rounding tie or outside
-// float32's normal range.
-func fma32Slow(x, y, z float32) float32 {
-	p := float64(x) * float64(y)
-	zz := float64(z)
-	s := p + zz
-	r := float32(s)
-	if math.IsInf(s, 0) || math.IsNaN(s) || float64(r) == s {
-		return r
-	}
-	// s is rounded; rounding it again to float32 is wrong only when s
-	// lies exactly halfway between two float32 values and the exact sum
-	// does not. TwoSum gives the exact error e = (p+zz) - s.
-	bb := s - p
-	e := (p - (s - bb)) + (zz - bb)
-	if e == 0 {
-		return r
-	}
-	other := math.Nextafter32(r, float32(math.Copysign(math.Inf(1), s-float64(r))))
-	if (float64(r)+float64(other))/2 != s {
-		return r
-	}
-	// A tie for the float64 sum; the exact sum lies on e's side of it.
-	if (e > 0) == (float64(other) > float64(r)) {
-		return other
-	}
-	return r
-}
-
-// Element-wise updates are split into chunks of chunkElems elements of one
-// parameter, spread over GOMAXPROCS goroutines once a step updates at least
-// parallelElems elements. Every element is computed the same way whichever
-// goroutine runs it, so results do not depend on the split.
-const (
-	chunkElems    = 1 << 14
-	parallelElems = 1 << 16
-)
-
-// chunkRunner runs an optimizer step's element-wise updates in chunks
-// (forChunks). An optimizer keeps one, with its chunk list and callback,
-// so that a steady-state step allocates nothing.
-type chunkRunner struct {
-	chunks []chunk
-	next   atomic.Int64
-	fn     func(i, lo, hi int)
-}
-
-type chunk struct{ i, lo, hi int }
-
-// Chunk implements kern.Chunker: each of the pool's workers takes chunks
-// until none is left.
-func (r *chunkRunner) Chunk(_, _ int) {
-	for {
-		c := int(r.next.Add(1)) - 1
-		if c >= len(r.chunks) {
-			return
-		}
-		r.fn(r.chunks[c].i, r.chunks[c].lo, r.chunks[c].hi)
-	}
-}
-
-// forChunks calls fn(i, lo, hi) for ranges [lo, hi) covering [0, sizes[i])
-// for every i, concurrently for large totals.
-func (r *chunkRunner) forChunks(sizes []int, fn func(i, lo, hi int)) {
-	total := 0
-	for _, n := range sizes {
-		total += n
-	}
-	workers := min(runtime.GOMAXPROCS(0), total/parallelElems+1)
-	if workers <= 1 {
-		for i, n := range sizes {
-			if n > 0 {
-				fn(i, 0, n)
-			}
-		}
-		return
-	}
-	r.chunks = r.chunks[:0]
-	for i, n := range sizes {
-		for lo := 0; lo < n; lo += chunkElems {
-			r.chunks = append(r.chunks, chunk{i, lo, min(lo+chunkElems, n)})
-		}
-	}
-	r.next.Store(0)
-	r.fn = fn
-	kern.RunTask("optimizer worker", workers, workers, r)
-	r.fn = nil
-}
-
-// sqrt32 is the correctly rounded float32 square root.
-func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 
 // powInt returns x**n correctly rounded (or nearly: 256 bits of
 // intermediate precision), as C's pow, which Python's ** calls, does for

@@ -1,8 +1,11 @@
 package optim
 
 import (
+	"context"
 	"fmt"
 	"math"
+
+	"github.com/onnxtrain/onnxtrain/backend"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -30,13 +33,15 @@ type SGD struct {
 	buf    map[string]*graph.Tensor // momentum buffers, created on first use
 	seen   map[string]bool          // checkParams's names, reused
 
-	// Reused by every Step: the updates, their sizes, the step's
-	// constants and the callback that runs them.
-	tasks  []sgdTask
-	sizes  []int
-	consts sgdConsts
-	runFn  func(i, lo, hi int)
-	runner chunkRunner
+	// The compiled step (program.go) and what each Step hands it, reused.
+	prog   stepProgram
+	names  []string
+	values []*graph.Tensor
+	grads  []*graph.Tensor
+	bufs   []*graph.Tensor
+	slots  [][]*graph.Tensor
+	hyper  []float32
+	attrs  []*graph.Attr
 }
 
 // NewSGD validates cfg as torch.optim.SGD does and returns the optimizer.
@@ -68,7 +73,15 @@ func (o *SGD) SetLR(lr float64) { o.lr = lr; setGroupLR(o.groups, lr) }
 func (o *SGD) LR() float64 { return o.lr }
 
 // Step applies one SGD update (torch 1.13 _single_tensor_sgd).
-func (o *SGD) Step(params []*Param) error {
+func (o *SGD) Step(params []*Param) error { return o.StepContext(context.Background(), params) }
+
+// Bind implements Binder.
+func (o *SGD) Bind(be backend.Backend, share backend.Executable) {
+	o.prog = stepProgram{be: be, share: share}
+}
+
+// StepContext implements ContextStepper.
+func (o *SGD) StepContext(ctx context.Context, params []*Param) error {
 	if o.seen == nil {
 		o.seen = make(map[string]bool, len(params))
 	}
@@ -82,40 +95,57 @@ func (o *SGD) Step(params []*Param) error {
 			}
 		}
 	}
-	tasks, sizes := o.tasks[:0], o.sizes[:0]
+	momentum := o.cfg.Momentum != 0
+	o.names, o.values, o.grads, o.bufs, o.hyper = o.names[:0], o.values[:0], o.grads[:0], o.bufs[:0], o.hyper[:0]
 	for _, p := range params {
 		if p.Grad == nil {
 			continue
 		}
 		grp := o.groups[p.Group]
-		t := sgdTask{
-			pv: p.Value.Float32s(), gv: p.Grad.Float32s(),
-			wd: grp.WeightDecay != 0, wd32: float32(grp.WeightDecay), negLR: float32(-grp.LR),
-		}
-		if o.cfg.Momentum != 0 {
+		first := float32(0)
+		if momentum {
 			b := o.buf[p.Name]
 			if b == nil {
 				b = graph.Zeros(graph.Float32, p.Value.Shape...)
 				o.buf[p.Name] = b
-				t.first = true
+				first = 1
 			}
-			t.bv = b.Float32s()
+			o.bufs = append(o.bufs, b)
 		}
-		tasks = append(tasks, t)
-		sizes = append(sizes, len(t.pv))
+		o.names = append(o.names, p.Name)
+		o.values = append(o.values, p.Value)
+		o.grads = append(o.grads, p.Grad)
+		o.hyper = append(o.hyper, float32(-grp.LR), float32(grp.WeightDecay), first)
 	}
-	o.tasks, o.sizes = tasks, sizes
-	o.consts = sgdConsts{
-		m32: float32(o.cfg.Momentum), damp32: float32(1 - o.cfg.Dampening),
-		maximize: o.cfg.Maximize, nesterov: o.cfg.Nesterov,
+	o.slots = o.slots[:0]
+	if momentum {
+		o.slots = append(o.slots, o.bufs)
 	}
-	if o.runFn == nil {
-		o.runFn = func(i, lo, hi int) { o.tasks[i].run(&o.consts, lo, hi) }
+	if o.attrs == nil {
+		o.attrs = []*graph.Attr{graph.IntAttr("momentum", b2i(momentum)), graph.IntAttr("nesterov", b2i(o.cfg.Nesterov)), graph.IntAttr("maximize", b2i(o.cfg.Maximize))}
 	}
-	o.runner.forChunks(sizes, o.runFn)
-	clear(o.tasks) // drop the slices of parameters and gradients
+	consts := [2]float32{float32(o.cfg.Momentum), float32(1 - o.cfg.Dampening)}
+	err := o.prog.run(ctx, graph.SGDUpdateOp, o.attrs, [3]bool{momentum}, o.names, o.values, o.grads, o.slots, consts[:], o.hyper)
+	if o.prog.rebound {
+		for i, name := range o.names {
+			o.buf[name] = o.bufs[i]
+		}
+	}
+	clear(o.values)
+	clear(o.grads)
+	clear(o.bufs)
+	if err != nil {
+		return err
+	}
 	o.steps++
 	return nil
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // State returns "step", "lr" and "<param>/momentum_buffer" for every
@@ -173,57 +203,4 @@ func loadCommon(st map[string]*graph.Tensor) (int64, float64, error) {
 		return 0, 0, err
 	}
 	return int64(steps), lr, nil
-}
-
-// sgdTask is one parameter's update: its value, gradient and momentum
-// buffer (nil without momentum; first on the step that creates it).
-type sgdTask struct {
-	pv, gv, bv []float32
-	first, wd  bool
-	wd32       float32
-	negLR      float32
-}
-
-// sgdConsts are the optimizer-wide constants of a step.
-type sgdConsts struct {
-	m32, damp32        float32
-	maximize, nesterov bool
-}
-
-// run updates elements [lo, hi) of the parameter.
-func (t *sgdTask) run(c *sgdConsts, lo, hi int) {
-	pv, gv := t.pv[lo:hi], t.gv[lo:hi]
-	gv = gv[:len(pv)]
-	negLR := t.negLR
-	if t.bv == nil && !t.wd && !c.maximize {
-		fmaAxpy32(negLR, gv, pv) // plain SGD: param.add_(grad, alpha=-lr)
-		return
-	}
-	var bv []float32
-	if t.bv != nil {
-		bv = t.bv[lo:hi]
-		bv = bv[:len(pv)]
-	}
-	for i := range pv {
-		d := gv[i]
-		if c.maximize {
-			d = -d
-		}
-		if t.wd {
-			d = fma32(t.wd32, pv[i], d) // d_p.add(param, alpha=wd)
-		}
-		if bv != nil {
-			if t.first {
-				bv[i] = d
-			} else {
-				bv[i] = fma32(c.damp32, d, bv[i]*c.m32) // buf.mul_(m).add_(d_p, alpha=1-dampening)
-			}
-			if c.nesterov {
-				d = fma32(c.m32, bv[i], d) // d_p.add(buf, alpha=m)
-			} else {
-				d = bv[i]
-			}
-		}
-		pv[i] = fma32(negLR, d, pv[i]) // param.add_(d_p, alpha=-lr)
-	}
 }

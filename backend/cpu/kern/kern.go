@@ -13,7 +13,7 @@ import (
 // Kernel computes a node's outputs from its inputs. in[i] is nil for an
 // omitted optional input. A kernel returns one tensor per declared output
 // (trailing optional outputs that the node does not name may be nil or absent).
-// Kernels must not modify their inputs.
+// Kernels must not modify their inputs, except where Context.InPlace allows.
 type Kernel func(ctx *Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error)
 
 // Spec is a registered kernel and what it accepts.
@@ -48,6 +48,12 @@ type Context struct {
 	// constants): kernels that talk to other processes take their
 	// collective from it (backend.CollectiveFrom).
 	Ctx context.Context
+	// InPlace is set by the executor for a node whose outputs may be
+	// written into the inputs they replace (graph.UpdatedInput): those
+	// inputs are state buffers that the outputs update and that no later
+	// node reads. Kernels of the optimizer-step ops then update their
+	// operands in place instead of allocating new tensors.
+	InPlace bool
 }
 
 var registry = map[string][]Spec{}

@@ -6,6 +6,7 @@ import (
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/internal"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/optimizer"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/reduce"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/sequence"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/shape"

@@ -1,0 +1,169 @@
+package graph
+
+import "fmt"
+
+// The optimizer-step ops of onnxtrain's own domain (InternalDomain). They
+// update many tensors in one node, so that a backend can run a whole
+// optimizer step as one pass over every parameter. Each is functional in
+// the graph (its outputs are the new values of some of its inputs); a
+// backend may write an output into the input it replaces when that input is
+// a state buffer the output updates and no later node reads it
+// (UpdatedInput names the pairs). The arithmetic is PyTorch 1.13's
+// single-tensor code paths, float32 element by element; the scalars that
+// PyTorch computes in Python floats (learning rates, bias corrections)
+// arrive already rounded to float32 in the "hyper" inputs, computed by the
+// caller in float64.
+//
+// With n the attribute "tensors" (the number of tensors updated):
+//
+//	SGDUpdate      inputs  consts[2] = (momentum, 1-dampening), hyper[n,3] = (-lr, weight_decay, first),
+//	                       X_1..X_n, G_1..G_n, and with attribute momentum=1 B_1..B_n
+//	               outputs X'_1..X'_n, and with momentum B'_1..B'_n
+//	               attrs   tensors, momentum, nesterov, maximize
+//	               per element: d = ±g; d = fma(wd, x, d) if wd != 0; b = first ? d : fma(1-damp, d, b*m);
+//	               d = nesterov ? fma(m, b, d) : b; x = fma(-lr, d, x)
+//	AdamUpdate     inputs  consts[5] = (β1, β2, 1-β1, 1-β2, eps), hyper[n,5] = (-lr/bc1, sqrt(bc2), wd, 1-lr*wd, l2),
+//	                       X_1..X_n, G_1..G_n, M_1..M_n, V_1..V_n, and with amsgrad=1 MX_1..MX_n
+//	               outputs X', M', V' (and MX') for each tensor, grouped by kind as the inputs
+//	               attrs   tensors, amsgrad, maximize, decoupled (AdamW)
+//	ClipGradNorm   inputs  max_norm (float32 scalar), G_1..G_n
+//	               outputs total_norm (float32 scalar, before clipping), G'_1..G'_n
+//	               (torch.nn.utils.clip_grad_norm_: the norm of the per-tensor float32 norms;
+//	               coefficient (1/(total+1e-6))*max_norm applied when below 1)
+//	ClipGradValue  inputs  clip (float32 scalar), G_1..G_n; outputs G'_1..G'_n (clamp to [-clip, clip], NaN kept)
+//	UnscaleGrads   inputs  inv_scale (float32 scalar), G_1..G_n
+//	               outputs found_inf (bool scalar: any element inf or NaN before scaling), G'_i = G_i*inv_scale
+//	AccumulateGrad inputs  fresh (bool scalar), S_1..S_n, G_1..G_n
+//	               outputs S'_i = fresh ? G_i : S_i + G_i
+const (
+	SGDUpdateOp      = "SGDUpdate"
+	AdamUpdateOp     = "AdamUpdate"
+	ClipGradNormOp   = "ClipGradNorm"
+	ClipGradValueOp  = "ClipGradValue"
+	UnscaleGradsOp   = "UnscaleGrads"
+	AccumulateGradOp = "AccumulateGrad"
+)
+
+// OptimizerOps lists the optimizer-step ops.
+var OptimizerOps = []string{SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp, UnscaleGradsOp, AccumulateGradOp}
+
+// IsOptimizerOp reports whether n is one of the optimizer-step ops.
+func IsOptimizerOp(n *Node) bool {
+	if n.Domain != InternalDomain {
+		return false
+	}
+	for _, op := range OptimizerOps {
+		if n.OpType == op {
+			return true
+		}
+	}
+	return false
+}
+
+// UpdatedInput returns, for each output of an optimizer-step op, the index
+// of the input whose new value it is (-1 for an output that replaces no
+// input, such as ClipGradNorm's total norm), or nil for other ops or a
+// malformed node.
+func UpdatedInput(n *Node) []int {
+	if !IsOptimizerOp(n) {
+		return nil
+	}
+	lay, err := optimizerLayout(n)
+	if err != nil {
+		return nil
+	}
+	return lay.updated
+}
+
+// optimizerOpLayout says where an optimizer op's operand groups start.
+type optimizerOpLayout struct {
+	tensors int
+	// updated[j] is the input output j replaces (-1: none).
+	updated []int
+}
+
+func optimizerLayout(n *Node) (optimizerOpLayout, error) {
+	lay := optimizerOpLayout{}
+	ins := len(n.Inputs)
+	var lead, groups, outLead int // scalar inputs, operand groups, leading non-update outputs
+	var updGroups []int           // operand groups the outputs update, in order
+	switch n.OpType {
+	case SGDUpdateOp:
+		lead, groups = 2, 2
+		updGroups = []int{0}
+		if n.AttrInt("momentum", 0) == 1 {
+			groups = 3
+			updGroups = []int{0, 2}
+		}
+	case AdamUpdateOp:
+		lead, groups = 2, 4
+		updGroups = []int{0, 2, 3}
+		if n.AttrInt("amsgrad", 0) == 1 {
+			groups = 5
+			updGroups = []int{0, 2, 3, 4}
+		}
+	case ClipGradNormOp, UnscaleGradsOp:
+		lead, groups, outLead = 1, 1, 1
+		updGroups = []int{0}
+	case ClipGradValueOp:
+		lead, groups = 1, 1
+		updGroups = []int{0}
+	case AccumulateGradOp:
+		lead, groups = 1, 2
+		updGroups = []int{0}
+	default:
+		return lay, fmt.Errorf("not an optimizer op")
+	}
+	if (ins-lead)%groups != 0 || ins <= lead {
+		return lay, n.Errorf("%d inputs do not make %d scalar inputs and %d groups of operands", ins, lead, groups)
+	}
+	k := (ins - lead) / groups
+	if t := n.AttrInt("tensors", int64(k)); int(t) != k {
+		return lay, n.Errorf("attribute tensors=%d but the inputs hold %d tensors per operand group", t, k)
+	}
+	lay.tensors = k
+	for range outLead {
+		lay.updated = append(lay.updated, -1)
+	}
+	for _, gi := range updGroups {
+		for i := range k {
+			lay.updated = append(lay.updated, lead+gi*k+i)
+		}
+	}
+	if len(n.Outputs) != len(lay.updated) {
+		return lay, n.Errorf("%d outputs, want %d", len(n.Outputs), len(lay.updated))
+	}
+	return lay, nil
+}
+
+func init() {
+	for _, op := range OptimizerOps {
+		internalInferRules[op] = inferOptimizerOp
+	}
+}
+
+// inferOptimizerOp types each output as the input it replaces; the
+// leading scalar outputs are float32 (the norm) or bool (found_inf).
+func inferOptimizerOp(c *inferCall) error {
+	lay, err := optimizerLayout(c.n)
+	if err != nil {
+		return err
+	}
+	for j, in := range lay.updated {
+		if in < 0 {
+			dt := Float32
+			if c.n.OpType == UnscaleGradsOp {
+				dt = Bool
+			}
+			c.setOut(j, dt, nil)
+			continue
+		}
+		t := c.typ(in)
+		if t == nil {
+			continue
+		}
+		s, ok := c.shape(in)
+		c.setShapeOrUnranked(j, t.DType, s, ok)
+	}
+	return nil
+}
