@@ -1,0 +1,146 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/pipeline"
+	"github.com/onnxtrain/onnxtrain/train"
+	"github.com/onnxtrain/onnxtrain/train/data"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// fixture is a committed model with its training data.
+type fixture struct {
+	name, model, data, loss string
+	inputs                  []string
+	labels                  bool
+}
+
+var fixtures = []fixture{
+	{name: "vit_tiny", model: "vit_tiny/vit_tiny_train.onnx", data: "vit_tiny/train_case.npz", loss: "cross_entropy", inputs: []string{"input"}, labels: true},
+	{name: "transformer_loss", model: "transformer_loss/transformer_loss_train.onnx", data: "transformer_loss/train_case.npz", loss: "output:loss", inputs: []string{"x", "labels"}},
+}
+
+func (f fixture) config(batch, accum, steps int, opt string) train.Config {
+	cfg := train.DefaultConfig()
+	cfg.Model = filepath.Join("..", "models", f.model)
+	cfg.Data = filepath.Join("..", "models", f.data)
+	cfg.Loss = f.loss
+	cfg.BatchSize = batch
+	cfg.GradAccum = accum
+	cfg.Steps = steps
+	cfg.Shuffle = false
+	cfg.LogFormat = "json"
+	cfg.Optimizer = opt
+	switch opt {
+	case "sgd":
+		cfg.LR, cfg.Momentum = 0.05, 0.9
+	case "adamw":
+		cfg.LR, cfg.WeightDecay = 0.001, 0.05
+	}
+	return cfg
+}
+
+// reference trains with train.Run, the single-process path of
+// `onnxtrain train --batch-size b --grad-accum M`, and returns the
+// per-step losses.
+func reference(t *testing.T, cfg train.Config) []float64 {
+	t.Helper()
+	var out bytes.Buffer
+	_, err := train.Run(context.Background(), cfg, &out, io.Discard)
+	require.NoError(t, err)
+	var losses []float64
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var r train.StepRecord
+		require.NoError(t, dec.Decode(&r))
+		losses = append(losses, r.Loss)
+	}
+	return losses
+}
+
+// pipelined trains the same configuration cut into stages and run by the
+// in-process runner on the named schedule.
+func pipelined(t *testing.T, f fixture, cfg train.Config, ranks int, schedule string) []float64 {
+	t.Helper()
+	m, err := importer.Load(cfg.Model)
+	require.NoError(t, err)
+	sched, err := pipeline.New(schedule, ranks, cfg.GradAccum, 2)
+	require.NoError(t, err)
+	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: cfg.BatchSize})
+	require.NoError(t, err)
+	lc, err := train.ParseLoss(cfg.Loss)
+	require.NoError(t, err)
+	sc := pipeline.StageConfig{}
+	if lc.Kind == "output" {
+		sc.LossOutput = lc.Output
+	} else {
+		sc.Loss = train.LossAppender(m, lc)
+	}
+	run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc,
+		NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
+	require.NoError(t, err)
+	ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
+	require.NoError(t, err)
+	var losses []float64
+	next := 0
+	for step := 0; step < cfg.Steps; step++ {
+		micro := make([]pipeline.Batch, cfg.GradAccum)
+		for i := range micro {
+			// epochs in file order, as train.Run without --shuffle
+			require.Zero(t, ds.Len()%(cfg.BatchSize*cfg.GradAccum), "windows must not straddle epochs")
+			idx := make([]int, cfg.BatchSize)
+			for k := range idx {
+				idx[k] = next % ds.Len()
+				next++
+			}
+			in, labels, err := ds.Gather(0, idx)
+			require.NoError(t, err)
+			micro[i] = pipeline.Batch{Inputs: in, Labels: labels}
+		}
+		st, err := run.Step(context.Background(), micro)
+		require.NoError(t, err)
+		losses = append(losses, st.Loss)
+	}
+	return losses
+}
+
+// TestPipelineMatchesGradAccum: on the ViT fixture and the transformer
+// with its loss in the graph, 2 and 4 pipeline ranks with each schedule
+// give, step for step, the losses of one process with --grad-accum M to
+// 1e-5 relative.
+func TestPipelineMatchesGradAccum(t *testing.T) {
+	const batch, accum, steps = 2, 4, 3
+	for _, f := range fixtures {
+		for _, opt := range []string{"sgd", "adamw"} {
+			cfg := f.config(batch, accum, steps, opt)
+			want := reference(t, cfg)
+			require.Len(t, want, steps)
+			for _, ranks := range []int{2, 4} {
+				for _, name := range pipeline.ScheduleNames() {
+					t.Run(fmt.Sprintf("%s/%s/p%d/%s", f.name, opt, ranks, name), func(t *testing.T) {
+						got := pipelined(t, f, cfg, ranks, name)
+						require.Len(t, got, steps)
+						for i := range want {
+							assert.LessOrEqual(t, math.Abs(got[i]-want[i]), 1e-5*math.Abs(want[i]), "step %d: pipeline %.8f, one process %.8f", i+1, got[i], want[i])
+						}
+						// the losses must move, or the test proves little
+						assert.NotEqual(t, want[0], want[steps-1])
+					})
+				}
+			}
+		}
+	}
+}

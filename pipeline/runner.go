@@ -1,0 +1,442 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// Batch is one micro-batch: the graph inputs by name and the labels of an
+// appended loss (nil when the loss is in the graph).
+type Batch struct {
+	Inputs map[string]*graph.Tensor
+	Labels *graph.Tensor
+}
+
+// RunnerConfig configures an in-process pipeline.
+type RunnerConfig struct {
+	// Stage builds the stage programs.
+	Stage StageConfig
+	// Devices names the device of each rank ("cpu:0", "cpu:1", ...);
+	// empty means cpu:r for rank r. Each rank runs in its own goroutine
+	// and activations pass between ranks in memory.
+	Devices []string
+	// NewOptimizer makes the optimizer of one stage over that stage's own
+	// parameters; nil leaves stepping to the caller (Grads).
+	NewOptimizer func(stage int, params []*optim.Param) (optim.Optimizer, error)
+	// RecvTimeout bounds the wait for one receive (default 5 minutes).
+	RecvTimeout time.Duration
+}
+
+// Runner runs one pipeline replica in one process: a schedule's action
+// lists, one goroutine per rank, activations and gradients passed in
+// memory. Each stage owns its parameters, gradients and optimizer state.
+type Runner struct {
+	Plan     *Plan
+	Schedule *Schedule
+	Stages   []*StageProgram
+	Devices  []string
+
+	cfg    RunnerConfig
+	params [][]*optim.Param // per stage, the optimizer's view
+	opts   []optim.Optimizer
+	grads  [][]*graph.Tensor // per stage, accumulated over the step
+	last   StepStats
+}
+
+// StepStats is what one step measured.
+type StepStats struct {
+	// Losses per micro-batch, and their mean.
+	Losses []float64
+	Loss   float64
+	// Wall is the step's wall time; Busy[r] rank r's compute time in it.
+	Wall time.Duration
+	Busy []time.Duration
+}
+
+// IdleFraction is rank r's idle time over the step's wall time.
+func (s *StepStats) IdleFraction(r int) float64 {
+	if s.Wall <= 0 {
+		return 0
+	}
+	return 1 - float64(s.Busy[r])/float64(s.Wall)
+}
+
+// NewRunner builds the stage programs of plan for sched (the plan's stage
+// count must be the schedule's Ranks × Chunks).
+func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
+	if len(plan.Stages) != sched.Stages() {
+		return nil, fmt.Errorf("pipeline: the plan has %d stages, schedule %s over %d ranks with %d chunks each needs %d", len(plan.Stages), sched.Name, sched.Ranks, sched.Chunks, sched.Stages())
+	}
+	if cfg.RecvTimeout <= 0 {
+		cfg.RecvTimeout = 5 * time.Minute
+	}
+	devs := cfg.Devices
+	if len(devs) == 0 {
+		for r := 0; r < sched.Ranks; r++ {
+			devs = append(devs, fmt.Sprintf("cpu:%d", r))
+		}
+	}
+	if len(devs) != sched.Ranks {
+		return nil, fmt.Errorf("pipeline: %d devices (%s) for %d pipeline ranks", len(devs), strings.Join(devs, ","), sched.Ranks)
+	}
+	for _, d := range devs {
+		if !strings.HasPrefix(d, "cpu") {
+			return nil, fmt.Errorf("pipeline: device %q: only cpu devices exist in this build", d)
+		}
+	}
+	cfg.Stage.SplitBackward = sched.SplitBackward()
+	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg}
+	for s := range plan.Stages {
+		sp, err := BuildStage(plan, s, cfg.Stage)
+		if err != nil {
+			return nil, err
+		}
+		r.Stages = append(r.Stages, sp)
+		ps := make([]*optim.Param, len(sp.Params))
+		for i, p := range sp.Params {
+			ps[i] = &optim.Param{Name: p.Name, Value: p.Value}
+		}
+		r.params = append(r.params, ps)
+		r.grads = append(r.grads, make([]*graph.Tensor, len(sp.Params)))
+		if cfg.NewOptimizer != nil {
+			o, err := cfg.NewOptimizer(s, ps)
+			if err != nil {
+				return nil, fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
+			}
+			r.opts = append(r.opts, o)
+		}
+	}
+	return r, nil
+}
+
+// Optimizer is stage s's optimizer (nil without NewOptimizer).
+func (r *Runner) Optimizer(s int) optim.Optimizer {
+	if s < len(r.opts) {
+		return r.opts[s]
+	}
+	return nil
+}
+
+// Params are stage s's parameters as its optimizer sees them; after Step
+// (before the update) Grad holds the gradient of the step.
+func (r *Runner) Params(s int) []*optim.Param { return r.params[s] }
+
+// message is what moves between ranks: tensors by name.
+type message map[string]*graph.Tensor
+
+// ErrTimeout is wrapped by errors about a receive that waited too long.
+var ErrTimeout = errors.New("pipeline: receive timed out")
+
+// Step runs one optimizer step over len(micro) == Schedule.Micro
+// micro-batches: the schedule's passes, the gradients of each stage
+// summed over the micro-batches (and over the stages sharing a
+// parameter), and each stage's optimizer step. The loss of a micro-batch
+// is seeded with 1/M, so gradients are those of the mean loss, as one
+// process with --grad-accum M computes them.
+func (r *Runner) Step(ctx context.Context, micro []Batch) (*StepStats, error) {
+	if err := r.ForwardBackward(ctx, micro); err != nil {
+		return nil, err
+	}
+	if err := r.Update(); err != nil {
+		return nil, err
+	}
+	st := r.last
+	return &st, nil
+}
+
+// ForwardBackward runs the schedule's passes over the micro-batches and
+// leaves each stage's summed gradients in Params(s)[i].Grad.
+func (r *Runner) ForwardBackward(ctx context.Context, micro []Batch) error {
+	sc := r.Schedule
+	M := sc.Micro
+	if len(micro) != M {
+		return fmt.Errorf("pipeline: %d micro-batches for a schedule of %d", len(micro), M)
+	}
+	S := sc.Stages()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// one channel per message of the step
+	chans := map[msgKey]chan message{}
+	for _, list := range sc.Actions {
+		for _, a := range list {
+			if a.Kind == SendAct || a.Kind == SendGrad {
+				chans[msgKey{a.Kind, a.Micro, a.Stage}] = make(chan message, 1)
+			}
+		}
+	}
+	// per stage and micro-batch: env, and the inbox of activations
+	// (from stage-1) and gradients (from stage+1)
+	envs := make([][]Env, S)
+	actIn := make([][]message, S)
+	gradIn := make([][]message, S)
+	for s := 0; s < S; s++ {
+		envs[s] = make([]Env, M)
+		actIn[s] = make([]message, M)
+		gradIn[s] = make([]message, M)
+	}
+	for s := range r.grads {
+		for i := range r.grads[s] {
+			r.grads[s][i] = nil
+		}
+	}
+	losses := make([]float64, M)
+	busy := make([]time.Duration, sc.Ranks)
+	scale := float32(1 / float64(M))
+	start := time.Now()
+
+	runRank := func(rank int) error {
+		for _, a := range sc.Actions[rank] {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			switch a.Kind {
+			case SendAct:
+				sp := r.Stages[a.Stage-1]
+				msg := message{}
+				for _, o := range sp.Outputs {
+					msg[o] = envs[a.Stage-1][a.Micro][o]
+				}
+				chans[msgKey{SendAct, a.Micro, a.Stage}] <- msg
+			case SendGrad:
+				sp := r.Stages[a.Stage]
+				msg := message{}
+				for _, in := range sp.Inputs {
+					if g := sp.InputGrad(envs[a.Stage][a.Micro], in); g != nil {
+						msg[in] = g
+					}
+				}
+				chans[msgKey{SendGrad, a.Micro, a.Stage}] <- msg
+			case RecvAct, RecvGrad:
+				k := msgKey{SendAct, a.Micro, a.Stage}
+				what := "activations"
+				if a.Kind == RecvGrad {
+					k.kind, what = SendGrad, "gradients"
+				}
+				timer := time.NewTimer(r.cfg.RecvTimeout)
+				select {
+				case msg := <-chans[k]:
+					timer.Stop()
+					if a.Kind == RecvAct {
+						actIn[a.Stage][a.Micro] = msg
+					} else {
+						gradIn[a.Stage-1][a.Micro] = msg
+					}
+				case <-ctx.Done():
+					timer.Stop()
+					return ctx.Err()
+				case <-timer.C:
+					return fmt.Errorf("%w: rank %d (%s) waited %v for the %s of micro-batch %d, stage %d, from rank %d",
+						ErrTimeout, rank, r.Devices[rank], r.cfg.RecvTimeout, what, a.Micro, a.Stage, a.Peer)
+				}
+			default:
+				t0 := time.Now()
+				if err := r.compute(ctx, a, micro, envs, actIn, gradIn, losses, scale); err != nil {
+					return fmt.Errorf("rank %d (%s): %w", rank, r.Devices[rank], err)
+				}
+				busy[rank] += time.Since(t0)
+			}
+		}
+		return nil
+	}
+	errs := make([]error, sc.Ranks)
+	var wg sync.WaitGroup
+	for rank := 0; rank < sc.Ranks; rank++ {
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			if err := runRank(rank); err != nil {
+				errs[rank] = err
+				cancel()
+			}
+		}(rank)
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	// Tied weights: every copy gets the sum over the stages using it.
+	for name, stages := range r.Plan.Shared {
+		var sum *graph.Tensor
+		for _, s := range stages {
+			g := r.grads[s][r.paramIndex(s, name)]
+			if sum == nil {
+				sum = g.Clone()
+			} else {
+				addInto(sum, g)
+			}
+		}
+		for _, s := range stages {
+			r.grads[s][r.paramIndex(s, name)] = sum.Clone()
+		}
+	}
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			p.Grad = r.grads[s][i]
+		}
+	}
+	mean := 0.0
+	for _, l := range losses {
+		mean += l
+	}
+	r.last = StepStats{Losses: losses, Loss: mean / float64(M), Wall: wall, Busy: busy}
+	return nil
+}
+
+// Update steps every stage's optimizer with the gradients of the last
+// ForwardBackward.
+func (r *Runner) Update() error {
+	for s, o := range r.opts {
+		if err := o.Step(r.params[s]); err != nil {
+			return fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) paramIndex(s int, name string) int {
+	for i, p := range r.Stages[s].Params {
+		if p.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// compute runs one compute action of stage a.Stage on micro-batch a.Micro.
+func (r *Runner) compute(ctx context.Context, a Action, micro []Batch, envs [][]Env, actIn, gradIn [][]message, losses []float64, scale float32) error {
+	s, mb := a.Stage, a.Micro
+	sp := r.Stages[s]
+	local := func(from int) bool { return r.Schedule.RankOf(from) == r.Schedule.RankOf(s) }
+	switch a.Kind {
+	case Forward:
+		env := Env{}
+		if s > 0 {
+			in := actIn[s][mb]
+			if local(s - 1) {
+				in = message{}
+				for _, o := range r.Stages[s-1].Outputs {
+					in[o] = envs[s-1][mb][o]
+				}
+			}
+			if in == nil {
+				return fmt.Errorf("stage %d: forward of micro-batch %d before its activations arrived", s, mb)
+			}
+			for _, name := range sp.Inputs {
+				t, ok := in[name]
+				if !ok || t == nil {
+					return fmt.Errorf("stage %d: micro-batch %d: activation %q is missing", s, mb, name)
+				}
+				env[name] = t
+			}
+			actIn[s][mb] = nil
+		}
+		b := micro[mb]
+		for _, name := range sp.DataInputs {
+			t, ok := b.Inputs[name]
+			if !ok {
+				return fmt.Errorf("stage %d: micro-batch %d has no array for graph input %q", s, mb, name)
+			}
+			env[name] = t
+		}
+		if sp.Labels != "" {
+			if b.Labels == nil {
+				return fmt.Errorf("stage %d: the loss needs labels and micro-batch %d has none", s, mb)
+			}
+			env[sp.Labels] = b.Labels
+		}
+		if err := sp.Forward(ctx, env, scale); err != nil {
+			return err
+		}
+		envs[s][mb] = env
+		if sp.Last {
+			losses[mb] = env[sp.Loss].Float(0)
+		}
+	case Backward, BackwardInput:
+		env := envs[s][mb]
+		if !sp.Last {
+			in := gradIn[s][mb]
+			if local(s + 1) {
+				in = message{}
+				nx := r.Stages[s+1]
+				for _, name := range nx.Inputs {
+					if g := nx.InputGrad(envs[s+1][mb], name); g != nil {
+						in[name] = g
+					}
+				}
+			}
+			if in == nil {
+				return fmt.Errorf("stage %d: backward of micro-batch %d before its gradients arrived", s, mb)
+			}
+			for _, o := range sp.Outputs {
+				if g, ok := in[o]; ok {
+					sp.SetOutputGrad(env, o, g)
+				}
+			}
+			gradIn[s][mb] = nil
+		}
+		var err error
+		if a.Kind == Backward {
+			err = sp.Backward(ctx, env)
+		} else {
+			err = sp.BackwardInput(ctx, env)
+		}
+		if err != nil {
+			return err
+		}
+		if a.Kind == Backward {
+			r.finish(s, mb, envs)
+		}
+	case BackwardWeight:
+		if err := sp.BackwardWeight(ctx, envs[s][mb]); err != nil {
+			return err
+		}
+		r.finish(s, mb, envs)
+	}
+	return nil
+}
+
+// finish adds micro-batch mb's parameter gradients of stage s to the
+// step's sums and drops what the stage kept for it, except the input
+// gradients still to be sent or read by a previous stage on the rank.
+func (r *Runner) finish(s, mb int, envs [][]Env) {
+	sp := r.Stages[s]
+	env := envs[s][mb]
+	for i, p := range sp.Params {
+		g := sp.ParamGrad(env, p.Name)
+		if r.grads[s][i] == nil {
+			r.grads[s][i] = g
+		} else {
+			addInto(r.grads[s][i], g)
+		}
+	}
+	keep := Env{}
+	for _, in := range sp.Inputs {
+		if g := sp.InputGrad(env, in); g != nil {
+			keep[inputGradPref+in] = g
+		}
+	}
+	envs[s][mb] = keep
+}
+
+// addInto adds src to dst elementwise (float32).
+func addInto(dst, src *graph.Tensor) {
+	d, s := dst.Float32s(), src.Float32s()
+	for i := range d {
+		d[i] += s[i]
+	}
+}
