@@ -144,3 +144,66 @@ func TestPipelineMatchesGradAccum(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineWithDataParallel: two replicas of a 2-rank pipeline, each on
+// its own M micro-batches, with gradients averaged across them, train as
+// one process with --grad-accum 2M.
+func TestPipelineWithDataParallel(t *testing.T) {
+	const batch, accum, steps, R = 2, 2, 3, 2
+	for _, f := range fixtures {
+		for _, name := range []string{"1f1b", "zbv"} {
+			t.Run(f.name+"/"+name, func(t *testing.T) {
+				cfg := f.config(batch, R*accum, steps, "adamw")
+				want := reference(t, cfg)
+				m, err := importer.Load(cfg.Model)
+				require.NoError(t, err)
+				lc, err := train.ParseLoss(cfg.Loss)
+				require.NoError(t, err)
+				sc := pipeline.StageConfig{}
+				if lc.Kind == "output" {
+					sc.LossOutput = lc.Output
+				} else {
+					sc.Loss = train.LossAppender(m, lc)
+				}
+				var reps []*pipeline.Runner
+				for r := 0; r < R; r++ {
+					sched, err := pipeline.New(name, 2, accum, 0)
+					require.NoError(t, err)
+					plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: batch})
+					require.NoError(t, err)
+					run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc,
+						NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
+					require.NoError(t, err)
+					reps = append(reps, run)
+				}
+				ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
+				require.NoError(t, err)
+				next := 0
+				for step := 0; step < steps; step++ {
+					loss := 0.0
+					for _, run := range reps {
+						micro := make([]pipeline.Batch, accum)
+						for i := range micro {
+							idx := make([]int, batch)
+							for k := range idx {
+								idx[k] = next % ds.Len()
+								next++
+							}
+							in, labels, err := ds.Gather(0, idx)
+							require.NoError(t, err)
+							micro[i] = pipeline.Batch{Inputs: in, Labels: labels}
+						}
+						require.NoError(t, run.ForwardBackward(context.Background(), micro))
+						loss += run.LastStats().Loss / R
+					}
+					require.NoError(t, pipeline.AverageReplicas(reps))
+					for _, run := range reps {
+						require.NoError(t, run.Update())
+					}
+					assert.LessOrEqual(t, math.Abs(loss-want[step]), 1e-5*math.Abs(want[step]), "step %d: %.8f, one process %.8f", step+1, loss, want[step])
+				}
+				assert.NotEqual(t, want[0], want[steps-1])
+			})
+		}
+	}
+}

@@ -440,3 +440,42 @@ func addInto(dst, src *graph.Tensor) {
 		d[i] += s[i]
 	}
 }
+
+// AverageReplicas makes the replicas of a data-parallel pipeline agree on
+// their gradients: after each replica's ForwardBackward over its own
+// micro-batches, every stage's gradients become the mean over the
+// replicas (summed in replica order), as data parallel's all-reduce does.
+// With R replicas of M micro-batches each, the update is that of one
+// process with --grad-accum R×M. The replicas must share plan and schedule.
+func AverageReplicas(replicas []*Runner) error {
+	if len(replicas) < 2 {
+		return nil
+	}
+	R := float32(len(replicas))
+	ref := replicas[0]
+	for k, r := range replicas[1:] {
+		if len(r.grads) != len(ref.grads) {
+			return fmt.Errorf("pipeline: replica %d has %d stages, replica 0 %d", k+1, len(r.grads), len(ref.grads))
+		}
+	}
+	for s := range ref.grads {
+		for i := range ref.grads[s] {
+			sum := ref.grads[s][i].Clone()
+			for _, r := range replicas[1:] {
+				addInto(sum, r.grads[s][i])
+			}
+			v := sum.Float32s()
+			for j := range v {
+				v[j] /= R
+			}
+			for _, r := range replicas {
+				r.grads[s][i] = sum.Clone()
+				r.params[s][i].Grad = r.grads[s][i]
+			}
+		}
+	}
+	return nil
+}
+
+// LastStats is what the latest ForwardBackward measured.
+func (r *Runner) LastStats() StepStats { return r.last }

@@ -77,6 +77,7 @@ type phase struct {
 	exe     backend.Executable // nil: no nodes
 	inputs  []string           // read from the environment (or params)
 	outputs []string           // written to the environment
+	nodes   int
 }
 
 // Env holds one micro-batch's values of one stage between its passes:
@@ -404,7 +405,7 @@ func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases []
 	}
 	out := make([]*phase, len(phases))
 	for k, idx := range phases {
-		ph := &phase{}
+		ph := &phase{nodes: len(idx)}
 		out[k] = ph
 		if len(idx) == 0 {
 			continue
@@ -455,6 +456,7 @@ func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases []
 			out[k] = &phase{}
 			continue
 		}
+		ph.name = fmt.Sprintf("pass %d", k)
 		pm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: pg, Functions: m.Functions}
 		exe, err := be.Compile(pm, backend.CompileOptions{Seed: seed + int64(k)})
 		if err != nil {
@@ -610,4 +612,26 @@ func castTensor(t *graph.Tensor, d graph.DType) (*graph.Tensor, error) {
 		}
 	}
 	return out, nil
+}
+
+// PassInfo describes one compiled pass of a stage program.
+type PassInfo struct {
+	Name string
+	// Nodes is the number of graph nodes the pass runs (after lowering).
+	Nodes int
+	// Inputs and Outputs are the values it reads and writes.
+	Inputs, Outputs []string
+}
+
+// Passes lists the stage's passes: forward, then backward or input
+// gradient and weight gradient.
+func (sp *StageProgram) Passes() []PassInfo {
+	var out []PassInfo
+	for _, ph := range []*phase{sp.fwd, sp.bwd, sp.bwdInput, sp.bwdWeight} {
+		if ph == nil {
+			continue
+		}
+		out = append(out, PassInfo{Name: ph.name, Nodes: ph.nodes, Inputs: ph.inputs, Outputs: ph.outputs})
+	}
+	return out
 }
