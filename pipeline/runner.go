@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -154,11 +155,31 @@ func (r *Runner) Step(ctx context.Context, micro []Batch) (*StepStats, error) {
 // ForwardBackward runs the schedule's passes over the micro-batches and
 // leaves each stage's summed gradients in Params(s)[i].Grad.
 func (r *Runner) ForwardBackward(ctx context.Context, micro []Batch) error {
-	sc := r.Schedule
-	M := sc.Micro
-	if len(micro) != M {
-		return fmt.Errorf("pipeline: %d micro-batches for a schedule of %d", len(micro), M)
+	if len(micro) != r.Schedule.Micro {
+		return fmt.Errorf("pipeline: %d micro-batches for a schedule of %d", len(micro), r.Schedule.Micro)
 	}
+	return r.forwardBackward(ctx, r.Schedule, micro, r.Schedule.Micro)
+}
+
+// ForwardBackwardPartial runs fewer micro-batches than the schedule's M
+// (the last window of an epoch) on the same schedule and layout, still
+// seeding each loss with 1/M, as one process with --grad-accum M does.
+func (r *Runner) ForwardBackwardPartial(ctx context.Context, micro []Batch) error {
+	if len(micro) == r.Schedule.Micro {
+		return r.ForwardBackward(ctx, micro)
+	}
+	if len(micro) == 0 || len(micro) > r.Schedule.Micro {
+		return fmt.Errorf("pipeline: %d micro-batches for a schedule of %d", len(micro), r.Schedule.Micro)
+	}
+	sc, err := New(r.Schedule.Name, r.Schedule.Ranks, len(micro), r.Schedule.Chunks)
+	if err != nil {
+		return fmt.Errorf("%w (the last %d micro-batches of an epoch)", err, len(micro))
+	}
+	return r.forwardBackward(ctx, sc, micro, r.Schedule.Micro)
+}
+
+func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batch, divisor int) error {
+	M := sc.Micro
 	S := sc.Stages()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -188,7 +209,7 @@ func (r *Runner) ForwardBackward(ctx context.Context, micro []Batch) error {
 	}
 	losses := make([]float64, M)
 	busy := make([]time.Duration, sc.Ranks)
-	scale := float32(1 / float64(M))
+	scale := float32(1 / float64(divisor))
 	start := time.Now()
 
 	runRank := func(rank int) error {
@@ -237,7 +258,7 @@ func (r *Runner) ForwardBackward(ctx context.Context, micro []Batch) error {
 				}
 			default:
 				t0 := time.Now()
-				if err := r.compute(ctx, a, micro, envs, actIn, gradIn, losses, scale); err != nil {
+				if err := r.compute(ctx, sc, a, micro, envs, actIn, gradIn, losses, scale); err != nil {
 					return fmt.Errorf("rank %d (%s): %w", rank, r.Devices[rank], err)
 				}
 				busy[rank] += time.Since(t0)
@@ -318,10 +339,10 @@ func (r *Runner) paramIndex(s int, name string) int {
 }
 
 // compute runs one compute action of stage a.Stage on micro-batch a.Micro.
-func (r *Runner) compute(ctx context.Context, a Action, micro []Batch, envs [][]Env, actIn, gradIn [][]message, losses []float64, scale float32) error {
+func (r *Runner) compute(ctx context.Context, sc *Schedule, a Action, micro []Batch, envs [][]Env, actIn, gradIn [][]message, losses []float64, scale float32) error {
 	s, mb := a.Stage, a.Micro
 	sp := r.Stages[s]
-	local := func(from int) bool { return r.Schedule.RankOf(from) == r.Schedule.RankOf(s) }
+	local := func(from int) bool { return sc.RankOf(from) == sc.RankOf(s) }
 	switch a.Kind {
 	case Forward:
 		env := Env{}
@@ -475,6 +496,65 @@ func AverageReplicas(replicas []*Runner) error {
 		}
 	}
 	return nil
+}
+
+// uniqueParams lists each parameter once (the first stage's copy of a
+// shared one), in stage order.
+func (r *Runner) uniqueParams() []*optim.Param {
+	seen := map[string]bool{}
+	var out []*optim.Param
+	for s := range r.params {
+		for _, p := range r.params[s] {
+			if !seen[p.Name] {
+				seen[p.Name] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// syncShared copies the first copy's gradient of each shared parameter
+// to the other copies.
+func (r *Runner) syncShared() {
+	for name, stages := range r.Plan.Shared {
+		src := r.params[stages[0]][r.paramIndex(stages[0], name)].Grad
+		for _, s := range stages[1:] {
+			copy(r.params[s][r.paramIndex(s, name)].Grad.Float32s(), src.Float32s())
+		}
+	}
+}
+
+// ClipGradNorm clips the step's gradients, over all stages together, to a
+// total L2 norm of maxNorm (<= 0: no clipping) and returns the norm before
+// clipping (a shared parameter counts once), as optim.ClipGradNorm does
+// for one process.
+func (r *Runner) ClipGradNorm(maxNorm float64) (float64, error) {
+	if maxNorm <= 0 {
+		maxNorm = math.Inf(1)
+	}
+	n, err := optim.ClipGradNorm(r.uniqueParams(), maxNorm)
+	if err != nil {
+		return 0, err
+	}
+	r.syncShared()
+	return n, nil
+}
+
+// ClipGradValue clamps every gradient element to [-v, v].
+func (r *Runner) ClipGradValue(v float64) error {
+	if err := optim.ClipGradValue(r.uniqueParams(), v); err != nil {
+		return err
+	}
+	r.syncShared()
+	return nil
+}
+
+// SetLR sets every stage optimizer's learning rate.
+func (r *Runner) SetLR(lr float64) {
+	for _, o := range r.opts {
+		o.SetLR(lr)
+	}
 }
 
 // LastStats is what the latest ForwardBackward measured.
