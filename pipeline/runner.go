@@ -49,6 +49,43 @@ type Runner struct {
 	opts   []optim.Optimizer
 	grads  [][]*graph.Tensor // per stage, accumulated over the step
 	last   StepStats
+	// profile: per stage, time in each compute kind, passes run, and the
+	// most bytes one micro-batch's forward kept for the backward.
+	passTime  [][4]time.Duration
+	passCount [][4]int
+	kept      []int64
+}
+
+// StageProfile is what the runner measured of one stage since the last
+// ResetProfile: mean time per pass and the bytes a micro-batch keeps.
+type StageProfile struct {
+	Forward, Backward, BackwardInput, BackwardWeight time.Duration
+	// KeptBytes is the most bytes one micro-batch's forward pass left for
+	// the backward (activations, received inputs, outputs to send).
+	KeptBytes int64
+}
+
+// Profile returns per-stage measurements since the last ResetProfile.
+func (r *Runner) Profile() []StageProfile {
+	out := make([]StageProfile, len(r.Stages))
+	for s := range out {
+		mean := func(k Kind) time.Duration {
+			if r.passCount[s][k] == 0 {
+				return 0
+			}
+			return r.passTime[s][k] / time.Duration(r.passCount[s][k])
+		}
+		out[s] = StageProfile{Forward: mean(Forward), Backward: mean(Backward), BackwardInput: mean(BackwardInput),
+			BackwardWeight: mean(BackwardWeight), KeptBytes: r.kept[s]}
+	}
+	return out
+}
+
+// ResetProfile clears the measurements.
+func (r *Runner) ResetProfile() {
+	r.passTime = make([][4]time.Duration, len(r.Stages))
+	r.passCount = make([][4]int, len(r.Stages))
+	r.kept = make([]int64, len(r.Stages))
 }
 
 // StepStats is what one step measured.
@@ -105,6 +142,9 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 			ps[i] = &optim.Param{Name: p.Name, Value: p.Value}
 		}
 		r.params = append(r.params, ps)
+		r.passTime = append(r.passTime, [4]time.Duration{})
+		r.passCount = append(r.passCount, [4]int{})
+		r.kept = append(r.kept, 0)
 		r.grads = append(r.grads, make([]*graph.Tensor, len(sp.Params)))
 		if cfg.NewOptimizer != nil {
 			o, err := cfg.NewOptimizer(s, ps)
@@ -261,7 +301,10 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 				if err := r.compute(ctx, sc, a, micro, envs, actIn, gradIn, losses, scale); err != nil {
 					return fmt.Errorf("rank %d (%s): %w", rank, r.Devices[rank], err)
 				}
-				busy[rank] += time.Since(t0)
+				d := time.Since(t0)
+				busy[rank] += d
+				r.passTime[a.Stage][a.Kind] += d // a stage's passes run on one rank
+				r.passCount[a.Stage][a.Kind]++
 			}
 		}
 		return nil
@@ -384,6 +427,11 @@ func (r *Runner) compute(ctx context.Context, sc *Schedule, a Action, micro []Ba
 			return err
 		}
 		envs[s][mb] = env
+		var kept int64
+		for _, t := range env {
+			kept += int64(t.Size() * max(t.DType.Size(), 1))
+		}
+		r.kept[s] = max(r.kept[s], kept)
 		if sp.Last {
 			losses[mb] = env[sp.Loss].Float(0)
 		}

@@ -84,6 +84,9 @@ type Schedule struct {
 	Actions [][]Action
 	// stageRank[s] is the rank holding stage s.
 	stageRank []int
+	// split: backward passes are input-gradient and weight-gradient
+	// actions (zero-bubble schedules).
+	split bool
 }
 
 // Stages is the number of model stages (Ranks × Chunks).
@@ -105,7 +108,7 @@ func (s *Schedule) StagesOf(r int) []int {
 
 // SplitBackward reports whether the schedule runs input and weight
 // gradients as separate actions (the zero-bubble schedules).
-func (s *Schedule) SplitBackward() bool { return s.Name == "zb1p" || s.Name == "zbv" }
+func (s *Schedule) SplitBackward() bool { return s.split }
 
 // ScheduleNames lists the schedules New builds.
 func ScheduleNames() []string { return []string{"gpipe", "1f1b", "interleaved", "zb1p", "zbv"} }
@@ -120,7 +123,7 @@ func New(name string, ranks, micro, virtual int) (*Schedule, error) {
 	if micro < 1 {
 		return nil, fmt.Errorf("pipeline: schedule %s: %d micro-batches (want at least 1)", name, micro)
 	}
-	s := &Schedule{Name: name, Ranks: ranks, Micro: micro, Chunks: 1}
+	s := &Schedule{Name: name, Ranks: ranks, Micro: micro, Chunks: 1, split: name == "zb1p" || name == "zbv"}
 	var order [][]compute
 	switch name {
 	case "gpipe":
@@ -177,6 +180,32 @@ func New(name string, ranks, micro, virtual int) (*Schedule, error) {
 		return nil, fmt.Errorf("pipeline: unknown schedule %q (want one of %s)", name, strings.Join(ScheduleNames(), ", "))
 	}
 	s.Actions = s.withComm(order)
+	return s, nil
+}
+
+// Sequential is a one-rank schedule that runs all stages in turn: for
+// each micro-batch the forwards in stage order, then the backwards in
+// reverse (split into input- and weight-gradient passes when split is
+// set). It profiles stages one at a time, with nothing running beside.
+func Sequential(stages, micro int, split bool) (*Schedule, error) {
+	if stages < 1 || micro < 1 {
+		return nil, fmt.Errorf("pipeline: sequential schedule of %d stages and %d micro-batches", stages, micro)
+	}
+	s := &Schedule{Name: "sequential", Ranks: 1, Micro: micro, Chunks: stages, split: split, stageRank: make([]int, stages)}
+	var order []compute
+	for i := 0; i < micro; i++ {
+		for st := 0; st < stages; st++ {
+			order = append(order, compute{Forward, i, st})
+		}
+		for st := stages - 1; st >= 0; st-- {
+			if split {
+				order = append(order, compute{BackwardInput, i, st}, compute{BackwardWeight, i, st})
+			} else {
+				order = append(order, compute{Backward, i, st})
+			}
+		}
+	}
+	s.Actions = s.withComm([][]compute{order})
 	return s, nil
 }
 
