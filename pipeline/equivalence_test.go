@@ -9,6 +9,7 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -206,4 +207,39 @@ func TestPipelineWithDataParallel(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestReceiveTimeout: a rank whose peer never sends fails the step within
+// the receive timeout, naming the rank, device, micro-batch, stage and the
+// silent peer; the other ranks stop too (the step returns).
+func TestReceiveTimeout(t *testing.T) {
+	f := fixtures[1]
+	cfg := f.config(2, 2, 1, "sgd")
+	m, err := importer.Load(cfg.Model)
+	require.NoError(t, err)
+	sched, err := pipeline.New("1f1b", 2, 2, 0)
+	require.NoError(t, err)
+	// rank 0 "hangs": it never sends its second micro-batch's activations
+	var kept []pipeline.Action
+	for _, a := range sched.Actions[0] {
+		if !(a.Kind == pipeline.SendAct && a.Micro == 1) {
+			kept = append(kept, a)
+		}
+	}
+	sched.Actions[0] = kept
+	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: 2})
+	require.NoError(t, err)
+	run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: pipeline.StageConfig{LossOutput: "loss"}, RecvTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: true, Inputs: f.inputs})
+	require.NoError(t, err)
+	var micro []pipeline.Batch
+	for i := 0; i < 2; i++ {
+		in, _, err := ds.Gather(0, []int{2 * i, 2*i + 1})
+		require.NoError(t, err)
+		micro = append(micro, pipeline.Batch{Inputs: in})
+	}
+	err = run.ForwardBackward(context.Background(), micro)
+	require.ErrorIs(t, err, pipeline.ErrTimeout)
+	assert.Contains(t, err.Error(), "rank 1 (cpu:1) waited 200ms for the activations of micro-batch 1, stage 1, from rank 0")
 }
