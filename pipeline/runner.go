@@ -2,13 +2,16 @@ package pipeline
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/train/optim"
 )
@@ -33,6 +36,14 @@ type RunnerConfig struct {
 	NewOptimizer func(stage int, params []*optim.Param) (optim.Optimizer, error)
 	// RecvTimeout bounds the wait for one receive (default 5 minutes).
 	RecvTimeout time.Duration
+	// Transport, when set, makes this Runner one rank (Rank) of a pipeline
+	// whose ranks run in separate processes: it builds and runs only the
+	// stages of that rank, and sends and receives through the transport.
+	// Group (the processes of the pipeline, rank for rank) then carries
+	// the losses, the gradient norm and the gradients of tied weights.
+	Transport Transport
+	Rank      int
+	Group     *distrib.Group
 }
 
 // Runner runs one pipeline replica in one process: a schedule's action
@@ -49,6 +60,7 @@ type Runner struct {
 	opts   []optim.Optimizer
 	grads  [][]*graph.Tensor // per stage, accumulated over the step
 	last   StepStats
+	seq    int64 // steps run, numbering the messages
 	// profile: per stage, time in each compute kind, passes run, and the
 	// most bytes one micro-batch's forward kept for the backward.
 	passTime  [][4]time.Duration
@@ -130,8 +142,26 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		}
 	}
 	cfg.Stage.SplitBackward = sched.SplitBackward()
+	if cfg.Transport != nil {
+		if cfg.Rank < 0 || cfg.Rank >= sched.Ranks {
+			return nil, fmt.Errorf("pipeline: rank %d of a %d-rank pipeline", cfg.Rank, sched.Ranks)
+		}
+		if cfg.Group != nil && cfg.Group.WorldSize() != sched.Ranks {
+			return nil, fmt.Errorf("pipeline: a process group of %d for %d pipeline ranks", cfg.Group.WorldSize(), sched.Ranks)
+		}
+	}
 	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg}
 	for s := range plan.Stages {
+		if !r.holds(s) {
+			r.Stages = append(r.Stages, nil)
+			r.params = append(r.params, nil)
+			r.grads = append(r.grads, nil)
+			r.opts = append(r.opts, nil)
+			r.passTime = append(r.passTime, [4]time.Duration{})
+			r.passCount = append(r.passCount, [4]int{})
+			r.kept = append(r.kept, 0)
+			continue
+		}
 		sp, err := BuildStage(plan, s, cfg.Stage)
 		if err != nil {
 			return nil, err
@@ -152,9 +182,17 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 				return nil, fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
 			}
 			r.opts = append(r.opts, o)
+		} else {
+			r.opts = append(r.opts, nil)
 		}
 	}
 	return r, nil
+}
+
+// holds reports whether this Runner runs stage s (all stages in one
+// process; a rank's own with a Transport).
+func (r *Runner) holds(s int) bool {
+	return r.cfg.Transport == nil || r.Schedule.RankOf(s) == r.cfg.Rank
 }
 
 // Optimizer is stage s's optimizer (nil without NewOptimizer).
@@ -223,9 +261,15 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 	S := sc.Stages()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// one channel per message of the step
+	// one channel per message of the step (in one process)
+	tr := r.cfg.Transport
+	seq := r.seq
+	r.seq++
 	chans := map[msgKey]chan message{}
 	for _, list := range sc.Actions {
+		if tr != nil {
+			break
+		}
 		for _, a := range list {
 			if a.Kind == SendAct || a.Kind == SendGrad {
 				chans[msgKey{a.Kind, a.Micro, a.Stage}] = make(chan message, 1)
@@ -264,7 +308,9 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 				for _, o := range sp.Outputs {
 					msg[o] = envs[a.Stage-1][a.Micro][o]
 				}
-				chans[msgKey{SendAct, a.Micro, a.Stage}] <- msg
+				if err := r.send(ctx, chans, seq, rank, a, msg); err != nil {
+					return err
+				}
 			case SendGrad:
 				sp := r.Stages[a.Stage]
 				msg := message{}
@@ -273,28 +319,18 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 						msg[in] = g
 					}
 				}
-				chans[msgKey{SendGrad, a.Micro, a.Stage}] <- msg
-			case RecvAct, RecvGrad:
-				k := msgKey{SendAct, a.Micro, a.Stage}
-				what := "activations"
-				if a.Kind == RecvGrad {
-					k.kind, what = SendGrad, "gradients"
+				if err := r.send(ctx, chans, seq, rank, a, msg); err != nil {
+					return err
 				}
-				timer := time.NewTimer(r.cfg.RecvTimeout)
-				select {
-				case msg := <-chans[k]:
-					timer.Stop()
-					if a.Kind == RecvAct {
-						actIn[a.Stage][a.Micro] = msg
-					} else {
-						gradIn[a.Stage-1][a.Micro] = msg
-					}
-				case <-ctx.Done():
-					timer.Stop()
-					return ctx.Err()
-				case <-timer.C:
-					return fmt.Errorf("%w: rank %d (%s) waited %v for the %s of micro-batch %d, stage %d, from rank %d",
-						ErrTimeout, rank, r.Devices[rank], r.cfg.RecvTimeout, what, a.Micro, a.Stage, a.Peer)
+			case RecvAct, RecvGrad:
+				msg, err := r.recv(ctx, chans, seq, rank, a)
+				if err != nil {
+					return err
+				}
+				if a.Kind == RecvAct {
+					actIn[a.Stage][a.Micro] = msg
+				} else {
+					gradIn[a.Stage-1][a.Micro] = msg
 				}
 			default:
 				t0 := time.Now()
@@ -312,6 +348,9 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 	errs := make([]error, sc.Ranks)
 	var wg sync.WaitGroup
 	for rank := 0; rank < sc.Ranks; rank++ {
+		if tr != nil && rank != r.cfg.Rank {
+			continue
+		}
 		wg.Add(1)
 		go func(rank int) {
 			defer wg.Done()
@@ -332,6 +371,9 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 		if err != nil {
 			return err
 		}
+	}
+	if tr != nil {
+		return r.finishRemote(ctx, losses, wall, busy)
 	}
 	// Tied weights: every copy gets the sum over the stages using it.
 	for name, stages := range r.Plan.Shared {
@@ -365,6 +407,9 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 // ForwardBackward.
 func (r *Runner) Update() error {
 	for s, o := range r.opts {
+		if o == nil {
+			continue
+		}
 		if err := o.Step(r.params[s]); err != nil {
 			return fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
 		}
@@ -581,6 +626,9 @@ func (r *Runner) ClipGradNorm(maxNorm float64) (float64, error) {
 	if maxNorm <= 0 {
 		maxNorm = math.Inf(1)
 	}
+	if r.cfg.Transport != nil {
+		return r.clipRemote(context.Background(), maxNorm)
+	}
 	n, err := optim.ClipGradNorm(r.uniqueParams(), maxNorm)
 	if err != nil {
 		return 0, err
@@ -591,6 +639,13 @@ func (r *Runner) ClipGradNorm(maxNorm float64) (float64, error) {
 
 // ClipGradValue clamps every gradient element to [-v, v].
 func (r *Runner) ClipGradValue(v float64) error {
+	if r.cfg.Transport != nil {
+		var all []*optim.Param
+		for s := range r.params {
+			all = append(all, r.params[s]...)
+		}
+		return optim.ClipGradValue(all, v)
+	}
 	if err := optim.ClipGradValue(r.uniqueParams(), v); err != nil {
 		return err
 	}
@@ -601,9 +656,181 @@ func (r *Runner) ClipGradValue(v float64) error {
 // SetLR sets every stage optimizer's learning rate.
 func (r *Runner) SetLR(lr float64) {
 	for _, o := range r.opts {
-		o.SetLR(lr)
+		if o != nil {
+			o.SetLR(lr)
+		}
 	}
 }
 
 // LastStats is what the latest ForwardBackward measured.
 func (r *Runner) LastStats() StepStats { return r.last }
+
+// send delivers one message: to a channel in one process, through the
+// transport across processes.
+func (r *Runner) send(ctx context.Context, chans map[msgKey]chan message, seq int64, rank int, a Action, msg message) error {
+	if tr := r.cfg.Transport; tr != nil {
+		if err := tr.Send(ctx, a.Peer, MsgKey{Step: seq, Kind: a.Kind, Micro: a.Micro, Stage: a.Stage}, msg); err != nil {
+			return fmt.Errorf("rank %d (%s): %v of micro-batch %d: %w", rank, r.Devices[rank], a.Kind, a.Micro, err)
+		}
+		return nil
+	}
+	chans[msgKey{a.Kind, a.Micro, a.Stage}] <- msg
+	return nil
+}
+
+// recv waits for one message, at most RecvTimeout.
+func (r *Runner) recv(ctx context.Context, chans map[msgKey]chan message, seq int64, rank int, a Action) (message, error) {
+	kind, what := SendAct, "activations"
+	if a.Kind == RecvGrad {
+		kind, what = SendGrad, "gradients"
+	}
+	timeout := func() error {
+		return fmt.Errorf("%w: rank %d (%s) waited %v for the %s of micro-batch %d, stage %d, from rank %d",
+			ErrTimeout, rank, r.Devices[rank], r.cfg.RecvTimeout, what, a.Micro, a.Stage, a.Peer)
+	}
+	if tr := r.cfg.Transport; tr != nil {
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
+		defer cancel()
+		msg, err := tr.Recv(rctx, a.Peer, MsgKey{Step: seq, Kind: kind, Micro: a.Micro, Stage: a.Stage})
+		switch {
+		case err == nil:
+			return msg, nil
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			return nil, timeout()
+		case errors.Is(err, ErrPeerLost):
+			return nil, fmt.Errorf("rank %d (%s), waiting for the %s of micro-batch %d, stage %d: %w", rank, r.Devices[rank], what, a.Micro, a.Stage, err)
+		}
+		return nil, err
+	}
+	timer := time.NewTimer(r.cfg.RecvTimeout)
+	defer timer.Stop()
+	select {
+	case msg := <-chans[msgKey{kind, a.Micro, a.Stage}]:
+		return msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timer.C:
+		return nil, timeout()
+	}
+}
+
+// finishRemote ends a step of one rank of a multi-process pipeline: the
+// gradients of tied weights summed across ranks, the losses broadcast from
+// the last stage's rank.
+func (r *Runner) finishRemote(ctx context.Context, losses []float64, wall time.Duration, busy []time.Duration) error {
+	g := r.cfg.Group
+	if len(r.Plan.Shared) > 0 {
+		if g == nil {
+			return fmt.Errorf("pipeline: tied weights across processes need the process group")
+		}
+		names := sortedNames(r.Plan.Shared)
+		total := 0
+		for _, name := range names {
+			total += r.Plan.g.Initializers[name].Size()
+		}
+		buf := make([]float32, total)
+		off := 0
+		for _, name := range names {
+			n := r.Plan.g.Initializers[name].Size()
+			for _, s := range r.Plan.Shared[name] {
+				if r.Stages[s] == nil {
+					continue
+				}
+				gr := r.grads[s][r.paramIndex(s, name)].Float32s()
+				for j := range gr {
+					buf[off+j] += gr[j]
+				}
+			}
+			off += n
+		}
+		if err := g.AllReduce(ctx, buf, distrib.Sum); err != nil {
+			return fmt.Errorf("pipeline: rank %d: summing tied weights' gradients: %w", r.cfg.Rank, err)
+		}
+		off = 0
+		for _, name := range names {
+			n := r.Plan.g.Initializers[name].Size()
+			for _, s := range r.Plan.Shared[name] {
+				if r.Stages[s] != nil {
+					copy(r.grads[s][r.paramIndex(s, name)].Float32s(), buf[off:off+n])
+				}
+			}
+			off += n
+		}
+	}
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			p.Grad = r.grads[s][i]
+		}
+	}
+	if g != nil {
+		last := r.Schedule.RankOf(len(r.Stages) - 1)
+		var b []byte
+		if r.cfg.Rank == last {
+			for _, l := range losses {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l))
+			}
+		}
+		b, err := g.BroadcastObject(ctx, b, last)
+		if err != nil {
+			return fmt.Errorf("pipeline: rank %d: receiving the losses from rank %d: %w", r.cfg.Rank, last, err)
+		}
+		if len(b) != 8*len(losses) {
+			return fmt.Errorf("pipeline: rank %d: %d bytes of losses for %d micro-batches", r.cfg.Rank, len(b), len(losses))
+		}
+		for i := range losses {
+			losses[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	}
+	mean := 0.0
+	for _, l := range losses {
+		mean += l
+	}
+	r.last = StepStats{Losses: losses, Loss: mean / float64(len(losses)), Wall: wall, Busy: busy}
+	return nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// clipRemote is ClipGradNorm across the processes of the pipeline.
+func (r *Runner) clipRemote(ctx context.Context, maxNorm float64) (float64, error) {
+	var sq float64
+	for s := range r.params {
+		for _, p := range r.params[s] {
+			if st, ok := r.Plan.Shared[p.Name]; ok && st[0] != s {
+				continue // a tied weight counts once, at its first stage
+			}
+			var acc float64
+			for _, x := range p.Grad.Float32s() {
+				acc += float64(x) * float64(x)
+			}
+			n := float64(float32(math.Sqrt(acc)))
+			sq += n * n
+		}
+	}
+	buf := []float32{float32(sq)}
+	if g := r.cfg.Group; g != nil {
+		if err := g.AllReduce(ctx, buf, distrib.Sum); err != nil {
+			return 0, fmt.Errorf("pipeline: rank %d: gradient norm: %w", r.cfg.Rank, err)
+		}
+	}
+	total := float32(math.Sqrt(float64(buf[0])))
+	coef := (1 / (total + float32(1e-6))) * float32(maxNorm)
+	if coef < 1 {
+		for s := range r.params {
+			for _, p := range r.params[s] {
+				v := p.Grad.Float32s()
+				for i := range v {
+					v[i] *= coef
+				}
+			}
+		}
+	}
+	return float64(total), nil
+}

@@ -15,6 +15,9 @@ import (
 func (r *Runner) Weights() (params, buffers map[string]*graph.Tensor) {
 	params, buffers = map[string]*graph.Tensor{}, map[string]*graph.Tensor{}
 	for _, sp := range r.Stages {
+		if sp == nil {
+			continue
+		}
 		for _, p := range sp.Params {
 			if _, ok := params[p.Name]; !ok {
 				params[p.Name] = p.Value
@@ -47,7 +50,7 @@ func (r *Runner) LoadWeights(params, buffers map[string]*graph.Tensor) error {
 			}
 		}
 		for name := range theirs {
-			if _, ok := mine[name]; !ok {
+			if _, ok := mine[name]; !ok && r.cfg.Transport == nil { // a rank holds only its own
 				problems = append(problems, fmt.Sprintf("%s %q is not in the model", kind, name))
 			}
 		}
@@ -59,6 +62,9 @@ func (r *Runner) LoadWeights(params, buffers map[string]*graph.Tensor) error {
 		return fmt.Errorf("pipeline: the weights do not fit the model: %s", strings.Join(problems, "; "))
 	}
 	for _, sp := range r.Stages {
+		if sp == nil {
+			continue
+		}
 		for _, p := range sp.Params {
 			copy(p.Value.Float32s(), params[p.Name].Float32s())
 		}
@@ -74,15 +80,14 @@ func (r *Runner) LoadWeights(params, buffers map[string]*graph.Tensor) error {
 // plus the optimizer-wide entries ("step", "lr") of the first stage.
 func (r *Runner) OptimizerState() map[string]*graph.Tensor {
 	out := map[string]*graph.Tensor{}
-	for s, o := range r.opts {
+	for _, o := range r.opts {
+		if o == nil {
+			continue
+		}
 		for k, t := range o.State() {
-			if _, ok := out[k]; ok {
-				continue
+			if _, ok := out[k]; !ok {
+				out[k] = t
 			}
-			if s > 0 && !strings.Contains(k, "/") {
-				continue
-			}
-			out[k] = t
 		}
 	}
 	return out
@@ -93,6 +98,9 @@ func (r *Runner) OptimizerState() map[string]*graph.Tensor {
 // one process's optimizer) produced.
 func (r *Runner) LoadOptimizerState(st map[string]*graph.Tensor) error {
 	for s, o := range r.opts {
+		if o == nil {
+			continue
+		}
 		mine := map[string]bool{}
 		for _, p := range r.Stages[s].Params {
 			mine[p.Name] = true
