@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/pipeline"
@@ -50,9 +51,6 @@ func (c *Config) checkPipeline() error {
 	case c.TrainOnly != "":
 		return fmt.Errorf("--train-only is not supported with --pipeline-stages yet")
 	}
-	if n, _ := strconv.Atoi(os.Getenv("WORLD_SIZE")); n > 1 {
-		return fmt.Errorf("--pipeline-stages runs its stages in one process (--devices); stages across processes (WORLD_SIZE=%d) are not supported yet", n)
-	}
 	return nil
 }
 
@@ -67,6 +65,22 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 		return nil, err
 	}
 	start := time.Now()
+	// Under a launcher, each process is one rank of the pipeline.
+	group, err := joinGroup(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rank := 0
+	if group != nil {
+		defer group.Close()
+		if group.WorldSize() != cfg.PipelineStages {
+			return nil, fmt.Errorf("--pipeline-stages %d over %d processes: each process runs one pipeline rank (data parallel across pipeline replicas is not supported across processes yet)", cfg.PipelineStages, group.WorldSize())
+		}
+		rank = group.Rank()
+		if rank != 0 {
+			out, msg = io.Discard, io.Discard
+		}
+	}
 	m, err := importer.Load(cfg.Model)
 	if err != nil {
 		return nil, err
@@ -110,8 +124,29 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if cfg.Devices != "" {
 		devices = strings.Split(cfg.Devices, ",")
 	}
-	runner, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: cfg.DistTimeout,
-		NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) }})
+	rc := pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: cfg.DistTimeout,
+		NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) }}
+	if group != nil {
+		if rc.RecvTimeout <= 0 {
+			rc.RecvTimeout = group.Timeout()
+		}
+		host := ""
+		if a := os.Getenv("MASTER_ADDR"); a != "" && !isLoopback(a) {
+			host = "0.0.0.0" // not tested beyond one machine yet
+		}
+		tr, err := pipeline.NewTCPTransport(ctx, group, host, rc.RecvTimeout)
+		if err != nil {
+			return nil, err
+		}
+		defer tr.Close()
+		rc.Transport, rc.Rank, rc.Group = tr, rank, group
+		if len(devices) == 0 {
+			for r := 0; r < cfg.PipelineStages; r++ {
+				rc.Devices = append(rc.Devices, fmt.Sprintf("cpu:0@rank%d", r))
+			}
+		}
+	}
+	runner, err := pipeline.NewRunner(plan, sched, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -179,9 +214,12 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	}
 	save := func(epoch, batchInEpoch int) error {
 		counter++
-		params, buffers := runner.Weights()
+		params, buffers, optState, err := gatherStages(ctx, group, runner)
+		if err != nil || rank != 0 {
+			return err
+		}
 		st := &State{Step: step, Epoch: epoch, BatchInEpoch: batchInEpoch, Params: params, Buffers: buffers,
-			Optimizer: runner.OptimizerState(), Schedule: map[string]any{"step": step, "lr": lrs.LR(step)},
+			Optimizer: optState, Schedule: map[string]any{"step": step, "lr": lrs.LR(step)},
 			RNG:               map[string][]byte{"data_seed": binary.LittleEndian.AppendUint64(nil, uint64(cfg.Seed))},
 			CheckpointCounter: counter, Extra: map[string]json.RawMessage{},
 			Versions: map[string]string{"pipeline": fmt.Sprintf("%d stages, %s", len(plan.Stages), sched.Name)}}
@@ -257,7 +295,14 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	}
 	if cfg.Output != "" {
 		// The whole model, under its ONNX names, from the stages.
-		params, buffers := runner.Weights()
+		params, buffers, _, err := gatherStages(ctx, group, runner)
+		if err != nil {
+			return sum, err
+		}
+		if rank != 0 {
+			sum.Seconds = time.Since(start).Seconds()
+			return sum, nil
+		}
 		prog := &Program{Model: m, Buffers: map[string]*graph.Tensor{}}
 		for name, t := range params {
 			dst := m.Graph.Initializers[name]
@@ -280,4 +325,61 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	}
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// gatherStages collects the whole model's parameters, buffers and
+// optimizer state from the ranks' stages onto rank 0 (nil maps elsewhere);
+// in one process it reads them from the runner.
+func gatherStages(ctx context.Context, g *distrib.Group, r *pipeline.Runner) (params, buffers, opt map[string]*graph.Tensor, err error) {
+	p, b := r.Weights()
+	o := r.OptimizerState()
+	if g == nil {
+		return p, b, o, nil
+	}
+	all := map[string]*graph.Tensor{}
+	for k, t := range p {
+		all["p:"+k] = t
+	}
+	for k, t := range b {
+		all["b:"+k] = t
+	}
+	for k, t := range o {
+		all["o:"+k] = t
+	}
+	blob, err := pipeline.EncodeTensors(all)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	parts, err := g.GatherObject(ctx, blob, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("pipeline: gathering the stages' weights on rank 0: %w", err)
+	}
+	if g.Rank() != 0 {
+		return nil, nil, nil, nil
+	}
+	params, buffers, opt = map[string]*graph.Tensor{}, map[string]*graph.Tensor{}, map[string]*graph.Tensor{}
+	for i, part := range parts {
+		ts, err := pipeline.DecodeTensors(part)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("pipeline: the weights of rank %d: %w", i, err)
+		}
+		for k, t := range ts {
+			dst := map[string]map[string]*graph.Tensor{"p:": params, "b:": buffers, "o:": opt}[k[:2]]
+			if dst == nil {
+				continue
+			}
+			if _, ok := dst[k[2:]]; !ok {
+				dst[k[2:]] = t
+			}
+		}
+	}
+	return params, buffers, opt, nil
 }
