@@ -44,6 +44,12 @@ type RunnerConfig struct {
 	Transport Transport
 	Rank      int
 	Group     *distrib.Group
+	// Replicas > 1 makes Group hold that many pipeline replicas (data
+	// parallel): process Replica*Ranks + r is rank r of replica Replica,
+	// and the Transport's peers are numbered within the replica (see
+	// ReplicaTransport). Gradients are averaged over the replicas, losses
+	// gathered from every replica's last stage.
+	Replicas, Replica int
 }
 
 // Runner runs one pipeline replica in one process: a schedule's action
@@ -61,6 +67,11 @@ type Runner struct {
 	grads  [][]*graph.Tensor // per stage, accumulated over the step
 	last   StepStats
 	seq    int64 // steps run, numbering the messages
+	// with replicas: the whole model's averaged gradient of the last step
+	full     []float32
+	fullOff  map[string]int
+	fullSize map[string]int
+	fullName []string
 	// profile: per stage, time in each compute kind, passes run, and the
 	// most bytes one micro-batch's forward kept for the backward.
 	passTime  [][4]time.Duration
@@ -146,8 +157,14 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		if cfg.Rank < 0 || cfg.Rank >= sched.Ranks {
 			return nil, fmt.Errorf("pipeline: rank %d of a %d-rank pipeline", cfg.Rank, sched.Ranks)
 		}
-		if cfg.Group != nil && cfg.Group.WorldSize() != sched.Ranks {
-			return nil, fmt.Errorf("pipeline: a process group of %d for %d pipeline ranks", cfg.Group.WorldSize(), sched.Ranks)
+		if cfg.Replicas < 1 {
+			cfg.Replicas = 1
+		}
+		if cfg.Group != nil && cfg.Group.WorldSize() != sched.Ranks*cfg.Replicas {
+			return nil, fmt.Errorf("pipeline: a process group of %d for %d replicas of %d pipeline ranks", cfg.Group.WorldSize(), cfg.Replicas, sched.Ranks)
+		}
+		if cfg.Replicas > 1 && cfg.Group == nil {
+			return nil, fmt.Errorf("pipeline: %d replicas need the process group", cfg.Replicas)
 		}
 	}
 	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg}
@@ -719,6 +736,9 @@ func (r *Runner) recv(ctx context.Context, chans map[msgKey]chan message, seq in
 // the last stage's rank.
 func (r *Runner) finishRemote(ctx context.Context, losses []float64, wall time.Duration, busy []time.Duration) error {
 	g := r.cfg.Group
+	if r.cfg.Replicas > 1 {
+		return r.finishReplicated(ctx, losses, wall, busy)
+	}
 	if len(r.Plan.Shared) > 0 {
 		if g == nil {
 			return fmt.Errorf("pipeline: tied weights across processes need the process group")
@@ -800,6 +820,9 @@ func sortedNames[V any](m map[string]V) []string {
 
 // clipRemote is ClipGradNorm across the processes of the pipeline.
 func (r *Runner) clipRemote(ctx context.Context, maxNorm float64) (float64, error) {
+	if r.cfg.Replicas > 1 {
+		return r.clipReplicated(maxNorm)
+	}
 	var sq float64
 	for s := range r.params {
 		for _, p := range r.params[s] {
@@ -833,4 +856,139 @@ func (r *Runner) clipRemote(ctx context.Context, maxNorm float64) (float64, erro
 		}
 	}
 	return float64(total), nil
+}
+
+// modelParams lists every trainable parameter of the plan, sorted, with
+// its element count.
+func (r *Runner) modelParams() {
+	if r.fullOff != nil {
+		return
+	}
+	r.fullOff, r.fullSize = map[string]int{}, map[string]int{}
+	seen := map[string]bool{}
+	for _, st := range r.Plan.Stages {
+		for _, name := range st.Params {
+			if !seen[name] {
+				seen[name] = true
+				r.fullName = append(r.fullName, name)
+			}
+		}
+	}
+	sort.Strings(r.fullName)
+	off := 0
+	for _, name := range r.fullName {
+		n := r.Plan.g.Initializers[name].Size()
+		r.fullOff[name], r.fullSize[name] = off, n
+		off += n
+	}
+	r.full = make([]float32, off)
+}
+
+// finishReplicated ends a step of a rank when several pipeline replicas
+// train together: one all-reduce over the whole model's gradient (each
+// rank adds its stages' copies, so tied weights are summed across stages
+// too), divided by the replicas; the losses of every replica's last stage
+// gathered, their mean being the step's loss.
+func (r *Runner) finishReplicated(ctx context.Context, losses []float64, wall time.Duration, busy []time.Duration) error {
+	g := r.cfg.Group
+	r.modelParams()
+	clear(r.full)
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			off := r.fullOff[p.Name]
+			for j, v := range r.grads[s][i].Float32s() {
+				r.full[off+j] += v
+			}
+		}
+	}
+	if err := g.AllReduce(ctx, r.full, distrib.Sum); err != nil {
+		return fmt.Errorf("pipeline: rank %d: averaging gradients over %d replicas: %w", r.cfg.Rank, r.cfg.Replicas, err)
+	}
+	inv := 1 / float32(r.cfg.Replicas)
+	for i := range r.full {
+		r.full[i] *= inv
+	}
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			off := r.fullOff[p.Name]
+			copy(r.grads[s][i].Float32s(), r.full[off:off+r.fullSize[p.Name]])
+			p.Grad = r.grads[s][i]
+		}
+	}
+	var b []byte
+	if r.cfg.Rank == r.Schedule.RankOf(len(r.Stages)-1) {
+		for _, l := range losses {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l))
+		}
+	}
+	parts, err := g.AllGatherObject(ctx, b)
+	if err != nil {
+		return fmt.Errorf("pipeline: rank %d: gathering the losses: %w", r.cfg.Rank, err)
+	}
+	var all []float64
+	for _, part := range parts {
+		for i := 0; i+8 <= len(part); i += 8 {
+			all = append(all, math.Float64frombits(binary.LittleEndian.Uint64(part[i:])))
+		}
+	}
+	if len(all) != len(losses)*r.cfg.Replicas {
+		return fmt.Errorf("pipeline: rank %d: %d losses from %d replicas of %d micro-batches", r.cfg.Rank, len(all), r.cfg.Replicas, len(losses))
+	}
+	mean := 0.0
+	for _, l := range all {
+		mean += l
+	}
+	r.last = StepStats{Losses: all, Loss: mean / float64(len(all)), Wall: wall, Busy: busy}
+	return nil
+}
+
+// clipReplicated clips with the norm of the whole averaged gradient,
+// which every rank holds after finishReplicated.
+func (r *Runner) clipReplicated(maxNorm float64) (float64, error) {
+	var sq float64
+	for _, name := range r.fullName {
+		off, n := r.fullOff[name], r.fullSize[name]
+		var acc float64
+		for _, x := range r.full[off : off+n] {
+			acc += float64(x) * float64(x)
+		}
+		v := float64(float32(math.Sqrt(acc)))
+		sq += v * v
+	}
+	total := float32(math.Sqrt(sq))
+	coef := (1 / (total + float32(1e-6))) * float32(maxNorm)
+	if coef < 1 {
+		for s := range r.params {
+			for _, p := range r.params[s] {
+				v := p.Grad.Float32s()
+				for i := range v {
+					v[i] *= coef
+				}
+			}
+		}
+	}
+	return float64(total), nil
+}
+
+// ReplicaTransport numbers the peers of t within one pipeline replica:
+// peer r is process base+r of the group t connects.
+func ReplicaTransport(t Transport, base int) Transport {
+	if base == 0 {
+		return t
+	}
+	return replicaTransport{t, base}
+}
+
+type replicaTransport struct {
+	Transport
+	base int
+}
+
+func (t replicaTransport) Send(ctx context.Context, peer int, k MsgKey, m map[string]*graph.Tensor) error {
+	return t.Transport.Send(ctx, t.base+peer, k, m)
+}
+
+func (t replicaTransport) Recv(ctx context.Context, peer int, k MsgKey) (map[string]*graph.Tensor, error) {
+	m, err := t.Transport.Recv(ctx, t.base+peer, k)
+	return m, err
 }

@@ -224,3 +224,90 @@ func TestTensorEncoding(t *testing.T) {
 	_, err = pipeline.DecodeTensors(b[:len(b)-3])
 	assert.Error(t, err)
 }
+
+// TestReplicatedPipelineAcrossProcesses: 4 processes as 2 replicas of a
+// 2-rank pipeline (process = replica*2 + rank), each replica on its own M
+// micro-batches of every window of 2M, gradients averaged across the
+// replicas, clipping over the whole model: the losses of one process with
+// --grad-accum 2M.
+func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
+	const batch, accum, steps, R, S = 2, 2, 3, 2, 2
+	for _, f := range fixtures {
+		for _, name := range []string{"1f1b", "zbv"} {
+			t.Run(f.name+"/"+name, func(t *testing.T) {
+				cfg := f.config(batch, R*accum, steps, "adamw")
+				cfg.ClipGradNorm = 1
+				want := reference(t, cfg)
+				groups := startGroups(t, R*S)
+				m, err := importer.Load(cfg.Model)
+				require.NoError(t, err)
+				lc, err := train.ParseLoss(cfg.Loss)
+				require.NoError(t, err)
+				sc := pipeline.StageConfig{}
+				if lc.Kind == "output" {
+					sc.LossOutput = lc.Output
+				} else {
+					sc.Loss = train.LossAppender(m, lc)
+				}
+				ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
+				require.NoError(t, err)
+				got := make([][]float64, R*S)
+				errs := onRanks(R*S, func(proc int) error {
+					ctx := context.Background()
+					replica, rank := proc/S, proc%S
+					tr, err := pipeline.NewTCPTransport(ctx, groups[proc], "", 20*time.Second)
+					if err != nil {
+						return err
+					}
+					defer tr.Close()
+					sched, err := pipeline.New(name, S, accum, 0)
+					if err != nil {
+						return err
+					}
+					plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: batch})
+					if err != nil {
+						return err
+					}
+					run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc, Transport: pipeline.ReplicaTransport(tr, replica*S),
+						Rank: rank, Group: groups[proc], Replicas: R, Replica: replica, RecvTimeout: 20 * time.Second,
+						NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
+					if err != nil {
+						return err
+					}
+					next := 0
+					for step := 0; step < steps; step++ {
+						var window []pipeline.Batch
+						for i := 0; i < R*accum; i++ {
+							idx := []int{next % ds.Len(), (next + 1) % ds.Len()}
+							next += 2
+							in, labels, err := ds.Gather(0, idx)
+							if err != nil {
+								return err
+							}
+							window = append(window, pipeline.Batch{Inputs: in, Labels: labels})
+						}
+						if err := run.ForwardBackward(ctx, window[replica*accum:(replica+1)*accum]); err != nil {
+							return err
+						}
+						if _, err := run.ClipGradNorm(cfg.ClipGradNorm); err != nil {
+							return err
+						}
+						if err := run.Update(); err != nil {
+							return err
+						}
+						got[proc] = append(got[proc], run.LastStats().Loss)
+					}
+					return nil
+				})
+				for r, err := range errs {
+					require.NoError(t, err, "process %d", r)
+				}
+				for p := range got {
+					for i := range want {
+						assert.LessOrEqual(t, math.Abs(got[p][i]-want[i]), 1e-5*math.Abs(want[i]), "process %d step %d: %.8f, one process %.8f", p, i+1, got[p][i], want[i])
+					}
+				}
+			})
+		}
+	}
+}

@@ -70,14 +70,16 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if err != nil {
 		return nil, err
 	}
-	rank := 0
+	// Process p is rank p mod S of pipeline replica p div S.
+	rank, replicas, replica := 0, 1, 0
 	if group != nil {
 		defer group.Close()
-		if group.WorldSize() != cfg.PipelineStages {
-			return nil, fmt.Errorf("--pipeline-stages %d over %d processes: each process runs one pipeline rank (data parallel across pipeline replicas is not supported across processes yet)", cfg.PipelineStages, group.WorldSize())
+		if group.WorldSize()%cfg.PipelineStages != 0 {
+			return nil, fmt.Errorf("--pipeline-stages %d over %d processes: the processes must be a multiple of the stages (process p is rank p mod S of replica p div S)", cfg.PipelineStages, group.WorldSize())
 		}
-		rank = group.Rank()
-		if rank != 0 {
+		replicas = group.WorldSize() / cfg.PipelineStages
+		rank, replica = group.Rank()%cfg.PipelineStages, group.Rank()/cfg.PipelineStages
+		if group.Rank() != 0 {
 			out, msg = io.Discard, io.Discard
 		}
 	}
@@ -139,7 +141,8 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			return nil, err
 		}
 		defer tr.Close()
-		rc.Transport, rc.Rank, rc.Group = tr, rank, group
+		rc.Transport, rc.Rank, rc.Group = pipeline.ReplicaTransport(tr, replica*cfg.PipelineStages), rank, group
+		rc.Replicas, rc.Replica = replicas, replica
 		if len(devices) == 0 {
 			for r := 0; r < cfg.PipelineStages; r++ {
 				rc.Devices = append(rc.Devices, fmt.Sprintf("cpu:0@rank%d", r))
@@ -168,7 +171,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if loader.Len() == 0 {
 		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, ds.Len(), cfg.BatchSize)
 	}
-	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), M)
+	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), M*replicas)
 	lrs, err := NewSchedule(cfg, total)
 	if err != nil {
 		return nil, err
@@ -203,8 +206,8 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	}
 	runner.SetLR(lrs.LR(step))
 	if cfg.LogFormat != "json" {
-		fmt.Fprintf(msg, "training %s in %d pipeline stages on %s (schedule %s, %d micro-batches of %d per step), %d optimizer steps\n",
-			cfg.Model, len(plan.Stages), strings.Join(runner.Devices, ","), sched.Name, M, cfg.BatchSize, total)
+		fmt.Fprintf(msg, "training %s in %d pipeline stages on %s (schedule %s, %d micro-batches of %d per step, %d replicas), %d optimizer steps\n",
+			cfg.Model, len(plan.Stages), strings.Join(runner.Devices, ","), sched.Name, M, cfg.BatchSize, replicas, total)
 	}
 	sum := &Summary{}
 	enc := json.NewEncoder(out)
@@ -243,10 +246,17 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			index++
 			window = append(window, pipeline.Batch{Inputs: b.Inputs, Labels: b.Labels})
 			samples += b.Size
-			if len(window) < M && index < loader.Len() {
+			if len(window) < M*replicas && index < loader.Len() {
 				continue
 			}
-			if err := runner.ForwardBackwardPartial(ctx, window); err != nil {
+			mine := window
+			if replicas > 1 {
+				if len(window) < M*replicas {
+					return sum, fmt.Errorf("step %d, epoch %d: the epoch ends with %d batches, fewer than the %d replicas × %d micro-batches of a step (make the batches per epoch a multiple, or use --steps)", step+1, epoch, len(window), replicas, M)
+				}
+				mine = window[replica*M : (replica+1)*M]
+			}
+			if err := runner.ForwardBackwardPartial(ctx, mine); err != nil {
 				return sum, fmt.Errorf("step %d, epoch %d: %w", step+1, epoch, err)
 			}
 			stats := runner.LastStats()

@@ -17,10 +17,11 @@ import (
 
 const transformerModel, transformerData = "../../models/transformer_loss/transformer_loss_train.onnx", "../../models/transformer_loss/train_case.npz"
 
-// TestPipelineProcessesEqualGradAccum: `onnxtrain launch --nproc-per-node S
+// TestPipelineProcessesEqualGradAccum: `onnxtrain launch --nproc-per-node N
 // -- onnxtrain train --pipeline-stages S --micro-batches M` (one stage rank
-// per process, activations over TCP) logs the losses of one process with
-// --grad-accum M, step for step, and --output writes the same whole model.
+// per process, activations over TCP, N/S data-parallel replicas) logs the
+// losses of one process with --grad-accum N/S×M, step for step, and
+// --output writes the whole model.
 func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
@@ -28,17 +29,19 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	for _, tc := range []struct {
 		model, data, loss, schedule string
-		procs                       int
+		procs, stages, micro        int
 	}{
-		{vitModel, vitData, "cross_entropy", "zbv", 2},
-		{transformerModel, transformerData, "output:loss", "1f1b", 4},
+		{vitModel, vitData, "cross_entropy", "zbv", 2, 2, 4},
+		{transformerModel, transformerData, "output:loss", "1f1b", 4, 4, 4},
+		// 2 replicas of a 2-stage pipeline: --grad-accum 2×2
+		{transformerModel, transformerData, "output:loss", "zb1p", 4, 2, 2},
 	} {
-		t.Run(fmt.Sprintf("%s/%d/%s", filepath.Base(tc.model), tc.procs, tc.schedule), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d/%d/%s", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule), func(t *testing.T) {
 			common := []string{"train", "--model", tc.model, "--data", tc.data, "--loss", tc.loss, "--optimizer", "adamw", "--lr", "0.001",
 				"--weight-decay", "0.05", "--steps", "4", "--shuffle=false", "--log-format", "json", "--batch-size", "2", "--clip-grad-norm", "5"}
 			want := stepLosses(t, runCLI(t, append(common, "--grad-accum", "4")...))
 			out := t.TempDir()
-			multi := runCLI(t, launched(t, tc.procs, nil, append(common, "--pipeline-stages", fmt.Sprint(tc.procs), "--micro-batches", "4",
+			multi := runCLI(t, launched(t, tc.procs, nil, append(common, "--pipeline-stages", fmt.Sprint(tc.stages), "--micro-batches", fmt.Sprint(tc.micro),
 				"--schedule", tc.schedule, "--output", out)...)...)
 			assertLossesEqual(t, want, stepLosses(t, multi), "pipelined over processes")
 			_, err := os.Stat(filepath.Join(out, "model.safetensors"))
