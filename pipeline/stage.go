@@ -113,7 +113,7 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		cn.Outputs = append([]string{}, n.Outputs...)
 		cn.Attrs = map[string]*graph.Attr{}
 		for k, v := range n.Attrs {
-			cn.Attrs[k] = v
+			cn.Attrs[k] = detachAttr(v)
 		}
 		g.Nodes = append(g.Nodes, &cn)
 	}
@@ -174,7 +174,7 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 	for name := range reads {
 		if t, ok := src.Initializers[name]; ok && !isParam[name] {
 			if _, isBuf := sp.Buffers[name]; !isBuf {
-				g.Initializers[name] = t
+				g.Initializers[name] = t.Clone() // not a view of the model file's bytes
 			}
 		}
 	}
@@ -634,4 +634,16 @@ func (sp *StageProgram) Passes() []PassInfo {
 		out = append(out, PassInfo{Name: ph.name, Nodes: ph.nodes, Inputs: ph.inputs, Outputs: ph.outputs})
 	}
 	return out
+}
+
+// detachAttr copies an attribute whose tensor may be a view of the model
+// file's bytes (the importer does not copy), so that a stage keeps only
+// what it uses alive.
+func detachAttr(a *graph.Attr) *graph.Attr {
+	if a == nil || a.T == nil {
+		return a
+	}
+	c := *a
+	c.T = a.T.Clone()
+	return &c
 }

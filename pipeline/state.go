@@ -118,3 +118,50 @@ func (r *Runner) LoadOptimizerState(st map[string]*graph.Tensor) error {
 	}
 	return nil
 }
+
+// ReleaseOtherStages drops this process's references to the model's
+// parameters, which its stages hold copies of, keeping shape-only
+// placeholders (nil data) in the plan's graph and the model it was cut
+// from; the model's other tensors are copied, since the importer's are
+// views of the whole file's bytes, which they would keep alive. The
+// process then holds only its own stages' tensors. Only for a Runner with
+// a Transport; before saving the model from this process, put the
+// parameters back.
+func (r *Runner) ReleaseOtherStages() {
+	if r.cfg.Transport == nil {
+		return
+	}
+	params := map[string]bool{}
+	for _, st := range r.Plan.Stages {
+		for _, name := range st.Params {
+			params[name] = true
+		}
+	}
+	attrs := map[*graph.Attr]*graph.Attr{}
+	for _, g := range []*graph.Graph{r.Plan.g, r.Plan.model.Graph} {
+		for name, t := range g.Initializers {
+			if t == nil || t.Data == nil {
+				continue
+			}
+			if params[name] {
+				g.Initializers[name] = &graph.Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...)}
+			} else {
+				g.Initializers[name] = t.Clone()
+			}
+		}
+		for _, n := range g.Nodes {
+			for k, a := range n.Attrs {
+				if a == nil || a.T == nil {
+					continue
+				}
+				if c, ok := attrs[a]; ok {
+					n.Attrs[k] = c
+					continue
+				}
+				c := detachAttr(a)
+				attrs[a], attrs[c] = c, c
+				n.Attrs[k] = c
+			}
+		}
+	}
+}

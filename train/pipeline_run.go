@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -72,6 +73,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	}
 	// Process p is rank p mod S of pipeline replica p div S.
 	rank, replicas, replica := 0, 1, 0
+	mainProcess := group == nil || group.Rank() == 0 // logs, writes checkpoints and --output
 	if group != nil {
 		defer group.Close()
 		if group.WorldSize()%cfg.PipelineStages != 0 {
@@ -153,6 +155,10 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if err != nil {
 		return nil, err
 	}
+	// Each process keeps only its stages' parameters (the stages hold
+	// their own copies; the loaded model's other tensors can go).
+	runner.ReleaseOtherStages()
+	debug.FreeOSMemory()
 	// The data: the graph inputs, and labels for a loss outside the graph.
 	var inputs []string
 	for _, in := range m.Graph.Inputs {
@@ -218,7 +224,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	save := func(epoch, batchInEpoch int) error {
 		counter++
 		params, buffers, optState, err := gatherStages(ctx, group, runner)
-		if err != nil || rank != 0 {
+		if err != nil || !mainProcess {
 			return err
 		}
 		st := &State{Step: step, Epoch: epoch, BatchInEpoch: batchInEpoch, Params: params, Buffers: buffers,
@@ -309,18 +315,24 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 		if err != nil {
 			return sum, err
 		}
-		if rank != 0 {
+		if !mainProcess {
 			sum.Seconds = time.Since(start).Seconds()
 			return sum, nil
 		}
 		prog := &Program{Model: m, Buffers: map[string]*graph.Tensor{}}
 		for name, t := range params {
 			dst := m.Graph.Initializers[name]
+			if dst.Data == nil { // released (ReleaseOtherStages): take the gathered tensor
+				m.Graph.Initializers[name], dst = t, t
+			}
 			copyInto(dst, t)
 			prog.Params = append(prog.Params, &Parameter{Name: name, Value: dst})
 		}
 		for name, t := range buffers {
 			dst := m.Graph.Initializers[name]
+			if dst.Data == nil {
+				m.Graph.Initializers[name], dst = t, t
+			}
 			copyInto(dst, t)
 			prog.Buffers[name] = dst
 		}

@@ -17,11 +17,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/pipeline"
+	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train/optim"
 )
 
@@ -32,7 +35,16 @@ func main() {
 	width := flag.Int("width", 512, "block width")
 	batch := flag.Int("batch", 64, "micro-batch size")
 	steps := flag.Int("steps", 3, "measured steps per schedule (after one warm-up step)")
+	write := flag.String("write", "", "instead of measuring, write the balanced model (DIR/model.onnx) and -examples rows of data (DIR/data.npz) for onnxtrain train")
+	examples := flag.Int("examples", 64, "rows of data -write writes")
 	flag.Parse()
+	if *write != "" {
+		if err := writeModel(*write, *layers, *width, *examples); err != nil {
+			fmt.Fprintln(os.Stderr, "pipelineidle:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*ranks, *micro, *layers, *width, *batch, *steps); err != nil {
 		fmt.Fprintln(os.Stderr, "pipelineidle:", err)
 		os.Exit(1)
@@ -49,7 +61,7 @@ func balanced(layers, width int) *graph.Model {
 	for l := 0; l < layers; l++ {
 		w := make([]float32, width*width)
 		for i := range w {
-			w[i] = float32(rng.NormFloat64() / math.Sqrt(float64(width)))
+			w[i] = float32(rng.NormFloat64() * math.Sqrt(2/float64(width))) // He: activations keep their scale
 		}
 		wn, bn := fmt.Sprintf("block%d.weight", l), fmt.Sprintf("block%d.bias", l)
 		g.Initializers[wn] = graph.FromFloat32(w, width, width)
@@ -175,6 +187,19 @@ func run(ranks, micro, layers, width, batch, steps int) error {
 		}
 	}
 	return nil
+}
+
+// writeModel saves the balanced model and random inputs, for measuring
+// `onnxtrain train --pipeline-stages` on it (its loss is the output "loss").
+func writeModel(dir string, layers, width, n int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := importer.Save(filepath.Join(dir, "model.onnx"), balanced(layers, width)); err != nil {
+		return err
+	}
+	b := batches(1, n, width, 3)[0]
+	return tensorio.WriteNPZ(filepath.Join(dir, "data.npz"), b.Inputs)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
@@ -39,13 +40,25 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%d/%d/%s", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule), func(t *testing.T) {
 			common := []string{"train", "--model", tc.model, "--data", tc.data, "--loss", tc.loss, "--optimizer", "adamw", "--lr", "0.001",
 				"--weight-decay", "0.05", "--steps", "4", "--shuffle=false", "--log-format", "json", "--batch-size", "2", "--clip-grad-norm", "5"}
-			want := stepLosses(t, runCLI(t, append(common, "--grad-accum", "4")...))
+			ref := t.TempDir()
+			want := stepLosses(t, runCLI(t, append(common, "--grad-accum", "4", "--output", ref)...))
 			out := t.TempDir()
 			multi := runCLI(t, launched(t, tc.procs, nil, append(common, "--pipeline-stages", fmt.Sprint(tc.stages), "--micro-batches", fmt.Sprint(tc.micro),
 				"--schedule", tc.schedule, "--output", out)...)...)
 			assertLossesEqual(t, want, stepLosses(t, multi), "pipelined over processes")
-			_, err := os.Stat(filepath.Join(out, "model.safetensors"))
+			a, _, err := tensorio.ReadSafetensors(filepath.Join(ref, "model.safetensors"))
 			require.NoError(t, err)
+			b, _, err := tensorio.ReadSafetensors(filepath.Join(out, "model.safetensors"))
+			require.NoError(t, err)
+			require.Len(t, b, len(a))
+			for name, ta := range a {
+				require.Contains(t, b, name)
+				fa, fb := ta.Float32s(), b[name].Float32s()
+				require.Len(t, fb, len(fa), name)
+				for i := range fa {
+					require.InDelta(t, fa[i], fb[i], 1e-5, "%s[%d]", name, i)
+				}
+			}
 		})
 	}
 }
