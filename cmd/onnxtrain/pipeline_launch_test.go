@@ -55,8 +55,11 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 				require.Contains(t, b, name)
 				fa, fb := ta.Float32s(), b[name].Float32s()
 				require.Len(t, fb, len(fa), name)
+				// AdamW divides by the gradient's running RMS: where a
+				// gradient is near zero, float-order differences in it move
+				// the update by a fraction of lr (1e-3); allow a tenth.
 				for i := range fa {
-					require.InDelta(t, fa[i], fb[i], 1e-5, "%s[%d]", name, i)
+					require.InDelta(t, fa[i], fb[i], 1e-4, "%s[%d]", name, i)
 				}
 			}
 		})
