@@ -243,3 +243,48 @@ func TestReceiveTimeout(t *testing.T) {
 	require.ErrorIs(t, err, pipeline.ErrTimeout)
 	assert.Contains(t, err.Error(), "rank 1 (cpu:1) waited 200ms for the activations of micro-batch 1, stage 1, from rank 0")
 }
+
+// TestRecomputePerStage: with --recompute each stage keeps less per
+// micro-batch in flight from its forward pass to its backward, and the
+// losses stay those of one process.
+func TestRecomputePerStage(t *testing.T) {
+	f := fixtures[0]
+	cfg := f.config(2, 4, 2, "sgd")
+	want := reference(t, cfg)
+	kept := map[bool][]int64{}
+	for _, recompute := range []bool{false, true} {
+		m, err := importer.Load(cfg.Model)
+		require.NoError(t, err)
+		lc, err := train.ParseLoss(cfg.Loss)
+		require.NoError(t, err)
+		sched, err := pipeline.New("1f1b", 2, cfg.GradAccum, 0)
+		require.NoError(t, err)
+		plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: cfg.BatchSize})
+		require.NoError(t, err)
+		run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: pipeline.StageConfig{Loss: train.LossAppender(m, lc), Recompute: recompute},
+			NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
+		require.NoError(t, err)
+		ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{Inputs: f.inputs})
+		require.NoError(t, err)
+		next := 0
+		for step := 0; step < cfg.Steps; step++ {
+			var micro []pipeline.Batch
+			for i := 0; i < cfg.GradAccum; i++ {
+				in, labels, err := ds.Gather(0, []int{next % ds.Len(), (next + 1) % ds.Len()})
+				require.NoError(t, err)
+				next += 2
+				micro = append(micro, pipeline.Batch{Inputs: in, Labels: labels})
+			}
+			st, err := run.Step(context.Background(), micro)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, math.Abs(st.Loss-want[step]), 1e-5*math.Abs(want[step]), "recompute %v step %d", recompute, step+1)
+		}
+		for _, p := range run.Profile() {
+			kept[recompute] = append(kept[recompute], p.KeptBytes)
+		}
+	}
+	for s := range kept[false] {
+		assert.Less(t, kept[true][s], kept[false][s], "stage %d keeps less with --recompute", s)
+	}
+	t.Logf("bytes kept per micro-batch: %v without, %v with --recompute", kept[false], kept[true])
+}

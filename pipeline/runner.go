@@ -495,7 +495,11 @@ func (r *Runner) compute(ctx context.Context, sc *Schedule, a Action, micro []Ba
 		}
 		r.kept[s] = max(r.kept[s], kept)
 		if sp.Last {
-			losses[mb] = env[sp.Loss].Float(0)
+			l := env[sp.Loss]
+			if l == nil || l.Size() != 1 {
+				return fmt.Errorf("stage %d: micro-batch %d: the forward pass gave no scalar loss %q", s, mb, sp.Loss)
+			}
+			losses[mb] = l.Float(0)
 		}
 	case Backward, BackwardInput:
 		env := envs[s][mb]

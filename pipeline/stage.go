@@ -37,6 +37,10 @@ type StageConfig struct {
 	// SplitBackward builds separate input-gradient and weight-gradient
 	// programs (for the zero-bubble schedules); otherwise one backward.
 	SplitBackward bool
+	// Recompute makes the backward passes compute cheap activations again
+	// instead of keeping them from the forward pass (--recompute): less
+	// memory per micro-batch in flight, a little more time.
+	Recompute bool
 }
 
 // Param is a trainable tensor a stage owns (its own copy).
@@ -275,6 +279,20 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 	}
 	sort.Strings(upd)
 	fwdOut = append(fwdOut, upd...)
+
+	// Backward reads of a value's shape or dtype only stop keeping it; with
+	// Recompute, cheap activations are computed again in the backward
+	// passes instead of being kept from the forward pass (graph.Recompute
+	// leaves the forward nodes first and puts each copy before its reader).
+	g.Outputs = nil
+	for _, v := range append(append(append(append([]string{}, sp.Outputs...), fwdOut...), inGrads...), wGrads...) {
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: v})
+	}
+	rs, err := graph.Recompute(g, forwardNodes, opset, graph.RecomputeOptions{ReadsOnly: !cfg.Recompute})
+	if err != nil {
+		return fail(err)
+	}
+	forwardNodes += rs.Hoisted // CastLikes of constants move into the forward pass
 
 	// Which nodes are needed, and in which pass.
 	producer := map[string]int{}

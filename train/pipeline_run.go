@@ -118,7 +118,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if err != nil {
 		return nil, err
 	}
-	sc := pipeline.StageConfig{Backend: cfg.Backend, Seed: cfg.Seed}
+	sc := pipeline.StageConfig{Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute}
 	if lc.Kind == "output" {
 		sc.LossOutput = lc.Output
 	} else {
