@@ -229,7 +229,7 @@ func TestReceiveTimeout(t *testing.T) {
 	sched.Actions[0] = kept
 	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: 2})
 	require.NoError(t, err)
-	run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: pipeline.StageConfig{LossOutput: "loss"}, RecvTimeout: 200 * time.Millisecond})
+	run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: pipeline.StageConfig{LossOutput: "loss"}, RecvTimeout: 3 * time.Second})
 	require.NoError(t, err)
 	ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: true, Inputs: f.inputs})
 	require.NoError(t, err)
@@ -241,7 +241,7 @@ func TestReceiveTimeout(t *testing.T) {
 	}
 	err = run.ForwardBackward(context.Background(), micro)
 	require.ErrorIs(t, err, pipeline.ErrTimeout)
-	assert.Contains(t, err.Error(), "rank 1 (cpu:1) waited 200ms for the activations of micro-batch 1, stage 1, from rank 0")
+	assert.Contains(t, err.Error(), "rank 1 (cpu:1) waited 3s for the activations of micro-batch 1, stage 1, from rank 0")
 }
 
 // TestRecomputePerStage: with --recompute each stage keeps less per

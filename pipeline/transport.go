@@ -167,7 +167,7 @@ func (t *TCPTransport) read(pl *peerLink) {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				err = fmt.Errorf("%w: rank %d closed the connection (its process ended or failed)", ErrPeerLost, pl.peer)
 			} else {
-				err = fmt.Errorf("%w: rank %d: %v", ErrPeerLost, pl.peer, err)
+				err = fmt.Errorf("%w: rank %d closed the connection (%v)", ErrPeerLost, pl.peer, err)
 			}
 			pl.err = err
 			close(pl.dead)
