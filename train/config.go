@@ -120,6 +120,18 @@ type Config struct {
 	// Recompute recomputes cheap activations in the backward pass instead
 	// of keeping them from the forward pass (ProgramConfig.Recompute).
 	Recompute bool `yaml:"recompute"`
+
+	// Pipeline parallel (pipeline_run.go): PipelineStages ranks (0: off),
+	// MicroBatches per optimizer step (0: --grad-accum), the Schedule
+	// (gpipe, 1f1b, interleaved, zb1p, zbv) with VirtualStages chunks per
+	// rank for interleaved, manual cuts (SplitAt, comma-separated node or
+	// initializer names) and the Devices of the ranks (cpu:0,cpu:1,...).
+	PipelineStages int    `yaml:"pipeline-stages"`
+	MicroBatches   int    `yaml:"micro-batches"`
+	Schedule       string `yaml:"schedule"`
+	VirtualStages  int    `yaml:"virtual-stages"`
+	SplitAt        string `yaml:"split-at"`
+	Devices        string `yaml:"devices"`
 }
 
 // DefaultConfig holds the defaults of every flag.

@@ -44,6 +44,9 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Pipelined() {
+		return runPipeline(ctx, cfg, out, msg) // pipeline_run.go
+	}
 	start := time.Now()
 	m, err := importer.Load(cfg.Model)
 	if err != nil {

@@ -52,6 +52,7 @@ type UnsupportedNode struct {
 func newInspectCmd() *cobra.Command {
 	var asJSON bool
 	var backendName string
+	var pf pipelineInspectFlags
 	cmd := &cobra.Command{
 		Use:   "inspect MODEL.onnx",
 		Short: "Describe a model: opsets, inputs and outputs, parameters, ops, and what cannot run yet",
@@ -60,6 +61,9 @@ func newInspectCmd() *cobra.Command {
 			m, err := importer.Load(args[0])
 			if err != nil {
 				return err
+			}
+			if pf.wanted() { // inspect_pipeline.go
+				return inspectPipeline(cmd.OutOrStdout(), m, pf, asJSON)
 			}
 			b, err := backend.Open(backendName)
 			if err != nil {
@@ -77,6 +81,7 @@ func newInspectCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&backendName, "backend", "cpu", "backend whose op support is reported")
+	addPipelineInspectFlags(cmd, &pf)
 	return cmd
 }
 

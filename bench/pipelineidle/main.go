@@ -1,0 +1,207 @@
+// Command pipelineidle measures pipeline schedules on a balanced model: a
+// chain of equal MatMul+Add+Relu blocks whose loss (the mean square of the
+// last activation) is in the graph, so that every stage costs the same.
+//
+//	go run ./bench/pipelineidle -ranks 2 -micro 8 -layers 8 -width 512 -batch 64
+//
+// It prints (markdown) the partition's estimated and measured per-stage
+// times, then for each schedule every rank's idle fraction (idle time over
+// the step's wall time): measured in this process, and simulated from the
+// measured per-pass costs, beside (p-1)/(m+p-1) of GPipe and 1F1B.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/pipeline"
+	"github.com/onnxtrain/onnxtrain/tensorio"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+func main() {
+	ranks := flag.Int("ranks", 2, "pipeline ranks")
+	micro := flag.Int("micro", 8, "micro-batches per step")
+	layers := flag.Int("layers", 8, "blocks (a multiple of 2*ranks keeps every schedule balanced)")
+	width := flag.Int("width", 512, "block width")
+	batch := flag.Int("batch", 64, "micro-batch size")
+	steps := flag.Int("steps", 3, "measured steps per schedule (after one warm-up step)")
+	write := flag.String("write", "", "instead of measuring, write the balanced model (DIR/model.onnx) and -examples rows of data (DIR/data.npz) for onnxtrain train")
+	examples := flag.Int("examples", 64, "rows of data -write writes")
+	flag.Parse()
+	if *write != "" {
+		if err := writeModel(*write, *layers, *width, *examples); err != nil {
+			fmt.Fprintln(os.Stderr, "pipelineidle:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*ranks, *micro, *layers, *width, *batch, *steps); err != nil {
+		fmt.Fprintln(os.Stderr, "pipelineidle:", err)
+		os.Exit(1)
+	}
+}
+
+func balanced(layers, width int) *graph.Model {
+	g := graph.NewGraph("balanced")
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true,
+		Shape: []graph.Dim{{Param: "batch"}, {Value: int64(width), Known: true}}}}}
+	g.Outputs = []*graph.ValueInfo{{Name: "loss", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: []graph.Dim{}}}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	h := "x"
+	for l := 0; l < layers; l++ {
+		w := make([]float32, width*width)
+		for i := range w {
+			w[i] = float32(rng.NormFloat64() * math.Sqrt(2/float64(width))) // He: activations keep their scale
+		}
+		wn, bn := fmt.Sprintf("block%d.weight", l), fmt.Sprintf("block%d.bias", l)
+		g.Initializers[wn] = graph.FromFloat32(w, width, width)
+		g.Initializers[bn] = graph.FromFloat32(make([]float32, width), width)
+		mm, add, act := fmt.Sprintf("/block%d/MatMul", l), fmt.Sprintf("/block%d/Add", l), fmt.Sprintf("/block%d/Relu", l)
+		g.Nodes = append(g.Nodes,
+			&graph.Node{Name: mm, OpType: "MatMul", Inputs: []string{h, wn}, Outputs: []string{mm + "_out"}},
+			&graph.Node{Name: add, OpType: "Add", Inputs: []string{mm + "_out", bn}, Outputs: []string{add + "_out"}},
+			&graph.Node{Name: act, OpType: "Relu", Inputs: []string{add + "_out"}, Outputs: []string{act + "_out"}})
+		h = act + "_out"
+	}
+	g.Nodes = append(g.Nodes,
+		&graph.Node{Name: "/sq", OpType: "Mul", Inputs: []string{h, h}, Outputs: []string{"sq"}},
+		&graph.Node{Name: "/loss", OpType: "ReduceMean", Inputs: []string{"sq"}, Outputs: []string{"loss"},
+			Attrs: map[string]*graph.Attr{"keepdims": graph.IntAttr("keepdims", 0)}})
+	return &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
+}
+
+func batches(micro, batch, width int, seed uint64) []pipeline.Batch {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	out := make([]pipeline.Batch, micro)
+	for i := range out {
+		x := make([]float32, batch*width)
+		for k := range x {
+			x[k] = float32(rng.NormFloat64())
+		}
+		out[i] = pipeline.Batch{Inputs: map[string]*graph.Tensor{"x": graph.FromFloat32(x, batch, width)}}
+	}
+	return out
+}
+
+func sgd(_ int, _ []*optim.Param) (optim.Optimizer, error) {
+	return optim.NewSGD(optim.SGDConfig{LR: 1e-3})
+}
+
+func run(ranks, micro, layers, width, batch, steps int) error {
+	ctx := context.Background()
+	m := balanced(layers, width)
+	data := batches(micro, batch, width, 1)
+	fmt.Printf("balanced model: %d blocks of %dx%d, micro-batch %d, %d micro-batches, %d ranks\n\n", layers, width, width, batch, micro, ranks)
+
+	// Per-pass costs of every stage of every layout, measured one stage at
+	// a time (sequential schedule: nothing runs beside the pass).
+	costs := map[int]pipeline.Costs{}
+	for _, stages := range []int{ranks, 2 * ranks} {
+		plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: stages, BatchSize: batch, OptimizerSlots: 0})
+		if err != nil {
+			return err
+		}
+		seq, err := pipeline.Sequential(stages, micro, true)
+		if err != nil {
+			return err
+		}
+		r, err := pipeline.NewRunner(plan, seq, pipeline.RunnerConfig{Stage: pipeline.StageConfig{LossOutput: "loss"}, NewOptimizer: sgd})
+		if err != nil {
+			return err
+		}
+		if _, err := r.Step(ctx, data); err != nil {
+			return err
+		}
+		r.ResetProfile()
+		for i := 0; i < steps; i++ {
+			if _, err := r.Step(ctx, data); err != nil {
+				return err
+			}
+		}
+		prof := r.Profile()
+		c := pipeline.Costs{}
+		fmt.Printf("%d stages: | stage | nodes | est. ms (F+B) | measured ms F / BI / BW | F+BI+BW | est. activations | kept per micro-batch |\n|---|---|---|---|---|---|---|\n", stages)
+		var sum, worst float64
+		for s, p := range prof {
+			f, bi, bw := ms(p.Forward), ms(p.BackwardInput), ms(p.BackwardWeight)
+			c.Forward = append(c.Forward, f)
+			c.BackwardInput = append(c.BackwardInput, bi)
+			c.BackwardWeight = append(c.BackwardWeight, bw)
+			tot := f + bi + bw
+			sum += tot
+			worst = max(worst, tot)
+			st := plan.Stages[s]
+			fmt.Printf("| %d | %d | %.2f | %.2f / %.2f / %.2f | %.2f | %s | %s |\n", s, len(st.Nodes), st.EstSeconds*1e3, f, bi, bw, tot, mib(st.ActivationBytes), mib(p.KeptBytes))
+		}
+		fmt.Printf("\nslowest stage %.1f%% above the mean (measured)\n\n", (worst/(sum/float64(stages))-1)*100)
+		costs[stages] = c
+	}
+
+	fmt.Printf("| schedule | rank | idle, measured | idle, simulated from measured pass costs | (p-1)/(m+p-1) | peak activations (chunks, simulated) | step ms |\n|---|---|---|---|---|---|---|\n")
+	for _, name := range pipeline.ScheduleNames() {
+		sched, err := pipeline.New(name, ranks, micro, 2)
+		if err != nil {
+			fmt.Printf("| %s | - | %v | | | | |\n", name, err)
+			continue
+		}
+		plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: batch})
+		if err != nil {
+			return err
+		}
+		r, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: pipeline.StageConfig{LossOutput: "loss"}, NewOptimizer: sgd})
+		if err != nil {
+			return err
+		}
+		if _, err := r.Step(ctx, data); err != nil {
+			return err
+		}
+		idle := make([]float64, ranks)
+		var wall time.Duration
+		for i := 0; i < steps; i++ {
+			st, err := r.Step(ctx, data)
+			if err != nil {
+				return err
+			}
+			wall += st.Wall
+			for k := range idle {
+				idle[k] += st.IdleFraction(k) / float64(steps)
+			}
+		}
+		sim, err := pipeline.Simulate(sched, costs[sched.Stages()])
+		if err != nil {
+			return err
+		}
+		formula := float64(ranks-1) / float64(micro+ranks-1)
+		for k := 0; k < ranks; k++ {
+			fmt.Printf("| %s | %d | %.3f | %.3f | %.3f | %d | %.1f |\n", name, k, idle[k], sim.IdleFraction(k), formula, sim.PeakActivations[k], ms(wall)/float64(steps))
+		}
+	}
+	return nil
+}
+
+// writeModel saves the balanced model and random inputs, for measuring
+// `onnxtrain train --pipeline-stages` on it (its loss is the output "loss").
+func writeModel(dir string, layers, width, n int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := importer.Save(filepath.Join(dir, "model.onnx"), balanced(layers, width)); err != nil {
+		return err
+	}
+	b := batches(1, n, width, 3)[0]
+	return tensorio.WriteNPZ(filepath.Join(dir, "data.npz"), b.Inputs)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func mib(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }

@@ -1,0 +1,145 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/tensorio"
+	"github.com/onnxtrain/onnxtrain/train"
+)
+
+const transformerModel, transformerData = "../../models/transformer_loss/transformer_loss_train.onnx", "../../models/transformer_loss/train_case.npz"
+
+// TestPipelineProcessesEqualGradAccum: `onnxtrain launch --nproc-per-node N
+// -- onnxtrain train --pipeline-stages S --micro-batches M` (one stage rank
+// per process, activations over TCP, N/S data-parallel replicas) logs the
+// losses of one process with --grad-accum N/S×M, step for step, and
+// --output writes the whole model.
+func TestPipelineProcessesEqualGradAccum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
+	for _, tc := range []struct {
+		model, data, loss, schedule string
+		procs, stages, micro        int
+	}{
+		{vitModel, vitData, "cross_entropy", "zbv", 2, 2, 4},
+		{transformerModel, transformerData, "output:loss", "1f1b", 4, 4, 4},
+		// 2 replicas of a 2-stage pipeline: --grad-accum 2×2
+		{transformerModel, transformerData, "output:loss", "zb1p", 4, 2, 2},
+	} {
+		t.Run(fmt.Sprintf("%s/%d/%d/%s", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule), func(t *testing.T) {
+			common := []string{"train", "--model", tc.model, "--data", tc.data, "--loss", tc.loss, "--optimizer", "adamw", "--lr", "0.001",
+				"--weight-decay", "0.05", "--steps", "4", "--shuffle=false", "--log-format", "json", "--batch-size", "2", "--clip-grad-norm", "5"}
+			ref := t.TempDir()
+			want := stepLosses(t, runCLI(t, append(common, "--grad-accum", "4", "--output", ref)...))
+			out := t.TempDir()
+			multi := runCLI(t, launched(t, tc.procs, nil, append(common, "--pipeline-stages", fmt.Sprint(tc.stages), "--micro-batches", fmt.Sprint(tc.micro),
+				"--schedule", tc.schedule, "--output", out)...)...)
+			assertLossesEqual(t, want, stepLosses(t, multi), "pipelined over processes")
+			a, _, err := tensorio.ReadSafetensors(filepath.Join(ref, "model.safetensors"))
+			require.NoError(t, err)
+			b, _, err := tensorio.ReadSafetensors(filepath.Join(out, "model.safetensors"))
+			require.NoError(t, err)
+			require.Len(t, b, len(a))
+			for name, ta := range a {
+				require.Contains(t, b, name)
+				fa, fb := ta.Float32s(), b[name].Float32s()
+				require.Len(t, fb, len(fa), name)
+				// AdamW divides by the gradient's running RMS: where a
+				// gradient is near zero, float-order differences in it move
+				// the update by a fraction of lr (1e-3); allow a tenth.
+				for i := range fa {
+					require.InDelta(t, fa[i], fb[i], 1e-4, "%s[%d]", name, i)
+				}
+			}
+		})
+	}
+}
+
+// TestPipelineFaults: a stage process that dies fails the job, naming the
+// rank, and the newest checkpoint stays loadable; a wedged one fails it
+// within --dist-timeout, naming the silent rank and the awaited stage; with
+// --max-restarts 1 the job resumes from the newest checkpoint and ends with
+// the uninterrupted run's losses.
+func TestPipelineFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
+	const steps, every = 12, 2
+	common := []string{"train", "--model", vitModel, "--data", vitData, "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
+		"--shuffle=false", "--log-format", "json", "--steps", fmt.Sprint(steps), "--batch-size", "4"}
+	ref := stepLosses(t, runCLI(t, append(common, "--grad-accum", "2")...))
+	require.Len(t, ref, steps)
+	prepare := func(t *testing.T) (out string) {
+		tmp := t.TempDir()
+		out = filepath.Join(tmp, "run")
+		t.Setenv(envExitRank, "1")
+		t.Setenv(envExitWhen, filepath.Join(out, train.CheckpointName(2), train.CheckpointManifestFile))
+		t.Setenv(envExitMarker, filepath.Join(tmp, "died"))
+		return out
+	}
+	worker := func(out string) []string {
+		return append(common, "--pipeline-stages", "2", "--micro-batches", "2", "--schedule", "1f1b",
+			"--checkpoint-every", fmt.Sprint(every), "--output", out, "--dist-timeout", "5s")
+	}
+
+	t.Run("dies", func(t *testing.T) {
+		out := prepare(t)
+		stdout, stderr, err := runCLIResult(launched(t, 2, []string{"--grace-period", "5s"}, worker(out)...)...)
+		require.Error(t, err, "stdout: %s", stdout)
+		msg := err.Error() + "\n" + stderr
+		t.Logf("launcher: %v", err)
+		assert.Regexp(t, `worker rank 1 \(local rank 1, pid \d+\) failed: exit status 7|rank 1 .*(lost|did not answer|closed)`, msg)
+		_, statErr := os.Stat(os.Getenv(envExitMarker))
+		require.NoError(t, statErr, "rank 1 did not die: %s", msg)
+		latest, err := train.Latest(out)
+		require.NoError(t, err, "a complete checkpoint survives")
+		st, err := train.LoadState(latest)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, st.Step, 2*every)
+		assert.Less(t, st.Step, steps)
+	})
+
+	t.Run("hangs", func(t *testing.T) {
+		out := prepare(t)
+		t.Setenv(envExitMode, "stop")
+		args := append(worker(out), "--dist-timeout", "2s")
+		_, stderr, err := runCLIResult(launched(t, 2, []string{"--grace-period", "1s"}, args...)...)
+		require.Error(t, err)
+		t.Logf("launcher: %v\n%s", err, stderr)
+		assert.Regexp(t, `worker rank 0 \(local rank 0, pid \d+\) failed: exit status 1`, err.Error(), "the survivor fails by itself")
+		assert.Regexp(t, `\[rank 0\] .*(waited 2s for the (activations|gradients) of micro-batch \d+, stage \d+, from rank 1|rank 1 did not answer within 2s)`, stderr)
+		latest, err := train.Latest(out)
+		require.NoError(t, err)
+		_, err = train.LoadState(latest)
+		require.NoError(t, err)
+	})
+
+	t.Run("restarts", func(t *testing.T) {
+		out := prepare(t)
+		t.Setenv(envResumeOnRestart, "1")
+		stdout, stderr, err := runCLIResult(launched(t, 2, []string{"--max-restarts", "1", "--monitor-interval", "10ms"}, worker(out)...)...)
+		require.NoError(t, err, "stderr: %s", stderr)
+		_, statErr := os.Stat(os.Getenv(envExitMarker))
+		require.NoError(t, statErr, "rank 1 did not die: %s", stderr)
+		recs := stepRecords(t, stdout)
+		require.NotEmpty(t, recs)
+		last := recs[len(recs)-1]
+		require.Equal(t, steps, last.Step, stdout)
+		for _, r := range recs {
+			want := ref[r.Step-1]
+			assert.LessOrEqual(t, math.Abs(r.Loss-want), 1e-5*math.Abs(want), "step %d: %.8f, uninterrupted %.8f", r.Step, r.Loss, want)
+		}
+	})
+}

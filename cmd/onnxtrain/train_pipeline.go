@@ -1,0 +1,17 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/onnxtrain/onnxtrain/train"
+)
+
+// addPipelineTrainFlags adds train's pipeline-parallel flags.
+func addPipelineTrainFlags(f *pflag.FlagSet, cfg *train.Config) {
+	f.IntVar(&cfg.PipelineStages, "pipeline-stages", 0, "pipeline parallel: cut the model into stages run by this many ranks (0: off)")
+	f.IntVar(&cfg.MicroBatches, "micro-batches", 0, "pipeline parallel: micro-batches of --batch-size per optimizer step (0: --grad-accum); trains as --grad-accum M in one process")
+	f.StringVar(&cfg.Schedule, "schedule", "", "pipeline parallel: gpipe, 1f1b (default), interleaved, zb1p or zbv")
+	f.IntVar(&cfg.VirtualStages, "virtual-stages", 0, "pipeline parallel: model chunks per rank for --schedule interleaved (0: 2)")
+	f.StringVar(&cfg.SplitAt, "split-at", "", "pipeline parallel: cut before these nodes (or the first reader of these initializers), comma-separated, instead of automatically")
+	f.StringVar(&cfg.Devices, "devices", "", "pipeline parallel: the device of each rank, e.g. cpu:0,cpu:1 (default cpu:0..cpu:S-1)")
+}

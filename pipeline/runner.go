@@ -1,0 +1,998 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/onnxtrain/onnxtrain/distrib"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// Batch is one micro-batch: the graph inputs by name and the labels of an
+// appended loss (nil when the loss is in the graph).
+type Batch struct {
+	Inputs map[string]*graph.Tensor
+	Labels *graph.Tensor
+}
+
+// RunnerConfig configures an in-process pipeline.
+type RunnerConfig struct {
+	// Stage builds the stage programs.
+	Stage StageConfig
+	// Devices names the device of each rank ("cpu:0", "cpu:1", ...);
+	// empty means cpu:r for rank r. Each rank runs in its own goroutine
+	// and activations pass between ranks in memory.
+	Devices []string
+	// NewOptimizer makes the optimizer of one stage over that stage's own
+	// parameters; nil leaves stepping to the caller (Grads).
+	NewOptimizer func(stage int, params []*optim.Param) (optim.Optimizer, error)
+	// RecvTimeout bounds the wait for one receive (default 5 minutes).
+	RecvTimeout time.Duration
+	// Transport, when set, makes this Runner one rank (Rank) of a pipeline
+	// whose ranks run in separate processes: it builds and runs only the
+	// stages of that rank, and sends and receives through the transport.
+	// Group (the processes of the pipeline, rank for rank) then carries
+	// the losses, the gradient norm and the gradients of tied weights.
+	Transport Transport
+	Rank      int
+	Group     *distrib.Group
+	// Replicas > 1 makes Group hold that many pipeline replicas (data
+	// parallel): process Replica*Ranks + r is rank r of replica Replica,
+	// and the Transport's peers are numbered within the replica (see
+	// ReplicaTransport). Gradients are averaged over the replicas, losses
+	// gathered from every replica's last stage.
+	Replicas, Replica int
+}
+
+// Runner runs one pipeline replica in one process: a schedule's action
+// lists, one goroutine per rank, activations and gradients passed in
+// memory. Each stage owns its parameters, gradients and optimizer state.
+type Runner struct {
+	Plan     *Plan
+	Schedule *Schedule
+	Stages   []*StageProgram
+	Devices  []string
+
+	cfg    RunnerConfig
+	params [][]*optim.Param // per stage, the optimizer's view
+	opts   []optim.Optimizer
+	grads  [][]*graph.Tensor // per stage, accumulated over the step
+	last   StepStats
+	seq    int64 // steps run, numbering the messages
+	// with replicas: the whole model's averaged gradient of the last step
+	full     []float32
+	fullOff  map[string]int
+	fullSize map[string]int
+	fullName []string
+	// profile: per stage, time in each compute kind, passes run, and the
+	// most bytes one micro-batch's forward kept for the backward.
+	passTime  [][4]time.Duration
+	passCount [][4]int
+	kept      []int64
+}
+
+// StageProfile is what the runner measured of one stage since the last
+// ResetProfile: mean time per pass and the bytes a micro-batch keeps.
+type StageProfile struct {
+	Forward, Backward, BackwardInput, BackwardWeight time.Duration
+	// KeptBytes is the most bytes one micro-batch's forward pass left for
+	// the backward (activations, received inputs, outputs to send).
+	KeptBytes int64
+}
+
+// Profile returns per-stage measurements since the last ResetProfile.
+func (r *Runner) Profile() []StageProfile {
+	out := make([]StageProfile, len(r.Stages))
+	for s := range out {
+		mean := func(k Kind) time.Duration {
+			if r.passCount[s][k] == 0 {
+				return 0
+			}
+			return r.passTime[s][k] / time.Duration(r.passCount[s][k])
+		}
+		out[s] = StageProfile{Forward: mean(Forward), Backward: mean(Backward), BackwardInput: mean(BackwardInput),
+			BackwardWeight: mean(BackwardWeight), KeptBytes: r.kept[s]}
+	}
+	return out
+}
+
+// ResetProfile clears the measurements.
+func (r *Runner) ResetProfile() {
+	r.passTime = make([][4]time.Duration, len(r.Stages))
+	r.passCount = make([][4]int, len(r.Stages))
+	r.kept = make([]int64, len(r.Stages))
+}
+
+// StepStats is what one step measured.
+type StepStats struct {
+	// Losses per micro-batch, and their mean.
+	Losses []float64
+	Loss   float64
+	// Wall is the step's wall time; Busy[r] rank r's compute time in it.
+	Wall time.Duration
+	Busy []time.Duration
+}
+
+// IdleFraction is rank r's idle time over the step's wall time.
+func (s *StepStats) IdleFraction(r int) float64 {
+	if s.Wall <= 0 {
+		return 0
+	}
+	return 1 - float64(s.Busy[r])/float64(s.Wall)
+}
+
+// NewRunner builds the stage programs of plan for sched (the plan's stage
+// count must be the schedule's Ranks × Chunks).
+func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
+	if len(plan.Stages) != sched.Stages() {
+		return nil, fmt.Errorf("pipeline: the plan has %d stages, schedule %s over %d ranks with %d chunks each needs %d", len(plan.Stages), sched.Name, sched.Ranks, sched.Chunks, sched.Stages())
+	}
+	if cfg.RecvTimeout <= 0 {
+		cfg.RecvTimeout = 5 * time.Minute
+	}
+	devs := cfg.Devices
+	if len(devs) == 0 {
+		for r := 0; r < sched.Ranks; r++ {
+			devs = append(devs, fmt.Sprintf("cpu:%d", r))
+		}
+	}
+	if len(devs) != sched.Ranks {
+		return nil, fmt.Errorf("pipeline: %d devices (%s) for %d pipeline ranks", len(devs), strings.Join(devs, ","), sched.Ranks)
+	}
+	for _, d := range devs {
+		if !strings.HasPrefix(d, "cpu") {
+			return nil, fmt.Errorf("pipeline: device %q: only cpu devices exist in this build", d)
+		}
+	}
+	cfg.Stage.SplitBackward = sched.SplitBackward()
+	if cfg.Transport != nil {
+		if cfg.Rank < 0 || cfg.Rank >= sched.Ranks {
+			return nil, fmt.Errorf("pipeline: rank %d of a %d-rank pipeline", cfg.Rank, sched.Ranks)
+		}
+		if cfg.Replicas < 1 {
+			cfg.Replicas = 1
+		}
+		if cfg.Group != nil && cfg.Group.WorldSize() != sched.Ranks*cfg.Replicas {
+			return nil, fmt.Errorf("pipeline: a process group of %d for %d replicas of %d pipeline ranks", cfg.Group.WorldSize(), cfg.Replicas, sched.Ranks)
+		}
+		if cfg.Replicas > 1 && cfg.Group == nil {
+			return nil, fmt.Errorf("pipeline: %d replicas need the process group", cfg.Replicas)
+		}
+	}
+	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg}
+	for s := range plan.Stages {
+		if !r.holds(s) {
+			r.Stages = append(r.Stages, nil)
+			r.params = append(r.params, nil)
+			r.grads = append(r.grads, nil)
+			r.opts = append(r.opts, nil)
+			r.passTime = append(r.passTime, [4]time.Duration{})
+			r.passCount = append(r.passCount, [4]int{})
+			r.kept = append(r.kept, 0)
+			continue
+		}
+		sp, err := BuildStage(plan, s, cfg.Stage)
+		if err != nil {
+			return nil, err
+		}
+		r.Stages = append(r.Stages, sp)
+		ps := make([]*optim.Param, len(sp.Params))
+		for i, p := range sp.Params {
+			ps[i] = &optim.Param{Name: p.Name, Value: p.Value}
+		}
+		r.params = append(r.params, ps)
+		r.passTime = append(r.passTime, [4]time.Duration{})
+		r.passCount = append(r.passCount, [4]int{})
+		r.kept = append(r.kept, 0)
+		r.grads = append(r.grads, make([]*graph.Tensor, len(sp.Params)))
+		if cfg.NewOptimizer != nil {
+			o, err := cfg.NewOptimizer(s, ps)
+			if err != nil {
+				return nil, fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
+			}
+			r.opts = append(r.opts, o)
+		} else {
+			r.opts = append(r.opts, nil)
+		}
+	}
+	return r, nil
+}
+
+// holds reports whether this Runner runs stage s (all stages in one
+// process; a rank's own with a Transport).
+func (r *Runner) holds(s int) bool {
+	return r.cfg.Transport == nil || r.Schedule.RankOf(s) == r.cfg.Rank
+}
+
+// Optimizer is stage s's optimizer (nil without NewOptimizer).
+func (r *Runner) Optimizer(s int) optim.Optimizer {
+	if s < len(r.opts) {
+		return r.opts[s]
+	}
+	return nil
+}
+
+// Params are stage s's parameters as its optimizer sees them; after Step
+// (before the update) Grad holds the gradient of the step.
+func (r *Runner) Params(s int) []*optim.Param { return r.params[s] }
+
+// message is what moves between ranks: tensors by name.
+type message map[string]*graph.Tensor
+
+// ErrTimeout is wrapped by errors about a receive that waited too long.
+var ErrTimeout = errors.New("pipeline: receive timed out")
+
+// Step runs one optimizer step over len(micro) == Schedule.Micro
+// micro-batches: the schedule's passes, the gradients of each stage
+// summed over the micro-batches (and over the stages sharing a
+// parameter), and each stage's optimizer step. The loss of a micro-batch
+// is seeded with 1/M, so gradients are those of the mean loss, as one
+// process with --grad-accum M computes them.
+func (r *Runner) Step(ctx context.Context, micro []Batch) (*StepStats, error) {
+	if err := r.ForwardBackward(ctx, micro); err != nil {
+		return nil, err
+	}
+	if err := r.Update(); err != nil {
+		return nil, err
+	}
+	st := r.last
+	return &st, nil
+}
+
+// ForwardBackward runs the schedule's passes over the micro-batches and
+// leaves each stage's summed gradients in Params(s)[i].Grad.
+func (r *Runner) ForwardBackward(ctx context.Context, micro []Batch) error {
+	if len(micro) != r.Schedule.Micro {
+		return fmt.Errorf("pipeline: %d micro-batches for a schedule of %d", len(micro), r.Schedule.Micro)
+	}
+	return r.forwardBackward(ctx, r.Schedule, micro, r.Schedule.Micro)
+}
+
+// ForwardBackwardPartial runs fewer micro-batches than the schedule's M
+// (the last window of an epoch) on the same schedule and layout, still
+// seeding each loss with 1/M, as one process with --grad-accum M does.
+func (r *Runner) ForwardBackwardPartial(ctx context.Context, micro []Batch) error {
+	if len(micro) == r.Schedule.Micro {
+		return r.ForwardBackward(ctx, micro)
+	}
+	if len(micro) == 0 || len(micro) > r.Schedule.Micro {
+		return fmt.Errorf("pipeline: %d micro-batches for a schedule of %d", len(micro), r.Schedule.Micro)
+	}
+	sc, err := New(r.Schedule.Name, r.Schedule.Ranks, len(micro), r.Schedule.Chunks)
+	if err != nil {
+		return fmt.Errorf("%w (the last %d micro-batches of an epoch)", err, len(micro))
+	}
+	return r.forwardBackward(ctx, sc, micro, r.Schedule.Micro)
+}
+
+func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batch, divisor int) error {
+	M := sc.Micro
+	S := sc.Stages()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// one channel per message of the step (in one process)
+	tr := r.cfg.Transport
+	seq := r.seq
+	r.seq++
+	chans := map[msgKey]chan message{}
+	for _, list := range sc.Actions {
+		if tr != nil {
+			break
+		}
+		for _, a := range list {
+			if a.Kind == SendAct || a.Kind == SendGrad {
+				chans[msgKey{a.Kind, a.Micro, a.Stage}] = make(chan message, 1)
+			}
+		}
+	}
+	// per stage and micro-batch: env, and the inbox of activations
+	// (from stage-1) and gradients (from stage+1)
+	envs := make([][]Env, S)
+	actIn := make([][]message, S)
+	gradIn := make([][]message, S)
+	for s := 0; s < S; s++ {
+		envs[s] = make([]Env, M)
+		actIn[s] = make([]message, M)
+		gradIn[s] = make([]message, M)
+	}
+	for s := range r.grads {
+		for i := range r.grads[s] {
+			r.grads[s][i] = nil
+		}
+	}
+	losses := make([]float64, M)
+	busy := make([]time.Duration, sc.Ranks)
+	scale := float32(1 / float64(divisor))
+	start := time.Now()
+
+	runRank := func(rank int) error {
+		for _, a := range sc.Actions[rank] {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			switch a.Kind {
+			case SendAct:
+				sp := r.Stages[a.Stage-1]
+				msg := message{}
+				for _, o := range sp.Outputs {
+					msg[o] = envs[a.Stage-1][a.Micro][o]
+				}
+				if err := r.send(ctx, chans, seq, rank, a, msg); err != nil {
+					return err
+				}
+			case SendGrad:
+				sp := r.Stages[a.Stage]
+				msg := message{}
+				for _, in := range sp.Inputs {
+					if g := sp.InputGrad(envs[a.Stage][a.Micro], in); g != nil {
+						msg[in] = g
+					}
+				}
+				if err := r.send(ctx, chans, seq, rank, a, msg); err != nil {
+					return err
+				}
+			case RecvAct, RecvGrad:
+				msg, err := r.recv(ctx, chans, seq, rank, a)
+				if err != nil {
+					return err
+				}
+				if a.Kind == RecvAct {
+					actIn[a.Stage][a.Micro] = msg
+				} else {
+					gradIn[a.Stage-1][a.Micro] = msg
+				}
+			default:
+				t0 := time.Now()
+				if err := r.compute(ctx, sc, a, micro, envs, actIn, gradIn, losses, scale); err != nil {
+					return fmt.Errorf("rank %d (%s): %w", rank, r.Devices[rank], err)
+				}
+				d := time.Since(t0)
+				busy[rank] += d
+				r.passTime[a.Stage][a.Kind] += d // a stage's passes run on one rank
+				r.passCount[a.Stage][a.Kind]++
+			}
+		}
+		return nil
+	}
+	errs := make([]error, sc.Ranks)
+	var wg sync.WaitGroup
+	for rank := 0; rank < sc.Ranks; rank++ {
+		if tr != nil && rank != r.cfg.Rank {
+			continue
+		}
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			if err := runRank(rank); err != nil {
+				errs[rank] = err
+				cancel()
+			}
+		}(rank)
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	if tr != nil {
+		return r.finishRemote(ctx, losses, wall, busy)
+	}
+	// Tied weights: every copy gets the sum over the stages using it.
+	for name, stages := range r.Plan.Shared {
+		var sum *graph.Tensor
+		for _, s := range stages {
+			g := r.grads[s][r.paramIndex(s, name)]
+			if sum == nil {
+				sum = g.Clone()
+			} else {
+				addInto(sum, g)
+			}
+		}
+		for _, s := range stages {
+			r.grads[s][r.paramIndex(s, name)] = sum.Clone()
+		}
+	}
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			p.Grad = r.grads[s][i]
+		}
+	}
+	mean := 0.0
+	for _, l := range losses {
+		mean += l
+	}
+	r.last = StepStats{Losses: losses, Loss: mean / float64(M), Wall: wall, Busy: busy}
+	return nil
+}
+
+// Update steps every stage's optimizer with the gradients of the last
+// ForwardBackward.
+func (r *Runner) Update() error {
+	for s, o := range r.opts {
+		if o == nil {
+			continue
+		}
+		if err := o.Step(r.params[s]); err != nil {
+			return fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) paramIndex(s int, name string) int {
+	for i, p := range r.Stages[s].Params {
+		if p.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// compute runs one compute action of stage a.Stage on micro-batch a.Micro.
+func (r *Runner) compute(ctx context.Context, sc *Schedule, a Action, micro []Batch, envs [][]Env, actIn, gradIn [][]message, losses []float64, scale float32) error {
+	s, mb := a.Stage, a.Micro
+	sp := r.Stages[s]
+	local := func(from int) bool { return sc.RankOf(from) == sc.RankOf(s) }
+	switch a.Kind {
+	case Forward:
+		env := Env{}
+		if s > 0 {
+			in := actIn[s][mb]
+			if local(s - 1) {
+				in = message{}
+				for _, o := range r.Stages[s-1].Outputs {
+					in[o] = envs[s-1][mb][o]
+				}
+			}
+			if in == nil {
+				return fmt.Errorf("stage %d: forward of micro-batch %d before its activations arrived", s, mb)
+			}
+			for _, name := range sp.Inputs {
+				t, ok := in[name]
+				if !ok || t == nil {
+					return fmt.Errorf("stage %d: micro-batch %d: activation %q is missing", s, mb, name)
+				}
+				env[name] = t
+			}
+			actIn[s][mb] = nil
+		}
+		b := micro[mb]
+		for _, name := range sp.DataInputs {
+			t, ok := b.Inputs[name]
+			if !ok {
+				return fmt.Errorf("stage %d: micro-batch %d has no array for graph input %q", s, mb, name)
+			}
+			env[name] = t
+		}
+		if sp.Labels != "" {
+			if b.Labels == nil {
+				return fmt.Errorf("stage %d: the loss needs labels and micro-batch %d has none", s, mb)
+			}
+			env[sp.Labels] = b.Labels
+		}
+		if err := sp.Forward(ctx, env, scale); err != nil {
+			return err
+		}
+		envs[s][mb] = env
+		var kept int64
+		for _, t := range env {
+			kept += int64(t.Size() * max(t.DType.Size(), 1))
+		}
+		r.kept[s] = max(r.kept[s], kept)
+		if sp.Last {
+			l := env[sp.Loss]
+			if l == nil || l.Size() != 1 {
+				return fmt.Errorf("stage %d: micro-batch %d: the forward pass gave no scalar loss %q", s, mb, sp.Loss)
+			}
+			losses[mb] = l.Float(0)
+		}
+	case Backward, BackwardInput:
+		env := envs[s][mb]
+		if !sp.Last {
+			in := gradIn[s][mb]
+			if local(s + 1) {
+				in = message{}
+				nx := r.Stages[s+1]
+				for _, name := range nx.Inputs {
+					if g := nx.InputGrad(envs[s+1][mb], name); g != nil {
+						in[name] = g
+					}
+				}
+			}
+			if in == nil {
+				return fmt.Errorf("stage %d: backward of micro-batch %d before its gradients arrived", s, mb)
+			}
+			for _, o := range sp.Outputs {
+				if g, ok := in[o]; ok {
+					sp.SetOutputGrad(env, o, g)
+				}
+			}
+			gradIn[s][mb] = nil
+		}
+		var err error
+		if a.Kind == Backward {
+			err = sp.Backward(ctx, env)
+		} else {
+			err = sp.BackwardInput(ctx, env)
+		}
+		if err != nil {
+			return err
+		}
+		if a.Kind == Backward {
+			r.finish(s, mb, envs)
+		}
+	case BackwardWeight:
+		if err := sp.BackwardWeight(ctx, envs[s][mb]); err != nil {
+			return err
+		}
+		r.finish(s, mb, envs)
+	}
+	return nil
+}
+
+// finish adds micro-batch mb's parameter gradients of stage s to the
+// step's sums and drops what the stage kept for it, except the input
+// gradients still to be sent or read by a previous stage on the rank.
+func (r *Runner) finish(s, mb int, envs [][]Env) {
+	sp := r.Stages[s]
+	env := envs[s][mb]
+	for i, p := range sp.Params {
+		g := sp.ParamGrad(env, p.Name)
+		if r.grads[s][i] == nil {
+			r.grads[s][i] = g
+		} else {
+			addInto(r.grads[s][i], g)
+		}
+	}
+	keep := Env{}
+	for _, in := range sp.Inputs {
+		if g := sp.InputGrad(env, in); g != nil {
+			keep[inputGradPref+in] = g
+		}
+	}
+	envs[s][mb] = keep
+}
+
+// addInto adds src to dst elementwise (float32).
+func addInto(dst, src *graph.Tensor) {
+	d, s := dst.Float32s(), src.Float32s()
+	for i := range d {
+		d[i] += s[i]
+	}
+}
+
+// AverageReplicas makes the replicas of a data-parallel pipeline agree on
+// their gradients: after each replica's ForwardBackward over its own
+// micro-batches, every stage's gradients become the mean over the
+// replicas (summed in replica order), as data parallel's all-reduce does.
+// With R replicas of M micro-batches each, the update is that of one
+// process with --grad-accum R×M. The replicas must share plan and schedule.
+func AverageReplicas(replicas []*Runner) error {
+	if len(replicas) < 2 {
+		return nil
+	}
+	R := float32(len(replicas))
+	ref := replicas[0]
+	for k, r := range replicas[1:] {
+		if len(r.grads) != len(ref.grads) {
+			return fmt.Errorf("pipeline: replica %d has %d stages, replica 0 %d", k+1, len(r.grads), len(ref.grads))
+		}
+	}
+	for s := range ref.grads {
+		for i := range ref.grads[s] {
+			sum := ref.grads[s][i].Clone()
+			for _, r := range replicas[1:] {
+				addInto(sum, r.grads[s][i])
+			}
+			v := sum.Float32s()
+			for j := range v {
+				v[j] /= R
+			}
+			for _, r := range replicas {
+				r.grads[s][i] = sum.Clone()
+				r.params[s][i].Grad = r.grads[s][i]
+			}
+		}
+	}
+	return nil
+}
+
+// uniqueParams lists each parameter once (the first stage's copy of a
+// shared one), in stage order.
+func (r *Runner) uniqueParams() []*optim.Param {
+	seen := map[string]bool{}
+	var out []*optim.Param
+	for s := range r.params {
+		for _, p := range r.params[s] {
+			if !seen[p.Name] {
+				seen[p.Name] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// syncShared copies the first copy's gradient of each shared parameter
+// to the other copies.
+func (r *Runner) syncShared() {
+	for name, stages := range r.Plan.Shared {
+		src := r.params[stages[0]][r.paramIndex(stages[0], name)].Grad
+		for _, s := range stages[1:] {
+			copy(r.params[s][r.paramIndex(s, name)].Grad.Float32s(), src.Float32s())
+		}
+	}
+}
+
+// ClipGradNorm clips the step's gradients, over all stages together, to a
+// total L2 norm of maxNorm (<= 0: no clipping) and returns the norm before
+// clipping (a shared parameter counts once), as optim.ClipGradNorm does
+// for one process.
+func (r *Runner) ClipGradNorm(maxNorm float64) (float64, error) {
+	if maxNorm <= 0 {
+		maxNorm = math.Inf(1)
+	}
+	if r.cfg.Transport != nil {
+		return r.clipRemote(context.Background(), maxNorm)
+	}
+	n, err := optim.ClipGradNorm(r.uniqueParams(), maxNorm)
+	if err != nil {
+		return 0, err
+	}
+	r.syncShared()
+	return n, nil
+}
+
+// ClipGradValue clamps every gradient element to [-v, v].
+func (r *Runner) ClipGradValue(v float64) error {
+	if r.cfg.Transport != nil {
+		var all []*optim.Param
+		for s := range r.params {
+			all = append(all, r.params[s]...)
+		}
+		return optim.ClipGradValue(all, v)
+	}
+	if err := optim.ClipGradValue(r.uniqueParams(), v); err != nil {
+		return err
+	}
+	r.syncShared()
+	return nil
+}
+
+// SetLR sets every stage optimizer's learning rate.
+func (r *Runner) SetLR(lr float64) {
+	for _, o := range r.opts {
+		if o != nil {
+			o.SetLR(lr)
+		}
+	}
+}
+
+// LastStats is what the latest ForwardBackward measured.
+func (r *Runner) LastStats() StepStats { return r.last }
+
+// send delivers one message: to a channel in one process, through the
+// transport across processes.
+func (r *Runner) send(ctx context.Context, chans map[msgKey]chan message, seq int64, rank int, a Action, msg message) error {
+	if tr := r.cfg.Transport; tr != nil {
+		if err := tr.Send(ctx, a.Peer, MsgKey{Step: seq, Kind: a.Kind, Micro: a.Micro, Stage: a.Stage}, msg); err != nil {
+			return fmt.Errorf("rank %d (%s): %v of micro-batch %d: %w", rank, r.Devices[rank], a.Kind, a.Micro, err)
+		}
+		return nil
+	}
+	chans[msgKey{a.Kind, a.Micro, a.Stage}] <- msg
+	return nil
+}
+
+// recv waits for one message, at most RecvTimeout.
+func (r *Runner) recv(ctx context.Context, chans map[msgKey]chan message, seq int64, rank int, a Action) (message, error) {
+	kind, what := SendAct, "activations"
+	if a.Kind == RecvGrad {
+		kind, what = SendGrad, "gradients"
+	}
+	timeout := func() error {
+		return fmt.Errorf("%w: rank %d (%s) waited %v for the %s of micro-batch %d, stage %d, from rank %d",
+			ErrTimeout, rank, r.Devices[rank], r.cfg.RecvTimeout, what, a.Micro, a.Stage, a.Peer)
+	}
+	if tr := r.cfg.Transport; tr != nil {
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
+		defer cancel()
+		msg, err := tr.Recv(rctx, a.Peer, MsgKey{Step: seq, Kind: kind, Micro: a.Micro, Stage: a.Stage})
+		switch {
+		case err == nil:
+			return msg, nil
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			return nil, timeout()
+		case errors.Is(err, ErrPeerLost):
+			return nil, fmt.Errorf("rank %d (%s), waiting for the %s of micro-batch %d, stage %d: %w", rank, r.Devices[rank], what, a.Micro, a.Stage, err)
+		}
+		return nil, err
+	}
+	timer := time.NewTimer(r.cfg.RecvTimeout)
+	defer timer.Stop()
+	select {
+	case msg := <-chans[msgKey{kind, a.Micro, a.Stage}]:
+		return msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timer.C:
+		return nil, timeout()
+	}
+}
+
+// finishRemote ends a step of one rank of a multi-process pipeline: the
+// gradients of tied weights summed across ranks, the losses broadcast from
+// the last stage's rank.
+func (r *Runner) finishRemote(ctx context.Context, losses []float64, wall time.Duration, busy []time.Duration) error {
+	g := r.cfg.Group
+	if r.cfg.Replicas > 1 {
+		return r.finishReplicated(ctx, losses, wall, busy)
+	}
+	if len(r.Plan.Shared) > 0 {
+		if g == nil {
+			return fmt.Errorf("pipeline: tied weights across processes need the process group")
+		}
+		names := sortedNames(r.Plan.Shared)
+		total := 0
+		for _, name := range names {
+			total += r.Plan.g.Initializers[name].Size()
+		}
+		buf := make([]float32, total)
+		off := 0
+		for _, name := range names {
+			n := r.Plan.g.Initializers[name].Size()
+			for _, s := range r.Plan.Shared[name] {
+				if r.Stages[s] == nil {
+					continue
+				}
+				gr := r.grads[s][r.paramIndex(s, name)].Float32s()
+				for j := range gr {
+					buf[off+j] += gr[j]
+				}
+			}
+			off += n
+		}
+		if err := g.AllReduce(ctx, buf, distrib.Sum); err != nil {
+			return fmt.Errorf("pipeline: rank %d: summing tied weights' gradients: %w", r.cfg.Rank, err)
+		}
+		off = 0
+		for _, name := range names {
+			n := r.Plan.g.Initializers[name].Size()
+			for _, s := range r.Plan.Shared[name] {
+				if r.Stages[s] != nil {
+					copy(r.grads[s][r.paramIndex(s, name)].Float32s(), buf[off:off+n])
+				}
+			}
+			off += n
+		}
+	}
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			p.Grad = r.grads[s][i]
+		}
+	}
+	if g != nil {
+		last := r.Schedule.RankOf(len(r.Stages) - 1)
+		var b []byte
+		if r.cfg.Rank == last {
+			for _, l := range losses {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l))
+			}
+		}
+		b, err := g.BroadcastObject(ctx, b, last)
+		if err != nil {
+			return fmt.Errorf("pipeline: rank %d: receiving the losses from rank %d: %w", r.cfg.Rank, last, err)
+		}
+		if len(b) != 8*len(losses) {
+			return fmt.Errorf("pipeline: rank %d: %d bytes of losses for %d micro-batches", r.cfg.Rank, len(b), len(losses))
+		}
+		for i := range losses {
+			losses[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	}
+	mean := 0.0
+	for _, l := range losses {
+		mean += l
+	}
+	r.last = StepStats{Losses: losses, Loss: mean / float64(len(losses)), Wall: wall, Busy: busy}
+	return nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// clipRemote is ClipGradNorm across the processes of the pipeline.
+func (r *Runner) clipRemote(ctx context.Context, maxNorm float64) (float64, error) {
+	if r.cfg.Replicas > 1 {
+		return r.clipReplicated(maxNorm)
+	}
+	var sq float64
+	for s := range r.params {
+		for _, p := range r.params[s] {
+			if st, ok := r.Plan.Shared[p.Name]; ok && st[0] != s {
+				continue // a tied weight counts once, at its first stage
+			}
+			var acc float64
+			for _, x := range p.Grad.Float32s() {
+				acc += float64(x) * float64(x)
+			}
+			n := float64(float32(math.Sqrt(acc)))
+			sq += n * n
+		}
+	}
+	buf := []float32{float32(sq)}
+	if g := r.cfg.Group; g != nil {
+		if err := g.AllReduce(ctx, buf, distrib.Sum); err != nil {
+			return 0, fmt.Errorf("pipeline: rank %d: gradient norm: %w", r.cfg.Rank, err)
+		}
+	}
+	total := float32(math.Sqrt(float64(buf[0])))
+	coef := (1 / (total + float32(1e-6))) * float32(maxNorm)
+	if coef < 1 {
+		for s := range r.params {
+			for _, p := range r.params[s] {
+				v := p.Grad.Float32s()
+				for i := range v {
+					v[i] *= coef
+				}
+			}
+		}
+	}
+	return float64(total), nil
+}
+
+// modelParams lists every trainable parameter of the plan, sorted, with
+// its element count.
+func (r *Runner) modelParams() {
+	if r.fullOff != nil {
+		return
+	}
+	r.fullOff, r.fullSize = map[string]int{}, map[string]int{}
+	seen := map[string]bool{}
+	for _, st := range r.Plan.Stages {
+		for _, name := range st.Params {
+			if !seen[name] {
+				seen[name] = true
+				r.fullName = append(r.fullName, name)
+			}
+		}
+	}
+	sort.Strings(r.fullName)
+	off := 0
+	for _, name := range r.fullName {
+		n := r.Plan.g.Initializers[name].Size()
+		r.fullOff[name], r.fullSize[name] = off, n
+		off += n
+	}
+	r.full = make([]float32, off)
+}
+
+// finishReplicated ends a step of a rank when several pipeline replicas
+// train together: one all-reduce over the whole model's gradient (each
+// rank adds its stages' copies, so tied weights are summed across stages
+// too), divided by the replicas; the losses of every replica's last stage
+// gathered, their mean being the step's loss.
+func (r *Runner) finishReplicated(ctx context.Context, losses []float64, wall time.Duration, busy []time.Duration) error {
+	g := r.cfg.Group
+	r.modelParams()
+	clear(r.full)
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			off := r.fullOff[p.Name]
+			for j, v := range r.grads[s][i].Float32s() {
+				r.full[off+j] += v
+			}
+		}
+	}
+	if err := g.AllReduce(ctx, r.full, distrib.Sum); err != nil {
+		return fmt.Errorf("pipeline: rank %d: averaging gradients over %d replicas: %w", r.cfg.Rank, r.cfg.Replicas, err)
+	}
+	inv := 1 / float32(r.cfg.Replicas)
+	for i := range r.full {
+		r.full[i] *= inv
+	}
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			off := r.fullOff[p.Name]
+			copy(r.grads[s][i].Float32s(), r.full[off:off+r.fullSize[p.Name]])
+			p.Grad = r.grads[s][i]
+		}
+	}
+	var b []byte
+	if r.cfg.Rank == r.Schedule.RankOf(len(r.Stages)-1) {
+		for _, l := range losses {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l))
+		}
+	}
+	parts, err := g.AllGatherObject(ctx, b)
+	if err != nil {
+		return fmt.Errorf("pipeline: rank %d: gathering the losses: %w", r.cfg.Rank, err)
+	}
+	var all []float64
+	for _, part := range parts {
+		for i := 0; i+8 <= len(part); i += 8 {
+			all = append(all, math.Float64frombits(binary.LittleEndian.Uint64(part[i:])))
+		}
+	}
+	if len(all) != len(losses)*r.cfg.Replicas {
+		return fmt.Errorf("pipeline: rank %d: %d losses from %d replicas of %d micro-batches", r.cfg.Rank, len(all), r.cfg.Replicas, len(losses))
+	}
+	mean := 0.0
+	for _, l := range all {
+		mean += l
+	}
+	r.last = StepStats{Losses: all, Loss: mean / float64(len(all)), Wall: wall, Busy: busy}
+	return nil
+}
+
+// clipReplicated clips with the norm of the whole averaged gradient,
+// which every rank holds after finishReplicated.
+func (r *Runner) clipReplicated(maxNorm float64) (float64, error) {
+	var sq float64
+	for _, name := range r.fullName {
+		off, n := r.fullOff[name], r.fullSize[name]
+		var acc float64
+		for _, x := range r.full[off : off+n] {
+			acc += float64(x) * float64(x)
+		}
+		v := float64(float32(math.Sqrt(acc)))
+		sq += v * v
+	}
+	total := float32(math.Sqrt(sq))
+	coef := (1 / (total + float32(1e-6))) * float32(maxNorm)
+	if coef < 1 {
+		for s := range r.params {
+			for _, p := range r.params[s] {
+				v := p.Grad.Float32s()
+				for i := range v {
+					v[i] *= coef
+				}
+			}
+		}
+	}
+	return float64(total), nil
+}
+
+// ReplicaTransport numbers the peers of t within one pipeline replica:
+// peer r is process base+r of the group t connects.
+func ReplicaTransport(t Transport, base int) Transport {
+	if base == 0 {
+		return t
+	}
+	return replicaTransport{t, base}
+}
+
+type replicaTransport struct {
+	Transport
+	base int
+}
+
+func (t replicaTransport) Send(ctx context.Context, peer int, k MsgKey, m map[string]*graph.Tensor) error {
+	return t.Transport.Send(ctx, t.base+peer, k, m)
+}
+
+func (t replicaTransport) Recv(ctx context.Context, peer int, k MsgKey) (map[string]*graph.Tensor, error) {
+	m, err := t.Transport.Recv(ctx, t.base+peer, k)
+	return m, err
+}

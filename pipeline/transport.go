@@ -1,0 +1,464 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/onnxtrain/onnxtrain/distrib"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// MsgKey names one message of a pipeline: the step, what it carries
+// (SendAct: the activations entering Stage; SendGrad: the gradient of
+// Stage's inputs), and the micro-batch.
+type MsgKey struct {
+	Step  int64
+	Kind  Kind
+	Micro int
+	Stage int
+}
+
+// Transport moves activations and their gradients between the ranks of a
+// pipeline that run in separate processes.
+type Transport interface {
+	// Send delivers tensors to rank peer; it does not wait for the
+	// matching Recv.
+	Send(ctx context.Context, peer int, k MsgKey, tensors map[string]*graph.Tensor) error
+	// Recv waits for the message k from rank peer, until ctx ends or the
+	// peer is gone.
+	Recv(ctx context.Context, peer int, k MsgKey) (map[string]*graph.Tensor, error)
+	Close() error
+}
+
+// ErrPeerLost is wrapped by errors about a rank whose connection broke
+// (its process died or closed the pipeline).
+var ErrPeerLost = errors.New("pipeline: peer lost")
+
+// TCPTransport is a Transport over one TCP connection per pair of ranks,
+// set up through a distrib process group (which exchanges the listening
+// addresses).
+type TCPTransport struct {
+	rank    int
+	timeout time.Duration
+	conns   map[int]*peerLink
+
+	mu    sync.Mutex
+	boxes map[boxKey]chan map[string]*graph.Tensor
+}
+
+type boxKey struct {
+	peer int
+	k    MsgKey
+}
+
+type peerLink struct {
+	peer int
+	conn net.Conn
+	wmu  sync.Mutex
+	w    *bufio.Writer
+	dead chan struct{} // closed when the link breaks
+	err  error         // why, set before dead is closed
+}
+
+// NewTCPTransport connects this rank of g to every other rank: it listens
+// on host (":0" picks the port; "" means 127.0.0.1), exchanges addresses
+// with an AllGatherObject of g, and dials the higher ranks. timeout bounds
+// the setup and each send.
+func NewTCPTransport(ctx context.Context, g *distrib.Group, host string, timeout time.Duration) (*TCPTransport, error) {
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if timeout <= 0 {
+		timeout = g.Timeout()
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: rank %d: listening for pipeline peers: %w", g.Rank(), err)
+	}
+	defer l.Close()
+	addrs, err := g.AllGatherObject(ctx, []byte(l.Addr().String()))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: rank %d: exchanging pipeline addresses: %w", g.Rank(), err)
+	}
+	t := &TCPTransport{rank: g.Rank(), timeout: timeout, conns: map[int]*peerLink{}, boxes: map[boxKey]chan map[string]*graph.Tensor{}}
+	deadline := time.Now().Add(timeout)
+	// Accept the lower ranks while dialling the higher ones.
+	type accepted struct {
+		peer int
+		conn net.Conn
+		err  error
+	}
+	lower := g.Rank()
+	acc := make(chan accepted, lower+1)
+	go func() {
+		if tl, ok := l.(*net.TCPListener); ok {
+			tl.SetDeadline(deadline)
+		}
+		for i := 0; i < lower; i++ {
+			c, err := l.Accept()
+			if err != nil {
+				acc <- accepted{err: err}
+				return
+			}
+			var hello [4]byte
+			c.SetReadDeadline(deadline)
+			if _, err := io.ReadFull(c, hello[:]); err != nil {
+				c.Close()
+				acc <- accepted{err: err}
+				return
+			}
+			c.SetReadDeadline(time.Time{})
+			acc <- accepted{peer: int(binary.LittleEndian.Uint32(hello[:])), conn: c}
+		}
+	}()
+	fail := func(err error) (*TCPTransport, error) {
+		t.Close()
+		return nil, fmt.Errorf("pipeline: rank %d: connecting pipeline peers: %w", g.Rank(), err)
+	}
+	for q := g.Rank() + 1; q < g.WorldSize(); q++ {
+		d := net.Dialer{Deadline: deadline}
+		c, err := d.DialContext(ctx, "tcp", string(addrs[q]))
+		if err != nil {
+			return fail(fmt.Errorf("rank %d at %s: %w", q, addrs[q], err))
+		}
+		var hello [4]byte
+		binary.LittleEndian.PutUint32(hello[:], uint32(g.Rank()))
+		if _, err := c.Write(hello[:]); err != nil {
+			c.Close()
+			return fail(fmt.Errorf("rank %d: %w", q, err))
+		}
+		t.add(q, c)
+	}
+	for i := 0; i < lower; i++ {
+		a := <-acc
+		if a.err != nil {
+			return fail(a.err)
+		}
+		if a.peer < 0 || a.peer >= lower || t.conns[a.peer] != nil {
+			a.conn.Close()
+			return fail(fmt.Errorf("unexpected hello from rank %d", a.peer))
+		}
+		t.add(a.peer, a.conn)
+	}
+	return t, nil
+}
+
+func (t *TCPTransport) add(peer int, c net.Conn) {
+	pl := &peerLink{peer: peer, conn: c, w: bufio.NewWriterSize(c, 1<<16), dead: make(chan struct{})}
+	t.conns[peer] = pl
+	go t.read(pl)
+}
+
+// read delivers the peer's messages until the connection breaks.
+func (t *TCPTransport) read(pl *peerLink) {
+	r := bufio.NewReaderSize(pl.conn, 1<<16)
+	for {
+		k, msg, err := decodeMessage(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				err = fmt.Errorf("%w: rank %d closed the connection (its process ended or failed)", ErrPeerLost, pl.peer)
+			} else {
+				err = fmt.Errorf("%w: rank %d closed the connection (%v)", ErrPeerLost, pl.peer, err)
+			}
+			pl.err = err
+			close(pl.dead)
+			return
+		}
+		t.box(pl.peer, k) <- msg
+	}
+}
+
+func (t *TCPTransport) box(peer int, k MsgKey) chan map[string]*graph.Tensor {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	bk := boxKey{peer, k}
+	ch, ok := t.boxes[bk]
+	if !ok {
+		ch = make(chan map[string]*graph.Tensor, 1)
+		t.boxes[bk] = ch
+	}
+	return ch
+}
+
+// Send implements Transport.
+func (t *TCPTransport) Send(ctx context.Context, peer int, k MsgKey, tensors map[string]*graph.Tensor) error {
+	pl := t.conns[peer]
+	if pl == nil {
+		return fmt.Errorf("pipeline: rank %d has no connection to rank %d", t.rank, peer)
+	}
+	pl.wmu.Lock()
+	defer pl.wmu.Unlock()
+	pl.conn.SetWriteDeadline(time.Now().Add(t.timeout))
+	if err := encodeMessage(pl.w, k, tensors); err != nil {
+		return fmt.Errorf("%w: sending to rank %d: %v", ErrPeerLost, peer, err)
+	}
+	if err := pl.w.Flush(); err != nil {
+		return fmt.Errorf("%w: sending to rank %d: %v", ErrPeerLost, peer, err)
+	}
+	return nil
+}
+
+// Recv implements Transport.
+func (t *TCPTransport) Recv(ctx context.Context, peer int, k MsgKey) (map[string]*graph.Tensor, error) {
+	pl := t.conns[peer]
+	if pl == nil {
+		return nil, fmt.Errorf("pipeline: rank %d has no connection to rank %d", t.rank, peer)
+	}
+	ch := t.box(peer, k)
+	select {
+	case msg := <-ch:
+		t.mu.Lock()
+		delete(t.boxes, boxKey{peer, k})
+		t.mu.Unlock()
+		return msg, nil
+	case <-pl.dead:
+		// a message that arrived before the break still counts
+		select {
+		case msg := <-ch:
+			return msg, nil
+		default:
+		}
+		return nil, pl.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close closes every connection.
+func (t *TCPTransport) Close() error {
+	for _, pl := range t.conns {
+		pl.conn.Close()
+	}
+	return nil
+}
+
+const messageMagic = 0x31504c50 // "PLP1"
+
+// encodeMessage writes a message: magic, key, tensor count, then each
+// tensor's name, dtype, shape and little-endian data, names sorted.
+func encodeMessage(w io.Writer, k MsgKey, tensors map[string]*graph.Tensor) error {
+	var hdr [4 + 8 + 1 + 4 + 4 + 4]byte
+	binary.LittleEndian.PutUint32(hdr[0:], messageMagic)
+	binary.LittleEndian.PutUint64(hdr[4:], uint64(k.Step))
+	hdr[12] = byte(k.Kind)
+	binary.LittleEndian.PutUint32(hdr[13:], uint32(k.Micro))
+	binary.LittleEndian.PutUint32(hdr[17:], uint32(k.Stage))
+	binary.LittleEndian.PutUint32(hdr[21:], uint32(len(tensors)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(tensors))
+	for n := range tensors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := encodeTensor(w, n, tensors[n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func encodeTensor(w io.Writer, name string, t *graph.Tensor) error {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(name)))
+	b = append(b, name...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(t.DType))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(t.Shape)))
+	for _, d := range t.Shape {
+		b = binary.LittleEndian.AppendUint64(b, uint64(d))
+	}
+	switch s := t.Data.(type) {
+	case []float32:
+		for _, v := range s {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+	case []float64:
+		for _, v := range s {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+	case []int64:
+		for _, v := range s {
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		}
+	case []int32:
+		for _, v := range s {
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		}
+	case []bool:
+		for _, v := range s {
+			b = append(b, btoByte(v))
+		}
+	default:
+		return fmt.Errorf("tensor %q: %v cannot be sent between stages yet", name, t.DType)
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func btoByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+const maxMessageTensors = 1 << 16
+
+func decodeMessage(r io.Reader) (MsgKey, map[string]*graph.Tensor, error) {
+	var hdr [25]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return MsgKey{}, nil, err
+	}
+	if binary.LittleEndian.Uint32(hdr[0:]) != messageMagic {
+		return MsgKey{}, nil, fmt.Errorf("bad message header")
+	}
+	k := MsgKey{Step: int64(binary.LittleEndian.Uint64(hdr[4:])), Kind: Kind(hdr[12]),
+		Micro: int(int32(binary.LittleEndian.Uint32(hdr[13:]))), Stage: int(int32(binary.LittleEndian.Uint32(hdr[17:])))}
+	n := binary.LittleEndian.Uint32(hdr[21:])
+	if n > maxMessageTensors {
+		return k, nil, fmt.Errorf("message of %d tensors", n)
+	}
+	out := make(map[string]*graph.Tensor, n)
+	for i := uint32(0); i < n; i++ {
+		name, t, err := decodeTensor(r)
+		if err != nil {
+			return k, nil, err
+		}
+		out[name] = t
+	}
+	return k, out, nil
+}
+
+func decodeTensor(r io.Reader) (string, *graph.Tensor, error) {
+	var u4 [4]byte
+	read4 := func() (uint32, error) {
+		if _, err := io.ReadFull(r, u4[:]); err != nil {
+			return 0, err
+		}
+		return binary.LittleEndian.Uint32(u4[:]), nil
+	}
+	nl, err := read4()
+	if err != nil {
+		return "", nil, err
+	}
+	if nl > 1<<16 {
+		return "", nil, fmt.Errorf("tensor name of %d bytes", nl)
+	}
+	nb := make([]byte, nl)
+	if _, err := io.ReadFull(r, nb); err != nil {
+		return "", nil, err
+	}
+	dt, err := read4()
+	if err != nil {
+		return "", nil, err
+	}
+	rank, err := read4()
+	if err != nil {
+		return "", nil, err
+	}
+	if rank > 64 {
+		return "", nil, fmt.Errorf("tensor %q of rank %d", nb, rank)
+	}
+	shape := make([]int, rank)
+	db := make([]byte, 8*rank)
+	if _, err := io.ReadFull(r, db); err != nil {
+		return "", nil, err
+	}
+	for i := range shape {
+		shape[i] = int(binary.LittleEndian.Uint64(db[8*i:]))
+	}
+	t, err := graph.NewTensor(graph.DType(dt), shape)
+	if err != nil {
+		return "", nil, fmt.Errorf("tensor %q: %w", nb, err)
+	}
+	n := t.Size()
+	switch s := t.Data.(type) {
+	case []float32:
+		b := make([]byte, 4*n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", nil, err
+		}
+		for i := range s {
+			s[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	case []float64:
+		b := make([]byte, 8*n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", nil, err
+		}
+		for i := range s {
+			s[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	case []int64:
+		b := make([]byte, 8*n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", nil, err
+		}
+		for i := range s {
+			s[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	case []int32:
+		b := make([]byte, 4*n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", nil, err
+		}
+		for i := range s {
+			s[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	case []bool:
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", nil, err
+		}
+		for i := range s {
+			s[i] = b[i] != 0
+		}
+	default:
+		return "", nil, fmt.Errorf("tensor %q: dtype %v cannot be received", nb, t.DType)
+	}
+	return string(nb), t, nil
+}
+
+// EncodeTensors serialises named tensors (for gathering stage weights to
+// one rank); DecodeTensors reads them back.
+func EncodeTensors(tensors map[string]*graph.Tensor) ([]byte, error) {
+	var b bytesBuffer
+	if err := encodeMessage(&b, MsgKey{}, tensors); err != nil {
+		return nil, err
+	}
+	return b.b, nil
+}
+
+// DecodeTensors reads what EncodeTensors wrote.
+func DecodeTensors(b []byte) (map[string]*graph.Tensor, error) {
+	_, out, err := decodeMessage(&bytesReader{b: b})
+	return out, err
+}
+
+type bytesBuffer struct{ b []byte }
+
+func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+
+type bytesReader struct {
+	b []byte
+	i int
+}
+
+func (r *bytesReader) Read(p []byte) (int, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}

@@ -1,0 +1,313 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/distrib"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/pipeline"
+	"github.com/onnxtrain/onnxtrain/train"
+	"github.com/onnxtrain/onnxtrain/train/data"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// startGroups forms a process group of n ranks over loopback TCP, one
+// goroutine per rank (each as a separate process would).
+func startGroups(t *testing.T, n int) []*distrib.Group {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	groups := make([]*distrib.Group, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		cfg := distrib.Config{Rank: r, WorldSize: n, MasterAddr: "127.0.0.1", MasterPort: port, Timeout: 30 * time.Second}
+		if r == 0 {
+			cfg.Listener = l
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			groups[cfg.Rank], errs[cfg.Rank] = distrib.Init(context.Background(), cfg)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	t.Cleanup(func() {
+		for _, g := range groups {
+			g.Close()
+		}
+	})
+	return groups
+}
+
+// onRanks runs f for every rank at once, as the processes of a job would.
+func onRanks(n int, f func(rank int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = f(r)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// TestPipelineAcrossProcesses: each rank in its own process group member
+// with only its stages, activations and gradients over TCP, losses
+// broadcast from the last stage: per-step losses equal one process with
+// --grad-accum M.
+func TestPipelineAcrossProcesses(t *testing.T) {
+	const batch, accum, steps = 2, 4, 3
+	for _, f := range fixtures {
+		cfg := f.config(batch, accum, steps, "adamw")
+		cfg.ClipGradNorm = 1
+		want := reference(t, cfg)
+		for _, c := range []struct {
+			ranks    int
+			schedule string
+		}{{2, "1f1b"}, {2, "zbv"}, {2, "interleaved"}, {4, "zb1p"}} {
+			t.Run(fmt.Sprintf("%s/p%d/%s", f.name, c.ranks, c.schedule), func(t *testing.T) {
+				groups := startGroups(t, c.ranks)
+				m, err := importer.Load(cfg.Model)
+				require.NoError(t, err)
+				lc, err := train.ParseLoss(cfg.Loss)
+				require.NoError(t, err)
+				sc := pipeline.StageConfig{}
+				if lc.Kind == "output" {
+					sc.LossOutput = lc.Output
+				} else {
+					sc.Loss = train.LossAppender(m, lc)
+				}
+				ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
+				require.NoError(t, err)
+				got := make([][]float64, c.ranks)
+				errs := onRanks(c.ranks, func(rank int) error {
+					ctx := context.Background()
+					g := groups[rank]
+					tr, err := pipeline.NewTCPTransport(ctx, g, "", 20*time.Second)
+					if err != nil {
+						return err
+					}
+					defer tr.Close()
+					sched, err := pipeline.New(c.schedule, c.ranks, accum, 2)
+					if err != nil {
+						return err
+					}
+					plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: batch})
+					if err != nil {
+						return err
+					}
+					run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc, Transport: tr, Rank: rank, Group: g,
+						RecvTimeout:  20 * time.Second,
+						NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
+					if err != nil {
+						return err
+					}
+					for s, sp := range run.Stages {
+						if (sp != nil) != (sched.RankOf(s) == rank) {
+							return fmt.Errorf("rank %d holds stage %d: %v", rank, s, sp != nil)
+						}
+					}
+					next := 0
+					for step := 0; step < steps; step++ {
+						micro := make([]pipeline.Batch, accum)
+						for i := range micro {
+							idx := []int{next % ds.Len(), (next + 1) % ds.Len()}
+							next += 2
+							in, labels, err := ds.Gather(0, idx)
+							if err != nil {
+								return err
+							}
+							micro[i] = pipeline.Batch{Inputs: in, Labels: labels}
+						}
+						if err := run.ForwardBackward(ctx, micro); err != nil {
+							return err
+						}
+						if _, err := run.ClipGradNorm(cfg.ClipGradNorm); err != nil {
+							return err
+						}
+						if err := run.Update(); err != nil {
+							return err
+						}
+						got[rank] = append(got[rank], run.LastStats().Loss)
+					}
+					return nil
+				})
+				for r, err := range errs {
+					require.NoError(t, err, "rank %d", r)
+				}
+				for r := range got {
+					require.Len(t, got[r], steps)
+					for i := range want {
+						assert.LessOrEqual(t, math.Abs(got[r][i]-want[i]), 1e-5*math.Abs(want[i]), "rank %d step %d: %.8f, one process %.8f", r, i+1, got[r][i], want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestPeerLost: a rank whose process goes away fails its neighbour's step
+// at once with an error naming the lost rank and what was awaited.
+func TestPeerLost(t *testing.T) {
+	groups := startGroups(t, 2)
+	m := tiedModel()
+	lc, err := train.ParseLoss("cross_entropy")
+	require.NoError(t, err)
+	errs := onRanks(2, func(rank int) error {
+		ctx := context.Background()
+		tr, err := pipeline.NewTCPTransport(ctx, groups[rank], "", 10*time.Second)
+		if err != nil {
+			return err
+		}
+		if rank == 0 {
+			tr.Close() // rank 0 "dies" before its first send
+			return nil
+		}
+		defer tr.Close()
+		sched, err := pipeline.New("1f1b", 2, 2, 0)
+		if err != nil {
+			return err
+		}
+		plan, err := pipeline.Partition(m, pipeline.PartitionOptions{SplitAt: []string{"act"}, BatchSize: 3})
+		if err != nil {
+			return err
+		}
+		run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: pipeline.StageConfig{Loss: train.LossAppender(m, lc)},
+			Transport: tr, Rank: 1, Group: groups[1], RecvTimeout: time.Minute})
+		if err != nil {
+			return err
+		}
+		x := graph.FromInt64([]int64{1, 2, 3}, 3)
+		b := pipeline.Batch{Inputs: map[string]*graph.Tensor{"x": x}, Labels: x}
+		return run.ForwardBackward(ctx, []pipeline.Batch{b, b})
+	})
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], pipeline.ErrPeerLost)
+	assert.Contains(t, errs[1].Error(), "rank 1 (cpu:1), waiting for the activations of micro-batch 0, stage 1: pipeline: peer lost: rank 0 closed the connection")
+}
+
+// TestTensorEncoding: what crosses the wire comes back equal.
+func TestTensorEncoding(t *testing.T) {
+	in := map[string]*graph.Tensor{
+		"a": graph.FromFloat32([]float32{1.5, -2, float32(math.Inf(1))}, 3),
+		"b": graph.FromInt64([]int64{-7, 1 << 40}, 2, 1),
+		"c": graph.FromFloat64([]float64{math.Pi}),
+		"d": graph.FromBool([]bool{true, false}, 2),
+	}
+	b, err := pipeline.EncodeTensors(in)
+	require.NoError(t, err)
+	out, err := pipeline.DecodeTensors(b)
+	require.NoError(t, err)
+	require.Len(t, out, 4)
+	for k, v := range in {
+		assert.True(t, graph.SameShape(v.Shape, out[k].Shape), k)
+		assert.Equal(t, v.Data, out[k].Data, k)
+	}
+	_, err = pipeline.DecodeTensors(b[:len(b)-3])
+	assert.Error(t, err)
+}
+
+// TestReplicatedPipelineAcrossProcesses: 4 processes as 2 replicas of a
+// 2-rank pipeline (process = replica*2 + rank), each replica on its own M
+// micro-batches of every window of 2M, gradients averaged across the
+// replicas, clipping over the whole model: the losses of one process with
+// --grad-accum 2M.
+func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
+	const batch, accum, steps, R, S = 2, 2, 3, 2, 2
+	for _, f := range fixtures {
+		for _, name := range []string{"1f1b", "zbv"} {
+			t.Run(f.name+"/"+name, func(t *testing.T) {
+				cfg := f.config(batch, R*accum, steps, "adamw")
+				cfg.ClipGradNorm = 1
+				want := reference(t, cfg)
+				groups := startGroups(t, R*S)
+				m, err := importer.Load(cfg.Model)
+				require.NoError(t, err)
+				lc, err := train.ParseLoss(cfg.Loss)
+				require.NoError(t, err)
+				sc := pipeline.StageConfig{}
+				if lc.Kind == "output" {
+					sc.LossOutput = lc.Output
+				} else {
+					sc.Loss = train.LossAppender(m, lc)
+				}
+				ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
+				require.NoError(t, err)
+				got := make([][]float64, R*S)
+				errs := onRanks(R*S, func(proc int) error {
+					ctx := context.Background()
+					replica, rank := proc/S, proc%S
+					tr, err := pipeline.NewTCPTransport(ctx, groups[proc], "", 20*time.Second)
+					if err != nil {
+						return err
+					}
+					defer tr.Close()
+					sched, err := pipeline.New(name, S, accum, 0)
+					if err != nil {
+						return err
+					}
+					plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: batch})
+					if err != nil {
+						return err
+					}
+					run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc, Transport: pipeline.ReplicaTransport(tr, replica*S),
+						Rank: rank, Group: groups[proc], Replicas: R, Replica: replica, RecvTimeout: 20 * time.Second,
+						NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
+					if err != nil {
+						return err
+					}
+					next := 0
+					for step := 0; step < steps; step++ {
+						var window []pipeline.Batch
+						for i := 0; i < R*accum; i++ {
+							idx := []int{next % ds.Len(), (next + 1) % ds.Len()}
+							next += 2
+							in, labels, err := ds.Gather(0, idx)
+							if err != nil {
+								return err
+							}
+							window = append(window, pipeline.Batch{Inputs: in, Labels: labels})
+						}
+						if err := run.ForwardBackward(ctx, window[replica*accum:(replica+1)*accum]); err != nil {
+							return err
+						}
+						if _, err := run.ClipGradNorm(cfg.ClipGradNorm); err != nil {
+							return err
+						}
+						if err := run.Update(); err != nil {
+							return err
+						}
+						got[proc] = append(got[proc], run.LastStats().Loss)
+					}
+					return nil
+				})
+				for r, err := range errs {
+					require.NoError(t, err, "process %d", r)
+				}
+				for p := range got {
+					for i := range want {
+						assert.LessOrEqual(t, math.Abs(got[p][i]-want[i]), 1e-5*math.Abs(want[i]), "process %d step %d: %.8f, one process %.8f", p, i+1, got[p][i], want[i])
+					}
+				}
+			})
+		}
+	}
+}

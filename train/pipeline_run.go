@@ -1,0 +1,407 @@
+package train
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/onnxtrain/onnxtrain/distrib"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/pipeline"
+	"github.com/onnxtrain/onnxtrain/train/data"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// Pipelined reports whether the configuration asks for pipeline
+// parallelism (--pipeline-stages).
+func (c *Config) Pipelined() bool { return c.PipelineStages > 0 }
+
+// microBatches is the number of micro-batches of one pipelined step:
+// --micro-batches, else --grad-accum.
+func (c *Config) microBatches() int {
+	if c.MicroBatches > 0 {
+		return c.MicroBatches
+	}
+	return c.GradAccum
+}
+
+// checkPipeline rejects what the in-process pipeline does not do yet.
+func (c *Config) checkPipeline() error {
+	switch {
+	case c.MicroBatches < 0:
+		return fmt.Errorf("--micro-batches must be positive, got %d", c.MicroBatches)
+	case c.MicroBatches > 0 && c.GradAccum > 1 && c.GradAccum != c.MicroBatches:
+		return fmt.Errorf("--pipeline-stages: one step consumes --micro-batches (%d) micro-batches; --grad-accum %d would disagree (leave it at 1)", c.MicroBatches, c.GradAccum)
+	case c.ValData != "":
+		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet")
+	case c.MixedPrecision != "" && c.MixedPrecision != "no":
+		return fmt.Errorf("--mixed-precision is not supported with --pipeline-stages yet")
+	case c.Zero > 0 || c.SyncBatchNorm:
+		return fmt.Errorf("--zero and --sync-batchnorm are not supported with --pipeline-stages yet")
+	case c.TrainOnly != "":
+		return fmt.Errorf("--train-only is not supported with --pipeline-stages yet")
+	}
+	return nil
+}
+
+// runPipeline is `onnxtrain train --pipeline-stages S`: the model cut into
+// stages (pipeline.Partition), run in this process on a schedule with one
+// goroutine per device, each stage owning its parameters, gradients and
+// optimizer state. It logs, checkpoints and writes --output as Run does;
+// checkpoints hold the model under its ONNX names, so they resume with
+// another stage count or without pipelining, and the reverse.
+func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) {
+	if err := cfg.checkPipeline(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	// Under a launcher, each process is one rank of the pipeline.
+	group, err := joinGroup(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Process p is rank p mod S of pipeline replica p div S.
+	rank, replicas, replica := 0, 1, 0
+	mainProcess := group == nil || group.Rank() == 0 // logs, writes checkpoints and --output
+	if group != nil {
+		defer group.Close()
+		if group.WorldSize()%cfg.PipelineStages != 0 {
+			return nil, fmt.Errorf("--pipeline-stages %d over %d processes: the processes must be a multiple of the stages (process p is rank p mod S of replica p div S)", cfg.PipelineStages, group.WorldSize())
+		}
+		replicas = group.WorldSize() / cfg.PipelineStages
+		rank, replica = group.Rank()%cfg.PipelineStages, group.Rank()/cfg.PipelineStages
+		if group.Rank() != 0 {
+			out, msg = io.Discard, io.Discard
+		}
+	}
+	m, err := importer.Load(cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := ParseLoss(cfg.Loss)
+	if err != nil {
+		return nil, err
+	}
+	lc.LabelSmoothing = cfg.LabelSmoothing
+	lc.IgnoreIndex = cfg.IgnoreIndex
+	M := cfg.microBatches()
+	name := cfg.Schedule
+	if name == "" {
+		name = "1f1b"
+	}
+	sched, err := pipeline.New(name, cfg.PipelineStages, M, cfg.VirtualStages)
+	if err != nil {
+		return nil, fmt.Errorf("--schedule: %w", err)
+	}
+	popts := pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: cfg.BatchSize}
+	if cfg.SplitAt != "" {
+		popts.SplitAt = strings.Split(cfg.SplitAt, ",")
+	}
+	switch cfg.Optimizer {
+	case "sgd":
+		popts.OptimizerSlots = 1
+	default:
+		popts.OptimizerSlots = 2
+	}
+	plan, err := pipeline.Partition(m, popts)
+	if err != nil {
+		return nil, err
+	}
+	sc := pipeline.StageConfig{Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute}
+	if lc.Kind == "output" {
+		sc.LossOutput = lc.Output
+	} else {
+		sc.Loss = LossAppender(m, lc)
+	}
+	var devices []string
+	if cfg.Devices != "" {
+		devices = strings.Split(cfg.Devices, ",")
+	}
+	rc := pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: cfg.DistTimeout,
+		NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) }}
+	if group != nil {
+		if rc.RecvTimeout <= 0 {
+			rc.RecvTimeout = group.Timeout()
+		}
+		host := ""
+		if a := os.Getenv("MASTER_ADDR"); a != "" && !isLoopback(a) {
+			host = "0.0.0.0" // not tested beyond one machine yet
+		}
+		tr, err := pipeline.NewTCPTransport(ctx, group, host, rc.RecvTimeout)
+		if err != nil {
+			return nil, err
+		}
+		defer tr.Close()
+		rc.Transport, rc.Rank, rc.Group = pipeline.ReplicaTransport(tr, replica*cfg.PipelineStages), rank, group
+		rc.Replicas, rc.Replica = replicas, replica
+		if len(devices) == 0 {
+			for r := 0; r < cfg.PipelineStages; r++ {
+				rc.Devices = append(rc.Devices, fmt.Sprintf("cpu:0@rank%d", r))
+			}
+		}
+	}
+	runner, err := pipeline.NewRunner(plan, sched, rc)
+	if err != nil {
+		return nil, err
+	}
+	// Each process keeps only its stages' parameters (the stages hold
+	// their own copies; the loaded model's other tensors can go).
+	runner.ReleaseOtherStages()
+	debug.FreeOSMemory()
+	// The data: the graph inputs, and labels for a loss outside the graph.
+	var inputs []string
+	for _, in := range m.Graph.Inputs {
+		if _, isInit := m.Graph.Initializers[in.Name]; !isInit {
+			inputs = append(inputs, in.Name)
+		}
+	}
+	ds, err := OpenData(cfg, cfg.Data, true, &Program{DataInputs: inputs, NeedsLabels: lc.Kind != "output"})
+	if err != nil {
+		return nil, err
+	}
+	loader, err := data.NewLoader(ds, data.LoaderConfig{BatchSize: cfg.BatchSize, Shuffle: cfg.Shuffle, DropLast: cfg.DropLast, Seed: uint64(cfg.Seed), Prefetch: 2})
+	if err != nil {
+		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)
+	}
+	if loader.Len() == 0 {
+		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, ds.Len(), cfg.BatchSize)
+	}
+	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), M*replicas)
+	lrs, err := NewSchedule(cfg, total)
+	if err != nil {
+		return nil, err
+	}
+	step, startEpoch, skip, counter := 0, 0, 0, 0
+	if cfg.Resume != "" {
+		dir := cfg.Resume
+		if dir == "latest" {
+			if dir, err = Latest(cfg.Output); errors.Is(err, ErrNoCheckpoint) {
+				dir = ""
+			} else if err != nil {
+				return nil, fmt.Errorf("--resume latest: %w", err)
+			}
+		}
+		if dir != "" {
+			st, err := LoadState(dir)
+			if err != nil {
+				return nil, fmt.Errorf("--resume: %w", err)
+			}
+			if err := runner.LoadWeights(st.Params, st.Buffers); err != nil {
+				return nil, fmt.Errorf("--resume %s: %w", dir, err)
+			}
+			if err := runner.LoadOptimizerState(st.Optimizer); err != nil {
+				return nil, fmt.Errorf("--resume %s: %w", dir, err)
+			}
+			step, counter = st.Step, st.CheckpointCounter
+			startEpoch, skip = Position{Epoch: st.Epoch, BatchInEpoch: st.BatchInEpoch}.ResumePoint(loader.Len())
+			if cfg.LogFormat != "json" {
+				fmt.Fprintf(msg, "resumed from %s at step %d (epoch %d, batch %d)\n", dir, step, startEpoch, skip)
+			}
+		}
+	}
+	runner.SetLR(lrs.LR(step))
+	if cfg.LogFormat != "json" {
+		fmt.Fprintf(msg, "training %s in %d pipeline stages on %s (schedule %s, %d micro-batches of %d per step, %d replicas), %d optimizer steps\n",
+			cfg.Model, len(plan.Stages), strings.Join(runner.Devices, ","), sched.Name, M, cfg.BatchSize, replicas, total)
+	}
+	sum := &Summary{}
+	enc := json.NewEncoder(out)
+	epochs := cfg.Epochs
+	if cfg.Steps > 0 {
+		epochs = math.MaxInt32
+	}
+	save := func(epoch, batchInEpoch int) error {
+		counter++
+		params, buffers, optState, err := gatherStages(ctx, group, runner)
+		if err != nil || !mainProcess {
+			return err
+		}
+		st := &State{Step: step, Epoch: epoch, BatchInEpoch: batchInEpoch, Params: params, Buffers: buffers,
+			Optimizer: optState, Schedule: map[string]any{"step": step, "lr": lrs.LR(step)},
+			RNG:               map[string][]byte{"data_seed": binary.LittleEndian.AppendUint64(nil, uint64(cfg.Seed))},
+			CheckpointCounter: counter, Extra: map[string]json.RawMessage{},
+			Versions: map[string]string{"pipeline": fmt.Sprintf("%d stages, %s", len(plan.Stages), sched.Name)}}
+		if err := SaveState(filepath.Join(cfg.Output, CheckpointName(counter)), st); err != nil {
+			return err
+		}
+		if cfg.KeepLast > 0 {
+			return Prune(cfg.Output, cfg.KeepLast)
+		}
+		return nil
+	}
+	for epoch := startEpoch; epoch < epochs && !(cfg.Steps > 0 && step >= cfg.Steps); epoch++ {
+		var window []pipeline.Batch
+		samples := 0
+		started := time.Now()
+		index := skip
+		for b, err := range loader.Epoch(ctx, epoch, skip) {
+			if err != nil {
+				return sum, err
+			}
+			index++
+			window = append(window, pipeline.Batch{Inputs: b.Inputs, Labels: b.Labels})
+			samples += b.Size
+			if len(window) < M*replicas && index < loader.Len() {
+				continue
+			}
+			mine := window
+			if replicas > 1 {
+				if len(window) < M*replicas {
+					return sum, fmt.Errorf("step %d, epoch %d: the epoch ends with %d batches, fewer than the %d replicas × %d micro-batches of a step (make the batches per epoch a multiple, or use --steps)", step+1, epoch, len(window), replicas, M)
+				}
+				mine = window[replica*M : (replica+1)*M]
+			}
+			if err := runner.ForwardBackwardPartial(ctx, mine); err != nil {
+				return sum, fmt.Errorf("step %d, epoch %d: %w", step+1, epoch, err)
+			}
+			stats := runner.LastStats()
+			if math.IsNaN(stats.Loss) || math.IsInf(stats.Loss, 0) {
+				return sum, fmt.Errorf("train: step %d (epoch %d): %w (%v); try a lower --lr, --clip-grad-norm, or check the data for NaNs", step+1, epoch, ErrNaNLoss, stats.Loss)
+			}
+			norm, err := runner.ClipGradNorm(cfg.ClipGradNorm)
+			if err != nil {
+				return sum, err
+			}
+			if cfg.ClipGradValue > 0 {
+				if err := runner.ClipGradValue(cfg.ClipGradValue); err != nil {
+					return sum, err
+				}
+			}
+			lr := lrs.LR(step)
+			if err := runner.Update(); err != nil {
+				return sum, err
+			}
+			step++
+			runner.SetLR(lrs.LR(step))
+			rec := StepRecord{Step: step, Epoch: epoch, Loss: stats.Loss, LR: lr, GradNorm: norm, Samples: samples,
+				SamplesPerS: float64(samples) / time.Since(started).Seconds()}
+			sum.Records = append(sum.Records, rec)
+			if cfg.LogFormat == "json" {
+				enc.Encode(rec)
+			} else {
+				fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %.0f samples/s\n",
+					rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, rec.SamplesPerS)
+			}
+			window, samples, started = window[:0], 0, time.Now()
+			if every := cfg.CheckpointEvery; every > 0 && step%every == 0 {
+				if err := save(epoch, index); err != nil {
+					return sum, err
+				}
+			}
+			if cfg.Steps > 0 && step >= cfg.Steps {
+				break
+			}
+		}
+		skip = 0
+	}
+	sum.Steps = step
+	if n := len(sum.Records); n > 0 {
+		sum.FinalLoss = sum.Records[n-1].Loss
+	}
+	if cfg.Output != "" {
+		// The whole model, under its ONNX names, from the stages.
+		params, buffers, _, err := gatherStages(ctx, group, runner)
+		if err != nil {
+			return sum, err
+		}
+		if !mainProcess {
+			sum.Seconds = time.Since(start).Seconds()
+			return sum, nil
+		}
+		prog := &Program{Model: m, Buffers: map[string]*graph.Tensor{}}
+		for name, t := range params {
+			dst := m.Graph.Initializers[name]
+			if dst.Data == nil { // released (ReleaseOtherStages): take the gathered tensor
+				m.Graph.Initializers[name], dst = t, t
+			}
+			copyInto(dst, t)
+			prog.Params = append(prog.Params, &Parameter{Name: name, Value: dst})
+		}
+		for name, t := range buffers {
+			dst := m.Graph.Initializers[name]
+			if dst.Data == nil {
+				m.Graph.Initializers[name], dst = t, t
+			}
+			copyInto(dst, t)
+			prog.Buffers[name] = dst
+		}
+		paths, err := SaveModel(cfg.Output, prog)
+		if err != nil {
+			return sum, err
+		}
+		sum.Outputs = paths
+		if cfg.LogFormat != "json" {
+			fmt.Fprintf(msg, "wrote %v\n", paths)
+		}
+	}
+	sum.Seconds = time.Since(start).Seconds()
+	return sum, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// gatherStages collects the whole model's parameters, buffers and
+// optimizer state from the ranks' stages onto rank 0 (nil maps elsewhere);
+// in one process it reads them from the runner.
+func gatherStages(ctx context.Context, g *distrib.Group, r *pipeline.Runner) (params, buffers, opt map[string]*graph.Tensor, err error) {
+	p, b := r.Weights()
+	o := r.OptimizerState()
+	if g == nil {
+		return p, b, o, nil
+	}
+	all := map[string]*graph.Tensor{}
+	for k, t := range p {
+		all["p:"+k] = t
+	}
+	for k, t := range b {
+		all["b:"+k] = t
+	}
+	for k, t := range o {
+		all["o:"+k] = t
+	}
+	blob, err := pipeline.EncodeTensors(all)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	parts, err := g.GatherObject(ctx, blob, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("pipeline: gathering the stages' weights on rank 0: %w", err)
+	}
+	if g.Rank() != 0 {
+		return nil, nil, nil, nil
+	}
+	params, buffers, opt = map[string]*graph.Tensor{}, map[string]*graph.Tensor{}, map[string]*graph.Tensor{}
+	for i, part := range parts {
+		ts, err := pipeline.DecodeTensors(part)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("pipeline: the weights of rank %d: %w", i, err)
+		}
+		for k, t := range ts {
+			dst := map[string]map[string]*graph.Tensor{"p:": params, "b:": buffers, "o:": opt}[k[:2]]
+			if dst == nil {
+				continue
+			}
+			if _, ok := dst[k[2:]]; !ok {
+				dst[k[2:]] = t
+			}
+		}
+	}
+	return params, buffers, opt, nil
+}

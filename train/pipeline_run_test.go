@@ -1,0 +1,151 @@
+package train_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/tensorio"
+	"github.com/onnxtrain/onnxtrain/train"
+)
+
+func pipelineConfig(dir string) train.Config {
+	cfg := train.DefaultConfig()
+	cfg.Model = "../models/vit_tiny/vit_tiny_train.onnx"
+	cfg.Data = "../models/vit_tiny/train_case.npz"
+	cfg.BatchSize = 2
+	cfg.GradAccum = 4
+	cfg.Steps = 4
+	cfg.Shuffle = false
+	cfg.LogFormat = "json"
+	cfg.Optimizer = "adamw"
+	cfg.LR, cfg.WeightDecay = 1e-3, 0.05
+	cfg.ClipGradNorm = 5 // clipping acts on the first steps (norms 6.6, 5.2)
+	cfg.Output = dir
+	return cfg
+}
+
+func runRecords(t *testing.T, cfg train.Config) []train.StepRecord {
+	t.Helper()
+	var out bytes.Buffer
+	_, err := train.Run(context.Background(), cfg, &out, io.Discard)
+	require.NoError(t, err)
+	var recs []train.StepRecord
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var r train.StepRecord
+		require.NoError(t, dec.Decode(&r))
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+func assertSameRecords(t *testing.T, want, got []train.StepRecord) {
+	t.Helper()
+	require.Equal(t, len(want), len(got))
+	for i := range want {
+		assert.Equal(t, want[i].Step, got[i].Step)
+		assert.LessOrEqual(t, math.Abs(got[i].Loss-want[i].Loss), 1e-5*math.Abs(want[i].Loss), "step %d loss", want[i].Step)
+		assert.InDelta(t, want[i].GradNorm, got[i].GradNorm, 1e-5*want[i].GradNorm, "step %d grad norm", want[i].Step)
+	}
+}
+
+// `train --pipeline-stages 2 --schedule zbv` logs the losses and gradient
+// norms of `train --grad-accum 4`, with clipping, and --output writes the
+// same whole model.
+func TestRunPipelineMatchesGradAccum(t *testing.T) {
+	one := pipelineConfig(t.TempDir())
+	want := runRecords(t, one)
+	require.Len(t, want, 4)
+	pp := pipelineConfig(t.TempDir())
+	pp.PipelineStages, pp.Schedule, pp.GradAccum, pp.MicroBatches = 2, "zbv", 1, 4
+	got := runRecords(t, pp)
+	assertSameRecords(t, want, got)
+
+	a, _, err := tensorio.ReadSafetensors(filepath.Join(one.Output, "model.safetensors"))
+	require.NoError(t, err)
+	b, _, err := tensorio.ReadSafetensors(filepath.Join(pp.Output, "model.safetensors"))
+	require.NoError(t, err)
+	require.Equal(t, len(a), len(b))
+	for name, ta := range a {
+		tb := b[name]
+		require.NotNil(t, tb, name)
+		fa, fb := ta.Float32s(), tb.Float32s()
+		for i := range fa {
+			require.InDelta(t, fa[i], fb[i], 1e-5, "%s[%d]", name, i)
+		}
+	}
+	_, err = loadInit(filepath.Join(pp.Output, "model.onnx"))
+	require.NoError(t, err)
+}
+
+// A checkpoint of a pipelined run holds the model under its ONNX names: it
+// resumes with another stage count and schedule, and without pipelining,
+// and a one-process checkpoint resumes pipelined; every continuation ends
+// with the uninterrupted run's losses.
+func TestPipelineCheckpointsResumeInAnotherLayout(t *testing.T) {
+	base := pipelineConfig(t.TempDir())
+	want := runRecords(t, base)
+
+	// pipelined, 2 ranks, 1f1b; checkpoint after step 2
+	first := pipelineConfig(t.TempDir())
+	first.PipelineStages, first.Schedule, first.GradAccum, first.MicroBatches = 2, "1f1b", 1, 4
+	first.Steps, first.CheckpointEvery = 2, 2
+	assertSameRecords(t, want[:2], runRecords(t, first))
+	ckpt := filepath.Join(first.Output, train.CheckpointName(1))
+	st, err := train.LoadState(ckpt)
+	require.NoError(t, err)
+	assert.Equal(t, 2, st.Step)
+	assert.Contains(t, st.Params, "head.weight")
+	assert.Contains(t, st.Optimizer, "head.weight/exp_avg")
+
+	for _, layout := range []struct {
+		name     string
+		stages   int
+		schedule string
+	}{{"4 ranks zb1p", 4, "zb1p"}, {"interleaved", 2, "interleaved"}, {"one process", 0, ""}} {
+		t.Run(layout.name, func(t *testing.T) {
+			cfg := pipelineConfig(t.TempDir())
+			cfg.PipelineStages, cfg.Schedule = layout.stages, layout.schedule
+			if layout.stages > 0 {
+				cfg.GradAccum, cfg.MicroBatches = 1, 4
+			}
+			cfg.Resume = ckpt
+			assertSameRecords(t, want[2:], runRecords(t, cfg))
+		})
+	}
+
+	// and the reverse: one process saves, a pipeline resumes
+	single := pipelineConfig(t.TempDir())
+	single.Steps, single.CheckpointEvery = 2, 2
+	runRecords(t, single)
+	cfg := pipelineConfig(t.TempDir())
+	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "gpipe", 1, 4
+	cfg.Resume = filepath.Join(single.Output, train.CheckpointName(1))
+	assertSameRecords(t, want[2:], runRecords(t, cfg))
+}
+
+// Options the in-process pipeline does not support fail with the flag's name.
+func TestRunPipelineRejects(t *testing.T) {
+	cfg := pipelineConfig("")
+	cfg.PipelineStages, cfg.MicroBatches = 2, 2
+	_, err := train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "--grad-accum 4 would disagree")
+	cfg.GradAccum = 1
+	cfg.Schedule = "pipedream"
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, `unknown schedule "pipedream"`)
+	cfg.Schedule, cfg.Devices = "1f1b", "cpu:0,cpu:1,cpu:2"
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "3 devices")
+	cfg.Devices, cfg.MixedPrecision = "", "bf16"
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "--mixed-precision is not supported with --pipeline-stages")
+}
