@@ -205,12 +205,13 @@ func TestTiedWeights(t *testing.T) {
 	require.NoError(t, err)
 
 	// one process
-	prog, err := train.Build(m, train.ProgramConfig{Loss: lc})
+	prog, err := train.Build(tiedModel(), train.ProgramConfig{Loss: lc}) // its own weights: the optimizer updates them in place
 	require.NoError(t, err)
 	params := make([]*optim.Param, len(prog.Params))
 	for i, q := range prog.Params {
-		params[i] = &optim.Param{Name: q.Name, Value: q.Value.Clone()}
-		q.Value = params[i].Value
+		// The program adopts q.Value as its state buffer (the CPU backend
+		// does not copy it), so the optimizer updates what the next step reads.
+		params[i] = &optim.Param{Name: q.Name, Value: q.Value}
 	}
 	opt, err := newOpt(params)
 	require.NoError(t, err)
