@@ -232,7 +232,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			RNG:               map[string][]byte{"data_seed": binary.LittleEndian.AppendUint64(nil, uint64(cfg.Seed))},
 			CheckpointCounter: counter, Extra: map[string]json.RawMessage{},
 			Versions: map[string]string{"pipeline": fmt.Sprintf("%d stages, %s", len(plan.Stages), sched.Name)}}
-		if err := SaveState(filepath.Join(cfg.Output, CheckpointName(counter)), st); err != nil {
+		if err := SaveState(filepath.Join(cfg.Output, CheckpointName(step)), st); err != nil { // named by optimizer step, as train.Run names them
 			return err
 		}
 		if cfg.KeepLast > 0 {

@@ -99,7 +99,7 @@ func TestPipelineCheckpointsResumeInAnotherLayout(t *testing.T) {
 	first.PipelineStages, first.Schedule, first.GradAccum, first.MicroBatches = 2, "1f1b", 1, 4
 	first.Steps, first.CheckpointEvery = 2, 2
 	assertSameRecords(t, want[:2], runRecords(t, first))
-	ckpt := filepath.Join(first.Output, train.CheckpointName(1))
+	ckpt := filepath.Join(first.Output, train.CheckpointName(2)) // named by step
 	st, err := train.LoadState(ckpt)
 	require.NoError(t, err)
 	assert.Equal(t, 2, st.Step)
@@ -128,7 +128,7 @@ func TestPipelineCheckpointsResumeInAnotherLayout(t *testing.T) {
 	runRecords(t, single)
 	cfg := pipelineConfig(t.TempDir())
 	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "gpipe", 1, 4
-	cfg.Resume = filepath.Join(single.Output, train.CheckpointName(1))
+	cfg.Resume = filepath.Join(single.Output, train.CheckpointName(2))
 	assertSameRecords(t, want[2:], runRecords(t, cfg))
 }
 

@@ -66,8 +66,13 @@ func (p *Program) GradSums() ([]*graph.Tensor, error) {
 }
 
 // SyncToHost makes Params[i].Value and Buffers hold the program's current
-// state (a no-op where they are the state buffers).
+// state (a no-op where they are the state buffers, or where no step was
+// compiled: a program that only carries host tensors, as the pipeline's
+// whole-model view for --output).
 func (p *Program) SyncToHost() error {
+	if p.trainExe == nil {
+		return nil
+	}
 	st, err := p.stateful()
 	if err != nil {
 		return err
@@ -89,6 +94,9 @@ func (p *Program) SyncToHost() error {
 // (after a checkpoint was loaded into them; a no-op where they are the
 // state buffers).
 func (p *Program) SyncFromHost() error {
+	if p.trainExe == nil {
+		return nil
+	}
 	st, err := p.stateful()
 	if err != nil {
 		return err
