@@ -96,6 +96,17 @@ type Config struct {
 	// group forms from the launcher's environment) or "mpi" (MPI_COMM_WORLD
 	// under mpirun; needs a binary built with the build tag mpi).
 	Comm string `yaml:"comm"`
+	// Fine-tuning and export (finetune.go, export.go): SaveTrainingGraph
+	// also writes the training graph; NumClasses replaces the classifier
+	// head; Freeze freezes the parameters it matches; LRGroups are
+	// REGEX=LR pairs; FreezeBN keeps BatchNorm in inference mode; Workers
+	// decode images in parallel.
+	SaveTrainingGraph bool     `yaml:"save-training-graph"`
+	NumClasses        int      `yaml:"num-classes"`
+	Freeze            string   `yaml:"freeze"`
+	LRGroups          []string `yaml:"lr-group"`
+	FreezeBN          bool     `yaml:"freeze-bn"`
+	Workers           int      `yaml:"workers"`
 	// SyncBatchNorm normalises BatchNorm layers with the statistics of the
 	// global batch across processes (torch.nn.SyncBatchNorm).
 	SyncBatchNorm bool `yaml:"sync-batchnorm"`
