@@ -5,6 +5,15 @@ Run with the Debian PyTorch (1.13) interpreter, from anywhere:
 
     /usr/bin/python3 models/inference_export.py export   # bn_dropout_train.onnx, train_case.npz, probe.npz
     /usr/bin/python3 models/inference_export.py golden   # eval_golden.npz from trained.safetensors
+    /usr/bin/python3 models/inference_export.py fixed    # the fixed-batch exports
+
+`fixed` exports the same network without dynamic_axes (batch 4), as
+PyTorch does by default: fixed_batch_train.onnx in training mode (nothing in
+it depends on the batch size: torch.flatten exports as Flatten), and
+fixed_batch_eval.onnx of a variant that flattens with
+x.reshape(x.shape[0], -1), exported for inference with constant folding, so
+that its Reshape holds the constant shape [4, 64] (it cannot run at another
+batch size).
 
 `export` builds the network (seed 0), exports it in training mode
 (TrainingMode.TRAINING, do_constant_folding=False, dynamic batch axis) and
@@ -83,6 +92,25 @@ def do_export():
     print("wrote", sorted(os.listdir(OUT)))
 
 
+class ReshapeNet(BNDropoutNet):
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.bn1(self.conv(x))), 2)
+        x = self.drop1(x.reshape(x.shape[0], -1))
+        x = self.drop2(torch.relu(self.bn2(self.fc1(x))))
+        return self.fc2(x)
+
+
+def do_fixed():
+    x = torch.from_numpy(np.load(os.path.join(OUT, "train_case.npz"))["input"][:4])
+    model = make_model()
+    export.export(model, [x], os.path.join(OUT, "fixed_batch_train.onnx"), torch.onnx.TrainingMode.TRAINING,
+                  ["input"], ["output"], None)
+    torch.manual_seed(0)
+    export.export(ReshapeNet(), [x], os.path.join(OUT, "fixed_batch_eval.onnx"), torch.onnx.TrainingMode.EVAL,
+                  ["input"], ["output"], None)
+    print("wrote fixed_batch_train.onnx, fixed_batch_eval.onnx")
+
+
 def read_safetensors(path):
     """A minimal safetensors reader: an 8-byte little-endian header length, a
     JSON header, then the raw little-endian data."""
@@ -125,7 +153,9 @@ def do_golden():
 if __name__ == "__main__":
     if sys.argv[1:] == ["export"]:
         do_export()
+    elif sys.argv[1:] == ["fixed"]:
+        do_fixed()
     elif sys.argv[1:] == ["golden"]:
         do_golden()
     else:
-        sys.exit("usage: inference_export.py export|golden")
+        sys.exit("usage: inference_export.py export|golden|fixed")

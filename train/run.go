@@ -46,6 +46,10 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err != nil {
 		return nil, err
 	}
+	ft, err := PrepareFineTune(m, cfg) // finetune.go: --num-classes, --freeze, --freeze-bn, fixed batch
+	if err != nil {
+		return nil, err
+	}
 	loss, err := ParseLoss(cfg.Loss)
 	if err != nil {
 		return nil, err
@@ -70,10 +74,14 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		out, msg = io.Discard, io.Discard
 		cfg.LogDir, cfg.MetricsAddr = "", ""
 	}
-	model, err := acc.PrepareModel(m, loss, ModelOptions{TrainOnly: cfg.TrainOnly})
+	for _, note := range ft.Notes {
+		fmt.Fprintln(msg, note)
+	}
+	model, err := acc.PrepareModel(m, loss, ModelOptions{TrainOnly: ft.TrainOnly})
 	if err != nil {
 		return nil, err
 	}
+	acc.RegisterForCheckpointing(FineTuneStateKey, ft)
 	inner, err := NewOptimizer(cfg, model.Params())
 	if err != nil {
 		return nil, err
