@@ -47,7 +47,7 @@ type FineTuneInfo struct {
 // checkpointing.
 const FineTuneStateKey = "model"
 
-func (f *fineTune) StateDict() ([]byte, error)     { return json.Marshal(f.Info) }
+func (f *fineTune) StateDict() ([]byte, error)   { return json.Marshal(f.Info) }
 func (f *fineTune) LoadStateDict(b []byte) error { return nil } // informational only
 
 // PrepareFineTune applies cfg's changes to the freshly imported m: the
