@@ -24,7 +24,8 @@ inputs of the test (probe.npz: 6 samples).
 `onnxtrain train` wrote for the recipe in train/inference_export_test.go
 (committed next to this script), loads them into the same PyTorch module,
 switches it to model.eval() and writes its outputs for the probe inputs as
-eval_golden.npz (`input`, `output`). The Go test trains again, checks that it
+eval_golden.npz (`input`, `output`, and torch's cross_entropy `ce_loss` and
+top-1 `accuracy` for the labels in eval_case.npz). The Go test trains again, checks that it
 got those same weights, and compares `onnxtrain run` on the exported
 model.onnx with these outputs.
 """
@@ -146,7 +147,17 @@ def do_golden():
     probe = np.load(os.path.join(OUT, "probe.npz"))["input"]
     with torch.no_grad():
         out = model(torch.from_numpy(probe)).numpy()
-    export.save_npz(os.path.join(OUT, "eval_golden.npz"), {"input": probe, "output": out})
+    # Labels for the probe (the quadrant rule of the training data, with
+    # the last two deliberately wrong) and PyTorch's own metrics on them,
+    # for the test of `onnxtrain eval`.
+    labels = np.array([0, 1, 2, 3, 2, 0], dtype=np.int64)
+    logits = torch.from_numpy(out)
+    loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(labels)).item()
+    acc = (logits.argmax(1).numpy() == labels).mean()
+    export.save_npz(os.path.join(OUT, "eval_case.npz"), {"input": probe, "labels": labels})
+    export.save_npz(os.path.join(OUT, "eval_golden.npz"), {"input": probe, "output": out,
+                                                            "ce_loss": np.float64(loss), "accuracy": np.float64(acc)})
+    print("cross_entropy %.6f accuracy %.4f" % (loss, acc))
     print("loaded %d tensors; eval output[0] = %s" % (loaded, out[0]))
 
 

@@ -107,6 +107,13 @@ type Config struct {
 	LRGroups          []string `yaml:"lr-group"`
 	FreezeBN          bool     `yaml:"freeze-bn"`
 	Workers           int      `yaml:"workers"`
+	// Image folders, torchvision style: RandomResizedCrop draws a crop of
+	// 8-100% of the area with aspect ratio 3/4-4/3, resized to ImageSize
+	// (training data); ResizeSize resizes the shorter side before a centre
+	// crop of ImageSize (validation data, and training data without
+	// RandomResizedCrop).
+	RandomResizedCrop bool `yaml:"random-resized-crop"`
+	ResizeSize        int  `yaml:"resize"`
 	// SyncBatchNorm normalises BatchNorm layers with the statistics of the
 	// global batch across processes (torch.nn.SyncBatchNorm).
 	SyncBatchNorm bool `yaml:"sync-batchnorm"`

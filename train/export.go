@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
@@ -247,4 +248,108 @@ func saveOutputs(acc *Accelerator, model *Model, cfg Config, trainDS any) ([]str
 		opts.Classes = c.Classes()
 	}
 	return SaveModelFiles(cfg.Output, model.Prog, opts)
+}
+
+// ExportOptions tune ExportCheckpoint.
+type ExportOptions struct {
+	// Model is the ONNX file the checkpoint's run trained (default: the
+	// path the checkpoint records).
+	Model string
+	// TrainingGraph also writes the training graph.
+	TrainingGraph bool
+}
+
+// ExportCheckpoint writes the model of a checkpoint for deployment. ckpt is
+// a checkpoint folder, or a run's --output folder (its newest complete
+// checkpoint is used). The model is the ONNX file the run started from
+// (recorded in the checkpoint, or opts.Model), with the head the run gave
+// it (--num-classes) and the checkpoint's parameters and buffers. out is
+// either a .onnx file (the inference graph; with TrainingGraph also
+// NAME.train.onnx) or a folder (what --output of a run holds: model.onnx,
+// model.safetensors, classes.json when known). It returns the files written
+// and the checkpoint used.
+func ExportCheckpoint(ckpt, out string, opts ExportOptions) (paths []string, used string, err error) {
+	used = ckpt
+	if _, err := ReadManifest(ckpt); err != nil {
+		latest, lerr := Latest(ckpt)
+		if lerr != nil {
+			return nil, "", fmt.Errorf("export: %s is not a checkpoint (%v), nor a folder holding one (%v)", ckpt, err, lerr)
+		}
+		used = latest
+	}
+	st, err := LoadState(used)
+	if err != nil {
+		return nil, used, fmt.Errorf("export: %w", err)
+	}
+	var info FineTuneInfo
+	if b, ok := st.Extra[FineTuneStateKey]; ok {
+		if err := json.Unmarshal(b, &info); err != nil {
+			return nil, used, fmt.Errorf("export: %s: the model record in state.json: %w", used, err)
+		}
+	}
+	modelPath := opts.Model
+	if modelPath == "" {
+		modelPath = info.Model
+	}
+	if modelPath == "" {
+		return nil, used, fmt.Errorf("export: checkpoint %s does not record the model it trains; pass --model MODEL.onnx", used)
+	}
+	m, err := importer.Load(modelPath)
+	if err != nil {
+		if opts.Model == "" {
+			return nil, used, fmt.Errorf("export: the model checkpoint %s records: %w (pass --model to use another path)", used, err)
+		}
+		return nil, used, fmt.Errorf("export: %w", err)
+	}
+	// As in training: a fixed-batch export opens to any batch size (one
+	// that depends on its batch size keeps it).
+	_, _ = RelaxFixedBatch(m, 0)
+	if info.NumClasses > 0 {
+		if _, err := ReplaceHead(m, "", info.NumClasses, 0); err != nil {
+			return nil, used, fmt.Errorf("export: %w", err)
+		}
+	}
+	weights := map[string]*graph.Tensor{}
+	for _, src := range []map[string]*graph.Tensor{st.Params, st.Buffers} {
+		for name, t := range src {
+			init, ok := m.Graph.Initializers[name]
+			if !ok {
+				return nil, used, fmt.Errorf("export: checkpoint %s holds %q, which is not a weight of %s (is it the model this run trained?)", used, name, modelPath)
+			}
+			if init.DType != t.DType || !graph.SameShape(init.Shape, t.Shape) {
+				return nil, used, fmt.Errorf("export: checkpoint %s holds %q as %v%v, but %s has %v%v", used, name, t.DType, t.Shape, modelPath, init.DType, init.Shape)
+			}
+			m.Graph.Initializers[name] = t
+			weights[name] = t
+		}
+	}
+	if strings.HasSuffix(strings.ToLower(out), ".onnx") {
+		if dir := filepath.Dir(out); dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, used, fmt.Errorf("export: --output: %w", err)
+			}
+		}
+		inf, _ := InferenceModel(m)
+		if err := importer.Save(out, inf); err != nil {
+			return nil, used, err
+		}
+		paths = []string{out}
+		if opts.TrainingGraph {
+			p := strings.TrimSuffix(out, filepath.Ext(out)) + ".train.onnx"
+			if err := importer.Save(p, m); err != nil {
+				return nil, used, err
+			}
+			paths = append(paths, p)
+		}
+		if len(info.Classes) > 0 {
+			p := filepath.Join(filepath.Dir(out), ClassesFile)
+			if err := WriteClasses(p, info.Classes); err != nil {
+				return nil, used, err
+			}
+			paths = append(paths, p)
+		}
+		return paths, used, nil
+	}
+	paths, err = saveModelFiles(out, m, weights, SaveOptions{TrainingGraph: opts.TrainingGraph, Classes: info.Classes})
+	return paths, used, err
 }

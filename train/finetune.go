@@ -50,6 +50,13 @@ const FineTuneStateKey = "model"
 func (f *fineTune) StateDict() ([]byte, error)   { return json.Marshal(f.Info) }
 func (f *fineTune) LoadStateDict(b []byte) error { return nil } // informational only
 
+// setData records the class names of the training data, if it has them.
+func (f *fineTune) setData(ds any) {
+	if c, ok := ds.(interface{ Classes() []string }); ok {
+		f.Info.Classes = c.Classes()
+	}
+}
+
 // PrepareFineTune applies cfg's changes to the freshly imported m: the
 // inference-export check, the fixed-batch check, --num-classes, --freeze-bn
 // and --freeze.

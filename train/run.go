@@ -91,6 +91,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err != nil {
 		return nil, err
 	}
+	ft.setData(trainDS) // finetune.go: class names for checkpoints
 	loader, err := acc.PrepareDataLoader(trainDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Shuffle: cfg.Shuffle, DropLast: cfg.DropLast, Seed: uint64(cfg.Seed), Prefetch: 2})
 	if err != nil {
 		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/tensorio"
+	"github.com/onnxtrain/onnxtrain/train"
 )
 
 const bnDropoutDir = "../../models/bn_dropout"
@@ -146,4 +150,149 @@ func checkWithONNXChecker(t *testing.T, path string) {
 	}
 	out, err := exec.Command(py, "-c", "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)", path).CombinedOutput()
 	assert.NoError(t, err, "onnx.checker on %s: %s", path, strings.TrimSpace(string(out)))
+}
+
+// trainBNDropout runs the fixture's recipe into a fresh folder.
+func trainBNDropout(t *testing.T, extra ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := execute(t, append(bnDropoutRecipe(dir), extra...)...)
+	require.NoError(t, err, out)
+	return dir
+}
+
+// `onnxtrain eval` reports PyTorch's cross-entropy and accuracy for the
+// trained model (eval_golden.npz), prints no top-5 for 4 classes, and for
+// --loss mse only the loss, never an accuracy.
+func TestEvalMatchesPyTorch(t *testing.T) {
+	dir := trainBNDropout(t)
+	golden, err := tensorio.ReadNPZ(filepath.Join(bnDropoutDir, "eval_golden.npz"))
+	require.NoError(t, err)
+	model := filepath.Join(dir, "model.onnx")
+	out, err := execute(t, "eval", "--model", model, "--data", filepath.Join(bnDropoutDir, "eval_case.npz"), "--json")
+	require.NoError(t, err, out)
+	var rep train.EvalReport
+	require.NoError(t, json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &rep), out)
+	assert.InDelta(t, golden["ce_loss"].Float(0), rep.Value, 2e-4)
+	require.NotNil(t, rep.Accuracy)
+	assert.InDelta(t, golden["accuracy"].Float(0), *rep.Accuracy, 1e-9)
+	assert.Nil(t, rep.Top5Accuracy, "4 classes: top-5 is always 100%")
+	assert.Equal(t, 6, rep.Samples)
+	require.Len(t, rep.Confusion, 4)
+	total := 0
+	for _, row := range rep.PerClass {
+		total += row.Support
+	}
+	assert.Equal(t, 6, total)
+
+	text, err := execute(t, "eval", "--model", model, "--data", filepath.Join(bnDropoutDir, "eval_case.npz"))
+	require.NoError(t, err, text)
+	assert.Contains(t, text, "accuracy")
+	assert.Contains(t, text, "confusion matrix")
+
+	// mse against zero targets is the mean square of PyTorch's outputs.
+	targets := filepath.Join(dir, "targets.npz")
+	require.NoError(t, tensorio.WriteNPZ(targets, map[string]*graph.Tensor{"input": golden["input"], "labels": graph.Zeros(graph.Float32, 6, 4)}))
+	var want float64
+	for _, v := range golden["output"].Float32s() {
+		want += float64(v) * float64(v)
+	}
+	want /= 24
+	text, err = execute(t, "eval", "--model", model, "--data", targets, "--loss", "mse")
+	require.NoError(t, err, text)
+	assert.NotContains(t, text, "accuracy")
+	out, err = execute(t, "eval", "--model", model, "--data", targets, "--loss", "mse", "--json")
+	require.NoError(t, err, out)
+	rep = train.EvalReport{}
+	require.NoError(t, json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &rep), out)
+	assert.InDelta(t, want, rep.Value, 1e-4)
+	assert.Nil(t, rep.Accuracy)
+	assert.NotContains(t, out, "accuracy")
+}
+
+// `onnxtrain predict` gives PyTorch's argmax and softmax probability for
+// every sample, in order, as .npz and .csv; `run` accepts the same file,
+// which also holds labels, and says it ignores them.
+func TestPredictAndRunWithLabels(t *testing.T) {
+	dir := trainBNDropout(t)
+	golden, err := tensorio.ReadNPZ(filepath.Join(bnDropoutDir, "eval_golden.npz"))
+	require.NoError(t, err)
+	model := filepath.Join(dir, "model.onnx")
+	data := filepath.Join(bnDropoutDir, "eval_case.npz")
+	npz := filepath.Join(dir, "preds.npz")
+	out, err := execute(t, "predict", "--model", model, "--data", data, "--output", npz)
+	require.NoError(t, err, out)
+	p, err := tensorio.ReadNPZ(npz)
+	require.NoError(t, err)
+	g := golden["output"].Float32s()
+	for i := 0; i < 6; i++ {
+		row := g[i*4 : i*4+4]
+		best, z := 0, 0.0
+		for k, v := range row {
+			if v > row[best] {
+				best = k
+			}
+		}
+		for _, v := range row {
+			z += math.Exp(float64(v - row[best]))
+		}
+		assert.Equal(t, int64(best), p["prediction"].Int(i), "sample %d", i)
+		assert.InDelta(t, 1/z, p["probability"].Float(i), 1e-4, "sample %d", i)
+	}
+	csvPath := filepath.Join(dir, "preds.csv")
+	out, err = execute(t, "predict", "--model", model, "--data", data, "--output", csvPath)
+	require.NoError(t, err, out)
+	b, err := os.ReadFile(csvPath)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, 7)
+	assert.Equal(t, "index,prediction,probability", lines[0])
+	assert.True(t, strings.HasPrefix(lines[1], "0,"+strconv.FormatInt(p["prediction"].Int(0), 10)+","), lines[1])
+
+	out, err = execute(t, "run", "--model", model, "--input", data)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "ignoring array(s) [labels]")
+}
+
+// `onnxtrain export` writes the inference graph of a checkpoint (found
+// through the run's --output folder) with the checkpoint's weights: at the
+// last step it computes what the run's own model.onnx computes. A run with
+// --num-classes exports with its new head.
+func TestExportCheckpoint(t *testing.T) {
+	dir := trainBNDropout(t, "--checkpoint-every", "4")
+	exported := filepath.Join(t.TempDir(), "deploy", "model.onnx")
+	out, err := execute(t, "export", dir, "--output", exported)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "checkpoint-")
+	probe := filepath.Join(bnDropoutDir, "probe.npz")
+	a, b := filepath.Join(t.TempDir(), "a.npz"), filepath.Join(t.TempDir(), "b.npz")
+	_, err = execute(t, "run", "--model", filepath.Join(dir, "model.onnx"), "--input", probe, "--output", a)
+	require.NoError(t, err)
+	_, err = execute(t, "run", "--model", exported, "--input", probe, "--output", b)
+	require.NoError(t, err)
+	ra, _ := tensorio.ReadNPZ(a)
+	rb, _ := tensorio.ReadNPZ(b)
+	assert.Equal(t, ra["output"].Float32s(), rb["output"].Float32s())
+	m, err := importer.Load(exported)
+	require.NoError(t, err)
+	for _, n := range m.Graph.Nodes {
+		if n.OpType == "BatchNormalization" {
+			assert.Zero(t, n.AttrInt("training_mode", 0))
+		}
+	}
+
+	// A new head: the export has the run's class count.
+	ft := t.TempDir()
+	out, err = execute(t, "train", "--model", filepath.Join(bnDropoutDir, "bn_dropout_train.onnx"), "--data", filepath.Join(bnDropoutDir, "train_case.npz"),
+		"--batch-size", "16", "--steps", "2", "--num-classes", "5", "--checkpoint-every", "2", "--output", ft)
+	require.NoError(t, err, out)
+	folder := t.TempDir()
+	out, err = execute(t, "export", filepath.Join(ft, "checkpoint-000001"), "--output", folder)
+	require.NoError(t, err, out)
+	m, err = importer.Load(filepath.Join(folder, "model.onnx"))
+	require.NoError(t, err)
+	assert.Equal(t, []int{5, 16}, m.Graph.Initializers["fc2.weight"].Shape)
+
+	_, err = execute(t, "export", t.TempDir(), "--output", exported)
+	assert.ErrorContains(t, err, "is not a checkpoint")
 }

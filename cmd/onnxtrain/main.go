@@ -59,6 +59,6 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level (debug, info, warn, error)")
-	root.AddCommand(newInspectCmd(), newRunCmd(), newTrainCmd(), newConfigCmd(), newLaunchCmd(), newBenchCmd(), newEstimateMemoryCmd(), newConformanceCmd(), newEnvCmd())
+	root.AddCommand(newInspectCmd(), newRunCmd(), newTrainCmd(), newConfigCmd(), newLaunchCmd(), newBenchCmd(), newEstimateMemoryCmd(), newConformanceCmd(), newEnvCmd(), newExportCmd(), newEvalCmd(), newPredictCmd())
 	return root
 }
