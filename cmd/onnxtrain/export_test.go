@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
 	"math"
 	"os"
 	"os/exec"
@@ -295,4 +298,65 @@ func TestExportCheckpoint(t *testing.T) {
 
 	_, err = execute(t, "export", t.TempDir(), "--output", exported)
 	assert.ErrorContains(t, err, "is not a checkpoint")
+}
+
+// An image-folder run saves the class -> index mapping next to the model
+// (classes.json); predict names its predictions with it, and eval maps a
+// folder whose class folders list the classes in another order back to
+// the model's indices by name.
+func TestImageFolderClassNames(t *testing.T) {
+	root := t.TempDir()
+	for ci, class := range []string{"cat", "dog"} {
+		for k := 0; k < 3; k++ {
+			im := image.NewRGBA(image.Rect(0, 0, 40, 36))
+			for i := range im.Pix {
+				im.Pix[i] = uint8(60*ci + 7*k + i%50)
+			}
+			p := filepath.Join(root, class, fmt.Sprintf("%d.png", k))
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			f, err := os.Create(p)
+			require.NoError(t, err)
+			require.NoError(t, png.Encode(f, im))
+			require.NoError(t, f.Close())
+		}
+	}
+	out := t.TempDir()
+	log, err := execute(t, "train", "--model", "../../models/cifar_resnet/cifar_resnet_train.onnx", "--data", root,
+		"--num-classes", "2", "--image-size", "32", "--random-resized-crop", "--random-flip", "--workers", "2",
+		"--batch-size", "3", "--steps", "2", "--output", out)
+	require.NoError(t, err, log)
+	classes, err := train.ReadClasses(filepath.Join(out, "classes.json"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"cat", "dog"}, classes)
+
+	csvPath := filepath.Join(t.TempDir(), "p.csv")
+	log, err = execute(t, "predict", "--model", filepath.Join(out, "model.onnx"), "--data", root, "--image-size", "32", "--resize", "36", "--output", csvPath)
+	require.NoError(t, err, log)
+	b, err := os.ReadFile(csvPath)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, 7)
+	assert.Equal(t, "index,source,prediction,class,probability", lines[0])
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		assert.Equal(t, map[string]string{"0": "cat", "1": "dog"}[f[2]], f[3], l)
+	}
+
+	// The same images under class folders in another sorted order: eval
+	// counts a "dog" image as class 1, as the model learnt it.
+	other := t.TempDir()
+	require.NoError(t, os.Rename(filepath.Join(root, "cat"), filepath.Join(other, "zcat")))
+	require.NoError(t, os.Rename(filepath.Join(root, "dog"), filepath.Join(other, "dog")))
+	log, err = execute(t, "eval", "--model", filepath.Join(out, "model.onnx"), "--data", other, "--image-size", "32")
+	assert.ErrorContains(t, err, `class folder "zcat" is not one of the model's classes`)
+	require.NoError(t, os.Rename(filepath.Join(other, "zcat"), filepath.Join(other, "cat")))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "classes.json"), []byte(`["dog", "cat"]`), 0o644))
+	log, err = execute(t, "eval", "--model", filepath.Join(out, "model.onnx"), "--data", other, "--image-size", "32", "--json")
+	require.NoError(t, err, log)
+	var rep train.EvalReport
+	require.NoError(t, json.Unmarshal([]byte(log[:strings.LastIndex(log, "}")+1]), &rep), log)
+	assert.Equal(t, []string{"dog", "cat"}, rep.Classes)
+	require.Len(t, rep.PerClass, 2)
+	assert.Equal(t, "dog", rep.PerClass[0].Class)
+	assert.Equal(t, 3, rep.PerClass[0].Support)
 }

@@ -14,4 +14,6 @@ func addFineTuneFlags(f *pflag.FlagSet, cfg *train.Config) {
 	f.StringArrayVar(&cfg.LRGroups, "lr-group", nil, "REGEX=LR: parameters whose name matches REGEX train with learning rate LR (scaled by the schedule like --lr); repeatable, the first match wins")
 	f.BoolVar(&cfg.FreezeBN, "freeze-bn", false, "keep BatchNorm layers in inference mode while training: normalise with the running statistics and leave them unchanged")
 	f.IntVar(&cfg.Workers, "workers", 0, "image folders: decode images on this many goroutines (0: one per CPU)")
+	f.BoolVar(&cfg.RandomResizedCrop, "random-resized-crop", false, "image folders, training data: torchvision's RandomResizedCrop to --image-size (a random 8-100% of the area at aspect ratio 3/4-4/3, resized), seeded by --seed")
+	f.IntVar(&cfg.ResizeSize, "resize", 0, "image folders: resize the shorter side to this and crop the centre --image-size square (torchvision's Resize + CenterCrop; the validation transform, and the training one without --random-resized-crop)")
 }
