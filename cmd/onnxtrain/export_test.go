@@ -360,3 +360,25 @@ func TestImageFolderClassNames(t *testing.T) {
 	assert.Equal(t, "dog", rep.PerClass[0].Class)
 	assert.Equal(t, 3, rep.PerClass[0].Support)
 }
+
+// A fixed-batch export (batch 4, no dynamic_axes) runs, evaluates and
+// benchmarks at other batch sizes when nothing depends on its size; the
+// one whose Reshape holds the constant batch is refused, naming the node.
+func TestFixedBatchRunEvalBench(t *testing.T) {
+	model := filepath.Join(bnDropoutDir, "fixed_batch_train.onnx")
+	data := filepath.Join(bnDropoutDir, "eval_case.npz") // 6 samples
+	out, err := execute(t, "run", "--model", model, "--input", data)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "output: float32[6 4]")
+	assert.Contains(t, out, "fixed batch of 4")
+	out, err = execute(t, "eval", "--model", model, "--data", data, "--batch-size", "5")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "6 samples")
+	out, err = execute(t, "bench", "--model", model, "--batch-size", "7", "--steps", "1", "--warmup", "0")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "batch 7")
+
+	_, err = execute(t, "run", "--model", filepath.Join(bnDropoutDir, "fixed_batch_eval.onnx"), "--input", data)
+	assert.ErrorContains(t, err, "node /Reshape (Reshape)")
+	assert.ErrorContains(t, err, "dynamic_axes")
+}
