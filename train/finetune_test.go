@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -243,4 +244,18 @@ func TestFixedBatchExport(t *testing.T) {
 	_, err = train.Run(context.Background(), cfg, io.Discard, &msg)
 	require.NoError(t, err)
 	assert.Contains(t, msg.String(), "runs at --batch-size 4 only")
+}
+
+// The fine-tuning settings are YAML keys too; --lr-group is a list.
+func TestFineTuneYAML(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ft.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("num-classes: 5\nfreeze: '^conv'\nfreeze-bn: true\nlr-group:\n  - '^fc\\.=0.01'\n  - 'layer4=0.001'\nsave-training-graph: true\nrandom-resized-crop: true\nresize: 36\nworkers: 3\n"), 0o644))
+	cfg := train.DefaultConfig()
+	require.NoError(t, train.LoadYAML(p, &cfg))
+	assert.Equal(t, 5, cfg.NumClasses)
+	assert.Equal(t, "^conv", cfg.Freeze)
+	assert.True(t, cfg.FreezeBN && cfg.SaveTrainingGraph && cfg.RandomResizedCrop)
+	assert.Equal(t, []string{`^fc\.=0.01`, "layer4=0.001"}, cfg.LRGroups)
+	assert.Equal(t, 36, cfg.ResizeSize)
+	assert.Equal(t, 3, cfg.Workers)
 }
