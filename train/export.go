@@ -55,6 +55,8 @@ func InferenceModel(m *graph.Model) (out *graph.Model, changed int) {
 	toInference(g)
 	for _, n := range g.Nodes {
 		if n.OpType == "BatchNormalization" {
+			// Opsets before 14 mark training mode by the extra outputs.
+			n.Outputs = n.Outputs[:1]
 			delete(n.Attrs, "training_mode")
 			delete(n.Attrs, graph.UnbiasedVarAttr)
 		}
