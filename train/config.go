@@ -112,6 +112,24 @@ type Config struct {
 	// $ONNXTRAIN_DIST_SECRET): every connection between the processes
 	// proves it holds it.
 	DistSecretFile string `yaml:"dist-secret-file"`
+	// Fine-tuning and export (finetune.go, export.go): SaveTrainingGraph
+	// also writes the training graph; NumClasses replaces the classifier
+	// head; Freeze freezes the parameters it matches; LRGroups are
+	// REGEX=LR pairs; FreezeBN keeps BatchNorm in inference mode; Workers
+	// decode images in parallel.
+	SaveTrainingGraph bool     `yaml:"save-training-graph"`
+	NumClasses        int      `yaml:"num-classes"`
+	Freeze            string   `yaml:"freeze"`
+	LRGroups          []string `yaml:"lr-group"`
+	FreezeBN          bool     `yaml:"freeze-bn"`
+	Workers           int      `yaml:"workers"`
+	// Image folders, torchvision style: RandomResizedCrop draws a crop of
+	// 8-100% of the area with aspect ratio 3/4-4/3, resized to ImageSize
+	// (training data); ResizeSize resizes the shorter side before a centre
+	// crop of ImageSize (validation data, and training data without
+	// RandomResizedCrop).
+	RandomResizedCrop bool `yaml:"random-resized-crop"`
+	ResizeSize        int  `yaml:"resize"`
 	// SyncBatchNorm normalises BatchNorm layers with the statistics of the
 	// global batch across processes (torch.nn.SyncBatchNorm).
 	SyncBatchNorm bool `yaml:"sync-batchnorm"`

@@ -60,10 +60,15 @@ func openDataset(cfg Config, path string, training bool, prog *Program) (data.Da
 		}
 		opts := data.ImageFolderOptions{Input: input, Height: cfg.ImageSize, Width: cfg.ImageSize, Grayscale: cfg.Grayscale,
 			Mean: cfg.Mean, Std: cfg.Std, Seed: uint64(cfg.Seed)}
+		opts.Workers = cfg.Workers
 		if training {
 			opts.RandomCrop = cfg.RandomCrop > 0
 			opts.CropPadding = cfg.RandomCrop
 			opts.HFlip = cfg.RandomFlip
+			opts.RandomResizedCrop = cfg.RandomResizedCrop
+		}
+		if !opts.RandomResizedCrop {
+			opts.ResizeShorter = cfg.ResizeSize
 		}
 		return data.OpenImageFolder(path, opts)
 	}

@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/onnxtrain/onnxtrain/distrib"
-	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
-	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train/data"
 	"github.com/onnxtrain/onnxtrain/train/track"
 )
@@ -52,6 +50,10 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err != nil {
 		return nil, err
 	}
+	ft, err := PrepareFineTune(m, cfg) // finetune.go: --num-classes, --freeze, --freeze-bn, fixed batch
+	if err != nil {
+		return nil, err
+	}
 	loss, err := ParseLoss(cfg.Loss)
 	if err != nil {
 		return nil, err
@@ -86,10 +88,14 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err := checkImageSizeFits(cfg); err != nil { // memcheck.go
 		return nil, err
 	}
-	model, err := acc.PrepareModel(m, loss, ModelOptions{TrainOnly: cfg.TrainOnly})
+	for _, note := range ft.Notes {
+		fmt.Fprintln(msg, note)
+	}
+	model, err := acc.PrepareModel(m, loss, ModelOptions{TrainOnly: ft.TrainOnly})
 	if err != nil {
 		return nil, err
 	}
+	acc.RegisterForCheckpointing(FineTuneStateKey, ft)
 	inner, err := NewOptimizer(cfg, model.Params())
 	if err != nil {
 		return nil, err
@@ -105,6 +111,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err := checkStepFits(ctx, cfg, loss, trainDS, model); err != nil { // memcheck.go
 		return nil, err
 	}
+	ft.setData(trainDS) // finetune.go: class names for checkpoints
 	loader, err := acc.PrepareDataLoader(trainDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Shuffle: cfg.Shuffle, DropLast: cfg.DropLast, Seed: uint64(cfg.Seed), Prefetch: 2})
 	if err != nil {
 		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)
@@ -255,7 +262,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		sum.FinalLoss = sum.Records[n-1].Loss
 	}
 	if cfg.Output != "" {
-		paths, err := acc.SaveModel(cfg.Output)
+		paths, err := saveOutputs(acc, model, cfg, trainDS) // export.go
 		if err != nil {
 			return sum, err
 		}
@@ -554,32 +561,9 @@ func countElements(ps []*Parameter) int {
 	return n
 }
 
-// SaveModel writes the trained model into dir as model.onnx (the original
-// graph with its initializers holding the trained values) and
-// model.safetensors (the parameters and buffers by initializer name).
+// SaveModel writes the trained model into dir as model.onnx (the inference
+// graph with the trained weights, see InferenceModel) and model.safetensors
+// (the parameters and buffers by initializer name).
 func SaveModel(dir string, prog *Program) ([]string, error) {
-	if err := prog.SyncToHost(); err != nil { // program_state.go
-		return nil, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("train: --output: %w", err)
-	}
-	// Parameters and buffers are the model's own initializer tensors,
-	// updated in place, so the model as loaded now holds the trained values.
-	onnxPath := filepath.Join(dir, "model.onnx")
-	if err := importer.Save(onnxPath, prog.Model); err != nil {
-		return nil, err
-	}
-	weights := map[string]*graph.Tensor{}
-	for _, p := range prog.Params {
-		weights[p.Name] = p.Value
-	}
-	for name, t := range prog.Buffers {
-		weights[name] = t
-	}
-	stPath := filepath.Join(dir, "model.safetensors")
-	if err := tensorio.WriteSafetensors(stPath, weights, map[string]string{"format": "pt", "producer": "onnxtrain"}); err != nil {
-		return nil, err
-	}
-	return []string{onnxPath, stPath}, nil
+	return SaveModelFiles(dir, prog, SaveOptions{})
 }

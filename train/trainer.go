@@ -50,8 +50,11 @@ func NewOptimizer(cfg Config, params []*optim.Param) (optim.Optimizer, error) {
 	} else {
 		groups[1].WeightDecay = cfg.WeightDecay
 	}
+	groups, err := lrGroups(cfg, params, groups) // lrgroup.go: --lr-group
+	if err != nil {
+		return nil, err
+	}
 	var opt optim.Optimizer
-	var err error
 	switch cfg.Optimizer {
 	case "sgd":
 		opt, err = optim.NewSGD(optim.SGDConfig{LR: cfg.LR, Momentum: cfg.Momentum, Dampening: cfg.Dampening,

@@ -173,6 +173,11 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A fixed-batch export runs at --batch-size when nothing depends on
+	// its exported size (train/fixedbatch.go).
+	if _, err := train.RelaxFixedBatch(m, o.BatchSize); err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Model, err)
+	}
 	shapes, syms, err := ResolveInputShapes(m.Graph, o.BatchSize, o.Dims)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Model, err)

@@ -60,6 +60,6 @@ func newRootCmd() *cobra.Command {
 	// write flags (flagnames.go).
 	root.SetGlobalNormalizationFunc(underscoreFlags)
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level (debug, info, warn, error)")
-	root.AddCommand(newInspectCmd(), newRunCmd(), newTrainCmd(), newConfigCmd(), newLaunchCmd(), newBenchCmd(), newEstimateMemoryCmd(), newConformanceCmd(), newEnvCmd())
+	root.AddCommand(newInspectCmd(), newRunCmd(), newTrainCmd(), newConfigCmd(), newLaunchCmd(), newBenchCmd(), newEstimateMemoryCmd(), newConformanceCmd(), newEnvCmd(), newExportCmd(), newEvalCmd(), newPredictCmd())
 	return root
 }

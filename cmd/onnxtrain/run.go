@@ -31,6 +31,12 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// run_extra.go: labels and other arrays the graph does not
+			// read are left out (and named); a fixed-batch export opens to
+			// the fed batch size.
+			if feeds, err = prepareRun(m, feeds, cmd.ErrOrStderr()); err != nil {
+				return fmt.Errorf("run %s: %w", modelPath, err)
+			}
 			out, err := runModel(cmd.Context(), m, feeds, backendName)
 			if err != nil {
 				return fmt.Errorf("run %s: %w", modelPath, err)

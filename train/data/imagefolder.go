@@ -44,6 +44,17 @@ type ImageFolderOptions struct {
 	Seed uint64
 	// Workers decode images in parallel; 0 means GOMAXPROCS.
 	Workers int
+	// RandomResizedCrop crops a random window (an area fraction in
+	// CropScale, an aspect ratio in CropRatio; zero values mean
+	// torchvision's 0.08-1 and 3/4-4/3) and resizes it to Height×Width,
+	// as torchvision's RandomResizedCrop (transforms.go).
+	RandomResizedCrop bool
+	CropScale         [2]float64
+	CropRatio         [2]float64
+	// ResizeShorter resizes the shorter side to this size (keeping the
+	// aspect ratio) and then crops the centre Height×Width, as
+	// torchvision's Resize(ResizeShorter) + CenterCrop((Height, Width)).
+	ResizeShorter int
 }
 
 // ImageFolder is torchvision's ImageFolder layout: root/<class>/**/*.png
@@ -82,6 +93,9 @@ func OpenImageFolder(root string, opts ImageFolderOptions) (*ImageFolder, error)
 	}
 	if (opts.Height == 0) != (opts.Width == 0) || opts.Height < 0 || opts.Width < 0 {
 		return nil, fmt.Errorf("data: %s: resize to %dx%d: set both Height and Width, or neither", root, opts.Height, opts.Width)
+	}
+	if (opts.RandomResizedCrop || opts.ResizeShorter > 0) && opts.Height == 0 {
+		return nil, fmt.Errorf("data: %s: a random resized crop or a centre crop needs the output size (Height and Width)", root)
 	}
 	if opts.CropPadding < 0 {
 		return nil, fmt.Errorf("data: %s: negative crop padding %d", root, opts.CropPadding)
@@ -286,10 +300,14 @@ func (d *ImageFolder) load(epoch, i int, dst []float32) error {
 		return fmt.Errorf("data: %s: empty image", path)
 	}
 	src := toPlanes(im, d.c) // [C, h, w] in [0, 1]
-	if b.Dx() != d.w || b.Dy() != d.h {
+	rng := newRNG(d.opts.Seed, streamAugment, epoch, i)
+	if g, ok, err := d.geometric(rng, src, b.Dy(), b.Dx()); err != nil { // transforms.go
+		return fmt.Errorf("data: %s: %w", path, err)
+	} else if ok {
+		src = g
+	} else if b.Dx() != d.w || b.Dy() != d.h {
 		src = resizeBilinear(src, d.c, b.Dy(), b.Dx(), d.h, d.w)
 	}
-	rng := newRNG(d.opts.Seed, streamAugment, epoch, i)
 	top, left := 0, 0
 	pad := 0
 	if d.opts.RandomCrop {
