@@ -34,6 +34,10 @@ type PartitionOptions struct {
 	// parameter (0 for SGD without momentum, 1 with, 2 for Adam/AdamW;
 	// default 2).
 	OptimizerSlots int
+	// NodeSeconds, when set, replaces the cost model: the measured time
+	// of one micro-batch's forward and backward through each node, by node
+	// label (ProfilePartition measures it; missing nodes use the model).
+	NodeSeconds map[string]float64
 	// InFlight is the number of micro-batches whose activations stage s
 	// holds at once, for the memory estimate; nil assumes 1F1B (S-s).
 	InFlight func(stage, stages int) int
@@ -102,6 +106,10 @@ type Plan struct {
 
 // Model is the model the plan cuts.
 func (p *Plan) Model() *graph.Model { return p.model }
+
+// NodeSeconds is the measured per-node cost the plan was cut on (nil when
+// it was cut on the cost model).
+func (p *Plan) NodeSeconds() map[string]float64 { return p.opts.NodeSeconds }
 
 // Partition cuts m into stages.
 func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
@@ -192,7 +200,11 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 	for i, nd := range items {
 		f, bytes := p.nodeCost(nd)
 		flops[i+1] = flops[i] + f
-		cost[i+1] = cost[i] + 3*math.Max(float64(f)/flopRate, float64(bytes)/byteRate)
+		c := 3 * math.Max(float64(f)/flopRate, float64(bytes)/byteRate)
+		if t, ok := opts.NodeSeconds[nd.Label()]; ok {
+			c = t
+		}
+		cost[i+1] = cost[i] + c
 		var out int64
 		for _, o := range nd.Outputs {
 			if o != "" {

@@ -116,6 +116,9 @@ type Config struct {
 	VirtualStages  int    `yaml:"virtual-stages"`
 	SplitAt        string `yaml:"split-at"`
 	Devices        string `yaml:"devices"`
+	// Partition is how the cut is balanced: estimate (FLOPs and bytes of
+	// each node) or profile (measured on the first micro-batches).
+	Partition string `yaml:"partition"`
 }
 
 // DefaultConfig holds the defaults of every flag.
