@@ -119,6 +119,8 @@ type Config struct {
 	// Partition is how the cut is balanced: estimate (FLOPs and bytes of
 	// each node) or profile (measured on the first micro-batches).
 	Partition string `yaml:"partition"`
+	// StageMemory bounds each stage's estimated memory ("4GiB", "512MB").
+	StageMemory string `yaml:"stage-memory"`
 }
 
 // DefaultConfig holds the defaults of every flag.

@@ -126,6 +126,11 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if cfg.SplitAt != "" {
 		popts.SplitAt = strings.Split(cfg.SplitAt, ",")
 	}
+	if cfg.StageMemory != "" {
+		if popts.StageMemory, err = pipeline.ParseBytes(cfg.StageMemory); err != nil {
+			return nil, fmt.Errorf("--stage-memory: %w", err)
+		}
+	}
 	switch cfg.Optimizer {
 	case "sgd":
 		popts.OptimizerSlots = 1

@@ -161,3 +161,18 @@ func TestRunPipelinePartitionProfile(t *testing.T) {
 	_, err := train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, `--partition must be estimate or profile, got "guess"`)
 }
+
+// --stage-memory reaches the partitioner: a limit no cut meets fails with
+// the partitioner's error; a bad size names the flag.
+func TestRunPipelineStageMemory(t *testing.T) {
+	cfg := pipelineConfig(t.TempDir())
+	cfg.PipelineStages, cfg.GradAccum, cfg.MicroBatches = 2, 1, 4
+	cfg.StageMemory = "1KB"
+	_, err := train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "fits the memory limit")
+	cfg.StageMemory = "lots"
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, `--stage-memory: "lots" is not a size`)
+	cfg.StageMemory = "1GiB"
+	assertSameRecords(t, runRecords(t, pipelineConfig(t.TempDir())), runRecords(t, cfg))
+}
