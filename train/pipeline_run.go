@@ -157,9 +157,14 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 		if rc.RecvTimeout <= 0 {
 			rc.RecvTimeout = group.Timeout()
 		}
+		// Listen on the address this machine reaches the master from (so
+		// that the others can dial it); loopback on one machine.
 		host := ""
 		if a := os.Getenv("MASTER_ADDR"); a != "" && !isLoopback(a) {
-			host = "0.0.0.0" // not tested beyond one machine yet
+			if c, err := net.Dial("udp", net.JoinHostPort(a, "9")); err == nil { // sends nothing
+				host = c.LocalAddr().(*net.UDPAddr).IP.String()
+				c.Close()
+			}
 		}
 		tr, err := pipeline.NewTCPTransport(ctx, group, host, rc.RecvTimeout)
 		if err != nil {
