@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -34,6 +35,10 @@ type PartitionOptions struct {
 	// parameter (0 for SGD without momentum, 1 with, 2 for Adam/AdamW;
 	// default 2).
 	OptimizerSlots int
+	// NodeSeconds, when set, replaces the cost model: the measured time
+	// of one micro-batch's forward and backward through each node, by node
+	// label (ProfilePartition measures it; missing nodes use the model).
+	NodeSeconds map[string]float64
 	// InFlight is the number of micro-batches whose activations stage s
 	// holds at once, for the memory estimate; nil assumes 1F1B (S-s).
 	InFlight func(stage, stages int) int
@@ -102,6 +107,10 @@ type Plan struct {
 
 // Model is the model the plan cuts.
 func (p *Plan) Model() *graph.Model { return p.model }
+
+// NodeSeconds is the measured per-node cost the plan was cut on (nil when
+// it was cut on the cost model).
+func (p *Plan) NodeSeconds() map[string]float64 { return p.opts.NodeSeconds }
 
 // Partition cuts m into stages.
 func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
@@ -192,7 +201,11 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 	for i, nd := range items {
 		f, bytes := p.nodeCost(nd)
 		flops[i+1] = flops[i] + f
-		cost[i+1] = cost[i] + 3*math.Max(float64(f)/flopRate, float64(bytes)/byteRate)
+		c := 3 * math.Max(float64(f)/flopRate, float64(bytes)/byteRate)
+		if t, ok := opts.NodeSeconds[nd.Label()]; ok {
+			c = t
+		}
+		cost[i+1] = cost[i] + c
 		var out int64
 		for _, o := range nd.Outputs {
 			if o != "" {
@@ -676,4 +689,30 @@ func cloneGraph(g *graph.Graph) *graph.Graph {
 		c.Initializers[k] = v
 	}
 	return &c
+}
+
+// ParseBytes reads sizes such as 4GiB, 512MB, 1.5G or 1000 (bytes), as
+// --stage-memory takes them.
+func ParseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   float64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
+	}
+	mult := 1.0
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a size (want e.g. 4GiB, 512MB or a number of bytes)", s)
+	}
+	return int64(v * mult), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/pipeline"
 	"github.com/onnxtrain/onnxtrain/train"
+	"github.com/onnxtrain/onnxtrain/train/data"
 	"github.com/onnxtrain/onnxtrain/train/optim"
 )
 
@@ -255,4 +256,53 @@ func TestTiedWeights(t *testing.T) {
 	require.Equal(t, "E", e1.Name)
 	assert.Equal(t, e0.Value.Float32s(), e1.Value.Float32s())
 	assert.NotEqual(t, m.Graph.Initializers["E"].Float32s(), e0.Value.Float32s())
+}
+
+// TestNodeSecondsMoveTheCut: with measured node costs (as --partition
+// profile supplies), a node that costs as much as the rest of the model
+// gets a stage nearly of its own.
+func TestNodeSecondsMoveTheCut(t *testing.T) {
+	m := loadFixture(t, fixtures[1])
+	heavy := "/head/MatMul"
+	secs := map[string]float64{}
+	for _, n := range m.Graph.Nodes {
+		secs[n.Label()] = 1e-6
+	}
+	secs[heavy] = 1e-6 * float64(len(m.Graph.Nodes))
+	p, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: 2, NodeSeconds: secs})
+	require.NoError(t, err)
+	assert.Contains(t, p.Stages[1].Nodes, heavy)
+	assert.LessOrEqual(t, len(p.Stages[1].Nodes), 6, "the last stage is the heavy node and the few after it: %v", p.Stages[1].Nodes)
+	free, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: 2})
+	require.NoError(t, err)
+	assert.Greater(t, len(free.Stages[1].Nodes), 6, "the cost model alone cuts elsewhere")
+}
+
+// TestProfilePartition: --partition profile measures fine pieces and cuts
+// on the measured costs: a complete plan whose estimates are measured
+// times (not the cost model's).
+func TestProfilePartition(t *testing.T) {
+	f := fixtures[1]
+	m := loadFixture(t, f)
+	ds, err := data.OpenNPZ("../models/"+f.data, data.NPZOptions{NoLabels: true, Inputs: f.inputs})
+	require.NoError(t, err)
+	var micro []pipeline.Batch
+	for i := 0; i < 2; i++ {
+		in, _, err := ds.Gather(0, []int{2 * i, 2*i + 1})
+		require.NoError(t, err)
+		micro = append(micro, pipeline.Batch{Inputs: in})
+	}
+	opts := pipeline.PartitionOptions{Stages: 2, BatchSize: 2}
+	p, err := pipeline.ProfilePartition(context.Background(), m, opts, pipeline.StageConfig{LossOutput: "loss"}, micro, 2)
+	require.NoError(t, err)
+	require.Len(t, p.Stages, 2)
+	est, err := pipeline.Partition(m, opts)
+	require.NoError(t, err)
+	n := 0
+	for s, st := range p.Stages {
+		n += len(st.Nodes)
+		assert.Positive(t, st.EstSeconds)
+		assert.NotEqual(t, est.Stages[s].EstSeconds, st.EstSeconds, "stage %d estimate comes from the measurement", s)
+	}
+	assert.Equal(t, len(est.Stages[0].Nodes)+len(est.Stages[1].Nodes), n)
 }

@@ -150,6 +150,11 @@ type Config struct {
 	VirtualStages  int    `yaml:"virtual-stages"`
 	SplitAt        string `yaml:"split-at"`
 	Devices        string `yaml:"devices"`
+	// Partition is how the cut is balanced: estimate (FLOPs and bytes of
+	// each node) or profile (measured on the first micro-batches).
+	Partition string `yaml:"partition"`
+	// StageMemory bounds each stage's estimated memory ("4GiB", "512MB").
+	StageMemory string `yaml:"stage-memory"`
 }
 
 // DefaultConfig holds the defaults of every flag.

@@ -104,9 +104,32 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if err != nil {
 		return nil, fmt.Errorf("--schedule: %w", err)
 	}
+	// The data: the graph inputs, and labels for a loss outside the graph.
+	var inputs []string
+	for _, in := range m.Graph.Inputs {
+		if _, isInit := m.Graph.Initializers[in.Name]; !isInit {
+			inputs = append(inputs, in.Name)
+		}
+	}
+	ds, err := OpenData(cfg, cfg.Data, true, &Program{DataInputs: inputs, NeedsLabels: lc.Kind != "output"})
+	if err != nil {
+		return nil, err
+	}
+	loader, err := data.NewLoader(ds, data.LoaderConfig{BatchSize: cfg.BatchSize, Shuffle: cfg.Shuffle, DropLast: cfg.DropLast, Seed: uint64(cfg.Seed), Prefetch: 2})
+	if err != nil {
+		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)
+	}
+	if loader.Len() == 0 {
+		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, ds.Len(), cfg.BatchSize)
+	}
 	popts := pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: cfg.BatchSize}
 	if cfg.SplitAt != "" {
 		popts.SplitAt = strings.Split(cfg.SplitAt, ",")
+	}
+	if cfg.StageMemory != "" {
+		if popts.StageMemory, err = pipeline.ParseBytes(cfg.StageMemory); err != nil {
+			return nil, fmt.Errorf("--stage-memory: %w", err)
+		}
 	}
 	switch cfg.Optimizer {
 	case "sgd":
@@ -114,15 +137,15 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	default:
 		popts.OptimizerSlots = 2
 	}
-	plan, err := pipeline.Partition(m, popts)
-	if err != nil {
-		return nil, err
-	}
 	sc := pipeline.StageConfig{Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute}
 	if lc.Kind == "output" {
 		sc.LossOutput = lc.Output
 	} else {
 		sc.Loss = LossAppender(m, lc)
+	}
+	plan, err := partitionFor(ctx, cfg, m, popts, sc, loader, M, group)
+	if err != nil {
+		return nil, err
 	}
 	var devices []string
 	if cfg.Devices != "" {
@@ -134,9 +157,14 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 		if rc.RecvTimeout <= 0 {
 			rc.RecvTimeout = group.Timeout()
 		}
+		// Listen on the address this machine reaches the master from (so
+		// that the others can dial it); loopback on one machine.
 		host := ""
 		if a := os.Getenv("MASTER_ADDR"); a != "" && !isLoopback(a) {
-			host = "0.0.0.0" // not tested beyond one machine yet
+			if c, err := net.Dial("udp", net.JoinHostPort(a, "9")); err == nil { // sends nothing
+				host = c.LocalAddr().(*net.UDPAddr).IP.String()
+				c.Close()
+			}
 		}
 		tr, err := pipeline.NewTCPTransport(ctx, group, host, rc.RecvTimeout)
 		if err != nil {
@@ -159,24 +187,6 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	// their own copies; the loaded model's other tensors can go).
 	runner.ReleaseOtherStages()
 	debug.FreeOSMemory()
-	// The data: the graph inputs, and labels for a loss outside the graph.
-	var inputs []string
-	for _, in := range m.Graph.Inputs {
-		if _, isInit := m.Graph.Initializers[in.Name]; !isInit {
-			inputs = append(inputs, in.Name)
-		}
-	}
-	ds, err := OpenData(cfg, cfg.Data, true, &Program{DataInputs: inputs, NeedsLabels: lc.Kind != "output"})
-	if err != nil {
-		return nil, err
-	}
-	loader, err := data.NewLoader(ds, data.LoaderConfig{BatchSize: cfg.BatchSize, Shuffle: cfg.Shuffle, DropLast: cfg.DropLast, Seed: uint64(cfg.Seed), Prefetch: 2})
-	if err != nil {
-		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)
-	}
-	if loader.Len() == 0 {
-		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, ds.Len(), cfg.BatchSize)
-	}
 	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), M*replicas)
 	lrs, err := NewSchedule(cfg, total)
 	if err != nil {
@@ -404,4 +414,50 @@ func gatherStages(ctx context.Context, g *distrib.Group, r *pipeline.Runner) (pa
 		}
 	}
 	return params, buffers, opt, nil
+}
+
+// partitionFor cuts the model: by the cost model (--partition estimate)
+// or by measuring its pieces on the first micro-batches (--partition
+// profile; across processes, process 0 measures and sends the measured
+// node costs to the others, so that every process cuts alike).
+func partitionFor(ctx context.Context, cfg Config, m *graph.Model, popts pipeline.PartitionOptions, sc pipeline.StageConfig, loader *data.Loader, M int, group *distrib.Group) (*pipeline.Plan, error) {
+	switch cfg.Partition {
+	case "", "estimate":
+		return pipeline.Partition(m, popts)
+	case "profile":
+	default:
+		return nil, fmt.Errorf("--partition must be estimate or profile, got %q", cfg.Partition)
+	}
+	var secs map[string]float64
+	if group == nil || group.Rank() == 0 {
+		var micro []pipeline.Batch
+		for b, err := range loader.Epoch(ctx, 0, 0) {
+			if err != nil {
+				return nil, err
+			}
+			micro = append(micro, pipeline.Batch{Inputs: b.Inputs, Labels: b.Labels})
+			if len(micro) == M {
+				break
+			}
+		}
+		plan, err := pipeline.ProfilePartition(ctx, m, popts, sc, micro, 3)
+		if err != nil {
+			return nil, err
+		}
+		secs = plan.NodeSeconds()
+	}
+	if group != nil {
+		b, err := json.Marshal(secs)
+		if err != nil {
+			return nil, err
+		}
+		if b, err = group.BroadcastObject(ctx, b, 0); err != nil {
+			return nil, fmt.Errorf("--partition profile: receiving process 0's measurements: %w", err)
+		}
+		if err := json.Unmarshal(b, &secs); err != nil {
+			return nil, fmt.Errorf("--partition profile: %w", err)
+		}
+	}
+	popts.NodeSeconds = secs
+	return pipeline.Partition(m, popts)
 }

@@ -149,3 +149,30 @@ func TestRunPipelineRejects(t *testing.T) {
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "--mixed-precision is not supported with --pipeline-stages")
 }
+
+// --partition profile cuts on measured costs; the cut may differ, the
+// training does not.
+func TestRunPipelinePartitionProfile(t *testing.T) {
+	want := runRecords(t, pipelineConfig(t.TempDir()))
+	cfg := pipelineConfig(t.TempDir())
+	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches, cfg.Partition = 2, "1f1b", 1, 4, "profile"
+	assertSameRecords(t, want, runRecords(t, cfg))
+	cfg.Partition = "guess"
+	_, err := train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, `--partition must be estimate or profile, got "guess"`)
+}
+
+// --stage-memory reaches the partitioner: a limit no cut meets fails with
+// the partitioner's error; a bad size names the flag.
+func TestRunPipelineStageMemory(t *testing.T) {
+	cfg := pipelineConfig(t.TempDir())
+	cfg.PipelineStages, cfg.GradAccum, cfg.MicroBatches = 2, 1, 4
+	cfg.StageMemory = "1KB"
+	_, err := train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "fits the memory limit")
+	cfg.StageMemory = "lots"
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, `--stage-memory: "lots" is not a size`)
+	cfg.StageMemory = "1GiB"
+	assertSameRecords(t, runRecords(t, pipelineConfig(t.TempDir())), runRecords(t, cfg))
+}

@@ -25,6 +25,8 @@ import (
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/pipeline"
 	"github.com/onnxtrain/onnxtrain/tensorio"
+	"github.com/onnxtrain/onnxtrain/train"
+	"github.com/onnxtrain/onnxtrain/train/data"
 	"github.com/onnxtrain/onnxtrain/train/optim"
 )
 
@@ -37,7 +39,15 @@ func main() {
 	steps := flag.Int("steps", 3, "measured steps per schedule (after one warm-up step)")
 	write := flag.String("write", "", "instead of measuring, write the balanced model (DIR/model.onnx) and -examples rows of data (DIR/data.npz) for onnxtrain train")
 	examples := flag.Int("examples", 64, "rows of data -write writes")
+	fixture := flag.String("fixture", "", "instead, measure the partition of a committed fixture (DIR under models/: vit_tiny or transformer_loss) into -ranks and 2×-ranks stages")
 	flag.Parse()
+	if *fixture != "" {
+		if err := measureFixture(*fixture, *ranks, *micro, *batch, *steps); err != nil {
+			fmt.Fprintln(os.Stderr, "pipelineidle:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *write != "" {
 		if err := writeModel(*write, *layers, *width, *examples); err != nil {
 			fmt.Fprintln(os.Stderr, "pipelineidle:", err)
@@ -200,6 +210,101 @@ func writeModel(dir string, layers, width, n int) error {
 	}
 	b := batches(1, n, width, 3)[0]
 	return tensorio.WriteNPZ(filepath.Join(dir, "data.npz"), b.Inputs)
+}
+
+// measureFixture prints the plan's estimate and the measured time of each
+// stage (one stage at a time, sequential schedule) for a committed model.
+func measureFixture(name string, ranks, micro, batch, steps int) error {
+	ctx := context.Background()
+	dir := filepath.Join("models", name)
+	cases := map[string]struct {
+		model, loss string
+		inputs      []string
+		labels      bool
+	}{
+		"vit_tiny":         {"vit_tiny_train.onnx", "cross_entropy", []string{"input"}, true},
+		"transformer_loss": {"transformer_loss_train.onnx", "output:loss", []string{"x", "labels"}, false},
+	}
+	c, ok := cases[name]
+	if !ok {
+		return fmt.Errorf("-fixture %q: want vit_tiny or transformer_loss", name)
+	}
+	m, err := importer.Load(filepath.Join(dir, c.model))
+	if err != nil {
+		return err
+	}
+	lc, err := train.ParseLoss(c.loss)
+	if err != nil {
+		return err
+	}
+	sc := pipeline.StageConfig{}
+	if lc.Kind == "output" {
+		sc.LossOutput = lc.Output
+	} else {
+		sc.Loss = train.LossAppender(m, lc)
+	}
+	ds, err := data.OpenNPZ(filepath.Join(dir, "train_case.npz"), data.NPZOptions{NoLabels: !c.labels, Inputs: c.inputs})
+	if err != nil {
+		return err
+	}
+	var mbs []pipeline.Batch
+	for i := 0; i < micro; i++ {
+		idx := make([]int, batch)
+		for k := range idx {
+			idx[k] = (i*batch + k) % ds.Len()
+		}
+		in, labels, err := ds.Gather(0, idx)
+		if err != nil {
+			return err
+		}
+		mbs = append(mbs, pipeline.Batch{Inputs: in, Labels: labels})
+	}
+	fmt.Printf("%s, micro-batch %d, %d micro-batches per step, %d measured steps\n\n", name, batch, micro, steps)
+	for _, c := range []struct {
+		stages  int
+		profile bool
+	}{{ranks, false}, {ranks, true}, {2 * ranks, false}, {2 * ranks, true}} {
+		stages := c.stages
+		popts := pipeline.PartitionOptions{Stages: stages, BatchSize: batch}
+		plan, err := pipeline.Partition(m, popts)
+		if c.profile {
+			fmt.Printf("--partition profile:\n")
+			plan, err = pipeline.ProfilePartition(ctx, m, popts, sc, mbs, steps)
+		}
+		if err != nil {
+			return err
+		}
+		seq, err := pipeline.Sequential(stages, micro, false)
+		if err != nil {
+			return err
+		}
+		r, err := pipeline.NewRunner(plan, seq, pipeline.RunnerConfig{Stage: sc, NewOptimizer: sgd})
+		if err != nil {
+			return err
+		}
+		if _, err := r.Step(ctx, mbs); err != nil {
+			return err
+		}
+		r.ResetProfile()
+		for i := 0; i < steps; i++ {
+			if _, err := r.Step(ctx, mbs); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("| stages | stage | nodes | est. ms F+B | measured ms F+B | est. activations | kept per micro-batch |\n|---|---|---|---|---|---|---|\n")
+		var sum, worst, esum, eworst float64
+		for s, p := range r.Profile() {
+			st := plan.Stages[s]
+			t := ms(p.Forward) + ms(p.Backward)
+			sum += t
+			worst = max(worst, t)
+			esum += st.EstSeconds
+			eworst = max(eworst, st.EstSeconds)
+			fmt.Printf("| %d | %d | %d | %.3f | %.3f | %s | %s |\n", stages, s, len(st.Nodes), st.EstSeconds*1e3, t, mib(st.ActivationBytes), mib(p.KeptBytes))
+		}
+		fmt.Printf("\nslowest stage above the mean: estimated %.1f%%, measured %.1f%%\n\n", (eworst/(esum/float64(stages))-1)*100, (worst/(sum/float64(stages))-1)*100)
+	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

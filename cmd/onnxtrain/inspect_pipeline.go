@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -44,7 +42,7 @@ func inspectPipeline(w io.Writer, m *graph.Model, f pipelineInspectFlags, asJSON
 		return fmt.Errorf("--optimizer: unknown optimizer %q (want sgd, adam or adamw)", f.optimizer)
 	}
 	if f.stageMemory != "" {
-		n, err := parseByteSize(f.stageMemory)
+		n, err := pipeline.ParseBytes(f.stageMemory)
 		if err != nil {
 			return fmt.Errorf("--stage-memory: %w", err)
 		}
@@ -61,29 +59,4 @@ func inspectPipeline(w io.Writer, m *graph.Model, f pipelineInspectFlags, asJSON
 	}
 	_, err = io.WriteString(w, plan.String())
 	return err
-}
-
-// parseByteSize reads sizes such as 4GiB, 512MB, 1.5G or 1000 (bytes).
-func parseByteSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   float64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
-	}
-	mult := 1.0
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("%q is not a size (want e.g. 4GiB, 512MB or a number of bytes)", s)
-	}
-	return int64(v * mult), nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/pipeline"
 )
 
 // `onnxtrain inspect MODEL --pipeline-stages S --json` prints the plan:
@@ -65,12 +67,12 @@ func TestInspectPipelineStages(t *testing.T) {
 
 func TestParseByteSize(t *testing.T) {
 	for s, want := range map[string]int64{"4GiB": 4 << 30, "512MB": 512e6, "1.5G": 3 << 29, "1000": 1000, "64 KiB": 64 << 10} {
-		got, err := parseByteSize(s)
+		got, err := pipeline.ParseBytes(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, want, got, s)
 	}
 	for _, s := range []string{"", "-1GB", "GB", "4XB"} {
-		_, err := parseByteSize(s)
+		_, err := pipeline.ParseBytes(s)
 		assert.Error(t, err, s)
 	}
 }

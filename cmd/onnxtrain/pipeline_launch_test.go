@@ -29,13 +29,14 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 	}
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	for _, tc := range []struct {
-		model, data, loss, schedule string
-		procs, stages, micro        int
+		model, data, loss, schedule, partition string
+		procs, stages, micro                   int
 	}{
-		{vitModel, vitData, "cross_entropy", "zbv", 2, 2, 4},
-		{transformerModel, transformerData, "output:loss", "1f1b", 4, 4, 4},
+		{vitModel, vitData, "cross_entropy", "zbv", "estimate", 2, 2, 4},
+		// process 0 measures the pieces and sends the costs to the others
+		{transformerModel, transformerData, "output:loss", "1f1b", "profile", 4, 4, 4},
 		// 2 replicas of a 2-stage pipeline: --grad-accum 2×2
-		{transformerModel, transformerData, "output:loss", "zb1p", 4, 2, 2},
+		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2},
 	} {
 		t.Run(fmt.Sprintf("%s/%d/%d/%s", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule), func(t *testing.T) {
 			common := []string{"train", "--model", tc.model, "--data", tc.data, "--loss", tc.loss, "--optimizer", "adamw", "--lr", "0.001",
@@ -44,7 +45,7 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 			want := stepLosses(t, runCLI(t, append(common, "--grad-accum", "4", "--output", ref)...))
 			out := t.TempDir()
 			multi := runCLI(t, launched(t, tc.procs, nil, append(common, "--pipeline-stages", fmt.Sprint(tc.stages), "--micro-batches", fmt.Sprint(tc.micro),
-				"--schedule", tc.schedule, "--output", out)...)...)
+				"--schedule", tc.schedule, "--partition", tc.partition, "--output", out)...)...)
 			assertLossesEqual(t, want, stepLosses(t, multi), "pipelined over processes")
 			a, _, err := tensorio.ReadSafetensors(filepath.Join(ref, "model.safetensors"))
 			require.NoError(t, err)

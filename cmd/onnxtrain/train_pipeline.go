@@ -14,4 +14,6 @@ func addPipelineTrainFlags(f *pflag.FlagSet, cfg *train.Config) {
 	f.IntVar(&cfg.VirtualStages, "virtual-stages", 0, "pipeline parallel: model chunks per rank for --schedule interleaved (0: 2)")
 	f.StringVar(&cfg.SplitAt, "split-at", "", "pipeline parallel: cut before these nodes (or the first reader of these initializers), comma-separated, instead of automatically")
 	f.StringVar(&cfg.Devices, "devices", "", "pipeline parallel: the device of each rank, e.g. cpu:0,cpu:1 (default cpu:0..cpu:S-1)")
+	f.StringVar(&cfg.StageMemory, "stage-memory", "", "pipeline parallel: cut only where every stage's estimated memory (parameters, gradients, optimizer state, activations in flight) stays under this, e.g. 4GiB")
+	f.StringVar(&cfg.Partition, "partition", "estimate", "pipeline parallel: balance the stages by the cost model (estimate) or by timing the model's pieces on the first micro-batches (profile)")
 }
