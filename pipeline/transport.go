@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -71,8 +73,11 @@ type peerLink struct {
 
 // NewTCPTransport connects this rank of g to every other rank: it listens
 // on host (":0" picks the port; "" means 127.0.0.1), exchanges addresses
-// with an AllGatherObject of g, and dials the higher ranks. timeout bounds
-// the setup and each send.
+// with an AllGatherObject of g, and dials the higher ranks. Every link
+// starts with the job's challenge-response over g's secret (distrib's
+// handshake); a connection that fails it is refused and logged, and the
+// listener waits on for the real peers. timeout bounds the setup and each
+// send.
 func NewTCPTransport(ctx context.Context, g *distrib.Group, host string, timeout time.Duration) (*TCPTransport, error) {
 	if host == "" {
 		host = "127.0.0.1"
@@ -85,13 +90,10 @@ func NewTCPTransport(ctx context.Context, g *distrib.Group, host string, timeout
 		return nil, fmt.Errorf("pipeline: rank %d: listening for pipeline peers: %w", g.Rank(), err)
 	}
 	defer l.Close()
-	addrs, err := g.AllGatherObject(ctx, []byte(l.Addr().String()))
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: rank %d: exchanging pipeline addresses: %w", g.Rank(), err)
-	}
 	t := &TCPTransport{rank: g.Rank(), timeout: timeout, conns: map[int]*peerLink{}, boxes: map[boxKey]chan map[string]*graph.Tensor{}}
 	deadline := time.Now().Add(timeout)
-	// Accept the lower ranks while dialling the higher ones.
+	// Accept the lower ranks (from now on: strangers knocking early are
+	// refused here) while dialling the higher ones.
 	type accepted struct {
 		peer int
 		conn net.Conn
@@ -103,11 +105,22 @@ func NewTCPTransport(ctx context.Context, g *distrib.Group, host string, timeout
 		if tl, ok := l.(*net.TCPListener); ok {
 			tl.SetDeadline(deadline)
 		}
-		for i := 0; i < lower; i++ {
+		for n := 0; n < lower; {
 			c, err := l.Accept()
 			if err != nil {
 				acc <- accepted{err: err}
 				return
+			}
+			// Every link starts with the job's challenge-response (as
+			// distrib's connections do): a stranger is refused and logged,
+			// and the listener goes on waiting for the real peers.
+			hs := time.Now().Add(g.HandshakeTimeout())
+			if hs.After(deadline) {
+				hs = deadline
+			}
+			if err := distrib.ServerHandshake(c, g.Secret(), hs); err != nil {
+				refuseLink(g, c, err)
+				continue
 			}
 			var hello [4]byte
 			c.SetReadDeadline(deadline)
@@ -117,9 +130,17 @@ func NewTCPTransport(ctx context.Context, g *distrib.Group, host string, timeout
 				return
 			}
 			c.SetReadDeadline(time.Time{})
+			n++
 			acc <- accepted{peer: int(binary.LittleEndian.Uint32(hello[:])), conn: c}
 		}
 	}()
+	if listenHook != nil {
+		listenHook(g.Rank(), l.Addr().String())
+	}
+	addrs, err := g.AllGatherObject(ctx, []byte(l.Addr().String()))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: rank %d: exchanging pipeline addresses: %w", g.Rank(), err)
+	}
 	fail := func(err error) (*TCPTransport, error) {
 		t.Close()
 		return nil, fmt.Errorf("pipeline: rank %d: connecting pipeline peers: %w", g.Rank(), err)
@@ -128,6 +149,10 @@ func NewTCPTransport(ctx context.Context, g *distrib.Group, host string, timeout
 		d := net.Dialer{Deadline: deadline}
 		c, err := d.DialContext(ctx, "tcp", string(addrs[q]))
 		if err != nil {
+			return fail(fmt.Errorf("rank %d at %s: %w", q, addrs[q], err))
+		}
+		if err := distrib.ClientHandshake(c, g.Secret(), deadline); err != nil {
+			c.Close()
 			return fail(fmt.Errorf("rank %d at %s: %w", q, addrs[q], err))
 		}
 		var hello [4]byte
@@ -150,6 +175,19 @@ func NewTCPTransport(ctx context.Context, g *distrib.Group, host string, timeout
 		t.add(a.peer, a.conn)
 	}
 	return t, nil
+}
+
+// listenHook, when set (by tests), learns each rank's pipeline listener
+// address before the peers are told it.
+var listenHook func(rank int, addr string)
+
+// refuseLink closes a connection that failed the handshake and logs who
+// it came from and why.
+func refuseLink(g *distrib.Group, c net.Conn, err error) {
+	c.Close()
+	addr := c.RemoteAddr().String()
+	logrus.WithFields(logrus.Fields{"rank": g.Rank(), "from": addr, "port": "pipeline listener"}).
+		Warnf("pipeline: refused a connection from %s on the pipeline listener: %v", addr, err)
 }
 
 func (t *TCPTransport) add(peer int, c net.Conn) {
