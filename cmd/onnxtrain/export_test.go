@@ -290,7 +290,7 @@ func TestExportCheckpoint(t *testing.T) {
 		"--batch-size", "16", "--steps", "2", "--num-classes", "5", "--checkpoint-every", "2", "--output", ft)
 	require.NoError(t, err, out)
 	folder := t.TempDir()
-	out, err = execute(t, "export", filepath.Join(ft, "checkpoint-000001"), "--output", folder)
+	out, err = execute(t, "export", filepath.Join(ft, train.CheckpointName(2)) /* named by step */, "--output", folder)
 	require.NoError(t, err, out)
 	m, err = importer.Load(filepath.Join(folder, "model.onnx"))
 	require.NoError(t, err)

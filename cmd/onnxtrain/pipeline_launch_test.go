@@ -86,7 +86,7 @@ func TestPipelineFaults(t *testing.T) {
 		tmp := t.TempDir()
 		out = filepath.Join(tmp, "run")
 		t.Setenv(envExitRank, "1")
-		t.Setenv(envExitWhen, filepath.Join(out, train.CheckpointName(2), train.CheckpointManifestFile))
+		t.Setenv(envExitWhen, filepath.Join(out, train.CheckpointName(2*every), train.CheckpointManifestFile)) // the second checkpoint, named by its step
 		t.Setenv(envExitMarker, filepath.Join(tmp, "died"))
 		return out
 	}
