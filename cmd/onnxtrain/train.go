@@ -102,7 +102,7 @@ func newTrainCmd() *cobra.Command {
 	f.BoolVar(&cfg.Recompute, "recompute", false, "recompute cheap activations (elementwise ops, activations, normalisations, views) in the backward pass instead of keeping them from the forward pass: a lower memory peak for a little more time; losses and gradients are unchanged")
 	f.BoolVar(&cfg.SyncBatchNorm, "sync-batchnorm", false, "data parallel: normalise BatchNorm layers with the statistics of the whole global batch, as torch.nn.SyncBatchNorm (4 small all-reduces per BatchNorm layer per step)")
 	addPipelineTrainFlags(f, &cfg) // train_pipeline.go
-	addFineTuneFlags(f, &cfg) // finetune_flags.go
+	addFineTuneFlags(f, &cfg)      // finetune_flags.go
 	return cmd
 }
 
