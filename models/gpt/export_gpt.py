@@ -29,7 +29,9 @@ weights in one external data file beside it (`<out>.data`);
 vocabulary 256, T=16, untied) written to models/gpt/gpt_small_train.onnx, and
 `--golden` also writes, next to it, train_case.npz (a fixed batch of 8) and
 train_golden.json (PyTorch's per-step losses for SGD with momentum and AdamW,
-in the format of models/train_golden.py, read by train/golden_test.go).
+in the format of models/train_golden.py, read by train/golden_test.go),
+plus tokens.bin (a uint16 token file) and tokens_golden.json (PyTorch's
+AdamW losses training from that file, read by train/tokens_test.go).
 Everything is deterministic (seed 0 for the weights, seed 2 for the batch,
 single thread), so a rerun reproduces the committed files.
 """
@@ -248,6 +250,61 @@ def golden(args, path):
     print("golden: " + " ".join("%s=%.6f" % (k, configs[k]["losses"][0]) for k, *_ in CONFIGS))
 
 
+TOKEN_WINDOWS = 8   # whole windows in tokens.bin
+TOKEN_EXTRA = 5     # tokens after the last window's target, never used
+TOKEN_BATCH = 4
+TOKEN_STEPS = 4
+
+
+def token_golden(args, path):
+    """tokens.bin (uint16, as nanoGPT's prepare scripts write token files) and
+    tokens_golden.json: AdamW losses of training from it, batch 4, no
+    shuffling, windows cut as nanoGPT's get_batch cuts them (x = data[i:i+T],
+    y = data[i+1:i+1+T]) at offsets i = 0, T, 2T, ... in order."""
+    out_dir = os.path.dirname(path)
+    T = args.seq
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, args.vocab, size=TOKEN_WINDOWS * T + 1 + TOKEN_EXTRA).astype(np.uint16)
+    bin_path = os.path.join(out_dir, "tokens.bin")
+    ids.tofile(bin_path)
+    data = np.memmap(bin_path, dtype=np.uint16, mode="r")
+    windows = (len(data) - 1) // T
+    torch.manual_seed(0)
+    model = GPT(args.layers, args.width, args.heads, args.vocab, args.seq, args.tied)
+    load_from_onnx(model, path)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=ADAMW["lr"], betas=ADAMW["betas"], eps=ADAMW["eps"],
+                            weight_decay=ADAMW["weight_decay"], foreach=False)
+    losses = []
+    for step in range(TOKEN_STEPS):
+        first = (step * TOKEN_BATCH) % windows
+        ix = [T * w for w in range(first, first + TOKEN_BATCH)]
+        x = torch.stack([torch.from_numpy(data[i:i + T].astype(np.int64)) for i in ix])
+        y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + T].astype(np.int64)) for i in ix])
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+    doc = {
+        "model": os.path.basename(path),
+        "data": "tokens.bin",
+        "token_dtype": "uint16",
+        "tokens": int(len(data)),
+        "windows": int(windows),
+        "batch_size": TOKEN_BATCH,
+        "optimizer": "adamw",
+        "lr": ADAMW["lr"], "betas": list(ADAMW["betas"]), "eps": ADAMW["eps"],
+        "weight_decay": ADAMW["weight_decay"],
+        "steps": TOKEN_STEPS,
+        "losses": losses,
+    }
+    with open(os.path.join(out_dir, "tokens_golden.json"), "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    print("token golden: %d tokens, %d windows, first loss %.6f" % (len(data), windows, losses[0]))
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layers", type=int, default=12)
@@ -281,6 +338,7 @@ def main(argv):
     if args.golden:
         del model
         golden(args, args.out)
+        token_golden(args, args.out)
 
 
 if __name__ == "__main__":
