@@ -18,6 +18,12 @@ import (
 // attribute names are kept, so a model read and written back holds the same
 // graph.
 func Encode(m *graph.Model) ([]byte, error) {
+	return encodeModel(m, nil)
+}
+
+// encodeModel serializes m; with ext, the top-level initializers ext takes
+// are written to its data file and referenced as external data.
+func encodeModel(m *graph.Model, ext *externalWriter) ([]byte, error) {
 	var b []byte
 	b = protowire.AppendTag(b, 1, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(m.IRVersion))
@@ -29,7 +35,7 @@ func Encode(m *graph.Model) ([]byte, error) {
 		b = protowire.AppendVarint(b, uint64(m.ModelVersion))
 	}
 	b = appendString(b, 6, m.DocString)
-	g, err := encodeGraph(m.Graph)
+	g, err := encodeGraph(m.Graph, ext)
 	if err != nil {
 		return nil, err
 	}
@@ -58,12 +64,10 @@ func Encode(m *graph.Model) ([]byte, error) {
 }
 
 // Save writes a model to path atomically (temporary file, fsync, rename).
+// A model whose tensors would pass protobuf's 2 GB limit is written with
+// its initializers in an external data file beside it (see SaveWith).
 func Save(path string, m *graph.Model) error {
-	b, err := Encode(m)
-	if err != nil {
-		return fmt.Errorf("importer: %s: %w", path, err)
-	}
-	return writeFileAtomic(path, b)
+	return SaveWith(path, m, SaveOptions{})
 }
 
 func writeFileAtomic(path string, b []byte) error {
@@ -109,7 +113,7 @@ func stringPair(k, v string) []byte {
 	return e
 }
 
-func encodeGraph(g *graph.Graph) ([]byte, error) {
+func encodeGraph(g *graph.Graph, ext *externalWriter) ([]byte, error) {
 	var b []byte
 	for _, n := range g.Nodes {
 		nb, err := encodeNode(n)
@@ -120,7 +124,13 @@ func encodeGraph(g *graph.Graph) ([]byte, error) {
 	}
 	b = appendString(b, 2, g.Name)
 	for _, name := range g.SortedInitializerNames() {
-		tb, err := EncodeTensor(name, g.Initializers[name])
+		var tb []byte
+		var err error
+		if t := g.Initializers[name]; ext != nil && ext.takes(t) {
+			tb, err = ext.encode(name, t)
+		} else {
+			tb, err = EncodeTensor(name, t)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("initializer %q: %w", name, err)
 		}
@@ -240,7 +250,7 @@ func encodeAttr(a *graph.Attr) ([]byte, error) {
 		}
 		b = appendBytes(b, 5, tb)
 	case graph.AttrGraph:
-		gb, err := encodeGraph(a.G)
+		gb, err := encodeGraph(a.G, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -272,7 +282,7 @@ func encodeAttr(a *graph.Attr) ([]byte, error) {
 		}
 	case graph.AttrGraphs:
 		for _, g := range a.Graphs {
-			gb, err := encodeGraph(g)
+			gb, err := encodeGraph(g, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -324,8 +334,14 @@ func EncodeTensor(name string, t *graph.Tensor) ([]byte, error) {
 	return b, nil
 }
 
-// rawBytes returns the little-endian bytes of t's elements.
+// rawBytes returns the little-endian bytes of t's elements; on a
+// little-endian machine, a numeric tensor's own memory (no copy).
 func rawBytes(t *graph.Tensor) []byte {
+	if littleEndian {
+		if b := sliceBytes(t.Data); b != nil {
+			return b
+		}
+	}
 	n := t.Size()
 	out := make([]byte, 0, n*t.DType.Size())
 	le := binary.LittleEndian
