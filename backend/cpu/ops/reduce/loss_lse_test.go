@@ -1,6 +1,7 @@
 package reduce
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -94,5 +95,34 @@ func TestSCELossWithoutLogProb(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkSCELossVocab times SoftmaxCrossEntropyLoss over a GPT-2 batch
+// of logits (4×128 positions × 50257 classes, mean reduction): the loss
+// alone (one log-sum-exp per row) and with the log_prob output (the
+// log-probability tensor written), in the same process.
+func BenchmarkSCELossVocab(b *testing.B) {
+	const rows, c = 512, 50257
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, rows*c)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	labels := make([]int64, rows)
+	for k := range labels {
+		labels[k] = int64(rng.IntN(c))
+	}
+	in := []*graph.Tensor{{DType: graph.Float32, Shape: []int{rows, c}, Data: x}, {DType: graph.Int64, Shape: []int{rows}, Data: labels}}
+	for _, outs := range [][]string{{"loss"}, {"loss", "log_prob"}} {
+		n := &graph.Node{Name: "sce", OpType: "SoftmaxCrossEntropyLoss", Outputs: outs, Attrs: map[string]*graph.Attr{}}
+		b.Run(fmt.Sprintf("outputs=%d", len(outs)), func(b *testing.B) {
+			b.SetBytes(int64(4 * rows * c))
+			for b.Loop() {
+				if _, err := softmaxCrossEntropyLoss(nil, n, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
