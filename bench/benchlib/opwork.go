@@ -1,6 +1,10 @@
 package benchlib
 
-import "github.com/onnxtrain/onnxtrain/graph"
+import (
+	"reflect"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+)
 
 // opWork returns the work of one kernel call for --op-profile: flops, the
 // floating-point operations of a product op (matrix products in all their
@@ -8,11 +12,16 @@ import "github.com/onnxtrain/onnxtrain/graph"
 // multiply-add counts 2), or 0 for any other op; and bytes, the bytes of
 // the call's inputs and outputs, each counted once (what a memory-bound op
 // must at least move), or 0 for ops that only relabel a tensor (reshapes,
-// identities, shape queries), whose time is not a bandwidth.
+// identities, shape queries, and any call whose output is one of its
+// inputs' storage, as a CastLike to the type it has), whose time is not a
+// bandwidth.
 func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 	switch n.OpType {
 	case "Reshape", "Identity", "Shape", "Size", "Unsqueeze", "Squeeze", "Flatten", "Constant":
 	default:
+		if aliasesInput(in, out) {
+			break
+		}
 		for _, t := range in {
 			bytes += tensorBytes(t)
 		}
@@ -109,6 +118,35 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		}
 	}
 	return flops, bytes
+}
+
+// aliasesInput reports whether an output shares its storage with an
+// input (the op returned a view).
+func aliasesInput(in, out []*graph.Tensor) bool {
+	for _, o := range out {
+		p := dataPointer(o)
+		if p == 0 {
+			continue
+		}
+		for _, t := range in {
+			if dataPointer(t) == p {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dataPointer is the address of a tensor's first element, or 0.
+func dataPointer(t *graph.Tensor) uintptr {
+	if t == nil || t.Data == nil {
+		return 0
+	}
+	v := reflect.ValueOf(t.Data)
+	if v.Kind() != reflect.Slice || v.Len() == 0 {
+		return 0
+	}
+	return v.Pointer()
 }
 
 // viewShape is the shape of PermutedMatMul's view of t: the sizes of the

@@ -91,4 +91,7 @@ func TestOpWorkShapes(t *testing.T) {
 	}
 	_, bytes := opWork(node("Reshape"), []*graph.Tensor{f32(4, 8)}, []*graph.Tensor{f32(32)})
 	assert.Zero(t, bytes, "a reshape moves no data")
+	x := f32(4, 8)
+	_, bytes = opWork(node("CastLike"), []*graph.Tensor{x, f32(1)}, []*graph.Tensor{x})
+	assert.Zero(t, bytes, "an output that is an input moves no data")
 }
