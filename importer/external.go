@@ -55,11 +55,11 @@ func SaveWith(path string, m *graph.Model, opts SaveOptions) error {
 		return fmt.Errorf("importer: %s: external data %q: want auto, always or never", path, opts.ExternalData)
 	}
 	if !external {
-		b, err := Encode(m)
+		p, err := encodeModel(m, nil)
 		if err != nil {
 			return fmt.Errorf("importer: %s: %w", path, err)
 		}
-		return writeFileAtomic(path, b)
+		return writePiecesAtomic(path, p)
 	}
 	dir := filepath.Dir(path)
 	ext := &externalWriter{location: filepath.Base(path) + ".data", inlineBelow: opts.InlineBelow}
@@ -72,7 +72,7 @@ func SaveWith(path string, m *graph.Model, opts SaveOptions) error {
 	}
 	defer os.Remove(tmp.Name())
 	ext.f = tmp
-	b, err := encodeModel(m, ext)
+	p, err := encodeModel(m, ext)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -85,7 +85,32 @@ func SaveWith(path string, m *graph.Model, opts SaveOptions) error {
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, ext.location)); err != nil {
 		return fmt.Errorf("importer: %w", err)
 	}
-	return writeFileAtomic(path, b)
+	return writePiecesAtomic(path, p)
+}
+
+// writePiecesAtomic writes a serialized model to path through a temporary
+// file that is synced and renamed into place, a piece at a time (the
+// tensors' raw data straight from their memory).
+func writePiecesAtomic(path string, p *pieces) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.onnx")
+	if err != nil {
+		return fmt.Errorf("importer: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	err = p.writeTo(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("importer: %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("importer: %w", err)
+	}
+	return nil
 }
 
 // initializerBytes is the size of g's initializers' elements.

@@ -212,3 +212,27 @@ print(len(ext))
 		assert.Equal(t, m.Graph.Initializers[name].Data, arrays[name].Data, name)
 	}
 }
+
+// TestSaveStreamsEncode: Save writes, a piece at a time, exactly the bytes
+// Encode assembles, which decode to the same initializers; and the onnx
+// package's checker accepts the inline file too (when it is installed).
+func TestSaveStreamsEncode(t *testing.T) {
+	m, err := Load(gptSmall)
+	require.NoError(t, err)
+	want, err := Encode(m)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "model.onnx")
+	require.NoError(t, Save(path, m))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	back, err := Decode(got)
+	require.NoError(t, err)
+	requireSameInitializers(t, m, back)
+	_, err = os.Stat(path + ".data")
+	assert.True(t, os.IsNotExist(err), "a small model stays inline")
+
+	py := onnxPython(t)
+	out, err := exec.Command(py, "-c", fmt.Sprintf("import onnx; onnx.checker.check_model(onnx.load(%q), full_check=True)", path)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
