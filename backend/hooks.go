@@ -84,3 +84,27 @@ func NodeTimerFrom(ctx context.Context) NodeTimer {
 	f, _ := ctx.Value(nodeTimerKey{}).(NodeTimer)
 	return f
 }
+
+// NodeCallTimer is a NodeTimer that also sees the tensors of the call: the
+// kernel's inputs (nil for an absent optional input) and outputs, valid only
+// during the call (an executable may reuse their storage afterwards). It
+// lets a profiler count each call's work: floating-point operations of a
+// product, bytes a memory-bound op moves.
+type NodeCallTimer func(n *graph.Node, in, out []*graph.Tensor, d time.Duration)
+
+type nodeCallTimerKey struct{}
+
+// WithNodeCallTimer is WithNodeTimer for a NodeCallTimer. An executable
+// that supports both reports to both when both are set.
+func WithNodeCallTimer(ctx context.Context, f NodeCallTimer) context.Context {
+	return context.WithValue(ctx, nodeCallTimerKey{}, f)
+}
+
+// NodeCallTimerFrom returns the function set by WithNodeCallTimer, or nil.
+func NodeCallTimerFrom(ctx context.Context) NodeCallTimer {
+	if ctx == nil {
+		return nil
+	}
+	f, _ := ctx.Value(nodeCallTimerKey{}).(NodeCallTimer)
+	return f
+}

@@ -14,10 +14,19 @@ resident memory is the case's own:
     --warmup W --lr 0.01 --log-format json` (GOMAXPROCS=THREADS): the same
     step (forward + loss + backward from the exported graph, plain SGD).
 
+The large cases (--cases large) are real-size models, each with SGD with
+momentum 0.9 (lr 0.01) and with AdamW (lr 1e-3, weight decay 0.01):
+torchvision resnet50(num_classes=100) at 224 px, batch 8; vit_b_16(num_classes=100)
+at 224 px, batch 4; and the GPT decoder of models/gpt/export_gpt.py at its
+GPT-2-small shape (12 layers, width 768, 12 heads, vocabulary 50257, T=128,
+untied head, 162M parameters, loss inside the graph), batch 4. Defaults: 3
+timed steps after 1 warm-up step; give --rounds 1 on a busy machine, as
+a round of the six cases takes tens of minutes there.
+
 GEMM cases time one float32 product C = op(A)·op(B) with torch.mm against
 `onnxtrain bench --gemm M,N,K [--trans-a] [--trans-b]`.
 
-    /usr/bin/python3 bench/compare.py [--cases mlp,resnet18,vit,gemm] [--steps K]
+    /usr/bin/python3 bench/compare.py [--cases mlp,resnet18,vit,gemm,large] [--steps K]
         [--warmup W] [--rounds R] [--threads 2] [--binary PATH] [--keep DIR]
         [--profile-dir DIR]
 
@@ -45,6 +54,25 @@ MODEL_CASES = {
     "resnet18": (32, 10, 2, "ResNet-18 (torchvision, 10 classes) 3x64x64, batch 32"),
     "vit": (64, 10, 2, "ViT patch 4, 4 layers, 4 heads, dim 128, MLP 256, 3x32x32, batch 64"),
 }
+
+# Large cases: model -> (batch, description); each runs as <model>-sgd (SGD,
+# momentum 0.9, lr 0.01) and <model>-adamw (AdamW, lr 1e-3, weight decay
+# 0.01), 3 timed steps after 1 warm-up step unless --steps/--warmup say.
+LARGE_MODELS = {
+    "resnet50": (8, "ResNet-50 (torchvision, 100 classes) 3x224x224, batch 8"),
+    "vit_b16": (4, "ViT-B/16 (torchvision, 100 classes) 3x224x224, batch 4"),
+    "gpt": (4, "GPT decoder 12 layers, width 768, 12 heads, vocab 50257, T=128, untied (162M), batch 4"),
+}
+LARGE_OPTIMIZERS = {
+    "sgd": ("SGD momentum 0.9", ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9"]),
+    # onnxtrain bench's AdamW has weight decay 0.01 (bench/benchlib), as
+    # torch.optim.AdamW's default.
+    "adamw": ("AdamW", ["--optimizer", "adamw", "--lr", "0.001"]),
+}
+LARGE_CASES = {}
+for _m, (_b, _d) in LARGE_MODELS.items():
+    for _o, (_od, _) in LARGE_OPTIMIZERS.items():
+        LARGE_CASES["%s-%s" % (_m, _o)] = (_m, _o, _b, 3, 1, "%s, %s" % (_d, _od))
 
 # GEMM cases: (name, m, n, k, transA, transB). The skinny shapes are the
 # training shapes of backend/cpu/gemm/compare_openblas.py (MLP and ViT layers:
@@ -83,7 +111,47 @@ def build_model(name):
         sys.path.insert(0, os.path.join(ROOT, "models"))
         import export  # noqa: E402  (models/export.py: the fixtures' model classes)
         return export.ViTTiny(image=32, patch=4, dim=128, depth=4, heads=4, num_classes=10), (3, 32, 32)
+    if name == "resnet50":
+        import torchvision
+        return torchvision.models.resnet50(num_classes=100), (3, 224, 224)
+    if name == "vit_b16":
+        import torchvision
+        return torchvision.models.vit_b_16(num_classes=100), (3, 224, 224)
+    if name == "gpt":
+        sys.path.insert(0, os.path.join(ROOT, "models", "gpt"))
+        import export_gpt  # noqa: E402  (models/gpt/export_gpt.py)
+        return export_gpt.GPT(), (128,)
     raise SystemExit("unknown model case %r (have %s)" % (name, ", ".join(MODEL_CASES)))
+
+
+def export_large(model_name, folder):
+    """Exports a large case's model once (the sgd and adamw cases share it)."""
+    import warnings
+    import torch
+
+    warnings.filterwarnings("ignore")  # the exporter's notes on BatchNorm counters and traced asserts
+
+    path = os.path.join(folder, model_name + ".onnx")
+    if os.path.exists(path):
+        return path
+    if model_name == "gpt":
+        sys.path.insert(0, os.path.join(ROOT, "models", "gpt"))
+        import export_gpt  # noqa: E402
+        torch.manual_seed(0)
+        export_gpt.export(export_gpt.GPT(), path, 2, "auto")
+        return path
+    model, shape = build_model(model_name)
+    batch = LARGE_MODELS[model_name][0]
+    model.train()
+    torch.onnx.export(
+        model, (torch.randn(batch, *shape),), path,
+        opset_version=17,
+        input_names=["input"], output_names=["output"],
+        dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False,
+    )
+    return path
 
 
 def export_case(name, folder):
@@ -127,22 +195,39 @@ def summarize(times_s):
 
 
 def torch_train_worker(name, steps, warmup, threads):
-    """Runs in a fresh process: times PyTorch's SGD step and prints JSON."""
+    """Runs in a fresh process: times PyTorch's training step and prints JSON."""
     import torch
     import torch.nn.functional as F
 
     torch.set_num_threads(threads)
-    model, shape = build_model(name)
-    batch = MODEL_CASES[name][0]
-    model.train()
     gen = torch.Generator().manual_seed(1)
-    x = torch.randn(batch, *shape, generator=gen)
-    y = torch.randint(0, 10, (batch,), generator=gen)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    if name in LARGE_CASES:
+        model_name, opt_name, batch = LARGE_CASES[name][:3]
+        model, shape = build_model(model_name)
+        if opt_name == "sgd":
+            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        else:
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        if model_name == "gpt":
+            x = torch.randint(0, model.vocab, (batch, model.seq), generator=gen)
+            y = torch.randint(0, model.vocab, (batch, model.seq), generator=gen)
+            forward_loss = lambda: model(x, y)  # noqa: E731  (the loss is the model's output)
+        else:
+            x = torch.randn(batch, *shape, generator=gen)
+            y = torch.randint(0, 100, (batch,), generator=gen)
+            forward_loss = lambda: F.cross_entropy(model(x), y)  # noqa: E731
+    else:
+        model, shape = build_model(name)
+        batch = MODEL_CASES[name][0]
+        x = torch.randn(batch, *shape, generator=gen)
+        y = torch.randint(0, 10, (batch,), generator=gen)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        forward_loss = lambda: F.cross_entropy(model(x), y)  # noqa: E731
+    model.train()
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        loss = forward_loss()
         loss.backward()
         opt.step()
         return loss.item()
@@ -232,13 +317,20 @@ def select_cases(spec):
             names += list(MODEL_CASES) + [c[0] for c in GEMM_CASES]
         elif part == "models":
             names += list(MODEL_CASES)
+        elif part == "large":
+            names += list(LARGE_CASES)
+        elif part in LARGE_MODELS:
+            names += [n for n in LARGE_CASES if LARGE_CASES[n][0] == part]
+        elif part in LARGE_CASES:
+            names.append(part)
         elif part == "gemm":
             names += [c[0] for c in GEMM_CASES]
         elif part in MODEL_CASES or part in GEMM_BY_NAME:
             names.append(part)
         else:
-            raise SystemExit("--cases: unknown case %r (have %s, or the groups all, models, gemm)"
-                             % (part, ", ".join(list(MODEL_CASES) + list(GEMM_BY_NAME))))
+            raise SystemExit("--cases: unknown case %r (have %s, or the groups all, models, gemm, large, %s)"
+                             % (part, ", ".join(list(MODEL_CASES) + list(LARGE_CASES) + list(GEMM_BY_NAME)),
+                                ", ".join(LARGE_MODELS)))
     seen = set()
     return [n for n in names if not (n in seen or seen.add(n))]
 
@@ -273,8 +365,9 @@ def check_torch_blas(torch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", default="all", help="comma-separated cases: %s, or the groups all, models, gemm"
-                    % ", ".join(list(MODEL_CASES) + list(GEMM_BY_NAME)))
+    ap.add_argument("--cases", default="all", help="comma-separated cases: %s, or the groups all, models, gemm, "
+                    "large (the six large cases), or a large model (%s: its sgd and adamw cases)"
+                    % (", ".join(list(MODEL_CASES) + list(LARGE_CASES) + list(GEMM_BY_NAME)), ", ".join(LARGE_MODELS)))
     ap.add_argument("--steps", type=int, default=0, help="timed steps per model case (default per case: mlp 50, others 10)")
     ap.add_argument("--warmup", type=int, default=-1, help="untimed steps per model case (default per case)")
     ap.add_argument("--gemm-reps", type=int, default=10, help="timed repetitions per GEMM case")
@@ -289,6 +382,9 @@ def main():
     ap.add_argument("--binary", help="use this onnxtrain binary instead of building ./cmd/onnxtrain")
     ap.add_argument("--keep", help="export the ONNX files into this folder and keep them")
     ap.add_argument("--profile-dir", help="also write onnxtrain CPU profiles of the model cases here (CASE.pprof)")
+    ap.add_argument("--op-profile", action="store_true",
+                    help="also run onnxtrain bench --op-profile on each model case (one round, after the timed ones) "
+                         "and keep its per-op table (time, GFLOP/s, GB/s) in --json")
     ap.add_argument("--json", help="also write the raw results to this file")
     # Internal: the per-case PyTorch processes.
     ap.add_argument("--worker", choices=["torch-train", "torch-gemm"], help=argparse.SUPPRESS)
@@ -333,7 +429,21 @@ def main():
     gagg = "median" if agg == "median" else "max"  # the least disturbed round has the most GFLOP/s
     for name in cases:
         torch_runs, go_runs = [], []
-        if name in MODEL_CASES:
+        if name in LARGE_CASES:
+            model_name, opt_name, batch, steps, warmup, desc = LARGE_CASES[name]
+            steps = args.steps or steps
+            warmup = warmup if args.warmup < 0 else args.warmup
+            print("%s: exporting %s" % (name, model_name), file=sys.stderr)
+            path = export_large(model_name, folder)
+            torch_cmd = [sys.executable, os.path.abspath(__file__), "--worker", "torch-train", "--case", name,
+                         "--steps", str(steps), "--warmup", str(warmup), "--threads", str(args.threads)]
+            go_cmd = [binary, "bench", "--model", path, "--batch-size", str(batch), "--steps", str(steps),
+                      "--warmup", str(warmup), "--log-format", "json"] + LARGE_OPTIMIZERS[opt_name][1]
+            if model_name == "gpt":
+                go_cmd += ["--loss", "output:loss", "--int-high", "50257"]
+            if args.profile_dir:
+                go_cmd += ["--cpuprofile", os.path.join(os.path.abspath(args.profile_dir), name + ".pprof")]
+        elif name in MODEL_CASES:
             batch, steps, warmup, desc = MODEL_CASES[name]
             steps = args.steps or steps
             warmup = warmup if args.warmup < 0 else args.warmup
@@ -365,6 +475,13 @@ def main():
                 errors.append("%s (onnxtrain): %s" % (name, err))
             go_runs.append(res)
         raw[name] = {"pytorch": torch_runs, "onnxtrain": go_runs}
+        if args.op_profile and (name in LARGE_CASES or name in MODEL_CASES):
+            print("%s: onnxtrain --op-profile" % name, file=sys.stderr)
+            res, err = run_json([a for a in go_cmd if not a.endswith(".pprof") and a != "--cpuprofile"]
+                                + ["--op-profile"], env=env)
+            if err:
+                errors.append("%s (onnxtrain --op-profile): %s" % (name, err))
+            raw[name]["op_profile"] = res
         row = {
             "case": name, "desc": desc,
             # Model cases report a step's time, GEMM cases a product's.

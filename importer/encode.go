@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/onnxtrain/onnxtrain/graph"
-	"github.com/onnxtrain/onnxtrain/internal/umaskfile"
 )
 
 // Encode serializes a model as an ONNX ModelProto. Tensors are written as
@@ -19,6 +17,77 @@ import (
 // attribute names are kept, so a model read and written back holds the same
 // graph.
 func Encode(m *graph.Model) ([]byte, error) {
+	p, err := encodeModel(m, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.bytes(), nil
+}
+
+// pieces is a serialized message as a list of byte slices, some of them a
+// tensor's own memory (its raw_data, not copied), so that a model of
+// hundreds of MB can be written to a file without being assembled in
+// memory first.
+type pieces struct {
+	parts [][]byte
+	n     int64
+	cur   []byte // small fields not yet in parts
+}
+
+// add appends small encoded fields.
+func (p *pieces) add(b []byte) { p.cur = append(p.cur, b...) }
+
+// addRaw appends a large slice as its own part.
+func (p *pieces) addRaw(b []byte) {
+	p.flush()
+	if len(b) > 0 {
+		p.parts = append(p.parts, b)
+		p.n += int64(len(b))
+	}
+}
+
+func (p *pieces) flush() {
+	if len(p.cur) > 0 {
+		p.parts = append(p.parts, p.cur)
+		p.n += int64(len(p.cur))
+		p.cur = nil
+	}
+}
+
+// addMessage appends field num holding the message q.
+func (p *pieces) addMessage(num protowire.Number, q *pieces) {
+	q.flush()
+	p.cur = protowire.AppendTag(p.cur, num, protowire.BytesType)
+	p.cur = protowire.AppendVarint(p.cur, uint64(q.n))
+	p.flush()
+	p.parts = append(p.parts, q.parts...)
+	p.n += q.n
+}
+
+// bytes assembles the message.
+func (p *pieces) bytes() []byte {
+	p.flush()
+	out := make([]byte, 0, p.n)
+	for _, b := range p.parts {
+		out = append(out, b...)
+	}
+	return out
+}
+
+// writeTo writes the message to f.
+func (p *pieces) writeTo(f *os.File) error {
+	p.flush()
+	for _, b := range p.parts {
+		if _, err := f.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeModel serializes m; with ext, the top-level initializers ext takes
+// are written to its data file and referenced as external data.
+func encodeModel(m *graph.Model, ext *externalWriter) (*pieces, error) {
 	var b []byte
 	b = protowire.AppendTag(b, 1, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(m.IRVersion))
@@ -30,11 +99,14 @@ func Encode(m *graph.Model) ([]byte, error) {
 		b = protowire.AppendVarint(b, uint64(m.ModelVersion))
 	}
 	b = appendString(b, 6, m.DocString)
-	g, err := encodeGraph(m.Graph)
+	g, err := encodeGraphPieces(m.Graph, ext)
 	if err != nil {
 		return nil, err
 	}
-	b = appendBytes(b, 7, g)
+	p := &pieces{}
+	p.add(b)
+	p.addMessage(7, g)
+	b = nil
 	domains := make([]string, 0, len(m.Opsets))
 	for d := range m.Opsets {
 		domains = append(domains, d)
@@ -55,39 +127,15 @@ func Encode(m *graph.Model) ([]byte, error) {
 	for _, k := range keys {
 		b = appendBytes(b, 14, stringPair(k, m.Metadata[k]))
 	}
-	return b, nil
+	p.add(b)
+	return p, nil
 }
 
 // Save writes a model to path atomically (temporary file, fsync, rename).
+// A model whose tensors would pass protobuf's 2 GB limit is written with
+// its initializers in an external data file beside it (see SaveWith).
 func Save(path string, m *graph.Model) error {
-	b, err := Encode(m)
-	if err != nil {
-		return fmt.Errorf("importer: %s: %w", path, err)
-	}
-	return writeFileAtomic(path, b)
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := umaskfile.CreateTemp(filepath.Dir(path), ".tmp-*.onnx")
-	if err != nil {
-		return fmt.Errorf("importer: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("importer: %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("importer: %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("importer: %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("importer: %w", err)
-	}
-	return nil
+	return SaveWith(path, m, SaveOptions{})
 }
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
@@ -110,28 +158,51 @@ func stringPair(k, v string) []byte {
 	return e
 }
 
-func encodeGraph(g *graph.Graph) ([]byte, error) {
-	var b []byte
+func encodeGraph(g *graph.Graph, ext *externalWriter) ([]byte, error) {
+	p, err := encodeGraphPieces(g, ext)
+	if err != nil {
+		return nil, err
+	}
+	return p.bytes(), nil
+}
+
+// encodeGraphPieces serializes g with each inline initializer's raw data
+// as its own piece (the tensor's memory).
+func encodeGraphPieces(g *graph.Graph, ext *externalWriter) (*pieces, error) {
+	p := &pieces{}
 	for _, n := range g.Nodes {
 		nb, err := encodeNode(n)
 		if err != nil {
 			return nil, err
 		}
-		b = appendBytes(b, 1, nb)
+		p.add(appendBytes(nil, 1, nb))
 	}
-	b = appendString(b, 2, g.Name)
+	p.add(appendString(nil, 2, g.Name))
 	for _, name := range g.SortedInitializerNames() {
-		tb, err := EncodeTensor(name, g.Initializers[name])
+		t := g.Initializers[name]
+		if ext != nil && ext.takes(t) {
+			tb, err := ext.encode(name, t)
+			if err != nil {
+				return nil, fmt.Errorf("initializer %q: %w", name, err)
+			}
+			p.add(appendBytes(nil, 5, tb))
+			continue
+		}
+		head, raw, err := encodeTensorParts(name, t)
 		if err != nil {
 			return nil, fmt.Errorf("initializer %q: %w", name, err)
 		}
-		b = appendBytes(b, 5, tb)
+		var b []byte
+		b = protowire.AppendTag(b, 5, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(len(head)+len(raw)))
+		p.add(append(b, head...))
+		p.addRaw(raw)
 	}
 	for _, vi := range g.Inputs {
-		b = appendBytes(b, 11, encodeValueInfo(vi))
+		p.add(appendBytes(nil, 11, encodeValueInfo(vi)))
 	}
 	for _, vi := range g.Outputs {
-		b = appendBytes(b, 12, encodeValueInfo(vi))
+		p.add(appendBytes(nil, 12, encodeValueInfo(vi)))
 	}
 	names := make([]string, 0, len(g.ValueInfo))
 	for k := range g.ValueInfo {
@@ -139,9 +210,9 @@ func encodeGraph(g *graph.Graph) ([]byte, error) {
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		b = appendBytes(b, 13, encodeValueInfo(g.ValueInfo[k]))
+		p.add(appendBytes(nil, 13, encodeValueInfo(g.ValueInfo[k])))
 	}
-	return b, nil
+	return p, nil
 }
 
 func encodeValueInfo(vi *graph.ValueInfo) []byte {
@@ -241,7 +312,7 @@ func encodeAttr(a *graph.Attr) ([]byte, error) {
 		}
 		b = appendBytes(b, 5, tb)
 	case graph.AttrGraph:
-		gb, err := encodeGraph(a.G)
+		gb, err := encodeGraph(a.G, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +344,7 @@ func encodeAttr(a *graph.Attr) ([]byte, error) {
 		}
 	case graph.AttrGraphs:
 		for _, g := range a.Graphs {
-			gb, err := encodeGraph(g)
+			gb, err := encodeGraph(g, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -300,8 +371,20 @@ func encodeAttr(a *graph.Attr) ([]byte, error) {
 
 // EncodeTensor serializes t as a TensorProto named name, with raw_data.
 func EncodeTensor(name string, t *graph.Tensor) ([]byte, error) {
-	if err := t.Validate(); err != nil {
+	head, raw, err := encodeTensorParts(name, t)
+	if err != nil {
 		return nil, err
+	}
+	return append(head, raw...), nil
+}
+
+// encodeTensorParts serializes t as a TensorProto named name in two parts:
+// every field up to and including raw_data's tag and length, and the raw
+// data itself (on a little-endian machine a numeric tensor's own memory;
+// nil for strings, which head holds whole).
+func encodeTensorParts(name string, t *graph.Tensor) (head, raw []byte, err error) {
+	if err := t.Validate(); err != nil {
+		return nil, nil, err
 	}
 	var b []byte
 	if len(t.Shape) > 0 {
@@ -319,14 +402,22 @@ func EncodeTensor(name string, t *graph.Tensor) ([]byte, error) {
 			b = protowire.AppendTag(b, 6, protowire.BytesType)
 			b = protowire.AppendString(b, v)
 		}
-		return b, nil
+		return b, nil, nil
 	}
-	b = appendBytes(b, 9, rawBytes(t))
-	return b, nil
+	raw = rawBytes(t)
+	b = protowire.AppendTag(b, 9, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(len(raw)))
+	return b, raw, nil
 }
 
-// rawBytes returns the little-endian bytes of t's elements.
+// rawBytes returns the little-endian bytes of t's elements; on a
+// little-endian machine, a numeric tensor's own memory (no copy).
 func rawBytes(t *graph.Tensor) []byte {
+	if littleEndian {
+		if b := sliceBytes(t.Data); b != nil {
+			return b
+		}
+	}
 	n := t.Size()
 	out := make([]byte, 0, n*t.DType.Size())
 	le := binary.LittleEndian

@@ -12,23 +12,75 @@ import (
 type decoder struct {
 	root  *os.Root // the model's folder, for external data; may be nil
 	depth int
+	// src is the model file when Load mapped it (raw_data is then taken
+	// in place, see dataFile); ext holds the external data files opened so
+	// far, by location.
+	src *dataFile
+	ext map[string]*dataFile
+}
+
+// finish closes the files a load opened; failed says the load failed, so
+// that no mapping is kept for tensors that are never returned.
+func (d *decoder) finish(failed bool) {
+	for _, df := range d.ext {
+		if failed {
+			df.discard()
+		} else {
+			df.close()
+		}
+	}
+	d.ext = nil
+	if d.src != nil {
+		if failed {
+			d.src.discard()
+		} else {
+			d.src.close()
+		}
+		d.src = nil
+	}
 }
 
 const maxGraphDepth = 64
 
 // Load reads an ONNX model from path. External data is read only from files
 // inside the model's folder.
+//
+// Large files (the model file or an external data file of 32 MiB or more)
+// are mapped into memory rather than read: initializers whose bytes are
+// aligned alias the mapping (copy-on-write), the others are read from the
+// file straight into their own storage, so the file's bytes are never held
+// beside the tensors (see dataFile).
 func Load(path string) (*graph.Model, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("importer: %w", err)
 	}
+	src, err := openDataFile(path, f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("importer: %w", err)
+	}
+	d := &decoder{}
+	var b []byte
+	if src.data != nil {
+		b, d.src = src.data, src
+	} else {
+		b = make([]byte, src.size)
+		err := readFull(f, b, 0)
+		src.close()
+		if err != nil {
+			return nil, fmt.Errorf("importer: %s: %w", path, err)
+		}
+	}
 	root, err := os.OpenRoot(filepath.Dir(path))
 	if err != nil {
+		d.finish(true)
 		return nil, fmt.Errorf("importer: %s: %w", path, err)
 	}
 	defer root.Close()
-	m, err := decodeModel(b, &decoder{root: root})
+	d.root = root
+	m, err := decodeModel(b, d)
+	d.finish(err != nil)
 	if err != nil {
 		return nil, fmt.Errorf("importer: %s: %w", path, err)
 	}
@@ -47,7 +99,9 @@ func Decode(b []byte) (*graph.Model, error) {
 
 // DecodeWithRoot parses a serialized ModelProto whose external data lives in root.
 func DecodeWithRoot(b []byte, root *os.Root) (*graph.Model, error) {
-	m, err := decodeModel(b, &decoder{root: root})
+	d := &decoder{root: root}
+	m, err := decodeModel(b, d)
+	d.finish(err != nil)
 	if err != nil {
 		return nil, fmt.Errorf("importer: %w", err)
 	}
@@ -150,7 +204,7 @@ func (d *decoder) graph(b []byte) (*graph.Graph, error) {
 			if mb, err = f.msg(); err == nil {
 				var t *graph.Tensor
 				var name string
-				t, name, err = decodeTensor(mb, d.root)
+				t, name, err = decodeTensor(mb, d)
 				if err != nil {
 					return fmt.Errorf("initializer: %w", err)
 				}
@@ -214,7 +268,7 @@ func (d *decoder) sparseTensor(b []byte) (*graph.Tensor, string, error) {
 			if mb, err = f.msg(); err == nil {
 				var t *graph.Tensor
 				var nm string
-				t, nm, err = decodeTensor(mb, d.root)
+				t, nm, err = decodeTensor(mb, d)
 				if f.num == 1 {
 					values, name = t, nm
 				} else {
@@ -448,7 +502,7 @@ func (d *decoder) attr(b []byte) (*graph.Attr, error) {
 			a.S, err = f.str()
 		case 5:
 			if mb, err = f.msg(); err == nil {
-				a.T, _, err = decodeTensor(mb, d.root)
+				a.T, _, err = decodeTensor(mb, d)
 			}
 		case 6:
 			if mb, err = f.msg(); err == nil {
@@ -473,7 +527,7 @@ func (d *decoder) attr(b []byte) (*graph.Attr, error) {
 		case 10:
 			if mb, err = f.msg(); err == nil {
 				var t *graph.Tensor
-				t, _, err = decodeTensor(mb, d.root)
+				t, _, err = decodeTensor(mb, d)
 				a.Tensors = append(a.Tensors, t)
 			}
 		case 11:

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"unsafe"
@@ -98,14 +97,15 @@ func parseStringPair(b []byte) (k, v string, err error) {
 	return
 }
 
-// decodeTensor parses a serialized TensorProto. root, when not nil, is the
-// model's folder, from which external data is read.
-func decodeTensor(b []byte, root *os.Root) (*graph.Tensor, string, error) {
+// decodeTensor parses a serialized TensorProto. d, when not nil, is the
+// model's decoder: its folder, from which external data is read, and its
+// mapped file, from which raw data is taken in place.
+func decodeTensor(b []byte, d *decoder) (*graph.Tensor, string, error) {
 	tp, err := parseTensorProto(b)
 	if err != nil {
 		return nil, "", err
 	}
-	t, err := tp.toTensor(root)
+	t, err := tp.toTensor(d)
 	if err != nil {
 		if tp.name != "" {
 			return nil, tp.name, fmt.Errorf("tensor %q: %w", tp.name, err)
@@ -115,7 +115,7 @@ func decodeTensor(b []byte, root *os.Root) (*graph.Tensor, string, error) {
 	return t, tp.name, nil
 }
 
-func (tp *tensorProto) toTensor(root *os.Root) (*graph.Tensor, error) {
+func (tp *tensorProto) toTensor(dec *decoder) (*graph.Tensor, error) {
 	shape := make([]int, len(tp.dims))
 	for i, d := range tp.dims {
 		if d < 0 || d > graph.MaxElements {
@@ -140,20 +140,24 @@ func (tp *tensorProto) toTensor(root *os.Root) (*graph.Tensor, error) {
 	if d.Size() == 0 || d == graph.Complex64 || d == graph.Complex128 {
 		return nil, fmt.Errorf("dtype %v is not supported", d)
 	}
-	raw := tp.raw
-	hasRaw := tp.hasRaw
 	if tp.location == 1 {
-		raw, err = readExternal(root, tp.external, n*d.Size())
+		data, err := dec.readExternal(tp.external, d, n)
 		if err != nil {
 			return nil, err
 		}
-		hasRaw = true
+		return &graph.Tensor{DType: d, Shape: shape, Data: data}, nil
 	}
-	if hasRaw {
+	if tp.hasRaw {
+		raw := tp.raw
 		if len(raw) != n*d.Size() {
 			return nil, fmt.Errorf("shape %v of %v needs %d bytes of raw_data, file has %d", shape, d, n*d.Size(), len(raw))
 		}
-		data, err := fromRaw(d, raw, n)
+		var data any
+		if off, ok := dec.srcFile().offsetOf(raw); ok {
+			data, err = dec.src.placeRaw(d, raw, off, n)
+		} else {
+			data, err = fromRaw(d, raw, n)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -271,14 +275,24 @@ func fromRaw(d graph.DType, raw []byte, n int) (any, error) {
 	return data, nil
 }
 
-// readExternal reads a tensor's bytes from a file inside root, the model's
-// folder. os.Root refuses absolute paths, "..", and symlinks that leave it.
-func readExternal(root *os.Root, info map[string]string, want int) ([]byte, error) {
+func (d *decoder) srcFile() *dataFile {
+	if d == nil {
+		return nil
+	}
+	return d.src
+}
+
+// readExternal returns a tensor's n elements of type dt from a file inside
+// the model's folder (os.Root refuses absolute paths, "..", and symlinks
+// that leave it), in place: from the file's mapping, or read straight into
+// the tensor's storage (see dataFile).
+func (d *decoder) readExternal(info map[string]string, dt graph.DType, n int) (any, error) {
+	want := n * dt.Size()
 	loc := info["location"]
 	if loc == "" {
 		return nil, fmt.Errorf("%w: no location given", ErrExternalData)
 	}
-	if root == nil {
+	if d == nil || d.root == nil {
 		return nil, fmt.Errorf("%w: %q: the model was not loaded from a folder, so external data cannot be resolved", ErrExternalData, loc)
 	}
 	var offset, length int64 = 0, -1
@@ -299,23 +313,35 @@ func readExternal(root *os.Root, info map[string]string, want int) ([]byte, erro
 	if length >= 0 && length != int64(want) {
 		return nil, fmt.Errorf("%w: %q: length %d, but the tensor needs %d bytes", ErrExternalData, loc, length, want)
 	}
-	f, err := root.Open(loc)
+	df, ok := d.ext[loc]
+	if !ok {
+		f, err := d.root.Open(loc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q must be a file inside the model's folder: %v", ErrExternalData, loc, err)
+		}
+		if df, err = openDataFile(loc, f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: %q: %v", ErrExternalData, loc, err)
+		}
+		if d.ext == nil {
+			d.ext = map[string]*dataFile{}
+		}
+		d.ext[loc] = df
+	}
+	if offset > df.size || int64(want) > df.size-offset {
+		return nil, fmt.Errorf("%w: %q holds %d bytes, the tensor needs %d from offset %d", ErrExternalData, loc, df.size, want, offset)
+	}
+	var data any
+	var err error
+	if df.data != nil && want > 0 {
+		data, err = df.placeRaw(dt, df.data[offset:offset+int64(want):offset+int64(want)], offset, n)
+	} else {
+		data, err = df.readInto(dt, offset, n)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q must be a file inside the model's folder: %v", ErrExternalData, loc, err)
+		return nil, fmt.Errorf("%w: %v", ErrExternalData, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrExternalData, loc, err)
-	}
-	if offset+int64(want) > st.Size() {
-		return nil, fmt.Errorf("%w: %q holds %d bytes, the tensor needs %d from offset %d", ErrExternalData, loc, st.Size(), want, offset)
-	}
-	buf := make([]byte, want)
-	if _, err := f.ReadAt(buf, offset); err != nil && !(errors.Is(err, io.EOF) && want == 0) {
-		return nil, fmt.Errorf("%w: %q: %v", ErrExternalData, loc, err)
-	}
-	return buf, nil
+	return data, nil
 }
 
 // DecodeTensor parses one serialized TensorProto (as in the conformance

@@ -153,13 +153,15 @@ func DecodeSafetensors(b []byte) (map[string]*graph.Tensor, map[string]string, e
 	return out, meta, nil
 }
 
-// WriteSafetensors writes tensors to a .safetensors file atomically.
+// WriteSafetensors writes tensors to a .safetensors file atomically, the
+// same bytes EncodeSafetensors makes, streamed: each tensor's memory goes
+// to the file as it is (on a little-endian machine), so writing a model of
+// several GB takes no buffer of its size (safetensors_stream.go).
 func WriteSafetensors(path string, tensors map[string]*graph.Tensor, meta map[string]string) error {
-	b, err := EncodeSafetensors(tensors, meta)
-	if err != nil {
+	if err := writeSafetensorsStream(path, tensors, meta); err != nil {
 		return fmt.Errorf("tensorio: %s: %w", path, err)
 	}
-	return WriteFileAtomic(path, b)
+	return nil
 }
 
 // ReadSafetensors reads every tensor of a .safetensors file, and its metadata.

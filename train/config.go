@@ -19,6 +19,10 @@ type Config struct {
 	// InputName names the graph input IDX and image-folder data feed
 	// (default: the model's only data input).
 	InputName string `yaml:"input-name"`
+	// TokenDType is the token width of .bin token data (uint16 or uint32);
+	// SeqLen the window length when the graph's token input leaves it open.
+	TokenDType string `yaml:"token-dtype"`
+	SeqLen     int    `yaml:"seq-len"`
 
 	Loss           string  `yaml:"loss"`
 	LabelSmoothing float64 `yaml:"label-smoothing"`

@@ -16,7 +16,12 @@ import (
 //   - an IDX images file (*idx3-ubyte[.gz]) with its labels file beside it,
 //     or a folder holding MNIST-style files (train-* for training data,
 //     t10k-* for validation data);
-//   - a folder with one sub-folder of images per class.
+//   - a folder with one sub-folder of images per class;
+//   - *.bin: a flat file of uint16/uint32 token ids (--token-dtype), cut
+//     into windows of the graph's sequence length (--seq-len when the
+//     graph leaves it open): the windows feed the token input, the
+//     next-token targets the labels or, for a graph that computes its own
+//     loss, its second data input (tokens.go).
 //
 // Training data is augmented as cfg asks; validation data is not.
 func OpenData(cfg Config, path string, training bool, prog *Program) (data.Dataset, error) {
@@ -48,6 +53,8 @@ func openDataset(cfg Config, path string, training bool, prog *Program) (data.Da
 		labels := strings.Replace(path, "images", "labels", 1)
 		labels = strings.Replace(labels, "idx3", "idx1", 1)
 		return data.OpenIDX(path, labels, idxOptions(cfg, input))
+	case !st.IsDir() && strings.HasSuffix(lower, ".bin"):
+		return openTokens(cfg, path, prog)
 	case st.IsDir() && hasMNIST(path):
 		split := "train"
 		if !training {
@@ -72,7 +79,7 @@ func openDataset(cfg Config, path string, training bool, prog *Program) (data.Da
 		}
 		return data.OpenImageFolder(path, opts)
 	}
-	return nil, fmt.Errorf("data: %s: unknown format (want .npz, .npy, an IDX images file, an MNIST-style folder or a folder of class folders)", path)
+	return nil, fmt.Errorf("data: %s: unknown format (want .npz, .npy, a .bin token file, an IDX images file, an MNIST-style folder or a folder of class folders)", path)
 }
 
 func idxOptions(cfg Config, input string) data.IDXOptions {

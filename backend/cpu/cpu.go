@@ -554,9 +554,11 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 	// Only the top-level graph reports its outputs as they are computed.
 	var notify backend.OutputFunc
 	var timer backend.NodeTimer
+	var callTimer backend.NodeCallTimer
 	if fr.parent == nil {
 		notify = backend.OutputFuncFrom(ctx)
 		timer = backend.NodeTimerFrom(ctx)
+		callTimer = backend.NodeCallTimerFrom(ctx)
 	}
 	defer func() {
 		if ar != nil {
@@ -591,7 +593,7 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 			ar.beginStep(i)
 		}
 		var t0 time.Time
-		if timer != nil {
+		if timer != nil || callTimer != nil {
 			t0 = time.Now()
 		}
 		kctx.InPlace = st.inplace
@@ -600,8 +602,14 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 		if err != nil {
 			return fmt.Errorf("cpu: %w", err)
 		}
-		if timer != nil {
-			timer(n, time.Since(t0))
+		if timer != nil || callTimer != nil {
+			d := time.Since(t0)
+			if timer != nil {
+				timer(n, d)
+			}
+			if callTimer != nil {
+				callTimer(n, in, out, d)
+			}
 		}
 		for j, slot := range st.out {
 			if slot < 0 {

@@ -194,7 +194,7 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	var prof *opProfiler
 	if o.OpProfile || o.OpProfileByNode {
 		prof = &opProfiler{byOp: map[string]*OpTime{}, byNode: o.OpProfileByNode}
-		ctx = backend.WithNodeTimer(ctx, prof.record)
+		ctx = backend.WithNodeCallTimer(ctx, prof.record)
 	}
 	var step func() (loss float64, fb, opt time.Duration, err error)
 	var update time.Duration // the latest training step's update-node time
@@ -286,8 +286,21 @@ type OpTime struct {
 	MS float64 `json:"ms_per_step"`
 	// Share is MS over the sum of all op types' MS.
 	Share float64 `json:"share"`
+	// GFLOP is the floating-point work of a product op per step (matrix
+	// products, convolutions and their gradients; opWork) and GFLOPS what
+	// its kernels achieved: GFLOP over their time. Zero for other ops.
+	GFLOP  float64 `json:"gflop_per_step,omitempty"`
+	GFLOPS float64 `json:"gflop_per_s,omitempty"`
+	// GB is the bytes of the calls' inputs and outputs per step, each
+	// counted once, and GBPS the bandwidth that makes: for memory-bound ops,
+	// the figure to hold against the machine's (a lower bound of the
+	// traffic; ops that only relabel a tensor report none).
+	GB    float64 `json:"gb_per_step,omitempty"`
+	GBPS  float64 `json:"gb_per_s,omitempty"`
 	total time.Duration
 	n     int
+	flops float64
+	bytes float64
 }
 
 // opProfiler sums kernel times by op type while on.
@@ -296,10 +309,11 @@ type opProfiler struct {
 	byOp       map[string]*OpTime
 }
 
-func (p *opProfiler) record(n *graph.Node, d time.Duration) {
+func (p *opProfiler) record(n *graph.Node, in, out []*graph.Tensor, d time.Duration) {
 	if !p.on {
 		return
 	}
+	flops, bytes := opWork(n, in, out)
 	key := n.OpType
 	if p.byNode {
 		key += " " + n.Name
@@ -311,6 +325,8 @@ func (p *opProfiler) record(n *graph.Node, d time.Duration) {
 	}
 	t.total += d
 	t.n++
+	t.flops += flops
+	t.bytes += bytes
 }
 
 func (p *opProfiler) table(steps int) []OpTime {
@@ -325,6 +341,16 @@ func (p *opProfiler) table(steps int) []OpTime {
 		out[i].Calls = float64(out[i].n) / float64(steps)
 		if sum > 0 {
 			out[i].Share = float64(out[i].total) / float64(sum)
+		}
+		secs := out[i].total.Seconds()
+		out[i].GFLOP = out[i].flops / 1e9 / float64(steps)
+		out[i].GB = out[i].bytes / 1e9 / float64(steps)
+		if secs > 0 {
+			if out[i].flops > 0 {
+				out[i].GFLOPS = out[i].flops / 1e9 / secs
+			} else if out[i].bytes > 0 {
+				out[i].GBPS = out[i].bytes / 1e9 / secs
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].total > out[j].total })

@@ -184,9 +184,16 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		fmt.Fprintf(out, "  planned peak of a step %.1f MiB%s\n", float64(res.PlannedPeakBytes)/(1<<20), rc)
 	}
 	if len(res.OpProfile) > 0 {
-		fmt.Fprintf(out, "  kernel time per step (wall, the calls in sequence):\n")
+		fmt.Fprintf(out, "  kernel time per step (wall, the calls in sequence; GFLOP/s of product ops, GB/s of inputs+outputs of the others):\n")
 		for _, t := range res.OpProfile {
-			fmt.Fprintf(out, "    %-28s %8.3f ms %5.1f%% %6.1f calls\n", t.Op, t.MS, 100*t.Share, t.Calls)
+			rate := ""
+			switch {
+			case t.GFLOPS > 0:
+				rate = fmt.Sprintf(" %8.1f GFLOP/s", t.GFLOPS)
+			case t.GBPS > 0:
+				rate = fmt.Sprintf(" %8.2f GB/s", t.GBPS)
+			}
+			fmt.Fprintf(out, "    %-28s %8.3f ms %5.1f%% %6.1f calls%s\n", t.Op, t.MS, 100*t.Share, t.Calls, rate)
 		}
 	}
 	if f.cpuProfile != "" {

@@ -252,6 +252,7 @@ func readLossGradOptions(n *graph.Node) (lossGradOptions, error) {
 type lossGradState struct {
 	shape, want []int
 	w, s, p, g  []float64
+	rows        sceRowsTask
 }
 
 // floats returns buf grown to n elements (contents unspecified).
@@ -413,6 +414,11 @@ func softmaxCrossEntropyLossGrad(_ *kern.Context, n *graph.Node, in []*graph.Ten
 		return nil, err
 	}
 	b := layout{outer: x.Shape[0], r: x.Shape[1], inner: product(x.Shape[2:])}
+	if xs, ok := x.Data.([]float32); ok && b.inner == 1 && dlogp == nil && s != nil && b.r > 0 {
+		st.rows = sceRowsTask{x: xs, dx: dx.Data.([]float32), c: b.r, labels: labels, w: w, s: s}
+		st.rows.run(b.outer)
+		return kern.Results(n, dx), nil
+	}
 	switch xs := x.Data.(type) {
 	case []float32:
 		var dl []float32

@@ -1,7 +1,10 @@
 package reduce
 
 import (
+	"math"
+
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -44,7 +47,7 @@ func nllLoss(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 	if err != nil {
 		return nil, err
 	}
-	loss, err := nll(n, in[0], in[1], kern.Opt(in, 2), opts)
+	loss, err := nll(n, in[0], in[1], kern.Opt(in, 2), opts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +70,24 @@ func softmaxCrossEntropyLoss(_ *kern.Context, n *graph.Node, in []*graph.Tensor)
 	if x.Rank() < 2 {
 		return nil, n.Errorf("scores must have rank 2 or more (N, C, ...), has shape %v", x.Shape)
 	}
+	if xs, ok := x.Data.([]float32); ok && x.Rank() == 2 && (len(n.Outputs) < 2 || n.Outputs[1] == "") {
+		// No log_prob output is read: the loss needs one log-sum-exp per
+		// row, not the log-probabilities of every class (at a language
+		// model's vocabulary, a tensor as large as the logits).
+		st := kern.State[sceLSETask](n)
+		if cap(st.lse) < x.Shape[0] {
+			st.lse = make([]float64, x.Shape[0])
+		}
+		st.x, st.c = xs, x.Shape[1]
+		lse := st.lse[:x.Shape[0]]
+		runRows(x.Shape[0], x.Shape[1], st)
+		st.x = nil
+		loss, err := nll(n, x, in[1], kern.Opt(in, 2), opts, lse)
+		if err != nil {
+			return nil, err
+		}
+		return kern.Results(n, loss), nil
+	}
 	logProb, err := kern.New(n, x.DType, x.Shape)
 	if err != nil {
 		return nil, err
@@ -80,16 +101,45 @@ func softmaxCrossEntropyLoss(_ *kern.Context, n *graph.Node, in []*graph.Tensor)
 	default:
 		return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
 	}
-	loss, err := nll(n, logProb, in[1], kern.Opt(in, 2), opts)
+	loss, err := nll(n, logProb, in[1], kern.Opt(in, 2), opts, nil)
 	if err != nil {
 		return nil, err
 	}
 	return kern.Results(n, loss, logProb), nil
 }
 
+// sceLSETask computes the log-sum-exp of each row of float32 scores
+// [N, C]: the largest element (AVX2), then e^(x-m) summed in float64 a
+// block at a time through a buffer on the stack (ExpShift32), so no
+// log-probability tensor is made. Kept in the node's state.
+type sceLSETask struct {
+	x   []float32
+	c   int
+	lse []float64
+}
+
+func (t *sceLSETask) Chunk(lo, hi int) {
+	var buf [1024]float32
+	for k := lo; k < hi; k++ {
+		row := t.x[k*t.c : (k+1)*t.c]
+		if len(row) == 0 {
+			t.lse[k] = math.Inf(-1)
+			continue
+		}
+		m := float64(maxRow32(row))
+		var z float64
+		for i := 0; i < len(row); i += len(buf) {
+			j := min(i+len(buf), len(row))
+			z += vmath.ExpShift32(buf[:j-i], row[i:j], m)
+		}
+		t.lse[k] = m + math.Log(z)
+	}
+}
+
 // nll computes the negative log-likelihood loss of log-probabilities x
-// (N, C, d...) against target (N, d...).
-func nll(n *graph.Node, x, target, weight *graph.Tensor, opts lossOptions) (*graph.Tensor, error) {
+// (N, C, d...) against target (N, d...). With lse, x holds scores [N, C]
+// instead and the log-probability of class t in row k is x[k, t] - lse[k].
+func nll(n *graph.Node, x, target, weight *graph.Tensor, opts lossOptions, lse []float64) (*graph.Tensor, error) {
 	if x.Rank() < 2 {
 		return nil, n.Errorf("input must have rank 2 or more (N, C, ...), has shape %v", x.Shape)
 	}
@@ -123,9 +173,9 @@ func nll(n *graph.Node, x, target, weight *graph.Tensor, opts lossOptions) (*gra
 	var bad int
 	switch xs := x.Data.(type) {
 	case []float32:
-		weightSum, bad = nllGather(xs, labels, w, losses, c, inner, opts)
+		weightSum, bad = nllGather(xs, labels, w, losses, c, inner, opts, lse)
 	case []float64:
-		weightSum, bad = nllGather(xs, labels, w, losses, c, inner, opts)
+		weightSum, bad = nllGather(xs, labels, w, losses, c, inner, opts, lse)
 	default:
 		return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
 	}
@@ -154,8 +204,9 @@ type nllState struct {
 // nllGather sets losses[k] = -x[n, t, j]·w[t] for every target t =
 // labels[k] (k = n·inner + j) and returns the sum of the weights used. An
 // ignored target gets loss and weight 0. bad is the index of the first
-// target out of [0, c), or -1.
-func nllGather[F float](x []F, labels []int64, w, losses []float64, c, inner int, opts lossOptions) (weightSum float64, bad int) {
+// target out of [0, c), or -1. With lse (inner 1), x holds scores and the
+// log-probability is x[k, t] - lse[k].
+func nllGather[F float](x []F, labels []int64, w, losses []float64, c, inner int, opts lossOptions, lse []float64) (weightSum float64, bad int) {
 	for k, t := range labels {
 		if opts.hasIgnore && t == opts.ignoreIndex {
 			continue
@@ -168,7 +219,11 @@ func nllGather[F float](x []F, labels []int64, w, losses []float64, c, inner int
 			wt = w[t]
 		}
 		s, j := k/inner, k%inner
-		losses[k] = -float64(x[(s*c+int(t))*inner+j]) * wt
+		lp := float64(x[(s*c+int(t))*inner+j])
+		if lse != nil {
+			lp -= lse[k]
+		}
+		losses[k] = -lp * wt
 		weightSum += wt
 	}
 	return weightSum, -1

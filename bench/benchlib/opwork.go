@@ -1,0 +1,191 @@
+package benchlib
+
+import (
+	"reflect"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// opWork returns the work of one kernel call for --op-profile: flops, the
+// floating-point operations of a product op (matrix products in all their
+// fused and gradient forms, convolutions and their gradients; a
+// multiply-add counts 2), or 0 for any other op; and bytes, the bytes of
+// the call's inputs and outputs, each counted once (what a memory-bound op
+// must at least move), or 0 for ops that only relabel a tensor (reshapes,
+// identities, shape queries, and any call whose output is one of its
+// inputs' storage, as a CastLike to the type it has), whose time is not a
+// bandwidth.
+func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
+	switch n.OpType {
+	case "Reshape", "Identity", "Shape", "Size", "Unsqueeze", "Squeeze", "Flatten", "Constant":
+	default:
+		if aliasesInput(in, out) {
+			break
+		}
+		for _, t := range in {
+			bytes += tensorBytes(t)
+		}
+		for _, t := range out {
+			bytes += tensorBytes(t)
+		}
+	}
+	if len(out) == 0 || out[0] == nil {
+		return 0, bytes
+	}
+	y := out[0]
+	at := func(ts []*graph.Tensor, i int) *graph.Tensor {
+		if i < len(ts) {
+			return ts[i]
+		}
+		return nil
+	}
+	size := func(t *graph.Tensor) float64 {
+		if t == nil {
+			return 0
+		}
+		return float64(t.Size())
+	}
+	last := func(t *graph.Tensor, fromEnd int) float64 {
+		if t == nil || t.Rank() < fromEnd {
+			return 0
+		}
+		return float64(t.Shape[t.Rank()-fromEnd])
+	}
+	lead := func(t *graph.Tensor) float64 {
+		if t == nil || t.Rank() == 0 || t.Shape[0] == 0 {
+			return 0
+		}
+		return float64(t.Shape[0])
+	}
+	switch n.OpType {
+	case "MatMul", graph.TransposedMatMul, graph.MatMulAdd, "Gemm", graph.GemmRelu:
+		// Y = op(A)·op(B): 2 flops per output element per shared index.
+		a := at(in, 0)
+		k := last(a, 1)
+		if n.AttrInt("transA", 0) != 0 {
+			k = last(a, 2)
+		}
+		if a != nil && a.Rank() == 1 {
+			k = float64(a.Shape[0])
+		}
+		flops = 2 * size(y) * k
+	case "MatMulGradA":
+		// dA = dY·Bᵀ, shaped like A: the shared index runs over dY's columns.
+		flops = 2 * size(y) * last(at(in, 0), 1)
+	case "MatMulGradB":
+		// dB = Aᵀ·dY summed over the batch: every element of A meets every
+		// column of dY.
+		flops = 2 * size(at(in, 1)) * last(at(in, 0), 1)
+	case graph.PermutedMatMul:
+		v0 := viewShape(n, at(in, 0), "axes0")
+		k := 0.0
+		if len(v0) > 0 {
+			k = float64(v0[len(v0)-1])
+		}
+		switch n.AttrInt("grad", 0) {
+		case 0, 1: // V0·V1, or dY·V2ᵀ shaped like V1: per output element, k terms
+			flops = 2 * size(y) * k
+		case 2: // V1ᵀ·dY shaped like V2: every element of V1 meets every column of dY
+			flops = 2 * shapeSize(viewShape(n, at(in, 1), "axes1")) * k
+		}
+	case "Conv", "ConvBackwardData":
+		// Per output (or input-gradient) element, one multiply-add per
+		// filter tap of a group: |W| / C_out of them.
+		w := at(in, 1)
+		if lead(w) > 0 {
+			src := y
+			if n.OpType == "ConvBackwardData" {
+				src = at(in, 0) // dY
+			}
+			flops = 2 * size(src) * size(w) / lead(w)
+		}
+	case "ConvBackwardFilter":
+		if lead(y) > 0 {
+			flops = 2 * size(at(in, 0)) * size(y) / lead(y)
+		}
+	case "ConvTranspose", "ConvTransposeBackwardData":
+		w := at(in, 1)
+		if lead(w) > 0 {
+			src := at(in, 0) // X
+			if n.OpType == "ConvTransposeBackwardData" {
+				src = y // dX
+			}
+			flops = 2 * size(src) * size(w) / lead(w)
+		}
+	case "ConvTransposeBackwardFilter":
+		if lead(y) > 0 {
+			flops = 2 * size(at(in, 1)) * size(y) / lead(y)
+		}
+	}
+	return flops, bytes
+}
+
+// aliasesInput reports whether an output shares its storage with an
+// input (the op returned a view).
+func aliasesInput(in, out []*graph.Tensor) bool {
+	for _, o := range out {
+		p := dataPointer(o)
+		if p == 0 {
+			continue
+		}
+		for _, t := range in {
+			if dataPointer(t) == p {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dataPointer is the address of a tensor's first element, or 0.
+func dataPointer(t *graph.Tensor) uintptr {
+	if t == nil || t.Data == nil {
+		return 0
+	}
+	v := reflect.ValueOf(t.Data)
+	if v.Kind() != reflect.Slice || v.Len() == 0 {
+		return 0
+	}
+	return v.Pointer()
+}
+
+// viewShape is the shape of PermutedMatMul's view of t: the sizes of the
+// axes its attribute names, or t's shape when the attribute is absent.
+func viewShape(n *graph.Node, t *graph.Tensor, attr string) []int {
+	if t == nil {
+		return nil
+	}
+	axes := n.AttrInts(attr, nil)
+	if axes == nil {
+		return t.Shape
+	}
+	out := make([]int, 0, len(axes))
+	for _, a := range axes {
+		if a < 0 {
+			a += int64(t.Rank())
+		}
+		if a < 0 || int(a) >= t.Rank() {
+			return nil
+		}
+		out = append(out, t.Shape[a])
+	}
+	return out
+}
+
+func shapeSize(s []int) float64 {
+	if s == nil {
+		return 0
+	}
+	n := 1.0
+	for _, d := range s {
+		n *= float64(d)
+	}
+	return n
+}
+
+func tensorBytes(t *graph.Tensor) float64 {
+	if t == nil || t.IsContainer() || t.DType == graph.String {
+		return 0
+	}
+	return float64(t.Size()) * float64(t.DType.Size())
+}

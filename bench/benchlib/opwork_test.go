@@ -1,0 +1,97 @@
+package benchlib
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// TestOpProfileCountsGPTProducts: the product ops of a training step of the
+// small GPT export (batch 8, T=16, width 64, 4 heads, MLP 256, vocabulary
+// 256, 2 layers) add up to three times the forward pass's matrix products
+// counted by hand from the architecture (every product's two gradients
+// cost what it does), whatever the fused forms the step runs them in.
+func TestOpProfileCountsGPTProducts(t *testing.T) {
+	const B, T, d, h, ff, V, L = 8, 16, 64, 4, 256, 256, 2
+	bt := float64(B * T)
+	perLayer := 2*bt*d*3*d + // q, k, v projections
+		2*float64(B*h*T*T*(d/h))*2 + // scores and scores·v
+		2*bt*d*d + // output projection
+		2*bt*d*ff*2 // MLP up and down
+	forward := L*perLayer + 2*bt*d*V // + head
+	res, err := RunModel(context.Background(), ModelOptions{
+		Model: "../../models/gpt/gpt_small_train.onnx", Loss: "output:loss", BatchSize: B,
+		Steps: 1, Warmup: 1, IntHigh: V, OpProfile: true,
+	})
+	require.NoError(t, err)
+	var gflop, gb float64
+	products := map[string]bool{}
+	for _, op := range res.OpProfile {
+		gflop += op.GFLOP
+		gb += op.GB
+		if op.GFLOP > 0 {
+			products[op.Op] = true
+			assert.Greater(t, op.GFLOPS, 0.0, op.Op)
+			assert.Zero(t, op.GBPS, op.Op)
+		}
+	}
+	assert.InEpsilon(t, 3*forward/1e9, gflop, 1e-9, "product GFLOP per step; ops %v", products)
+	assert.Greater(t, gb, 0.0)
+}
+
+// TestOpWorkShapes checks the work of single calls against 2·M·N·K (and
+// its convolution analogue) worked out by hand.
+func TestOpWorkShapes(t *testing.T) {
+	f32 := func(shape ...int) *graph.Tensor { return graph.Zeros(graph.Float32, shape...) }
+	node := func(op string, attrs ...*graph.Attr) *graph.Node {
+		n := &graph.Node{OpType: op, Attrs: map[string]*graph.Attr{}}
+		for _, a := range attrs {
+			n.Attrs[a.Name] = a
+		}
+		return n
+	}
+	cases := []struct {
+		name    string
+		n       *graph.Node
+		in, out []*graph.Tensor
+		flops   float64
+	}{
+		// [4,16,64]·[64,192]: M=64 rows, N=192, K=64.
+		{"MatMul", node("MatMul"), []*graph.Tensor{f32(4, 16, 64), f32(64, 192)}, []*graph.Tensor{f32(4, 16, 192)}, 2 * 64 * 192 * 64},
+		// Aᵀ·B with A [32,10] stored K×M: M=10, N=7, K=32.
+		{"TransposedMatMul transA", node(graph.TransposedMatMul, graph.IntAttr("transA", 1)),
+			[]*graph.Tensor{f32(32, 10), f32(32, 7)}, []*graph.Tensor{f32(10, 7)}, 2 * 10 * 7 * 32},
+		// dA = dY[5,7]·B[3,7]ᵀ... shaped like A [5,3]: K=7.
+		{"MatMulGradA", node("MatMulGradA"), []*graph.Tensor{f32(5, 7), f32(5, 3), f32(3, 7)}, []*graph.Tensor{f32(5, 3)}, 2 * 5 * 3 * 7},
+		// dB = Aᵀ·dY over a batch of 2: A [2,5,3], dY [2,5,7], dB [3,7]: 2·(2·5)·3·7.
+		{"MatMulGradB", node("MatMulGradB"), []*graph.Tensor{f32(2, 5, 7), f32(2, 5, 3), f32(3, 7)}, []*graph.Tensor{f32(3, 7)}, 2 * 10 * 3 * 7},
+		// Grouped 3x3 convolution: 8→16 channels in 2 groups, 2 images of 5x5
+		// outputs: per output element 4·3·3 taps.
+		{"Conv groups", node("Conv", graph.IntAttr("group", 2)), []*graph.Tensor{f32(2, 8, 7, 7), f32(16, 4, 3, 3)}, []*graph.Tensor{f32(2, 16, 5, 5)}, 2 * (2 * 16 * 5 * 5) * (4 * 3 * 3)},
+		{"ConvBackwardFilter", node("ConvBackwardFilter"), []*graph.Tensor{f32(2, 16, 5, 5), f32(2, 8, 7, 7), nil}, []*graph.Tensor{f32(16, 4, 3, 3)}, 2 * (2 * 16 * 5 * 5) * (4 * 3 * 3)},
+		{"ConvBackwardData", node("ConvBackwardData"), []*graph.Tensor{f32(2, 16, 5, 5), f32(16, 4, 3, 3), nil}, []*graph.Tensor{f32(2, 8, 7, 7)}, 2 * (2 * 16 * 5 * 5) * (4 * 3 * 3)},
+		{"Add", node("Add"), []*graph.Tensor{f32(4, 8), f32(8)}, []*graph.Tensor{f32(4, 8)}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			flops, bytes := opWork(c.n, c.in, c.out)
+			assert.InDelta(t, c.flops, flops, 1e-9)
+			want := 0.0
+			for _, x := range append(append([]*graph.Tensor{}, c.in...), c.out...) {
+				if x != nil {
+					want += 4 * float64(x.Size())
+				}
+			}
+			assert.InDelta(t, want, bytes, 1e-9)
+		})
+	}
+	_, bytes := opWork(node("Reshape"), []*graph.Tensor{f32(4, 8)}, []*graph.Tensor{f32(32)})
+	assert.Zero(t, bytes, "a reshape moves no data")
+	x := f32(4, 8)
+	_, bytes = opWork(node("CastLike"), []*graph.Tensor{x, f32(1)}, []*graph.Tensor{x})
+	assert.Zero(t, bytes, "an output that is an input moves no data")
+}

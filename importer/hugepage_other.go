@@ -1,0 +1,5 @@
+//go:build !linux
+
+package importer
+
+func adviseHuge([]byte) {}
