@@ -26,6 +26,11 @@ type CompileOptions struct {
 	Seed int64
 	// NoFold disables constant folding (for debugging and tests).
 	NoFold bool
+	// StaticShapes promises that every input is fed with the shape the
+	// graph declares for it (every dimension known): a backend may then
+	// run the graph as compiled instead of keeping a copy specialised to
+	// the fed shapes (optim's step programs, built for their tensors).
+	StaticShapes bool
 	// DisableFused makes the backend run the lowered (primitive) form of
 	// every op that has one, even where it has a fused kernel. Tests use it
 	// to check that lowerings agree with the fused kernels.

@@ -220,6 +220,22 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 	if p := e.last.Load(); p != nil && sameShapes(p.shapes, inputs) {
 		return p, nil
 	}
+	if e.opts.StaticShapes {
+		// The graph is planned for the shapes it declares (checkInputs
+		// held the inputs to them): the main plan gets the memory plan,
+		// and no specialised copy of it is made.
+		e.mu.Lock()
+		p := e.main
+		if p.mem == nil {
+			p.shapes = graph.InputShapes(inputs)
+			p.mem = &memState{}
+		}
+		e.mu.Unlock()
+		if sameShapes(p.shapes, inputs) {
+			e.last.Store(p)
+			return p, nil
+		}
+	}
 	shapes := graph.InputShapes(inputs)
 	key := graph.ShapeKey(shapes)
 	e.mu.Lock()

@@ -125,3 +125,32 @@ func TestShareState(t *testing.T) {
 	_, err = be.Compile(accumulateModel(false), backend.CompileOptions{State: []backend.StateSpec{{Name: "S"}}})
 	assert.ErrorContains(t, err, `state "S" has no initial value`)
 }
+
+// TestStaticShapesKeepsOnePlan: with StaticShapes, runs at the declared
+// shapes use the compiled plan itself, memory-planned from the second run
+// (the results of a specialised plan), and no specialised copy is kept.
+func TestStaticShapesKeepsOnePlan(t *testing.T) {
+	ctx := context.Background()
+	for _, static := range []bool{false, true} {
+		s := graph.FromFloat32([]float32{0, 0, 0}, 3)
+		exe, err := (&Backend{}).Compile(accumulateModel(false), backend.CompileOptions{
+			State: []backend.StateSpec{{Name: "S", Init: s, UpdatedBy: "S_new"}}, StaticShapes: static})
+		require.NoError(t, err)
+		e := exe.(*Executable)
+		for run := 0; run < 3; run++ {
+			out, err := e.Run(ctx, map[string]*graph.Tensor{
+				"fresh": {DType: graph.Bool, Data: []bool{run == 0}},
+				"G":     graph.FromFloat32([]float32{1, 2, 3}, 3)})
+			require.NoError(t, err)
+			assert.InDelta(t, 6.0, out["Y"].Float(0), 0, "static %v, run %d", static, run)
+		}
+		assert.Equal(t, []float32{3, 6, 9}, s.Float32s(), "static %v: the state summed three runs", static)
+		assert.True(t, e.MemoryStats().Planned, "static %v: the runs use a memory plan", static)
+		if static {
+			assert.Empty(t, e.specialised, "no specialised copy of the plan")
+			assert.Same(t, e.main, e.last.Load(), "the runs use the compiled plan")
+		} else {
+			assert.Len(t, e.specialised, 1)
+		}
+	}
+}

@@ -175,7 +175,10 @@ func (s *stepProgram) build(op string, attrs []*graph.Attr, flags [3]bool, names
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: o})
 	}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
-	exe, err := be.Compile(m, backend.CompileOptions{State: state, ShareState: s.share})
+	// StaticShapes: every shape is declared, so the backend keeps no
+	// second, shape-specialised copy of the graph and its plan (held as
+	// long as the optimizer: about half its bookkeeping per tensor).
+	exe, err := be.Compile(m, backend.CompileOptions{State: state, ShareState: s.share, StaticShapes: true})
 	if err != nil {
 		return fmt.Errorf("optim: compiling the %s step: %w", op, err)
 	}
