@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -106,6 +107,13 @@ func LowerWithTypes(n *Node, opset int64, typeOf func(name string) *Type, constO
 // and the graph's constants. A node keep rejects that has no lowering is an
 // error wrapping ErrUnsupportedOp. Subgraphs are left as they are.
 func LowerGraph(g *Graph, opset int64, keep func(n *Node) bool) error {
+	return LowerGraphFallback(g, opset, keep, nil)
+}
+
+// LowerGraphFallback is LowerGraph where a node whose lowering is missing
+// or refuses (ErrUnsupportedOp) is kept as it is when fallback (non-nil)
+// returns true for it; any other error still fails.
+func LowerGraphFallback(g *Graph, opset int64, keep func(n *Node) bool, fallback func(n *Node, err error) bool) error {
 	st, _ := inferGraph(g, opset, nil, true)
 	typeOf := func(name string) *Type { return st.types[name] }
 	var out []*Node
@@ -115,18 +123,25 @@ func LowerGraph(g *Graph, opset int64, keep func(n *Node) bool) error {
 			out = append(out, n)
 			return nil
 		}
+		refused := func(err error) error {
+			if fallback != nil && errors.Is(err, ErrUnsupportedOp) && fallback(n, err) {
+				out = append(out, n)
+				return nil
+			}
+			return err
+		}
 		f, ok := typedLowerings[n.OpType]
 		if !ok || n.Domain != "" {
 			sub, consts, has, err := Lower(n, opset)
 			if err != nil {
-				return err
+				return refused(err)
 			}
 			if !has {
 				dom := n.Domain
 				if dom == "" {
 					dom = "ai.onnx"
 				}
-				return n.Errorf("%w: no kernel for %s (domain %s, opset %d) and no lowering", ErrUnsupportedOp, n.OpType, dom, opset)
+				return refused(n.Errorf("%w: no kernel for %s (domain %s, opset %d) and no lowering", ErrUnsupportedOp, n.OpType, dom, opset))
 			}
 			return emitLowered(g, st, sub, consts, depth, visit)
 		}
@@ -136,7 +151,7 @@ func LowerGraph(g *Graph, opset int64, keep func(n *Node) bool) error {
 		b := NewBuilder(n.Label(), opset)
 		l := &lowering{n: n, b: b, typeOf: typeOf, constOf: func(name string) *Tensor { return st.consts[name] }}
 		if err := f(l); err != nil {
-			return err
+			return refused(err)
 		}
 		return emitLowered(g, st, b.Nodes, b.Consts, depth, visit)
 	}

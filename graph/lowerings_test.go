@@ -98,6 +98,29 @@ func loweringCases() []loweringCase {
 		{name: "CastLike", node: node("CastLike", []string{"x", "like"}, []string{"y"}), opset: 15,
 			inputs: map[string]*Type{"x": f32(3), "like": withDType(f32(1), Float64)}},
 	}
+	b3 := withDType(f32(3), Bool)
+	cases = append(cases,
+		unary("Neg"), unary("Abs"), unary("Reciprocal"), unary("Relu"), unary("Sigmoid"), unary("Ceil"),
+		loweringCase{name: "Abs/uint8", node: node("Abs", []string{"x"}, []string{"y"}), opset: 13,
+			inputs: map[string]*Type{"x": withDType(f32(3), Uint8)}},
+		loweringCase{name: "Not", node: node("Not", []string{"a"}, []string{"y"}), opset: 13, inputs: map[string]*Type{"a": b3}},
+		loweringCase{name: "And", node: node("And", []string{"a", "b"}, []string{"y"}), opset: 13, inputs: map[string]*Type{"a": b3, "b": b3}},
+		loweringCase{name: "Or", node: node("Or", []string{"a", "b"}, []string{"y"}), opset: 13, inputs: map[string]*Type{"a": b3, "b": b3}},
+		loweringCase{name: "Greater", node: node("Greater", []string{"a", "b"}, []string{"y"}), opset: 13,
+			inputs: map[string]*Type{"a": f32(3), "b": f32(3)}},
+		loweringCase{name: "ReduceMean/13", node: node("ReduceMean", []string{"x"}, []string{"y"}, IntsAttr("axes", 1, -1)), opset: 13, inputs: x},
+		loweringCase{name: "ReduceMean/18", node: node("ReduceMean", []string{"x", "axes"}, []string{"y"}, IntAttr("keepdims", 0)), opset: 18,
+			inputs: map[string]*Type{"x": f32(2, 3), "axes": withDType(f32(1), Int64)}},
+		loweringCase{name: "ReduceMin/13", node: node("ReduceMin", []string{"x"}, []string{"y"}, IntsAttr("axes", 1)), opset: 13, inputs: x},
+		loweringCase{name: "ReduceMin/bool", node: node("ReduceMin", []string{"x"}, []string{"y"}), opset: 18,
+			inputs: map[string]*Type{"x": b3}},
+		loweringCase{name: "ReduceMin/uint8", node: node("ReduceMin", []string{"x"}, []string{"y"}), opset: 18,
+			inputs: map[string]*Type{"x": withDType(f32(3), Uint8)}},
+		unary("ArgMin", IntAttr("axis", 1), IntAttr("select_last_index", 1)),
+		unary("Softmax"), unary("LogSoftmax", IntAttr("axis", 1)),
+		loweringCase{name: "Softmax/11", node: node("Softmax", []string{"x"}, []string{"y"}, IntAttr("axis", 1)), opset: 11, inputs: x},
+		loweringCase{name: "Constant", node: node("Constant", nil, []string{"y"}, IntsAttr("value_ints", 1, 2)), opset: 13},
+	)
 	for _, op := range []string{"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"} {
 		cases = append(cases,
 			loweringCase{name: op + "/13", node: node(op, []string{"x"}, []string{"y"}, IntsAttr("axes", 1), IntAttr("keepdims", 0)), opset: 13, inputs: x},
@@ -133,7 +156,7 @@ func checkLowered(t *testing.T, n *Node, nodes []*Node, consts map[string]*Tenso
 	}
 	written := map[string]int{}
 	for _, e := range nodes {
-		assert.True(t, primitiveSet[e.OpType], "%s emits %s, which is not a primitive", n.OpType, e.OpType)
+		assert.True(t, primitiveSet[e.OpType] || HasLowering(e.OpType), "%s emits %s, which is neither a primitive nor lowers", n.OpType, e.OpType)
 		assert.Empty(t, e.Domain)
 		for _, in := range e.Inputs {
 			assert.True(t, defined[in], "%s (%s) reads %q before it is defined", e.Name, e.OpType, in)
@@ -449,5 +472,51 @@ func TestShapeLoweringTargets(t *testing.T) {
 		target := consts[nodes[0].Inputs[1]]
 		require.NotNil(t, target)
 		assert.Equal(t, tc.want, target.Int64s(), "%s of %v", tc.n.OpType, tc.shape)
+	}
+}
+
+// TestLoweringsReachPrimitives lowers every case's node to the end (each
+// node a lowering emits lowered again until only primitives are left) and
+// checks that nothing else remains.
+func TestLoweringsReachPrimitives(t *testing.T) {
+	for _, tc := range loweringCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGraph("g")
+			for _, in := range tc.node.Inputs {
+				if in == "" {
+					continue
+				}
+				if c := tc.consts[in]; c != nil {
+					g.Initializers[in] = c
+					continue
+				}
+				g.Inputs = append(g.Inputs, &ValueInfo{Name: in, Type: tc.inputs[in]})
+			}
+			for _, o := range tc.node.Outputs {
+				g.Outputs = append(g.Outputs, &ValueInfo{Name: o})
+			}
+			g.Nodes = []*Node{tc.node}
+			require.NoError(t, LowerGraph(g, tc.opset, func(n *Node) bool { return IsPrimitive(n.Domain, n.OpType) }))
+			require.NotEmpty(t, g.Nodes)
+			for _, n := range g.Nodes {
+				assert.True(t, IsPrimitive(n.Domain, n.OpType), "%s lowers to %s", tc.node.OpType, n.OpType)
+			}
+			assert.NoError(t, TopoSort(g))
+		})
+	}
+}
+
+func TestPrimitiveSetIsSmallAndApartFromExtended(t *testing.T) {
+	assert.LessOrEqual(t, len(Primitives), 40)
+	seen := map[string]bool{}
+	for _, p := range PrimitiveOps {
+		assert.False(t, seen[p.Name], "%s listed twice", p.Name)
+		seen[p.Name] = true
+		assert.NotEmpty(t, p.Semantics, p.Name)
+		assert.False(t, IsExtended("", p.Name), "%s is in both sets", p.Name)
+		assert.False(t, HasLowering(p.Name), "primitive %s has a lowering", p.Name)
+	}
+	for op := range ExtendedOps {
+		assert.False(t, HasLowering(op), "extended op %s has a lowering: move it out of the extended set", op)
 	}
 }

@@ -193,6 +193,9 @@ type Executable struct {
 	// noMemPlan turns the memory plan off (SetMemoryPlan); copyOutputs
 	// copies outputs out of the arena (SetCopyOutputs).
 	noMemPlan, copyOutputs atomic.Bool
+	// gaps are the ops PrimitivesOnly left to their kernels.
+	gapMu sync.Mutex
+	gaps  map[string]bool
 }
 
 // maxSpecialised bounds the per-shape plan cache.
@@ -224,7 +227,7 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 		}
 		return e.main, nil
 	}
-	if !e.opts.DisableFused {
+	if !e.opts.DisableFused && !e.opts.PrimitivesOnly {
 		// With every shape known: biases into their GEMM's epilogue.
 		graph.FuseMatMulBias(sg)
 		// and the exact GELU's gradient chain, whose same-shape
@@ -279,13 +282,18 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 	// Ops without a kernel here (or all ops with a lowering, under
 	// DisableFused) are lowered to primitives, with constants typed like
 	// their inputs.
-	err := graph.LowerGraph(g, e.opset, func(n *graph.Node) bool {
-		if n.Domain == "ai.onnx.preview.training" && n.OpType == "Gradient" {
-			return false
-		}
-		_, ok := kern.Lookup(n.Domain, n.OpType, e.opset)
-		return ok && !(e.opts.DisableFused && graph.HasLowering(n.OpType))
-	})
+	var err error
+	if e.opts.PrimitivesOnly {
+		err = e.lowerToPrimitives(g)
+	} else {
+		err = graph.LowerGraph(g, e.opset, func(n *graph.Node) bool {
+			if n.Domain == "ai.onnx.preview.training" && n.OpType == "Gradient" {
+				return false
+			}
+			_, ok := kern.Lookup(n.Domain, n.OpType, e.opset)
+			return ok && !(e.opts.DisableFused && graph.HasLowering(n.OpType) && !disableFusedKeeps[n.OpType])
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +301,7 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 		graph.FoldConstants(g, e.evaluate)
 		graph.RemoveDeadNodes(g)
 	}
-	if top && !e.opts.DisableFused {
+	if top && !e.opts.DisableFused && !e.opts.PrimitivesOnly {
 		// Transposes that only feed matrix products become transposed
 		// GEMM operands (kernel: ops/linalg TransposedMatMul), the
 		// gradients of Relu and Erf one pass each (ops/elementwise
