@@ -104,6 +104,10 @@ type Config struct {
 	// Recompute recomputes cheap activations in the backward pass instead
 	// of keeping them from the forward pass (ProgramConfig.Recompute).
 	Recompute bool `yaml:"recompute"`
+	// PrimitivesOnly compiles the steps with the backend restricted to the
+	// primitive and extended sets (backend.CompileOptions.PrimitivesOnly):
+	// slower, for checking that the primitive set trains a model.
+	PrimitivesOnly bool `yaml:"primitives-only"`
 }
 
 // DefaultConfig holds the defaults of every flag.

@@ -75,6 +75,8 @@ type ProgramConfig struct {
 	// and loss run under graph.AutoCast with that low-precision type
 	// (float32 parameters, float32 gradients; see amp.go).
 	MixedPrecision string
+	// PrimitivesOnly compiles with backend.CompileOptions.PrimitivesOnly.
+	PrimitivesOnly bool
 }
 
 // Parameter is a trainable tensor of the model.
@@ -288,7 +290,7 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
-	p.trainExe, err = be.Compile(tm, backend.CompileOptions{Seed: cfg.Seed})
+	p.trainExe, err = be.Compile(tm, backend.CompileOptions{Seed: cfg.Seed, PrimitivesOnly: cfg.PrimitivesOnly})
 	if err != nil {
 		return nil, fmt.Errorf("train: compiling the training step: %w", err)
 	}
@@ -322,7 +324,7 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	if err := autoCast(eg, opset, cfg.MixedPrecision); err != nil { // amp.go
 		return nil, err
 	}
-	p.evalExe, err = be.Compile(em, backend.CompileOptions{Seed: cfg.Seed})
+	p.evalExe, err = be.Compile(em, backend.CompileOptions{Seed: cfg.Seed, PrimitivesOnly: cfg.PrimitivesOnly})
 	if err != nil {
 		return nil, fmt.Errorf("train: compiling evaluation: %w", err)
 	}
