@@ -91,7 +91,10 @@ func init() {
 // Dropout's training_mode may be constants rather than attributes.
 func LowerWithTypes(n *Node, opset int64, typeOf func(name string) *Type, constOf func(name string) *Tensor) (nodes []*Node, consts map[string]*Tensor, ok bool, err error) {
 	f, ok := typedLowerings[n.OpType]
-	if !ok || n.Domain != "" {
+	if n.Domain != "" && n.Domain != "ai.onnx" {
+		f, ok = domainLowerings[n.Domain+":"+n.OpType]
+	}
+	if !ok {
 		return Lower(n, opset)
 	}
 	b := NewBuilder(n.Label(), opset)
@@ -131,7 +134,10 @@ func LowerGraphFallback(g *Graph, opset int64, keep func(n *Node) bool, fallback
 			return err
 		}
 		f, ok := typedLowerings[n.OpType]
-		if !ok || n.Domain != "" {
+		if n.Domain != "" && n.Domain != "ai.onnx" {
+			f, ok = domainLowerings[n.Domain+":"+n.OpType]
+		}
+		if !ok {
 			sub, consts, has, err := Lower(n, opset)
 			if err != nil {
 				return refused(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -519,4 +520,50 @@ func TestPrimitiveSetIsSmallAndApartFromExtended(t *testing.T) {
 	for op := range ExtendedOps {
 		assert.False(t, HasLowering(op), "extended op %s has a lowering: move it out of the extended set", op)
 	}
+}
+
+// TestGradientLoweringsReachPrimitives lowers the gradient ops autodiff
+// emits, with static shapes, and checks that only primitives remain.
+func TestGradientLoweringsReachPrimitives(t *testing.T) {
+	internal := func(op string, in []string, attrs ...*Attr) *Node {
+		n := node(op, in, []string{"y"}, attrs...)
+		n.Domain = InternalDomain
+		return n
+	}
+	for _, tc := range []struct {
+		n      *Node
+		inputs map[string]*Type
+	}{
+		{internal("SumToShape", []string{"g", "like"}), map[string]*Type{"g": f32(4, 2, 3), "like": f32(1, 3)}},
+		{internal("SumToShape", []string{"g", "like"}), map[string]*Type{"g": f32(2, 3), "like": f32(2, 3)}},
+		{internal("UnreduceTo", []string{"v", "x"}, IntAttr("keepdims", 0), IntsAttr("axes", 1)), map[string]*Type{"v": f32(2, 4), "x": f32(2, 3, 4)}},
+		{internal("UnreduceTo", []string{"v", "x"}), map[string]*Type{"v": f32(1, 1), "x": f32(2, 3)}},
+		{internal("MatMulGradA", []string{"dy", "a", "b"}), map[string]*Type{"dy": f32(5, 2, 4), "a": f32(5, 2, 3), "b": f32(3, 4)}},
+		{internal("MatMulGradB", []string{"dy", "a", "b"}), map[string]*Type{"dy": f32(5, 2, 4), "a": f32(5, 2, 3), "b": f32(3, 4)}},
+		{internal("SoftmaxGrad", []string{"dy", "s"}, IntAttr("axis", -1)), map[string]*Type{"dy": f32(2, 3), "s": f32(2, 3)}},
+		{internal("LogSoftmaxGrad", []string{"dy", "s"}, IntAttr("axis", 1), IntAttr("coerce", 1)), map[string]*Type{"dy": f32(2, 3), "s": f32(2, 3)}},
+	} {
+		t.Run(tc.n.OpType, func(t *testing.T) {
+			require.True(t, HasDomainLowering(InternalDomain, tc.n.OpType))
+			g := NewGraph("g")
+			for _, in := range tc.n.Inputs {
+				g.Inputs = append(g.Inputs, &ValueInfo{Name: in, Type: tc.inputs[in]})
+			}
+			g.Outputs = []*ValueInfo{{Name: "y"}}
+			g.Nodes = []*Node{tc.n}
+			require.NoError(t, LowerGraph(g, 17, func(n *Node) bool { return IsPrimitive(n.Domain, n.OpType) }))
+			for _, n := range g.Nodes {
+				assert.True(t, IsPrimitive(n.Domain, n.OpType), "%s lowers to %s:%s", tc.n.OpType, n.Domain, n.OpType)
+			}
+			written := false
+			for _, n := range g.Nodes {
+				written = written || slices.Contains(n.Outputs, "y")
+			}
+			assert.True(t, written, "output y is written")
+		})
+	}
+	// Without static shapes SumToShape refuses (and a backend keeps its kernel).
+	_, _, ok, err := LowerWithTypes(internal("SumToShape", []string{"g", "like"}), 17, nil, nil)
+	assert.True(t, ok)
+	assert.ErrorIs(t, err, ErrUnsupportedOp)
 }

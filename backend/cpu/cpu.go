@@ -225,7 +225,7 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 		if errors.Is(err, graph.ErrShapeMismatch) {
 			return nil, fmt.Errorf("cpu: %w: %v", ErrInput, err)
 		}
-		return e.main, nil
+		return e.generalPlan(), nil
 	}
 	if !e.opts.DisableFused && !e.opts.PrimitivesOnly {
 		// With every shape known: biases into their GEMM's epilogue.
@@ -236,7 +236,7 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 	}
 	p, err = e.planGraph(sg, false)
 	if err != nil {
-		return e.main, nil
+		return e.generalPlan(), nil
 	}
 	p.shapes = shapes
 	p.mem = &memState{}
@@ -284,7 +284,7 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 	// their inputs.
 	var err error
 	if e.opts.PrimitivesOnly {
-		err = e.lowerToPrimitives(g)
+		err = e.lowerToPrimitives(g, !top || e.opts.NoFold)
 	} else {
 		err = graph.LowerGraph(g, e.opset, func(n *graph.Node) bool {
 			if n.Domain == "ai.onnx.preview.training" && n.OpType == "Gradient" {

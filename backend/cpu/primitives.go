@@ -22,7 +22,11 @@ var disableFusedKeeps = map[string]bool{
 // extended set (CompileOptions.PrimitivesOnly). A node with no lowering,
 // or whose lowering refuses its variant, keeps its kernel and is recorded
 // as a gap (PrimitiveGaps).
-func (e *Executable) lowerToPrimitives(g *graph.Graph) error {
+//
+// The general plan (record false) may keep nodes whose lowering needs
+// static shapes: they are lowered in the plans specialised to input shapes,
+// which record their gaps.
+func (e *Executable) lowerToPrimitives(g *graph.Graph, record bool) error {
 	return graph.LowerGraphFallback(g, e.opset, func(n *graph.Node) bool {
 		if _, ok := kern.Lookup(n.Domain, n.OpType, e.opset); !ok {
 			return false
@@ -34,6 +38,9 @@ func (e *Executable) lowerToPrimitives(g *graph.Graph) error {
 		}
 		if n.Domain == "ai.onnx.preview.training" && n.OpType == "Gradient" {
 			return false
+		}
+		if !record {
+			return true
 		}
 		e.gapMu.Lock()
 		if e.gaps == nil {
@@ -65,4 +72,24 @@ func (e *Executable) PrimitiveGaps() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// generalPlan is the plan for inputs whose shapes could not be specialised.
+// Under PrimitivesOnly, the nodes it kept because their lowering needs
+// static shapes become gaps now that it runs.
+func (e *Executable) generalPlan() *plan {
+	if e.opts.PrimitivesOnly {
+		e.gapMu.Lock()
+		if e.gaps == nil {
+			e.gaps = map[string]bool{}
+		}
+		for _, st := range e.main.steps {
+			n := st.node
+			if !graph.IsPrimitive(n.Domain, n.OpType) && !graph.IsExtended(n.Domain, n.OpType) {
+				e.gaps[opKey(n)] = true
+			}
+		}
+		e.gapMu.Unlock()
+	}
+	return e.main
 }
