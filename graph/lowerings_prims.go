@@ -50,7 +50,11 @@ func maxOfUnsigned(d DType) float64 {
 }
 
 // neg is Mul(x, -1): exact, and the sign of zero flips as with negation.
-func (l *lowering) neg(x string) string { return l.mul(x, l.scalar(x, -1)) }
+func (l *lowering) neg(x string) string { return l.negLike(x, x) }
+
+// negLike negates v with a -1 of like's dtype (for values a lowering made,
+// whose type it does not know).
+func (l *lowering) negLike(v, like string) string { return l.mul(v, l.scalar(like, -1)) }
 
 func lowerNeg(l *lowering) error {
 	if isUnsigned(l.dtype(l.in(0))) {
@@ -121,7 +125,8 @@ func lowerGreater(l *lowering) error {
 
 // lowerCeil is -floor(-x).
 func lowerCeil(l *lowering) error {
-	l.finish(0, l.neg(l.op("Floor", l.neg(l.in(0)))))
+	x := l.in(0)
+	l.finish(0, l.negLike(l.op("Floor", l.neg(x)), x))
 	return nil
 }
 
@@ -195,7 +200,7 @@ func lowerReduceMin(l *lowering) error {
 		m := l.scalar(x, maxOfUnsigned(d))
 		flip = func(v string) string { return l.sub(m, v) }
 	default:
-		flip = l.neg
+		flip = func(v string) string { return l.negLike(v, x) }
 	}
 	y, err := l.reduce("ReduceMax", flip(x), axes, keep)
 	if err != nil {

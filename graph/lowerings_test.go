@@ -121,6 +121,30 @@ func loweringCases() []loweringCase {
 		unary("Softmax"), unary("LogSoftmax", IntAttr("axis", 1)),
 		loweringCase{name: "Softmax/11", node: node("Softmax", []string{"x"}, []string{"y"}, IntAttr("axis", 1)), opset: 11, inputs: x},
 		loweringCase{name: "Constant", node: node("Constant", nil, []string{"y"}, IntsAttr("value_ints", 1, 2)), opset: 13},
+		unary("Atan"), unary("Asin"), unary("Acos"), unary("Round"), unary("Size"),
+		unary("ReduceProd", IntsAttr("axes", 1)), unary("Hardmax", IntAttr("axis", 1)),
+		unary("SpaceToDepth", IntAttr("blocksize", 1)),
+		loweringCase{name: "DepthToSpace", node: node("DepthToSpace", []string{"x"}, []string{"y"}, IntAttr("blocksize", 2), StringAttr("mode", "CRD")),
+			opset: 13, inputs: map[string]*Type{"x": f32(1, 8, 2, 3)}},
+		loweringCase{name: "Mod/int", node: node("Mod", []string{"a", "b"}, []string{"y"}), opset: 13,
+			inputs: map[string]*Type{"a": withDType(f32(3), Int32), "b": withDType(f32(3), Int32)}},
+		loweringCase{name: "Mod/float", node: node("Mod", []string{"a", "b"}, []string{"y"}, IntAttr("fmod", 1)), opset: 13,
+			inputs: map[string]*Type{"a": f32(3), "b": f32(3)}},
+		loweringCase{name: "Scatter", node: node("Scatter", []string{"x", "i", "u"}, []string{"y"}, IntAttr("axis", 1)), opset: 10,
+			inputs: map[string]*Type{"x": f32(2, 3), "i": withDType(f32(2, 1), Int64), "u": f32(2, 1)}},
+		loweringCase{name: "Split", node: node("Split", []string{"x", "s"}, []string{"y0", "y1"}, IntAttr("axis", 1)), opset: 13,
+			inputs: x, consts: map[string]*Tensor{"s": FromInt64([]int64{1, 2}, 2)}},
+		loweringCase{name: "Split/equal", node: node("Split", []string{"x"}, []string{"y0", "y1"}, IntAttr("axis", 2)), opset: 13, inputs: x},
+		loweringCase{name: "Tile", node: node("Tile", []string{"x", "r"}, []string{"y"}), opset: 13,
+			inputs: map[string]*Type{"x": f32(2, 3)}, consts: map[string]*Tensor{"r": FromInt64([]int64{2, 1}, 2)}},
+		loweringCase{name: "Trilu", node: node("Trilu", []string{"x"}, []string{"y"}, IntAttr("upper", 0)), opset: 14, inputs: x},
+		loweringCase{name: "Trilu/k", node: node("Trilu", []string{"x", "k"}, []string{"y"}), opset: 14,
+			inputs: map[string]*Type{"x": f32(3, 4), "k": withDType(f32(), Int64)}},
+		loweringCase{name: "EyeLike", node: node("EyeLike", []string{"x"}, []string{"y"}, IntAttr("k", 1)), opset: 13,
+			inputs: map[string]*Type{"x": f32(3, 4)}},
+		loweringCase{name: "OneHot", node: node("OneHot", []string{"i", "d", "v"}, []string{"y"}, IntAttr("axis", 0)), opset: 11,
+			inputs: map[string]*Type{"i": withDType(f32(2, 3), Int64), "v": f32(2)},
+			consts: map[string]*Tensor{"d": FromInt64([]int64{5}, 1)}},
 	)
 	for _, op := range []string{"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"} {
 		cases = append(cases,
@@ -277,6 +301,7 @@ func evalElementwise(nodes []*Node, consts map[string]*Tensor, env map[string][]
 		"Sqrt": math.Sqrt, "Tanh": math.Tanh, "Erf": math.Erf, "Sin": math.Sin, "Cos": math.Cos,
 		"Reciprocal": func(a float64) float64 { return 1 / a }, "Relu": func(a float64) float64 { return math.Max(a, 0) },
 		"Not": func(a float64) float64 { return b2f(a == 0) }, "Identity": func(a float64) float64 { return a },
+		"Floor": math.Floor,
 	}
 	binary := map[string]func(a, b float64) float64{
 		"Add": func(a, b float64) float64 { return a + b }, "Sub": func(a, b float64) float64 { return a - b },
@@ -393,6 +418,10 @@ func TestActivationLoweringsCompute(t *testing.T) {
 		{node("Sinh", []string{"x"}, []string{"y"}), math.Sinh},
 		{node("Cosh", []string{"x"}, []string{"y"}), math.Cosh},
 		{node("Asinh", []string{"x"}, []string{"y"}), math.Asinh},
+		{node("Atan", []string{"x"}, []string{"y"}), math.Atan},
+		{node("Round", []string{"x"}, []string{"y"}), math.RoundToEven},
+		{node("Ceil", []string{"x"}, []string{"y"}), math.Ceil},
+		{node("Sigmoid", []string{"x"}, []string{"y"}), func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }},
 	} {
 		opset := int64(20)
 		if tc.n.OpType == "Clip" {
