@@ -26,39 +26,43 @@ func HasDomainLowering(domain, op string) bool {
 }
 
 // lowerSumToShape sums g over the axes broadcasting expanded to reach the
-// shape of like, then reshapes to it.
+// shape of like, then reshapes to it. It needs like's static shape and g's
+// rank: summing over an axis where like has 1 is right whether or not g's
+// dim there is 1, and g's other dims must equal like's (the Reshape checks).
 func lowerSumToShape(l *lowering) error {
 	g, like := l.in(0), l.in(1)
-	gs, ok1 := l.staticShape(g)
-	ts, ok2 := l.staticShape(like)
-	if !ok1 || !ok2 {
-		return l.unsupported("SumToShape needs static shapes")
+	ts, ok := l.staticShape(like)
+	r := l.rank(g)
+	if !ok || r < 0 {
+		return l.unsupported("SumToShape needs the target's static shape and the gradient's rank")
 	}
-	if len(ts) > len(gs) {
-		return l.unsupported("cannot sum %v down to %v", gs, ts)
+	if len(ts) > r {
+		return l.unsupported("cannot sum rank %d down to %v", r, ts)
 	}
-	off := len(gs) - len(ts)
+	gs, static := l.staticShape(g)
+	off := r - len(ts)
 	var axes []int64
-	for i := range gs {
-		if i < off {
+	for i := 0; i < r; i++ {
+		switch {
+		case i < off:
 			axes = append(axes, int64(i))
-			continue
-		}
-		switch t := ts[i-off]; {
-		case t == gs[i]:
-		case t == 1:
+		case static && gs[i] == ts[i-off]:
+		case ts[i-off] == 1:
 			axes = append(axes, int64(i))
-		default:
+		case static:
 			return l.unsupported("cannot sum %v down to %v", gs, ts)
 		}
 	}
-	if len(axes) == 0 {
+	if len(axes) == 0 && static {
 		l.finish(0, l.op("Identity", g))
 		return nil
 	}
-	y, err := l.reduce("ReduceSum", g, reduceAxes{list: axes}, true)
-	if err != nil {
-		return err
+	y := g
+	if len(axes) > 0 {
+		var err error
+		if y, err = l.reduce("ReduceSum", g, reduceAxes{list: axes}, true); err != nil {
+			return err
+		}
 	}
 	l.finish(0, l.reshape(y, append([]int64{}, ts...)...))
 	return nil
@@ -178,4 +182,231 @@ func lowerSoftmaxGrad(logOf bool) loweringFunc {
 		l.finish(0, l.mul(y, l.sub(dy, s)))
 		return nil
 	}
+}
+
+func init() {
+	domainLowerings[InternalDomain+":GatherGrad"] = lowerGatherGrad
+	domainLowerings[InternalDomain+":GatherElementsGrad"] = lowerGatherElementsGrad
+	domainLowerings[InternalDomain+":MaxPoolGrad"] = lowerMaxPoolGrad
+	domainLowerings[InternalDomain+":SliceGrad"] = lowerSliceGrad
+	domainLowerings[InternalDomain+":SplitLike"] = lowerSplitLike
+	domainLowerings[InternalDomain+":TileGrad"] = lowerTileGrad
+}
+
+// zerosLike is a constant zero tensor of a static shape and dtype.
+func (l *lowering) zerosOf(d DType, shape []int64) string {
+	s := make([]int, len(shape))
+	for i, v := range shape {
+		s[i] = int(v)
+	}
+	return l.b.Const(Zeros(d, s...))
+}
+
+// scatterAdd is ScatterElements with reduction add (an attribute from
+// opset 16; backends take it at any opset of the primitive set).
+func (l *lowering) scatterAdd(data, idx, upd string, axis int64) string {
+	return l.opAttrs("ScatterElements", []string{data, idx, upd}, IntAttr("axis", axis), StringAttr("reduction", "add"))
+}
+
+// nonNegative adds n to negative int64 indices.
+func (l *lowering) nonNegative(idx string, n int64) string {
+	i := l.cast(idx, Int64)
+	nn := l.b.Const(&Tensor{DType: Int64, Shape: []int{}, Data: []int64{n}})
+	return l.op("Where", l.op("Less", i, l.scalarOf(Int64, 0)), l.add(i, nn), i)
+}
+
+// lowerGatherGrad scatter-adds dy, viewed as [pre, k, post], into zeros of
+// data's shape viewed as [pre, D, post], k the number of indices.
+func lowerGatherGrad(l *lowering) error {
+	dy, data, idx := l.in(0), l.in(1), l.in(2)
+	ds, ok := l.staticShape(data)
+	is, ok2 := l.staticShape(idx)
+	if !ok || !ok2 {
+		return l.unsupported("GatherGrad needs static shapes")
+	}
+	axis := l.n.AttrInt("axis", 0)
+	if axis < 0 {
+		axis += int64(len(ds))
+	}
+	if axis < 0 || axis >= int64(len(ds)) {
+		return l.unsupported("axis out of range")
+	}
+	pre, post, k := int64(1), int64(1), int64(1)
+	for _, d := range ds[:axis] {
+		pre *= d
+	}
+	for _, d := range ds[axis+1:] {
+		post *= d
+	}
+	for _, d := range is {
+		k *= d
+	}
+	i := l.reshape(l.nonNegative(idx, ds[axis]), 1, k, 1)
+	i = l.op("Expand", i, l.int64s(pre, k, post))
+	d := l.dtypeOr(dy)
+	if t := l.dtype(data); t != Undefined {
+		d = t
+	}
+	z := l.zerosOf(d, []int64{pre, ds[axis], post})
+	y := l.scatterAdd(z, i, l.reshape(dy, pre, k, post), 1)
+	l.finish(0, l.reshape(y, ds...))
+	return nil
+}
+
+// lowerGatherElementsGrad scatter-adds dy at the indices into zeros.
+func lowerGatherElementsGrad(l *lowering) error {
+	dy, data, idx := l.in(0), l.in(1), l.in(2)
+	ds, ok := l.staticShape(data)
+	if !ok {
+		return l.unsupported("GatherElementsGrad needs static shapes")
+	}
+	axis := l.n.AttrInt("axis", 0)
+	if axis < 0 {
+		axis += int64(len(ds))
+	}
+	if axis < 0 || axis >= int64(len(ds)) {
+		return l.unsupported("axis out of range")
+	}
+	z := l.zerosOf(l.dtypeOr(data), ds)
+	l.finish(0, l.scatterAdd(z, l.nonNegative(idx, ds[axis]), dy, axis))
+	return nil
+}
+
+// lowerMaxPoolGrad scatter-adds dy into the flat input at the indices of
+// each window's maximum (MaxPool's second output, recomputed when the
+// forward node did not name it).
+func lowerMaxPoolGrad(l *lowering) error {
+	dy, x, idx := l.in(0), l.in(1), l.in(2)
+	xs, ok := l.staticShape(x)
+	if !ok {
+		return l.unsupported("MaxPoolGrad needs a static input shape")
+	}
+	if l.n.AttrInt("storage_order", 0) != 0 {
+		return l.unsupported("MaxPoolGrad with storage_order=1")
+	}
+	if idx == "" {
+		var attrs []*Attr
+		for _, a := range windowOpAttrs(l.n) {
+			attrs = append(attrs, a)
+		}
+		idx = l.b.Fresh("indices")
+		l.b.OpTo("MaxPool", []string{x}, []string{l.b.Fresh("values"), idx}, attrs...)
+	}
+	total := int64(1)
+	for _, d := range xs {
+		total *= d
+	}
+	z := l.zerosOf(l.dtypeOr(x), []int64{total})
+	y := l.scatterAdd(z, l.reshape(idx, -1), l.reshape(dy, -1), 0)
+	l.finish(0, l.reshape(y, xs...))
+	return nil
+}
+
+// lowerSliceGrad pads dy with zeros back to x's shape (steps of 1, constant
+// starts and ends).
+func lowerSliceGrad(l *lowering) error {
+	dy, x := l.in(0), l.in(1)
+	xs, ok := l.staticShape(x)
+	if !ok {
+		return l.unsupported("SliceGrad needs a static input shape")
+	}
+	read := func(i int, attr string) ([]int64, bool) {
+		if l.in(i) != "" {
+			return l.int64Values(l.in(i))
+		}
+		if a := l.n.Attr(attr); a != nil {
+			return a.Ints, true
+		}
+		return nil, attr == "axes" || attr == "steps"
+	}
+	starts, ok1 := read(2, "starts")
+	ends, ok2 := read(3, "ends")
+	axes, ok3 := read(4, "axes")
+	steps, ok4 := read(5, "steps")
+	if !ok1 || !ok2 || !ok3 || !ok4 || len(starts) != len(ends) {
+		return l.unsupported("SliceGrad needs constant starts, ends, axes and steps")
+	}
+	if axes == nil {
+		for i := range starts {
+			axes = append(axes, int64(i))
+		}
+	}
+	r := int64(len(xs))
+	pads := make([]int64, 2*r)
+	for i, a := range axes {
+		if a < 0 {
+			a += r
+		}
+		if a < 0 || a >= r || (steps != nil && steps[i] != 1) {
+			return l.unsupported("SliceGrad with a step other than 1")
+		}
+		d := xs[a]
+		clamp := func(v int64) int64 {
+			if v < 0 {
+				v += d
+			}
+			return max(0, min(v, d))
+		}
+		s, e := clamp(starts[i]), clamp(ends[i])
+		if e < s {
+			e = s
+		}
+		pads[a], pads[r+a] = s, d-e
+	}
+	if l.opset() > 0 && l.opset() < 11 {
+		l.finish(0, l.opAttrs("Pad", []string{dy}, IntsAttr("pads", pads...)))
+		return nil
+	}
+	l.finish(0, l.op("Pad", dy, l.int64s(pads...)))
+	return nil
+}
+
+// lowerSplitLike cuts dy along axis into pieces as long as each like.
+func lowerSplitLike(l *lowering) error {
+	dy := l.in(0)
+	axis := l.n.AttrInt("axis", 0)
+	r := l.rank(dy)
+	if axis < 0 && r >= 0 {
+		axis += int64(r)
+	}
+	if axis < 0 {
+		return l.unsupported("SplitLike needs a rank")
+	}
+	start := int64(0)
+	for i, like := range l.n.Inputs[1:] {
+		s, ok := l.staticShape(like)
+		if !ok || axis >= int64(len(s)) {
+			return l.unsupported("SplitLike needs static shapes")
+		}
+		if i < len(l.n.Outputs) && l.n.Outputs[i] != "" {
+			l.finish(i, l.sliceAxis(dy, axis, start, start+s[axis]))
+		}
+		start += s[axis]
+	}
+	return nil
+}
+
+// lowerTileGrad views dy as [r0, d0, r1, d1, ...] and sums over the
+// repeats.
+func lowerTileGrad(l *lowering) error {
+	dy, x := l.in(0), l.in(1)
+	ys, ok := l.staticShape(dy)
+	xs, ok2 := l.staticShape(x)
+	if !ok || !ok2 || len(xs) != len(ys) {
+		return l.unsupported("TileGrad needs static shapes")
+	}
+	var view, axes []int64
+	for i, d := range xs {
+		if d == 0 || ys[i]%d != 0 {
+			return l.unsupported("TileGrad of an empty or uneven tiling")
+		}
+		view = append(view, ys[i]/d, d)
+		axes = append(axes, int64(2*i))
+	}
+	y, err := l.reduce("ReduceSum", l.reshape(dy, view...), reduceAxes{list: axes}, false)
+	if err != nil {
+		return err
+	}
+	l.finish(0, y)
+	return nil
 }
