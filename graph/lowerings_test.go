@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"testing"
 
@@ -595,4 +596,18 @@ func TestGradientLoweringsReachPrimitives(t *testing.T) {
 	_, _, ok, err := LowerWithTypes(internal("SumToShape", []string{"g", "like"}), 17, nil, nil)
 	assert.True(t, ok)
 	assert.ErrorIs(t, err, ErrUnsupportedOp)
+}
+
+// TestPrimitivesDocumented: docs/primitives.md has a row for every
+// primitive and names every extended op.
+func TestPrimitivesDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/primitives.md")
+	require.NoError(t, err)
+	doc := string(b)
+	for _, p := range PrimitiveOps {
+		assert.Contains(t, doc, "| `"+p.Name+"` | "+p.Class+" |", "primitive %s", p.Name)
+	}
+	for op := range ExtendedOps {
+		assert.Contains(t, doc, "`"+op+"`", "extended op %s", op)
+	}
 }
