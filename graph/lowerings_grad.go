@@ -410,3 +410,145 @@ func lowerTileGrad(l *lowering) error {
 	l.finish(0, y)
 	return nil
 }
+
+func init() {
+	domainLowerings[InternalDomain+":ConvBackwardData"] = lowerConvBackwardData
+	domainLowerings[InternalDomain+":ConvBackwardFilter"] = lowerConvBackwardFilter
+}
+
+// convGeometry is a Conv node's window with every size known: input
+// spatial dims, kernel, strides, dilations and resolved pads.
+type convGeometry struct {
+	in, kernel, strides, dilations, padBegin, padEnd []int64
+}
+
+// convGeometryOf resolves the window of a Conv whose input has shape xs and
+// weight ws (auto_pad included).
+func (l *lowering) convGeometryOf(xs, ws []int64) (*convGeometry, error) {
+	r := len(xs) - 2
+	if r < 1 || len(ws) != len(xs) {
+		return nil, l.unsupported("Conv gradient needs input and weight of the same rank >= 3")
+	}
+	ints := func(name string, n int, def int64) ([]int64, error) {
+		v := l.n.AttrInts(name, nil)
+		if v == nil {
+			v = make([]int64, n)
+			for i := range v {
+				v[i] = def
+			}
+		}
+		if len(v) != n {
+			return nil, l.unsupported("%s has %d values, want %d", name, len(v), n)
+		}
+		return v, nil
+	}
+	g := &convGeometry{in: xs[2:], kernel: ws[2:]}
+	var err error
+	if g.strides, err = ints("strides", r, 1); err != nil {
+		return nil, err
+	}
+	if g.dilations, err = ints("dilations", r, 1); err != nil {
+		return nil, err
+	}
+	pads, err := ints("pads", 2*r, 0)
+	if err != nil {
+		return nil, err
+	}
+	g.padBegin, g.padEnd = append([]int64{}, pads[:r]...), append([]int64{}, pads[r:]...)
+	switch mode := l.n.AttrString("auto_pad", "NOTSET"); mode {
+	case "NOTSET", "":
+	case "VALID":
+		for i := range g.padBegin {
+			g.padBegin[i], g.padEnd[i] = 0, 0
+		}
+	case "SAME_UPPER", "SAME_LOWER":
+		for i := 0; i < r; i++ {
+			s := g.strides[i]
+			out := (g.in[i] + s - 1) / s
+			total := max(0, (out-1)*s+(g.kernel[i]-1)*g.dilations[i]+1-g.in[i])
+			small, big := total/2, total-total/2
+			if mode == "SAME_UPPER" {
+				g.padBegin[i], g.padEnd[i] = small, big
+			} else {
+				g.padBegin[i], g.padEnd[i] = big, small
+			}
+		}
+	default:
+		return nil, l.unsupported("auto_pad %q", mode)
+	}
+	return g, nil
+}
+
+// lowerConvBackwardData is the ConvTranspose of dy by W with the forward
+// Conv's strides, dilations, pads and groups, and the output padding that
+// gives x's spatial dims.
+func lowerConvBackwardData(l *lowering) error {
+	dy, w := l.in(0), l.in(1)
+	xs, ok1 := l.int64Values(l.in(2))
+	ws, ok2 := l.staticShape(w)
+	ys, ok3 := l.staticShape(dy)
+	if !ok1 || !ok2 || !ok3 || len(ys) != len(xs) {
+		return l.unsupported("ConvBackwardData needs static shapes")
+	}
+	g, err := l.convGeometryOf(xs, ws)
+	if err != nil {
+		return err
+	}
+	outPad := make([]int64, len(g.in))
+	for i := range g.in {
+		full := g.strides[i]*(ys[i+2]-1) + (g.kernel[i]-1)*g.dilations[i] + 1 - g.padBegin[i] - g.padEnd[i]
+		outPad[i] = g.in[i] - full
+		if outPad[i] < 0 {
+			return l.unsupported("input dim %d is shorter than the transposed convolution's output", i)
+		}
+	}
+	pads := append(append([]int64{}, g.padBegin...), g.padEnd...)
+	l.finish(0, l.opAttrs("ConvTranspose", []string{dy, w},
+		IntsAttr("strides", g.strides...), IntsAttr("dilations", g.dilations...), IntsAttr("pads", pads...),
+		IntsAttr("output_padding", outPad...), IntAttr("group", l.n.AttrInt("group", 1))))
+	return nil
+}
+
+// lowerConvBackwardFilter (one group) convolves x, viewed with batch and
+// channels swapped, by dy viewed the same way, with the forward strides as
+// dilations and dilations as strides; the result, cut to the kernel's size,
+// is dW with its first two axes swapped back.
+func lowerConvBackwardFilter(l *lowering) error {
+	dy, x := l.in(0), l.in(1)
+	ws, ok1 := l.int64Values(l.in(2))
+	xs, ok2 := l.staticShape(x)
+	if !ok1 || !ok2 {
+		return l.unsupported("ConvBackwardFilter needs static shapes")
+	}
+	if l.n.AttrInt("group", 1) != 1 {
+		return l.unsupported("ConvBackwardFilter of a grouped convolution")
+	}
+	g, err := l.convGeometryOf(xs, ws)
+	if err != nil {
+		return err
+	}
+	r := len(xs)
+	perm := make([]int64, r)
+	for i := range perm {
+		perm[i] = int64(i)
+	}
+	perm[0], perm[1] = 1, 0
+	xt := l.opAttrs("Transpose", []string{x}, IntsAttr("perm", perm...))
+	yt := l.opAttrs("Transpose", []string{dy}, IntsAttr("perm", perm...))
+	pads := append(append([]int64{}, g.padBegin...), g.padEnd...)
+	c := l.opAttrs("Conv", []string{xt, yt}, IntsAttr("strides", g.dilations...), IntsAttr("dilations", g.strides...),
+		IntsAttr("pads", pads...))
+	// Keep the first kernel-size positions of each spatial axis.
+	axes := make([]int64, len(g.kernel))
+	zeros := make([]int64, len(g.kernel))
+	for i := range axes {
+		axes[i] = int64(i + 2)
+	}
+	if l.opset() > 0 && l.opset() < 10 {
+		c = l.opAttrs("Slice", []string{c}, IntsAttr("starts", zeros...), IntsAttr("ends", g.kernel...), IntsAttr("axes", axes...))
+	} else {
+		c = l.op("Slice", c, l.int64s(zeros...), l.int64s(g.kernel...), l.int64s(axes...))
+	}
+	l.finish(0, l.opAttrs("Transpose", []string{c}, IntsAttr("perm", perm...)))
+	return nil
+}
