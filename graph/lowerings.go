@@ -939,9 +939,16 @@ func (l *lowering) channelView(x string) (view string, param func(string) string
 		}
 }
 
+// trainingBatchNorm lowers training-mode BatchNormalization
+// (lowerings_bn.go).
+var trainingBatchNorm loweringFunc
+
 func lowerBatchNorm(l *lowering) error {
 	if batchNormTraining(l) {
-		return l.unsupported("BatchNormalization in training mode")
+		if trainingBatchNorm == nil || l.typeOf == nil {
+			return l.unsupported("BatchNormalization in training mode")
+		}
+		return trainingBatchNorm(l)
 	}
 	if l.opset() > 0 && l.opset() < 9 && l.n.HasAttr("spatial") && l.n.AttrInt("spatial", 1) == 0 {
 		return l.unsupported("BatchNormalization with spatial=0")

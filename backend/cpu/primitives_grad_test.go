@@ -13,6 +13,9 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
+// onnxNode moves n to the ai.onnx domain.
+func onnxNode(n *graph.Node) *graph.Node { n.Domain = ""; return n }
+
 // TestGradientLoweringsMatchKernels runs each gradient op autodiff emits
 // twice on the same random inputs: with its kernel, and compiled with
 // PrimitivesOnly, where it must lower (no gap) and give the kernel's values.
@@ -68,6 +71,14 @@ func TestGradientLoweringsMatchKernels(t *testing.T) {
 		{"ConvBackwardFilter", internal("ConvBackwardFilter", []string{"dy", "x", "ws"}, 1, graph.IntsAttr("strides", 2, 1), graph.IntsAttr("pads", 1, 0, 2, 1), graph.IntsAttr("dilations", 1, 2)),
 			map[string]*graph.Type{"dy": f32Type(2, 4, 4, 7), "x": f32Type(2, 3, 7, 8)},
 			map[string]*graph.Tensor{"ws": idx([]int64{4, 3, 3, 2}, 4)}},
+		{"BatchNormalizationGrad/training", internal("BatchNormalizationGrad", []string{"dy", "x", "s", "m", "v"}, 3, graph.IntAttr("training_mode", 1), graph.FloatAttr("epsilon", 1e-3)),
+			map[string]*graph.Type{"dy": f32Type(4, 3, 2, 5), "x": f32Type(4, 3, 2, 5), "s": f32Type(3), "m": f32Type(3), "v": f32Type(3)}, nil},
+		{"BatchNormalizationGrad/inference", internal("BatchNormalizationGrad", []string{"dy", "x", "s", "m", "v"}, 5),
+			map[string]*graph.Type{"dy": f32Type(4, 3, 5), "x": f32Type(4, 3, 5), "s": f32Type(3), "m": f32Type(3)},
+			map[string]*graph.Tensor{"v": graph.FromFloat32([]float32{0.5, 1, 2}, 3)}},
+		{"BatchNormalization/training", onnxNode(internal("BatchNormalization", []string{"x", "s", "b", "m", "v"}, 3, graph.IntAttr("training_mode", 1), graph.FloatAttr("momentum", 0.8), graph.IntAttr(graph.UnbiasedVarAttr, 1))),
+			map[string]*graph.Type{"x": f32Type(4, 3, 2, 5), "s": f32Type(3), "b": f32Type(3), "m": f32Type(3)},
+			map[string]*graph.Tensor{"v": graph.FromFloat32([]float32{0.5, 1, 2}, 3)}},
 		{"TileGrad", internal("TileGrad", []string{"dy", "x"}, 1),
 			map[string]*graph.Type{"dy": f32Type(4, 9), "x": f32Type(2, 3)}, nil},
 	} {
