@@ -63,7 +63,6 @@ func init() {
 		"PadGrad":                       like(1),
 		"TileGrad":                      like(1),
 		"BatchNormalizationGrad":        like(1, 2, 2, 2, 2),
-		"LayerNormalizationGrad":        like(1, 2, 2),
 		"GroupNormalizationGrad":        like(1, 2, 2),
 		"SoftmaxCrossEntropyLossGrad":   like(1),
 		"NegativeLogLikelihoodLossGrad": fromValue(1),

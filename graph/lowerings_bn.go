@@ -159,3 +159,113 @@ func lowerBatchNormGrad(l *lowering) error {
 	l.finish(2, l.op("Identity", db))
 	return nil
 }
+
+func init() {
+	domainLowerings[InternalDomain+":LayerNormalizationGrad"] = lowerLayerNormGrad
+	internalInferRules["LayerNormalizationGrad"] = func(c *inferCall) error {
+		dt := c.dtype(0)
+		if dt == Undefined {
+			dt = c.dtype(1)
+		}
+		s, ok := c.shape(1)
+		if dt == Undefined {
+			return nil
+		}
+		c.setShapeOrUnranked(0, dt, s, ok)
+		if !ok {
+			c.setUnranked(1, dt)
+			c.setUnranked(2, dt)
+			return nil
+		}
+		axis := int(c.n.AttrInt("axis", -1))
+		if axis < 0 {
+			axis += len(s)
+		}
+		if axis < 0 || axis > len(s) {
+			return nil
+		}
+		c.setOut(1, dt, append([]Dim{}, s[axis:]...))
+		c.setOut(2, dt, append([]Dim{}, s[axis:]...))
+		return nil
+	}
+}
+
+// lowerLayerNormGrad, over the normalised axes (from axis on) with x̂ =
+// (x - μ)/σ and g = dy·scale: dx = (g - mean(g) - x̂·mean(g·x̂))/σ; dscale
+// and dbias sum dy·x̂ and dy over the leading axes (shape x[axis:]).
+func lowerLayerNormGrad(l *lowering) error {
+	dy, x, scale := l.in(0), l.in(1), l.in(2)
+	xs, ok := l.staticShape(x)
+	if !ok {
+		return l.unsupported("LayerNormalizationGrad needs x's static shape")
+	}
+	if l.dtype(scale) != l.dtype(x) || l.dtype(dy) != l.dtype(x) {
+		return l.unsupported("inputs of different dtypes")
+	}
+	r := int64(len(xs))
+	axis := l.n.AttrInt("axis", -1)
+	if axis < 0 {
+		axis += r
+	}
+	if axis < 0 || axis >= r {
+		return l.unsupported("axis out of range")
+	}
+	var norm, lead []int64
+	n := int64(1)
+	for i := int64(0); i < r; i++ {
+		if i >= axis {
+			norm = append(norm, i)
+			n *= xs[i]
+		} else {
+			lead = append(lead, i)
+		}
+	}
+	eps := l.scalar(x, float64(l.n.AttrFloat("epsilon", 1e-5)))
+	cnt := l.scalar(x, float64(n))
+	mean := func(v string) (string, error) {
+		s, err := l.reduce("ReduceSum", v, reduceAxes{list: norm}, true)
+		if err != nil {
+			return "", err
+		}
+		return l.div(s, cnt), nil
+	}
+	mu, err := mean(x)
+	if err != nil {
+		return err
+	}
+	centred := l.sub(x, mu)
+	v, err := mean(l.mul(centred, centred))
+	if err != nil {
+		return err
+	}
+	inv := l.div(l.scalar(x, 1), l.op("Sqrt", l.add(v, eps)))
+	xhat := l.mul(centred, inv)
+	g := l.mul(dy, scale)
+	mg, err := mean(g)
+	if err != nil {
+		return err
+	}
+	mgx, err := mean(l.mul(g, xhat))
+	if err != nil {
+		return err
+	}
+	dx := l.mul(l.sub(l.sub(g, mg), l.mul(xhat, mgx)), inv)
+	sumLead := func(v string) (string, error) {
+		if len(lead) == 0 {
+			return l.op("Identity", v), nil
+		}
+		return l.reduce("ReduceSum", v, reduceAxes{list: lead}, false)
+	}
+	ds, err := sumLead(l.mul(dy, xhat))
+	if err != nil {
+		return err
+	}
+	db, err := sumLead(dy)
+	if err != nil {
+		return err
+	}
+	l.finish(0, dx)
+	l.finish(1, ds)
+	l.finish(2, db)
+	return nil
+}

@@ -79,6 +79,10 @@ func TestGradientLoweringsMatchKernels(t *testing.T) {
 		{"BatchNormalization/training", onnxNode(internal("BatchNormalization", []string{"x", "s", "b", "m", "v"}, 3, graph.IntAttr("training_mode", 1), graph.FloatAttr("momentum", 0.8), graph.IntAttr(graph.UnbiasedVarAttr, 1))),
 			map[string]*graph.Type{"x": f32Type(4, 3, 2, 5), "s": f32Type(3), "b": f32Type(3), "m": f32Type(3)},
 			map[string]*graph.Tensor{"v": graph.FromFloat32([]float32{0.5, 1, 2}, 3)}},
+		{"LayerNormalizationGrad", internal("LayerNormalizationGrad", []string{"dy", "x", "s"}, 3, graph.IntAttr("axis", -2), graph.FloatAttr("epsilon", 1e-3)),
+			map[string]*graph.Type{"dy": f32Type(2, 3, 4, 5), "x": f32Type(2, 3, 4, 5), "s": f32Type(4, 5)}, nil},
+		{"LayerNormalizationGrad/broadcast-scale", internal("LayerNormalizationGrad", []string{"dy", "x", "s"}, 3),
+			map[string]*graph.Type{"dy": f32Type(3, 6), "x": f32Type(3, 6), "s": f32Type(1)}, nil},
 		{"TileGrad", internal("TileGrad", []string{"dy", "x"}, 1),
 			map[string]*graph.Type{"dy": f32Type(4, 9), "x": f32Type(2, 3)}, nil},
 	} {
