@@ -552,3 +552,111 @@ func lowerConvBackwardFilter(l *lowering) error {
 	l.finish(0, l.opAttrs("Transpose", []string{c}, IntsAttr("perm", perm...)))
 	return nil
 }
+
+func init() {
+	domainLowerings[InternalDomain+":ConvTransposeBackwardData"] = lowerConvTransposeBackwardData
+	domainLowerings[InternalDomain+":ConvTransposeBackwardFilter"] = lowerConvTransposeBackwardFilter
+}
+
+// convTransposeGeometry reads a ConvTranspose node's strides, dilations and
+// explicit pads for spatial rank r; output_shape and auto_pad other than
+// NOTSET refuse.
+func (l *lowering) convTransposeGeometry(r int) (strides, dilations, pads []int64, err error) {
+	if l.n.Attr("output_shape") != nil {
+		return nil, nil, nil, l.unsupported("ConvTranspose gradient with output_shape")
+	}
+	if m := l.n.AttrString("auto_pad", "NOTSET"); m != "NOTSET" && m != "" {
+		return nil, nil, nil, l.unsupported("ConvTranspose gradient with auto_pad %s", m)
+	}
+	get := func(name string, n int, def int64) ([]int64, error) {
+		v := l.n.AttrInts(name, nil)
+		if v == nil {
+			v = make([]int64, n)
+			for i := range v {
+				v[i] = def
+			}
+		}
+		if len(v) != n {
+			return nil, l.unsupported("%s has %d values, want %d", name, len(v), n)
+		}
+		return v, nil
+	}
+	if strides, err = get("strides", r, 1); err != nil {
+		return
+	}
+	if dilations, err = get("dilations", r, 1); err != nil {
+		return
+	}
+	pads, err = get("pads", 2*r, 0)
+	return
+}
+
+// lowerConvTransposeBackwardData is the Conv of dy by W (ConvTranspose's
+// [C_in, C_out/group, k...] weight is Conv's [M, C/group, k...]) with the
+// same strides, dilations, pads and groups.
+func lowerConvTransposeBackwardData(l *lowering) error {
+	dy, w := l.in(0), l.in(1)
+	xs, ok1 := l.int64Values(l.in(2))
+	ys, ok2 := l.staticShape(dy)
+	ws, ok3 := l.staticShape(w)
+	if !ok1 || !ok2 || !ok3 || len(xs) != len(ys) || len(ws) != len(ys) || len(xs) < 3 {
+		return l.unsupported("ConvTransposeBackwardData needs static shapes")
+	}
+	r := len(xs) - 2
+	strides, dilations, pads, err := l.convTransposeGeometry(r)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < r; i++ {
+		dk := (ws[i+2]-1)*dilations[i] + 1
+		if out := (ys[i+2]+pads[i]+pads[r+i]-dk)/strides[i] + 1; out != xs[i+2] {
+			return l.unsupported("the Conv of dy gives %d on spatial axis %d, x has %d", out, i, xs[i+2])
+		}
+	}
+	l.finish(0, l.opAttrs("Conv", []string{dy, w}, IntsAttr("strides", strides...), IntsAttr("dilations", dilations...),
+		IntsAttr("pads", pads...), IntAttr("group", l.n.AttrInt("group", 1))))
+	return nil
+}
+
+// lowerConvTransposeBackwardFilter (one group) convolves dy, batch and
+// channels swapped, by x viewed the same way, with strides and dilations
+// exchanged; cut to the kernel's size and with the first two axes swapped
+// it is dW [C_in, C_out, k...].
+func lowerConvTransposeBackwardFilter(l *lowering) error {
+	dy, x := l.in(0), l.in(1)
+	ws, ok1 := l.int64Values(l.in(2))
+	xs, ok2 := l.staticShape(x)
+	if !ok1 || !ok2 || len(ws) != len(xs) || len(xs) < 3 {
+		return l.unsupported("ConvTransposeBackwardFilter needs static shapes")
+	}
+	if l.n.AttrInt("group", 1) != 1 {
+		return l.unsupported("ConvTransposeBackwardFilter of a grouped convolution")
+	}
+	r := len(xs) - 2
+	strides, dilations, pads, err := l.convTransposeGeometry(r)
+	if err != nil {
+		return err
+	}
+	perm := make([]int64, r+2)
+	for i := range perm {
+		perm[i] = int64(i)
+	}
+	perm[0], perm[1] = 1, 0
+	yt := l.opAttrs("Transpose", []string{dy}, IntsAttr("perm", perm...))
+	xt := l.opAttrs("Transpose", []string{x}, IntsAttr("perm", perm...))
+	c := l.opAttrs("Conv", []string{yt, xt}, IntsAttr("strides", dilations...), IntsAttr("dilations", strides...),
+		IntsAttr("pads", pads...))
+	axes := make([]int64, r)
+	zeros := make([]int64, r)
+	for i := range axes {
+		axes[i] = int64(i + 2)
+	}
+	kernel := ws[2:]
+	if l.opset() > 0 && l.opset() < 10 {
+		c = l.opAttrs("Slice", []string{c}, IntsAttr("starts", zeros...), IntsAttr("ends", kernel...), IntsAttr("axes", axes...))
+	} else {
+		c = l.op("Slice", c, l.int64s(zeros...), l.int64s(kernel...), l.int64s(axes...))
+	}
+	l.finish(0, l.opAttrs("Transpose", []string{c}, IntsAttr("perm", perm...)))
+	return nil
+}

@@ -92,6 +92,12 @@ func TestGradientLoweringsMatchKernels(t *testing.T) {
 		{"SoftmaxCrossEntropyLossGrad/sum", internal("SoftmaxCrossEntropyLossGrad", []string{"dy", "x", "t"}, 1, graph.StringAttr("reduction", "sum")),
 			map[string]*graph.Type{"dy": f32Type(), "x": f32Type(3, 4)},
 			map[string]*graph.Tensor{"t": idx([]int64{0, 3, 1}, 3)}},
+		{"ConvTransposeBackwardData", internal("ConvTransposeBackwardData", []string{"dy", "w", "xs"}, 1, graph.IntsAttr("strides", 2, 2), graph.IntsAttr("pads", 1, 0, 1, 1), graph.IntsAttr("output_padding", 1, 0), graph.IntAttr("group", 2)),
+			map[string]*graph.Type{"dy": f32Type(2, 4, 8, 8), "w": f32Type(4, 2, 3, 3)},
+			map[string]*graph.Tensor{"xs": idx([]int64{2, 4, 4, 4}, 4)}},
+		{"ConvTransposeBackwardFilter", internal("ConvTransposeBackwardFilter", []string{"dy", "x", "ws"}, 1, graph.IntsAttr("strides", 2, 1), graph.IntsAttr("pads", 1, 0, 0, 1), graph.IntsAttr("dilations", 1, 2)),
+			map[string]*graph.Type{"dy": f32Type(2, 3, 8, 8), "x": f32Type(2, 4, 4, 5)},
+			map[string]*graph.Tensor{"ws": idx([]int64{4, 3, 3, 3}, 4)}},
 		{"TileGrad", internal("TileGrad", []string{"dy", "x"}, 1),
 			map[string]*graph.Type{"dy": f32Type(4, 9), "x": f32Type(2, 3)}, nil},
 	} {
