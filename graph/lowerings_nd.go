@@ -87,3 +87,61 @@ func lowerScatterND(l *lowering) error {
 	l.finish(0, l.reshape(y, ds...))
 	return nil
 }
+
+func init() {
+	registerTyped("MeanVarianceNormalization", lowerMVN)
+	registerTyped("LRN", lowerLRN)
+}
+
+// lowerMVN is (x - E[x]) / (sqrt(E[x²] - E[x]²) + 1e-9) over axes (default
+// 0, 2, 3), as ONNX's function body defines it.
+func lowerMVN(l *lowering) error {
+	x := l.in(0)
+	axes := reduceAxes{list: l.n.AttrInts("axes", []int64{0, 2, 3})}
+	mean, err := l.reduce("ReduceMean", x, axes, true)
+	if err != nil {
+		return err
+	}
+	sq, err := l.reduce("ReduceMean", l.mul(x, x), axes, true)
+	if err != nil {
+		return err
+	}
+	sd := l.op("Sqrt", l.sub(sq, l.mul(mean, mean)))
+	l.finish(0, l.div(l.sub(x, mean), l.add(sd, l.scalar(x, 1e-9))))
+	return nil
+}
+
+// lowerLRN sums squares over a window of channels with a Conv of ones on x²
+// viewed as [N, 1, C, rest], then x / (bias + alpha/size · sum)**beta.
+func lowerLRN(l *lowering) error {
+	x := l.in(0)
+	xs, ok := l.staticShape(x)
+	if !ok || len(xs) < 3 {
+		return l.unsupported("LRN needs a static shape of rank 3 or more")
+	}
+	size := l.n.AttrInt("size", 0)
+	if size < 1 {
+		return l.unsupported("LRN size must be positive")
+	}
+	rest := int64(1)
+	for _, d := range xs[2:] {
+		rest *= d
+	}
+	d := l.dtypeOr(x)
+	ones, err := NewTensor(d, []int{1, 1, int(size), 1})
+	if err != nil {
+		return l.unsupported("LRN of %v", d)
+	}
+	for i := 0; i < int(size); i++ {
+		ones.SetFloat(i, 1)
+	}
+	sq := l.reshape(l.mul(x, x), xs[0], 1, xs[1], rest)
+	sum := l.opAttrs("Conv", []string{sq, l.b.Const(ones)}, IntsAttr("pads", (size-1)/2, 0, size/2, 0))
+	sum = l.reshape(sum, xs...)
+	alpha := float64(l.n.AttrFloat("alpha", 1e-4))
+	beta := float64(l.n.AttrFloat("beta", 0.75))
+	bias := float64(l.n.AttrFloat("bias", 1))
+	base := l.add(l.mul(sum, l.scalar(x, alpha/float64(size))), l.scalar(x, bias))
+	l.finish(0, l.div(x, l.op("Pow", base, l.scalar(x, beta))))
+	return nil
+}

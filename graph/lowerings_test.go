@@ -149,6 +149,7 @@ func loweringCases() []loweringCase {
 			inputs: map[string]*Type{"x": f32(2, 3, 4), "i": withDType(f32(5, 2), Int64)}},
 		loweringCase{name: "ScatterND", node: node("ScatterND", []string{"x", "i", "u"}, []string{"y"}, StringAttr("reduction", "add")), opset: 16,
 			inputs: map[string]*Type{"x": f32(2, 3, 4), "i": withDType(f32(5, 1), Int64), "u": f32(5, 3, 4)}},
+		unary("MeanVarianceNormalization"), unary("LRN", IntAttr("size", 3)),
 		loweringCase{name: "EyeLike", node: node("EyeLike", []string{"x"}, []string{"y"}, IntAttr("k", 1)), opset: 13,
 			inputs: map[string]*Type{"x": f32(3, 4)}},
 		loweringCase{name: "OneHot", node: node("OneHot", []string{"i", "d", "v"}, []string{"y"}, IntAttr("axis", 0)), opset: 11,
