@@ -35,6 +35,12 @@ type CompileOptions struct {
 	// every op that has one, even where it has a fused kernel. Tests use it
 	// to check that lowerings agree with the fused kernels.
 	DisableFused bool
+	// PrimitivesOnly restricts the backend to its kernels for the
+	// primitive and extended sets (graph.PrimitiveOps, graph.ExtendedOps):
+	// every other op runs in its lowered form and no fused or direct
+	// kernel is used. Conformance and golden tests use it to check that
+	// the primitive set is enough (docs/primitives.md).
+	PrimitivesOnly bool
 	// State declares the graph inputs that are state buffers the
 	// executable owns (see the package comment).
 	State []StateSpec

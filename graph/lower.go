@@ -5,27 +5,6 @@ import (
 	"sort"
 )
 
-// The primitive set: the ops every backend implements and autodiff has rules
-// for. Every other ONNX op either lowers to these (see RegisterLowering) or
-// is run by a backend's fused kernel. The names are ONNX op names with the
-// semantics of the newest opset; backends see them with the model's opset.
-var Primitives = []string{
-	// elementwise
-	"Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt",
-	"Reciprocal", "Tanh", "Sigmoid", "Erf", "Relu", "Max", "Min", "Where",
-	"Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Floor", "Ceil", "Sin", "Cos",
-	// reductions and normalisation
-	"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Softmax", "LogSoftmax",
-	"ArgMax", "CumSum",
-	// linear algebra and windows
-	"MatMul", "Conv", "ConvTranspose", "MaxPool", "AveragePool",
-	// data movement
-	"Reshape", "Transpose", "Concat", "Slice", "Gather", "GatherElements",
-	"ScatterElements", "Expand", "Pad", "Identity", "Shape",
-	// random
-	"RandomUniformLike",
-}
-
 // Builder collects the nodes a lowering emits.
 type Builder struct {
 	Nodes  []*Node

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -90,7 +91,10 @@ func init() {
 // Dropout's training_mode may be constants rather than attributes.
 func LowerWithTypes(n *Node, opset int64, typeOf func(name string) *Type, constOf func(name string) *Tensor) (nodes []*Node, consts map[string]*Tensor, ok bool, err error) {
 	f, ok := typedLowerings[n.OpType]
-	if !ok || n.Domain != "" {
+	if n.Domain != "" && n.Domain != "ai.onnx" {
+		f, ok = domainLowerings[n.Domain+":"+n.OpType]
+	}
+	if !ok {
 		return Lower(n, opset)
 	}
 	b := NewBuilder(n.Label(), opset)
@@ -106,6 +110,13 @@ func LowerWithTypes(n *Node, opset int64, typeOf func(name string) *Type, constO
 // and the graph's constants. A node keep rejects that has no lowering is an
 // error wrapping ErrUnsupportedOp. Subgraphs are left as they are.
 func LowerGraph(g *Graph, opset int64, keep func(n *Node) bool) error {
+	return LowerGraphFallback(g, opset, keep, nil)
+}
+
+// LowerGraphFallback is LowerGraph where a node whose lowering is missing
+// or refuses (ErrUnsupportedOp) is kept as it is when fallback (non-nil)
+// returns true for it; any other error still fails.
+func LowerGraphFallback(g *Graph, opset int64, keep func(n *Node) bool, fallback func(n *Node, err error) bool) error {
 	st, _ := inferGraph(g, opset, nil, true)
 	typeOf := func(name string) *Type { return st.types[name] }
 	var out []*Node
@@ -115,18 +126,28 @@ func LowerGraph(g *Graph, opset int64, keep func(n *Node) bool) error {
 			out = append(out, n)
 			return nil
 		}
+		refused := func(err error) error {
+			if fallback != nil && errors.Is(err, ErrUnsupportedOp) && fallback(n, err) {
+				out = append(out, n)
+				return nil
+			}
+			return err
+		}
 		f, ok := typedLowerings[n.OpType]
-		if !ok || n.Domain != "" {
+		if n.Domain != "" && n.Domain != "ai.onnx" {
+			f, ok = domainLowerings[n.Domain+":"+n.OpType]
+		}
+		if !ok {
 			sub, consts, has, err := Lower(n, opset)
 			if err != nil {
-				return err
+				return refused(err)
 			}
 			if !has {
 				dom := n.Domain
 				if dom == "" {
 					dom = "ai.onnx"
 				}
-				return n.Errorf("%w: no kernel for %s (domain %s, opset %d) and no lowering", ErrUnsupportedOp, n.OpType, dom, opset)
+				return refused(n.Errorf("%w: no kernel for %s (domain %s, opset %d) and no lowering", ErrUnsupportedOp, n.OpType, dom, opset))
 			}
 			return emitLowered(g, st, sub, consts, depth, visit)
 		}
@@ -136,7 +157,7 @@ func LowerGraph(g *Graph, opset int64, keep func(n *Node) bool) error {
 		b := NewBuilder(n.Label(), opset)
 		l := &lowering{n: n, b: b, typeOf: typeOf, constOf: func(name string) *Tensor { return st.consts[name] }}
 		if err := f(l); err != nil {
-			return err
+			return refused(err)
 		}
 		return emitLowered(g, st, b.Nodes, b.Consts, depth, visit)
 	}
@@ -918,9 +939,16 @@ func (l *lowering) channelView(x string) (view string, param func(string) string
 		}
 }
 
+// trainingBatchNorm lowers training-mode BatchNormalization
+// (lowerings_bn.go).
+var trainingBatchNorm loweringFunc
+
 func lowerBatchNorm(l *lowering) error {
 	if batchNormTraining(l) {
-		return l.unsupported("BatchNormalization in training mode")
+		if trainingBatchNorm == nil || l.typeOf == nil {
+			return l.unsupported("BatchNormalization in training mode")
+		}
+		return trainingBatchNorm(l)
 	}
 	if l.opset() > 0 && l.opset() < 9 && l.n.HasAttr("spatial") && l.n.AttrInt("spatial", 1) == 0 {
 		return l.unsupported("BatchNormalization with spatial=0")

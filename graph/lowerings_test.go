@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -98,6 +100,62 @@ func loweringCases() []loweringCase {
 		{name: "CastLike", node: node("CastLike", []string{"x", "like"}, []string{"y"}), opset: 15,
 			inputs: map[string]*Type{"x": f32(3), "like": withDType(f32(1), Float64)}},
 	}
+	b3 := withDType(f32(3), Bool)
+	cases = append(cases,
+		unary("Neg"), unary("Abs"), unary("Reciprocal"), unary("Relu"), unary("Sigmoid"), unary("Ceil"),
+		loweringCase{name: "Abs/uint8", node: node("Abs", []string{"x"}, []string{"y"}), opset: 13,
+			inputs: map[string]*Type{"x": withDType(f32(3), Uint8)}},
+		loweringCase{name: "Not", node: node("Not", []string{"a"}, []string{"y"}), opset: 13, inputs: map[string]*Type{"a": b3}},
+		loweringCase{name: "And", node: node("And", []string{"a", "b"}, []string{"y"}), opset: 13, inputs: map[string]*Type{"a": b3, "b": b3}},
+		loweringCase{name: "Or", node: node("Or", []string{"a", "b"}, []string{"y"}), opset: 13, inputs: map[string]*Type{"a": b3, "b": b3}},
+		loweringCase{name: "Greater", node: node("Greater", []string{"a", "b"}, []string{"y"}), opset: 13,
+			inputs: map[string]*Type{"a": f32(3), "b": f32(3)}},
+		loweringCase{name: "ReduceMean/13", node: node("ReduceMean", []string{"x"}, []string{"y"}, IntsAttr("axes", 1, -1)), opset: 13, inputs: x},
+		loweringCase{name: "ReduceMean/18", node: node("ReduceMean", []string{"x", "axes"}, []string{"y"}, IntAttr("keepdims", 0)), opset: 18,
+			inputs: map[string]*Type{"x": f32(2, 3), "axes": withDType(f32(1), Int64)}},
+		loweringCase{name: "ReduceMin/13", node: node("ReduceMin", []string{"x"}, []string{"y"}, IntsAttr("axes", 1)), opset: 13, inputs: x},
+		loweringCase{name: "ReduceMin/bool", node: node("ReduceMin", []string{"x"}, []string{"y"}), opset: 18,
+			inputs: map[string]*Type{"x": b3}},
+		loweringCase{name: "ReduceMin/uint8", node: node("ReduceMin", []string{"x"}, []string{"y"}), opset: 18,
+			inputs: map[string]*Type{"x": withDType(f32(3), Uint8)}},
+		unary("ArgMin", IntAttr("axis", 1), IntAttr("select_last_index", 1)),
+		unary("Softmax"), unary("LogSoftmax", IntAttr("axis", 1)),
+		loweringCase{name: "Softmax/11", node: node("Softmax", []string{"x"}, []string{"y"}, IntAttr("axis", 1)), opset: 11, inputs: x},
+		loweringCase{name: "Constant", node: node("Constant", nil, []string{"y"}, IntsAttr("value_ints", 1, 2)), opset: 13},
+		unary("Atan"), unary("Asin"), unary("Acos"), unary("Round"), unary("Size"),
+		unary("ReduceProd", IntsAttr("axes", 1)), unary("Hardmax", IntAttr("axis", 1)),
+		unary("SpaceToDepth", IntAttr("blocksize", 1)),
+		loweringCase{name: "DepthToSpace", node: node("DepthToSpace", []string{"x"}, []string{"y"}, IntAttr("blocksize", 2), StringAttr("mode", "CRD")),
+			opset: 13, inputs: map[string]*Type{"x": f32(1, 8, 2, 3)}},
+		loweringCase{name: "Mod/int", node: node("Mod", []string{"a", "b"}, []string{"y"}), opset: 13,
+			inputs: map[string]*Type{"a": withDType(f32(3), Int32), "b": withDType(f32(3), Int32)}},
+		loweringCase{name: "Mod/float", node: node("Mod", []string{"a", "b"}, []string{"y"}, IntAttr("fmod", 1)), opset: 13,
+			inputs: map[string]*Type{"a": f32(3), "b": f32(3)}},
+		loweringCase{name: "Scatter", node: node("Scatter", []string{"x", "i", "u"}, []string{"y"}, IntAttr("axis", 1)), opset: 10,
+			inputs: map[string]*Type{"x": f32(2, 3), "i": withDType(f32(2, 1), Int64), "u": f32(2, 1)}},
+		loweringCase{name: "Split", node: node("Split", []string{"x", "s"}, []string{"y0", "y1"}, IntAttr("axis", 1)), opset: 13,
+			inputs: x, consts: map[string]*Tensor{"s": FromInt64([]int64{1, 2}, 2)}},
+		loweringCase{name: "Split/equal", node: node("Split", []string{"x"}, []string{"y0", "y1"}, IntAttr("axis", 2)), opset: 13, inputs: x},
+		loweringCase{name: "Tile", node: node("Tile", []string{"x", "r"}, []string{"y"}), opset: 13,
+			inputs: map[string]*Type{"x": f32(2, 3)}, consts: map[string]*Tensor{"r": FromInt64([]int64{2, 1}, 2)}},
+		loweringCase{name: "Trilu", node: node("Trilu", []string{"x"}, []string{"y"}, IntAttr("upper", 0)), opset: 14, inputs: x},
+		loweringCase{name: "Trilu/k", node: node("Trilu", []string{"x", "k"}, []string{"y"}), opset: 14,
+			inputs: map[string]*Type{"x": f32(3, 4), "k": withDType(f32(), Int64)}},
+		loweringCase{name: "NegativeLogLikelihoodLoss", node: node("NegativeLogLikelihoodLoss", []string{"x", "t", "w"}, []string{"y"}, IntAttr("ignore_index", 1)),
+			opset: 13, inputs: map[string]*Type{"x": f32(2, 3, 4), "t": withDType(f32(2, 4), Int64), "w": f32(3)}},
+		loweringCase{name: "SoftmaxCrossEntropyLoss", node: node("SoftmaxCrossEntropyLoss", []string{"x", "t"}, []string{"y", "lp"}, StringAttr("reduction", "sum")),
+			opset: 13, inputs: map[string]*Type{"x": f32(2, 3), "t": withDType(f32(2), Int64)}},
+		loweringCase{name: "GatherND", node: node("GatherND", []string{"x", "i"}, []string{"y"}), opset: 13,
+			inputs: map[string]*Type{"x": f32(2, 3, 4), "i": withDType(f32(5, 2), Int64)}},
+		loweringCase{name: "ScatterND", node: node("ScatterND", []string{"x", "i", "u"}, []string{"y"}, StringAttr("reduction", "add")), opset: 16,
+			inputs: map[string]*Type{"x": f32(2, 3, 4), "i": withDType(f32(5, 1), Int64), "u": f32(5, 3, 4)}},
+		unary("MeanVarianceNormalization"), unary("LRN", IntAttr("size", 3)),
+		loweringCase{name: "EyeLike", node: node("EyeLike", []string{"x"}, []string{"y"}, IntAttr("k", 1)), opset: 13,
+			inputs: map[string]*Type{"x": f32(3, 4)}},
+		loweringCase{name: "OneHot", node: node("OneHot", []string{"i", "d", "v"}, []string{"y"}, IntAttr("axis", 0)), opset: 11,
+			inputs: map[string]*Type{"i": withDType(f32(2, 3), Int64), "v": f32(2)},
+			consts: map[string]*Tensor{"d": FromInt64([]int64{5}, 1)}},
+	)
 	for _, op := range []string{"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"} {
 		cases = append(cases,
 			loweringCase{name: op + "/13", node: node(op, []string{"x"}, []string{"y"}, IntsAttr("axes", 1), IntAttr("keepdims", 0)), opset: 13, inputs: x},
@@ -133,7 +191,7 @@ func checkLowered(t *testing.T, n *Node, nodes []*Node, consts map[string]*Tenso
 	}
 	written := map[string]int{}
 	for _, e := range nodes {
-		assert.True(t, primitiveSet[e.OpType], "%s emits %s, which is not a primitive", n.OpType, e.OpType)
+		assert.True(t, primitiveSet[e.OpType] || HasLowering(e.OpType), "%s emits %s, which is neither a primitive nor lowers", n.OpType, e.OpType)
 		assert.Empty(t, e.Domain)
 		for _, in := range e.Inputs {
 			assert.True(t, defined[in], "%s (%s) reads %q before it is defined", e.Name, e.OpType, in)
@@ -253,6 +311,7 @@ func evalElementwise(nodes []*Node, consts map[string]*Tensor, env map[string][]
 		"Sqrt": math.Sqrt, "Tanh": math.Tanh, "Erf": math.Erf, "Sin": math.Sin, "Cos": math.Cos,
 		"Reciprocal": func(a float64) float64 { return 1 / a }, "Relu": func(a float64) float64 { return math.Max(a, 0) },
 		"Not": func(a float64) float64 { return b2f(a == 0) }, "Identity": func(a float64) float64 { return a },
+		"Floor": math.Floor,
 	}
 	binary := map[string]func(a, b float64) float64{
 		"Add": func(a, b float64) float64 { return a + b }, "Sub": func(a, b float64) float64 { return a - b },
@@ -369,6 +428,10 @@ func TestActivationLoweringsCompute(t *testing.T) {
 		{node("Sinh", []string{"x"}, []string{"y"}), math.Sinh},
 		{node("Cosh", []string{"x"}, []string{"y"}), math.Cosh},
 		{node("Asinh", []string{"x"}, []string{"y"}), math.Asinh},
+		{node("Atan", []string{"x"}, []string{"y"}), math.Atan},
+		{node("Round", []string{"x"}, []string{"y"}), math.RoundToEven},
+		{node("Ceil", []string{"x"}, []string{"y"}), math.Ceil},
+		{node("Sigmoid", []string{"x"}, []string{"y"}), func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }},
 	} {
 		opset := int64(20)
 		if tc.n.OpType == "Clip" {
@@ -449,5 +512,111 @@ func TestShapeLoweringTargets(t *testing.T) {
 		target := consts[nodes[0].Inputs[1]]
 		require.NotNil(t, target)
 		assert.Equal(t, tc.want, target.Int64s(), "%s of %v", tc.n.OpType, tc.shape)
+	}
+}
+
+// TestLoweringsReachPrimitives lowers every case's node to the end (each
+// node a lowering emits lowered again until only primitives are left) and
+// checks that nothing else remains.
+func TestLoweringsReachPrimitives(t *testing.T) {
+	for _, tc := range loweringCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGraph("g")
+			for _, in := range tc.node.Inputs {
+				if in == "" {
+					continue
+				}
+				if c := tc.consts[in]; c != nil {
+					g.Initializers[in] = c
+					continue
+				}
+				g.Inputs = append(g.Inputs, &ValueInfo{Name: in, Type: tc.inputs[in]})
+			}
+			for _, o := range tc.node.Outputs {
+				g.Outputs = append(g.Outputs, &ValueInfo{Name: o})
+			}
+			g.Nodes = []*Node{tc.node}
+			require.NoError(t, LowerGraph(g, tc.opset, func(n *Node) bool { return IsPrimitive(n.Domain, n.OpType) }))
+			require.NotEmpty(t, g.Nodes)
+			for _, n := range g.Nodes {
+				assert.True(t, IsPrimitive(n.Domain, n.OpType), "%s lowers to %s", tc.node.OpType, n.OpType)
+			}
+			assert.NoError(t, TopoSort(g))
+		})
+	}
+}
+
+func TestPrimitiveSetIsSmallAndApartFromExtended(t *testing.T) {
+	assert.LessOrEqual(t, len(Primitives), 40)
+	seen := map[string]bool{}
+	for _, p := range PrimitiveOps {
+		assert.False(t, seen[p.Name], "%s listed twice", p.Name)
+		seen[p.Name] = true
+		assert.NotEmpty(t, p.Semantics, p.Name)
+		assert.False(t, IsExtended("", p.Name), "%s is in both sets", p.Name)
+		assert.False(t, HasLowering(p.Name), "primitive %s has a lowering", p.Name)
+	}
+	for op := range ExtendedOps {
+		assert.False(t, HasLowering(op), "extended op %s has a lowering: move it out of the extended set", op)
+	}
+}
+
+// TestGradientLoweringsReachPrimitives lowers the gradient ops autodiff
+// emits, with static shapes, and checks that only primitives remain.
+func TestGradientLoweringsReachPrimitives(t *testing.T) {
+	internal := func(op string, in []string, attrs ...*Attr) *Node {
+		n := node(op, in, []string{"y"}, attrs...)
+		n.Domain = InternalDomain
+		return n
+	}
+	for _, tc := range []struct {
+		n      *Node
+		inputs map[string]*Type
+	}{
+		{internal("SumToShape", []string{"g", "like"}), map[string]*Type{"g": f32(4, 2, 3), "like": f32(1, 3)}},
+		{internal("SumToShape", []string{"g", "like"}), map[string]*Type{"g": f32(2, 3), "like": f32(2, 3)}},
+		{internal("UnreduceTo", []string{"v", "x"}, IntAttr("keepdims", 0), IntsAttr("axes", 1)), map[string]*Type{"v": f32(2, 4), "x": f32(2, 3, 4)}},
+		{internal("UnreduceTo", []string{"v", "x"}), map[string]*Type{"v": f32(1, 1), "x": f32(2, 3)}},
+		{internal("MatMulGradA", []string{"dy", "a", "b"}), map[string]*Type{"dy": f32(5, 2, 4), "a": f32(5, 2, 3), "b": f32(3, 4)}},
+		{internal("MatMulGradB", []string{"dy", "a", "b"}), map[string]*Type{"dy": f32(5, 2, 4), "a": f32(5, 2, 3), "b": f32(3, 4)}},
+		{internal("SoftmaxGrad", []string{"dy", "s"}, IntAttr("axis", -1)), map[string]*Type{"dy": f32(2, 3), "s": f32(2, 3)}},
+		{internal("LogSoftmaxGrad", []string{"dy", "s"}, IntAttr("axis", 1), IntAttr("coerce", 1)), map[string]*Type{"dy": f32(2, 3), "s": f32(2, 3)}},
+	} {
+		t.Run(tc.n.OpType, func(t *testing.T) {
+			require.True(t, HasDomainLowering(InternalDomain, tc.n.OpType))
+			g := NewGraph("g")
+			for _, in := range tc.n.Inputs {
+				g.Inputs = append(g.Inputs, &ValueInfo{Name: in, Type: tc.inputs[in]})
+			}
+			g.Outputs = []*ValueInfo{{Name: "y"}}
+			g.Nodes = []*Node{tc.n}
+			require.NoError(t, LowerGraph(g, 17, func(n *Node) bool { return IsPrimitive(n.Domain, n.OpType) }))
+			for _, n := range g.Nodes {
+				assert.True(t, IsPrimitive(n.Domain, n.OpType), "%s lowers to %s:%s", tc.n.OpType, n.Domain, n.OpType)
+			}
+			written := false
+			for _, n := range g.Nodes {
+				written = written || slices.Contains(n.Outputs, "y")
+			}
+			assert.True(t, written, "output y is written")
+		})
+	}
+	// Without static shapes SumToShape refuses (and a backend keeps its kernel).
+	_, _, ok, err := LowerWithTypes(internal("SumToShape", []string{"g", "like"}), 17, nil, nil)
+	assert.True(t, ok)
+	assert.ErrorIs(t, err, ErrUnsupportedOp)
+}
+
+// TestPrimitivesDocumented: docs/primitives.md has a row for every
+// primitive and names every extended op.
+func TestPrimitivesDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/primitives.md")
+	require.NoError(t, err)
+	doc := string(b)
+	for _, p := range PrimitiveOps {
+		assert.Contains(t, doc, "| `"+p.Name+"` | "+p.Class+" |", "primitive %s", p.Name)
+	}
+	for op := range ExtendedOps {
+		assert.Contains(t, doc, "`"+op+"`", "extended op %s", op)
 	}
 }

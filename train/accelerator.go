@@ -54,6 +54,8 @@ type AcceleratorConfig struct {
 	// Recompute builds models with activation recomputation
 	// (ProgramConfig.Recompute): less memory per step, a little more time.
 	Recompute bool
+	// PrimitivesOnly builds models with ProgramConfig.PrimitivesOnly.
+	PrimitivesOnly bool
 }
 
 // Accelerator is Hugging Face accelerate's training loop in Go. Prepare the
@@ -396,7 +398,7 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	gradSums := a.NumProcesses() == 1
 	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed,
 		SyncBatchNorm: a.cfg.SyncBatchNorm && a.NumProcesses() > 1, MixedPrecision: a.cfg.MixedPrecision, Recompute: a.cfg.Recompute,
-		GradSums: gradSums})
+		GradSums: gradSums, PrimitivesOnly: a.cfg.PrimitivesOnly})
 	if err != nil {
 		return nil, err
 	}

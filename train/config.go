@@ -159,6 +159,10 @@ type Config struct {
 	Partition string `yaml:"partition"`
 	// StageMemory bounds each stage's estimated memory ("4GiB", "512MB").
 	StageMemory string `yaml:"stage-memory"`
+	// PrimitivesOnly compiles the steps with the backend restricted to the
+	// primitive and extended sets (backend.CompileOptions.PrimitivesOnly):
+	// slower, for checking that the primitive set trains a model.
+	PrimitivesOnly bool `yaml:"primitives-only"`
 }
 
 // DefaultConfig holds the defaults of every flag.

@@ -80,7 +80,7 @@ func readGolden(t *testing.T, file string) (goldenFile, []string) {
 // checkGolden trains the fixture in dir on one PyTorch trace and compares
 // the per-step losses (the first to 1e-5 relative, later ones to 1e-3) and
 // gradient norms (1e-3 relative).
-func checkGolden(t *testing.T, dir string, gf goldenFile, gc goldenConfig) {
+func checkGolden(t *testing.T, dir string, gf goldenFile, gc goldenConfig, mods ...func(*train.Config)) {
 	t.Helper()
 	cfg := train.DefaultConfig()
 	cfg.Model = filepath.Join(dir, gf.Model)
@@ -102,6 +102,9 @@ func checkGolden(t *testing.T, dir string, gf goldenFile, gc goldenConfig) {
 	cfg.ClipGradNorm = gc.ClipGradNorm
 	cfg.Shuffle = false
 	cfg.LogFormat = "json"
+	for _, mod := range mods {
+		mod(&cfg)
+	}
 	var out bytes.Buffer
 	sum, err := train.Run(context.Background(), cfg, &out, io.Discard)
 	require.NoError(t, err)

@@ -78,6 +78,8 @@ type ProgramConfig struct {
 	// (graph.AccumulateGradOp): Accumulate runs a micro-batch and adds its
 	// gradients in place; ForwardBackward is not available.
 	GradSums bool
+	// PrimitivesOnly compiles with backend.CompileOptions.PrimitivesOnly.
+	PrimitivesOnly bool
 }
 
 // Parameter is a trainable tensor of the model.
@@ -340,7 +342,7 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
-	p.trainExe, err = be.Compile(tm, backend.CompileOptions{Seed: cfg.Seed, State: state})
+	p.trainExe, err = be.Compile(tm, backend.CompileOptions{Seed: cfg.Seed, State: state, PrimitivesOnly: cfg.PrimitivesOnly})
 	if err != nil {
 		return nil, fmt.Errorf("train: compiling the training step: %w", err)
 	}
@@ -381,7 +383,7 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	for _, name := range sortedNames(p.Buffers) {
 		evalState = append(evalState, backend.StateSpec{Name: name, Init: p.Buffers[name]})
 	}
-	p.evalExe, err = be.Compile(em, backend.CompileOptions{Seed: cfg.Seed, State: evalState, ShareState: p.trainExe})
+	p.evalExe, err = be.Compile(em, backend.CompileOptions{Seed: cfg.Seed, State: evalState, ShareState: p.trainExe, PrimitivesOnly: cfg.PrimitivesOnly})
 	if err != nil {
 		return nil, fmt.Errorf("train: compiling evaluation: %w", err)
 	}

@@ -73,6 +73,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err != nil {
 		return nil, err
 	}
+	acc.cfg.PrimitivesOnly = cfg.PrimitivesOnly
 	if !acc.IsMainProcess() {
 		// Only the main process logs and writes; the others train quietly.
 		out, msg = io.Discard, io.Discard

@@ -64,6 +64,12 @@ type Options struct {
 	// Skip maps case-name regexps to the reason the case is skipped
 	// (features the backend does not support yet, documented in the README).
 	Skip map[string]string
+	// Compile are the options every case compiles with (for example
+	// PrimitivesOnly, to run the backend restricted to the primitive and
+	// extended sets).
+	Compile backend.CompileOptions
+	// Compiled, when set, sees each case's executable once compiled.
+	Compiled func(name string, exe backend.Executable)
 }
 
 // Cases lists the case folders under root (any folder holding model.onnx),
@@ -152,7 +158,7 @@ func RunCase(b backend.Backend, dir string, opts Options) (res Result) {
 		}
 	}
 	relaxDeclaredShapes(m.Graph, dir)
-	exe, err := b.Compile(m, backend.CompileOptions{})
+	exe, err := b.Compile(m, opts.Compile)
 	if err != nil {
 		if errors.Is(err, graph.ErrUnsupportedOp) {
 			res.Status, res.Reason = Skip, err.Error()
@@ -160,6 +166,9 @@ func RunCase(b backend.Backend, dir string, opts Options) (res Result) {
 			res.Status, res.Reason = Fail, err.Error()
 		}
 		return res
+	}
+	if opts.Compiled != nil {
+		defer func() { opts.Compiled(res.Name, exe) }()
 	}
 	sets, _ := filepath.Glob(filepath.Join(dir, "test_data_set_*"))
 	sort.Strings(sets)

@@ -205,6 +205,9 @@ type Executable struct {
 	updates   []stateUpdate
 	feedMu    sync.Mutex
 	feedMap   map[string]*graph.Tensor
+	// gaps are the ops PrimitivesOnly left to their kernels.
+	gapMu sync.Mutex
+	gaps  map[string]bool
 }
 
 // maxSpecialised bounds the per-shape plan cache.
@@ -250,9 +253,9 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 		if errors.Is(err, graph.ErrShapeMismatch) {
 			return nil, fmt.Errorf("cpu: %w: %v", ErrInput, err)
 		}
-		return e.main, nil
+		return e.generalPlan(), nil
 	}
-	if !e.opts.DisableFused {
+	if !e.opts.DisableFused && !e.opts.PrimitivesOnly {
 		// With every shape known: biases into their GEMM's epilogue.
 		graph.FuseMatMulBias(sg)
 		// and the exact GELU's gradient chain, whose same-shape
@@ -261,7 +264,7 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 	}
 	p, err = e.planGraph(sg, false)
 	if err != nil {
-		return e.main, nil
+		return e.generalPlan(), nil
 	}
 	p.shapes = shapes
 	p.mem = &memState{}
@@ -307,13 +310,18 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 	// Ops without a kernel here (or all ops with a lowering, under
 	// DisableFused) are lowered to primitives, with constants typed like
 	// their inputs.
-	err := graph.LowerGraph(g, e.opset, func(n *graph.Node) bool {
-		if n.Domain == "ai.onnx.preview.training" && n.OpType == "Gradient" {
-			return false
-		}
-		_, ok := kern.Lookup(n.Domain, n.OpType, e.opset)
-		return ok && !(e.opts.DisableFused && graph.HasLowering(n.OpType))
-	})
+	var err error
+	if e.opts.PrimitivesOnly {
+		err = e.lowerToPrimitives(g, !top || e.opts.NoFold)
+	} else {
+		err = graph.LowerGraph(g, e.opset, func(n *graph.Node) bool {
+			if n.Domain == "ai.onnx.preview.training" && n.OpType == "Gradient" {
+				return false
+			}
+			_, ok := kern.Lookup(n.Domain, n.OpType, e.opset)
+			return ok && !(e.opts.DisableFused && graph.HasLowering(n.OpType) && !disableFusedKeeps[n.OpType])
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +329,7 @@ func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
 		graph.FoldConstants(g, e.evaluate)
 		graph.RemoveDeadNodes(g)
 	}
-	if top && !e.opts.DisableFused {
+	if top && !e.opts.DisableFused && !e.opts.PrimitivesOnly {
 		// Transposes that only feed matrix products become transposed
 		// GEMM operands (kernel: ops/linalg TransposedMatMul), the
 		// gradients of Relu and Erf one pass each (ops/elementwise

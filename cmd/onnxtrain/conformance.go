@@ -13,10 +13,10 @@ import (
 
 func newConformanceCmd() *cobra.Command {
 	var backendName, testdata, run string
-	var asJSON bool
+	var asJSON, primitivesOnly bool
 	var rtol, atol float64
 	cmd := &cobra.Command{
-		Use:   "conformance --backend cpu --testdata DIR",
+		Use:   "conformance --backend cpu --testdata DIR [--primitives-only]",
 		Short: "Run the ONNX backend test cases under DIR and report pass, fail or skip per case",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -31,6 +31,7 @@ func newConformanceCmd() *cobra.Command {
 				return err
 			}
 			opts := conformance.Options{RTol: rtol, ATol: atol}
+			opts.Compile.PrimitivesOnly = primitivesOnly
 			if run != "" {
 				if opts.Run, err = regexp.Compile(run); err != nil {
 					return fmt.Errorf("conformance: --run: %w", err)
@@ -64,6 +65,7 @@ func newConformanceCmd() *cobra.Command {
 	cmd.Flags().StringVar(&testdata, "testdata", "", "folder of cases (each with model.onnx and test_data_set_N); default testdata/onnx in the repository (or $ONNX_TESTDATA, or ../shared/onnx/testdata)")
 	cmd.Flags().StringVar(&run, "run", "", "only cases whose name matches this regexp")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per case, then a summary object")
+	cmd.Flags().BoolVar(&primitivesOnly, "primitives-only", false, "restrict the backend to its primitive and extended kernels (every other op lowered, no fused kernels; docs/primitives.md)")
 	cmd.Flags().Float64Var(&rtol, "rtol", 1e-3, "relative tolerance")
 	cmd.Flags().Float64Var(&atol, "atol", 1e-5, "absolute tolerance")
 	return cmd

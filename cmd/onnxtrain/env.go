@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/graph"
 )
 
 // envReport is what `onnxtrain env` prints; its JSON form is for machines.
@@ -79,14 +80,21 @@ var keyModules = []string{
 }
 
 func newEnvCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, primitives bool
 	cmd := &cobra.Command{
-		Use:   "env [--json]",
+		Use:   "env [--json | --primitives]",
 		Short: "Print versions, CPU, memory, backends and GPU presence (for bug reports)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r := collectEnv()
 			w := cmd.OutOrStdout()
+			if primitives {
+				// The primitive set every backend implements, one op a line.
+				for _, op := range graph.Primitives {
+					fmt.Fprintln(w, op)
+				}
+				return nil
+			}
+			r := collectEnv()
 			if asJSON {
 				enc := json.NewEncoder(w)
 				enc.SetIndent("", "  ")
@@ -97,6 +105,8 @@ func newEnvCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().BoolVar(&primitives, "primitives", false, "print the primitive set (docs/primitives.md), one op name per line, and nothing else")
+	cmd.MarkFlagsMutuallyExclusive("json", "primitives")
 	return cmd
 }
 
