@@ -35,6 +35,10 @@ func main() {
 		}
 		key := e.Package + " " + e.Test
 		switch e.Action {
+		case "build-output": // compiler errors (go test -json since Go 1.24)
+			fmt.Print(e.Output)
+		case "build-fail":
+			failed = true
 		case "output":
 			fmt.Print(e.Output)
 			if s := strings.TrimSpace(e.Output); e.Test != "" && s != "" && !strings.HasPrefix(s, "---") && !strings.HasPrefix(s, "===") {

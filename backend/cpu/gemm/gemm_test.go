@@ -280,7 +280,7 @@ func TestMicroKernels(t *testing.T) {
 func TestHalfKernel(t *testing.T) {
 	mk := kernel
 	if mk.half == nil {
-		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no half kernel (it depends on AVX2/AVX-512)", mk.name)
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no half kernel (the AVX2 kernels have one)", mk.name)
 	}
 	r := rand.New(rand.NewPCG(31, 32))
 	half := mk.nr / 2
@@ -331,7 +331,7 @@ func TestHalfKernel(t *testing.T) {
 func TestRowAKernels(t *testing.T) {
 	mk := kernel
 	if mk.rowA == nil {
-		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no in-place A kernels (it depends on AVX2/AVX-512)", mk.name)
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no in-place A kernels (the AVX2 kernels have them)", mk.name)
 	}
 	r := rand.New(rand.NewPCG(35, 36))
 	for kc := 1; kc <= 37; kc++ {

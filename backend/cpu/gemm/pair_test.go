@@ -17,7 +17,7 @@ import (
 func TestPairKernel(t *testing.T) {
 	mk := kernel
 	if mk.pair == nil {
-		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no pair kernel (it depends on AVX2/AVX-512)", mk.name)
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no pair kernel (it needs AVX-512F)", mk.name)
 	}
 	mr, nr := mk.mr, mk.nr
 	r := rand.New(rand.NewPCG(41, 42))
@@ -72,7 +72,7 @@ func TestPairKernel(t *testing.T) {
 // float64 reference.
 func TestSgemmPairMatchesSingle(t *testing.T) {
 	if kernel.pair == nil {
-		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no pair kernel (it depends on AVX2/AVX-512)", kernel.name)
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no pair kernel (it needs AVX-512F)", kernel.name)
 	}
 	single := kernel
 	single.pair = nil

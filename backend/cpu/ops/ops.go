@@ -3,7 +3,7 @@ package ops
 import (
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/control"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/elementwise"
-	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/internal"
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/gradient"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/optimizer"

@@ -13,7 +13,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/elementwise" // Add
-	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/internal"    // MatMulGradA/B for the fallback
+	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/gradient"    // MatMulGradA/B for the fallback
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops/shape"       // Transpose, Gather
 	"github.com/onnxtrain/onnxtrain/graph"
 )

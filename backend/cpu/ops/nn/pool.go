@@ -563,7 +563,7 @@ func PoolHMaxS2(dst, v []float32, k int) {
 // max may pick differently when +0 and -0 tie, is taken from the window's
 // first zero tap. A NaN in a row a window reads makes it return false
 // having written nothing final, and the caller runs the scan, whose NaN
-// rule (only a NaN first tap wins) differs. The gradient (ops/internal
+// rule (only a NaN first tap wins) differs. The gradient (ops/gradient
 // maxPoolBackwardSeparable) finds each window's maximum the same way.
 func maxPool2DSeparable(rows, cols []span, iw int, x, y []float32) bool {
 	ow := len(cols)

@@ -156,7 +156,7 @@ func concatShape(prefix []int, rest []int) []int {
 
 // Window is the geometry of a convolution or pooling window over the
 // spatial dims: In are the image dims, Out the window positions. The
-// backward kernels (backend/cpu/ops/internal) resolve it through
+// backward kernels (backend/cpu/ops/gradient) resolve it through
 // ResolveWindow and ConvTransposeWindow so that forward and backward read a
 // node's attributes the same way.
 type Window struct {

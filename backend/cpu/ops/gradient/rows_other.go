@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package internal
+package gradient
 
 // rowAsm is false: there are no assembly row kernels on this platform,
 // and the stubs below are never called.

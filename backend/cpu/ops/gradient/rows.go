@@ -1,4 +1,4 @@
-package internal
+package gradient
 
 // Float32 row kernels of SumToShape, SoftmaxGrad and
 // LayerNormalizationGrad. On amd64 with AVX2 and FMA the body of a row runs

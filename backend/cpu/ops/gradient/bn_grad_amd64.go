@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-package internal
+package gradient
 
 import "golang.org/x/sys/cpu"
 

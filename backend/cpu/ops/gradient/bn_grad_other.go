@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package internal
+package gradient
 
 // bnGradRowSums returns, with d = x - x0 and g = dy (masked by r > 0 when r
 // is not nil), Σd, Σd², Σg and Σg·d over one row, in float64.
