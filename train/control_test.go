@@ -1,6 +1,8 @@
 package train_test
 
 import (
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -393,7 +395,7 @@ func TestResumeLatestSkipsDamagedAndWarnsOnDataOrder(t *testing.T) {
 // Requests larger than the machine's memory are errors naming the flag.
 func TestOOMSizedRequestsNameTheFlag(t *testing.T) {
 	if train.MachineMemory() == 0 {
-		t.Skip("the machine's memory is unknown here (not Linux)")
+		testutil.Skip(t, "the machine's memory is unknown here (not Linux)")
 	}
 	cfg := controlConfig(t)
 	cfg.BatchSize = 1 << 40
@@ -415,7 +417,7 @@ func TestOOMSizedRequestsNameTheFlag(t *testing.T) {
 func TestBatchWhoseStepCannotFit(t *testing.T) {
 	have := train.MachineMemory()
 	if have == 0 {
-		t.Skip("the machine's memory is unknown here (not Linux)")
+		testutil.Skip(t, "the machine's memory is unknown here (not Linux)")
 	}
 	cfg := train.DefaultConfig()
 	cfg.Model, cfg.Data = "../models/fmnist_cnn/fmnist_cnn_train.onnx", "../models/fmnist_cnn/train_case.npz"

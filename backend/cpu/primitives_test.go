@@ -1,6 +1,8 @@
 package cpu_test
 
 import (
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
+
 	"path/filepath"
 	"sort"
 	"strings"
@@ -28,10 +30,7 @@ var primitiveGaps = map[string]bool{
 // (`onnxtrain conformance --primitives-only`), and requires the same cases
 // to pass.
 func TestPrimitivesOnlyPassesWhatTheFullBackendPasses(t *testing.T) {
-	root := conformance.TestdataDir()
-	if root == "" {
-		t.Skip("../shared/onnx/testdata not found (set ONNX_TESTDATA)")
-	}
+	root := testutil.ONNXTestdata(t) // under CI=true a missing folder fails
 	b, err := backend.Open("cpu")
 	require.NoError(t, err)
 	gaps := map[string][]string{}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
+
 	"context"
 	"math"
 	"strings"
@@ -45,7 +47,7 @@ func TestEstimateMemoryExtrapolationMatchesMeasurement(t *testing.T) {
 // it, and the command fails naming --batch-size after showing the estimate.
 func TestEstimateMemoryTooLargeNamesBatchSize(t *testing.T) {
 	if train.MachineMemory() == 0 {
-		t.Skip("the machine's memory is unknown here (not Linux)")
+		testutil.Skip(t, "the machine's memory is unknown here (not Linux)")
 	}
 	out, _, err := runCLIResult("estimate-memory", "../../models/fmnist_cnn/fmnist_cnn_train.onnx", "--batch-size", "1099511627776")
 	require.Error(t, err)
@@ -59,7 +61,7 @@ func TestEstimateMemoryTooLargeNamesBatchSize(t *testing.T) {
 // before allocating anything.
 func TestBenchTooLargeNamesTheFlag(t *testing.T) {
 	if train.MachineMemory() == 0 {
-		t.Skip("the machine's memory is unknown here (not Linux)")
+		testutil.Skip(t, "the machine's memory is unknown here (not Linux)")
 	}
 	_, _, err := runCLIResult("bench", "--model", "../../models/fmnist_cnn/fmnist_cnn_train.onnx", "--batch-size", "1000000000", "--steps", "1")
 	require.Error(t, err)

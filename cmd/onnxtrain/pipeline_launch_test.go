@@ -3,6 +3,8 @@
 package main
 
 import (
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
+
 	"fmt"
 	"math"
 	"os"
@@ -24,9 +26,7 @@ const transformerModel, transformerData = "../../models/transformer_loss/transfo
 // losses of one process with --grad-accum N/S×M, step for step, and
 // --output writes the whole model.
 func TestPipelineProcessesEqualGradAccum(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	for _, tc := range []struct {
 		model, data, loss, schedule, partition string
@@ -73,9 +73,7 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 // --max-restarts 1 the job resumes from the newest checkpoint and ends with
 // the uninterrupted run's losses.
 func TestPipelineFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	const steps, every = 12, 2
 	common := []string{"train", "--model", vitModel, "--data", vitData, "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
+
 	"bytes"
 	"path/filepath"
 	"regexp"
@@ -10,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/onnxtrain/onnxtrain/backend/conformance"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -34,10 +35,7 @@ func TestEnvPrimitives(t *testing.T) {
 // TestConformancePrimitivesOnlySummary: `onnxtrain conformance
 // --primitives-only` prints the same summary line as the full backend.
 func TestConformancePrimitivesOnlySummary(t *testing.T) {
-	root := conformance.TestdataDir()
-	if root == "" {
-		t.Skip("../shared/onnx/testdata not found (set ONNX_TESTDATA)")
-	}
+	root := testutil.ONNXTestdata(t) // under CI=true a missing folder fails
 	run := func(args ...string) string {
 		var out bytes.Buffer
 		cmd := newConformanceCmd()
