@@ -140,34 +140,54 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	opset := m.Opset()
 	src := m.Graph
 	if err := graph.TopoSort(src); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	p := &Program{Model: m, Buffers: map[string]*graph.Tensor{}, bufferUpdates: map[string]string{}, cfg: cfg, be: be, freshNext: true}
+	outName, err := p.lossOutput(src)
+	if err != nil {
+		return nil, err
+	}
+	g := cloneGraph(src)
+	if err := p.markBuffersAndParams(g); err != nil {
+		return nil, err
+	}
+	if err := p.compileTraining(m, g, outName); err != nil {
+		return nil, err
+	}
+	if err := p.compileEvaluation(m, outName); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
+// lossOutput picks and checks the model output the loss applies to and records the data inputs.
+func (p *Program) lossOutput(src *graph.Graph) (string, error) {
 	// Which model output the loss applies to.
-	outName := cfg.Loss.Output
+	outName := p.cfg.Loss.Output
 	if outName == "" {
 		if len(src.Outputs) == 0 {
-			return nil, fmt.Errorf("train: the model has no outputs")
+			return "", fmt.Errorf("train: the model has no outputs")
 		}
 		outName = src.Outputs[0].Name
 	}
 	if !hasOutput(src, outName) {
-		return nil, fmt.Errorf("train: --loss: %q is not an output of the model (outputs: %v)", outName, src.OutputNames())
+		return "", fmt.Errorf("train: --loss: %q is not an output of the model (outputs: %v)", outName, src.OutputNames())
 	}
 	p.DataInputs = src.InputNames()
-	if cfg.Loss.Kind == "output" {
+	if p.cfg.Loss.Kind == "output" {
 		for _, o := range src.Outputs {
 			if o.Name == outName && o.Type != nil && o.Type.HasShape && len(o.Type.Shape) > 0 {
-				return nil, fmt.Errorf("train: --loss output:%s: that output is %v, not a scalar; the loss a graph computes must be a single value", outName, o.Type)
+				return "", fmt.Errorf("train: --loss output:%s: that output is %v, not a scalar; the loss a graph computes must be a single value", outName, o.Type)
 			}
 		}
 	}
+	return outName, nil
+}
 
-	g := cloneGraph(src)
+// markBuffersAndParams sorts g's float initializers into BatchNorm buffers, parameters and frozen ones.
+func (p *Program) markBuffersAndParams(g *graph.Graph) error {
 	// BatchNormalization running statistics are buffers; the training-mode
 	// node's extra outputs are their new values.
 	isBuffer := map[string]bool{}
@@ -203,20 +223,55 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		if !usedAsInput(g, name) {
 			continue
 		}
-		if cfg.TrainOnly != nil && !cfg.TrainOnly.MatchString(name) {
+		if p.cfg.TrainOnly != nil && !p.cfg.TrainOnly.MatchString(name) {
 			p.Frozen = append(p.Frozen, name)
 			continue
 		}
 		if t.DType != graph.Float32 {
-			return nil, fmt.Errorf("train: parameter %q is %v; training needs float32 parameters", name, t.DType)
+			return fmt.Errorf("train: parameter %q is %v; training needs float32 parameters", name, t.DType)
 		}
 		p.Params = append(p.Params, &Parameter{Name: name, Value: t})
 	}
 	if len(p.Params) == 0 {
-		return nil, fmt.Errorf("train: the model has no trainable parameters (float initializers)")
+		return fmt.Errorf("train: the model has no trainable parameters (float initializers)")
 	}
+	return nil
+}
 
+// compileTraining turns g into the training step (loss, gradients, state) and compiles it.
+func (p *Program) compileTraining(m *graph.Model, g *graph.Graph, outName string) error {
+	opset := m.Opset()
 	// Training graph: parameters and buffers become inputs fed each step.
+	p.promoteToInputs(g)
+	lossName, err := p.trainingForward(g, outName, opset)
+	if err != nil {
+		return err
+	}
+	forwardNodes, grads, err := p.addGradients(g, lossName, opset)
+	if err != nil {
+		return err
+	}
+	state := p.placeGradients(g, grads, forwardNodes)
+	state = p.addStateOutputs(g, state)
+	// Backward reads that need only a value's shape or dtype stop keeping
+	// it alive (free); with Recompute, cheap activations are also computed
+	// again instead of kept.
+	if _, err := graph.Recompute(g, forwardNodes, opset, graph.RecomputeOptions{ReadsOnly: !p.cfg.Recompute}); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if err := graph.TopoSort(g); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
+	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: state, PrimitivesOnly: p.cfg.PrimitivesOnly})
+	if err != nil {
+		return fmt.Errorf("train: compiling the training step: %w", err)
+	}
+	return nil
+}
+
+// promoteToInputs turns the parameters and buffers from initializers of g into its inputs.
+func (p *Program) promoteToInputs(g *graph.Graph) {
 	promote := func(name string, t *graph.Tensor) {
 		delete(g.Initializers, name)
 		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(t)})
@@ -227,25 +282,34 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	for name, t := range p.Buffers {
 		promote(name, t)
 	}
+}
+
+// trainingForward adds the loss and loss scale to g and prepares its forward pass for autodiff (sync-BN, lowering, dropout masks, autocast).
+func (p *Program) trainingForward(g *graph.Graph, outName string, opset int64) (string, error) {
 	lossName, err := p.addLoss(g, outName)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: lossScaleInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: []graph.Dim{}}})
-	if cfg.SyncBatchNorm {
+	if p.cfg.SyncBatchNorm {
 		if _, err := SyncBatchNorm(g, opset); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
 	if err := graph.LowerForAutodiff(g, opset); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return "", fmt.Errorf("train: %w", err)
 	}
 	if err := ensureDropoutMasks(g); err != nil {
-		return nil, err
+		return "", err
 	}
-	if err := autoCast(g, opset, cfg.MixedPrecision); err != nil { // amp.go
-		return nil, err
+	if err := autoCast(g, opset, p.cfg.MixedPrecision); err != nil { // amp.go
+		return "", err
 	}
+	return lossName, nil
+}
+
+// addGradients appends the backward pass to g and makes the loss its first output; it returns the forward node count and the gradient names.
+func (p *Program) addGradients(g *graph.Graph, lossName string, opset int64) (int, []string, error) {
 	xs := make([]string, len(p.Params))
 	for i, prm := range p.Params {
 		xs[i] = prm.Name
@@ -254,10 +318,15 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	forwardNodes := len(g.Nodes)
 	grads, err := graph.Gradients(g, lossName, xs, seed, opset)
 	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return 0, nil, fmt.Errorf("train: %w", err)
 	}
 	g.Outputs = []*graph.ValueInfo{{Name: lossValue}}
 	g.Nodes = append(g.Nodes, &graph.Node{Name: lossValue, OpType: "Identity", Inputs: []string{lossName}, Outputs: []string{lossValue}})
+	return forwardNodes, grads, nil
+}
+
+// placeGradients adds each gradient's output node right after the node that finishes it (and with GradSums the accumulate node); it returns the gradient sums' state.
+func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes int) []backend.StateSpec {
 	// Each gradient output's Identity goes right after the backward node
 	// that finishes the gradient, so that the executor reports it as soon
 	// as it is final (overlap.go reduces it while backward goes on); at the
@@ -280,30 +349,14 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		} else {
 			late = append(late, id)
 		}
-		if !cfg.GradSums {
+		if !p.cfg.GradSums {
 			g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: out})
 		}
 	}
 	var state []backend.StateSpec
-	if cfg.GradSums {
-		// One AccumulateGrad node adds every gradient into its sum, in
-		// place, after the backward pass.
-		acc := &graph.Node{Name: "onnxtrain/accumulate_grads", OpType: graph.AccumulateGradOp, Domain: graph.InternalDomain,
-			Inputs: []string{freshInput}, Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(len(grads)))}}
-		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: freshInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Bool, HasShape: true, Shape: []graph.Dim{}}})
-		p.gradSums = make([]*graph.Tensor, len(p.Params))
-		for i, prm := range p.Params {
-			sum := GradStateName(prm.Name)
-			p.gradSums[i] = graph.Zeros(graph.Float32, prm.Value.Shape...)
-			g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: sum, Type: typeOf(prm.Value)})
-			acc.Inputs = append(acc.Inputs, sum)
-			acc.Outputs = append(acc.Outputs, sum+"/new")
-			g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: sum + "/new"})
-			state = append(state, backend.StateSpec{Name: sum, Init: p.gradSums[i], UpdatedBy: sum + "/new"})
-		}
-		for i := range p.Params {
-			acc.Inputs = append(acc.Inputs, p.scratch.gradNames[i])
-		}
+	if p.cfg.GradSums {
+		var acc *graph.Node
+		acc, state = p.addGradSums(g, len(grads))
 		late = append(late, acc)
 	}
 	nodes := make([]*graph.Node, 0, len(g.Nodes)+len(grads))
@@ -312,6 +365,35 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		nodes = append(nodes, after[j]...)
 	}
 	g.Nodes = append(nodes, late...)
+	return state
+}
+
+// addGradSums makes the AccumulateGrad node and the gradient sums' inputs, outputs and state.
+func (p *Program) addGradSums(g *graph.Graph, nGrads int) (*graph.Node, []backend.StateSpec) {
+	var state []backend.StateSpec
+	// One AccumulateGrad node adds every gradient into its sum, in
+	// place, after the backward pass.
+	acc := &graph.Node{Name: "onnxtrain/accumulate_grads", OpType: graph.AccumulateGradOp, Domain: graph.InternalDomain,
+		Inputs: []string{freshInput}, Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(nGrads))}}
+	g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: freshInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Bool, HasShape: true, Shape: []graph.Dim{}}})
+	p.gradSums = make([]*graph.Tensor, len(p.Params))
+	for i, prm := range p.Params {
+		sum := GradStateName(prm.Name)
+		p.gradSums[i] = graph.Zeros(graph.Float32, prm.Value.Shape...)
+		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: sum, Type: typeOf(prm.Value)})
+		acc.Inputs = append(acc.Inputs, sum)
+		acc.Outputs = append(acc.Outputs, sum+"/new")
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: sum + "/new"})
+		state = append(state, backend.StateSpec{Name: sum, Init: p.gradSums[i], UpdatedBy: sum + "/new"})
+	}
+	for i := range p.Params {
+		acc.Inputs = append(acc.Inputs, p.scratch.gradNames[i])
+	}
+	return acc, state
+}
+
+// addStateOutputs adds the buffer updates to g's outputs and appends the parameters' and buffers' state to state.
+func (p *Program) addStateOutputs(g *graph.Graph, state []backend.StateSpec) []backend.StateSpec {
 	upd := make([]string, 0, len(p.bufferUpdates))
 	for o := range p.bufferUpdates {
 		upd = append(upd, o)
@@ -332,27 +414,17 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	for _, name := range sortedNames(p.Buffers) {
 		state = append(state, backend.StateSpec{Name: name, Init: p.Buffers[name], UpdatedBy: bufferUpdate[name]})
 	}
-	// Backward reads that need only a value's shape or dtype stop keeping
-	// it alive (free); with Recompute, cheap activations are also computed
-	// again instead of kept.
-	if _, err := graph.Recompute(g, forwardNodes, opset, graph.RecomputeOptions{ReadsOnly: !cfg.Recompute}); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
-	if err := graph.TopoSort(g); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
-	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
-	p.trainExe, err = be.Compile(tm, backend.CompileOptions{Seed: cfg.Seed, State: state, PrimitivesOnly: cfg.PrimitivesOnly})
-	if err != nil {
-		return nil, fmt.Errorf("train: compiling the training step: %w", err)
-	}
+	return state
+}
 
+// compileEvaluation builds the evaluation graph (inference mode, with the loss) and compiles it, sharing the training step's state.
+func (p *Program) compileEvaluation(m *graph.Model, outName string) error {
 	// Evaluation graph: the model in inference mode, with the loss.
-	eg := cloneGraph(src)
+	eg := cloneGraph(m.Graph)
 	toInference(eg)
 	evalLoss, err := p.addLoss(eg, outName)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.evalOutput = outName
 	eg.Outputs = []*graph.ValueInfo{{Name: evalLoss}}
@@ -373,8 +445,8 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 		delete(eg.Initializers, name)
 		eg.Inputs = append(eg.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(t)})
 	}
-	if err := autoCast(eg, opset, cfg.MixedPrecision); err != nil { // amp.go
-		return nil, err
+	if err := autoCast(eg, m.Opset(), p.cfg.MixedPrecision); err != nil { // amp.go
+		return err
 	}
 	var evalState []backend.StateSpec
 	for _, prm := range p.Params {
@@ -383,11 +455,11 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	for _, name := range sortedNames(p.Buffers) {
 		evalState = append(evalState, backend.StateSpec{Name: name, Init: p.Buffers[name]})
 	}
-	p.evalExe, err = be.Compile(em, backend.CompileOptions{Seed: cfg.Seed, State: evalState, ShareState: p.trainExe, PrimitivesOnly: cfg.PrimitivesOnly})
+	p.evalExe, err = p.be.Compile(em, backend.CompileOptions{Seed: p.cfg.Seed, State: evalState, ShareState: p.trainExe, PrimitivesOnly: p.cfg.PrimitivesOnly})
 	if err != nil {
-		return nil, fmt.Errorf("train: compiling evaluation: %w", err)
+		return fmt.Errorf("train: compiling evaluation: %w", err)
 	}
-	return p, nil
+	return nil
 }
 
 func hasOutput(g *graph.Graph, name string) bool {

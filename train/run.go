@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/onnxtrain/onnxtrain/distrib"
+	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/train/data"
 	"github.com/onnxtrain/onnxtrain/train/track"
@@ -46,6 +47,76 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		return runPipeline(ctx, cfg, out, msg) // pipeline_run.go
 	}
 	start := time.Now()
+	r := &runner{cfg: cfg, out: out, msg: msg}
+	m, err := r.openModel()
+	if err != nil {
+		return nil, err
+	}
+	group, err := joinGroup(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if group != nil {
+		defer group.Close()
+	}
+	if err := r.startAccelerator(group); err != nil {
+		return nil, err
+	}
+	// --output: refuse another run's folder, lock it, check it is
+	// writable, all before the first step (outputdir.go).
+	releaseOutput, err := prepareOutput(r.cfg, r.acc.IsMainProcess(), r.msg)
+	if err = agreeOnOutput(ctx, r.acc, r.cfg, err); err != nil { // outputdir.go
+		return nil, err
+	}
+	defer releaseOutput()
+	if err := r.prepareModel(m); err != nil {
+		return nil, err
+	}
+	if err := r.prepareData(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.prepareScheduler(); err != nil {
+		return nil, err
+	}
+	if err := r.openLogs(); err != nil {
+		return nil, err
+	}
+	defer r.trackers.Close()
+	startEpoch, err := r.resume()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.trainEpochs(ctx, startEpoch); err != nil {
+		return r.sum, err
+	}
+	return r.finish(start)
+}
+
+// runner holds what the steps of Run share.
+type runner struct {
+	cfg      Config
+	out, msg io.Writer
+	ft       *fineTune
+	loss     LossConfig
+	acc      *Accelerator
+	model    *Model
+	opt      *Optimizer
+	sched    *Scheduler
+	trainDS  data.Dataset
+	loader   *DataLoader
+	val      *DataLoader
+	total    int
+	trackers track.Tracker
+	control  *runControl
+	sum      *Summary
+	logErr   error // the first failed write of the log: the run fails
+	onStep   func(StepRecord)
+	onEval   func(EvalRecord)
+}
+
+// openModel loads the model, prepares it for fine-tuning and reads the loss.
+func (r *runner) openModel() (*graph.Model, error) {
+	cfg := r.cfg
 	m, err := importer.Load(cfg.Model)
 	if err != nil {
 		return nil, err
@@ -60,103 +131,122 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	loss.LabelSmoothing = cfg.LabelSmoothing
 	loss.IgnoreIndex = cfg.IgnoreIndex
-	group, err := joinGroup(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if group != nil {
-		defer group.Close()
-	}
+	r.ft, r.loss = ft, loss
+	return m, nil
+}
+
+// startAccelerator creates the Accelerator on group and quiets the processes other than the main one.
+func (r *runner) startAccelerator(group *distrib.Group) error {
+	cfg := r.cfg
 	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed, Group: group, CompressBF16: cfg.CompressBF16,
 		SyncBatchNorm: cfg.SyncBatchNorm, MixedPrecision: cfg.MixedPrecision, Recompute: cfg.Recompute, Zero: cfg.Zero,
 		BucketBytes: int(cfg.BucketMB * (1 << 20)), NoOverlap: cfg.NoOverlap})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	acc.cfg.PrimitivesOnly = cfg.PrimitivesOnly
+	r.acc = acc
 	if !acc.IsMainProcess() {
 		// Only the main process logs and writes; the others train quietly.
-		out, msg = io.Discard, io.Discard
-		cfg.LogDir, cfg.MetricsAddr = "", ""
+		r.out, r.msg = io.Discard, io.Discard
+		r.cfg.LogDir, r.cfg.MetricsAddr = "", ""
 	}
-	// --output: refuse another run's folder, lock it, check it is
-	// writable, all before the first step (outputdir.go).
-	releaseOutput, err := prepareOutput(cfg, acc.IsMainProcess(), msg)
-	if err = agreeOnOutput(ctx, acc, cfg, err); err != nil { // outputdir.go
-		return nil, err
-	}
-	defer releaseOutput()
+	return nil
+}
+
+// prepareModel checks the image size, builds the model on the Accelerator and makes its optimizer.
+func (r *runner) prepareModel(m *graph.Model) error {
+	cfg, acc, ft := r.cfg, r.acc, r.ft
 	if err := checkImageSizeFits(cfg); err != nil { // memcheck.go
-		return nil, err
+		return err
 	}
 	for _, note := range ft.Notes {
-		fmt.Fprintln(msg, note)
+		fmt.Fprintln(r.msg, note)
 	}
-	model, err := acc.PrepareModel(m, loss, ModelOptions{TrainOnly: ft.TrainOnly})
+	model, err := acc.PrepareModel(m, r.loss, ModelOptions{TrainOnly: ft.TrainOnly})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	acc.RegisterForCheckpointing(FineTuneStateKey, ft)
 	inner, err := NewOptimizer(cfg, model.Params())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	opt := acc.PrepareOptimizer(inner, model)
+	r.model = model
+	r.opt = acc.PrepareOptimizer(inner, model)
+	return nil
+}
+
+// prepareData opens and checks the training and validation data and their loaders.
+func (r *runner) prepareData(ctx context.Context) error {
+	cfg, acc, model := r.cfg, r.acc, r.model
 	trainDS, err := OpenData(cfg, cfg.Data, true, model.Prog)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkBatchFits(cfg, trainDS); err != nil { // memcheck.go
-		return nil, err
+		return err
 	}
-	if err := checkStepFits(ctx, cfg, loss, trainDS, model); err != nil { // memcheck.go
-		return nil, err
+	if err := checkStepFits(ctx, cfg, r.loss, trainDS, model); err != nil { // memcheck.go
+		return err
 	}
-	ft.setData(trainDS) // finetune.go: class names for checkpoints
+	r.trainDS = trainDS
+	r.ft.setData(trainDS) // finetune.go: class names for checkpoints
 	loader, err := acc.PrepareDataLoader(trainDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Shuffle: cfg.Shuffle, DropLast: cfg.DropLast, Seed: uint64(cfg.Seed), Prefetch: 2})
 	if err != nil {
-		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)
+		return fmt.Errorf("data: %s: %w", cfg.Data, err)
 	}
 	if loader.Len() == 0 {
-		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, trainDS.Len(), cfg.BatchSize)
+		return fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, trainDS.Len(), cfg.BatchSize)
 	}
-	var val *DataLoader
+	r.loader = loader
 	if cfg.ValData != "" {
 		valDS, err := OpenData(cfg, cfg.ValData, false, model.Prog)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if val, err = acc.PrepareDataLoader(valDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Prefetch: 2}); err != nil {
-			return nil, fmt.Errorf("data: %s: %w", cfg.ValData, err)
+		if r.val, err = acc.PrepareDataLoader(valDS, data.LoaderConfig{BatchSize: cfg.BatchSize, Prefetch: 2}); err != nil {
+			return fmt.Errorf("data: %s: %w", cfg.ValData, err)
 		}
 		if err := checkValData(ctx, cfg, model, trainDS, valDS); err != nil { // validate.go
-			return nil, err
+			return err
 		}
 	}
-	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), cfg.GradAccum)
-	schedule, err := NewSchedule(cfg, total)
-	if err != nil {
-		return nil, err
-	}
-	sched := acc.PrepareScheduler(schedule, opt)
+	return nil
+}
 
-	trackers := track.Nop()
-	if acc.IsMainProcess() {
-		if trackers, err = openTrackers(cfg, out, total); err != nil {
-			return nil, err
+// prepareScheduler counts the optimizer steps and makes the learning-rate scheduler.
+func (r *runner) prepareScheduler() error {
+	r.total = TotalSteps(r.cfg.Steps, r.cfg.Epochs, r.loader.Len(), r.cfg.GradAccum)
+	schedule, err := NewSchedule(r.cfg, r.total)
+	if err != nil {
+		return err
+	}
+	r.sched = r.acc.PrepareScheduler(schedule, r.opt)
+	return nil
+}
+
+// openLogs opens the trackers, makes the step and evaluation callbacks and prints the run's first line.
+func (r *runner) openLogs() error {
+	cfg, out, msg, total := r.cfg, r.out, r.msg, r.total
+	r.trackers = track.Nop()
+	if r.acc.IsMainProcess() {
+		var err error
+		if r.trackers, err = openTrackers(cfg, out, total); err != nil {
+			return err
 		}
 	}
-	defer trackers.Close()
+	trackers := r.trackers
 	progress := cfg.LogFormat != "json" && track.IsTerminal(out)
 	sum := &Summary{}
-	var logErr error // the first failed write of the log: the run fails
+	r.sum = sum
 	writeJSON := func(v any) {
-		if err := writeJSONLine(out, v); err != nil && logErr == nil { // jsonlog.go
-			logErr = fmt.Errorf("writing the JSON log: %w", err)
+		if err := writeJSONLine(out, v); err != nil && r.logErr == nil { // jsonlog.go
+			r.logErr = fmt.Errorf("writing the JSON log: %w", err)
 		}
 	}
 	every := logEvery(cfg, total)
-	onStep := func(r StepRecord) {
+	r.onStep = func(r StepRecord) {
 		sum.Records = append(sum.Records, r)
 		trackers.Step(track.Record{Step: r.Step, Epoch: r.Epoch, Metrics: map[string]float64{
 			track.MetricLoss: r.Loss, track.MetricLR: r.LR, track.MetricGradNorm: r.GradNorm,
@@ -178,7 +268,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %.0f samples/s\n",
 			r.Step, total, r.Epoch, r.Loss, r.LR, r.GradNorm, r.SamplesPerS)
 	}
-	onEval := func(e EvalRecord) {
+	r.onEval = func(e EvalRecord) {
 		ev := e
 		sum.LastEval = &ev
 		trackers.Eval(track.Record{Step: e.Step, Epoch: e.Epoch, Metrics: map[string]float64{
@@ -195,12 +285,20 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	if cfg.LogFormat != "json" {
 		fmt.Fprintf(msg, "training %s: %d parameters in %d tensors (%d frozen), %d batches of %d per epoch, %d optimizer steps\n",
-			cfg.Model, countElements(model.Prog.Params), len(model.Prog.Params), len(model.Prog.Frozen), loader.Len(), cfg.BatchSize, total)
+			cfg.Model, countElements(r.model.Prog.Params), len(r.model.Prog.Params), len(r.model.Prog.Frozen), r.loader.Len(), cfg.BatchSize, total)
 	}
+	return nil
+}
+
+// resume sets up the run control and, with --resume, restores a checkpoint; it returns the epoch to start from.
+func (r *runner) resume() (int, error) {
+	cfg, acc, msg, loader := r.cfg, r.acc, r.msg, r.loader
 	startEpoch := 0
 	control := newRunControl(cfg, acc) // control.go
 	acc.RegisterForCheckpointing("run", control)
+	r.control = control
 	if cfg.Resume != "" {
+		var err error
 		dir := cfg.Resume
 		if dir == "latest" {
 			// loadLatest skips damaged checkpoints, naming them (resume.go).
@@ -212,13 +310,13 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 					fmt.Fprintf(msg, "--resume latest: no checkpoint under %s yet; starting from the model's weights\n", cfg.Output)
 				}
 			} else if err != nil {
-				return nil, fmt.Errorf("--resume latest: %w", err)
+				return 0, fmt.Errorf("--resume latest: %w", err)
 			}
 		}
 		if dir != "" {
 			if cfg.Resume != "latest" {
 				if err := acc.LoadState(dir); err != nil {
-					return nil, fmt.Errorf("--resume: %w", err)
+					return 0, fmt.Errorf("--resume: %w", err)
 				}
 			}
 			if change := control.dataOrderChange(); change != "" {
@@ -232,14 +330,20 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 			}
 		}
 	}
-	loop := &trainLoop{acc: acc, model: model, opt: opt, sched: sched, cfg: cfg, onStep: onStep,
-		val: val, onEval: onEval, control: control, msg: msg}
+	return startEpoch, nil
+}
+
+// trainEpochs runs the epoch loop from startEpoch until the epochs or --steps are done or training stops early.
+func (r *runner) trainEpochs(ctx context.Context, startEpoch int) error {
+	cfg, acc, msg, val := r.cfg, r.acc, r.msg, r.val
+	loop := &trainLoop{acc: acc, model: r.model, opt: r.opt, sched: r.sched, cfg: cfg, onStep: r.onStep,
+		val: val, onEval: r.onEval, control: r.control, msg: msg}
 	epochs := cfg.Epochs
 	if cfg.Steps > 0 {
 		epochs = math.MaxInt32 // --steps decides
 	}
 	for epoch := startEpoch; epoch < epochs && !(cfg.Steps > 0 && acc.Step() >= cfg.Steps); epoch++ {
-		err := loop.epoch(ctx, loader, epoch)
+		err := loop.epoch(ctx, r.loader, epoch)
 		if err == nil && val != nil && cfg.EvalEvery == 0 {
 			err = loop.epochEnd(ctx, epoch) // control.go
 		}
@@ -250,9 +354,15 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 			if stopped := (*StoppedError)(nil); errors.As(err, &stopped) {
 				reportStop(msg, cfg, stopped) // control.go
 			}
-			return sum, errors.Join(err, logErr)
+			return errors.Join(err, r.logErr)
 		}
 	}
+	return nil
+}
+
+// finish fills in the summary, writes the outputs and closes the trackers.
+func (r *runner) finish(start time.Time) (*Summary, error) {
+	cfg, acc, msg, control, sum := r.cfg, r.acc, r.msg, r.control, r.sum
 	if control.Best != nil && cfg.SaveBest != "" {
 		sum.Best = control.Best
 		fmt.Fprintf(msg, "best %s %.6g at step %d: %s\n", control.Best.Metric, control.Best.Value, control.Best.Step, filepath.Join(cfg.Output, control.Best.Checkpoint))
@@ -263,7 +373,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 		sum.FinalLoss = sum.Records[n-1].Loss
 	}
 	if cfg.Output != "" {
-		paths, err := saveOutputs(acc, model, cfg, trainDS) // export.go
+		paths, err := saveOutputs(acc, r.model, cfg, r.trainDS) // export.go
 		if err != nil {
 			return sum, err
 		}
@@ -272,11 +382,11 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 			fmt.Fprintf(msg, "wrote %v\n", paths)
 		}
 	}
-	if err := trackers.Close(); err != nil {
+	if err := r.trackers.Close(); err != nil {
 		return sum, err
 	}
-	if logErr != nil {
-		return sum, logErr
+	if r.logErr != nil {
+		return sum, r.logErr
 	}
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
