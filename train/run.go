@@ -246,27 +246,27 @@ func (r *runner) openLogs() error {
 		}
 	}
 	every := logEvery(cfg, total)
-	r.onStep = func(r StepRecord) {
-		sum.Records = append(sum.Records, r)
-		trackers.Step(track.Record{Step: r.Step, Epoch: r.Epoch, Metrics: map[string]float64{
-			track.MetricLoss: r.Loss, track.MetricLR: r.LR, track.MetricGradNorm: r.GradNorm,
-			track.MetricSamplesPerS: r.SamplesPerS, track.MetricSamples: float64(r.Samples)}})
+	r.onStep = func(rec StepRecord) {
+		sum.Records = append(sum.Records, rec)
+		trackers.Step(track.Record{Step: rec.Step, Epoch: rec.Epoch, Metrics: map[string]float64{
+			track.MetricLoss: rec.Loss, track.MetricLR: rec.LR, track.MetricGradNorm: rec.GradNorm,
+			track.MetricSamplesPerS: rec.SamplesPerS, track.MetricSamples: float64(rec.Samples)}})
 		if cfg.LogFormat == "json" {
-			writeJSON(r)
+			writeJSON(rec)
 			return
 		}
-		if r.Skipped { // amp.go: every skipped fp16 step is reported
-			fmt.Fprintf(msg, "step %d: gradients hold inf/NaN; step skipped, loss scale now %g\n", r.Step, r.LossScale)
+		if rec.Skipped { // amp.go: every skipped fp16 step is reported
+			fmt.Fprintf(msg, "step %d: gradients hold inf/NaN; step skipped, loss scale now %g\n", rec.Step, rec.LossScale)
 		}
-		if progress && !r.Stopped {
+		if progress && !rec.Stopped {
 			return // the bar shows it
 		}
 		// Text is for people: --log-every, or about twenty lines per run.
-		if r.Step != 1 && r.Step%every != 0 && r.Step != total && !r.Stopped {
+		if rec.Step != 1 && rec.Step%every != 0 && rec.Step != total && !rec.Stopped {
 			return
 		}
 		fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %.0f samples/s\n",
-			r.Step, total, r.Epoch, r.Loss, r.LR, r.GradNorm, r.SamplesPerS)
+			rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, rec.SamplesPerS)
 	}
 	r.onEval = func(e EvalRecord) {
 		ev := e
