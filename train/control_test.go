@@ -1,8 +1,6 @@
 package train_test
 
 import (
-	"github.com/onnxtrain/onnxtrain/internal/testutil"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
 )
@@ -451,4 +450,41 @@ func TestEarlyStoppingCountSurvivesResume(t *testing.T) {
 	assert.Len(t, evals, 2)
 	assert.Contains(t, msg, "early stopping at step 8")
 	assert.Contains(t, msg, "(step 2)", "the best is still the first run's")
+}
+
+// A validation pass of a loss that is not a classification logs its loss
+// and no accuracy (no made-up 0.00%), in JSON and in text.
+func TestValidationOfMSELogsNoAccuracy(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		cfg := train.DefaultConfig()
+		cfg.Model = filepath.Join("..", "models", "mlp", "mlp_train.onnx")
+		cfg.Data = writeMSEData(t)
+		cfg.ValData = cfg.Data
+		cfg.Loss = "mse"
+		cfg.Labels = "target"
+		cfg.BatchSize, cfg.Epochs, cfg.LogFormat = 8, 1, format
+		var out bytes.Buffer
+		_, err := train.Run(context.Background(), cfg, &out, io.Discard)
+		require.NoError(t, err)
+		assert.Contains(t, out.String(), "val_loss", format)
+		assert.NotContains(t, out.String(), "val_accuracy", format)
+	}
+}
+
+// writeMSEData writes 16 MLP inputs with 10-wide regression targets.
+func writeMSEData(t *testing.T) string {
+	t.Helper()
+	x, err := graph.NewTensor(graph.Float32, []int{16, 784})
+	require.NoError(t, err)
+	y, err := graph.NewTensor(graph.Float32, []int{16, 10})
+	require.NoError(t, err)
+	for i := range x.Float32s() {
+		x.Float32s()[i] = float32(i%7) / 7
+	}
+	for i := range y.Float32s() {
+		y.Float32s()[i] = float32(i%3) - 1
+	}
+	p := filepath.Join(t.TempDir(), "mse.npz")
+	require.NoError(t, tensorio.WriteNPZ(p, map[string]*graph.Tensor{"input": x, "target": y}))
+	return p
 }

@@ -271,15 +271,26 @@ func (r *runner) openLogs() error {
 	r.onEval = func(e EvalRecord) {
 		ev := e
 		sum.LastEval = &ev
-		trackers.Eval(track.Record{Step: e.Step, Epoch: e.Epoch, Metrics: map[string]float64{
-			track.MetricValLoss: e.Loss, track.MetricValAccuracy: e.Accuracy, track.MetricValSamples: float64(e.Samples)}})
+		metrics := map[string]float64{track.MetricValLoss: e.Loss, track.MetricValSamples: float64(e.Samples)}
+		if e.HasAccuracy {
+			metrics[track.MetricValAccuracy] = e.Accuracy
+		}
+		trackers.Eval(track.Record{Step: e.Step, Epoch: e.Epoch, Metrics: metrics})
 		if cfg.LogFormat == "json" {
+			if !e.HasAccuracy { // mse, l1, output:NAME: an accuracy would be a made-up 0
+				writeJSON(lossOnlyEval{Epoch: e.Epoch, Step: e.Step, Loss: e.Loss, Samples: e.Samples})
+				return
+			}
 			writeJSON(e)
 			return
 		}
 		at := fmt.Sprintf("epoch %d", e.Epoch)
 		if cfg.EvalEvery > 0 {
 			at += fmt.Sprintf("  step %d", e.Step)
+		}
+		if !e.HasAccuracy {
+			fmt.Fprintf(out, "%s  val_loss %.5f  (%d samples)\n", at, e.Loss, e.Samples)
+			return
 		}
 		fmt.Fprintf(out, "%s  val_loss %.5f  val_accuracy %.2f%%  (%d samples)\n", at, e.Loss, 100*e.Accuracy, e.Samples)
 	}
@@ -591,6 +602,7 @@ func Evaluate(ctx context.Context, acc *Accelerator, m *Model, loader *DataLoade
 		}
 		lossSum, correct, rec.Samples = sums[0], int(math.Round(sums[1])), int(math.Round(sums[2]))
 	}
+	rec.HasAccuracy = m.Prog.cfg.Loss.Kind == "cross_entropy"
 	if rec.Samples > 0 {
 		rec.Loss = lossSum / float64(rec.Samples)
 		rec.Accuracy = float64(correct) / float64(rec.Samples)

@@ -36,6 +36,18 @@ type EvalRecord struct {
 	Loss     float64 `json:"val_loss"`
 	Accuracy float64 `json:"val_accuracy"`
 	Samples  int     `json:"val_samples"`
+	// HasAccuracy says Accuracy means something (a cross_entropy loss);
+	// for other losses logs leave val_accuracy out.
+	HasAccuracy bool `json:"-"`
+}
+
+// lossOnlyEval is what the JSON log writes for a validation pass of a
+// loss that is not a classification: no val_accuracy.
+type lossOnlyEval struct {
+	Epoch   int     `json:"epoch"`
+	Step    int     `json:"step"`
+	Loss    float64 `json:"val_loss"`
+	Samples int     `json:"val_samples"`
 }
 
 // ErrNaNLoss is returned when a step's loss is not finite.

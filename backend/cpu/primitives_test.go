@@ -1,8 +1,6 @@
 package cpu_test
 
 import (
-	"github.com/onnxtrain/onnxtrain/internal/testutil"
-
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/conformance"
 	"github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // primitiveGaps are the ops the conformance suites still run with a kernel

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/onnxtrain/onnxtrain/internal/testutil"
-
 	"context"
 	"math"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/train"
 )
 

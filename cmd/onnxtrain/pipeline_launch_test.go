@@ -3,8 +3,6 @@
 package main
 
 import (
-	"github.com/onnxtrain/onnxtrain/internal/testutil"
-
 	"fmt"
 	"math"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
 )

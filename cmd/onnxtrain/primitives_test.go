@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/onnxtrain/onnxtrain/internal/testutil"
-
 	"bytes"
 	"path/filepath"
 	"regexp"
@@ -13,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // TestEnvPrimitives: `onnxtrain env --primitives` prints the primitive set,
