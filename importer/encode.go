@@ -414,7 +414,7 @@ func encodeTensorParts(name string, t *graph.Tensor) (head, raw []byte, err erro
 // little-endian machine, a numeric tensor's own memory (no copy).
 func rawBytes(t *graph.Tensor) []byte {
 	if littleEndian {
-		if b := sliceBytes(t.Data); b != nil {
+		if b := graph.ElementBytes(t.Data); b != nil {
 			return b
 		}
 	}

@@ -121,7 +121,7 @@ func (df *dataFile) readInto(dt graph.DType, off int64, n int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := sliceBytes(data)
+	b := graph.ElementBytes(data)
 	if b == nil || !littleEndian {
 		buf := make([]byte, n*dt.Size())
 		if err := readFull(df.f, buf, off); err != nil {
@@ -144,38 +144,4 @@ func readFull(f *os.File, b []byte, off int64) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-// sliceBytes is the memory of a numeric slice as bytes, or nil for other
-// types (bool, whose bytes must be 0 or 1, and strings).
-func sliceBytes(data any) []byte {
-	view := func(p unsafe.Pointer, n, size int) []byte {
-		if n == 0 {
-			return []byte{}
-		}
-		return unsafe.Slice((*byte)(p), n*size)
-	}
-	switch s := data.(type) {
-	case []float32:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 4)
-	case []float64:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 8)
-	case []int64:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 8)
-	case []uint64:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 8)
-	case []int32:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 4)
-	case []uint32:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 4)
-	case []int16:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 2)
-	case []uint16:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 2)
-	case []int8:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 1)
-	case []uint8:
-		return s
-	}
-	return nil
 }

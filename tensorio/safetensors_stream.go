@@ -102,33 +102,5 @@ func numericBytes(t *graph.Tensor) []byte {
 	if !hostLittleEndian {
 		return nil
 	}
-	view := func(p unsafe.Pointer, n, size int) []byte {
-		if n == 0 {
-			return []byte{}
-		}
-		return unsafe.Slice((*byte)(p), n*size)
-	}
-	switch s := t.Data.(type) {
-	case []float32:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 4)
-	case []float64:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 8)
-	case []int64:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 8)
-	case []uint64:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 8)
-	case []int32:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 4)
-	case []uint32:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 4)
-	case []int16:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 2)
-	case []uint16:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 2)
-	case []int8:
-		return view(unsafe.Pointer(unsafe.SliceData(s)), len(s), 1)
-	case []uint8:
-		return s
-	}
-	return nil
+	return graph.ElementBytes(t.Data)
 }

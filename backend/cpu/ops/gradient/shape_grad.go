@@ -543,30 +543,14 @@ func padGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 		}
 		pads = a.Ints
 	}
-	if axes == nil {
-		axes = make([]int, r)
-		for i := range axes {
-			axes[i] = i
-		}
-	}
-	if len(pads) != 2*len(axes) {
-		return nil, n.Errorf("pads %v must have 2 entries per padded axis (%d axes)", pads, len(axes))
-	}
-	begin := make([]int64, r)
-	end := make([]int64, r)
-	for i, a := range axes {
-		begin[a], end[a] = pads[i], pads[i+len(axes)]
+	begin, end, shape, err := shapeops.PadBounds(n, x.Shape, pads, axes)
+	if err != nil {
+		return nil, err
 	}
 	st := graph.Strides(x.Shape)
-	shape := make([]int, r)
 	tables := make([][]int, r)
 	for a, d := range x.Shape {
 		b, e := begin[a], end[a]
-		size := int64(d) + b + e
-		if b < -int64(d) || e < -int64(d) || size < 0 || size > graph.MaxElements {
-			return nil, n.Errorf("pads %v give axis %d of x %v a size of %d", pads, a, x.Shape, size)
-		}
-		shape[a] = int(size)
 		if tables[a], err = shapeops.PadSources(n, mode, d, int(b), int(e), st[a], -1); err != nil {
 			return nil, err
 		}

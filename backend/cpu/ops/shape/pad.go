@@ -70,30 +70,14 @@ func padKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 			fill = c.Data
 		}
 	}
-	if axes == nil {
-		axes = make([]int, r)
-		for i := range axes {
-			axes[i] = i
-		}
-	}
-	if len(pads) != 2*len(axes) {
-		return nil, n.Errorf("pads %v must have 2 entries per padded axis (%d axes)", pads, len(axes))
-	}
-	begin := make([]int64, r)
-	end := make([]int64, r)
-	for i, a := range axes {
-		begin[a], end[a] = pads[i], pads[i+len(axes)]
+	begin, end, shape, err := PadBounds(n, x.Shape, pads, axes)
+	if err != nil {
+		return nil, err
 	}
 	st := graph.Strides(x.Shape)
-	shape := make([]int, r)
 	maps := make([]axisMap, r)
 	for a, d := range x.Shape {
 		b, e := begin[a], end[a]
-		size := int64(d) + b + e
-		if b < -int64(d) || e < -int64(d) || size < 0 || size > graph.MaxElements {
-			return nil, n.Errorf("pads %v give axis %d of input %v a size of %d", pads, a, x.Shape, size)
-		}
-		shape[a] = int(size)
 		if b == 0 && e == 0 {
 			maps[a] = arith(d, 0, st[a])
 			continue
@@ -112,6 +96,37 @@ func padKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		return nil, err
 	}
 	return []*graph.Tensor{out}, nil
+}
+
+// PadBounds checks pads (begin values of the padded axes, then end values)
+// against the data shape and returns per-axis begin and end pads and the
+// padded shape. axes nil means every axis. Pad's kernel and PadGrad share it.
+func PadBounds(n *graph.Node, shape []int, pads []int64, axes []int) (begin, end []int64, padded []int, err error) {
+	r := len(shape)
+	if axes == nil {
+		axes = make([]int, r)
+		for i := range axes {
+			axes[i] = i
+		}
+	}
+	if len(pads) != 2*len(axes) {
+		return nil, nil, nil, n.Errorf("pads %v must have 2 entries per padded axis (%d axes)", pads, len(axes))
+	}
+	begin = make([]int64, r)
+	end = make([]int64, r)
+	for i, a := range axes {
+		begin[a], end[a] = pads[i], pads[i+len(axes)]
+	}
+	padded = make([]int, r)
+	for a, d := range shape {
+		b, e := begin[a], end[a]
+		size := int64(d) + b + e
+		if b < -int64(d) || e < -int64(d) || size < 0 || size > graph.MaxElements {
+			return nil, nil, nil, n.Errorf("pads %v give axis %d of input %v a size of %d", pads, a, shape, size)
+		}
+		padded[a] = int(size)
+	}
+	return begin, end, padded, nil
 }
 
 // PadSources maps each index of one padded axis (input size d, b and e
