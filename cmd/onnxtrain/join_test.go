@@ -25,6 +25,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/distrib/strangers"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 const joinTestSecret = "join-test-secret-0123456789abcdef"
@@ -139,9 +140,7 @@ func sha256Hex(t *testing.T, path string) string {
 // exit non-zero long before the rendezvous timeout, each printing on its
 // own standard error one message that names the field and the ranks.
 func TestJoinRefusesMismatchedSettings(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	model, err := filepath.Abs("../../models/mlp/mlp_train.onnx")
 	require.NoError(t, err)
 	data, err := filepath.Abs("../../models/mlp/train_case.npz")
@@ -212,9 +211,7 @@ func peerPortOf(t *testing.T, h *handRank) string {
 // of a recorded valid handshake. Each is refused and logged (address and
 // reason), and the losses are bit-identical to an undisturbed run.
 func TestStrangersDoNotDisturbTraining(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	model, err := filepath.Abs("../../models/mlp/mlp_train.onnx")
 	require.NoError(t, err)
 	data, err := filepath.Abs("../../models/mlp/train_case.npz")

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
@@ -54,9 +55,7 @@ func TestSignalStopperSecondSignalExits(t *testing.T) {
 // writes checkpoint-<step>, says how to resume and exits 143; resumed with
 // --resume latest, it logs the uninterrupted run's losses exactly.
 func TestSIGTERMCheckpointsAndResumesExactly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a training process")
-	}
+	testutil.SkipShort(t, "starts a training process")
 	// The stopped run asks for far more steps than it can run before the
 	// signal lands; the learning rate is constant, so --steps changes
 	// nothing but the end, and the comparison runs to 10 steps after the
@@ -144,9 +143,7 @@ func TestUnderscoreFlags(t *testing.T) {
 // step's loss average), the checkpoint of that step is written as a
 // collective one is, and the job resumes from it exactly.
 func TestSIGTERMOneRankStopsAllAtSameStep(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	const never = 1000000 // as in TestSIGTERMCheckpointsAndResumesExactly
 	common := func(steps int) []string {
 		return []string{"train", "--model", "../../models/mlp/mlp_train.onnx", "--data", "../../models/mlp/train_case.npz",
@@ -238,9 +235,7 @@ func childWithEnv(t *testing.T, parent int, kv string) int {
 // once with rank 0's reason, rather than leaving the other ranks waiting
 // for rank 0 until --dist-timeout.
 func TestLaunchedJobRefusedOutputFailsTogether(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts worker processes")
-	}
+	testutil.SkipShort(t, "starts worker processes")
 	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
 	out := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(out, "model.onnx"), []byte("an earlier run's model"), 0o644))
