@@ -72,16 +72,12 @@ func joinSettings(tc Config) ([]distrib.Setting, error) {
 		}
 		out = append(out, distrib.Setting{Name: "--" + name, Value: settingText(v.Field(i))})
 	}
-	out = append(out,
-		distrib.Setting{Name: "pipeline layout", Value: pipelineLayout(tc)},
-		distrib.Setting{Name: "onnxtrain version", Value: onnxtrainBuild()})
+	// The pipeline layout is in the fields above (--pipeline-stages,
+	// --micro-batches, --schedule, --virtual-stages, --split-at,
+	// --partition, --stage-memory): they are compared like the others.
+	out = append(out, distrib.Setting{Name: "onnxtrain version", Value: onnxtrainBuild()})
 	return out, nil
 }
-
-// pipelineLayout describes how the model is cut into pipeline stages
-// (stages, cut points, schedule, micro-batches): the pipeline integration
-// fills it in. "none" while training is data parallel only.
-func pipelineLayout(Config) string { return "none" }
 
 func settingText(v reflect.Value) string {
 	if d, ok := v.Interface().(time.Duration); ok {

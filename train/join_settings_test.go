@@ -47,7 +47,7 @@ func TestJoinSettings(t *testing.T) {
 	for name, want := range map[string]string{
 		"--lr": "0.002", "--grad-accum": "4", "--zero": "1", "--optimizer": "adamw", "--batch-size": "32",
 		"--mixed-precision": "no", "--seed": "0", "--loss": "cross_entropy", "--lr-schedule": "constant",
-		"--mean": "[0.5,0.25]", "--shuffle": "true", "pipeline layout": "none",
+		"--mean": "[0.5,0.25]", "--shuffle": "true", "--pipeline-stages": "0", "--schedule": tc.Schedule,
 	} {
 		assert.Equal(t, want, m[name], name)
 	}
