@@ -47,6 +47,8 @@ type CompileOptions struct {
 	// ShareState, when set, is an executable of the same backend whose
 	// state buffers this one uses (by name) and adds its own to.
 	ShareState Executable
+	// Tuning chooses between equivalent computations (options.go).
+	Tuning
 }
 
 // StateSpec declares one state buffer of a compiled program.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/tensorio"
@@ -56,6 +57,8 @@ type AcceleratorConfig struct {
 	Recompute bool
 	// PrimitivesOnly builds models with ProgramConfig.PrimitivesOnly.
 	PrimitivesOnly bool
+	// Tuning builds models with ProgramConfig.Tuning.
+	Tuning backend.Tuning
 }
 
 // Accelerator is Hugging Face accelerate's training loop in Go. Prepare the
@@ -398,7 +401,7 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	gradSums := a.NumProcesses() == 1
 	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed,
 		SyncBatchNorm: a.cfg.SyncBatchNorm && a.NumProcesses() > 1, MixedPrecision: a.cfg.MixedPrecision, Recompute: a.cfg.Recompute,
-		GradSums: gradSums, PrimitivesOnly: a.cfg.PrimitivesOnly})
+		GradSums: gradSums, PrimitivesOnly: a.cfg.PrimitivesOnly, Tuning: a.cfg.Tuning})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/onnxtrain/onnxtrain/backend"
 )
 
 // Config is everything `onnxtrain train` takes. The YAML names are the flag
@@ -163,6 +165,9 @@ type Config struct {
 	// primitive and extended sets (backend.CompileOptions.PrimitivesOnly):
 	// slower, for checking that the primitive set trains a model.
 	PrimitivesOnly bool `yaml:"primitives-only"`
+	// Tuning is passed to every compile (backend.Tuning: the Winograd
+	// policy, the memory plan); commands fill it from the environment.
+	Tuning backend.Tuning `yaml:"-"`
 }
 
 // DefaultConfig holds the defaults of every flag.

@@ -127,7 +127,7 @@ func openEval(cfg Config, labels bool) (*evalSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.exe, err = be.Compile(inf, backend.CompileOptions{}); err != nil {
+	if s.exe, err = be.Compile(inf, backend.CompileOptions{Tuning: cfg.Tuning}); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Model, err)
 	}
 	return s, nil

@@ -80,6 +80,8 @@ type ProgramConfig struct {
 	GradSums bool
 	// PrimitivesOnly compiles with backend.CompileOptions.PrimitivesOnly.
 	PrimitivesOnly bool
+	// Tuning is passed to the backend with every compile of the program.
+	Tuning backend.Tuning
 }
 
 // Parameter is a trainable tensor of the model.
@@ -263,7 +265,7 @@ func (p *Program) compileTraining(m *graph.Model, g *graph.Graph, outName string
 		return fmt.Errorf("train: %w", err)
 	}
 	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
-	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: state, PrimitivesOnly: p.cfg.PrimitivesOnly})
+	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: state, PrimitivesOnly: p.cfg.PrimitivesOnly, Tuning: p.cfg.Tuning})
 	if err != nil {
 		return fmt.Errorf("train: compiling the training step: %w", err)
 	}
@@ -455,7 +457,7 @@ func (p *Program) compileEvaluation(m *graph.Model, outName string) error {
 	for _, name := range sortedNames(p.Buffers) {
 		evalState = append(evalState, backend.StateSpec{Name: name, Init: p.Buffers[name]})
 	}
-	p.evalExe, err = p.be.Compile(em, backend.CompileOptions{Seed: p.cfg.Seed, State: evalState, ShareState: p.trainExe, PrimitivesOnly: p.cfg.PrimitivesOnly})
+	p.evalExe, err = p.be.Compile(em, backend.CompileOptions{Seed: p.cfg.Seed, State: evalState, ShareState: p.trainExe, PrimitivesOnly: p.cfg.PrimitivesOnly, Tuning: p.cfg.Tuning})
 	if err != nil {
 		return fmt.Errorf("train: compiling evaluation: %w", err)
 	}

@@ -154,7 +154,7 @@ func (p *Program) gradOp(ctx context.Context, op string, scalar float32) (*graph
 		g.Nodes = []*graph.Node{n}
 		m := &graph.Model{IRVersion: p.Model.IRVersion, Opsets: map[string]int64{"": p.Model.Opset(), graph.InternalDomain: 1}, Graph: g}
 		var err error
-		if exe, err = p.be.Compile(m, backend.CompileOptions{State: state, ShareState: p.trainExe}); err != nil {
+		if exe, err = p.be.Compile(m, backend.CompileOptions{State: state, ShareState: p.trainExe, Tuning: p.cfg.Tuning}); err != nil {
 			return nil, fmt.Errorf("train: compiling %s: %w", op, err)
 		}
 		if p.gradExes == nil {

@@ -145,6 +145,7 @@ func (r *runner) startAccelerator(group *distrib.Group) error {
 		return err
 	}
 	acc.cfg.PrimitivesOnly = cfg.PrimitivesOnly
+	acc.cfg.Tuning = cfg.Tuning
 	r.acc = acc
 	if !acc.IsMainProcess() {
 		// Only the main process logs and writes; the others train quietly.

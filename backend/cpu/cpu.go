@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -68,7 +67,7 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	e.main = p
-	e.noMemPlan.Store(os.Getenv("ONNXTRAIN_NO_MEMPLAN") != "")
+	e.noMemPlan.Store(opts.NoMemoryPlan)
 	e.declared = make(map[string]*graph.ValueInfo, len(p.g.Inputs))
 	for _, in := range p.g.Inputs {
 		e.declared[in.Name] = in
@@ -169,8 +168,9 @@ type slotValue struct {
 // outputs longer copies them (graph.Tensor.Clone); goroutines that share
 // an Executable and read its outputs after their Run returns call
 // SetCopyOutputs(true). The plan can be turned off with
-// SetMemoryPlan(false), or for every executable of a process with the
-// environment variable ONNXTRAIN_NO_MEMPLAN=1. Inputs may be outputs of
+// SetMemoryPlan(false), or at compile time with the option
+// backend.Tuning.NoMemoryPlan (the command maps ONNXTRAIN_NO_MEMPLAN=1 to
+// it). Inputs may be outputs of
 // the previous run: a run never uses an arena that one of its inputs lives
 // in (or whose latest run returned them).
 type Executable struct {
@@ -300,7 +300,7 @@ func (e *Executable) evaluate(n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 	if !ok {
 		return nil, graph.ErrUnsupportedOp
 	}
-	kctx := &kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &subRunner{e: e}}
+	kctx := &kern.Context{Opset: e.opset, Opsets: e.opsets, Winograd: e.opts.Winograd, Rand: e.rng, Sub: &subRunner{e: e}}
 	return e.call(kctx, spec, n, in)
 }
 
@@ -566,13 +566,13 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 	if ar != nil {
 		steps = ar.steps
 		kctx, in = &ar.kctx, ar.in[:0]
-		ar.kctx = kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &ar.sub, Ctx: ctx}
+		ar.kctx = kern.Context{Opset: e.opset, Opsets: e.opsets, Winograd: e.opts.Winograd, Rand: e.rng, Sub: &ar.sub, Ctx: ctx}
 		ar.sub = subRunner{e: e, parent: fr}
 		if ar.rec != nil {
 			ar.rec.begin(p, fr)
 		}
 	} else {
-		kctx = &kern.Context{Opset: e.opset, Opsets: e.opsets, Rand: e.rng, Sub: &subRunner{e: e, parent: fr}, Ctx: ctx}
+		kctx = &kern.Context{Opset: e.opset, Opsets: e.opsets, Winograd: e.opts.Winograd, Rand: e.rng, Sub: &subRunner{e: e, parent: fr}, Ctx: ctx}
 		in = make([]*graph.Tensor, 0, 8)
 	}
 	// Only the top-level graph reports its outputs as they are computed.

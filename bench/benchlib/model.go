@@ -20,6 +20,8 @@ import (
 
 // ModelOptions configures RunModel.
 type ModelOptions struct {
+	// Tuning is passed to every compile (backend.Tuning).
+	Tuning backend.Tuning
 	// Model is the ONNX file (exported in training mode for training).
 	Model string
 	// BatchSize is the size given to the symbolic first dimension of the
@@ -373,7 +375,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 	}
 	// As one process of `onnxtrain train`: the gradients are summed in the
 	// program's state and the optimizer steps over that state.
-	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision, GradSums: true})
+	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision, GradSums: true, Tuning: o.Tuning})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Model, err)
 	}
@@ -492,7 +494,7 @@ func inferenceStep(ctx context.Context, m *graph.Model, o ModelOptions, inputs m
 		return nil, err
 	}
 	em := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: evalGraph(m.Graph), Functions: m.Functions}
-	exe, err := be.Compile(em, backend.CompileOptions{Seed: o.Seed})
+	exe, err := be.Compile(em, backend.CompileOptions{Seed: o.Seed, Tuning: o.Tuning})
 	if err != nil {
 		return nil, fmt.Errorf("%s: compiling the evaluation graph: %w", o.Model, err)
 	}

@@ -146,6 +146,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	opts := f.model
 	opts.Dims = dims
+	opts.Tuning = tuningOrDefault()
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
 		if err != nil {

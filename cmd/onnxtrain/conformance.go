@@ -31,6 +31,7 @@ func newConformanceCmd() *cobra.Command {
 				return err
 			}
 			opts := conformance.Options{RTol: rtol, ATol: atol}
+			opts.Compile.Tuning = tuningOrDefault()
 			opts.Compile.PrimitivesOnly = primitivesOnly
 			if run != "" {
 				if opts.Run, err = regexp.Compile(run); err != nil {

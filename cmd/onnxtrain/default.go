@@ -17,6 +17,7 @@ func defaultConfig(model, data string) train.Config {
 	cfg.Model, cfg.Data, cfg.ValData = model, data, data
 	cfg.Optimizer, cfg.LR, cfg.WeightDecay = "adamw", 2e-3, 0.01
 	cfg.BatchSize, cfg.Epochs, cfg.Seed = 64, 3, 0
+	cfg.Tuning = tuningOrDefault()
 	return cfg
 }
 

@@ -36,6 +36,7 @@ func newEvalCmd() *cobra.Command {
 		Short: "Evaluate a model on labelled data: loss, and for classification accuracy, top-5 accuracy and a per-class table",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Tuning = tuningOrDefault()
 			rep, err := train.EvaluateModel(cmd.Context(), cfg)
 			if err != nil {
 				return err

@@ -50,7 +50,8 @@ func newRootCmd() *cobra.Command {
 			}
 			logrus.SetLevel(lvl)
 			logrus.SetOutput(os.Stderr)
-			return applyWinogradEnv()
+			_, err = envTuning() // a bad value fails every command early
+			return err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDefault(cmd)

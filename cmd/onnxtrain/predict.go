@@ -41,6 +41,7 @@ name, probability; or the raw output values).`,
 			if !strings.HasSuffix(lower, ".npz") && !strings.HasSuffix(lower, ".csv") {
 				return fmt.Errorf("predict: --output %s: want a .npz or .csv file", output)
 			}
+			cfg.Tuning = tuningOrDefault()
 			p, err := train.Predict(cmd.Context(), cfg)
 			if err != nil {
 				return err

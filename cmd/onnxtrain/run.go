@@ -88,7 +88,7 @@ func runModel(ctx context.Context, m *graph.Model, feeds map[string]*graph.Tenso
 	if err != nil {
 		return nil, err
 	}
-	exe, err := b.Compile(m, backend.CompileOptions{})
+	exe, err := b.Compile(m, backend.CompileOptions{Tuning: tuningOrDefault()})
 	if err != nil {
 		return nil, err
 	}

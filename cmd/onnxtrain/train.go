@@ -28,6 +28,7 @@ func newTrainCmd() *cobra.Command {
 				final = base
 				cmd.Flags().Visit(func(f *pflag.Flag) { applyFlag(&final, &cfg, f.Name) })
 			}
+			final.Tuning = tuningOrDefault()
 			ctx, stopper, release := trapStopSignals(cmd.Context()) // signal.go
 			defer release()
 			_, err := train.Run(ctx, final, cmd.OutOrStdout(), cmd.ErrOrStderr())

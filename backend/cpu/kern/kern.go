@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -54,6 +55,9 @@ type Context struct {
 	// node reads. Kernels of the optimizer-step ops then update their
 	// operands in place instead of allocating new tensors.
 	InPlace bool
+	// Winograd is the executable's compile option for 3×3 convolutions
+	// (backend.Tuning.Winograd; the zero value is auto).
+	Winograd backend.WinogradPolicy
 }
 
 var registry = map[string][]Spec{}

@@ -175,7 +175,7 @@ func (p *convGradPlan) pointwise() bool {
 // convGradKernel returns one of the four backward kernels: transpose picks
 // ConvTranspose's roles, filter the weight gradient over the input one.
 func convGradKernel(transpose, filter bool) kern.Kernel {
-	return func(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	return func(kctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 		if err := kern.Need(n, in, 3); err != nil {
 			return nil, err
 		}
@@ -217,9 +217,9 @@ func convGradKernel(transpose, filter bool) kern.Kernel {
 		}
 		switch d := dy.Data.(type) {
 		case []float32:
-			convGradRun(p, transpose, filter, d, other.Data.([]float32), out.Data.([]float32))
+			convGradRun(p, kctx.Winograd, transpose, filter, d, other.Data.([]float32), out.Data.([]float32))
 		case []float64:
-			convGradRun(p, transpose, filter, d, other.Data.([]float64), out.Data.([]float64))
+			convGradRun(p, kctx.Winograd, transpose, filter, d, other.Data.([]float64), out.Data.([]float64))
 		}
 		return kern.Results(n, out), nil
 	}
@@ -250,7 +250,7 @@ func sameTarget(want []int, t *graph.Tensor) bool {
 
 // convGradRun dispatches to the product that computes the wanted gradient;
 // out is zero on entry.
-func convGradRun[T float32 | float64](p *convGradPlan, transpose, filter bool, dy, other, out []T) {
+func convGradRun[T float32 | float64](p *convGradPlan, winograd nn.WinogradPolicy, transpose, filter bool, dy, other, out []T) {
 	depthwise := p.ci == p.group && p.group > 1 && len(p.win.in) <= 2
 	switch {
 	case !transpose && !filter && depthwise:
@@ -258,19 +258,19 @@ func convGradRun[T float32 | float64](p *convGradPlan, transpose, filter bool, d
 	case !transpose && filter && depthwise:
 		depthwiseFilterGrad(p, dy, other, out)
 	case !transpose && !filter:
-		convColsToImage(p, dy, other, out)
+		convColsToImage(p, winograd, dy, other, out)
 	case !transpose && filter:
-		convFilterGrad(p, dy, other, out)
+		convFilterGrad(p, winograd, dy, other, out)
 	case transpose && !filter:
 		convImageToCols(p, dy, other, out)
 	default:
-		convFilterGrad(p, other, dy, out)
+		convFilterGrad(p, winograd, other, dy, out)
 	}
 }
 
 // convColsToImage computes img = col2im(Wᵀ·q) per image and group (the
 // input gradient of Conv). img is zero on entry.
-func convColsToImage[T float32 | float64](p *convGradPlan, q, w, img []T) {
+func convColsToImage[T float32 | float64](p *convGradPlan, winograd nn.WinogradPolicy, q, w, img []T) {
 	win := p.win
 	if p.batch == 0 || win.inSize == 0 || win.outSize == 0 || p.ci == 0 || p.cq == 0 {
 		return
@@ -292,6 +292,7 @@ func convColsToImage[T float32 | float64](p *convGradPlan, q, w, img []T) {
 	}
 	if qf, ok := any(q).([]float32); ok {
 		if g, ok := p.implicit(); ok && g.InputGradImplicit(win.padEnd[0], win.padEnd[1]) {
+			g.Winograd = winograd
 			g.InputGrad(qf, any(w).([]float32), any(img).([]float32))
 			return
 		}
@@ -380,7 +381,7 @@ func convImageToCols[T float32 | float64](p *convGradPlan, img, w, q []T) {
 // image-side one). Images are split statically over the workers, each
 // summing into its own buffer, and the buffers are added in worker order, so
 // the result does not depend on scheduling.
-func convFilterGrad[T float32 | float64](p *convGradPlan, q, img, dw []T) {
+func convFilterGrad[T float32 | float64](p *convGradPlan, winograd nn.WinogradPolicy, q, img, dw []T) {
 	win := p.win
 	if p.batch == 0 || win.outSize == 0 || len(dw) == 0 {
 		return
@@ -391,6 +392,7 @@ func convFilterGrad[T float32 | float64](p *convGradPlan, q, img, dw []T) {
 	pointwise := p.pointwise()
 	if qf, ok := any(q).([]float32); ok {
 		if g, ok := p.implicit(); ok {
+			g.Winograd = winograd
 			g.FilterGrad(qf, any(img).([]float32), any(dw).([]float32), false)
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -97,14 +98,14 @@ func TestConvGradBatchedImages(t *testing.T) {
 				assert.Equal(t, stride == 1, p.transposedWindow() != nil)
 
 				dx, dw := make([]float64, len(x)), make([]float64, len(w))
-				convGradRun(p, false, false, dy, w, dx)
-				convGradRun(p, false, true, dy, x, dw)
+				convGradRun(p, nn.WinogradAuto, false, false, dy, w, dx)
+				convGradRun(p, nn.WinogradAuto, false, true, dy, x, dw)
 				assertAllClose(t, wantDX, dx, 1e-12, "dX float64")
 				assertAllClose(t, wantDW, dw, 1e-12, "dW float64")
 
 				dx32, dw32 := make([]float32, len(x)), make([]float32, len(w))
-				convGradRun(p, false, false, to32(dy), to32(w), dx32)
-				convGradRun(p, false, true, to32(dy), to32(x), dw32)
+				convGradRun(p, nn.WinogradAuto, false, false, to32(dy), to32(w), dx32)
+				convGradRun(p, nn.WinogradAuto, false, true, to32(dy), to32(x), dw32)
 				assertAllClose(t, wantDX, to64(dx32), 1e-4, "dX float32")
 				assertAllClose(t, wantDW, to64(dw32), 1e-4, "dW float32")
 			})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -69,8 +70,8 @@ func TestConvGradImplicit(t *testing.T) {
 				_, ok := p.implicit()
 				require.Equal(t, implicit, ok)
 				dx32, dw32 := make([]float32, len(x)), make([]float32, len(w))
-				convGradRun(p, false, false, to32(dy), to32(w), dx32)
-				convGradRun(p, false, true, to32(dy), to32(x), dw32)
+				convGradRun(p, nn.WinogradAuto, false, false, to32(dy), to32(w), dx32)
+				convGradRun(p, nn.WinogradAuto, false, true, to32(dy), to32(x), dw32)
 				assertAllClose(t, wantDX, to64(dx32), 2e-4, "dX float32")
 				assertAllClose(t, wantDW, to64(dw32), 2e-4, "dW float32")
 			})
@@ -130,10 +131,10 @@ func BenchmarkConvGradResNet64(b *testing.B) {
 					for i := 0; i < b.N; i++ {
 						if filter {
 							clear(dw)
-							convGradRun(p, false, true, dy, x, dw)
+							convGradRun(p, nn.WinogradAuto, false, true, dy, x, dw)
 						} else {
 							clear(dx)
-							convGradRun(p, false, false, dy, w, dx)
+							convGradRun(p, nn.WinogradAuto, false, false, dy, w, dx)
 						}
 					}
 					b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")

@@ -56,7 +56,7 @@ func readConvShape(n *graph.Node, x, w *graph.Tensor) (*convShape, error) {
 }
 
 // convKernel implements Conv for float32 and float64.
-func convKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+func convKernel(kctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	if err := kern.Need(n, in, 2); err != nil {
 		return nil, err
 	}
@@ -89,13 +89,13 @@ func convKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 		if b != nil {
 			bd = b.Data.([]float32)
 		}
-		convRun(cs, xd, w.Data.([]float32), bd, y.Data.([]float32))
+		convRun(cs, kctx.Winograd, xd, w.Data.([]float32), bd, y.Data.([]float32))
 	case []float64:
 		var bd []float64
 		if b != nil {
 			bd = b.Data.([]float64)
 		}
-		convRun(cs, xd, w.Data.([]float64), bd, y.Data.([]float64))
+		convRun(cs, kctx.Winograd, xd, w.Data.([]float64), bd, y.Data.([]float64))
 	default:
 		return nil, n.Errorf("dtype %v is not supported (float32, float64, float16, bfloat16)", x.DType)
 	}
@@ -112,7 +112,7 @@ type convState struct {
 }
 
 // convRun computes y = conv(x, w) + b; y is zero on entry.
-func convRun[T convElem](cs *convShape, x, w, b, y []T) {
+func convRun[T convElem](cs *convShape, winograd WinogradPolicy, x, w, b, y []T) {
 	win := cs.win
 	inSize, outSize := prod(win.in), prod(win.out)
 	if cs.n == 0 || cs.m == 0 || outSize == 0 {
@@ -163,6 +163,7 @@ func convRun[T convElem](cs *convShape, x, w, b, y []T) {
 	// Ungrouped 2-D float32: one implicit GEMM over the whole batch.
 	if xf, ok := any(x).([]float32); ok && cs.group == 1 && implicitConv {
 		if g, ok := Conv2DOf(win.export(), cs.n, cs.c, cs.m); ok {
+			g.Winograd = winograd
 			g.Forward(xf, any(w).([]float32), any(y).([]float32), accumulate)
 			return
 		}

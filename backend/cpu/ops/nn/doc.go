@@ -17,8 +17,8 @@
 //     one product that both cores share through gemm's own parallelism.
 //     3x3 stride-1 layers go through Winograd F(2x2, 3x3) instead where the
 //     policy says so (winograd*.go; WinogradAuto uses it for the shapes
-//     where it measured faster, ONNXTRAIN_WINOGRAD or SetWinograd force it
-//     on or off).
+//     where it measured faster; the compile option backend.Tuning.Winograd,
+//     which the command maps from ONNXTRAIN_WINOGRAD, forces it on or off).
 //   - Everything else (grouped, 1-D and 3-D, float64): im2col over tiles of
 //     output rows, then gemm.Sgemm into y, with small batches' columns side
 //     by side in one GEMM (convBatched).

@@ -30,6 +30,9 @@ type Conv2D struct {
 	// InputGrad's correlation with the flipped kernel then packs the
 	// kernel unflipped.
 	flipTaps bool
+	// Winograd is the compile option that chooses the transform for the
+	// products it can compute (backend.Tuning.Winograd).
+	Winograd WinogradPolicy
 }
 
 // Conv2DOf returns the implicit-GEMM geometry of an ungrouped 2-D window
@@ -142,7 +145,7 @@ func (g *Conv2D) InputGrad(dy, w, dx []float32) {
 	}
 	gt := Conv2D{N: g.N, C: g.M, H: g.OH, W: g.OW, M: g.C, KH: g.KH, KW: g.KW,
 		SH: 1, SW: 1, DH: 1, DW: 1, PadTop: g.KH - 1 - g.PadTop, PadLeft: g.KW - 1 - g.PadLeft,
-		OH: g.H, OW: g.W, flipTaps: true}
+		OH: g.H, OW: g.W, flipTaps: true, Winograd: g.Winograd}
 	dyp := gt.pad(dy)
 	defer dyp.release()
 	pk := kern.TakeBox[inputGradPackers]()

@@ -150,10 +150,10 @@ func (cv *winoConv) uSize() int { return 16 * cv.us }
 // positions of c × tb) and its products (16 positions of mp × tb).
 func (cv *winoConv) workerSize() int { return 16*cv.vs + 16*cv.ps }
 
-// winoUse reports whether the policy sends a convolution of geometry cv
+// winoUse reports whether policy p sends a convolution of geometry cv
 // (a forward product or an input gradient: the same boundaries for both)
 // through the transform.
-func winoUse(cv *winoConv) bool { return winogradTakes(winoAuto(cv)) }
+func winoUse(p WinogradPolicy, cv *winoConv) bool { return winogradTakes(p, winoAuto(cv)) }
 
 // winoAuto is WinogradAuto's choice: the transform where it measured
 // faster than the implicit GEMM (BenchmarkWinogradResNet18 and
@@ -197,7 +197,7 @@ func WinogradCalls() int64 { return winoCalls.Load() }
 // qualifies and the policy chooses it, and reports whether it did.
 func (g *Conv2D) winoForward(x, w, y []float32, accumulate bool) bool {
 	cv, ok := g.winoForwardConv()
-	if !ok || !winoUse(&cv) {
+	if !ok || !winoUse(g.Winograd, &cv) {
 		return false
 	}
 	beta := float32(0)
@@ -213,7 +213,7 @@ func (g *Conv2D) winoForward(x, w, y []float32, accumulate bool) bool {
 // qualifies and the policy chooses it, and reports whether it did.
 func (g *Conv2D) winoInputGrad(dy, w, dx []float32) bool {
 	cv, ok := g.winoInputGradConv()
-	if !ok || !winoUse(&cv) {
+	if !ok || !winoUse(g.Winograd, &cv) {
 		return false
 	}
 	winoCalls.Add(1)

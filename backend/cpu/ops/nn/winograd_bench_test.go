@@ -63,8 +63,7 @@ func benchWinograd(b *testing.B, layers []winoBenchLayer) {
 				p    WinogradPolicy
 			}{{"off", WinogradOff}, {"wino", WinogradForce}, {"auto", WinogradAuto}} {
 				b.Run(l.name+"/"+op.name+"/"+pol.name, func(b *testing.B) {
-					prev := SetWinograd(pol.p)
-					defer SetWinograd(prev)
+					g.Winograd = pol.p
 					op.run()
 					b.ResetTimer()
 					c0 := processCPU()

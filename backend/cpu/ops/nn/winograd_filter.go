@@ -48,9 +48,9 @@ func (g *Conv2D) wgradEligible() bool {
 }
 
 // wgradUse reports whether FilterGrad takes the Winograd path for g under
-// the current policy.
+// its policy.
 func (g *Conv2D) wgradUse() bool {
-	return g.wgradEligible() && winogradTakes(g.wgradWins())
+	return g.wgradEligible() && winogradTakes(g.Winograd, g.wgradWins())
 }
 
 // wgradWins reports whether the transform was measured faster than the

@@ -101,8 +101,6 @@ func TestWinogradFilterGradMatchesDirect(t *testing.T) {
 		// padding.
 		{2, 3, 3, 4, 5, 3, 4, 2, 3},
 	}
-	prev := SetWinograd(WinogradForce)
-	defer SetWinograd(prev)
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, passes := range []string{"arch", "go"} {
 		if passes == "go" {
@@ -116,6 +114,7 @@ func TestWinogradFilterGradMatchesDirect(t *testing.T) {
 			name := fmt.Sprintf("%s/n%d_c%d_%dx%d_m%d_p%d%d%d%d", passes, tc.n, tc.c, tc.h, tc.w, tc.m, tc.pt, tc.pl, tc.pb, tc.pr)
 			t.Run(name, func(t *testing.T) {
 				g := wgradConv(tc.n, tc.c, tc.h, tc.w, tc.m, tc.pt, tc.pl, tc.pb, tc.pr)
+				g.Winograd = WinogradForce
 				require.True(t, g.wgradEligible())
 				require.True(t, g.wgradUse())
 				x := randF64(rng, g.N*g.C*g.H*g.W)
@@ -147,8 +146,6 @@ func TestWinogradFilterGradMatchesDirect(t *testing.T) {
 // each with its own dU, that more than 4 cores bring (GOMAXPROCS 8 and 16
 // here, whatever the machine has), against the float64 definition.
 func TestWinogradFilterGradParts(t *testing.T) {
-	prevPolicy := SetWinograd(WinogradForce)
-	defer SetWinograd(prevPolicy)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	rng := rand.New(rand.NewPCG(17, 18))
 	for _, procs := range []int{8, 16} {
@@ -157,6 +154,7 @@ func TestWinogradFilterGradParts(t *testing.T) {
 			wgradConv(3, 20, 30, 26, 23, 1, 1, 1, 1),
 			wgradConv(4, 24, 40, 16, 9, 0, 1, 2, 1),
 		} {
+			g.Winograd = WinogradForce
 			x := randF64(rng, g.N*g.C*g.H*g.W)
 			dy := randF64(rng, g.N*g.M*g.OH*g.OW)
 			want := wgradRef(g, dy, x)
@@ -171,16 +169,15 @@ func TestWinogradFilterGradParts(t *testing.T) {
 // through Conv2D.FilterGrad and agrees with Off (the implicit GEMM), that
 // Off never takes it, and that shapes it cannot compute fall back.
 func TestWinogradFilterGradPolicy(t *testing.T) {
-	prev := SetWinograd(WinogradOff)
-	defer SetWinograd(prev)
 	rng := rand.New(rand.NewPCG(13, 14))
 	g := wgradConv(4, 24, 12, 10, 20, 1, 1, 1, 1)
+	g.Winograd = WinogradOff
 	x := toF32(randF64(rng, g.N*g.C*g.H*g.W))
 	dy := toF32(randF64(rng, g.N*g.M*g.OH*g.OW))
 	assert.False(t, g.wgradUse())
 	off := make([]float32, g.M*g.C*9)
 	g.FilterGrad(dy, x, off, false)
-	SetWinograd(WinogradForce)
+	g.Winograd = WinogradForce
 	assert.True(t, g.wgradUse())
 	force := make([]float32, len(off))
 	g.FilterGrad(dy, x, force, false)
@@ -192,7 +189,6 @@ func TestWinogradFilterGradPolicy(t *testing.T) {
 
 	// Auto: ResNet-18's 3×3 stride-1 layers at batch 32 take the
 	// transform; too few tiles or channels do not.
-	SetWinograd(WinogradAuto)
 	for _, l := range resnet18Layers {
 		if l.k == 3 && l.s == 1 {
 			r := wgradConv(32, l.c, l.h, l.h, l.m, 1, 1, 1, 1)
@@ -209,13 +205,13 @@ func TestWinogradFilterGradPolicy(t *testing.T) {
 	}
 
 	// Not 3×3 stride 1: never eligible, whatever the policy.
-	SetWinograd(WinogradForce)
 	for _, other := range []Conv2D{
 		{N: 1, C: 2, H: 5, W: 5, M: 2, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, OH: 2, OW: 2},
 		{N: 1, C: 2, H: 5, W: 5, M: 2, KH: 3, KW: 3, SH: 1, SW: 1, DH: 2, DW: 2, OH: 1, OW: 1},
 		{N: 1, C: 2, H: 5, W: 5, M: 2, KH: 5, KW: 5, SH: 1, SW: 1, DH: 1, DW: 1, OH: 1, OW: 1},
 		{N: 1, C: 2, H: 5, W: 5, M: 2, KH: 3, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, OH: 3, OW: 5},
 	} {
+		other.Winograd = WinogradForce
 		assert.False(t, other.wgradUse(), "%+v", other)
 	}
 }
@@ -223,10 +219,9 @@ func TestWinogradFilterGradPolicy(t *testing.T) {
 // TestWinogradFilterGradNoAllocs checks that a repeated call allocates
 // nothing once its buffers have grown.
 func TestWinogradFilterGradNoAllocs(t *testing.T) {
-	prev := SetWinograd(WinogradForce)
-	defer SetWinograd(prev)
 	rng := rand.New(rand.NewPCG(15, 16))
 	g := wgradConv(4, 32, 16, 16, 32, 1, 1, 1, 1)
+	g.Winograd = WinogradForce
 	x := toF32(randF64(rng, g.N*g.C*g.H*g.W))
 	dy := toF32(randF64(rng, g.N*g.M*g.OH*g.OW))
 	dw := make([]float32, g.M*g.C*9)
@@ -256,8 +251,7 @@ func BenchmarkWinogradFilterGrad(b *testing.B) {
 			policy WinogradPolicy
 		}{{"gemm", WinogradOff}, {"wino", WinogradForce}} {
 			b.Run(l.name+"/"+mode.name, func(b *testing.B) {
-				prev := SetWinograd(mode.policy)
-				defer SetWinograd(prev)
+				g.Winograd = mode.policy
 				g.FilterGrad(dy, x, dw, false)
 				b.ResetTimer()
 				c0 := processCPU()

@@ -1,39 +1,30 @@
 package nn
 
-import "sync/atomic"
+import "github.com/onnxtrain/onnxtrain/backend"
 
 // WinogradPolicy chooses when 3×3 stride-1 convolutions (and their input
 // and filter gradients) run through the Winograd F(2×2, 3×3) transform
-// instead of the implicit GEMM.
-type WinogradPolicy int32
+// instead of the implicit GEMM. It is a compile option
+// (backend.Tuning.Winograd), which kernels read from kern.Context and set
+// on the Conv2D they run.
+type WinogradPolicy = backend.WinogradPolicy
 
 const (
 	// WinogradAuto uses the transform for the layer shapes where it was
 	// measured to be faster.
-	WinogradAuto WinogradPolicy = iota
+	WinogradAuto = backend.WinogradAuto
 	// WinogradOff never uses it.
-	WinogradOff
+	WinogradOff = backend.WinogradOff
 	// WinogradForce uses it for every convolution it can compute (tests
 	// use this to run small models through it).
-	WinogradForce
+	WinogradForce = backend.WinogradForce
 )
 
-var winogradPolicy atomic.Int32
-
-// SetWinograd sets the policy for the convolutions that run after it and
-// returns the previous one.
-func SetWinograd(p WinogradPolicy) WinogradPolicy {
-	return WinogradPolicy(winogradPolicy.Swap(int32(p)))
-}
-
-// Winograd returns the current policy.
-func Winograd() WinogradPolicy { return WinogradPolicy(winogradPolicy.Load()) }
-
-// winogradTakes applies the policy to a convolution the transform can
+// winogradTakes applies policy p to a convolution the transform can
 // compute: never (Off), always (Force), or where it measured faster
 // (Auto: faster).
-func winogradTakes(faster bool) bool {
-	switch Winograd() {
+func winogradTakes(p WinogradPolicy, faster bool) bool {
+	switch p {
 	case WinogradOff:
 		return false
 	case WinogradForce:

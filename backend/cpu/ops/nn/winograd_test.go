@@ -135,22 +135,17 @@ func assertWinoClose(t *testing.T, want, scale []float64, got []float32) {
 	}
 }
 
-func withWinograd(t *testing.T, p WinogradPolicy) {
-	prev := SetWinograd(p)
-	t.Cleanup(func() { SetWinograd(prev) })
-}
-
 // TestWinogradForwardMatchesDirect runs Conv2D.Forward with the policy
 // forced on every case (overwriting, and accumulating into a nonzero y)
 // against the float64 direct correlation, on one core and on all.
 func TestWinogradForwardMatchesDirect(t *testing.T) {
-	withWinograd(t, WinogradForce)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, procs := range []int{1, runtime.GOMAXPROCS(0)} {
 		for _, tc := range winoCases {
 			t.Run(fmt.Sprintf("%v/procs%d", tc, procs), func(t *testing.T) {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 				g := tc.conv()
+				g.Winograd = WinogradForce
 				_, ok := g.winoForwardConv()
 				require.True(t, ok, "the transform applies")
 				x, w := randF64(rng, tc.n*tc.c*tc.h*tc.w), randF64(rng, tc.m*tc.c*9)
@@ -178,13 +173,13 @@ func TestWinogradForwardMatchesDirect(t *testing.T) {
 // TestWinogradInputGradMatchesDirect runs Conv2D.InputGrad with the
 // policy forced on every case against the float64 input gradient.
 func TestWinogradInputGradMatchesDirect(t *testing.T) {
-	withWinograd(t, WinogradForce)
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, procs := range []int{1, runtime.GOMAXPROCS(0)} {
 		for _, tc := range winoCases {
 			t.Run(fmt.Sprintf("%v/procs%d", tc, procs), func(t *testing.T) {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 				g := tc.conv()
+				g.Winograd = WinogradForce
 				_, ok := g.winoInputGradConv()
 				require.True(t, ok, "the transform applies")
 				require.True(t, g.InputGradImplicit(tc.pb, tc.pr))
@@ -216,8 +211,7 @@ func TestWinogradAgreesWithImplicit(t *testing.T) {
 			x, w := toF32(randF64(rng, tc.n*tc.c*tc.h*tc.w)), toF32(randF64(rng, tc.m*tc.c*9))
 			dy := toF32(randF64(rng, tc.n*tc.m*g.OH*g.OW))
 			run := func(p WinogradPolicy) (y, dx []float32) {
-				prev := SetWinograd(p)
-				defer SetWinograd(prev)
+				g.Winograd = p
 				y = make([]float32, tc.n*tc.m*g.OH*g.OW)
 				dx = make([]float32, len(x))
 				g.Forward(x, w, y, false)
@@ -249,17 +243,14 @@ func TestWinogradPolicy(t *testing.T) {
 	cv, ok := big.winoForwardConv()
 	require.True(t, ok)
 	for _, p := range []WinogradPolicy{WinogradOff, WinogradForce} {
-		withWinograd(t, p)
-		assert.Equal(t, p == WinogradForce, winoUse(&cv))
+		assert.Equal(t, p == WinogradForce, winoUse(p, &cv))
 	}
-	withWinograd(t, WinogradForce)
 	cv, ok = small.winoForwardConv()
 	require.True(t, ok)
-	assert.True(t, winoUse(&cv))
+	assert.True(t, winoUse(WinogradForce, &cv))
 
 	// Auto: ResNet-18's 3×3 layers at batch 32 except the 2×2 one (32
 	// tiles); never tiny layers.
-	withWinograd(t, WinogradAuto)
 	for _, tc := range []struct {
 		l         winoCase
 		fwd, grad bool
@@ -281,8 +272,8 @@ func TestWinogradPolicy(t *testing.T) {
 		require.True(t, ok)
 		grad, ok := g.winoInputGradConv()
 		require.True(t, ok)
-		assert.Equal(t, tc.fwd, winoUse(&fwd), "%v forward", tc.l)
-		assert.Equal(t, tc.grad, winoUse(&grad), "%v input gradient", tc.l)
+		assert.Equal(t, tc.fwd, winoUse(WinogradAuto, &fwd), "%v forward", tc.l)
+		assert.Equal(t, tc.grad, winoUse(WinogradAuto, &grad), "%v input gradient", tc.l)
 	}
 
 	for name, g := range map[string]Conv2D{
@@ -307,10 +298,10 @@ func TestWinogradAllocations(t *testing.T) {
 	if winoRaceEnabled {
 		testutil.Skip(t, "the race detector changes allocation behaviour")
 	}
-	withWinograd(t, WinogradForce)
 	rng := rand.New(rand.NewPCG(13, 14))
 	tc := winoCase{4, 32, 24, 12, 12, 1, 1, 1, 1}
 	g := tc.conv()
+	g.Winograd = WinogradForce
 	x, w := toF32(randF64(rng, tc.n*tc.c*tc.h*tc.w)), toF32(randF64(rng, tc.m*tc.c*9))
 	y := make([]float32, tc.n*tc.m*g.OH*g.OW)
 	dx := make([]float32, len(x))
