@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/backendtest"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -115,7 +116,7 @@ func TestGradientsMatchGorgonia(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	away := func(lo, hi float64, shape ...int) *graph.Tensor {
 		// Values kept off 0, where Relu's derivative is a convention.
-		x := rand64(r, lo, hi, shape...)
+		x := backendtest.Rand64(r, lo, hi, shape...)
 		for i, v := range x.Float64s() {
 			if math.Abs(v) < 0.05 {
 				x.Float64s()[i] = 0.05 + v
@@ -130,33 +131,33 @@ func TestGradientsMatchGorgonia(t *testing.T) {
 		return func(_ *G.ExprGraph, xs []*G.Node) (*G.Node, error) { return f(xs[0], xs[1]) }
 	}
 	cases := []gorgoniaCase{
-		{name: "MatMul", op: "MatMul", inputs: []*graph.Tensor{rand64(r, -1, 1, 3, 4), rand64(r, -1, 1, 4, 5)},
+		{name: "MatMul", op: "MatMul", inputs: []*graph.Tensor{backendtest.Rand64(r, -1, 1, 3, 4), backendtest.Rand64(r, -1, 1, 4, 5)},
 			build: binary(func(a, b *G.Node) (*G.Node, error) { return G.Mul(a, b) })},
-		{name: "Add", op: "Add", inputs: []*graph.Tensor{rand64(r, -1, 1, 3, 4), rand64(r, -1, 1, 3, 4)}, build: binary(G.Add)},
-		{name: "Sub", op: "Sub", inputs: []*graph.Tensor{rand64(r, -1, 1, 3, 4), rand64(r, -1, 1, 3, 4)}, build: binary(G.Sub)},
-		{name: "Mul", op: "Mul", inputs: []*graph.Tensor{rand64(r, -1, 1, 3, 4), rand64(r, -1, 1, 3, 4)}, build: binary(G.HadamardProd)},
-		{name: "Div", op: "Div", inputs: []*graph.Tensor{rand64(r, -1, 1, 3, 4), rand64(r, 0.5, 2, 3, 4)}, build: binary(G.HadamardDiv)},
-		{name: "Tanh", op: "Tanh", inputs: []*graph.Tensor{rand64(r, -2, 2, 3, 4)}, build: unary(G.Tanh)},
-		{name: "Sigmoid", op: "Sigmoid", inputs: []*graph.Tensor{rand64(r, -3, 3, 3, 4)}, build: unary(G.Sigmoid)},
-		{name: "Exp", op: "Exp", inputs: []*graph.Tensor{rand64(r, -2, 2, 3, 4)}, build: unary(G.Exp)},
-		{name: "Log", op: "Log", inputs: []*graph.Tensor{rand64(r, 0.2, 3, 3, 4)}, build: unary(G.Log)},
-		{name: "Sqrt", op: "Sqrt", inputs: []*graph.Tensor{rand64(r, 0.2, 3, 3, 4)}, build: unary(G.Sqrt)},
+		{name: "Add", op: "Add", inputs: []*graph.Tensor{backendtest.Rand64(r, -1, 1, 3, 4), backendtest.Rand64(r, -1, 1, 3, 4)}, build: binary(G.Add)},
+		{name: "Sub", op: "Sub", inputs: []*graph.Tensor{backendtest.Rand64(r, -1, 1, 3, 4), backendtest.Rand64(r, -1, 1, 3, 4)}, build: binary(G.Sub)},
+		{name: "Mul", op: "Mul", inputs: []*graph.Tensor{backendtest.Rand64(r, -1, 1, 3, 4), backendtest.Rand64(r, -1, 1, 3, 4)}, build: binary(G.HadamardProd)},
+		{name: "Div", op: "Div", inputs: []*graph.Tensor{backendtest.Rand64(r, -1, 1, 3, 4), backendtest.Rand64(r, 0.5, 2, 3, 4)}, build: binary(G.HadamardDiv)},
+		{name: "Tanh", op: "Tanh", inputs: []*graph.Tensor{backendtest.Rand64(r, -2, 2, 3, 4)}, build: unary(G.Tanh)},
+		{name: "Sigmoid", op: "Sigmoid", inputs: []*graph.Tensor{backendtest.Rand64(r, -3, 3, 3, 4)}, build: unary(G.Sigmoid)},
+		{name: "Exp", op: "Exp", inputs: []*graph.Tensor{backendtest.Rand64(r, -2, 2, 3, 4)}, build: unary(G.Exp)},
+		{name: "Log", op: "Log", inputs: []*graph.Tensor{backendtest.Rand64(r, 0.2, 3, 3, 4)}, build: unary(G.Log)},
+		{name: "Sqrt", op: "Sqrt", inputs: []*graph.Tensor{backendtest.Rand64(r, 0.2, 3, 3, 4)}, build: unary(G.Sqrt)},
 		{name: "Relu", op: "Relu", inputs: []*graph.Tensor{away(-1, 1, 3, 4)}, build: unary(G.Rectify)},
-		{name: "Softmax", op: "Softmax", attrs: []*graph.Attr{graph.IntAttr("axis", -1)}, inputs: []*graph.Tensor{rand64(r, -2, 2, 3, 5)},
+		{name: "Softmax", op: "Softmax", attrs: []*graph.Attr{graph.IntAttr("axis", -1)}, inputs: []*graph.Tensor{backendtest.Rand64(r, -2, 2, 3, 5)},
 			build: unary(func(x *G.Node) (*G.Node, error) { return G.SoftMax(x) })},
 		{name: "ReduceSum", op: "ReduceSum", attrs: []*graph.Attr{graph.IntAttr("keepdims", 0)}, consts: []*graph.Tensor{graph.FromInt64([]int64{1}, 1)},
-			inputs: []*graph.Tensor{rand64(r, -1, 1, 3, 5)},
+			inputs: []*graph.Tensor{backendtest.Rand64(r, -1, 1, 3, 5)},
 			build:  unary(func(x *G.Node) (*G.Node, error) { return G.Sum(x, 1) })},
 		{name: "ReduceMean", op: "ReduceMean", attrs: []*graph.Attr{graph.IntsAttr("axes", 0), graph.IntAttr("keepdims", 0)},
-			inputs: []*graph.Tensor{rand64(r, -1, 1, 3, 5)},
+			inputs: []*graph.Tensor{backendtest.Rand64(r, -1, 1, 3, 5)},
 			build:  unary(func(x *G.Node) (*G.Node, error) { return G.Mean(x, 0) })},
 		{name: "Conv", op: "Conv", attrs: []*graph.Attr{graph.IntsAttr("kernel_shape", 3, 3), graph.IntsAttr("pads", 1, 1, 1, 1), graph.IntsAttr("strides", 1, 1)},
-			inputs: []*graph.Tensor{rand64(r, -1, 1, 2, 3, 6, 5), rand64(r, -1, 1, 4, 3, 3, 3)},
+			inputs: []*graph.Tensor{backendtest.Rand64(r, -1, 1, 2, 3, 6, 5), backendtest.Rand64(r, -1, 1, 4, 3, 3, 3)},
 			build: binary(func(x, w *G.Node) (*G.Node, error) {
 				return G.Conv2d(x, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1})
 			})},
 		{name: "Conv/stride2", op: "Conv", attrs: []*graph.Attr{graph.IntsAttr("kernel_shape", 3, 3), graph.IntsAttr("pads", 0, 0, 0, 0), graph.IntsAttr("strides", 2, 2)},
-			inputs: []*graph.Tensor{rand64(r, -1, 1, 2, 2, 7, 7), rand64(r, -1, 1, 3, 2, 3, 3)},
+			inputs: []*graph.Tensor{backendtest.Rand64(r, -1, 1, 2, 2, 7, 7), backendtest.Rand64(r, -1, 1, 3, 2, 3, 3)},
 			build: binary(func(x, w *G.Node) (*G.Node, error) {
 				return G.Conv2d(x, w, tensor.Shape{3, 3}, []int{0, 0}, []int{2, 2}, []int{1, 1})
 			})},
@@ -165,7 +166,7 @@ func TestGradientsMatchGorgonia(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// The output shape, for R: run the op once without gradients.
 			probe, _ := oursForward(t, c)
-			rt := rand64(r, -1, 1, probe.Shape...)
+			rt := backendtest.Rand64(r, -1, 1, probe.Shape...)
 			lossO, ours := oursGrads(t, c, rt)
 			lossG, theirs := gorgoniaGrads(t, c, rt)
 			require.InDelta(t, lossG, lossO, 1e-12*math.Max(1, math.Abs(lossG)), "loss")

@@ -1,4 +1,4 @@
-package train_test
+package backendtest
 
 import (
 	"bytes"
@@ -14,20 +14,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/internal/repodata"
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
-// goldenFile is models/<name>/train_golden.json, written by
+// GoldenFile is models/<name>/train_golden.json, written by
 // models/train_golden.py from PyTorch 1.13 (see models/TRAINING.md).
-type goldenFile struct {
+type GoldenFile struct {
 	Model     string                  `json:"model"`
 	Data      string                  `json:"data"`
 	BatchSize int                     `json:"batch_size"`
-	Configs   map[string]goldenConfig `json:"configs"`
+	Configs   map[string]GoldenConfig `json:"configs"`
 }
 
-type goldenConfig struct {
+type GoldenConfig struct {
 	Optimizer      string    `json:"optimizer"`
 	LR             float64   `json:"lr"`
 	Momentum       float64   `json:"momentum"`
@@ -43,29 +44,59 @@ type goldenConfig struct {
 	GradNorms      []float64 `json:"grad_norms"`
 }
 
-// TestTrainingMatchesPyTorch runs every fixture's PyTorch traces through
-// train.Run (the code path of `onnxtrain train --data case.npz --shuffle=false
-// --log-format json`) and compares the per-step losses: the first to 1e-5
-// relative, every later one to 1e-3.
-func TestTrainingMatchesPyTorch(t *testing.T) {
-	files, err := filepath.Glob("../models/*/train_golden.json")
+// trainingPyTorch runs every fixture's PyTorch traces through train.Run
+// (the code path of `onnxtrain train --data case.npz --shuffle=false
+// --log-format json`) on the backend and compares the per-step losses: the
+// first to 1e-5 relative, every later one to 1e-3.
+func (kc checker) trainingPyTorch(t *testing.T, mods ...func(*train.Config)) {
+	files, err := filepath.Glob(filepath.Join(ModelsDir(t), "*", "train_golden.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
-		gf, names := readGolden(t, f)
+		gf, names := ReadGolden(t, f)
 		for _, name := range names {
 			t.Run(filepath.Base(filepath.Dir(f))+"/"+name, func(t *testing.T) {
-				checkGolden(t, filepath.Dir(f), gf, gf.Configs[name])
+				CheckGolden(t, kc.backend, filepath.Dir(f), gf, gf.Configs[name], mods...)
 			})
 		}
 	}
 }
 
-// readGolden reads a train_golden.json and returns it with its config
-// names in order.
-func readGolden(t *testing.T, file string) (goldenFile, []string) {
+// trainingWinograd runs the convolutional fixtures' PyTorch traces (as
+// trainingPyTorch does) with the compile option backend.Tuning.Winograd
+// forced on, so that on a backend with the transform every 3×3 stride-1
+// convolution, input gradient and filter gradient it can compute goes
+// through it, and compares the per-step losses and gradient norms to the
+// same tolerances. (The fixtures' layers are below the sizes where the
+// automatic policy uses it; the CPU's own tests check that the option
+// reaches its kernels.)
+func (kc checker) trainingWinograd(t *testing.T) {
+	force := func(c *train.Config) { c.Tuning.Winograd = backend.WinogradForce }
+	for _, fixture := range []string{"resnet18_small", "cifar_resnet"} {
+		dir := filepath.Join(ModelsDir(t), fixture)
+		gf, names := ReadGolden(t, filepath.Join(dir, "train_golden.json"))
+		for _, name := range names {
+			t.Run(fixture+"/"+name, func(t *testing.T) {
+				CheckGolden(t, kc.backend, dir, gf, gf.Configs[name], force)
+			})
+		}
+	}
+}
+
+// ModelsDir is the repository's models/ folder (the committed fixtures and
+// PyTorch goldens), found from the working directory.
+func ModelsDir(t testing.TB) string {
 	t.Helper()
-	var gf goldenFile
+	root := repodata.ModuleRoot()
+	require.NotEmpty(t, root, "no go.mod at or above the working directory")
+	return filepath.Join(root, "models")
+}
+
+// ReadGolden reads a train_golden.json and returns it with its config
+// names in order.
+func ReadGolden(t *testing.T, file string) (GoldenFile, []string) {
+	t.Helper()
+	var gf GoldenFile
 	b, err := os.ReadFile(file)
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &gf))
@@ -77,12 +108,15 @@ func readGolden(t *testing.T, file string) (goldenFile, []string) {
 	return gf, names
 }
 
-// checkGolden trains the fixture in dir on one PyTorch trace and compares
-// the per-step losses (the first to 1e-5 relative, later ones to 1e-3) and
-// gradient norms (1e-3 relative).
-func checkGolden(t *testing.T, dir string, gf goldenFile, gc goldenConfig, mods ...func(*train.Config)) {
+// CheckGolden trains the fixture in dir on one PyTorch trace with the
+// backend registered under name and compares the per-step losses (the
+// first to 1e-5 relative, later ones to 1e-3) and gradient norms (1e-3
+// relative). mods change the configuration first (PrimitivesOnly, a
+// compile option).
+func CheckGolden(t *testing.T, name, dir string, gf GoldenFile, gc GoldenConfig, mods ...func(*train.Config)) {
 	t.Helper()
 	cfg := train.DefaultConfig()
+	cfg.Backend = name
 	cfg.Model = filepath.Join(dir, gf.Model)
 	cfg.Data = filepath.Join(dir, gf.Data)
 	cfg.Loss = gc.Loss

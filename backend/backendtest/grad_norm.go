@@ -1,4 +1,4 @@
-package cpu_test
+package backendtest
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 // Finite-difference checks of the softmax, normalisation, loss, Dropout,
 // CumSum and TopK gradient rules (graph/grad_nn_norm.go).
 
-func TestGradNormSoftmax(t *testing.T) {
+func (kc checker) gradNormSoftmax(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
 	axis := func(a int64) *graph.Attr { return graph.IntAttr("axis", a) }
 	var cases []gradCase
 	for _, op := range []string{"Softmax", "LogSoftmax"} {
@@ -35,14 +35,14 @@ func TestGradNormSoftmax(t *testing.T) {
 		)
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runGradCheck(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
 	}
 }
 
-func TestGradNormBatchNorm(t *testing.T) {
+func (kc checker) gradNormBatchNorm(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	any := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
-	pos := func(shape ...int) *graph.Tensor { return rand64(r, 0.5, 2, shape...) }
+	any := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
+	pos := func(shape ...int) *graph.Tensor { return Rand64(r, 0.5, 2, shape...) }
 	train := graph.IntAttr("training_mode", 1)
 	eps := graph.FloatAttr("epsilon", 1e-3)
 	cases := []gradCase{
@@ -68,13 +68,13 @@ func TestGradNormBatchNorm(t *testing.T) {
 			inputs: []*graph.Tensor{any(2, 2, 3), any(2), any(2), any(2), pos(2)}, wrt: []int{0, 3, 4}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runGradCheck(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
 	}
 }
 
-func TestGradNormLayerNorm(t *testing.T) {
+func (kc checker) gradNormLayerNorm(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	any := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
+	any := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
 	axis := func(a int64) *graph.Attr { return graph.IntAttr("axis", a) }
 	cases := []gradCase{
 		{name: "default axis", op: "LayerNormalization", inputs: []*graph.Tensor{any(3, 5), any(5), any(5)}, wrt: []int{0, 1, 2}},
@@ -93,13 +93,13 @@ func TestGradNormLayerNorm(t *testing.T) {
 		{name: "only parameters", op: "LayerNormalization", inputs: []*graph.Tensor{any(3, 4), any(4), any(4)}, wrt: []int{1, 2}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runGradCheck(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
 	}
 }
 
-func TestGradNormInstanceGroupNorm(t *testing.T) {
+func (kc checker) gradNormInstanceGroupNorm(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	any := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
+	any := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
 	groups := func(g int64) *graph.Attr { return graph.IntAttr("num_groups", g) }
 	cases := []gradCase{
 		{name: "InstanceNormalization 3-D", op: "InstanceNormalization",
@@ -116,14 +116,14 @@ func TestGradNormInstanceGroupNorm(t *testing.T) {
 			inputs: []*graph.Tensor{any(2, 6), any(6), any(6)}, wrt: []int{0, 1, 2}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runGradCheck(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
 	}
 }
 
-func TestGradNormLosses(t *testing.T) {
+func (kc checker) gradNormLosses(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
-	any := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
-	pos := func(shape ...int) *graph.Tensor { return rand64(r, 0.5, 2, shape...) }
+	any := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
+	pos := func(shape ...int) *graph.Tensor { return Rand64(r, 0.5, 2, shape...) }
 	labels := func(v []int64, shape ...int) *graph.Tensor { return graph.FromInt64(v, shape...) }
 	red := func(s string) *graph.Attr { return graph.StringAttr("reduction", s) }
 	ignore := func(i int64) *graph.Attr { return graph.IntAttr("ignore_index", i) }
@@ -160,13 +160,13 @@ func TestGradNormLosses(t *testing.T) {
 			attrs: []*graph.Attr{red("none")}, inputs: []*graph.Tensor{any(2, 3, 3), t2, pos(3)}, wrt: []int{0}},
 	)
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runGradCheck(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
 	}
 }
 
-func TestGradNormCumSumTopK(t *testing.T) {
+func (kc checker) gradNormCumSumTopK(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
-	any := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
+	any := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
 	axis := func(a int64) *graph.Tensor { return graph.FromInt64([]int64{a}) }
 	k := func(v int64) *graph.Tensor { return graph.FromInt64([]int64{v}, 1) }
 	excl := graph.IntAttr("exclusive", 1)
@@ -188,11 +188,11 @@ func TestGradNormCumSumTopK(t *testing.T) {
 			attrs: []*graph.Attr{graph.IntAttr("k", 2)}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runGradCheck(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
 	}
 }
 
-func TestGradNormTopKUnnamedIndices(t *testing.T) {
+func (kc checker) gradNormTopKUnnamedIndices(t *testing.T) {
 	// A TopK node that leaves its indices output unnamed is run again in
 	// the backward graph; the gradient goes to the selected elements.
 	x := graph.FromFloat64([]float64{1, 5, 3, 4, 2, 0}, 2, 3)
@@ -206,14 +206,14 @@ func TestGradNormTopKUnnamedIndices(t *testing.T) {
 	grads, err := graph.Gradients(g, "loss", []string{"x"}, "", 17)
 	require.NoError(t, err)
 	g.Outputs = []*graph.ValueInfo{{Name: grads[0]}}
-	res := runModel(t, g, 17, map[string]*graph.Tensor{"x": x})
+	res := kc.runModel(t, g, 17, map[string]*graph.Tensor{"x": x})
 	assert.Equal(t, []float64{0, 1, 0, 1, 0, 0}, res[grads[0]].Float64s())
 }
 
 // runModel compiles g at opset and runs it once.
-func runModel(t *testing.T, g *graph.Graph, opset int64, feeds map[string]*graph.Tensor) map[string]*graph.Tensor {
+func (kc checker) runModel(t *testing.T, g *graph.Graph, opset int64, feeds map[string]*graph.Tensor) map[string]*graph.Tensor {
 	t.Helper()
-	b, err := backend.Open("cpu")
+	b, err := backend.Open(kc.backend)
 	require.NoError(t, err)
 	exe, err := b.Compile(&graph.Model{IRVersion: 8, Opsets: map[string]int64{"": opset}, Graph: g}, backend.CompileOptions{NoFold: true, Seed: 3})
 	require.NoError(t, err)
@@ -241,17 +241,17 @@ func dropoutGraph(ratio float64, training, nameMask bool, weights *graph.Tensor)
 	return g
 }
 
-func TestGradNormDropout(t *testing.T) {
+func (kc checker) gradNormDropout(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	t.Run("training uses the mask", func(t *testing.T) {
-		x := rand64(r, 0.5, 2, 8, 16)
-		weights := rand64(r, -1, 1, 8, 16)
+		x := Rand64(r, 0.5, 2, 8, 16)
+		weights := Rand64(r, -1, 1, 8, 16)
 		const ratio = 0.3
 		g := dropoutGraph(ratio, true, true, weights)
 		grads, err := graph.Gradients(g, "loss", []string{"x"}, "", 13)
 		require.NoError(t, err)
 		g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: "mask"}, {Name: grads[0]}}
-		res := runModel(t, g, 13, map[string]*graph.Tensor{"x": x})
+		res := kc.runModel(t, g, 13, map[string]*graph.Tensor{"x": x})
 		mask, y, dx := res["mask"].Bools(), res["y"].Float64s(), res[grads[0]].Float64s()
 		kept := 0
 		for i, keep := range mask {
@@ -267,24 +267,24 @@ func TestGradNormDropout(t *testing.T) {
 		assert.Less(t, kept, len(mask), "some elements are dropped")
 	})
 	t.Run("training_mode false is the identity", func(t *testing.T) {
-		x := rand64(r, -1, 1, 3, 4)
-		weights := rand64(r, -1, 1, 3, 4)
+		x := Rand64(r, -1, 1, 3, 4)
+		weights := Rand64(r, -1, 1, 3, 4)
 		g := dropoutGraph(0.5, false, true, weights)
 		grads, err := graph.Gradients(g, "loss", []string{"x"}, "", 13)
 		require.NoError(t, err)
 		g.Outputs = []*graph.ValueInfo{{Name: grads[0]}}
-		res := runModel(t, g, 13, map[string]*graph.Tensor{"x": x})
+		res := kc.runModel(t, g, 13, map[string]*graph.Tensor{"x": x})
 		assert.InDeltaSlice(t, weights.Float64s(), res[grads[0]].Float64s(), 1e-12)
 	})
 	t.Run("training needs the mask output", func(t *testing.T) {
-		g := dropoutGraph(0.5, true, false, rand64(r, -1, 1, 2))
+		g := dropoutGraph(0.5, true, false, Rand64(r, -1, 1, 2))
 		_, err := graph.Gradients(g, "loss", []string{"x"}, "", 13)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "mask output")
 	})
 	// Without a training_mode input (and before opset 12) Dropout is the
 	// identity.
-	any := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
+	any := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
 	for _, c := range []gradCase{
 		{name: "inference opset 13", op: "Dropout", opset: 13, inputs: []*graph.Tensor{any(3, 4), graph.Scalar(graph.Float64, 0.4)}, wrt: []int{0}},
 		{name: "opset 10 with mask", op: "Dropout", opset: 10, outputs: 2, inputs: []*graph.Tensor{any(3, 4)}, wrt: []int{0},
@@ -292,17 +292,17 @@ func TestGradNormDropout(t *testing.T) {
 		{name: "training_mode false with mask", op: "Dropout", opset: 13, outputs: 2,
 			inputs: []*graph.Tensor{any(3, 4), graph.Scalar(graph.Float64, 0.4), graph.FromBool([]bool{false})}, wrt: []int{0}},
 	} {
-		t.Run(c.name, func(t *testing.T) { runGradCheck(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
 	}
 }
 
-// TestGradNormFloat32 checks that the rules and backward kernels give in
+// gradNormFloat32 checks that the rules and backward kernels give in
 // float32 what they give in float64 (the gradient checks run in float64;
 // training runs in float32).
-func TestGradNormFloat32(t *testing.T) {
+func (kc checker) gradNormFloat32(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 20))
-	any := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
-	pos := func(shape ...int) *graph.Tensor { return rand64(r, 0.5, 2, shape...) }
+	any := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
+	pos := func(shape ...int) *graph.Tensor { return Rand64(r, 0.5, 2, shape...) }
 	labels := graph.FromInt64([]int64{2, 0, 1, 1, 2, 0}, 2, 3)
 	cases := []gradCase{
 		{name: "Softmax", op: "Softmax", inputs: []*graph.Tensor{any(2, 3, 4)}, wrt: []int{0}, attrs: []*graph.Attr{graph.IntAttr("axis", 1)}},
@@ -324,8 +324,8 @@ func TestGradNormFloat32(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			want := gradsIn(t, c, graph.Float64)
-			got := gradsIn(t, c, graph.Float32)
+			want := kc.gradsIn(t, c, graph.Float64)
+			got := kc.gradsIn(t, c, graph.Float32)
 			for i := range want {
 				require.Equal(t, graph.Float32, got[i].DType)
 				require.Equal(t, want[i].Shape, got[i].Shape)
@@ -347,7 +347,7 @@ func abs(v float64) float64 {
 // gradsIn returns the gradients of loss = Σ_k ReduceSum(out_k·R_k) for case
 // c with its float inputs converted to dtype d. The weights R_k come from a
 // generator seeded the same on every call.
-func gradsIn(t *testing.T, c gradCase, d graph.DType) []*graph.Tensor {
+func (kc checker) gradsIn(t *testing.T, c gradCase, d graph.DType) []*graph.Tensor {
 	t.Helper()
 	cast := func(x *graph.Tensor) *graph.Tensor {
 		if x == nil || x.DType != graph.Float64 || d == graph.Float64 {
@@ -397,13 +397,13 @@ func gradsIn(t *testing.T, c gradCase, d graph.DType) []*graph.Tensor {
 	for _, k := range lossOuts {
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: node.Outputs[k]})
 	}
-	outs := runModel(t, g, opset, feeds)
+	outs := kc.runModel(t, g, opset, feeds)
 	wr := rand.New(rand.NewPCG(21, 22))
 	loss := ""
 	for _, k := range lossOuts {
 		o := node.Outputs[k]
 		rn, p, s := "R"+o, "prod"+o, "sum"+o
-		g.Initializers[rn] = cast(rand64(wr, -1, 1, outs[o].Shape...))
+		g.Initializers[rn] = cast(Rand64(wr, -1, 1, outs[o].Shape...))
 		g.Nodes = append(g.Nodes,
 			&graph.Node{Name: p, OpType: "Mul", Inputs: []string{o, rn}, Outputs: []string{p}},
 			&graph.Node{Name: s, OpType: "ReduceSum", Inputs: []string{p}, Outputs: []string{s}, Attrs: map[string]*graph.Attr{"keepdims": graph.IntAttr("keepdims", 0)}})
@@ -420,7 +420,7 @@ func gradsIn(t *testing.T, c gradCase, d graph.DType) []*graph.Tensor {
 	for _, gn := range grads {
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: gn})
 	}
-	res := runModel(t, g, opset, feeds)
+	res := kc.runModel(t, g, opset, feeds)
 	out := make([]*graph.Tensor, len(grads))
 	for i, gn := range grads {
 		out[i] = res[gn]

@@ -1,4 +1,4 @@
-package cpu
+package backendtest
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // normalInputs draws every (float32, static-shape) graph input of g from a
 // normal distribution with standard deviation sd.
-func normalInputs(g *graph.Graph, rng *rand.Rand, sd float64) map[string]*graph.Tensor {
+func NormalInputs(g *graph.Graph, rng *rand.Rand, sd float64) map[string]*graph.Tensor {
 	inputs := map[string]*graph.Tensor{}
 	for _, in := range g.Inputs {
 		var shape []int
@@ -32,28 +32,26 @@ func normalInputs(g *graph.Graph, rng *rand.Rand, sd float64) map[string]*graph.
 }
 
 // runPlanned compiles m (fusion off with disable), runs it twice on inputs
-// (the second run in the memory plan specialised to their shapes) and
-// returns the last run's outputs, the op types that plan ran with their
-// counts, and whether it was the specialised plan.
-func runPlanned(t *testing.T, m *graph.Model, inputs map[string]*graph.Tensor, disable bool) (map[string]*graph.Tensor, map[string]int, bool) {
+// (for the CPU, the second run in the memory plan specialised to their
+// shapes) and returns the last run's outputs and the op types the last run
+// ran with their counts.
+func (kc checker) runPlanned(t *testing.T, m *graph.Model, inputs map[string]*graph.Tensor, disable bool) (map[string]*graph.Tensor, map[string]int) {
 	t.Helper()
-	exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
+	exe, err := kc.open(t).Compile(m, backend.CompileOptions{DisableFused: disable})
 	require.NoError(t, err)
 	var out map[string]*graph.Tensor
 	for i := 0; i < 2; i++ {
 		out, err = exe.Run(context.Background(), inputs)
 		require.NoError(t, err)
 	}
-	p := exe.(*Executable).last.Load()
-	require.NotNil(t, p)
 	ops := map[string]int{}
-	for _, st := range p.steps {
-		ops[st.node.OpType]++
+	for _, n := range kc.lastRunNodes(t, exe) {
+		ops[n.OpType]++
 	}
-	return out, ops, p.shapes != nil
+	return out, ops
 }
 
-func f32Type(dims ...int64) *graph.Type {
+func F32Type(dims ...int64) *graph.Type {
 	t := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
 	for _, d := range dims {
 		t.Shape = append(t.Shape, graph.Dim{Value: d, Known: true})
@@ -61,20 +59,20 @@ func f32Type(dims ...int64) *graph.Type {
 	return t
 }
 
-// TestFusedTransposedMatMul: MatMul nodes reading Transposes of the last
+// fusedTransposedMatMul: MatMul nodes reading Transposes of the last
 // two axes (2-D weights, attention's 4-D Kᵀ) run as TransposedMatMul
 // (GEMMs reading the operands in place) and give the unfused graph's
 // results, both checked against a float64 product; a Transpose that is
 // also a graph output stays.
-func TestFusedTransposedMatMul(t *testing.T) {
+func (kc checker) fusedTransposedMatMul(t *testing.T) {
 	perm := func() map[string]*graph.Attr {
 		return map[string]*graph.Attr{"perm": {Name: "perm", Type: graph.AttrInts, Ints: []int64{1, 0}}}
 	}
 	g := graph.NewGraph("tmm")
 	g.Inputs = []*graph.ValueInfo{
-		{Name: "a", Type: f32Type(37, 50)}, {Name: "b", Type: f32Type(37, 20)},
-		{Name: "c", Type: f32Type(30, 50)}, {Name: "d", Type: f32Type(3, 37, 9)},
-		{Name: "q", Type: f32Type(2, 3, 13, 8)}, {Name: "k", Type: f32Type(2, 3, 11, 8)},
+		{Name: "a", Type: F32Type(37, 50)}, {Name: "b", Type: F32Type(37, 20)},
+		{Name: "c", Type: F32Type(30, 50)}, {Name: "d", Type: F32Type(3, 37, 9)},
+		{Name: "q", Type: F32Type(2, 3, 13, 8)}, {Name: "k", Type: F32Type(2, 3, 11, 8)},
 	}
 	g.Nodes = []*graph.Node{
 		{Name: "ta", OpType: "Transpose", Inputs: []string{"a"}, Outputs: []string{"at"}, Attrs: perm()},
@@ -92,25 +90,24 @@ func TestFusedTransposedMatMul(t *testing.T) {
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
 
 	rng := rand.New(rand.NewPCG(5, 6))
-	inputs := normalInputs(g, rng, 1)
+	inputs := NormalInputs(g, rng, 1)
 	run := func(disable bool) map[string]*graph.Tensor {
-		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
+		exe, err := kc.open(t).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
-		e := exe.(*Executable)
 		fused := 0
-		for _, st := range e.main.steps {
-			if st.node.OpType == graph.TransposedMatMul {
+		for _, st := range kc.compiledNodes(t, exe) {
+			if st.OpType == graph.TransposedMatMul {
 				fused++
 			}
 		}
-		if disable {
+		if !kc.fuses(disable, graph.TransposedMatMul) {
 			assert.Zero(t, fused)
 		} else {
 			// m2 reads ct, which is also a graph output: left alone.
 			assert.Equal(t, 4, fused, "every MatMul reading a transpose only MatMuls read is fused")
-			for _, st := range e.main.steps {
-				if st.node.OpType == "Transpose" {
-					assert.Equal(t, "tc", st.node.Name, "only the transpose that is a graph output stays")
+			for _, st := range kc.compiledNodes(t, exe) {
+				if st.OpType == "Transpose" {
+					assert.Equal(t, "tc", st.Name, "only the transpose that is a graph output stays")
 				}
 			}
 		}
@@ -163,14 +160,14 @@ func TestFusedTransposedMatMul(t *testing.T) {
 	assert.Equal(t, plain["ct"].Float32s(), fused["ct"].Float32s())
 }
 
-// TestFusedReluGrad: Where(Greater(X, 0), dY, 0) with scalar zeros
+// fusedReluGrad: Where(Greater(X, 0), dY, 0) with scalar zeros
 // (initializers, or CastLike of one) runs as one ReluGrad node, for same-shaped operands and for
 // a dY that broadcasts (the unfused kernels' path), and matches both the
 // unfused graph bit for bit and the definition (dY where X > 0, else 0;
 // NaN and 0 in X give 0).
-func TestFusedReluGrad(t *testing.T) {
+func (kc checker) fusedReluGrad(t *testing.T) {
 	g := graph.NewGraph("relugrad")
-	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32Type(4, 5)}, {Name: "dy", Type: f32Type(4, 5)}, {Name: "db", Type: f32Type(5)}}
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: F32Type(4, 5)}, {Name: "dy", Type: F32Type(4, 5)}, {Name: "db", Type: F32Type(5)}}
 	g.Initializers = map[string]*graph.Tensor{
 		"z1": graph.FromFloat32([]float32{0}), "z2c": graph.FromFloat64([]float64{0}),
 		"z3": graph.FromFloat32([]float32{0}), "z4": graph.FromFloat32([]float32{0}),
@@ -199,18 +196,18 @@ func TestFusedReluGrad(t *testing.T) {
 	db := graph.FromFloat32([]float32{1, 2, 3, 4, 5}, 5)
 	inputs := map[string]*graph.Tensor{"x": x, "dy": dy, "db": db}
 	run := func(disable bool) map[string]*graph.Tensor {
-		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
+		exe, err := kc.open(t).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
 		fused := 0
-		for _, st := range exe.(*Executable).main.steps {
-			if st.node.OpType == graph.ReluGrad {
+		for _, st := range kc.compiledNodes(t, exe) {
+			if st.OpType == graph.ReluGrad {
 				fused++
 			}
-			if !disable {
-				assert.NotEqual(t, "Greater", st.node.OpType, "the masks are gone")
+			if kc.fuses(disable, graph.ReluGrad) {
+				assert.NotEqual(t, "Greater", st.OpType, "the masks are gone")
 			}
 		}
-		assert.Equal(t, map[bool]int{false: 2, true: 0}[disable], fused)
+		assert.Equal(t, map[bool]int{true: 2, false: 0}[kc.fuses(disable, graph.ReluGrad)], fused)
 		var out map[string]*graph.Tensor
 		for i := 0; i < 2; i++ { // the recording run, then the arena's
 			out, err = exe.Run(context.Background(), inputs)
@@ -234,15 +231,15 @@ func TestFusedReluGrad(t *testing.T) {
 	}
 }
 
-// TestFusedErfGrad: the chain of Erf's gradient rule,
+// fusedErfGrad: the chain of Erf's gradient rule,
 // Mul(dY, Mul(C, Exp(Neg(Mul(X, X))))), runs as one ErfGrad node (operands
 // of the Muls in either order; dY of X's shape, or broadcasting through the
 // unfused kernels), gives the unfused graph's results bit for bit, and
 // agrees with dY·2/√π·exp(-X²) in float64; a chain whose Exp is also a graph
 // output stays unfused.
-func TestFusedErfGrad(t *testing.T) {
+func (kc checker) fusedErfGrad(t *testing.T) {
 	g := graph.NewGraph("erfgrad")
-	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32Type(3, 7, 11)}, {Name: "dy", Type: f32Type(3, 7, 11)}, {Name: "db", Type: f32Type(11)}}
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: F32Type(3, 7, 11)}, {Name: "dy", Type: F32Type(3, 7, 11)}, {Name: "db", Type: F32Type(11)}}
 	g.Initializers = map[string]*graph.Tensor{"c0": graph.FromFloat64([]float64{1.1283791670955126})}
 	chain := func(p, dy string, swap bool) []*graph.Node {
 		mul := func(name, a, b string) *graph.Node {
@@ -264,18 +261,18 @@ func TestFusedErfGrad(t *testing.T) {
 	g.Outputs = []*graph.ValueInfo{{Name: "a/out"}, {Name: "b/out"}, {Name: "k/out"}, {Name: "k/e"}}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
 	rng := rand.New(rand.NewPCG(11, 12))
-	inputs := normalInputs(g, rng, 2)
+	inputs := NormalInputs(g, rng, 2)
 	inputs["x"].Float32s()[0], inputs["x"].Float32s()[1] = float32(math.NaN()), 12
 	run := func(disable bool) map[string]*graph.Tensor {
-		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
+		exe, err := kc.open(t).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
 		fused := 0
-		for _, st := range exe.(*Executable).main.steps {
-			if st.node.OpType == graph.ErfGrad {
+		for _, st := range kc.compiledNodes(t, exe) {
+			if st.OpType == graph.ErfGrad {
 				fused++
 			}
 		}
-		assert.Equal(t, map[bool]int{false: 2, true: 0}[disable], fused, "chains a and b fuse, k (whose Exp is an output) does not")
+		assert.Equal(t, map[bool]int{true: 2, false: 0}[kc.fuses(disable, graph.ErfGrad)], fused, "chains a and b fuse, k (whose Exp is an output) does not")
 		var out map[string]*graph.Tensor
 		for i := 0; i < 2; i++ {
 			out, err = exe.Run(context.Background(), inputs)
@@ -302,17 +299,17 @@ func TestFusedErfGrad(t *testing.T) {
 	}
 }
 
-// TestFusedMatMulBias: in the plan specialised to the input shapes,
+// fusedMatMulBias: in the plan specialised to the input shapes,
 // Add(MatMul(X, W), b) with b a bias row vector runs as one MatMulAdd (the
 // bias in the GEMM's epilogue), also when the Add's gradient reads the
 // product's shape through SumToShape; the results equal the unfused
 // graph's bit for bit and a float64 reference. A bias that would broadcast
 // the product to a larger shape is left to Add.
-func TestFusedMatMulBias(t *testing.T) {
+func (kc checker) fusedMatMulBias(t *testing.T) {
 	g := graph.NewGraph("matmulbias")
 	g.Inputs = []*graph.ValueInfo{
-		{Name: "x", Type: f32Type(2, 5, 7)}, {Name: "w", Type: f32Type(7, 3)}, {Name: "b", Type: f32Type(3)},
-		{Name: "b2", Type: f32Type(1, 1, 3)}, {Name: "bx", Type: f32Type(4, 1, 1, 3)}, {Name: "dy", Type: f32Type(2, 5, 3)},
+		{Name: "x", Type: F32Type(2, 5, 7)}, {Name: "w", Type: F32Type(7, 3)}, {Name: "b", Type: F32Type(3)},
+		{Name: "b2", Type: F32Type(1, 1, 3)}, {Name: "bx", Type: F32Type(4, 1, 1, 3)}, {Name: "dy", Type: F32Type(2, 5, 3)},
 	}
 	g.Nodes = []*graph.Node{
 		{Name: "m1", OpType: "MatMul", Inputs: []string{"x", "w"}, Outputs: []string{"p1"}},
@@ -326,26 +323,22 @@ func TestFusedMatMulBias(t *testing.T) {
 	g.Outputs = []*graph.ValueInfo{{Name: "y1"}, {Name: "y2"}, {Name: "d2"}, {Name: "y3"}}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
 	rng := rand.New(rand.NewPCG(13, 14))
-	inputs := normalInputs(g, rng, 1)
+	inputs := NormalInputs(g, rng, 1)
 	run := func(disable bool) map[string]*graph.Tensor {
-		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
+		exe, err := kc.open(t).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
-		e := exe.(*Executable)
 		var out map[string]*graph.Tensor
 		for i := 0; i < 2; i++ {
 			out, err = exe.Run(context.Background(), inputs)
 			require.NoError(t, err)
 		}
-		p := e.last.Load()
-		require.NotNil(t, p)
-		require.NotNil(t, p.shapes, "the specialised plan ran")
 		fused := map[string]bool{}
-		for _, st := range p.steps {
-			if st.node.OpType == graph.MatMulAdd {
-				fused[st.node.Outputs[0]] = true
+		for _, st := range kc.lastRunNodes(t, exe) {
+			if st.OpType == graph.MatMulAdd {
+				fused[st.Outputs[0]] = true
 			}
 		}
-		if disable {
+		if !kc.fuses(disable, graph.MatMulAdd) {
 			assert.Empty(t, fused)
 		} else {
 			assert.Equal(t, map[string]bool{"y1": true, "y2": true}, fused)
@@ -371,14 +364,14 @@ func TestFusedMatMulBias(t *testing.T) {
 	assert.Equal(t, []int{4, 2, 5, 3}, fused["y3"].Shape)
 }
 
-// TestFusedGemmRelu: Relu(Gemm(X, W, b)) whose pre-activation is otherwise
+// fusedGemmRelu: Relu(Gemm(X, W, b)) whose pre-activation is otherwise
 // read only by Relu's gradient (Where(Greater(h, 0), dY, 0), fused to
 // ReluGrad first) runs as one GemmRelu, the gradient reading the Relu's
 // output; results equal Gemm then Relu bit for bit, and a float64
 // reference. A Gemm whose output is also a graph output is left alone.
-func TestFusedGemmRelu(t *testing.T) {
+func (kc checker) fusedGemmRelu(t *testing.T) {
 	g := graph.NewGraph("gemmrelu")
-	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32Type(6, 9)}, {Name: "w", Type: f32Type(5, 9)}, {Name: "b", Type: f32Type(5)}, {Name: "dy", Type: f32Type(6, 5)}}
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: F32Type(6, 9)}, {Name: "w", Type: F32Type(5, 9)}, {Name: "b", Type: F32Type(5)}, {Name: "dy", Type: F32Type(6, 5)}}
 	g.Initializers = map[string]*graph.Tensor{"z": graph.FromFloat32([]float32{0})}
 	transB := map[string]*graph.Attr{"transB": {Name: "transB", Type: graph.AttrInt, I: 1}}
 	g.Nodes = []*graph.Node{
@@ -392,15 +385,15 @@ func TestFusedGemmRelu(t *testing.T) {
 	g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: "dx"}, {Name: "y2"}, {Name: "h2"}}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
 	rng := rand.New(rand.NewPCG(15, 16))
-	inputs := normalInputs(g, rng, 1)
+	inputs := NormalInputs(g, rng, 1)
 	run := func(disable bool) map[string]*graph.Tensor {
-		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{DisableFused: disable})
+		exe, err := kc.open(t).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
 		ops := map[string]int{}
-		for _, st := range exe.(*Executable).main.steps {
-			ops[st.node.OpType]++
+		for _, st := range kc.compiledNodes(t, exe) {
+			ops[st.OpType]++
 		}
-		if disable {
+		if !kc.fuses(disable, graph.GemmRelu, graph.ReluGrad) {
 			assert.Zero(t, ops[graph.GemmRelu])
 		} else {
 			assert.Equal(t, map[string]int{graph.GemmRelu: 1, graph.ReluGrad: 1, "Gemm": 1, "Relu": 1}, ops)

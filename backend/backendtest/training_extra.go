@@ -1,4 +1,4 @@
-package train_test
+package backendtest
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,12 +19,13 @@ import (
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
-// TestLossesMatchPyTorch trains the MLP 3 SGD steps with every loss besides
+// trainingLosses trains the MLP 3 SGD steps with every loss besides
 // plain cross entropy (label smoothing with an ignored label, mse, l1,
 // bce_with_logits) and compares each step's loss with PyTorch's
 // (models/extra_golden.py).
-func TestLossesMatchPyTorch(t *testing.T) {
-	b, err := os.ReadFile("../models/mlp/loss_golden.json")
+func (kc checker) trainingLosses(t *testing.T) {
+	mlp := filepath.Join(ModelsDir(t), "mlp")
+	b, err := os.ReadFile(filepath.Join(mlp, "loss_golden.json"))
 	require.NoError(t, err)
 	var golden map[string]struct {
 		Loss           string    `json:"loss"`
@@ -36,8 +38,9 @@ func TestLossesMatchPyTorch(t *testing.T) {
 	for name, g := range golden {
 		t.Run(name, func(t *testing.T) {
 			cfg := train.DefaultConfig()
-			cfg.Model = "../models/mlp/mlp_train.onnx"
-			cfg.Data = "../models/mlp/" + g.Data
+			cfg.Backend = kc.backend
+			cfg.Model = filepath.Join(mlp, "mlp_train.onnx")
+			cfg.Data = filepath.Join(mlp, g.Data)
 			cfg.Loss = g.Loss
 			cfg.LabelSmoothing = g.LabelSmoothing
 			cfg.Optimizer, cfg.LR, cfg.Momentum = "sgd", 0.05, 0.9
@@ -59,23 +62,25 @@ func TestLossesMatchPyTorch(t *testing.T) {
 	}
 }
 
-// TestBatchNormRunningStatsMatchPyTorch: after two training-mode forward
+// trainingBatchNormRunningStats: after two training-mode forward
 // passes the running statistics equal PyTorch's (which uses the unbiased
 // batch variance, unlike ONNX's reference).
-func TestBatchNormRunningStatsMatchPyTorch(t *testing.T) {
-	m, err := importer.Load("../models/cifar_resnet/cifar_resnet_train.onnx")
+func (kc checker) trainingBatchNormRunningStats(t *testing.T) {
+	dir := filepath.Join(ModelsDir(t), "cifar_resnet")
+	m, err := importer.Load(filepath.Join(dir, "cifar_resnet_train.onnx"))
 	require.NoError(t, err)
-	batch, err := tensorio.ReadNPZ("../models/cifar_resnet/train_case.npz")
+	batch, err := tensorio.ReadNPZ(filepath.Join(dir, "train_case.npz"))
 	require.NoError(t, err)
-	want, err := tensorio.ReadNPZ("../models/cifar_resnet/bn_running_golden.npz")
+	want, err := tensorio.ReadNPZ(filepath.Join(dir, "bn_running_golden.npz"))
 	require.NoError(t, err)
-	prog, err := train.Build(m, train.ProgramConfig{Loss: train.LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}})
+	prog, err := train.Build(m, train.ProgramConfig{Loss: train.LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}, Backend: kc.backend})
 	require.NoError(t, err)
 	require.NotEmpty(t, prog.Buffers)
 	for i := 0; i < 2; i++ {
 		_, err := prog.ForwardBackward(context.Background(), map[string]*graph.Tensor{"input": batch["input"]}, batch["labels"], 1)
 		require.NoError(t, err)
 	}
+	require.NoError(t, prog.SyncToHost()) // the buffers live in the backend's memory
 	for name, w := range want {
 		got := prog.Buffers[name]
 		require.NotNil(t, got, name)

@@ -1,8 +1,9 @@
-package train_test
+package backendtest
 
 import (
 	"context"
 	"math"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,7 +15,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
-// One bf16 step of the MLP fixture against PyTorch 1.13's
+// trainingBF16Autocast: one bf16 step of the MLP fixture against PyTorch 1.13's
 // torch.autocast("cpu", torch.bfloat16) (models/amp_golden.py). The forward
 // pass rounds like autocast's (the loss is closer to autocast's than
 // float32's is), and the last bias's gradient, which no matrix product
@@ -23,16 +24,17 @@ import (
 // (checked against a sequential bfloat16 sum), while ours accumulates in
 // float32 and rounds once; so they are required to be bfloat16 results (far
 // from float32's) no further from autocast's than float32 training is.
-func TestBF16MatchesPyTorchAutocast(t *testing.T) {
-	golden, err := tensorio.ReadNPZ("../models/mlp/amp_golden.npz")
+func (kc checker) trainingBF16Autocast(t *testing.T) {
+	mlp := filepath.Join(ModelsDir(t), "mlp")
+	golden, err := tensorio.ReadNPZ(filepath.Join(mlp, "amp_golden.npz"))
 	require.NoError(t, err)
-	batch, err := tensorio.ReadNPZ("../models/mlp/train_case.npz")
+	batch, err := tensorio.ReadNPZ(filepath.Join(mlp, "train_case.npz"))
 	require.NoError(t, err)
-	m, err := importer.Load("../models/mlp/mlp_train.onnx")
+	m, err := importer.Load(filepath.Join(mlp, "mlp_train.onnx"))
 	require.NoError(t, err)
 
 	step := func(mode string) (float64, map[string][]float32) {
-		p, err := train.Build(m, train.ProgramConfig{Loss: train.LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}, MixedPrecision: mode})
+		p, err := train.Build(m, train.ProgramConfig{Loss: train.LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}, MixedPrecision: mode, Backend: kc.backend})
 		require.NoError(t, err)
 		res, err := p.ForwardBackward(context.Background(), map[string]*graph.Tensor{"input": batch["input"]}, batch["labels"], 1)
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package cpu_test
+package backendtest
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/backend"
-	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -23,9 +22,9 @@ import (
 // convGCInts makes an ints attribute.
 func convGCInts(name string, v ...int64) *graph.Attr { return graph.IntsAttr(name, v...) }
 
-func TestGradConvConv(t *testing.T) {
+func (kc checker) gradConvConv(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -1, 1, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -1, 1, shape...) }
 	ints, i, s := convGCInts, graph.IntAttr, graph.StringAttr
 	cases := []gradCase{
 		{name: "2D bias", op: "Conv", inputs: []*graph.Tensor{x(2, 3, 5, 5), x(4, 3, 3, 3), x(4)}, wrt: []int{0, 1, 2}},
@@ -73,15 +72,15 @@ func TestGradConvConv(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			runGradCheck(t, c)
-			convGCCompareFloat32(t, c)
+			kc.runGradCheck(t, c)
+			kc.convGCCompareFloat32(t, c)
 		})
 	}
 }
 
-func TestGradConvTranspose(t *testing.T) {
+func (kc checker) gradConvTranspose(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -1, 1, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -1, 1, shape...) }
 	ints, i, s := convGCInts, graph.IntAttr, graph.StringAttr
 	cases := []gradCase{
 		{name: "2D bias", op: "ConvTranspose", inputs: []*graph.Tensor{x(2, 3, 3, 3), x(3, 2, 3, 3), x(2)}, wrt: []int{0, 1, 2}},
@@ -107,15 +106,15 @@ func TestGradConvTranspose(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			runGradCheck(t, c)
-			convGCCompareFloat32(t, c)
+			kc.runGradCheck(t, c)
+			kc.convGCCompareFloat32(t, c)
 		})
 	}
 }
 
-func TestGradConvPool(t *testing.T) {
+func (kc checker) gradConvPool(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 26))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
 	ints, i, s := convGCInts, graph.IntAttr, graph.StringAttr
 	k := func(v ...int64) *graph.Attr { return ints("kernel_shape", v...) }
 	cases := []gradCase{
@@ -166,15 +165,15 @@ func TestGradConvPool(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			runGradCheck(t, c)
-			convGCCompareFloat32(t, c)
+			kc.runGradCheck(t, c)
+			kc.convGCCompareFloat32(t, c)
 		})
 	}
 }
 
-func TestGradConvResize(t *testing.T) {
+func (kc checker) gradConvResize(t *testing.T) {
 	r := rand.New(rand.NewPCG(27, 28))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
 	sc := func(v ...float32) *graph.Tensor { return graph.FromFloat32(v, len(v)) }
 	sz := func(v ...int64) *graph.Tensor { return graph.FromInt64(v, len(v)) }
 	emptyRoi := graph.FromFloat32(nil, 0)
@@ -228,16 +227,16 @@ func TestGradConvResize(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			runGradCheck(t, c)
-			convGCCompareFloat32(t, c)
+			kc.runGradCheck(t, c)
+			kc.convGCCompareFloat32(t, c)
 		})
 	}
 }
 
-// TestGradConvMaxPoolTies checks that a window's gradient goes to its
+// gradConvMaxPoolTies checks that a window's gradient goes to its
 // first maximum, as PyTorch's max_pool backward does: on a constant input
 // every 2x2 window (stride 1) picks its top-left element.
-func TestGradConvMaxPoolTies(t *testing.T) {
+func (kc checker) gradConvMaxPoolTies(t *testing.T) {
 	for _, named := range []bool{false, true} {
 		t.Run(fmt.Sprintf("indices=%v", named), func(t *testing.T) {
 			x := graph.Zeros(graph.Float64, 1, 1, 3, 4)
@@ -250,7 +249,7 @@ func TestGradConvMaxPoolTies(t *testing.T) {
 			}
 			c := gradCase{name: "ties", op: "MaxPool", inputs: []*graph.Tensor{x}, wrt: []int{0}, outputs: outputs,
 				attrs: []*graph.Attr{convGCInts("kernel_shape", 2, 2)}}
-			grads := convGCGrads(t, c, graph.Float64, false)
+			grads := kc.convGCGrads(t, c, graph.Float64, false)
 			want := []float64{
 				1, 1, 1, 0,
 				1, 1, 1, 0,
@@ -262,19 +261,19 @@ func TestGradConvMaxPoolTies(t *testing.T) {
 	t.Run("GlobalMaxPool", func(t *testing.T) {
 		x := graph.FromFloat64([]float64{0, 2, 1, 2, 2, -1}, 1, 1, 2, 3)
 		c := gradCase{name: "global ties", op: "GlobalMaxPool", inputs: []*graph.Tensor{x}, wrt: []int{0}}
-		grads := convGCGrads(t, c, graph.Float64, false)
+		grads := kc.convGCGrads(t, c, graph.Float64, false)
 		assert.Equal(t, []float64{0, 1, 0, 0, 0, 0}, grads[0].Float64s())
 	})
 }
 
-// TestGradConvLarge runs Conv and ConvTranspose gradients big enough for the
+// gradConvLarge runs Conv and ConvTranspose gradients big enough for the
 // kernels to tile their im2col buffers and spread images over goroutines:
 // in float32 against float64, with finite differences on the weights of the
 // cases whose weight gradient sums per-goroutine partials, and checking that
 // repeated float32 runs agree bit for bit.
-func TestGradConvLarge(t *testing.T) {
+func (kc checker) gradConvLarge(t *testing.T) {
 	r := rand.New(rand.NewPCG(29, 30))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -1, 1, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -1, 1, shape...) }
 	ints, i := convGCInts, graph.IntAttr
 	cases := []struct {
 		gradCase
@@ -294,14 +293,14 @@ func TestGradConvLarge(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			convGCCompareFloat32(t, c.gradCase)
+			kc.convGCCompareFloat32(t, c.gradCase)
 			if c.checkWeights {
 				w := c.gradCase
 				w.wrt = []int{1}
-				runGradCheck(t, w)
+				kc.runGradCheck(t, w)
 			}
-			a := convGCGrads(t, c.gradCase, graph.Float32, false)
-			b := convGCGrads(t, c.gradCase, graph.Float32, false)
+			a := kc.convGCGrads(t, c.gradCase, graph.Float32, false)
+			b := kc.convGCGrads(t, c.gradCase, graph.Float32, false)
 			for k := range a {
 				assert.Equal(t, a[k].Float32s(), b[k].Float32s(), "gradient %d differs between runs", k)
 			}
@@ -309,9 +308,9 @@ func TestGradConvLarge(t *testing.T) {
 	}
 }
 
-// TestGradConvErrors checks that the backward kernels reject a gradient of
+// gradConvErrors checks that the backward kernels reject a gradient of
 // the wrong shape with an error naming the node.
-func TestGradConvErrors(t *testing.T) {
+func (kc checker) gradConvErrors(t *testing.T) {
 	g := graph.NewGraph("bad")
 	g.Inputs = []*graph.ValueInfo{{Name: "dy"}}
 	g.Initializers["w"] = graph.Zeros(graph.Float32, 2, 1, 3, 3)
@@ -320,7 +319,7 @@ func TestGradConvErrors(t *testing.T) {
 		Inputs: []string{"dy", "w", "xs"}, Outputs: []string{"dx"}}}
 	g.Outputs = []*graph.ValueInfo{{Name: "dx"}}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
-	b, err := backend.Open("cpu")
+	b, err := backend.Open(kc.backend)
 	require.NoError(t, err)
 	exe, err := b.Compile(m, backend.CompileOptions{NoFold: true})
 	require.NoError(t, err)
@@ -334,7 +333,7 @@ func TestGradConvErrors(t *testing.T) {
 // per loss output) in dtype d and returns the gradients of the wrt inputs.
 // With fixedR the weights R are random values exactly representable in
 // float32 (so float32 and float64 runs see the same loss); otherwise ones.
-func convGCGrads(t *testing.T, c gradCase, d graph.DType, fixedR bool) []*graph.Tensor {
+func (kc checker) convGCGrads(t *testing.T, c gradCase, d graph.DType, fixedR bool) []*graph.Tensor {
 	t.Helper()
 	r := rand.New(rand.NewPCG(31, 32))
 	opset := c.opset
@@ -384,7 +383,7 @@ func convGCGrads(t *testing.T, c gradCase, d graph.DType, fixedR bool) []*graph.
 	g.Nodes = append(g.Nodes, node)
 	g.Outputs = []*graph.ValueInfo{{Name: "out0"}}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": opset}, Graph: g}
-	b, err := backend.Open("cpu")
+	b, err := backend.Open(kc.backend)
 	require.NoError(t, err)
 	exe, err := b.Compile(m, backend.CompileOptions{NoFold: true})
 	require.NoError(t, err)
@@ -426,10 +425,10 @@ func convGCGrads(t *testing.T, c gradCase, d graph.DType, fixedR bool) []*graph.
 
 // convGCCompareFloat32 computes a case's gradients in float32 and float64
 // and checks that they agree to float32 accuracy.
-func convGCCompareFloat32(t *testing.T, c gradCase) {
+func (kc checker) convGCCompareFloat32(t *testing.T, c gradCase) {
 	t.Helper()
-	want := convGCGrads(t, c, graph.Float64, true)
-	got := convGCGrads(t, c, graph.Float32, true)
+	want := kc.convGCGrads(t, c, graph.Float64, true)
+	got := kc.convGCGrads(t, c, graph.Float32, true)
 	require.Len(t, got, len(want))
 	for k := range want {
 		require.Equal(t, want[k].Shape, got[k].Shape)
@@ -446,59 +445,5 @@ func convGCCompareFloat32(t *testing.T, c gradCase) {
 				bad++
 			}
 		}
-	}
-}
-
-// BenchmarkConvBackward times the forward Conv kernel and its two backward
-// kernels on a ResNet-style 3x3 layer and a depthwise one, in float32.
-func BenchmarkConvBackward(b *testing.B) {
-	r := rand.New(rand.NewPCG(33, 34))
-	f32 := func(shape ...int) *graph.Tensor {
-		t := graph.Zeros(graph.Float32, shape...)
-		for i := range t.Float32s() {
-			t.Float32s()[i] = float32(r.Float64()*2 - 1)
-		}
-		return t
-	}
-	layers := []struct {
-		name  string
-		x, w  []int
-		attrs []*graph.Attr
-	}{
-		{"3x3 64ch 28x28 batch 8", []int{8, 64, 28, 28}, []int{64, 64, 3, 3}, []*graph.Attr{convGCInts("pads", 1, 1, 1, 1)}},
-		{"depthwise 3x3 128ch 28x28 batch 8", []int{8, 128, 28, 28}, []int{128, 1, 3, 3},
-			[]*graph.Attr{convGCInts("pads", 1, 1, 1, 1), graph.IntAttr("group", 128)}},
-	}
-	for _, l := range layers {
-		x, w := f32(l.x...), f32(l.w...)
-		node := &graph.Node{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"y"}}
-		for _, a := range l.attrs {
-			node.SetAttr(a)
-		}
-		ctx := &kern.Context{Opset: 17}
-		fwd, ok := kern.Lookup("", "Conv", 17)
-		require.True(b, ok)
-		ys, err := fwd.Fn(ctx, node, []*graph.Tensor{x, w})
-		require.NoError(b, err)
-		dy := f32(ys[0].Shape...)
-		xs := graph.FromInt64([]int64{int64(l.x[0]), int64(l.x[1]), int64(l.x[2]), int64(l.x[3])}, 4)
-		ws := graph.FromInt64([]int64{int64(l.w[0]), int64(l.w[1]), int64(l.w[2]), int64(l.w[3])}, 4)
-		run := func(name string, op string, in []*graph.Tensor) {
-			b.Run(l.name+"/"+name, func(b *testing.B) {
-				domain := graph.InternalDomain
-				if op == "Conv" {
-					domain = ""
-				}
-				spec, ok := kern.Lookup(domain, op, 17)
-				require.True(b, ok)
-				for i := 0; i < b.N; i++ {
-					_, err := spec.Fn(ctx, node, in)
-					require.NoError(b, err)
-				}
-			})
-		}
-		run("forward", "Conv", []*graph.Tensor{x, w})
-		run("data", "ConvBackwardData", []*graph.Tensor{dy, w, xs})
-		run("filter", "ConvBackwardFilter", []*graph.Tensor{dy, x, ws})
 	}
 }

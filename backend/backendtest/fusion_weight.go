@@ -1,4 +1,4 @@
-package cpu
+package backendtest
 
 import (
 	"math"
@@ -11,15 +11,15 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
-// TestFusedWeightTranspose: a Linear layer on a rank-3 input as PyTorch
+// fusedWeightTranspose: a Linear layer on a rank-3 input as PyTorch
 // exports it, MatMul(X, Transpose(W)) + b, with the gradients the autodiff
 // emits, runs without any Transpose (the forward product, dX and dW read W
 // as it is stored); Y, dX and dW equal the unfused graph's and a float64
 // reference.
-func TestFusedWeightTranspose(t *testing.T) {
+func (kc checker) fusedWeightTranspose(t *testing.T) {
 	g := graph.NewGraph("linear")
 	g.Inputs = []*graph.ValueInfo{
-		{Name: "x", Type: f32Type(3, 5, 7)}, {Name: "w", Type: f32Type(4, 7)}, {Name: "b", Type: f32Type(4)}, {Name: "dy", Type: f32Type(3, 5, 4)},
+		{Name: "x", Type: F32Type(3, 5, 7)}, {Name: "w", Type: F32Type(4, 7)}, {Name: "b", Type: F32Type(4)}, {Name: "dy", Type: F32Type(3, 5, 4)},
 	}
 	g.Nodes = []*graph.Node{
 		{Name: "t", OpType: "Transpose", Inputs: []string{"w"}, Outputs: []string{"wt"},
@@ -31,10 +31,10 @@ func TestFusedWeightTranspose(t *testing.T) {
 	require.NoError(t, err)
 	g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: grads[0]}, {Name: grads[1]}}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
-	inputs := normalInputs(g, rand.New(rand.NewPCG(31, 32)), 1)
+	inputs := NormalInputs(g, rand.New(rand.NewPCG(31, 32)), 1)
 	run := func(disable bool) map[string]*graph.Tensor {
-		out, ops, _ := runPlanned(t, m, inputs, disable)
-		if disable {
+		out, ops := kc.runPlanned(t, m, inputs, disable)
+		if !kc.fuses(disable, graph.TransposedMatMul) {
 			assert.Positive(t, ops["Transpose"], "%v", ops)
 		} else {
 			assert.Zero(t, ops["Transpose"], "%v", ops)

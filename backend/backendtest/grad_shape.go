@@ -1,4 +1,4 @@
-package cpu_test
+package backendtest
 
 import (
 	"context"
@@ -25,9 +25,9 @@ func gsInts(v ...int64) *graph.Tensor { return graph.FromInt64(v, len(v)) }
 // gsIndices is an int64 tensor of the given shape.
 func gsIndices(shape []int, v ...int64) *graph.Tensor { return graph.FromInt64(v, shape...) }
 
-func TestGradLinalg(t *testing.T) {
+func (kc checker) gradLinalg(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -1, 1, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -1, 1, shape...) }
 	f := func(name string, v float32) *graph.Attr { return graph.FloatAttr(name, v) }
 	i := graph.IntAttr
 	eq := func(e string) []*graph.Attr { return []*graph.Attr{graph.StringAttr("equation", e)} }
@@ -67,15 +67,15 @@ func TestGradLinalg(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			runGradCheck(t, c)
-			checkShapeGradsFloat32(t, c)
+			kc.runGradCheck(t, c)
+			kc.checkShapeGradsFloat32(t, c)
 		})
 	}
 }
 
-func TestGradShape(t *testing.T) {
+func (kc checker) gradShape(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 9))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -1, 1, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -1, 1, shape...) }
 	i := graph.IntAttr
 	ints := graph.IntsAttr
 	s := graph.StringAttr
@@ -140,34 +140,34 @@ func TestGradShape(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			runGradCheck(t, c)
-			checkShapeGradsFloat32(t, c)
+			kc.runGradCheck(t, c)
+			kc.checkShapeGradsFloat32(t, c)
 		})
 	}
 }
 
-// TestGradMatMulLarge compares float32 with float64 gradients of MatMuls
+// gradMatMulLarge compares float32 with float64 gradients of MatMuls
 // large enough for the blocked and parallel Sgemm paths, in the batched
 // (accumulating) and the single tall product forms.
-func TestGradMatMulLarge(t *testing.T) {
+func (kc checker) gradMatMulLarge(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -1, 1, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -1, 1, shape...) }
 	cases := []gradCase{
 		{name: "shared weight", op: "MatMul", inputs: []*graph.Tensor{x(3, 70, 90), x(90, 130)}, wrt: []int{0, 1}},
 		{name: "broadcast batch", op: "MatMul", inputs: []*graph.Tensor{x(2, 1, 40, 70), x(3, 70, 60)}, wrt: []int{0, 1}},
 		{name: "1D left", op: "MatMul", inputs: []*graph.Tensor{x(300), x(4, 300, 50)}, wrt: []int{0, 1}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { checkShapeGradsFloat32(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.checkShapeGradsFloat32(t, c) })
 	}
 }
 
-// TestGradFolded runs gradient graphs the way training compiles them (with
+// gradFolded runs gradient graphs the way training compiles them (with
 // constant folding and shape specialisation) and compares them with the
 // unfolded run.
-func TestGradFolded(t *testing.T) {
+func (kc checker) gradFolded(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -1, 1, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -1, 1, shape...) }
 	cases := []gradCase{
 		{name: "MatMul", op: "MatMul", inputs: []*graph.Tensor{x(2, 3, 4), x(4)}, wrt: []int{0, 1}},
 		{name: "Slice", op: "Slice", inputs: []*graph.Tensor{x(4, 5), gsInts(1), gsInts(-1), gsInts(1)}, wrt: []int{0}},
@@ -177,8 +177,8 @@ func TestGradFolded(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			want := shapeCaseGrads(t, c, graph.Float64, backend.CompileOptions{NoFold: true})
-			got := shapeCaseGrads(t, c, graph.Float64, backend.CompileOptions{})
+			want := kc.shapeCaseGrads(t, c, graph.Float64, backend.CompileOptions{NoFold: true})
+			got := kc.shapeCaseGrads(t, c, graph.Float64, backend.CompileOptions{})
 			require.Len(t, got, len(want))
 			for i := range want {
 				assert.Equal(t, want[i].Shape, got[i].Shape)
@@ -188,9 +188,9 @@ func TestGradFolded(t *testing.T) {
 	}
 }
 
-// TestGradEinsumDiagonal checks that an Einsum whose differentiated operand
+// gradEinsumDiagonal checks that an Einsum whose differentiated operand
 // repeats a label is refused with an error that says why.
-func TestGradEinsumDiagonal(t *testing.T) {
+func (kc checker) gradEinsumDiagonal(t *testing.T) {
 	g := graph.NewGraph("diag")
 	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float64}}}
 	g.Nodes = []*graph.Node{
@@ -202,9 +202,9 @@ func TestGradEinsumDiagonal(t *testing.T) {
 	assert.Contains(t, err.Error(), "diagonal")
 }
 
-// TestGradGatherOutOfRange checks that an index out of range is an error of
+// gradGatherOutOfRange checks that an index out of range is an error of
 // the backward kernel, not a crash.
-func TestGradGatherOutOfRange(t *testing.T) {
+func (kc checker) gradGatherOutOfRange(t *testing.T) {
 	g := graph.NewGraph("gather")
 	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float64}}}
 	g.Initializers["idx"] = gsInts(0, 1)
@@ -215,7 +215,7 @@ func TestGradGatherOutOfRange(t *testing.T) {
 	grads, err := graph.Gradients(g, "y", []string{"x"}, "", 17)
 	require.NoError(t, err)
 	g.Outputs = []*graph.ValueInfo{{Name: grads[0]}}
-	b, err := backend.Open("cpu")
+	b, err := backend.Open(kc.backend)
 	require.NoError(t, err)
 	exe, err := b.Compile(&graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}, backend.CompileOptions{NoFold: true})
 	require.NoError(t, err)
@@ -239,10 +239,10 @@ func TestGradGatherOutOfRange(t *testing.T) {
 
 // checkShapeGradsFloat32 runs the case's gradient graph in float32 and in
 // float64 and compares the two.
-func checkShapeGradsFloat32(t *testing.T, c gradCase) {
+func (kc checker) checkShapeGradsFloat32(t *testing.T, c gradCase) {
 	t.Helper()
-	g64 := shapeCaseGrads(t, c, graph.Float64, backend.CompileOptions{NoFold: true})
-	g32 := shapeCaseGrads(t, c, graph.Float32, backend.CompileOptions{NoFold: true})
+	g64 := kc.shapeCaseGrads(t, c, graph.Float64, backend.CompileOptions{NoFold: true})
+	g32 := kc.shapeCaseGrads(t, c, graph.Float32, backend.CompileOptions{NoFold: true})
 	for i := range g64 {
 		require.Equal(t, graph.Float32, g32[i].DType)
 		require.Equal(t, g64[i].Shape, g32[i].Shape)
@@ -258,7 +258,7 @@ func checkShapeGradsFloat32(t *testing.T, c gradCase) {
 // shapeCaseGrads builds loss = sum_k ReduceSum(out_k * R_k) for the case with its
 // float inputs converted to dtype and returns the gradients of the wrt
 // inputs. The weights R_k are the same for both dtypes.
-func shapeCaseGrads(t *testing.T, c gradCase, dtype graph.DType, opts backend.CompileOptions) []*graph.Tensor {
+func (kc checker) shapeCaseGrads(t *testing.T, c gradCase, dtype graph.DType, opts backend.CompileOptions) []*graph.Tensor {
 	t.Helper()
 	conv := func(x *graph.Tensor) *graph.Tensor {
 		if x.DType != graph.Float64 || dtype == graph.Float64 {
@@ -310,7 +310,7 @@ func shapeCaseGrads(t *testing.T, c gradCase, dtype graph.DType, opts backend.Co
 	for _, k := range lossOuts {
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: fmt.Sprintf("out%d", k)})
 	}
-	b, err := backend.Open("cpu")
+	b, err := backend.Open(kc.backend)
 	require.NoError(t, err)
 	exe, err := b.Compile(m, backend.CompileOptions{NoFold: true})
 	require.NoError(t, err)
@@ -321,7 +321,7 @@ func shapeCaseGrads(t *testing.T, c gradCase, dtype graph.DType, opts backend.Co
 	for _, k := range lossOuts {
 		o := fmt.Sprintf("out%d", k)
 		rn, p, s := "R"+o, "prod"+o, "sum"+o
-		g.Initializers[rn] = conv(rand64(r, -1, 1, outs[o].Shape...))
+		g.Initializers[rn] = conv(Rand64(r, -1, 1, outs[o].Shape...))
 		g.Nodes = append(g.Nodes,
 			&graph.Node{Name: p, OpType: "Mul", Inputs: []string{o, rn}, Outputs: []string{p}},
 			&graph.Node{Name: s, OpType: "ReduceSum", Inputs: []string{p}, Outputs: []string{s}, Attrs: map[string]*graph.Attr{"keepdims": graph.IntAttr("keepdims", 0)}})

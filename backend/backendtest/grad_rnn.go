@@ -1,4 +1,4 @@
-package cpu_test
+package backendtest
 
 import (
 	"math/rand/v2"
@@ -12,9 +12,9 @@ import (
 // (directions, layouts, initial states, biases) and the rest of the
 // ONNX definitions (peepholes, input_forget, clip, sequence_lens, other
 // activations, GRU's linear_before_reset).
-func TestGradRecurrent(t *testing.T) {
+func (kc checker) gradRecurrent(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	x := func(shape ...int) *graph.Tensor { return rand64(r, -1, 1, shape...) }
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -1, 1, shape...) }
 	const seq, batch, in, hid = 3, 2, 3, 2
 	i, s := graph.IntAttr, graph.StringAttr
 	hs := i("hidden_size", hid)
@@ -69,8 +69,8 @@ func TestGradRecurrent(t *testing.T) {
 	cases = append(cases, named("LSTM layout 1", l1))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			runGradCheck(t, c)
-			checkShapeGradsFloat32(t, c)
+			kc.runGradCheck(t, c)
+			kc.checkShapeGradsFloat32(t, c)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package cpu_test
+package backendtest
 
 import (
 	"context"
@@ -28,8 +28,8 @@ type gradCase struct {
 	opset       int64
 }
 
-// rand64 returns a float64 tensor with entries in [lo, hi).
-func rand64(r *rand.Rand, lo, hi float64, shape ...int) *graph.Tensor {
+// Rand64 returns a float64 tensor with entries in [lo, hi).
+func Rand64(r *rand.Rand, lo, hi float64, shape ...int) *graph.Tensor {
 	t := graph.Zeros(graph.Float64, shape...)
 	for i := range t.Float64s() {
 		t.Float64s()[i] = lo + (hi-lo)*r.Float64()
@@ -40,7 +40,7 @@ func rand64(r *rand.Rand, lo, hi float64, shape ...int) *graph.Tensor {
 // runGradCheck builds loss = sum_k ReduceSum(out_k * R_k) with fixed random
 // R_k, computes the gradient with autodiff and compares it with central
 // differences in float64.
-func runGradCheck(t *testing.T, c gradCase) {
+func (kc checker) runGradCheck(t *testing.T, c gradCase) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(7, 11))
 	g := graph.NewGraph(c.name)
@@ -90,7 +90,7 @@ func runGradCheck(t *testing.T, c gradCase) {
 	for _, w := range c.wrt {
 		feeds[fmt.Sprintf("in%d", w)] = c.inputs[w]
 	}
-	b, err := backend.Open("cpu")
+	b, err := backend.Open(kc.backend)
 	require.NoError(t, err)
 	exe, err := b.Compile(fwd, backend.CompileOptions{NoFold: true})
 	require.NoError(t, err)
@@ -101,7 +101,7 @@ func runGradCheck(t *testing.T, c gradCase) {
 	for _, k := range lossOuts {
 		o := outs[fmt.Sprintf("out%d", k)]
 		require.Equal(t, graph.Float64, o.DType, "gradient checks run in float64")
-		rk := rand64(r, -1, 1, o.Shape...)
+		rk := Rand64(r, -1, 1, o.Shape...)
 		rn := fmt.Sprintf("R%d", k)
 		g.Initializers[rn] = rk
 		p := fmt.Sprintf("prod%d", k)
@@ -160,10 +160,10 @@ func runGradCheck(t *testing.T, c gradCase) {
 	}
 }
 
-func TestGradElementwise(t *testing.T) {
+func (kc checker) gradElementwise(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	pos := func(shape ...int) *graph.Tensor { return rand64(r, 0.5, 2, shape...) }
-	any := func(shape ...int) *graph.Tensor { return rand64(r, -2, 2, shape...) }
+	pos := func(shape ...int) *graph.Tensor { return Rand64(r, 0.5, 2, shape...) }
+	any := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
 	cases := []gradCase{
 		{name: "Add broadcast", op: "Add", inputs: []*graph.Tensor{any(2, 3), any(3)}, wrt: []int{0, 1}},
 		{name: "Sub broadcast", op: "Sub", inputs: []*graph.Tensor{any(2, 1, 3), any(4, 1)}, wrt: []int{0, 1}},
@@ -188,13 +188,13 @@ func TestGradElementwise(t *testing.T) {
 		{name: "Identity", op: "Identity", inputs: []*graph.Tensor{any(3)}, wrt: []int{0}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runGradCheck(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
 	}
 }
 
-func TestGradReduce(t *testing.T) {
+func (kc checker) gradReduce(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	x := func() *graph.Tensor { return rand64(r, -2, 2, 2, 3, 4) }
+	x := func() *graph.Tensor { return Rand64(r, -2, 2, 2, 3, 4) }
 	axes := func(v ...int64) *graph.Tensor { return graph.FromInt64(v, len(v)) }
 	keep := func(k int64) *graph.Attr { return graph.IntAttr("keepdims", k) }
 	cases := []gradCase{
@@ -205,9 +205,9 @@ func TestGradReduce(t *testing.T) {
 		{name: "ReduceMean all", op: "ReduceMean", inputs: []*graph.Tensor{x()}, wrt: []int{0}},
 		{name: "ReduceMax", op: "ReduceMax", inputs: []*graph.Tensor{x()}, wrt: []int{0}, attrs: []*graph.Attr{graph.IntsAttr("axes", 1)}},
 		{name: "ReduceMin", op: "ReduceMin", inputs: []*graph.Tensor{x()}, wrt: []int{0}, attrs: []*graph.Attr{graph.IntsAttr("axes", 0, 2), keep(0)}},
-		{name: "ReduceProd", op: "ReduceProd", inputs: []*graph.Tensor{rand64(r, 0.5, 1.5, 2, 3)}, wrt: []int{0}, attrs: []*graph.Attr{graph.IntsAttr("axes", 1)}},
+		{name: "ReduceProd", op: "ReduceProd", inputs: []*graph.Tensor{Rand64(r, 0.5, 1.5, 2, 3)}, wrt: []int{0}, attrs: []*graph.Attr{graph.IntsAttr("axes", 1)}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runGradCheck(t, c) })
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
 	}
 }

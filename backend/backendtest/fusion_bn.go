@@ -1,4 +1,4 @@
-package cpu
+package backendtest
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
-// TestFusedBatchNormRelu: a training-mode BatchNormalization whose output
+// fusedBatchNormRelu: a training-mode BatchNormalization whose output
 // only a Relu reads (and, as Relu's gradient mask, a Greater) runs as one
 // BatchNormRelu node, and BatchNormalizationGrad of the Relu's gradient as
 // one BatchNormReluGrad node; outputs, running statistics and gradients
@@ -21,10 +21,10 @@ import (
 // row through both the vector loops and their scalar tails. A chain whose
 // normalised output is also a graph output keeps its forward unfused, but
 // its gradient pair still fuses.
-func TestFusedBatchNormRelu(t *testing.T) {
+func (kc checker) fusedBatchNormRelu(t *testing.T) {
 	const n, c, h, w = 3, 4, 5, 7
 	g := graph.NewGraph("bnrelu")
-	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32Type(n, c, h, w)}, {Name: "dr", Type: f32Type(n, c, h, w)}}
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: F32Type(n, c, h, w)}, {Name: "dr", Type: F32Type(n, c, h, w)}}
 	rng := rand.New(rand.NewPCG(51, 52))
 	param := func(base, spread float64) *graph.Tensor {
 		v := make([]float32, c)
@@ -78,17 +78,21 @@ func TestFusedBatchNormRelu(t *testing.T) {
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: name})
 	}
 	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
-	inputs := normalInputs(g, rng, 1)
-	exe, err := (&Backend{}).Compile(m, backend.CompileOptions{})
+	inputs := NormalInputs(g, rng, 1)
+	exe, err := kc.open(t).Compile(m, backend.CompileOptions{})
 	require.NoError(t, err)
 	ops := map[string]int{}
-	for _, st := range exe.(*Executable).main.steps {
-		ops[st.node.OpType]++
+	for _, st := range kc.compiledNodes(t, exe) {
+		ops[st.OpType]++
 	}
-	assert.Equal(t, 1, ops[graph.BatchNormRelu], "chain a's forward")
-	assert.Equal(t, 2, ops[graph.BatchNormReluGrad], "the gradients of chains a and b")
-	assert.Equal(t, 2, ops["BatchNormalization"], "chains b and c")
-	assert.Equal(t, 1, ops["BatchNormalizationGrad"], "chain c")
+	if kc.fuses(false, graph.BatchNormRelu, graph.BatchNormReluGrad, graph.ReluGrad) {
+		assert.Equal(t, 1, ops[graph.BatchNormRelu], "chain a's forward")
+		assert.Equal(t, 2, ops[graph.BatchNormReluGrad], "the gradients of chains a and b")
+		assert.Equal(t, 2, ops["BatchNormalization"], "chains b and c")
+		assert.Equal(t, 1, ops["BatchNormalizationGrad"], "chain c")
+	} else {
+		assert.Zero(t, ops[graph.BatchNormRelu]+ops[graph.BatchNormReluGrad], "fused ops the backend does not declare")
+	}
 	var out map[string]*graph.Tensor
 	for i := 0; i < 2; i++ { // the recording run, then the arena's
 		out, err = exe.Run(context.Background(), inputs)

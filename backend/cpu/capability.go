@@ -1,0 +1,36 @@
+package cpu
+
+import (
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// fusedOps are the fused ops (graph.FusedDomain) the CPU backend has
+// kernels for: every fusion of the pass pipeline (graph/passes).
+var fusedOps = []string{
+	graph.TransposedMatMul, graph.PermutedMatMul, graph.GatherGradSum,
+	graph.ReluGrad, graph.ErfGrad, graph.GeluErf, graph.GeluErfGrad,
+	graph.GemmRelu, graph.BatchNormRelu, graph.BatchNormReluGrad, graph.MatMulAdd,
+}
+
+// FusedOps implements backend.FusedOpsDeclarer.
+func (*Backend) FusedOps() []string { return append([]string(nil), fusedOps...) }
+
+// CompiledNodes implements backend.PlanInspector.
+func (e *Executable) CompiledNodes() []*graph.Node { return planNodes(e.main) }
+
+// LastRunNodes implements backend.PlanInspector.
+func (e *Executable) LastRunNodes() []*graph.Node { return planNodes(e.last.Load()) }
+
+func planNodes(p *plan) []*graph.Node {
+	if p == nil {
+		return nil
+	}
+	out := make([]*graph.Node, len(p.steps))
+	for i := range p.steps {
+		out[i] = p.steps[i].node
+	}
+	return out
+}
+
+// MemoryPlanned implements backend.MemoryPlanReporter.
+func (e *Executable) MemoryPlanned() bool { return e.MemoryStats().Planned }
