@@ -12,8 +12,14 @@ var fusedOps = []string{
 	graph.GemmRelu, graph.BatchNormRelu, graph.BatchNormReluGrad, graph.MatMulAdd,
 }
 
-// FusedOps implements backend.FusedOpsDeclarer.
-func (*Backend) FusedOps() []string { return append([]string(nil), fusedOps...) }
+// FusedOps implements backend.FusedOpsDeclarer: every fused kernel, or
+// FusedOnly.
+func (b *Backend) FusedOps() []string {
+	if b.FusedOnly != nil {
+		return append([]string(nil), b.FusedOnly...)
+	}
+	return append([]string(nil), fusedOps...)
+}
 
 // CompiledNodes implements backend.PlanInspector.
 func (e *Executable) CompiledNodes() []*graph.Node { return planNodes(e.main) }

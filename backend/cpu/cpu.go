@@ -13,6 +13,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/graph/passes"
 
 	// Kernel families register themselves.
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops"
@@ -23,7 +24,13 @@ func init() {
 }
 
 // Backend is the CPU backend.
-type Backend struct{}
+type Backend struct {
+	// FusedOnly, when not nil, are the fused ops this backend declares
+	// (backend.FusedOpsDeclarer) in place of every fused kernel it has:
+	// the pass pipeline then keeps the other fusions' chains decomposed.
+	// The registered "cpu" backend declares all of them.
+	FusedOnly []string
+}
 
 // Name implements backend.Backend.
 func (*Backend) Name() string { return "cpu" }
@@ -49,20 +56,18 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 		pcg:    newPCG(opts.Seed),
 	}
 	e.rng = rand.New(e.pcg)
+	e.fused = backend.DeclaredFusedOps(b, opts)
+	if err := e.buildPipelines(); err != nil { // pipeline.go
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
 	g := copyGraph(m.Graph)
-	if err := graph.InlineFunctions(g, m.Functions); err != nil {
-		return nil, fmt.Errorf("cpu: %w", err)
-	}
-	if err := graph.TopoSort(g); err != nil {
-		return nil, fmt.Errorf("cpu: %w", err)
-	}
-	if err := graph.ExpandGradientOps(g, e.opset); err != nil {
-		return nil, fmt.Errorf("cpu: %w", err)
-	}
 	if err := e.initState(g, opts); err != nil { // state.go
 		return nil, err
 	}
-	p, err := e.planGraph(g, true)
+	if _, err := e.compilePipe.Run(g, e.passEnv(true, m.Functions)); err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	p, err := e.buildPlan(g)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
@@ -208,6 +213,11 @@ type Executable struct {
 	// gaps are the ops PrimitivesOnly left to their kernels.
 	gapMu sync.Mutex
 	gaps  map[string]bool
+	// pipeline.go: the pass pipelines (graph/passes) of the main graph,
+	// of its copies specialised to input shapes, and of subgraphs, and the
+	// fused ops they may make.
+	compilePipe, specialisedPipe, subgraphPipe *passes.Pipeline
+	fused                                      map[string]bool
 }
 
 // maxSpecialised bounds the per-shape plan cache.
@@ -248,21 +258,19 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 		e.last.Store(p)
 		return p, nil
 	}
-	sg, err := graph.Specialize(e.main.g, e.opset, shapes, e.evaluate)
-	if err != nil {
+	// The specialised pipeline (graph/passes.SpecialisedPasses) on a copy
+	// of the main graph: shapes specialised, the fusions that need every
+	// shape, then the lowerings that did.
+	sg := copyGraph(e.main.g)
+	env := e.passEnv(false, nil)
+	env.Shapes = shapes
+	if _, err := e.specialisedPipe.Run(sg, env); err != nil {
 		if errors.Is(err, graph.ErrShapeMismatch) {
 			return nil, fmt.Errorf("cpu: %w: %v", ErrInput, err)
 		}
 		return e.generalPlan(), nil
 	}
-	if !e.opts.DisableFused && !e.opts.PrimitivesOnly {
-		// With every shape known: biases into their GEMM's epilogue.
-		graph.FuseMatMulBias(sg)
-		// and the exact GELU's gradient chain, whose same-shape
-		// SumToShapes are Identities now.
-		graph.FuseGeluErfGrad(sg)
-	}
-	p, err = e.planGraph(sg, false)
+	p, err := e.buildPlan(sg)
 	if err != nil {
 		return e.generalPlan(), nil
 	}
@@ -304,48 +312,9 @@ func (e *Executable) evaluate(n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 	return e.call(kctx, spec, n, in)
 }
 
-// planGraph lowers ops without kernels, folds constants (top level only,
-// where inputs are known to be fed) and resolves kernels.
-func (e *Executable) planGraph(g *graph.Graph, top bool) (*plan, error) {
-	// Ops without a kernel here (or all ops with a lowering, under
-	// DisableFused) are lowered to primitives, with constants typed like
-	// their inputs.
-	var err error
-	if e.opts.PrimitivesOnly {
-		err = e.lowerToPrimitives(g, !top || e.opts.NoFold)
-	} else {
-		err = graph.LowerGraph(g, e.opset, func(n *graph.Node) bool {
-			if n.Domain == "ai.onnx.preview.training" && n.OpType == "Gradient" {
-				return false
-			}
-			_, ok := kern.Lookup(n.Domain, n.OpType, e.opset)
-			return ok && !(e.opts.DisableFused && graph.HasLowering(n.OpType) && !disableFusedKeeps[n.OpType])
-		})
-	}
-	if err != nil {
-		return nil, err
-	}
-	if top && !e.opts.NoFold {
-		graph.FoldConstants(g, e.evaluate)
-		graph.RemoveDeadNodes(g)
-	}
-	if top && !e.opts.DisableFused && !e.opts.PrimitivesOnly {
-		// Transposes that only feed matrix products become transposed
-		// GEMM operands (kernel: ops/linalg TransposedMatMul), the
-		// gradients of Relu and Erf one pass each (ops/elementwise
-		// ReluGrad, ErfGrad), and a Relu after a Gemm its epilogue
-		// (ops/linalg GemmRelu). Attention's products first read their
-		// permuted and gathered operands in place (ops/linalg
-		// PermutedMatMul, GatherGradSum), and linear layers their weight
-		// untransposed.
-		fused := graph.FuseAttentionViews(g) + graph.FuseWeightTranspose(g) + graph.FuseTransposedMatMul(g) + graph.FuseReluGrad(g) + graph.FuseErfGrad(g)
-		fused += graph.FuseGeluErf(g)  // exact GELU's forward chain (ops/elementwise GeluErf)
-		fused += graph.FuseGemmRelu(g) // after FuseReluGrad, whose nodes it rewires
-		fused += graph.FuseBatchNormRelu(g)
-		if fused > 0 && !e.opts.NoFold {
-			graph.RemoveDeadNodes(g) // constants only the fused chains read
-		}
-	}
+// buildPlan resolves the kernels of g, whose passes have run, and gives
+// every value a slot.
+func (e *Executable) buildPlan(g *graph.Graph) (*plan, error) {
 	p := &plan{g: g, index: map[string]int{}}
 	slot := func(name string) int {
 		if name == "" {
@@ -719,7 +688,10 @@ func (s *subRunner) RunSubgraph(g *graph.Graph, inputs []*graph.Tensor) ([]*grap
 		c := copyGraph(g)
 		var err error
 		if err = graph.TopoSortSubgraph(c); err == nil {
-			p, err = e.planGraph(c, false)
+			_, err = e.subgraphPipe.Run(c, e.passEnv(false, nil))
+		}
+		if err == nil {
+			p, err = e.buildPlan(c)
 		}
 		if err != nil {
 			e.mu.Unlock()

@@ -3,6 +3,7 @@ package cpu_test
 import (
 	"testing"
 
+	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/backendtest"
 	"github.com/onnxtrain/onnxtrain/backend/cpu"
 )
@@ -18,4 +19,17 @@ func TestKit(t *testing.T) {
 	cpu.SetPoisonUninit(true)
 	defer cpu.SetPoisonUninit(false)
 	backendtest.Run(t, "cpu")
+}
+
+func init() {
+	// The CPU backend declaring no fused op: the pass pipeline keeps every
+	// chain decomposed.
+	backend.Register("cpu-unfused", func() (backend.Backend, error) { return &cpu.Backend{FusedOnly: []string{}}, nil })
+}
+
+// TestKitFusionUndeclared runs the kit's fusion checks on a CPU backend
+// that declares no fused op: none may appear, and the results stay those
+// of the references.
+func TestKitFusionUndeclared(t *testing.T) {
+	backendtest.Fusion(t, "cpu-unfused")
 }

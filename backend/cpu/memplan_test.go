@@ -224,7 +224,7 @@ func TestLastUses(t *testing.T) {
 	}
 	g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: "z"}}
 	e := &Executable{opset: 17}
-	p, err := e.planGraph(g, false)
+	p, err := e.buildPlan(g)
 	require.NoError(t, err)
 	last := lastUses(p)
 	at := func(name string) int { return last[p.index[name]] }

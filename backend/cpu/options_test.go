@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -38,4 +39,15 @@ func TestNoMemoryPlanOption(t *testing.T) {
 	assert.True(t, planned.MemoryStats().Planned, "default: planned")
 	assert.False(t, heap.MemoryStats().Planned, "NoMemoryPlan: not planned")
 	assert.Equal(t, want.Float32s(), got.Float32s())
+}
+
+// TestFusedOpsHaveKernels: every fused op the backend declares has a
+// kernel.
+func TestFusedOpsHaveKernels(t *testing.T) {
+	ops := (&Backend{}).FusedOps()
+	require.NotEmpty(t, ops)
+	for _, op := range ops {
+		_, ok := kern.Lookup(graph.FusedDomain, op, 17)
+		assert.True(t, ok, op)
+	}
 }

@@ -1,0 +1,136 @@
+package passes
+
+import (
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// Names of the standard compile-time passes.
+const (
+	InlineFunctions   = "inline-functions"
+	TopoSort          = "topo-sort"
+	ExpandGradientOps = "expand-gradient-ops"
+	Lower             = "lower"
+	FoldConstants     = "fold-constants"
+	FuseAttention     = "fuse-attention-views"
+	FuseWeight        = "fuse-weight-transpose"
+	FuseTransposed    = "fuse-transposed-matmul"
+	FuseReluGrad      = "fuse-relu-grad"
+	FuseErfGrad       = "fuse-erf-grad"
+	FuseGeluErf       = "fuse-gelu-erf"
+	FuseGemmRelu      = "fuse-gemm-relu"
+	FuseBatchNormRelu = "fuse-batchnorm-relu"
+	PruneFused        = "prune-fused"
+	Specialize        = "specialize"
+	FuseMatMulBias    = "fuse-matmul-bias"
+	FuseGeluErfGrad   = "fuse-gelu-erf-grad"
+	LowerSpecialised  = "lower-specialised"
+)
+
+// fusions are the compile-time fusion passes, in the order they run.
+var fusions = []string{FuseAttention, FuseWeight, FuseTransposed, FuseReluGrad, FuseErfGrad, FuseGeluErf, FuseGemmRelu, FuseBatchNormRelu}
+
+// CompilePasses are the passes a backend runs on the graph it compiles,
+// in their order: functions inlined, nodes sorted, Gradient ops expanded,
+// ops without a kernel lowered to primitives, constants folded, then the
+// fusions the backend declares, and the nodes only fused chains read
+// removed.
+func CompilePasses() []Pass {
+	fused := func(name, doc string, fuses []string, after []string, before []string, run func(*graph.Graph) int) Pass {
+		return Pass{Name: name, Doc: doc, Fuses: fuses, After: append([]string{FoldConstants}, after...),
+			Before: append([]string{PruneFused}, before...),
+			Run:    func(g *graph.Graph, _ *Env) (int, error) { return run(g), nil }}
+	}
+	return []Pass{
+		{Name: InlineFunctions, Doc: "calls of model-local functions replaced by their bodies", Before: []string{TopoSort},
+			Run: func(g *graph.Graph, env *Env) (int, error) {
+				return 0, graph.InlineFunctions(g, env.Functions)
+			}},
+		{Name: TopoSort, Doc: "nodes sorted so that every value is made before it is read",
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return 0, graph.TopoSort(g) }},
+		{Name: ExpandGradientOps, Doc: "ai.onnx.preview.training Gradient nodes replaced by autodiff's backward nodes",
+			Requires: []string{TopoSort}, After: []string{InlineFunctions},
+			Run: func(g *graph.Graph, env *Env) (int, error) { return 0, graph.ExpandGradientOps(g, env.Opset) }},
+		{Name: Lower, Doc: "ops the backend has no kernel for (or, restricted, every op outside the primitive and extended sets) lowered to primitives",
+			After: []string{ExpandGradientOps, InlineFunctions},
+			Run:   runLower},
+		{Name: FoldConstants, Doc: "nodes whose inputs are all constant computed once, and the nodes nothing reads removed (off without an evaluator: NoFold)",
+			After: []string{Lower},
+			Run: func(g *graph.Graph, env *Env) (int, error) {
+				if env.Evaluate == nil {
+					return 0, nil
+				}
+				n := graph.FoldConstants(g, env.Evaluate)
+				graph.RemoveDeadNodes(g)
+				return n, nil
+			}},
+		fused(FuseAttention, "attention's products read their permuted and gathered operands in place (PermutedMatMul, GatherGradSum)",
+			[]string{graph.PermutedMatMul, graph.GatherGradSum}, nil, []string{FuseTransposed}, graph.FuseAttentionViews),
+		fused(FuseWeight, "a Linear layer's weight read untransposed by its products and gradients (TransposedMatMul)",
+			[]string{graph.TransposedMatMul}, nil, nil, graph.FuseWeightTranspose),
+		fused(FuseTransposed, "transposes that only feed matrix products become transposed GEMM operands (TransposedMatMul)",
+			[]string{graph.TransposedMatMul}, nil, nil, graph.FuseTransposedMatMul),
+		fused(FuseReluGrad, "Relu's gradient Where(Greater(X, 0), dY, 0) in one pass (ReluGrad)",
+			[]string{graph.ReluGrad}, nil, nil, graph.FuseReluGrad),
+		fused(FuseErfGrad, "Erf's gradient chain in one pass (ErfGrad)",
+			[]string{graph.ErfGrad}, nil, nil, graph.FuseErfGrad),
+		fused(FuseGeluErf, "the exact GELU's forward chain in one pass (GeluErf)",
+			[]string{graph.GeluErf}, nil, nil, graph.FuseGeluErf),
+		fused(FuseGemmRelu, "a Relu after a Gemm as its epilogue, the gradient reading the Relu's output (GemmRelu); after fuse-relu-grad, whose nodes it rewires",
+			[]string{graph.GemmRelu}, []string{FuseReluGrad}, nil, graph.FuseGemmRelu),
+		fused(FuseBatchNormRelu, "training BatchNormalization then Relu, and its gradient pair, each in one pass (BatchNormRelu, BatchNormReluGrad); after fuse-relu-grad, whose ReluGrad it reads",
+			[]string{graph.BatchNormRelu, graph.BatchNormReluGrad}, []string{FuseReluGrad}, nil, graph.FuseBatchNormRelu),
+		{Name: PruneFused, Doc: "constants and nodes that only the fused chains read removed",
+			After: []string{FoldConstants},
+			Run: func(g *graph.Graph, env *Env) (int, error) {
+				n := 0
+				for _, f := range fusions {
+					n += env.Count(f)
+				}
+				if n == 0 || env.Evaluate == nil {
+					return 0, nil
+				}
+				return graph.RemoveDeadNodes(g), nil
+			}},
+	}
+}
+
+// SpecialisedPasses run, after CompilePasses, on a copy of the compiled
+// graph once the input shapes are known: shapes specialised (shape
+// computations folded), then the fusions that need every shape, then the
+// ops whose lowering needed static shapes lowered.
+func SpecialisedPasses() []Pass {
+	return []Pass{
+		{Name: Specialize, Doc: "the graph specialised to the fed input shapes: shapes inferred, shape subgraphs folded to constants",
+			Requires: []string{Lower},
+			Run: func(g *graph.Graph, env *Env) (int, error) {
+				sg, err := graph.Specialize(g, env.Opset, env.Shapes, env.Evaluate)
+				if err != nil {
+					return 0, err
+				}
+				*g = *sg
+				return 1, nil
+			}},
+		{Name: FuseMatMulBias, Doc: "biases added to a product become its GEMM's epilogue (MatMulAdd); needs every shape",
+			Fuses: []string{graph.MatMulAdd}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMatMulBias(g), nil }},
+		{Name: FuseGeluErfGrad, Doc: "the exact GELU's gradient chain in one pass (GeluErfGrad); needs its same-shape SumToShapes known, and ErfGrad fused",
+			Fuses: []string{graph.GeluErfGrad}, Requires: []string{Specialize, FuseErfGrad},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseGeluErfGrad(g), nil }},
+		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad},
+			Run:   runLower},
+	}
+}
+
+// SubgraphPasses run on the bodies of control-flow ops (If, Loop, Scan):
+// lowering only, as their inputs are not known to be fed.
+func SubgraphPasses() []Pass {
+	return []Pass{{Name: Lower, Doc: "ops without a kernel lowered to primitives", Run: runLower}}
+}
+
+func runLower(g *graph.Graph, env *Env) (int, error) {
+	if env.Lower == nil {
+		return 0, nil
+	}
+	return 0, env.Lower(g)
+}
