@@ -240,32 +240,15 @@ func (p *Program) markBuffersAndParams(g *graph.Graph) error {
 	return nil
 }
 
-// compileTraining turns g into the training step (loss, gradients, state) and compiles it.
+// compileTraining turns g into the training step (loss, gradients, state)
+// through the training passes (passes.go) and compiles it.
 func (p *Program) compileTraining(m *graph.Model, g *graph.Graph, outName string) error {
-	opset := m.Opset()
-	// Training graph: parameters and buffers become inputs fed each step.
-	p.promoteToInputs(g)
-	lossName, err := p.trainingForward(g, outName, opset)
+	b, err := p.buildTrainingGraph(g, outName, m.Opset())
 	if err != nil {
 		return err
-	}
-	forwardNodes, grads, err := p.addGradients(g, lossName, opset)
-	if err != nil {
-		return err
-	}
-	state := p.placeGradients(g, grads, forwardNodes)
-	state = p.addStateOutputs(g, state)
-	// Backward reads that need only a value's shape or dtype stop keeping
-	// it alive (free); with Recompute, cheap activations are also computed
-	// again instead of kept.
-	if _, err := graph.Recompute(g, forwardNodes, opset, graph.RecomputeOptions{ReadsOnly: !p.cfg.Recompute}); err != nil {
-		return fmt.Errorf("train: %w", err)
-	}
-	if err := graph.TopoSort(g); err != nil {
-		return fmt.Errorf("train: %w", err)
 	}
 	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
-	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: state, PrimitivesOnly: p.cfg.PrimitivesOnly, Tuning: p.cfg.Tuning})
+	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: b.state, PrimitivesOnly: p.cfg.PrimitivesOnly, Tuning: p.cfg.Tuning})
 	if err != nil {
 		return fmt.Errorf("train: compiling the training step: %w", err)
 	}
@@ -284,30 +267,6 @@ func (p *Program) promoteToInputs(g *graph.Graph) {
 	for name, t := range p.Buffers {
 		promote(name, t)
 	}
-}
-
-// trainingForward adds the loss and loss scale to g and prepares its forward pass for autodiff (sync-BN, lowering, dropout masks, autocast).
-func (p *Program) trainingForward(g *graph.Graph, outName string, opset int64) (string, error) {
-	lossName, err := p.addLoss(g, outName)
-	if err != nil {
-		return "", err
-	}
-	g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: lossScaleInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: []graph.Dim{}}})
-	if p.cfg.SyncBatchNorm {
-		if _, err := SyncBatchNorm(g, opset); err != nil {
-			return "", err
-		}
-	}
-	if err := graph.LowerForAutodiff(g, opset); err != nil {
-		return "", fmt.Errorf("train: %w", err)
-	}
-	if err := ensureDropoutMasks(g); err != nil {
-		return "", err
-	}
-	if err := autoCast(g, opset, p.cfg.MixedPrecision); err != nil { // amp.go
-		return "", err
-	}
-	return lossName, nil
 }
 
 // addGradients appends the backward pass to g and makes the loss its first output; it returns the forward node count and the gradient names.

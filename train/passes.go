@@ -1,0 +1,118 @@
+package train
+
+import (
+	"fmt"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/graph/passes"
+)
+
+// Names of the training builder's passes (docs/architecture.md lists them
+// with the backend's).
+const (
+	passPromoteState   = "promote-state"
+	passAddLoss        = "add-loss"
+	passSyncBatchNorm  = "sync-batchnorm"
+	passLowerAutodiff  = "lower-for-autodiff"
+	passDropoutMasks   = "dropout-masks"
+	passAutoCast       = "autocast"
+	passAutodiff       = "autodiff"
+	passPlaceGradients = "place-gradients"
+	passStateOutputs   = "state-outputs"
+	passRecompute      = "recompute"
+	passTopoSort       = "topo-sort"
+)
+
+// trainBuild is what the training passes hand on to each other.
+type trainBuild struct {
+	outName      string
+	lossName     string
+	forwardNodes int
+	grads        []string
+	state        []backend.StateSpec
+}
+
+// trainingPasses are the passes that turn the model's graph into the
+// training step's, in order, with their constraints (checked by
+// passes.New): parameters and buffers become state inputs, the loss and
+// its scale are added, BatchNorm is synchronised across processes, ops
+// without gradient rules are lowered, Dropout gets its mask, the forward
+// pass is autocast, autodiff appends the backward pass, each gradient is
+// reported where it is final (and summed in place), the state updates
+// become outputs, forward values are recomputed or freed, and the nodes
+// are sorted.
+func (p *Program) trainingPasses(b *trainBuild) []passes.Pass {
+	return []passes.Pass{
+		{Name: passPromoteState, Doc: "parameters and BatchNorm buffers turn from initializers into the program's state inputs",
+			Run: func(g *graph.Graph, _ *passes.Env) (int, error) { p.promoteToInputs(g); return len(p.Params), nil }},
+		{Name: passAddLoss, Doc: "the loss of the chosen output and the loss-scale input",
+			Run: func(g *graph.Graph, _ *passes.Env) (int, error) {
+				var err error
+				if b.lossName, err = p.addLoss(g, b.outName); err != nil {
+					return 0, err
+				}
+				g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: lossScaleInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: []graph.Dim{}}})
+				return 1, nil
+			}},
+		{Name: passSyncBatchNorm, Doc: "training BatchNormalization sums its batch statistics across processes (with SyncBatchNorm)",
+			Before: []string{passLowerAutodiff, passAutodiff},
+			Run: func(g *graph.Graph, env *passes.Env) (int, error) {
+				if !p.cfg.SyncBatchNorm {
+					return 0, nil
+				}
+				return SyncBatchNorm(g, env.Opset)
+			}},
+		{Name: passLowerAutodiff, Doc: "ops with no gradient rule but a lowering lowered, so that autodiff needs rules for primitives only",
+			Run: func(g *graph.Graph, env *passes.Env) (int, error) { return 0, graph.LowerForAutodiff(g, env.Opset) }},
+		{Name: passDropoutMasks, Doc: "training Dropout nodes output their mask, which their gradient reads",
+			After: []string{passLowerAutodiff}, Before: []string{passAutodiff},
+			Run: func(g *graph.Graph, _ *passes.Env) (int, error) { return 0, ensureDropoutMasks(g) }},
+		{Name: passAutoCast, Doc: "the forward pass and loss in bf16 or fp16 under autocast's rules (with MixedPrecision)",
+			After: []string{passAddLoss, passLowerAutodiff, passDropoutMasks, passSyncBatchNorm}, Before: []string{passAutodiff},
+			Run: func(g *graph.Graph, env *passes.Env) (int, error) {
+				return 0, autoCast(g, env.Opset, p.cfg.MixedPrecision) // amp.go
+			}},
+		{Name: passAutodiff, Doc: "the backward pass appended: every parameter's gradient, seeded with the loss scale",
+			Requires: []string{passPromoteState, passAddLoss, passLowerAutodiff},
+			Run: func(g *graph.Graph, env *passes.Env) (int, error) {
+				var err error
+				b.forwardNodes, b.grads, err = p.addGradients(g, b.lossName, env.Opset)
+				return len(b.grads), err
+			}},
+		{Name: passPlaceGradients, Doc: "each gradient output placed right after the node that finishes it (and with GradSums added into its sum in place)",
+			Requires: []string{passAutodiff},
+			Run: func(g *graph.Graph, _ *passes.Env) (int, error) {
+				b.state = p.placeGradients(g, b.grads, b.forwardNodes)
+				return len(b.grads), nil
+			}},
+		{Name: passStateOutputs, Doc: "the BatchNorm buffers' updates become outputs that replace their state",
+			Requires: []string{passPromoteState}, After: []string{passPlaceGradients},
+			Run: func(g *graph.Graph, _ *passes.Env) (int, error) {
+				b.state = p.addStateOutputs(g, b.state)
+				return len(b.state), nil
+			}},
+		{Name: passRecompute, Doc: "backward reads of only a value's shape stop keeping it alive; with Recompute, cheap activations are computed again",
+			Requires: []string{passAutodiff}, After: []string{passPlaceGradients, passStateOutputs},
+			Run: func(g *graph.Graph, env *passes.Env) (int, error) {
+				st, err := graph.Recompute(g, b.forwardNodes, env.Opset, graph.RecomputeOptions{ReadsOnly: !p.cfg.Recompute})
+				return st.Recomputed, err
+			}},
+		{Name: passTopoSort, Doc: "nodes sorted so that every value is made before it is read",
+			After: []string{passRecompute, passPlaceGradients, passStateOutputs},
+			Run:   func(g *graph.Graph, _ *passes.Env) (int, error) { return 0, graph.TopoSort(g) }},
+	}
+}
+
+// buildTrainingGraph runs the training passes on g.
+func (p *Program) buildTrainingGraph(g *graph.Graph, outName string, opset int64) (*trainBuild, error) {
+	b := &trainBuild{outName: outName}
+	pl, err := passes.New("training step", p.trainingPasses(b)...)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if _, err := pl.Run(g, &passes.Env{Opset: opset}); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
