@@ -41,6 +41,9 @@ type StageConfig struct {
 	// instead of keeping them from the forward pass (--recompute): less
 	// memory per micro-batch in flight, a little more time.
 	Recompute bool
+	// Tuning is passed to every compile of the stage programs
+	// (backend.Tuning: the Winograd policy, the memory plan).
+	Tuning backend.Tuning
 }
 
 // Param is a trainable tensor a stage owns (its own copy).
@@ -358,7 +361,7 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		phases = append(phases, pick(ancestors(append(append([]string{}, inGrads...), wGrads...), isBwd)))
 		phaseOuts = append(phaseOuts, append(append([]string{}, inGrads...), wGrads...))
 	}
-	built, err := compilePhases(be, m, g, phases, phaseOuts, cfg.Seed+int64(s)*7919)
+	built, err := compilePhases(be, m, g, phases, phaseOuts, backend.CompileOptions{Seed: cfg.Seed + int64(s)*7919, Tuning: cfg.Tuning})
 	if err != nil {
 		return fail(err)
 	}
@@ -393,7 +396,8 @@ func producesOrReceives(g *graph.Graph, v string) bool {
 // compilePhases compiles each node set of g as its own program. A phase
 // reads what earlier phases (or the stage's inputs) made and writes its
 // own targets and whatever later phases read.
-func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases [][]int, targets [][]string, seed int64) ([]*phase, error) {
+func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases [][]int, targets [][]string, opts backend.CompileOptions) ([]*phase, error) {
+	seed := opts.Seed
 	phaseOf := map[string]int{}
 	for k, idx := range phases {
 		for _, i := range idx {
@@ -476,7 +480,9 @@ func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases []
 		}
 		ph.name = fmt.Sprintf("pass %d", k)
 		pm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: pg, Functions: m.Functions}
-		exe, err := be.Compile(pm, backend.CompileOptions{Seed: seed + int64(k)})
+		popts := opts
+		popts.Seed = seed + int64(k)
+		exe, err := be.Compile(pm, popts)
 		if err != nil {
 			return nil, fmt.Errorf("compiling pass %d: %w", k, err)
 		}

@@ -137,7 +137,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	default:
 		popts.OptimizerSlots = 2
 	}
-	sc := pipeline.StageConfig{Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute}
+	sc := pipeline.StageConfig{Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Tuning: cfg.Tuning}
 	if lc.Kind == "output" {
 		sc.LossOutput = lc.Output
 	} else {
