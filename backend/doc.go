@@ -51,4 +51,21 @@
 // checkpoints, exports and explicit reads; HostState returns the buffer
 // itself where it is host memory; StateTraffic counts the bytes that
 // crossed, so that tests can check that a training step moves none.
+//
+// # Compile options and capabilities
+//
+// Every choice a backend makes while compiling comes from CompileOptions,
+// per compile: nothing is read from the environment or from package
+// state. Tuning (options.go) chooses between equivalent computations (the
+// Winograd policy for 3×3 convolutions, the memory plan); a backend
+// without such a choice ignores it. PrimitivesOnly and DisableFused
+// restrict a backend to the decomposed graph.
+//
+// A backend declares the fused ops it has kernels for by implementing
+// FusedOpsDeclarer (capability.go); the pass pipeline (graph/passes) runs
+// a fusion only when every op it makes is declared, so the rest of the
+// graph stays decomposed, and DeclaredFusedOps is empty under
+// PrimitivesOnly or DisableFused. Executables may implement PlanInspector
+// and MemoryPlanReporter, which the backend test kit (backend/backendtest)
+// reads; docs/architecture.md walks through writing a backend.
 package backend
