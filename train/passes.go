@@ -116,3 +116,62 @@ func (p *Program) buildTrainingGraph(g *graph.Graph, outName string, opset int64
 	}
 	return b, nil
 }
+
+// Names of the evaluation builder's passes.
+const (
+	passToInference  = "to-inference"
+	passEvalLoss     = "add-loss"
+	passEvalState    = "promote-state"
+	passEvalAutoCast = "autocast"
+)
+
+// evaluationPasses turn the model's graph into the evaluation program's:
+// inference mode (BatchNorm on running statistics, Dropout off), the loss
+// and the model output as outputs, parameters and buffers as state inputs
+// (they change between evaluations, so they stay out of folding), autocast.
+func (p *Program) evaluationPasses(outName string) []passes.Pass {
+	return []passes.Pass{
+		{Name: passToInference, Doc: "BatchNormalization on running statistics, Dropout off",
+			Before: []string{passEvalLoss},
+			Run:    func(g *graph.Graph, _ *passes.Env) (int, error) { toInference(g); return 0, nil }},
+		{Name: passEvalLoss, Doc: "the loss of the chosen output; the loss and the model output become the graph's outputs",
+			Run: func(g *graph.Graph, _ *passes.Env) (int, error) {
+				evalLoss, err := p.addLoss(g, outName)
+				if err != nil {
+					return 0, err
+				}
+				g.Outputs = []*graph.ValueInfo{{Name: evalLoss}}
+				if p.cfg.Loss.Kind != "output" {
+					g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: outName})
+				}
+				return 1, nil
+			}},
+		{Name: passEvalState, Doc: "parameters and buffers become the inputs the shared state binds",
+			Run: func(g *graph.Graph, _ *passes.Env) (int, error) {
+				for _, prm := range p.Params {
+					delete(g.Initializers, prm.Name)
+					g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: prm.Name, Type: typeOf(prm.Value)})
+				}
+				for name, t := range p.Buffers {
+					delete(g.Initializers, name)
+					g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(t)})
+				}
+				return len(p.Params) + len(p.Buffers), nil
+			}},
+		{Name: passEvalAutoCast, Doc: "the forward pass and loss in bf16 or fp16 (with MixedPrecision)",
+			Requires: []string{passToInference}, After: []string{passEvalLoss, passEvalState},
+			Run: func(g *graph.Graph, env *passes.Env) (int, error) {
+				return 0, autoCast(g, env.Opset, p.cfg.MixedPrecision) // amp.go
+			}},
+	}
+}
+
+// buildEvaluationGraph runs the evaluation passes on g.
+func (p *Program) buildEvaluationGraph(g *graph.Graph, outName string, opset int64) error {
+	pl, err := passes.New("evaluation", p.evaluationPasses(outName)...)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	_, err = pl.Run(g, &passes.Env{Opset: opset})
+	return err
+}

@@ -42,4 +42,13 @@ func TestTrainingPassesOrder(t *testing.T) {
 	_, err = passes.New("training step", noLowering...)
 	require.True(t, errors.Is(err, passes.ErrOrder), "%v", err)
 	assert.Contains(t, err.Error(), `"autodiff" requires "lower-for-autodiff", which the pipeline does not run`)
+
+	// The evaluation graph's passes: autocast needs inference mode first.
+	eval := p.evaluationPasses("y")
+	pl, err = passes.New("evaluation", eval...)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"to-inference", "add-loss", "promote-state", "autocast"}, pl.Names())
+	_, err = passes.New("evaluation", eval[3], eval[0], eval[1], eval[2])
+	require.True(t, errors.Is(err, passes.ErrOrder), "%v", err)
+	assert.Contains(t, err.Error(), `"autocast" (position 1) requires "to-inference" to run first`)
 }

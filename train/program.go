@@ -380,35 +380,15 @@ func (p *Program) addStateOutputs(g *graph.Graph, state []backend.StateSpec) []b
 
 // compileEvaluation builds the evaluation graph (inference mode, with the loss) and compiles it, sharing the training step's state.
 func (p *Program) compileEvaluation(m *graph.Model, outName string) error {
-	// Evaluation graph: the model in inference mode, with the loss.
+	// Evaluation graph: the model in inference mode, with the loss, its
+	// parameters and buffers as state (the evaluation passes, passes.go).
 	eg := cloneGraph(m.Graph)
-	toInference(eg)
-	evalLoss, err := p.addLoss(eg, outName)
-	if err != nil {
+	if err := p.buildEvaluationGraph(eg, outName, m.Opset()); err != nil {
 		return err
 	}
 	p.evalOutput = outName
-	eg.Outputs = []*graph.ValueInfo{{Name: evalLoss}}
-	if p.cfg.Loss.Kind != "output" {
-		eg.Outputs = append(eg.Outputs, &graph.ValueInfo{Name: outName})
-	}
-	for _, prm := range p.Params {
-		eg.Initializers[prm.Name] = prm.Value
-	}
 	em := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: eg, Functions: m.Functions}
-	// Parameters change between evaluations: keep them out of folding by
-	// compiling with them as inputs.
-	for _, prm := range p.Params {
-		delete(eg.Initializers, prm.Name)
-		eg.Inputs = append(eg.Inputs, &graph.ValueInfo{Name: prm.Name, Type: typeOf(prm.Value)})
-	}
-	for name, t := range p.Buffers {
-		delete(eg.Initializers, name)
-		eg.Inputs = append(eg.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(t)})
-	}
-	if err := autoCast(eg, m.Opset(), p.cfg.MixedPrecision); err != nil { // amp.go
-		return err
-	}
+	var err error
 	var evalState []backend.StateSpec
 	for _, prm := range p.Params {
 		evalState = append(evalState, backend.StateSpec{Name: prm.Name, Init: prm.Value})
