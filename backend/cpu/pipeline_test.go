@@ -11,6 +11,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/backendtest"
 	"github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -72,4 +73,48 @@ func TestDeclaredFusedOpsDecideFusions(t *testing.T) {
 	assert.Len(t, backend.DeclaredFusedOps(b, backend.CompileOptions{}), len(b.FusedOps()))
 	assert.Empty(t, backend.DeclaredFusedOps(b, backend.CompileOptions{PrimitivesOnly: true}))
 	assert.Empty(t, backend.DeclaredFusedOps(b, backend.CompileOptions{DisableFused: true}))
+}
+
+// TestWinogradOptionReachesKernels: the compile option Tuning.Winograd
+// (which replaced the process-wide nn.SetWinograd) reaches the
+// convolution kernels through kern.Context: forced, a 3×3 stride-1 Conv
+// and its input and filter gradients go through the transform; off, none
+// does; the two agree to float32 rounding. Two executables with different
+// policies run side by side.
+func TestWinogradOptionReachesKernels(t *testing.T) {
+	g := graph.NewGraph("conv")
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: backendtest.F32Type(2, 8, 8, 8)}, {Name: "w", Type: backendtest.F32Type(8, 8, 3, 3)},
+		{Name: "dy", Type: backendtest.F32Type(2, 8, 8, 8)}}
+	g.Nodes = []*graph.Node{{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"y"},
+		Attrs: map[string]*graph.Attr{"pads": graph.IntsAttr("pads", 1, 1, 1, 1)}}}
+	grads, err := graph.Gradients(g, "y", []string{"x", "w"}, "dy", 17)
+	require.NoError(t, err)
+	g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: grads[0]}, {Name: grads[1]}}
+	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
+	inputs := backendtest.NormalInputs(g, rand.New(rand.NewPCG(43, 44)), 1)
+	compile := func(p backend.WinogradPolicy) backend.Executable {
+		exe, err := (&cpu.Backend{}).Compile(m, backend.CompileOptions{Tuning: backend.Tuning{Winograd: p}})
+		require.NoError(t, err)
+		return exe
+	}
+	force, off := compile(backend.WinogradForce), compile(backend.WinogradOff)
+	run := func(exe backend.Executable) (map[string]*graph.Tensor, int64, int64) {
+		calls, filter := nn.WinogradCalls(), nn.WinogradFilterGradCalls()
+		out, err := exe.Run(context.Background(), inputs)
+		require.NoError(t, err)
+		kept := map[string]*graph.Tensor{}
+		for k, v := range out {
+			kept[k] = v.Clone()
+		}
+		return kept, nn.WinogradCalls() - calls, nn.WinogradFilterGradCalls() - filter
+	}
+	want, calls, filter := run(off)
+	assert.Zero(t, calls, "off: no forward or input gradient through the transform")
+	assert.Zero(t, filter, "off: no filter gradient through the transform")
+	got, calls, filter := run(force)
+	assert.Equal(t, int64(2), calls, "forced: the forward product and the input gradient")
+	assert.Equal(t, int64(1), filter, "forced: the filter gradient")
+	for name, w := range want {
+		assert.InDeltaSlice(t, w.Float32s(), got[name].Float32s(), 1e-4, name)
+	}
 }
