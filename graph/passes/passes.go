@@ -9,10 +9,11 @@
 // of them (backend.FusedOpsDeclarer, passed in Env.Fused), so a backend
 // without those kernels keeps the decomposed graph.
 //
-// The standard passes and their order are listed in Standard and in
-// docs/architecture.md: the training builder's (package train), the
-// compile-time passes every backend runs (Compile) and those that run once
-// the input shapes are known (Specialised).
+// The standard compile-time passes are CompilePasses (every compile),
+// SpecialisedPasses (once the input shapes are known) and SubgraphPasses
+// (control-flow bodies); the training and evaluation builders of package
+// train declare theirs in train/passes.go. docs/architecture.md lists them
+// all with their constraints.
 package passes
 
 import (
@@ -62,9 +63,6 @@ type Env struct {
 	Fused map[string]bool
 	// Shapes are the fed input shapes (specialize).
 	Shapes map[string][]int
-	// Hooks carry the caller's own state for passes it defines (the
-	// training builder's); standard passes ignore them.
-	Hooks any
 
 	// counts are the rewrites of the passes that ran so far, by name.
 	counts map[string]int
