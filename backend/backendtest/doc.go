@@ -29,6 +29,9 @@
 //   - Training: the committed fixtures trained through package train and
 //     compared with PyTorch 1.13's goldens (models/).
 //
-// Checks about one backend's internals (its kernels, assembly, arenas)
-// stay in that backend's package.
+// Conformance reads the ONNX cases from testdata/onnx (or $ONNX_TESTDATA)
+// and Training the fixtures from models/, both found from the working
+// directory's module: a backend kept in this repository (backend/<name>)
+// finds them. Checks about one backend's internals (its kernels, assembly,
+// arenas) stay in that backend's package.
 package backendtest
