@@ -157,10 +157,11 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 		if rc.RecvTimeout <= 0 {
 			rc.RecvTimeout = group.Timeout()
 		}
-		// Listen on the address this machine reaches the master from (so
-		// that the others can dial it); loopback on one machine.
-		host := ""
-		if a := os.Getenv("MASTER_ADDR"); a != "" && !isLoopback(a) {
+		// Listen on ONNXTRAIN_LISTEN_HOST, else on the address this machine
+		// reaches the master from (so that the others can dial it);
+		// loopback on one machine.
+		host := os.Getenv("ONNXTRAIN_LISTEN_HOST") // as distrib's peer listener
+		if a := os.Getenv("MASTER_ADDR"); host == "" && a != "" && !isLoopback(a) {
 			if c, err := net.Dial("udp", net.JoinHostPort(a, "9")); err == nil { // sends nothing
 				host = c.LocalAddr().(*net.UDPAddr).IP.String()
 				c.Close()
