@@ -56,6 +56,9 @@ type AcceleratorConfig struct {
 	Recompute bool
 	// PrimitivesOnly builds models with ProgramConfig.PrimitivesOnly.
 	PrimitivesOnly bool
+	// Pipeline cuts models into stages (PreparePipeline,
+	// pipeline_accelerator.go).
+	Pipeline PipelineConfig
 }
 
 // Accelerator is Hugging Face accelerate's training loop in Go. Prepare the
