@@ -41,6 +41,10 @@ type StageConfig struct {
 	// instead of keeping them from the forward pass (--recompute): less
 	// memory per micro-batch in flight, a little more time.
 	Recompute bool
+	// AutoCast, when set, rewrites the stage's lowered forward graph (with
+	// its loss) for mixed precision before autodiff, at the point where
+	// train.Build applies it to the whole model.
+	AutoCast func(g *graph.Graph, opset int64) error
 }
 
 // Param is a trainable tensor a stage owns (its own copy).
@@ -121,8 +125,14 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		}
 		g.Nodes = append(g.Nodes, &cn)
 	}
+	types := plan.types
+	if cfg.AutoCast != nil {
+		if types, err = plan.castTypesFor(cfg.AutoCast); err != nil {
+			return fail(err)
+		}
+	}
 	dtypeOf := func(v string) graph.DType {
-		if t := plan.types[v]; t != nil {
+		if t := types[v]; t != nil {
 			return t.DType
 		}
 		return graph.Undefined
@@ -226,6 +236,11 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 	if err := graph.LowerForAutodiff(g, opset); err != nil {
 		return fail(err)
 	}
+	if cfg.AutoCast != nil {
+		if err := cfg.AutoCast(g, opset); err != nil {
+			return fail(err)
+		}
+	}
 	forwardNodes := len(g.Nodes)
 	if !sp.Last {
 		b := graph.NewBuilder("pipeline/objective", opset)
@@ -271,7 +286,15 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 			out = weightGradPref + xs[i]
 			wGrads = append(wGrads, out)
 		}
-		g.Nodes = append(g.Nodes, &graph.Node{Name: out, OpType: "Identity", Inputs: []string{gname}, Outputs: []string{out}})
+		n := &graph.Node{Name: out, OpType: "Identity", Inputs: []string{gname}, Outputs: []string{out}}
+		if cfg.AutoCast != nil && i < len(floatIns) {
+			// Under mixed precision a gradient's runtime type can differ
+			// from its inferred one (a float32 tensor added to a bfloat16
+			// product as a bias gets a bfloat16 gradient); what crosses
+			// back has the type of the tensor it belongs to.
+			n.OpType, n.Attrs = "Cast", map[string]*graph.Attr{"to": graph.IntAttr("to", int64(dtypeOf(xs[i])))}
+		}
+		g.Nodes = append(g.Nodes, n)
 	}
 	upd := make([]string, 0, len(sp.bufferUpdates))
 	for o := range sp.bufferUpdates {

@@ -71,8 +71,9 @@ type PipelineModel struct {
 }
 
 // PreparePipeline cuts m into AcceleratorConfig.Pipeline.Stages ranks and
-// builds this process's stages. Mixed precision, ZeRO and SyncBatchNorm
-// are refused with pipelining.
+// builds this process's stages. MixedPrecision bf16 autocasts the whole
+// graph before it is cut; fp16 (one loss scale over every stage), ZeRO and
+// SyncBatchNorm are refused with pipelining.
 func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss LossConfig, opts PipelineOptions) (*PipelineModel, error) {
 	pc := a.cfg.Pipeline
 	switch {
@@ -80,8 +81,6 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs Pipeline.Stages > 0, got %d", pc.Stages)
 	case opts.NewOptimizer == nil:
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs PipelineOptions.NewOptimizer (each stage steps its own parameters)")
-	case a.cfg.MixedPrecision != "" && a.cfg.MixedPrecision != "no":
-		return nil, fmt.Errorf("accelerator: MixedPrecision %q is not supported with pipelining yet", a.cfg.MixedPrecision)
 	case a.cfg.Zero > 0 || a.cfg.SyncBatchNorm:
 		return nil, fmt.Errorf("accelerator: Zero and SyncBatchNorm are not supported with pipelining yet")
 	case pc.MicroBatches > 0 && a.cfg.GradAccum > 1 && pc.MicroBatches != a.cfg.GradAccum:
@@ -104,7 +103,7 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 	}
 	pb := pipelineBuild{Stages: pc.Stages, Micro: M, Schedule: pc.Schedule, Virtual: pc.VirtualStages, SplitAt: pc.SplitAt,
 		Devices: strings.Join(pc.Devices, ","), Partition: pc.Partition, StageMemory: pc.StageMemory, BatchSize: batch,
-		Slots: opts.OptimizerSlots, Backend: a.cfg.Backend, Seed: a.cfg.Seed, Recompute: a.cfg.Recompute,
+		Slots: opts.OptimizerSlots, Backend: a.cfg.Backend, Seed: a.cfg.Seed, Recompute: a.cfg.Recompute, MixedPrecision: a.cfg.MixedPrecision,
 		NewOptimizer: opts.NewOptimizer}
 	if len(opts.Profile) > 0 {
 		pb.First = func(context.Context) ([]pipeline.Batch, error) { return pipelineBatches(opts.Profile), nil }

@@ -2,6 +2,7 @@ package train_test
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -129,4 +130,28 @@ stage-memory: 1GiB
 	require.Equal(t, "zb1p", cfg.Schedule)
 	require.Equal(t, "cpu:0,cpu:1", cfg.Devices)
 	assertSameRecords(t, want, runRecords(t, cfg))
+}
+
+// The small GPT export trained from its uint16 token file with a 2-stage
+// pipeline (2 micro-batches of 2 windows per step) follows PyTorch's
+// batch-4 AdamW losses (models/gpt/tokens_golden.json) as the one-process
+// run does, and equals `--grad-accum 2` to 1e-5.
+func TestPipelineGPTFromTokenFile(t *testing.T) {
+	var g tokenGolden
+	b, err := os.ReadFile("../models/gpt/tokens_golden.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &g))
+	one := gptTokenConfig(g)
+	one.BatchSize, one.GradAccum = g.BatchSize/2, 2
+	want := runRecords(t, one)
+	for _, schedule := range []string{"1f1b", "zbv"} {
+		cfg := gptTokenConfig(g)
+		cfg.BatchSize, cfg.PipelineStages, cfg.MicroBatches, cfg.Schedule = g.BatchSize/2, 2, 2, schedule
+		got := runRecords(t, cfg)
+		assertSameRecords(t, want, got)
+		require.Len(t, got, len(g.Losses))
+		for i, ref := range g.Losses {
+			assert.LessOrEqual(t, math.Abs(got[i].Loss-ref), 1e-3*math.Abs(ref), "%s step %d: loss %.7f, PyTorch %.7f", schedule, i+1, got[i].Loss, ref)
+		}
+	}
 }

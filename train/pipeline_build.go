@@ -29,6 +29,7 @@ type pipelineBuild struct {
 	Backend                string
 	Seed                   int64
 	Recompute              bool
+	MixedPrecision         string        // "", "no" or "bf16"
 	Timeout                time.Duration // of one receive (0: the group's, or 5 minutes)
 	NewOptimizer           func([]*optim.Param) (optim.Optimizer, error)
 	// First returns the first micro-batches of the data, for --partition
@@ -67,7 +68,19 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 			return nil, fmt.Errorf("--stage-memory: %w", err)
 		}
 	}
+	switch pb.MixedPrecision {
+	case "", "no":
+	case "bf16":
+	default:
+		return nil, fmt.Errorf("--mixed-precision %s is not supported with --pipeline-stages (fp16 needs one loss scale and one inf check over every stage; use bf16)", pb.MixedPrecision)
+	}
 	sc := pipeline.StageConfig{Backend: pb.Backend, Seed: pb.Seed, Recompute: pb.Recompute}
+	if pb.MixedPrecision == "bf16" {
+		// Each stage autocasts its lowered forward graph where train.Build
+		// autocasts the whole one; the tensors crossing a cut keep their
+		// whole-graph types (pipeline.StageConfig.AutoCast).
+		sc.AutoCast = func(g *graph.Graph, opset int64) error { return autoCast(g, opset, pb.MixedPrecision) }
+	}
 	if lc.Kind == "output" {
 		sc.LossOutput = lc.Output
 	} else {

@@ -43,8 +43,8 @@ func (c *Config) checkPipeline() error {
 		return fmt.Errorf("--pipeline-stages: one step consumes --micro-batches (%d) micro-batches; --grad-accum %d would disagree (leave it at 1)", c.MicroBatches, c.GradAccum)
 	case c.ValData != "":
 		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet")
-	case c.MixedPrecision != "" && c.MixedPrecision != "no":
-		return fmt.Errorf("--mixed-precision is not supported with --pipeline-stages yet")
+	case c.MixedPrecision != "" && c.MixedPrecision != "no" && c.MixedPrecision != "bf16":
+		return fmt.Errorf("--mixed-precision %s is not supported with --pipeline-stages (fp16 needs one loss scale and one inf check over every stage; use bf16)", c.MixedPrecision)
 	case c.Zero > 0 || c.SyncBatchNorm:
 		return fmt.Errorf("--zero and --sync-batchnorm are not supported with --pipeline-stages yet")
 	case c.TrainOnly != "":
@@ -101,7 +101,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			inputs = append(inputs, in.Name)
 		}
 	}
-	ds, err := OpenData(cfg, cfg.Data, true, &Program{DataInputs: inputs, NeedsLabels: lc.Kind != "output"})
+	ds, err := OpenData(cfg, cfg.Data, true, &Program{Model: m, DataInputs: inputs, NeedsLabels: lc.Kind != "output"})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	}
 	pb := pipelineBuild{Stages: cfg.PipelineStages, Micro: M, Schedule: cfg.Schedule, Virtual: cfg.VirtualStages,
 		Devices: cfg.Devices, Partition: cfg.Partition, StageMemory: cfg.StageMemory, BatchSize: cfg.BatchSize,
-		Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Timeout: cfg.DistTimeout,
+		Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Timeout: cfg.DistTimeout, MixedPrecision: cfg.MixedPrecision,
 		NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) },
 		First:        func(ctx context.Context) ([]pipeline.Batch, error) { return firstMicroBatches(ctx, loader, M) }}
 	if cfg.SplitAt != "" {
