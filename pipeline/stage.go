@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -58,6 +59,11 @@ type Param struct {
 // gradient of the stage's outputs. Values pass between them through a
 // per-micro-batch environment the runner keeps (see Env).
 type StageProgram struct {
+	// gradSink, when set (by the Runner), takes each parameter gradient a
+	// pass computes straight from the backend's buffer, instead of a copy
+	// of it in the micro-batch's env.
+	gradSink func(param string, g *graph.Tensor)
+
 	Index int
 	Last  bool
 	// Params are the stage's own copies of its parameters.
@@ -541,6 +547,10 @@ func (sp *StageProgram) run(ctx context.Context, ph *phase, env Env) error {
 		t := out[o]
 		if t == nil {
 			return fmt.Errorf("pipeline: stage %d: %s pass produced no %q", sp.Index, ph.name, o)
+		}
+		if sp.gradSink != nil && strings.HasPrefix(o, weightGradPref) {
+			sp.gradSink(o[len(weightGradPref):], t) // added in place: no copy per micro-batch
+			continue
 		}
 		env[o] = t.Clone()
 	}
