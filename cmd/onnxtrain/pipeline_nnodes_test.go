@@ -86,3 +86,23 @@ func TestPipelineTwoNodes(t *testing.T) {
 		run(t, loopbackHosts(), freePort(t))
 	})
 }
+
+// TestPipelineDevicesEqualProcesses: the stages on two CPU devices of one
+// process (`--devices cpu:0,cpu:1`, activations in memory) log the losses
+// and gradient norms of the same pipeline over two processes (activations
+// over TCP), step for step, and write the same model.
+func TestPipelineDevicesEqualProcesses(t *testing.T) {
+	testutil.SkipShort(t, "starts worker processes")
+	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
+	common := []string{"train", "--model", vitModel, "--data", vitData, "--optimizer", "adamw", "--lr", "0.001",
+		"--steps", "3", "--shuffle=false", "--log-format", "json", "--batch-size", "2", "--clip-grad-norm", "5",
+		"--pipeline-stages", "2", "--micro-batches", "4", "--schedule", "zb1p"}
+	inProcess := stepRecords(t, runCLI(t, append(common, "--devices", "cpu:0,cpu:1")...))
+	processes := stepRecords(t, runCLI(t, launched(t, 2, nil, common...)...))
+	require.Len(t, inProcess, 3)
+	require.Len(t, processes, len(inProcess))
+	for i := range inProcess {
+		require.InDelta(t, inProcess[i].Loss, processes[i].Loss, 1e-5*inProcess[i].Loss, "step %d loss", i+1)
+		require.InDelta(t, inProcess[i].GradNorm, processes[i].GradNorm, 1e-5*inProcess[i].GradNorm, "step %d grad norm", i+1)
+	}
+}
