@@ -102,7 +102,9 @@ type Plan struct {
 	model *graph.Model
 	g     *graph.Graph // topologically sorted copy
 	types map[string]*graph.Type
+	known map[string]*graph.Type // the data inputs' types, as partitioned
 	opts  PartitionOptions
+	cast  castTypes // autocast.go
 }
 
 // Model is the model the plan cuts.
@@ -168,7 +170,7 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	p.types = types
+	p.types, p.known = types, known
 
 	// The nodes a cut may fall between: all but Constant nodes, which
 	// every stage that reads them gets a copy of.

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -69,5 +70,101 @@ func ProfilePartition(ctx context.Context, m *graph.Model, opts PartitionOptions
 		}
 	}
 	opts.NodeSeconds = measured
-	return Partition(m, opts)
+	cut, err := Partition(m, opts)
+	if err != nil || len(opts.SplitAt) > 0 || opts.Stages < 2 {
+		return cut, err
+	}
+	return refinePartition(ctx, m, opts, sc, micro, steps, cut)
+}
+
+// refineRounds bounds refinePartition's measure-and-recut rounds.
+const refineRounds = 3
+
+// refinePartition measures the stages of cut as they are (one at a time,
+// on the micro-batches), scales the per-node costs of each stage by its
+// measured over its estimated time, cuts again, and repeats while the
+// slowest stage is more than 5% above the mean, for at most refineRounds
+// rounds; it returns the cut whose measured balance was best. The pieces
+// measured first each carry a fixed cost (a pass's launch, the transfer of
+// its inputs) that the whole stages do not: measuring the stages
+// themselves removes that error.
+func refinePartition(ctx context.Context, m *graph.Model, opts PartitionOptions, sc StageConfig, micro []Batch, steps int, cut *Plan) (*Plan, error) {
+	best, bestImb := cut, math.Inf(1)
+	for round := 0; ; round++ {
+		times, err := measureStages(ctx, cut, sc, micro, steps)
+		if err != nil {
+			return nil, err
+		}
+		var sum, worst float64
+		for _, t := range times {
+			sum, worst = sum+t, max(worst, t)
+		}
+		imb := worst/(sum/float64(len(times))) - 1
+		if imb < bestImb {
+			best, bestImb = cut, imb
+		}
+		if imb <= 0.05 || round == refineRounds {
+			return best, nil
+		}
+		secs := make(map[string]float64, len(cut.opts.NodeSeconds))
+		for k, v := range cut.opts.NodeSeconds {
+			secs[k] = v
+		}
+		for s, st := range cut.Stages {
+			var est float64
+			for _, name := range st.Nodes {
+				est += secs[name]
+			}
+			if est <= 0 || times[s] <= 0 {
+				continue
+			}
+			for _, name := range st.Nodes {
+				secs[name] *= times[s] / est
+			}
+		}
+		next := opts
+		next.NodeSeconds = secs
+		if cut, err = Partition(m, next); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// measureStages times each stage of plan (forward and backward of every
+// micro-batch, one stage at a time): the least time of steps steps after a
+// warm-up, which on a shared machine is the stable figure (a step that
+// another process preempted only ever takes longer).
+func measureStages(ctx context.Context, plan *Plan, sc StageConfig, micro []Batch, steps int) ([]float64, error) {
+	seq, err := Sequential(len(plan.Stages), len(micro), false)
+	if err != nil {
+		return nil, err
+	}
+	r, err := NewRunner(plan, seq, RunnerConfig{Stage: sc})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: --partition profile: %w", err)
+	}
+	return MinStageSeconds(ctx, r, micro, steps)
+}
+
+// MinStageSeconds runs r's schedule steps times after one warm-up step
+// (forward and backward, no optimizer step) and returns each stage's least
+// forward+backward time of a step.
+func MinStageSeconds(ctx context.Context, r *Runner, micro []Batch, steps int) ([]float64, error) {
+	times := make([]float64, len(r.Plan.Stages))
+	for i := range times {
+		times[i] = math.Inf(1)
+	}
+	for i := 0; i <= max(steps, 1); i++ {
+		r.ResetProfile()
+		if err := r.ForwardBackward(ctx, micro); err != nil {
+			return nil, fmt.Errorf("pipeline: --partition profile: %w", err)
+		}
+		if i == 0 {
+			continue // the first step compiles and warms up
+		}
+		for s, p := range r.Profile() {
+			times[s] = min(times[s], (p.Forward + p.Backward).Seconds())
+		}
+	}
+	return times, nil
 }

@@ -193,6 +193,24 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		r.passCount = append(r.passCount, [4]int{})
 		r.kept = append(r.kept, 0)
 		r.grads = append(r.grads, make([]*graph.Tensor, len(sp.Params)))
+		// Each micro-batch's parameter gradients go into the step's sums as
+		// the pass returns them, in the order finish would add them (one
+		// pass per micro-batch computes them), without a copy of each.
+		s, index := s, map[string]int{}
+		for i, p := range sp.Params {
+			index[p.Name] = i
+		}
+		sp.gradSink = func(name string, g *graph.Tensor) {
+			i, ok := index[name]
+			if !ok {
+				return
+			}
+			if r.grads[s][i] == nil {
+				r.grads[s][i] = g.Clone()
+			} else {
+				addInto(r.grads[s][i], g)
+			}
+		}
 		if cfg.NewOptimizer != nil {
 			o, err := cfg.NewOptimizer(s, ps)
 			if err != nil {
@@ -553,6 +571,9 @@ func (r *Runner) finish(s, mb int, envs [][]Env) {
 	env := envs[s][mb]
 	for i, p := range sp.Params {
 		g := sp.ParamGrad(env, p.Name)
+		if g == nil { // taken by gradSink
+			continue
+		}
 		if r.grads[s][i] == nil {
 			r.grads[s][i] = g
 		} else {

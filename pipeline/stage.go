@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -44,6 +45,10 @@ type StageConfig struct {
 	// Tuning is passed to every compile of the stage programs
 	// (backend.Tuning: the Winograd policy, the memory plan).
 	Tuning backend.Tuning
+	// AutoCast, when set, rewrites the stage's lowered forward graph (with
+	// its loss) for mixed precision before autodiff, at the point where
+	// train.Build applies it to the whole model.
+	AutoCast func(g *graph.Graph, opset int64) error
 }
 
 // Param is a trainable tensor a stage owns (its own copy).
@@ -57,6 +62,11 @@ type Param struct {
 // gradient of the stage's outputs. Values pass between them through a
 // per-micro-batch environment the runner keeps (see Env).
 type StageProgram struct {
+	// gradSink, when set (by the Runner), takes each parameter gradient a
+	// pass computes straight from the backend's buffer, instead of a copy
+	// of it in the micro-batch's env.
+	gradSink func(param string, g *graph.Tensor)
+
 	Index int
 	Last  bool
 	// Params are the stage's own copies of its parameters.
@@ -124,8 +134,14 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		}
 		g.Nodes = append(g.Nodes, &cn)
 	}
+	types := plan.types
+	if cfg.AutoCast != nil {
+		if types, err = plan.castTypesFor(cfg.AutoCast); err != nil {
+			return fail(err)
+		}
+	}
 	dtypeOf := func(v string) graph.DType {
-		if t := plan.types[v]; t != nil {
+		if t := types[v]; t != nil {
 			return t.DType
 		}
 		return graph.Undefined
@@ -229,6 +245,11 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 	if err := graph.LowerForAutodiff(g, opset); err != nil {
 		return fail(err)
 	}
+	if cfg.AutoCast != nil {
+		if err := cfg.AutoCast(g, opset); err != nil {
+			return fail(err)
+		}
+	}
 	forwardNodes := len(g.Nodes)
 	if !sp.Last {
 		b := graph.NewBuilder("pipeline/objective", opset)
@@ -274,7 +295,15 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 			out = weightGradPref + xs[i]
 			wGrads = append(wGrads, out)
 		}
-		g.Nodes = append(g.Nodes, &graph.Node{Name: out, OpType: "Identity", Inputs: []string{gname}, Outputs: []string{out}})
+		n := &graph.Node{Name: out, OpType: "Identity", Inputs: []string{gname}, Outputs: []string{out}}
+		if cfg.AutoCast != nil && i < len(floatIns) {
+			// Under mixed precision a gradient's runtime type can differ
+			// from its inferred one (a float32 tensor added to a bfloat16
+			// product as a bias gets a bfloat16 gradient); what crosses
+			// back has the type of the tensor it belongs to.
+			n.OpType, n.Attrs = "Cast", map[string]*graph.Attr{"to": graph.IntAttr("to", int64(dtypeOf(xs[i])))}
+		}
+		g.Nodes = append(g.Nodes, n)
 	}
 	upd := make([]string, 0, len(sp.bufferUpdates))
 	for o := range sp.bufferUpdates {
@@ -524,6 +553,10 @@ func (sp *StageProgram) run(ctx context.Context, ph *phase, env Env) error {
 		t := out[o]
 		if t == nil {
 			return fmt.Errorf("pipeline: stage %d: %s pass produced no %q", sp.Index, ph.name, o)
+		}
+		if sp.gradSink != nil && strings.HasPrefix(o, weightGradPref) {
+			sp.gradSink(o[len(weightGradPref):], t) // added in place: no copy per micro-batch
+			continue
 		}
 		env[o] = t.Clone()
 	}

@@ -227,6 +227,12 @@ func (t *TCPTransport) box(peer int, k MsgKey) chan map[string]*graph.Tensor {
 	return ch
 }
 
+// sendError names the peer a failed send was for, as a failed receive
+// names it: a dead peer shows up on whichever side notices first.
+func sendError(self, peer int, err error) error {
+	return fmt.Errorf("%w: rank %d closed the connection or stopped reading while rank %d was sending to it (%v)", ErrPeerLost, peer, self, err)
+}
+
 // Send implements Transport.
 func (t *TCPTransport) Send(ctx context.Context, peer int, k MsgKey, tensors map[string]*graph.Tensor) error {
 	pl := t.conns[peer]
@@ -237,10 +243,10 @@ func (t *TCPTransport) Send(ctx context.Context, peer int, k MsgKey, tensors map
 	defer pl.wmu.Unlock()
 	pl.conn.SetWriteDeadline(time.Now().Add(t.timeout))
 	if err := encodeMessage(pl.w, k, tensors); err != nil {
-		return fmt.Errorf("%w: sending to rank %d: %v", ErrPeerLost, peer, err)
+		return sendError(t.rank, peer, err)
 	}
 	if err := pl.w.Flush(); err != nil {
-		return fmt.Errorf("%w: sending to rank %d: %v", ErrPeerLost, peer, err)
+		return sendError(t.rank, peer, err)
 	}
 	return nil
 }

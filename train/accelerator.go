@@ -59,6 +59,9 @@ type AcceleratorConfig struct {
 	PrimitivesOnly bool
 	// Tuning builds models with ProgramConfig.Tuning.
 	Tuning backend.Tuning
+	// Pipeline cuts models into stages (PreparePipeline,
+	// pipeline_accelerator.go).
+	Pipeline PipelineConfig
 }
 
 // Accelerator is Hugging Face accelerate's training loop in Go. Prepare the

@@ -9,9 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
-	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -45,8 +43,8 @@ func (c *Config) checkPipeline() error {
 		return fmt.Errorf("--pipeline-stages: one step consumes --micro-batches (%d) micro-batches; --grad-accum %d would disagree (leave it at 1)", c.MicroBatches, c.GradAccum)
 	case c.ValData != "":
 		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet")
-	case c.MixedPrecision != "" && c.MixedPrecision != "no":
-		return fmt.Errorf("--mixed-precision is not supported with --pipeline-stages yet")
+	case c.MixedPrecision != "" && c.MixedPrecision != "no" && c.MixedPrecision != "bf16":
+		return fmt.Errorf("--mixed-precision %s is not supported with --pipeline-stages (fp16 needs one loss scale and one inf check over every stage; use bf16)", c.MixedPrecision)
 	case c.Zero > 0 || c.SyncBatchNorm:
 		return fmt.Errorf("--zero and --sync-batchnorm are not supported with --pipeline-stages yet")
 	case c.TrainOnly != "":
@@ -96,14 +94,6 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	lc.LabelSmoothing = cfg.LabelSmoothing
 	lc.IgnoreIndex = cfg.IgnoreIndex
 	M := cfg.microBatches()
-	name := cfg.Schedule
-	if name == "" {
-		name = "1f1b"
-	}
-	sched, err := pipeline.New(name, cfg.PipelineStages, M, cfg.VirtualStages)
-	if err != nil {
-		return nil, fmt.Errorf("--schedule: %w", err)
-	}
 	// The data: the graph inputs, and labels for a loss outside the graph.
 	var inputs []string
 	for _, in := range m.Graph.Inputs {
@@ -111,7 +101,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			inputs = append(inputs, in.Name)
 		}
 	}
-	ds, err := OpenData(cfg, cfg.Data, true, &Program{DataInputs: inputs, NeedsLabels: lc.Kind != "output"})
+	ds, err := OpenData(cfg, cfg.Data, true, &Program{Model: m, DataInputs: inputs, NeedsLabels: lc.Kind != "output"})
 	if err != nil {
 		return nil, err
 	}
@@ -122,71 +112,23 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if loader.Len() == 0 {
 		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, ds.Len(), cfg.BatchSize)
 	}
-	popts := pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: cfg.BatchSize}
+	pb := pipelineBuild{Stages: cfg.PipelineStages, Micro: M, Schedule: cfg.Schedule, Virtual: cfg.VirtualStages,
+		Devices: cfg.Devices, Partition: cfg.Partition, StageMemory: cfg.StageMemory, BatchSize: cfg.BatchSize,
+		Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Timeout: cfg.DistTimeout, MixedPrecision: cfg.MixedPrecision, Tuning: cfg.Tuning,
+		NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) },
+		First:        func(ctx context.Context) ([]pipeline.Batch, error) { return firstMicroBatches(ctx, loader, M) }}
 	if cfg.SplitAt != "" {
-		popts.SplitAt = strings.Split(cfg.SplitAt, ",")
+		pb.SplitAt = strings.Split(cfg.SplitAt, ",")
 	}
-	if cfg.StageMemory != "" {
-		if popts.StageMemory, err = pipeline.ParseBytes(cfg.StageMemory); err != nil {
-			return nil, fmt.Errorf("--stage-memory: %w", err)
-		}
+	if cfg.Optimizer == "sgd" {
+		pb.Slots = 1
 	}
-	switch cfg.Optimizer {
-	case "sgd":
-		popts.OptimizerSlots = 1
-	default:
-		popts.OptimizerSlots = 2
-	}
-	sc := pipeline.StageConfig{Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Tuning: cfg.Tuning}
-	if lc.Kind == "output" {
-		sc.LossOutput = lc.Output
-	} else {
-		sc.Loss = LossAppender(m, lc)
-	}
-	plan, err := partitionFor(ctx, cfg, m, popts, sc, loader, M, group)
+	built, err := buildPipeline(ctx, pb, m, lc, group, rank, replicas, replica)
 	if err != nil {
 		return nil, err
 	}
-	var devices []string
-	if cfg.Devices != "" {
-		devices = strings.Split(cfg.Devices, ",")
-	}
-	rc := pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: cfg.DistTimeout,
-		NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) }}
-	if group != nil {
-		if rc.RecvTimeout <= 0 {
-			rc.RecvTimeout = group.Timeout()
-		}
-		// Listen on the address this machine reaches the master from (so
-		// that the others can dial it); loopback on one machine.
-		host := ""
-		if a := os.Getenv("MASTER_ADDR"); a != "" && !isLoopback(a) {
-			if c, err := net.Dial("udp", net.JoinHostPort(a, "9")); err == nil { // sends nothing
-				host = c.LocalAddr().(*net.UDPAddr).IP.String()
-				c.Close()
-			}
-		}
-		tr, err := pipeline.NewTCPTransport(ctx, group, host, rc.RecvTimeout)
-		if err != nil {
-			return nil, err
-		}
-		defer tr.Close()
-		rc.Transport, rc.Rank, rc.Group = pipeline.ReplicaTransport(tr, replica*cfg.PipelineStages), rank, group
-		rc.Replicas, rc.Replica = replicas, replica
-		if len(devices) == 0 {
-			for r := 0; r < cfg.PipelineStages; r++ {
-				rc.Devices = append(rc.Devices, fmt.Sprintf("cpu:0@rank%d", r))
-			}
-		}
-	}
-	runner, err := pipeline.NewRunner(plan, sched, rc)
-	if err != nil {
-		return nil, err
-	}
-	// Each process keeps only its stages' parameters (the stages hold
-	// their own copies; the loaded model's other tensors can go).
-	runner.ReleaseOtherStages()
-	debug.FreeOSMemory()
+	defer built.close()
+	runner, plan, sched := built.runner, built.plan, built.sched
 	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), M*replicas)
 	lrs, err := NewSchedule(cfg, total)
 	if err != nil {
@@ -416,48 +358,18 @@ func gatherStages(ctx context.Context, g *distrib.Group, r *pipeline.Runner) (pa
 	return params, buffers, opt, nil
 }
 
-// partitionFor cuts the model: by the cost model (--partition estimate)
-// or by measuring its pieces on the first micro-batches (--partition
-// profile; across processes, process 0 measures and sends the measured
-// node costs to the others, so that every process cuts alike).
-func partitionFor(ctx context.Context, cfg Config, m *graph.Model, popts pipeline.PartitionOptions, sc pipeline.StageConfig, loader *data.Loader, M int, group *distrib.Group) (*pipeline.Plan, error) {
-	switch cfg.Partition {
-	case "", "estimate":
-		return pipeline.Partition(m, popts)
-	case "profile":
-	default:
-		return nil, fmt.Errorf("--partition must be estimate or profile, got %q", cfg.Partition)
-	}
-	var secs map[string]float64
-	if group == nil || group.Rank() == 0 {
-		var micro []pipeline.Batch
-		for b, err := range loader.Epoch(ctx, 0, 0) {
-			if err != nil {
-				return nil, err
-			}
-			micro = append(micro, pipeline.Batch{Inputs: b.Inputs, Labels: b.Labels})
-			if len(micro) == M {
-				break
-			}
-		}
-		plan, err := pipeline.ProfilePartition(ctx, m, popts, sc, micro, 3)
+// firstMicroBatches are the first M micro-batches of epoch 0 (for
+// --partition profile).
+func firstMicroBatches(ctx context.Context, loader *data.Loader, M int) ([]pipeline.Batch, error) {
+	var micro []pipeline.Batch
+	for b, err := range loader.Epoch(ctx, 0, 0) {
 		if err != nil {
 			return nil, err
 		}
-		secs = plan.NodeSeconds()
-	}
-	if group != nil {
-		b, err := json.Marshal(secs)
-		if err != nil {
-			return nil, err
-		}
-		if b, err = group.BroadcastObject(ctx, b, 0); err != nil {
-			return nil, fmt.Errorf("--partition profile: receiving process 0's measurements: %w", err)
-		}
-		if err := json.Unmarshal(b, &secs); err != nil {
-			return nil, fmt.Errorf("--partition profile: %w", err)
+		micro = append(micro, pipeline.Batch{Inputs: b.Inputs, Labels: b.Labels})
+		if len(micro) == M {
+			break
 		}
 	}
-	popts.NodeSeconds = secs
-	return pipeline.Partition(m, popts)
+	return micro, nil
 }

@@ -1,0 +1,173 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/pipeline"
+	"github.com/onnxtrain/onnxtrain/train/data"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// PipelineConfig is pipeline parallelism in the Go API
+// (AcceleratorConfig.Pipeline), the options of `onnxtrain train
+// --pipeline-stages` under the same names: the model is cut into Stages
+// ranks, each owning its stages' parameters, gradients and optimizer
+// state, and one optimizer step consumes MicroBatches micro-batches, as
+// GradAccum = MicroBatches would in one process.
+type PipelineConfig struct {
+	// Stages is the number of ranks of one pipeline replica (0: off).
+	// With AcceleratorConfig.Group, process p is rank p mod Stages of
+	// replica p div Stages; without it every rank runs in this process.
+	Stages int
+	// MicroBatches per optimizer step (0: AcceleratorConfig.GradAccum).
+	MicroBatches int
+	// Schedule is gpipe, 1f1b (default), interleaved, zb1p or zbv;
+	// VirtualStages the chunks per rank of interleaved (0: 2).
+	Schedule      string
+	VirtualStages int
+	// SplitAt cuts before these nodes (or the first reader of these
+	// initializers) instead of automatically.
+	SplitAt []string
+	// Devices of the ranks in one process ("cpu:0", "cpu:1", ...).
+	Devices []string
+	// Partition balances the stages by the cost model ("estimate", the
+	// default) or by timing the model's pieces ("profile", which needs
+	// PipelineOptions.Profile).
+	Partition string
+	// StageMemory bounds every stage's estimated memory ("4GiB").
+	StageMemory string
+}
+
+// PipelineOptions tune PreparePipeline.
+type PipelineOptions struct {
+	// BatchSize is the size of one micro-batch (the partitioner's
+	// activation estimates use it; 1 when 0).
+	BatchSize int
+	// NewOptimizer makes one stage's optimizer over that stage's own
+	// parameters (required).
+	NewOptimizer func(params []*optim.Param) (optim.Optimizer, error)
+	// OptimizerSlots is the optimizer state per parameter the memory
+	// estimate counts (0: 2, AdamW's; SGD with momentum has 1).
+	OptimizerSlots int
+	// Profile are micro-batches to time the model's pieces on, for
+	// Partition "profile".
+	Profile []*data.Batch
+}
+
+// PipelineModel is a model prepared for pipeline parallelism: Step runs a
+// step's micro-batches through the stages on the schedule, then the
+// caller clips and calls OptimizerStep, as with a Model.
+type PipelineModel struct {
+	acc    *Accelerator
+	runner *pipeline.Runner
+	close  func()
+	// Plan is the cut (stages, parameters, crossing tensors).
+	Plan *pipeline.Plan
+	// Schedule is the per-rank action lists the runner follows.
+	Schedule *pipeline.Schedule
+}
+
+// PreparePipeline cuts m into AcceleratorConfig.Pipeline.Stages ranks and
+// builds this process's stages. MixedPrecision bf16 autocasts the whole
+// graph before it is cut; fp16 (one loss scale over every stage), ZeRO and
+// SyncBatchNorm are refused with pipelining.
+func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss LossConfig, opts PipelineOptions) (*PipelineModel, error) {
+	pc := a.cfg.Pipeline
+	switch {
+	case pc.Stages <= 0:
+		return nil, fmt.Errorf("accelerator: PreparePipeline needs Pipeline.Stages > 0, got %d", pc.Stages)
+	case opts.NewOptimizer == nil:
+		return nil, fmt.Errorf("accelerator: PreparePipeline needs PipelineOptions.NewOptimizer (each stage steps its own parameters)")
+	case a.cfg.Zero > 0 || a.cfg.SyncBatchNorm:
+		return nil, fmt.Errorf("accelerator: Zero and SyncBatchNorm are not supported with pipelining yet")
+	case pc.MicroBatches > 0 && a.cfg.GradAccum > 1 && pc.MicroBatches != a.cfg.GradAccum:
+		return nil, fmt.Errorf("accelerator: Pipeline.MicroBatches %d and GradAccum %d disagree (one step consumes MicroBatches; leave GradAccum at 1)", pc.MicroBatches, a.cfg.GradAccum)
+	}
+	M := pc.MicroBatches
+	if M <= 0 {
+		M = a.cfg.GradAccum
+	}
+	rank, replicas, replica := 0, 1, 0
+	if g := a.cfg.Group; g != nil {
+		if g.WorldSize()%pc.Stages != 0 {
+			return nil, fmt.Errorf("accelerator: Pipeline.Stages %d over %d processes: the processes must be a multiple of the stages", pc.Stages, g.WorldSize())
+		}
+		replicas, rank, replica = g.WorldSize()/pc.Stages, g.Rank()%pc.Stages, g.Rank()/pc.Stages
+	}
+	batch := opts.BatchSize
+	if batch <= 0 {
+		batch = 1
+	}
+	pb := pipelineBuild{Stages: pc.Stages, Micro: M, Schedule: pc.Schedule, Virtual: pc.VirtualStages, SplitAt: pc.SplitAt,
+		Devices: strings.Join(pc.Devices, ","), Partition: pc.Partition, StageMemory: pc.StageMemory, BatchSize: batch,
+		Slots: opts.OptimizerSlots, Backend: a.cfg.Backend, Seed: a.cfg.Seed, Recompute: a.cfg.Recompute, MixedPrecision: a.cfg.MixedPrecision, Tuning: a.cfg.Tuning,
+		NewOptimizer: opts.NewOptimizer}
+	if len(opts.Profile) > 0 {
+		pb.First = func(context.Context) ([]pipeline.Batch, error) { return pipelineBatches(opts.Profile), nil }
+	}
+	built, err := buildPipeline(ctx, pb, m, loss, a.cfg.Group, rank, replicas, replica)
+	if err != nil {
+		return nil, fmt.Errorf("accelerator: %w", err)
+	}
+	return &PipelineModel{acc: a, runner: built.runner, close: built.close, Plan: built.plan, Schedule: built.sched}, nil
+}
+
+func pipelineBatches(bs []*data.Batch) []pipeline.Batch {
+	out := make([]pipeline.Batch, len(bs))
+	for i, b := range bs {
+		out[i] = pipeline.Batch{Inputs: b.Inputs, Labels: b.Labels}
+	}
+	return out
+}
+
+// Step runs one optimizer step's micro-batches (every process of a
+// replica passes the same ones; each stage reads what it needs) forward
+// and backward through the stages and returns the step's loss: the mean
+// over the micro-batches (and replicas). The gradients wait in the
+// stages for ClipGradNorm and OptimizerStep.
+func (p *PipelineModel) Step(ctx context.Context, micro []*data.Batch) (float64, error) {
+	if err := p.runner.ForwardBackwardPartial(ctx, pipelineBatches(micro)); err != nil {
+		return 0, err
+	}
+	return p.runner.LastStats().Loss, nil
+}
+
+// ClipGradNorm scales the gradients of every stage so that their joint
+// L2 norm is at most maxNorm (0: only measure) and returns the norm
+// before clipping.
+func (p *PipelineModel) ClipGradNorm(maxNorm float64) (float64, error) {
+	return p.runner.ClipGradNorm(maxNorm)
+}
+
+// OptimizerStep steps every stage's optimizer over its own parameters and
+// counts the step on the Accelerator.
+func (p *PipelineModel) OptimizerStep() error {
+	if err := p.runner.Update(); err != nil {
+		return err
+	}
+	p.acc.step++
+	return nil
+}
+
+// SetLR sets the learning rate of every stage's optimizer.
+func (p *PipelineModel) SetLR(lr float64) { p.runner.SetLR(lr) }
+
+// Weights are the parameters and buffers of this process's stages under
+// their ONNX names.
+func (p *PipelineModel) Weights() (params, buffers map[string]*graph.Tensor) {
+	return p.runner.Weights()
+}
+
+// Runner is the pipeline runner (per-stage profile, idle fractions).
+func (p *PipelineModel) Runner() *pipeline.Runner { return p.runner }
+
+// Close releases the connections to the other stages' processes.
+func (p *PipelineModel) Close() {
+	if p.close != nil {
+		p.close()
+		p.close = nil
+	}
+}

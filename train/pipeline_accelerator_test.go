@@ -1,0 +1,157 @@
+package train_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/train"
+	"github.com/onnxtrain/onnxtrain/train/data"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+const (
+	transformerLossModel = "../models/transformer_loss/transformer_loss_train.onnx"
+	transformerLossData  = "../models/transformer_loss/train_case.npz"
+)
+
+// transformerLossConfig is `train` on the transformer fixture (loss in the
+// graph) with AdamW and --grad-accum 4, micro-batches of 2.
+func transformerLossConfig() train.Config {
+	cfg := train.DefaultConfig()
+	cfg.Model, cfg.Data, cfg.Loss = transformerLossModel, transformerLossData, "output:loss"
+	cfg.BatchSize, cfg.GradAccum, cfg.Steps = 2, 4, 3
+	cfg.Shuffle, cfg.LogFormat = false, "json"
+	cfg.Optimizer, cfg.LR, cfg.WeightDecay = "adamw", 1e-3, 0.05
+	return cfg
+}
+
+// The Go API's pipeline (AcceleratorConfig.Pipeline, PreparePipeline): two
+// stages on cpu:0 and cpu:1 of this process, 4 micro-batches of 2 per step,
+// give the losses of `train --grad-accum 4` in one process, step for step,
+// for every schedule.
+func TestPreparePipelineMatchesGradAccum(t *testing.T) {
+	want := runRecords(t, transformerLossConfig())
+	require.Len(t, want, 3)
+	for _, schedule := range []string{"gpipe", "1f1b", "interleaved", "zb1p", "zbv"} {
+		t.Run(schedule, func(t *testing.T) {
+			ctx := context.Background()
+			acc, err := train.NewAccelerator(train.AcceleratorConfig{Seed: 0,
+				Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 4, Schedule: schedule, Devices: []string{"cpu:0", "cpu:1"}}})
+			require.NoError(t, err)
+			m, err := importer.Load(transformerLossModel)
+			require.NoError(t, err)
+			pm, err := acc.PreparePipeline(ctx, m, train.LossConfig{Kind: "output", Output: "loss"}, train.PipelineOptions{BatchSize: 2,
+				NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) {
+					return train.NewOptimizer(transformerLossConfig(), ps)
+				}})
+			require.NoError(t, err)
+			defer pm.Close()
+			require.Equal(t, schedule, pm.Schedule.Name)
+			ds, err := data.OpenNPZ(transformerLossData, data.NPZOptions{NoLabels: true})
+			require.NoError(t, err)
+			loader, err := data.NewLoader(ds, data.LoaderConfig{BatchSize: 2})
+			require.NoError(t, err)
+			var got []float64
+			for epoch := 0; len(got) < len(want); epoch++ {
+				var window []*data.Batch
+				for b, err := range loader.Epoch(ctx, epoch, 0) {
+					require.NoError(t, err)
+					window = append(window, b)
+					if len(window) < 4 {
+						continue
+					}
+					loss, err := pm.Step(ctx, window)
+					require.NoError(t, err)
+					require.NoError(t, pm.OptimizerStep())
+					got, window = append(got, loss), nil
+					if len(got) == len(want) {
+						break
+					}
+				}
+			}
+			assert.Equal(t, len(want), acc.Step())
+			for i := range want {
+				assert.LessOrEqual(t, math.Abs(got[i]-want[i].Loss), 1e-5*math.Abs(want[i].Loss), "step %d: got %.8f, want %.8f", i+1, got[i], want[i].Loss)
+			}
+		})
+	}
+}
+
+// PreparePipeline refuses what pipelining does not do, naming it.
+func TestPreparePipelineRefusals(t *testing.T) {
+	ctx := context.Background()
+	m, err := importer.Load(transformerLossModel)
+	require.NoError(t, err)
+	newOpt := func(ps []*optim.Param) (optim.Optimizer, error) { return optim.NewSGD(optim.SGDConfig{LR: 0.1}) }
+	loss := train.LossConfig{Kind: "output", Output: "loss"}
+	for _, tc := range []struct {
+		cfg  train.AcceleratorConfig
+		opts train.PipelineOptions
+		want string
+	}{
+		{train.AcceleratorConfig{}, train.PipelineOptions{NewOptimizer: newOpt}, "Pipeline.Stages > 0"},
+		{train.AcceleratorConfig{Pipeline: train.PipelineConfig{Stages: 2}}, train.PipelineOptions{}, "NewOptimizer"},
+		{train.AcceleratorConfig{Zero: 1, Pipeline: train.PipelineConfig{Stages: 2}}, train.PipelineOptions{NewOptimizer: newOpt}, "Zero"},
+		{train.AcceleratorConfig{GradAccum: 2, Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 4}}, train.PipelineOptions{NewOptimizer: newOpt}, "disagree"},
+		{train.AcceleratorConfig{Pipeline: train.PipelineConfig{Stages: 2, Schedule: "round-robin"}}, train.PipelineOptions{NewOptimizer: newOpt}, "round-robin"},
+	} {
+		acc, err := train.NewAccelerator(tc.cfg)
+		require.NoError(t, err)
+		_, err = acc.PreparePipeline(ctx, m, loss, tc.opts)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}
+
+// The pipeline options in a YAML config (the flags' names) train as the
+// flags do: the losses of --grad-accum 4 in one process.
+func TestPipelineYAML(t *testing.T) {
+	want := runRecords(t, transformerLossConfig())
+	path := filepath.Join(t.TempDir(), "pipe.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`pipeline-stages: 2
+micro-batches: 4
+schedule: zb1p
+devices: cpu:0,cpu:1
+partition: estimate
+stage-memory: 1GiB
+`), 0o600))
+	cfg := transformerLossConfig()
+	cfg.GradAccum = 1
+	require.NoError(t, train.LoadYAML(path, &cfg))
+	require.Equal(t, 2, cfg.PipelineStages)
+	require.Equal(t, "zb1p", cfg.Schedule)
+	require.Equal(t, "cpu:0,cpu:1", cfg.Devices)
+	assertSameRecords(t, want, runRecords(t, cfg))
+}
+
+// The small GPT export trained from its uint16 token file with a 2-stage
+// pipeline (2 micro-batches of 2 windows per step) follows PyTorch's
+// batch-4 AdamW losses (models/gpt/tokens_golden.json) as the one-process
+// run does, and equals `--grad-accum 2` to 1e-5.
+func TestPipelineGPTFromTokenFile(t *testing.T) {
+	var g tokenGolden
+	b, err := os.ReadFile("../models/gpt/tokens_golden.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &g))
+	one := gptTokenConfig(g)
+	one.BatchSize, one.GradAccum = g.BatchSize/2, 2
+	want := runRecords(t, one)
+	for _, schedule := range []string{"1f1b", "zbv"} {
+		cfg := gptTokenConfig(g)
+		cfg.BatchSize, cfg.PipelineStages, cfg.MicroBatches, cfg.Schedule = g.BatchSize/2, 2, 2, schedule
+		got := runRecords(t, cfg)
+		assertSameRecords(t, want, got)
+		require.Len(t, got, len(g.Losses))
+		for i, ref := range g.Losses {
+			assert.LessOrEqual(t, math.Abs(got[i].Loss-ref), 1e-3*math.Abs(ref), "%s step %d: loss %.7f, PyTorch %.7f", schedule, i+1, got[i].Loss, ref)
+		}
+	}
+}
