@@ -24,6 +24,8 @@ type goldenFile struct {
 	Model     string                  `json:"model"`
 	Data      string                  `json:"data"`
 	BatchSize int                     `json:"batch_size"`
+	Inputs    []string                `json:"inputs"`
+	Labels    string                  `json:"labels"`
 	Configs   map[string]goldenConfig `json:"configs"`
 }
 
