@@ -156,6 +156,14 @@ func loweringCases() []loweringCase {
 			inputs: map[string]*Type{"i": withDType(f32(2, 3), Int64), "v": f32(2)},
 			consts: map[string]*Tensor{"d": FromInt64([]int64{5}, 1)}},
 	)
+	cases = append(cases,
+		loweringCase{name: "RNN/reverse-lens", node: node("RNN", []string{"x", "w", "r", "", "lens"}, []string{"y", "yh"}, IntAttr("hidden_size", 4), StringAttr("direction", "reverse")),
+			opset: 14, inputs: map[string]*Type{"x": f32(4, 3, 5), "w": f32(1, 4, 5), "r": f32(1, 4, 4), "lens": withDType(f32(3), Int32)}},
+		loweringCase{name: "GRU/bidirectional-layout1", node: node("GRU", []string{"x", "w", "r", "b"}, []string{"", "yh"}, IntAttr("layout", 1), StringAttr("direction", "bidirectional")),
+			opset: 14, inputs: map[string]*Type{"x": f32(3, 4, 5), "w": f32(2, 12, 5), "r": f32(2, 12, 4), "b": f32(2, 24)}},
+		loweringCase{name: "LSTM/peepholes", node: node("LSTM", []string{"x", "w", "r", "b", "", "h", "c", "p"}, []string{"y", "yh", "yc"}, FloatAttr("clip", 2)),
+			opset: 14, inputs: map[string]*Type{"x": f32(4, 3, 5), "w": f32(1, 16, 5), "r": f32(1, 16, 4), "b": f32(1, 32), "h": f32(1, 3, 4), "c": f32(1, 3, 4), "p": f32(1, 12)}},
+	)
 	for _, op := range []string{"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"} {
 		cases = append(cases,
 			loweringCase{name: op + "/13", node: node(op, []string{"x"}, []string{"y"}, IntsAttr("axes", 1), IntAttr("keepdims", 0)), opset: 13, inputs: x},

@@ -42,9 +42,6 @@ var goldenPrimitiveGaps = map[string][]string{
 	"convtranspose_resize": {"Resize", "onnxtrain:ResizeGrad"},
 	// Dropout in training mode: a lowering would draw from another stream.
 	"gpt": {"Dropout"},
-	// The recurrent ops, and the loss and GatherGrad whose shapes are not
-	// known because they follow the untyped recurrent ops.
-	"rnn_seq": {"GRU", "LSTM", "SoftmaxCrossEntropyLoss", "onnxtrain:GRUGrad", "onnxtrain:GatherGrad", "onnxtrain:LSTMGrad", "onnxtrain:SoftmaxCrossEntropyLossGrad"},
 }
 
 // TestGoldenTrainingStepsRunAsPrimitives compiles each golden fixture's
