@@ -424,7 +424,7 @@ func (r *recurrent) cell(d int, acts []rnnAct, rd, rbh string) func(xg, h, c str
 			return r.activate(acts[0], l.add(xg, l.op("MatMul", h, rt)), true), ""
 		}
 	case "GRU":
-		rzr := r.transpose2(l.sliceAxis(rd, 0, 0, 2*H)) // [H, 2H]
+		rzr := r.transpose2(l.sliceAxis(rd, 0, 0, 2*H))  // [H, 2H]
 		rh := r.transpose2(l.sliceAxis(rd, 0, 2*H, 3*H)) // [H, H]
 		return func(xg, h, _ string) (string, string) {
 			xp := r.split(xg, 1, 2*H, H)
