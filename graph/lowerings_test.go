@@ -163,6 +163,12 @@ func loweringCases() []loweringCase {
 			opset: 14, inputs: map[string]*Type{"x": f32(3, 4, 5), "w": f32(2, 12, 5), "r": f32(2, 12, 4), "b": f32(2, 24)}},
 		loweringCase{name: "LSTM/peepholes", node: node("LSTM", []string{"x", "w", "r", "b", "", "h", "c", "p"}, []string{"y", "yh", "yc"}, FloatAttr("clip", 2)),
 			opset: 14, inputs: map[string]*Type{"x": f32(4, 3, 5), "w": f32(1, 16, 5), "r": f32(1, 16, 4), "b": f32(1, 32), "h": f32(1, 3, 4), "c": f32(1, 3, 4), "p": f32(1, 12)}},
+		loweringCase{name: "Resize/linear", node: node("Resize", []string{"x", "", "s"}, []string{"y"}, StringAttr("mode", "linear")),
+			opset: 13, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}, consts: map[string]*Tensor{"s": FromFloat32([]float32{1, 1, 1.5, 0.5}, 4)}},
+		loweringCase{name: "Resize/nearest-sizes", node: node("Resize", []string{"x", "", "", "s"}, []string{"y"}),
+			opset: 13, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}, consts: map[string]*Tensor{"s": FromInt64([]int64{1, 2, 8, 3}, 4)}},
+		loweringCase{name: "Upsample", node: node("Upsample", []string{"x"}, []string{"y"}, FloatsAttr("scales", 1, 1, 2, 2)),
+			opset: 7, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}},
 	)
 	for _, op := range []string{"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"} {
 		cases = append(cases,

@@ -39,7 +39,6 @@ func TestTrainingMatchesPyTorchPrimitivesOnly(t *testing.T) {
 // with their own kernel under PrimitivesOnly, per fixture (docs/primitives.md,
 // "Gaps"). A fixture not listed has none.
 var goldenPrimitiveGaps = map[string][]string{
-	"convtranspose_resize": {"Resize", "onnxtrain:ResizeGrad"},
 	// Dropout in training mode: a lowering would draw from another stream.
 	"gpt": {"Dropout"},
 }

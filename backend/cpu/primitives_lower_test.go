@@ -2,15 +2,21 @@ package cpu
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/conformance"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // loweringCase is one node run with its kernel and in its lowered form.
@@ -212,5 +218,207 @@ func TestRecurrentLoweringsMatchKernels(t *testing.T) {
 		t.Run(c.name+"/grad", func(t *testing.T) {
 			checkLoweringMatchesKernel(t, loweringCase{name: c.name + "/grad", n: grad, inputs: types, consts: consts, fixed: fixed, opset: 14, tol: 2e-5})
 		})
+	}
+}
+
+// TestResizeLoweringsMatchKernels: Resize and Upsample as Gathers with
+// constant indices and weights, and ResizeGrad as their scatter-add,
+// give the kernels' values over the modes, coordinate transformations,
+// rounding modes and opsets.
+func TestResizeLoweringsMatchKernels(t *testing.T) {
+	f := func(v ...float32) *graph.Tensor { return graph.FromFloat32(v, len(v)) }
+	i64 := func(v ...int64) *graph.Tensor { return graph.FromInt64(v, len(v)) }
+	type rcase struct {
+		name  string
+		opset int64
+		x     []int64
+		roi   *graph.Tensor
+		scale *graph.Tensor
+		sizes *graph.Tensor
+		attrs []*graph.Attr
+		op    string // Resize (default) or Upsample
+	}
+	s := graph.StringAttr
+	cases := []rcase{
+		{name: "nearest-asymmetric-floor-2x", opset: 17, x: []int64{2, 3, 4, 5}, scale: f(1, 1, 2, 2),
+			attrs: []*graph.Attr{s("coordinate_transformation_mode", "asymmetric"), s("nearest_mode", "floor")}},
+		{name: "nearest-half-pixel-round-prefer-ceil-down", opset: 13, x: []int64{1, 2, 7, 9}, scale: f(1, 1, 0.6, 0.45),
+			attrs: []*graph.Attr{s("nearest_mode", "round_prefer_ceil")}},
+		{name: "nearest-align-corners-ceil-sizes", opset: 13, x: []int64{1, 2, 4, 5}, sizes: i64(1, 2, 7, 3),
+			attrs: []*graph.Attr{s("coordinate_transformation_mode", "align_corners"), s("nearest_mode", "ceil")}},
+		{name: "linear-half-pixel-1.5x", opset: 17, x: []int64{2, 2, 6, 6}, scale: f(1, 1, 1.5, 1.5),
+			attrs: []*graph.Attr{s("mode", "linear")}},
+		{name: "linear-align-corners-sizes", opset: 13, x: []int64{1, 3, 5, 4}, sizes: i64(1, 3, 9, 7),
+			attrs: []*graph.Attr{s("mode", "linear"), s("coordinate_transformation_mode", "align_corners")}},
+		{name: "linear-pytorch-half-pixel-down", opset: 13, x: []int64{1, 1, 8, 6}, sizes: i64(1, 1, 3, 1),
+			attrs: []*graph.Attr{s("mode", "linear"), s("coordinate_transformation_mode", "pytorch_half_pixel")}},
+		{name: "linear-asymmetric-3d", opset: 13, x: []int64{1, 2, 3, 4, 5}, scale: f(1, 1, 2, 0.5, 1.4),
+			attrs: []*graph.Attr{s("mode", "linear"), s("coordinate_transformation_mode", "asymmetric")}},
+		{name: "cubic-half-pixel-up", opset: 13, x: []int64{1, 2, 4, 4}, scale: f(1, 1, 2, 1.5),
+			attrs: []*graph.Attr{s("mode", "cubic")}},
+		{name: "cubic-exclude-outside-down", opset: 13, x: []int64{1, 1, 8, 8}, scale: f(1, 1, 0.8, 0.6),
+			attrs: []*graph.Attr{s("mode", "cubic"), graph.FloatAttr("cubic_coeff_a", -0.5), graph.IntAttr("exclude_outside", 1)}},
+		{name: "tf-crop-and-resize-extrapolation", opset: 13, x: []int64{1, 1, 5, 5}, roi: f(0, 0, -0.2, 0.3, 1, 1, 0.9, 1.3), sizes: i64(1, 1, 4, 6),
+			attrs: []*graph.Attr{s("mode", "linear"), s("coordinate_transformation_mode", "tf_crop_and_resize"), graph.FloatAttr("extrapolation_value", 10)}},
+		{name: "antialias-axes-18", opset: 18, x: []int64{1, 2, 9, 8}, scale: f(0.5, 0.4),
+			attrs: []*graph.Attr{s("mode", "linear"), graph.IntAttr("antialias", 1), graph.IntsAttr("axes", 2, 3)}},
+		{name: "cubic-antialias-not-larger-18", opset: 18, x: []int64{1, 1, 9, 8}, sizes: i64(5, 3),
+			attrs: []*graph.Attr{s("mode", "cubic"), graph.IntAttr("antialias", 1), graph.IntsAttr("axes", 2, 3), s("keep_aspect_ratio_policy", "not_larger")}},
+		{name: "resize-10-linear", opset: 10, x: []int64{1, 2, 3, 4}, scale: f(1, 1, 2, 1.5),
+			attrs: []*graph.Attr{s("mode", "linear")}},
+		{name: "upsample-9-nearest", opset: 9, op: "Upsample", x: []int64{1, 2, 3, 4}, scale: f(1, 1, 2, 3)},
+		{name: "upsample-7-attribute", opset: 7, op: "Upsample", x: []int64{1, 2, 3, 4},
+			attrs: []*graph.Attr{graph.FloatsAttr("scales", 1, 1, 2, 2), s("mode", "bilinear")}},
+	}
+	for _, c := range cases {
+		op := c.op
+		if op == "" {
+			op = "Resize"
+		}
+		consts := map[string]*graph.Tensor{}
+		in := []string{"X"}
+		legacy := op == "Upsample" || c.opset < 11
+		if legacy {
+			if c.scale != nil {
+				in = append(in, "scales")
+				consts["scales"] = c.scale
+			}
+		} else {
+			in = append(in, "", "", "")
+			for i, v := range []*graph.Tensor{c.roi, c.scale, c.sizes} {
+				if v != nil {
+					name := []string{"roi", "scales", "sizes"}[i]
+					in[i+1] = name
+					consts[name] = v
+				}
+			}
+			for len(in) > 1 && in[len(in)-1] == "" {
+				in = in[:len(in)-1]
+			}
+		}
+		n := &graph.Node{Name: op, OpType: op, Inputs: in, Outputs: []string{"Y"}}
+		for _, a := range c.attrs {
+			n.SetAttr(a)
+		}
+		t.Run(c.name, func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, opset: c.opset, consts: consts,
+				inputs: map[string]*graph.Type{"X": f32Type(c.x...)}, tol: 1e-7})
+		})
+		// The gradient op autodiff emits for this node.
+		out := runResizeShape(t, n, c.opset, consts, c.x)
+		gconsts := map[string]*graph.Tensor{"xshape": graph.FromInt64(append([]int64{}, c.x...), len(c.x))}
+		gin := []string{"dY", "xshape", "", "", ""}
+		if legacy {
+			if c.scale != nil {
+				gin[3] = "scales"
+				gconsts["scales"] = c.scale
+			}
+		} else {
+			for i, name := range []string{"roi", "scales", "sizes"} {
+				if v := consts[name]; v != nil {
+					gin[i+2], gconsts[name] = name, v
+				}
+			}
+		}
+		g := &graph.Node{Name: "ResizeGrad", OpType: "ResizeGrad", Domain: graph.InternalDomain, Inputs: gin, Outputs: []string{"dX"}}
+		for _, a := range c.attrs {
+			g.SetAttr(a)
+		}
+		if legacy {
+			g.SetAttr(graph.IntAttr("legacy", 1))
+		}
+		t.Run(c.name+"/grad", func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name + "/grad", n: g, opset: c.opset, consts: gconsts,
+				inputs: map[string]*graph.Type{"dY": f32Type(out...)}, tol: 1e-6})
+		})
+	}
+}
+
+// runResizeShape is the shape of n's output for an input of shape x, from
+// the kernel.
+func runResizeShape(t *testing.T, n *graph.Node, opset int64, consts map[string]*graph.Tensor, x []int64) []int64 {
+	t.Helper()
+	g := graph.NewGraph("shape")
+	g.Inputs = []*graph.ValueInfo{{Name: "X", Type: f32Type(x...)}}
+	for k, v := range consts {
+		g.Initializers[k] = v
+	}
+	g.Outputs = []*graph.ValueInfo{{Name: "Y"}}
+	g.Nodes = []*graph.Node{n}
+	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": opset}, Graph: g}
+	exe, err := (&Backend{}).Compile(m, backend.CompileOptions{})
+	require.NoError(t, err)
+	xs := make([]int, len(x))
+	for i, d := range x {
+		xs[i] = int(d)
+	}
+	out, err := exe.Run(context.Background(), map[string]*graph.Tensor{"X": graph.Zeros(graph.Float32, xs...)})
+	require.NoError(t, err)
+	var s []int64
+	for _, d := range out["Y"].Shape {
+		s = append(s, int64(d))
+	}
+	return s
+}
+
+// TestRunTimeValueCasesLowerOnceTheValuesAreConstants runs the ONNX node
+// cases whose shape-fixing inputs (Resize's scales, sizes and roi) are
+// graph inputs, and which PrimitivesOnly therefore leaves to their kernels
+// (primitiveGaps), with those inputs made initializers: then they must
+// lower entirely to primitives and match the ONNX reference outputs. The
+// same holds for Split's sizes, Squeeze's and Unsqueeze's axes, Tile's
+// repeats and OneHot's depth.
+func TestRunTimeValueCasesLowerOnceTheValuesAreConstants(t *testing.T) {
+	root := testutil.ONNXTestdata(t)
+	// Case-name patterns and the data inputs that stay graph inputs.
+	for pattern, keep := range map[string][]string{
+		"test_resize_*": {"X"}, "test_upsample_nearest": {"X"}, "test_split_variable_parts_*": {"input"},
+		"test_squeeze*": {"x"}, "test_unsqueeze_*": {"x"}, "test_tile*": {"x"},
+		"test_onehot_*": {"indices", "values"},
+	} {
+		cases, err := filepath.Glob(filepath.Join(root, "node", pattern))
+		require.NoError(t, err)
+		require.NotEmpty(t, cases, pattern)
+		for _, dir := range cases {
+			t.Run(filepath.Base(dir), func(t *testing.T) {
+				checkWithConstantInputs(t, dir, keep...)
+			})
+		}
+	}
+}
+
+// checkWithConstantInputs loads the conformance case in dir, turns every
+// graph input except keep into an initializer holding test_data_set_0's
+// value, compiles it with PrimitivesOnly and requires no gap and the
+// reference outputs (to 1e-5 relative and absolute).
+func checkWithConstantInputs(t *testing.T, dir string, keep ...string) {
+	t.Helper()
+	m, err := importer.Load(filepath.Join(dir, "model.onnx"))
+	require.NoError(t, err)
+	set := filepath.Join(dir, "test_data_set_0")
+	feeds := map[string]*graph.Tensor{}
+	var inputs []*graph.ValueInfo
+	for k, in := range m.Graph.Inputs {
+		v, _, err := importer.ReadTensorFile(filepath.Join(set, fmt.Sprintf("input_%d.pb", k)))
+		require.NoError(t, err)
+		if slices.Contains(keep, in.Name) {
+			feeds[in.Name] = v
+			inputs = append(inputs, in)
+			continue
+		}
+		m.Graph.Initializers[in.Name] = v
+	}
+	m.Graph.Inputs = inputs
+	exe, err := (&Backend{}).Compile(m, backend.CompileOptions{PrimitivesOnly: true})
+	require.NoError(t, err)
+	got, err := exe.Run(context.Background(), feeds)
+	require.NoError(t, err)
+	assert.Empty(t, exe.(*Executable).PrimitiveGaps(), "every op lowers once its values are constants")
+	for k, out := range m.Graph.Outputs {
+		want, _, err := importer.ReadTensorFile(filepath.Join(set, fmt.Sprintf("output_%d.pb", k)))
+		require.NoError(t, err)
+		require.NotNil(t, got[out.Name], out.Name)
+		ok, why, _, _ := conformance.Compare(want, got[out.Name], 1e-5, 1e-5)
+		assert.True(t, ok, "%s: %s", out.Name, why)
 	}
 }
