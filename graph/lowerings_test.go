@@ -167,6 +167,8 @@ func loweringCases() []loweringCase {
 			opset: 13, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}, consts: map[string]*Tensor{"s": FromFloat32([]float32{1, 1, 1.5, 0.5}, 4)}},
 		loweringCase{name: "Resize/nearest-sizes", node: node("Resize", []string{"x", "", "", "s"}, []string{"y"}),
 			opset: 13, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}, consts: map[string]*Tensor{"s": FromInt64([]int64{1, 2, 8, 3}, 4)}},
+		loweringCase{name: "Einsum", node: node("Einsum", []string{"a", "b"}, []string{"y"}, StringAttr("equation", "...ii,...ik->...k")),
+			opset: 12, inputs: map[string]*Type{"a": f32(2, 3, 3), "b": f32(1, 3, 4)}},
 		loweringCase{name: "Upsample", node: node("Upsample", []string{"x"}, []string{"y"}, FloatsAttr("scales", 1, 1, 2, 2)),
 			opset: 7, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}},
 	)

@@ -422,3 +422,50 @@ func checkWithConstantInputs(t *testing.T, dir string, keep ...string) {
 		assert.True(t, ok, "%s: %s", out.Name, why)
 	}
 }
+
+// TestEinsumLoweringMatchesKernel: Einsum as Transpose, Reshape, Gather,
+// ReduceSum and MatMul gives the kernel's values for products, sums,
+// transposes, diagonals, broadcasting labels and ellipses, implicit
+// outputs and chains of three operands.
+func TestEinsumLoweringMatchesKernel(t *testing.T) {
+	f64 := func(dims ...int64) *graph.Type { ty := f32Type(dims...); ty.DType = graph.Float64; return ty }
+	for _, c := range []struct {
+		eq     string
+		shapes []*graph.Type
+	}{
+		{"ij,jk->ik", []*graph.Type{f32Type(3, 4), f32Type(4, 5)}},
+		{"bij,bjk->bik", []*graph.Type{f32Type(2, 3, 4), f32Type(2, 4, 5)}},
+		{"i,i", []*graph.Type{f32Type(7), f32Type(7)}},
+		{"ij->i", []*graph.Type{f32Type(3, 4)}},
+		{"ij->ji", []*graph.Type{f32Type(3, 4)}},
+		{"ij", []*graph.Type{f32Type(3, 4)}},
+		{"ji", []*graph.Type{f32Type(3, 4)}},
+		{"...ii->...i", []*graph.Type{f32Type(2, 3, 4, 4)}},
+		{"ii", []*graph.Type{f64(5, 5)}},
+		{"iij,jk->ik", []*graph.Type{f32Type(3, 3, 4), f32Type(4, 2)}},
+		{"ij,ij->ij", []*graph.Type{f32Type(3, 4), f32Type(1, 4)}},
+		{"i,j->ij", []*graph.Type{f32Type(3), f32Type(4)}},
+		{"bhqd,bhkd->bhqk", []*graph.Type{f32Type(2, 3, 5, 4), f32Type(2, 3, 6, 4)}},
+		{"...ij,...jk", []*graph.Type{f32Type(2, 3, 4, 5), f32Type(3, 5, 6)}},
+		{"...ij,...jk->...ik", []*graph.Type{f32Type(2, 1, 4, 5), f32Type(3, 5, 6)}},
+		{"ab,cd->", []*graph.Type{f32Type(2, 3), f32Type(4, 5)}},
+		{"ij,j->i", []*graph.Type{f32Type(3, 1), f32Type(4)}},
+		{"Ab,bC", []*graph.Type{f32Type(3, 4), f32Type(4, 2)}},
+		{"ij,jk,kl->il", []*graph.Type{f32Type(2, 3), f32Type(3, 4), f32Type(4, 5)}},
+		{"i,i,i->", []*graph.Type{f64(6), f64(6), f64(6)}},
+		{"bn,anm,bm->ba", []*graph.Type{f32Type(2, 3), f32Type(4, 3, 5), f32Type(2, 5)}},
+	} {
+		t.Run(c.eq, func(t *testing.T) {
+			types := map[string]*graph.Type{}
+			var in []string
+			for i, s := range c.shapes {
+				name := fmt.Sprintf("x%d", i)
+				in = append(in, name)
+				types[name] = s
+			}
+			n := &graph.Node{Name: "Einsum", OpType: "Einsum", Inputs: in, Outputs: []string{"y"}}
+			n.SetAttr(graph.StringAttr("equation", c.eq))
+			checkLoweringMatchesKernel(t, loweringCase{name: c.eq, n: n, inputs: types, opset: 12, tol: 1e-5})
+		})
+	}
+}
