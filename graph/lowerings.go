@@ -494,10 +494,23 @@ func lowerLeakyRelu(l *lowering) error {
 }
 
 func lowerPRelu(l *lowering) error {
-	if l.opset() > 0 && l.opset() < 7 {
-		return l.unsupported("PRelu before opset 7 broadcasts the slope along the channel axis")
-	}
 	x, slope := l.in(0), l.in(1)
+	if l.opset() > 0 && l.opset() < 7 {
+		// Before opset 7 a 1-D slope of C values applies along axis 1 (the
+		// kernel's reading): view it as [C, 1, ..., 1].
+		xs, ok := l.staticShape(x)
+		ss, ok2 := l.staticShape(slope)
+		if !ok || !ok2 {
+			return l.unsupported("PRelu before opset 7 needs static shapes to place the slope")
+		}
+		if len(ss) == 1 && len(xs) > 2 && ss[0] == xs[1] && ss[0] != xs[len(xs)-1] {
+			view := []int64{ss[0]}
+			for len(view) < len(xs)-1 {
+				view = append(view, 1)
+			}
+			slope = l.reshape(slope, view...)
+		}
+	}
 	l.finish(0, l.op("Where", l.lessThanZero(x), l.mul(x, slope), x))
 	return nil
 }
