@@ -28,7 +28,7 @@ import (
 // (TestRunTimeValueCasesLowerOnceTheValuesAreConstants).
 var primitiveGaps = map[string]bool{
 	"Resize": true, "Upsample": true,
-	"Dropout": true, "GatherND": true, "GridSample": true, "LRN": true, "MaxUnpool": true, "OneHot": true, "ReverseSequence": true, "RoiAlign": true, "Split": true, "Squeeze": true, "Tile": true, "Unsqueeze": true, 
+	"Dropout": true, "GatherND": true, "GridSample": true, "LRN": true, "MaxUnpool": true, "OneHot": true, "ReverseSequence": true, "RoiAlign": true, "Split": true, "Squeeze": true, "Tile": true, "Unsqueeze": true,
 }
 
 // TestPrimitivesOnlyPassesWhatTheFullBackendPasses runs every suite twice,
