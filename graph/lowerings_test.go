@@ -169,6 +169,11 @@ func loweringCases() []loweringCase {
 			opset: 13, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}, consts: map[string]*Tensor{"s": FromInt64([]int64{1, 2, 8, 3}, 4)}},
 		loweringCase{name: "Einsum", node: node("Einsum", []string{"a", "b"}, []string{"y"}, StringAttr("equation", "...ii,...ik->...k")),
 			opset: 12, inputs: map[string]*Type{"a": f32(2, 3, 3), "b": f32(1, 3, 4)}},
+		loweringCase{name: "ReverseSequence", node: node("ReverseSequence", []string{"x", "lens"}, []string{"y"}),
+			opset: 10, inputs: map[string]*Type{"x": f32(4, 3, 2), "lens": withDType(f32(3), Int64)}},
+		loweringCase{name: "MaxUnpool", node: node("MaxUnpool", []string{"x", "i", "s"}, []string{"y"}, IntsAttr("kernel_shape", 2, 2), IntsAttr("strides", 2, 2)),
+			opset: 11, inputs: map[string]*Type{"x": f32(1, 2, 2, 3), "i": withDType(f32(1, 2, 2, 3), Int64)},
+			consts: map[string]*Tensor{"s": FromInt64([]int64{1, 2, 5, 7}, 4)}},
 		loweringCase{name: "Upsample", node: node("Upsample", []string{"x"}, []string{"y"}, FloatsAttr("scales", 1, 1, 2, 2)),
 			opset: 7, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}},
 	)

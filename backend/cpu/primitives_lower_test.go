@@ -380,7 +380,7 @@ func TestRunTimeValueCasesLowerOnceTheValuesAreConstants(t *testing.T) {
 	for pattern, keep := range map[string][]string{
 		"test_resize_*": {"X"}, "test_upsample_nearest": {"X"}, "test_split_variable_parts_*": {"input"},
 		"test_squeeze*": {"x"}, "test_unsqueeze_*": {"x"}, "test_tile*": {"x"},
-		"test_onehot_*": {"indices", "values"},
+		"test_onehot_*": {"indices", "values"}, "test_maxunpool_export_with_output_shape": {"xT", "xI"},
 	} {
 		cases, err := filepath.Glob(filepath.Join(root, "node", pattern))
 		require.NoError(t, err)
@@ -520,5 +520,53 @@ func TestPreviewTrainingOptimizerLoweringsMatchKernels(t *testing.T) {
 				checkLoweringMatchesKernel(t, tc)
 			})
 		}
+	}
+}
+
+// TestSequenceAndUnpoolLoweringsMatchKernels: ReverseSequence (either axis
+// order, lengths read at run time) and MaxUnpool (with and without an
+// output_shape that pads) give the kernels' values.
+func TestSequenceAndUnpoolLoweringsMatchKernels(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		batch int64
+	}{{"time-major", 1}, {"batch-major", 0}} {
+		n := &graph.Node{Name: "rs", OpType: "ReverseSequence", Inputs: []string{"x", "lens"}, Outputs: []string{"y"}}
+		n.SetAttr(graph.IntAttr("batch_axis", c.batch))
+		n.SetAttr(graph.IntAttr("time_axis", 1-c.batch))
+		shape := []int64{5, 3, 2}
+		if c.batch == 0 {
+			shape = []int64{3, 5, 2}
+		}
+		t.Run("ReverseSequence/"+c.name, func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, inputs: map[string]*graph.Type{"x": f32Type(shape...)},
+				fixed: map[string]*graph.Tensor{"lens": graph.FromInt64([]int64{5, 0, 2}, 3)}, opset: 10})
+		})
+	}
+	// MaxPool indices of a 2x2, stride 2 pool over 1x2x4x6, then unpooled.
+	idx := make([]int64, 12)
+	for c := int64(0); c < 2; c++ {
+		for i := int64(0); i < 2; i++ {
+			for j := int64(0); j < 3; j++ {
+				idx[c*6+i*3+j] = c*24 + (2*i+(i+j)%2)*6 + 2*j + (j % 2)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		shape *graph.Tensor
+	}{{"natural", nil}, {"pad", graph.FromInt64([]int64{1, 2, 5, 7}, 4)}} {
+		in := []string{"x", "i"}
+		consts := map[string]*graph.Tensor{"i": graph.FromInt64(idx, 1, 2, 2, 3)}
+		if c.shape != nil {
+			in = append(in, "os")
+			consts["os"] = c.shape
+		}
+		n := &graph.Node{Name: "unpool", OpType: "MaxUnpool", Inputs: in, Outputs: []string{"y"}}
+		n.SetAttr(graph.IntsAttr("kernel_shape", 2, 2))
+		n.SetAttr(graph.IntsAttr("strides", 2, 2))
+		t.Run("MaxUnpool/"+c.name, func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, inputs: map[string]*graph.Type{"x": f32Type(1, 2, 2, 3)}, consts: consts, opset: 11})
+		})
 	}
 }
