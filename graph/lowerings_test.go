@@ -174,6 +174,10 @@ func loweringCases() []loweringCase {
 		loweringCase{name: "MaxUnpool", node: node("MaxUnpool", []string{"x", "i", "s"}, []string{"y"}, IntsAttr("kernel_shape", 2, 2), IntsAttr("strides", 2, 2)),
 			opset: 11, inputs: map[string]*Type{"x": f32(1, 2, 2, 3), "i": withDType(f32(1, 2, 2, 3), Int64)},
 			consts: map[string]*Tensor{"s": FromInt64([]int64{1, 2, 5, 7}, 4)}},
+		loweringCase{name: "LRN/symbolic-batch", node: node("LRN", []string{"x"}, []string{"y"}, IntAttr("size", 3)), opset: 13,
+			inputs: map[string]*Type{"x": {Kind: KindTensor, DType: Float32, HasShape: true, Shape: []Dim{{Param: "N"}, knownDim(3), knownDim(4), knownDim(5)}}}},
+		loweringCase{name: "GatherND/batch_dims", node: node("GatherND", []string{"x", "i"}, []string{"y"}, IntAttr("batch_dims", 1)), opset: 13,
+			inputs: map[string]*Type{"x": f32(2, 3, 4), "i": withDType(f32(2, 5, 1), Int64)}},
 		loweringCase{name: "Upsample", node: node("Upsample", []string{"x"}, []string{"y"}, FloatsAttr("scales", 1, 1, 2, 2)),
 			opset: 7, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}},
 	)

@@ -570,3 +570,25 @@ func TestSequenceAndUnpoolLoweringsMatchKernels(t *testing.T) {
 		})
 	}
 }
+
+// TestGatherNDBatchDimsLoweringMatchesKernel: GatherND with batch_dims 1
+// and 2 (negative indices included) as one Gather gives the kernel's values.
+func TestGatherNDBatchDimsLoweringMatchesKernel(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		data      []int64
+		idx       *graph.Tensor
+		batchDims int64
+	}{
+		{"batch1", []int64{2, 3, 4}, graph.FromInt64([]int64{0, 2, -1, 1, 2, 0, 1, -3, 2, 2}, 2, 5, 1), 1},
+		{"batch1-pairs", []int64{2, 3, 4}, graph.FromInt64([]int64{0, 3, 2, -1, 1, 1, 0, 0}, 2, 2, 2), 1},
+		{"batch2", []int64{2, 3, 4, 5}, graph.FromInt64([]int64{0, 4, 3, 1, -1, 2, 1, 1, 2, 0, 3, 3}, 2, 3, 2), 2},
+	} {
+		n := &graph.Node{Name: "gnd", OpType: "GatherND", Inputs: []string{"x", "i"}, Outputs: []string{"y"}}
+		n.SetAttr(graph.IntAttr("batch_dims", c.batchDims))
+		t.Run(c.name, func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, inputs: map[string]*graph.Type{"x": f32Type(c.data...)},
+				consts: map[string]*graph.Tensor{"i": c.idx}, opset: 13, tol: 1e-9})
+		})
+	}
+}
