@@ -38,10 +38,7 @@ func TestTrainingMatchesPyTorchPrimitivesOnly(t *testing.T) {
 // goldenPrimitiveGaps are the ops the golden training graphs still run
 // with their own kernel under PrimitivesOnly, per fixture (docs/primitives.md,
 // "Gaps"). A fixture not listed has none.
-var goldenPrimitiveGaps = map[string][]string{
-	// Dropout in training mode: a lowering would draw from another stream.
-	"gpt": {"Dropout"},
-}
+var goldenPrimitiveGaps = map[string][]string{}
 
 // TestGoldenTrainingStepsRunAsPrimitives compiles each golden fixture's
 // training step with PrimitivesOnly, runs it on the fixture's first batch,

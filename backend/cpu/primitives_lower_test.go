@@ -592,3 +592,22 @@ func TestGatherNDBatchDimsLoweringMatchesKernel(t *testing.T) {
 		})
 	}
 }
+
+// TestDropoutTrainingLoweringDrawsTheKernelsStream: Dropout in training
+// mode lowered to RandomUniformLike, Less and Where keeps and scales exactly
+// the elements the kernel does (the same draws from the executable's
+// seeded generator), and with ratio 0 passes its input on.
+func TestDropoutTrainingLoweringDrawsTheKernelsStream(t *testing.T) {
+	f64 := func(dims ...int64) *graph.Type { ty := f32Type(dims...); ty.DType = graph.Float64; return ty }
+	for _, c := range []struct {
+		name  string
+		x     *graph.Type
+		ratio float32
+	}{{"float32", f32Type(4, 33), 0.3}, {"float64", f64(5, 7), 0.6}, {"ratio0", f32Type(3, 5), 0}} {
+		n := &graph.Node{Name: "drop", OpType: "Dropout", Inputs: []string{"x", "r", "training"}, Outputs: []string{"y", "mask"}}
+		consts := map[string]*graph.Tensor{"r": graph.FromFloat32([]float32{c.ratio}), "training": {DType: graph.Bool, Data: []bool{true}}}
+		t.Run(c.name, func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, inputs: map[string]*graph.Type{"x": c.x}, consts: consts, opset: 13, tol: 1e-12})
+		})
+	}
+}
