@@ -97,6 +97,28 @@ func GradOps() []string {
 // Only nodes on a path from some x to y are differentiated. A node on such a
 // path whose op has no rule is an error naming the node (ErrNoGradient).
 func Gradients(g *Graph, y string, xs []string, seed string, opset int64) ([]string, error) {
+	return gradients(g, []string{y}, []string{seed}, xs, "grad", opset)
+}
+
+// GradientsOf is Gradients for several targets at once: ys[i] is seeded
+// with seeds[i] (a value shaped like it; "" leaves that target out), as if
+// differentiating the sum over i of <ys[i], seeds[i]>. The nodes it appends
+// take fresh names under prefix, which must not be the prefix of any other
+// name in g.
+func GradientsOf(g *Graph, ys, seeds, xs []string, prefix string, opset int64) ([]string, error) {
+	if len(ys) != len(seeds) {
+		return nil, fmt.Errorf("graph: %d gradient targets with %d seeds", len(ys), len(seeds))
+	}
+	var ty, ts []string
+	for i, y := range ys {
+		if seeds[i] != "" {
+			ty, ts = append(ty, y), append(ts, seeds[i])
+		}
+	}
+	return gradients(g, ty, ts, xs, prefix, opset)
+}
+
+func gradients(g *Graph, ys, seeds, xs []string, prefix string, opset int64) ([]string, error) {
 	producer := map[string]*Node{}
 	for _, n := range g.Nodes {
 		for _, o := range n.Outputs {
@@ -126,7 +148,7 @@ func Gradients(g *Graph, y string, xs []string, seed string, opset int64) ([]str
 	}
 	// Nodes y depends on.
 	toY := map[*Node]bool{}
-	stack := []string{y}
+	stack := append([]string{}, ys...)
 	seen := map[string]bool{}
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
@@ -140,14 +162,16 @@ func Gradients(g *Graph, y string, xs []string, seed string, opset int64) ([]str
 			stack = append(stack, n.Inputs...)
 		}
 	}
-	if _, ok := producer[y]; !ok && !fromX[y] {
-		if _, isInit := g.Initializers[y]; !isInit {
-			found := false
-			for _, in := range g.Inputs {
-				found = found || in.Name == y
-			}
-			if !found {
-				return nil, fmt.Errorf("graph: gradient target %q is not a value of the graph", y)
+	for _, y := range ys {
+		if _, ok := producer[y]; !ok && !fromX[y] {
+			if _, isInit := g.Initializers[y]; !isInit {
+				found := false
+				for _, in := range g.Inputs {
+					found = found || in.Name == y
+				}
+				if !found {
+					return nil, fmt.Errorf("graph: gradient target %q is not a value of the graph", y)
+				}
 			}
 		}
 	}
@@ -175,14 +199,17 @@ func Gradients(g *Graph, y string, xs []string, seed string, opset int64) ([]str
 			}
 		}
 	}
-	b := &GradBuilder{Builder: NewBuilder("grad", opset), needs: needs}
+	b := &GradBuilder{Builder: NewBuilder(prefix, opset), needs: needs}
 	contrib := map[string][]string{}
-	if seed == "" {
-		seed = b.Op("ConstantOfShape", []string{b.Op("Shape", []string{y})},
-			TensorAttr("value", FromFloat32([]float32{1}, 1)))
-		seed = b.Op("CastLike", []string{seed, y})
+	for i, y := range ys {
+		seed := seeds[i]
+		if seed == "" {
+			seed = b.Op("ConstantOfShape", []string{b.Op("Shape", []string{y})},
+				TensorAttr("value", FromFloat32([]float32{1}, 1)))
+			seed = b.Op("CastLike", []string{seed, y})
+		}
+		contrib[y] = append(contrib[y], seed)
 	}
-	contrib[y] = []string{seed}
 	total := func(v string) string {
 		c := contrib[v]
 		switch len(c) {

@@ -494,10 +494,23 @@ func lowerLeakyRelu(l *lowering) error {
 }
 
 func lowerPRelu(l *lowering) error {
-	if l.opset() > 0 && l.opset() < 7 {
-		return l.unsupported("PRelu before opset 7 broadcasts the slope along the channel axis")
-	}
 	x, slope := l.in(0), l.in(1)
+	if l.opset() > 0 && l.opset() < 7 {
+		// Before opset 7 a 1-D slope of C values applies along axis 1 (the
+		// kernel's reading): view it as [C, 1, ..., 1].
+		xs, ok := l.staticShape(x)
+		ss, ok2 := l.staticShape(slope)
+		if !ok || !ok2 {
+			return l.unsupported("PRelu before opset 7 needs static shapes to place the slope")
+		}
+		if len(ss) == 1 && len(xs) > 2 && ss[0] == xs[1] && ss[0] != xs[len(xs)-1] {
+			view := []int64{ss[0]}
+			for len(view) < len(xs)-1 {
+				view = append(view, 1)
+			}
+			slope = l.reshape(slope, view...)
+		}
+	}
 	l.finish(0, l.op("Where", l.lessThanZero(x), l.mul(x, slope), x))
 	return nil
 }
@@ -1220,21 +1233,65 @@ func sortInt64s(v []int64) {
 // true.
 func lowerDropout(l *lowering) error {
 	x := l.in(0)
-	switch {
-	case l.opset() > 0 && l.opset() < 7:
-		if l.n.AttrInt("is_test", 0) == 0 {
-			return l.unsupported("Dropout in training mode (is_test=0)")
+	// Before opset 12 (ratio and is_test attributes) and in inference
+	// mode Dropout passes its input on, as the kernel does.
+	training := false
+	ratio := 0.5
+	if l.opset() == 0 || l.opset() >= 12 {
+		if v := l.in(2); v != "" {
+			t := l.constant(v)
+			if t == nil || t.Size() != 1 {
+				return l.unsupported("Dropout with a training_mode input computed at run time")
+			}
+			training = t.Float(0) != 0
 		}
-	case l.opset() >= 12 && l.in(2) != "":
-		t := l.constant(l.in(2))
-		if t == nil || t.Size() != 1 || t.Float(0) != 0 {
-			return l.unsupported("Dropout in training mode (or with a training_mode input computed at run time)")
+		if v := l.in(1); v != "" && training {
+			t := l.constant(v)
+			if t == nil || t.Size() != 1 {
+				return l.unsupported("Dropout in training mode with a ratio computed at run time")
+			}
+			ratio = t.Float(0)
 		}
+	}
+	if training && ratio != 0 {
+		return l.dropoutTraining(x, ratio)
 	}
 	l.finish(0, x)
 	if len(l.n.Outputs) > 1 && l.n.Outputs[1] != "" {
-		mask := l.op("Expand", l.b.Const(FromBool([]bool{true})), l.op("Shape", x))
-		l.finish(1, mask)
+		one := l.b.Const(FromBool([]bool{true}))
+		if l.opset() > 0 && l.opset() < 10 {
+			one = l.scalar(x, 1) // the mask has the input's dtype
+		}
+		l.finish(1, l.op("Expand", one, l.op("Shape", x)))
+	}
+	return nil
+}
+
+// dropoutTraining keeps each element where a uniform draw in [0, 1) is at
+// least ratio, scaled by 1/(1-ratio): the kernel's rule, and its stream,
+// since RandomUniformLike draws one float64 per element in row-major order
+// from the same generator.
+func (l *lowering) dropoutTraining(x string, ratio float64) error {
+	if ratio < 0 || ratio >= 1 {
+		return l.unsupported("ratio %g out of range [0, 1)", ratio)
+	}
+	dt := l.dtype(x)
+	if !dt.IsFloat() {
+		return l.unsupported("Dropout of %v", dt)
+	}
+	u := l.opAttrs("RandomUniformLike", []string{x}, IntAttr("dtype", int64(Float64)))
+	keep := l.op("Equal", l.op("Less", u, l.scalarOf(Float64, ratio)), l.b.Const(FromBool([]bool{false})))
+	work, xv := dt, x
+	if dt != Float32 && dt != Float64 {
+		work, xv = Float32, l.cast(x, Float32)
+	}
+	y := l.op("Where", keep, l.mul(xv, l.scalarOf(work, 1/(1-ratio))), l.scalarOf(work, 0))
+	if work != dt {
+		y = l.cast(y, dt)
+	}
+	l.finish(0, y)
+	if len(l.n.Outputs) > 1 && l.n.Outputs[1] != "" {
+		l.finish(1, keep)
 	}
 	return nil
 }

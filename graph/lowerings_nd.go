@@ -41,15 +41,39 @@ func lowerGatherND(l *lowering) error {
 	if !ok1 || !ok2 || len(is) == 0 {
 		return l.unsupported("GatherND needs static shapes")
 	}
-	if l.n.AttrInt("batch_dims", 0) != 0 {
-		return l.unsupported("GatherND with batch_dims")
+	b := int(l.n.AttrInt("batch_dims", 0))
+	if b < 0 || b >= len(is) || b >= len(ds) {
+		return l.unsupported("batch_dims %d", b)
 	}
-	lin, n, err := l.linearIndex(idx, is, ds)
+	batches := int64(1)
+	for j := 0; j < b; j++ {
+		if is[j] != ds[j] {
+			return l.unsupported("batch dims of data %v and indices %v differ", ds, is)
+		}
+		batches *= ds[j]
+	}
+	lin, n, err := l.linearIndex(idx, is[b:], ds[b:])
 	if err != nil {
 		return err
 	}
+	if b > 0 {
+		// The leading batch dims pick a block of n rows each: add j*n for
+		// flat batch j, broadcast over the index tuples.
+		offsets := make([]int64, batches)
+		for j := range offsets {
+			offsets[j] = int64(j) * n
+		}
+		view := make([]int, len(is)-1)
+		for j := range view {
+			view[j] = 1
+			if j < b {
+				view[j] = int(is[j])
+			}
+		}
+		lin = l.add(lin, l.b.Const(FromInt64(offsets, view...)))
+	}
 	k := is[len(is)-1]
-	flat := l.reshape(data, append([]int64{n}, ds[k:]...)...)
+	flat := l.reshape(data, append([]int64{batches * n}, ds[b+int(k):]...)...)
 	l.finish(0, l.opAttrs("Gather", []string{flat, lin}, IntAttr("axis", 0)))
 	return nil
 }
@@ -115,17 +139,13 @@ func lowerMVN(l *lowering) error {
 // viewed as [N, 1, C, rest], then x / (bias + alpha/size · sum)**beta.
 func lowerLRN(l *lowering) error {
 	x := l.in(0)
-	xs, ok := l.staticShape(x)
-	if !ok || len(xs) < 3 {
-		return l.unsupported("LRN needs a static shape of rank 3 or more")
+	xs, static := l.staticShape(x)
+	if r := l.rank(x); r < 3 {
+		return l.unsupported("LRN needs an input of known rank 3 or more")
 	}
 	size := l.n.AttrInt("size", 0)
 	if size < 1 {
 		return l.unsupported("LRN size must be positive")
-	}
-	rest := int64(1)
-	for _, d := range xs[2:] {
-		rest *= d
 	}
 	d := l.dtypeOr(x)
 	ones, err := NewTensor(d, []int{1, 1, int(size), 1})
@@ -135,9 +155,29 @@ func lowerLRN(l *lowering) error {
 	for i := 0; i < int(size); i++ {
 		ones.SetFloat(i, 1)
 	}
-	sq := l.reshape(l.mul(x, x), xs[0], 1, xs[1], rest)
-	sum := l.opAttrs("Conv", []string{sq, l.b.Const(ones)}, IntsAttr("pads", (size-1)/2, 0, size/2, 0))
-	sum = l.reshape(sum, xs...)
+	var sum string
+	if static {
+		rest := int64(1)
+		for _, d := range xs[2:] {
+			rest *= d
+		}
+		sq := l.reshape(l.mul(x, x), xs[0], 1, xs[1], rest)
+		sum = l.opAttrs("Conv", []string{sq, l.b.Const(ones)}, IntsAttr("pads", (size-1)/2, 0, size/2, 0))
+		sum = l.reshape(sum, xs...)
+	} else {
+		// The same view with the dims read at run time (Specialize folds
+		// them once the input shape is known).
+		shape := l.op("Shape", x)
+		view := l.concat1D(l.slice1D(shape, 0, 1), l.int64s(1), l.slice1D(shape, 1, 2), l.int64s(-1))
+		sq, err := l.reshapeTo(l.mul(x, x), view)
+		if err != nil {
+			return err
+		}
+		sum = l.opAttrs("Conv", []string{sq, l.b.Const(ones)}, IntsAttr("pads", (size-1)/2, 0, size/2, 0))
+		if sum, err = l.reshapeTo(sum, shape); err != nil {
+			return err
+		}
+	}
 	alpha := float64(l.n.AttrFloat("alpha", 1e-4))
 	beta := float64(l.n.AttrFloat("beta", 0.75))
 	bias := float64(l.n.AttrFloat("bias", 1))

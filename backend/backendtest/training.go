@@ -25,6 +25,8 @@ type GoldenFile struct {
 	Model     string                  `json:"model"`
 	Data      string                  `json:"data"`
 	BatchSize int                     `json:"batch_size"`
+	Inputs    []string                `json:"inputs"`
+	Labels    string                  `json:"labels"`
 	Configs   map[string]GoldenConfig `json:"configs"`
 }
 
