@@ -16,6 +16,7 @@ import (
 // Names of the values the training builder adds to the graph.
 const (
 	freshInput     = "onnxtrain/fresh_window"
+	syncInput      = "onnxtrain/sync_gradients"
 	labelsInput    = "onnxtrain/labels"
 	lossScaleInput = "onnxtrain/loss_scale"
 	lossValue      = "onnxtrain/loss"
@@ -80,6 +81,9 @@ type ProgramConfig struct {
 	GradSums bool
 	// PrimitivesOnly compiles with backend.CompileOptions.PrimitivesOnly.
 	PrimitivesOnly bool
+	// DataParallel, with GradSums, adds the data-parallel gradient
+	// all-reduce to the micro-batch step as collective ops (program_dp.go).
+	DataParallel *DataParallelConfig
 }
 
 // Parameter is a trainable tensor of the model.
@@ -125,7 +129,9 @@ type Program struct {
 	evalOutput    string
 	labelDType    graph.DType
 	scratch       stepScratch
-	freshNext     bool // GradSums: the next step starts a window
+	freshNext     bool      // GradSums: the next step starts a window
+	dp            *dpLayout // DataParallel: buckets (program_dp.go)
+	syncNext      bool      // DataParallel: the next step reduces the sums
 }
 
 // ErrData is wrapped by errors about data that does not fit the model.
@@ -262,6 +268,9 @@ func (p *Program) compileTraining(m *graph.Model, g *graph.Graph, outName string
 	if err := graph.TopoSort(g); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
+	if err := graph.CheckCollectives(g); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
 	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
 	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: state, PrimitivesOnly: p.cfg.PrimitivesOnly})
 	if err != nil {
@@ -354,7 +363,11 @@ func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes in
 		}
 	}
 	var state []backend.StateSpec
-	if p.cfg.GradSums {
+	if p.cfg.GradSums && p.cfg.DataParallel != nil {
+		var bucketed []*graph.Node
+		bucketed, state = p.addBucketedSums(g, grads, producer, after, len(g.Nodes)-1) // program_dp.go
+		late = append(late, bucketed...)
+	} else if p.cfg.GradSums {
 		var acc *graph.Node
 		acc, state = p.addGradSums(g, len(grads))
 		late = append(late, acc)
@@ -704,6 +717,14 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 			feeds[freshInput] = sc.fresh
 		} else {
 			feeds[freshInput] = sc.notFresh
+		}
+		if p.dp != nil {
+			// The flags are read-only inputs: the same two tensors serve.
+			if p.syncNext {
+				feeds[syncInput] = sc.fresh
+			} else {
+				feeds[syncInput] = sc.notFresh
+			}
 		}
 	}
 	out, err := p.trainExe.Run(ctx, feeds)

@@ -365,8 +365,8 @@ func (a *Accelerator) ZeroMemory() (ZeroMemory, error) {
 	}
 	if m.zero != nil {
 		r.Staging = 4 * int64(len(m.zero.staging)+len(m.zero.mine))
-	} else {
-		r.Staging = 4 * int64(cap(m.bucket))
+	} else if a.comm != nil {
+		r.Staging = 4 * int64(cap(a.comm.staging))
 	}
 	return r, nil
 }
