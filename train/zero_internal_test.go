@@ -758,4 +758,3 @@ func TestOverlapWithSyncBatchNorm(t *testing.T) {
 		require.Equal(t, without[i], with[i], "parameter %d", i)
 	}
 }
-
