@@ -535,6 +535,13 @@ func TestZeroMemory(t *testing.T) {
 			// saving is the reported one plus that bookkeeping, measured
 			// per tensor by optimizerBookkeeping.
 			book := perTensor * float64(stepped[0]-stepped[stage])
+			// Stage 0 keeps more bookkeeping per parameter than ZeRO's host
+			// path: it clips the gradient sums with one more compiled
+			// multi-tensor step over every parameter (Program.ClipGradNorm,
+			// a program like the optimizer's), and its step keeps records
+			// per parameter for the sums (state entries, the bucket nodes'
+			// operands and value names: under 1 KB a parameter).
+			book += (perTensor + 1024) * float64(stepped[0])
 			lines = append(lines, fmt.Sprintf("%d ranks, zero %d: live heap %d bytes (zero 0: %d); saves %d bytes measured, %d reported + %.0f optimizer bookkeeping (%d tensors fewer stepped)",
 				world, stage, measured[stage], measured[0], saved, claimed, book, stepped[0]-stepped[stage]))
 			assert.Positive(t, claimed, "zero %d reports a saving", stage)
@@ -665,8 +672,19 @@ func measureZeroMemory(t *testing.T, world, stage int) (heap, reported, stepped 
 		st := r.model.Prog.trainExe.(interface{ MemoryStats() cpu.MemoryStats }).MemoryStats()
 		require.True(t, st.Planned, "stage %d: the step runs from a memory plan (%s)", stage, st.Unplanned)
 		planGrads := st.OutputBytes
-		assert.GreaterOrEqual(t, planGrads, 4*psi, "stage %d: the plan holds full-size gradient outputs", stage)
-		total := mem.Params + mem.Grads + mem.Optimizer + mem.Staging + planGrads
+		if stage > 0 {
+			assert.GreaterOrEqual(t, planGrads, 4*psi, "stage %d: the plan holds full-size gradient outputs", stage)
+		} else {
+			// Without ZeRO the step adds each gradient into its sum (state,
+			// counted in Grads) and reduces the sums itself: no gradient
+			// is an output of the step.
+			assert.Less(t, planGrads, 4*psi, "stage 0: the gradients are not outputs of the step")
+		}
+		// The step's whole planned memory (activations and gradients) is
+		// held from step to step and differs between the stages: without
+		// ZeRO the gradients are intermediates of the step, with ZeRO
+		// outputs.
+		total := mem.Params + mem.Grads + mem.Optimizer + mem.Staging + st.PeakBytes
 		reported += total
 		if r.acc.ProcessIndex() == 0 {
 			formula := 4*psi + 4*psi + 8*psi
