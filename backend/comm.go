@@ -37,6 +37,9 @@ type CommOptions struct {
 // its own transport (NCCL) and only takes the group's rank and size from
 // it.
 //
+// ZeRO's ops (graph.ReduceScatterOp, AllGatherOp) use ReduceScatter and
+// AllGather over a flat space of parameters.
+//
 // The training loop puts the communicator in the context of each Run
 // (WithCommunicator). It carries the Run's collectives one at a time, in
 // the order the kernels issue them (synchronous calls queue behind the
@@ -56,6 +59,13 @@ type Communicator interface {
 	// Wait blocks until the all-reduce started for bucket has finished and
 	// returns its error.
 	Wait(ctx context.Context, bucket int) error
+	// ReduceScatter reduces x (WorldSize blocks of len(x)/WorldSize
+	// elements) over all processes and returns this process's block of
+	// the result, a subslice of x (the rest of x is scratch afterwards).
+	ReduceScatter(ctx context.Context, x []float32, op ReduceOp, o CommOptions) ([]float32, error)
+	// AllGather concatenates every process's mine, in rank order, into
+	// all (WorldSize·len(mine) elements).
+	AllGather(ctx context.Context, mine, all []float32) error
 }
 
 type communicatorKey struct{}

@@ -30,14 +30,33 @@ package graph
 // communicator carries a program's collectives, including synchronised
 // BatchNorm's AllReduceSum, one at a time in the order the nodes start
 // them, so an in-flight bucket never reorders another process's messages.
+//
+// ZeRO (train/zero.go) lays the tensors X_1..X_n end to end in one flat
+// space of Ψ elements, cut into "world" partitions of P = ⌈Ψ/world⌉; the
+// process of index "rank" owns partition rank, elements [rank·P, min((rank+1)·P, Ψ)).
+// The exchange goes in rounds of "chunk" elements per partition: round k
+// takes elements [q·P + k·chunk, q·P + (k+1)·chunk) of every partition q
+// (zeros past Ψ) as block q of one message.
+//
+//	ReduceScatter   inputs  sync (bool scalar), fresh (bool scalar), S (float32 [P]), G_1..G_n
+//	                outputs S' (float32 [P])
+//	                attrs   tensors, world, rank, chunk, reduction, compress
+//	                When sync is true, R is partition rank of the flat space of the G
+//	                reduced over every process, and S' = fresh ? R : S + R; otherwise S' = S.
+//	AllGather       inputs  sync (bool scalar), X_1..X_n; outputs X'_1..X'_n
+//	                attrs   tensors, world, rank, chunk
+//	                When sync is true, every partition of X' is the owning process's
+//	                (partition rank is this process's X); otherwise X' = X.
 const (
 	AllReduceOp      = "AllReduce"
 	AllReduceStartOp = "AllReduceStart"
 	AllReduceWaitOp  = "AllReduceWait"
+	ReduceScatterOp  = "ReduceScatter"
+	AllGatherOp      = "AllGather"
 )
 
 // CollectiveOps lists the multi-tensor collective ops.
-var CollectiveOps = []string{AllReduceOp, AllReduceStartOp, AllReduceWaitOp}
+var CollectiveOps = []string{AllReduceOp, AllReduceStartOp, AllReduceWaitOp, ReduceScatterOp, AllGatherOp}
 
 // IsCollectiveOp reports whether n is one of the multi-tensor collective
 // ops (AllReduce, AllReduceStart, AllReduceWait).
@@ -57,6 +76,21 @@ func IsCollectiveOp(n *Node) bool {
 // n tensors, n outputs) and returns, for each output, the input it
 // replaces.
 func collectiveLayout(n *Node) ([]int, error) {
+	if n.OpType == ReduceScatterOp || n.OpType == AllGatherOp {
+		world, rank, chunk := n.AttrInt("world", 0), n.AttrInt("rank", -1), n.AttrInt("chunk", 0)
+		if world < 1 || rank < 0 || rank >= world || chunk < 1 {
+			return nil, n.Errorf("attributes world=%d, rank=%d, chunk=%d (want world ≥ 1, 0 ≤ rank < world, chunk ≥ 1)", world, rank, chunk)
+		}
+	}
+	if n.OpType == ReduceScatterOp {
+		if len(n.Inputs) < 4 || len(n.Outputs) != 1 {
+			return nil, n.Errorf("ReduceScatter takes sync, fresh, S and at least one tensor (has %d inputs) and makes S' (has %d outputs)", len(n.Inputs), len(n.Outputs))
+		}
+		if t := n.AttrInt("tensors", int64(len(n.Inputs)-3)); int(t) != len(n.Inputs)-3 {
+			return nil, n.Errorf("attribute tensors=%d but the node has %d tensors", t, len(n.Inputs)-3)
+		}
+		return []int{2}, nil
+	}
 	if len(n.Inputs) < 2 {
 		return nil, n.Errorf("%s needs the sync flag and at least one tensor, has %d inputs", n.OpType, len(n.Inputs))
 	}
@@ -67,7 +101,7 @@ func collectiveLayout(n *Node) ([]int, error) {
 	if len(n.Outputs) != k {
 		return nil, n.Errorf("%d outputs, want %d (one per tensor)", len(n.Outputs), k)
 	}
-	if n.OpType != AllReduceWaitOp {
+	if n.OpType != AllReduceWaitOp && n.OpType != AllGatherOp {
 		switch r := n.AttrString("reduction", "mean"); r {
 		case "sum", "mean":
 		default:
@@ -165,6 +199,11 @@ func inferCollectiveOp(c *inferCall) error {
 	}
 	if dt := c.dtype(0); dt != Undefined && dt != Bool {
 		return c.errorf("input 0 (sync) is %v, want bool", dt)
+	}
+	if c.n.OpType == ReduceScatterOp {
+		s, ok := c.shape(2)
+		c.setShapeOrUnranked(0, Float32, s, ok)
+		return nil
 	}
 	for j, in := range upd {
 		t := c.typ(in)

@@ -394,10 +394,19 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	}
 	// The program keeps the window's gradient sums in its state; with
 	// more than one process it also averages them across processes
-	// (program_dp.go). Only ZeRO reduces on the host (zero.go).
-	gradSums := a.zeroStage() == 0
+	// (program_dp.go), or under ZeRO reduce-scatters them
+	// (program_zero.go; stage 2 reduces each micro-batch's gradients and
+	// keeps no full sums).
+	gradSums := a.zeroStage() != 2
 	var dp *DataParallelConfig
-	if gradSums && a.NumProcesses() > 1 {
+	var zc *ZeroConfig
+	if s := a.zeroStage(); s > 0 {
+		world := a.NumProcesses()
+		zc = &ZeroConfig{Stage: s, World: world, Rank: a.ProcessIndex(), BucketBytes: a.bucketLimit()}
+		if a.cfg.CompressBF16 {
+			zc.Compress = "bf16"
+		}
+	} else if a.NumProcesses() > 1 {
 		dp = &DataParallelConfig{BucketBytes: a.bucketLimit(), NoOverlap: a.cfg.NoOverlap}
 		if a.cfg.CompressBF16 {
 			dp.Compress = "bf16"
@@ -405,7 +414,7 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	}
 	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed,
 		SyncBatchNorm: a.cfg.SyncBatchNorm && a.NumProcesses() > 1, MixedPrecision: a.cfg.MixedPrecision, Recompute: a.cfg.Recompute,
-		GradSums: gradSums, DataParallel: dp, PrimitivesOnly: a.cfg.PrimitivesOnly})
+		GradSums: gradSums, DataParallel: dp, Zero: zc, PrimitivesOnly: a.cfg.PrimitivesOnly})
 	if err != nil {
 		return nil, err
 	}
@@ -422,8 +431,12 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 			return nil, err
 		}
 	}
-	if s := a.zeroStage(); s > 0 {
-		pm.zero = newZeroShard(s, a.NumProcesses(), a.ProcessIndex(), pm.params, a.bucketLimit())
+	if zc != nil {
+		part, err := prog.ZeroPartition()
+		if err != nil {
+			return nil, err
+		}
+		pm.zero = newZeroShard(zc.Stage, zc.World, zc.Rank, pm.params, a.bucketLimit(), part.Float32s())
 	}
 	a.models = append(a.models, pm)
 	return pm, nil
@@ -449,7 +462,9 @@ func (m *Model) Forward(ctx context.Context, b *data.Batch) (*Output, error) {
 	// comm.go: the step's collectives (gradient buckets, synchronised
 	// BatchNorm statistics) go through the communicator.
 	ctx, comm := m.acc.withComm(ctx, m)
-	sync := m.acc.sync && m.Prog.dp != nil
+	// The gradients are reduced at the window's end, except under ZeRO-2,
+	// which reduce-scatters every micro-batch's.
+	sync := m.acc.sync || (m.zero != nil && m.zero.stage == 2)
 	m.Prog.SetSyncGradients(sync)
 	res, err := m.Prog.ForwardBackward(ctx, b.Inputs, b.Labels, float32(m.acc.LossScale()/float64(m.acc.cfg.GradAccum)))
 	if comm != nil {
@@ -460,7 +475,7 @@ func (m *Model) Forward(ctx context.Context, b *data.Batch) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sync {
+	if sync && m.Prog.dp != nil {
 		m.overlapStats.Buckets += len(m.Prog.dp.buckets.members)
 		m.overlapStats.Early += m.Prog.dp.early
 	}
@@ -563,7 +578,7 @@ func (a *Accelerator) ClipGradValue(m *Model, v float64) error {
 	if err := a.unscaleGrads(m); err != nil { // amp.go
 		return err
 	}
-	if m.Prog.cfg.GradSums && !m.fresh {
+	if m.zero == nil && m.Prog.cfg.GradSums && !m.fresh {
 		if v < 0 || math.IsNaN(v) {
 			return fmt.Errorf("optim: ClipGradValue: invalid clip value %v", v)
 		}
@@ -583,7 +598,7 @@ type Optimizer struct {
 // PrepareOptimizer wraps an optimizer over the model's parameters.
 func (a *Accelerator) PrepareOptimizer(opt optim.Optimizer, m *Model) *Optimizer {
 	o := &Optimizer{acc: a, Inner: opt, model: m}
-	if b, ok := opt.(optim.Binder); ok && m.Prog.cfg.GradSums {
+	if b, ok := opt.(optim.Binder); ok && m.Prog.cfg.GradSums && m.zero == nil {
 		// The step runs on the program's backend, over its state: the
 		// parameters and the optimizer's slots live there.
 		b.Bind(m.Prog.Backend(), m.Prog.Executable())

@@ -36,10 +36,20 @@ type groupComm struct {
 	started int
 }
 
+// Kinds of commReq.
+const (
+	commAllReduce = iota
+	commReduceScatter
+	commAllGather
+)
+
 // commReq is one queued collective.
 type commReq struct {
+	kind   int
 	ctx    context.Context
 	bucket int // -1: not a bucket
+	// ReduceScatter: bufs[0] in, mine out; AllGather: bufs[0] mine, all out.
+	mine, all []float32
 	bufs   [][]float32
 	op     backend.ReduceOp
 	opts   backend.CommOptions
@@ -109,7 +119,8 @@ func (c *groupComm) carry(q chan *commReq, done, abort chan struct{}) {
 	}
 }
 
-// run performs one all-reduce over the concatenation of r.bufs.
+// run performs one collective: an all-reduce over the concatenation of
+// r.bufs, or ZeRO's reduce-scatter or all-gather.
 func (c *groupComm) run(r *commReq) error {
 	ctx := distrib.WithStep(r.ctx, c.step)
 	var opts []distrib.Option
@@ -119,6 +130,20 @@ func (c *groupComm) run(r *commReq) error {
 	op := distrib.Sum
 	if r.op == backend.ReduceMean {
 		op = distrib.Mean
+	}
+	switch r.kind {
+	case commReduceScatter:
+		mine, err := c.g.ReduceScatterInPlace(ctx, r.bufs[0], op, opts...)
+		if err != nil {
+			return fmt.Errorf("ZeRO gradient reduce-scatter at step %d: %w", c.step, err)
+		}
+		r.mine = mine
+		return nil
+	case commAllGather:
+		if err := c.g.AllGather(ctx, r.bufs[0], r.all); err != nil {
+			return fmt.Errorf("ZeRO parameter all-gather at step %d: %w", c.step, err)
+		}
+		return nil
 	}
 	buf := r.bufs[0]
 	if len(r.bufs) > 1 {
@@ -200,6 +225,26 @@ func (c *groupComm) StartAllReduce(ctx context.Context, bucket int, bufs [][]flo
 	}
 	_, err := c.enqueue(&commReq{ctx: ctx, bucket: bucket, bufs: bufs, op: op, opts: o})
 	return err
+}
+
+// ReduceScatter implements backend.Communicator.
+func (c *groupComm) ReduceScatter(ctx context.Context, x []float32, op backend.ReduceOp, o backend.CommOptions) ([]float32, error) {
+	r := &commReq{kind: commReduceScatter, ctx: ctx, bucket: -1, bufs: [][]float32{x}, op: op, opts: o}
+	queued, err := c.enqueue(r)
+	if queued {
+		err = c.await(ctx, r)
+	}
+	return r.mine, err
+}
+
+// AllGather implements backend.Communicator.
+func (c *groupComm) AllGather(ctx context.Context, mine, all []float32) error {
+	r := &commReq{kind: commAllGather, ctx: ctx, bucket: -1, bufs: [][]float32{mine}, all: all}
+	queued, err := c.enqueue(r)
+	if !queued {
+		return err
+	}
+	return c.await(ctx, r)
 }
 
 // Wait implements backend.Communicator.

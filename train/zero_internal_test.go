@@ -535,12 +535,16 @@ func TestZeroMemory(t *testing.T) {
 			// saving is the reported one plus that bookkeeping, measured
 			// per tensor by optimizerBookkeeping.
 			book := perTensor * float64(stepped[0]-stepped[stage])
-			// Stage 0 keeps more bookkeeping per parameter than ZeRO's host
-			// path: it clips the gradient sums with one more compiled
-			// multi-tensor step over every parameter (Program.ClipGradNorm,
-			// a program like the optimizer's), and its step keeps records
-			// per parameter for the sums (state entries, the bucket nodes'
-			// operands and value names: under 1 KB a parameter).
+			// Stage 0 keeps more bookkeeping per parameter than a ZeRO rank
+			// beyond the optimizer's (measured: 50-100 KB a rank on this
+			// model): its optimizer is bound to the program (its step's
+			// state records cover every parameter's value, gradient sum and
+			// slots) and the step's bucket nodes keep records per parameter
+			// (operands, value names). Bound: one more compiled
+			// multi-tensor step over every parameter, plus 1 KB a parameter.
+			// (Each side also compiles one one-node step over every
+			// parameter that the other does not: stage 0 ClipGradNorm on
+			// the sums, ZeRO the parameters' AllGather.)
 			book += (perTensor + 1024) * float64(stepped[0])
 			lines = append(lines, fmt.Sprintf("%d ranks, zero %d: live heap %d bytes (zero 0: %d); saves %d bytes measured, %d reported + %.0f optimizer bookkeeping (%d tensors fewer stepped)",
 				world, stage, measured[stage], measured[0], saved, claimed, book, stepped[0]-stepped[stage]))
@@ -653,7 +657,10 @@ func measureZeroMemory(t *testing.T, world, stage int) (heap, reported, stepped 
 		require.NoError(t, err)
 		assert.Equal(t, 4*psi, mem.Params)
 		wantGrads, wantOpt := 4*psi, 8*psi
-		if stage == 2 {
+		switch stage {
+		case 1: // the window's sums and the reduced partition
+			wantGrads = 4*psi + 4*part
+		case 2: // the reduced partition only
 			wantGrads = 4 * part
 		}
 		if stage >= 1 {
@@ -672,14 +679,10 @@ func measureZeroMemory(t *testing.T, world, stage int) (heap, reported, stepped 
 		st := r.model.Prog.trainExe.(interface{ MemoryStats() cpu.MemoryStats }).MemoryStats()
 		require.True(t, st.Planned, "stage %d: the step runs from a memory plan (%s)", stage, st.Unplanned)
 		planGrads := st.OutputBytes
-		if stage > 0 {
-			assert.GreaterOrEqual(t, planGrads, 4*psi, "stage %d: the plan holds full-size gradient outputs", stage)
-		} else {
-			// Without ZeRO the step adds each gradient into its sum (state,
-			// counted in Grads) and reduces the sums itself: no gradient
-			// is an output of the step.
-			assert.Less(t, planGrads, 4*psi, "stage 0: the gradients are not outputs of the step")
-		}
+		// The step adds each gradient into its sum or reduce-scatters it
+		// into the partition (state, counted in Grads) itself: no
+		// gradient is an output of the step.
+		assert.Less(t, planGrads, 4*psi, "stage %d: the gradients are not outputs of the step", stage)
 		// The step's whole planned memory (activations and gradients) is
 		// held from step to step and differs between the stages: without
 		// ZeRO the gradients are intermediates of the step, with ZeRO

@@ -184,3 +184,84 @@ func TestCheckCollectivesPairing(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not by the AllReduceWait of bucket 3")
 }
+
+// ReduceScatter of the fake: the other process's x is c.other (as long as
+// x); this process is rank 1 of 2.
+func (c *fakeComm) ReduceScatter(_ context.Context, x []float32, op backend.ReduceOp, _ backend.CommOptions) ([]float32, error) {
+	c.calls = append(c.calls, fmt.Sprintf("reduce_scatter:%d", len(x)))
+	for i := range x {
+		x[i] += c.other[i]
+		if op == backend.ReduceMean {
+			x[i] /= 2
+		}
+	}
+	return x[len(x)/2:], nil
+}
+
+// AllGather of the fake: rank 0's block is c.other's first len(mine).
+func (c *fakeComm) AllGather(_ context.Context, mine, all []float32) error {
+	c.calls = append(c.calls, fmt.Sprintf("all_gather:%d", len(mine)))
+	copy(all, c.other[:len(mine)])
+	copy(all[len(mine):], mine)
+	return nil
+}
+
+// TestZeroOpsFlatSpace: ReduceScatter averages this rank's partition of
+// tensors laid end to end (rank 1 of 2: Ψ = 5, P = 3, the last element of
+// the partition past Ψ), in rounds of chunk 2, fresh replacing and
+// otherwise adding; AllGather writes the other rank's partition into the
+// tensors.
+func TestZeroOpsFlatSpace(t *testing.T) {
+	scalarBool := &graph.Type{Kind: graph.KindTensor, DType: graph.Bool, HasShape: true, Shape: []graph.Dim{}}
+	attrs := func(n int) map[string]*graph.Attr {
+		return map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(n)), "world": graph.IntAttr("world", 2),
+			"rank": graph.IntAttr("rank", 1), "chunk": graph.IntAttr("chunk", 2)}
+	}
+	g := &graph.Graph{Name: "zero", Initializers: map[string]*graph.Tensor{}}
+	g.Inputs = []*graph.ValueInfo{{Name: "sync", Type: scalarBool}, {Name: "fresh", Type: scalarBool}, {Name: "P", Type: stateF32Type(3)},
+		{Name: "A", Type: stateF32Type(2)}, {Name: "B", Type: stateF32Type(3)}}
+	g.Nodes = []*graph.Node{{Name: "rs", OpType: graph.ReduceScatterOp, Domain: graph.InternalDomain,
+		Inputs: []string{"sync", "fresh", "P", "A", "B"}, Outputs: []string{"P_new"}, Attrs: attrs(2)}}
+	g.Outputs = []*graph.ValueInfo{{Name: "P_new"}}
+	part := graph.Zeros(graph.Float32, 3)
+	exe, err := (&Backend{}).Compile(&graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g},
+		backend.CompileOptions{State: []backend.StateSpec{{Name: "P", Init: part, UpdatedBy: "P_new"}}})
+	require.NoError(t, err)
+	// Flat space A‖B = [1 2 | 3 4 5]; rank 1 owns elements 3..5 = [4 5 (pad)].
+	// Round 0 (chunk 2): message [1 2 | 4 5]; round 1: [3 0 | 0 0].
+	comm := &fakeComm{other: []float32{10, 20, 30, 40}}
+	ctx := backend.WithCommunicator(context.Background(), comm)
+	flag := func(b bool) *graph.Tensor { return &graph.Tensor{DType: graph.Bool, Data: []bool{b}} }
+	feeds := func(fresh bool) map[string]*graph.Tensor {
+		return map[string]*graph.Tensor{"sync": flag(true), "fresh": flag(fresh),
+			"A": graph.FromFloat32([]float32{1, 2}, 2), "B": graph.FromFloat32([]float32{3, 4, 5}, 3)}
+	}
+	_, err = exe.Run(ctx, feeds(true))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"reduce_scatter:4", "reduce_scatter:2"}, comm.calls, "two rounds: chunk 2, then the rest")
+	// Round 0: block 1 = ([4 5] + [30 40]) / 2; round 1: ([0] + [20]) / 2.
+	assert.Equal(t, []float32{17, 22.5, 10}, part.Float32s())
+	_, err = exe.Run(ctx, feeds(false))
+	require.NoError(t, err)
+	assert.Equal(t, []float32{34, 45, 20}, part.Float32s(), "not fresh: added")
+	assert.Equal(t, backend.StateTraffic{}, exe.(backend.Stateful).StateTraffic(), "in place")
+
+	// AllGather over the same layout: this rank's partition stays, rank
+	// 0's (the fake's "other") is written in.
+	g2 := &graph.Graph{Name: "ag", Initializers: map[string]*graph.Tensor{}}
+	g2.Inputs = []*graph.ValueInfo{{Name: "sync", Type: scalarBool}, {Name: "A", Type: stateF32Type(2)}, {Name: "B", Type: stateF32Type(3)}}
+	g2.Nodes = []*graph.Node{{Name: "ag", OpType: graph.AllGatherOp, Domain: graph.InternalDomain,
+		Inputs: []string{"sync", "A", "B"}, Outputs: []string{"A_new", "B_new"}, Attrs: attrs(2)}}
+	g2.Outputs = []*graph.ValueInfo{{Name: "A_new"}, {Name: "B_new"}}
+	a, b := graph.FromFloat32([]float32{1, 2}, 2), graph.FromFloat32([]float32{3, 4, 5}, 3)
+	exe2, err := (&Backend{}).Compile(&graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g2},
+		backend.CompileOptions{State: []backend.StateSpec{{Name: "A", Init: a, UpdatedBy: "A_new"}, {Name: "B", Init: b, UpdatedBy: "B_new"}}})
+	require.NoError(t, err)
+	comm = &fakeComm{other: []float32{-1, -2, -3, -4}}
+	_, err = exe2.Run(backend.WithCommunicator(context.Background(), comm), map[string]*graph.Tensor{"sync": flag(true)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"all_gather:2", "all_gather:1"}, comm.calls)
+	// Round 0 writes rank 0's [-1 -2] at elements 0..1, round 1 its [-1] at 2.
+	assert.Equal(t, []float32{-1, -2}, a.Float32s())
+	assert.Equal(t, []float32{-1, 4, 5}, b.Float32s())
+}
