@@ -50,11 +50,11 @@ type commReq struct {
 	bucket int // -1: not a bucket
 	// ReduceScatter: bufs[0] in, mine out; AllGather: bufs[0] mine, all out.
 	mine, all []float32
-	bufs   [][]float32
-	op     backend.ReduceOp
-	opts   backend.CommOptions
-	done   chan struct{}
-	err    error
+	bufs      [][]float32
+	op        backend.ReduceOp
+	opts      backend.CommOptions
+	done      chan struct{}
+	err       error
 }
 
 var errCommAborted = errors.New("the step failed before this collective started")
