@@ -20,10 +20,6 @@ package train
 // flight, so every rank issues the same collectives in the same order and
 // the reduction overlaps backward with --sync-batchnorm too.
 
-import (
-	"github.com/onnxtrain/onnxtrain/distrib"
-)
-
 // gradBuckets are the all-reduce buckets of a model's gradients: indices
 // into Model.grads, in the order they are reduced.
 type gradBuckets struct {
@@ -38,14 +34,6 @@ func (a *Accelerator) bucketLimit() int {
 		return a.cfg.BucketBytes
 	}
 	return 25 << 20
-}
-
-// reduceOptions are the options of a gradient collective.
-func (a *Accelerator) reduceOptions() []distrib.Option {
-	if a.cfg.CompressBF16 {
-		return []distrib.Option{distrib.WithBF16()}
-	}
-	return nil
 }
 
 // OverlapStats count the buckets reduced by the step's collective ops:

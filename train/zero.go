@@ -12,30 +12,32 @@ package train
 // owned elements; optimizers work element by element, so stepping the
 // slices gives the same values as stepping the whole parameters.
 //
-// Collectives run in rounds over chunks: round k takes elements
-// [rP + kc, rP + (k+1)c) of every rank's partition r into block r of a
-// staging buffer of N·c elements (at most BucketBytes, zeros past Ψ), and
-// reduce-scatters (gradients) or all-gathers (parameters) it.
+// The collectives are ops of the program (program_zero.go,
+// graph.ReduceScatterOp and AllGatherOp). They run in rounds over chunks:
+// round k takes elements [rP + kc, rP + (k+1)c) of every rank's partition
+// r into block r of a message of N·c elements (at most BucketBytes, zeros
+// past Ψ), and reduce-scatters (gradients) or all-gathers (parameters) it.
 //
-//   - Stage 1: gradients accumulate over the window in full local buffers
-//     (as without ZeRO); at the window's end they are reduce-scattered (the
-//     same bytes on the wire as the all-reduce: the parameters' all-gather
-//     is its other half), each rank steps its partition, and the updated
-//     parameters are all-gathered.
-//   - Stage 2: each micro-batch's gradients are reduce-scattered straight
-//     from the executor's outputs and added into a buffer that holds only
-//     this rank's partition (P elements). We reduce per micro-batch rather
-//     than once at the window's end because the latter needs a full local
-//     accumulation buffer (4Ψ bytes) for the whole window, which is the very
-//     memory stage 2 exists to save; the price is one reduce-scatter per
-//     micro-batch instead of per window (with --grad-accum 1 they are the
-//     same). DeepSpeed's stage 2 makes the same choice.
+//   - Stage 1: the step sums the window's gradients in full gradient-sum
+//     state (as without ZeRO); on the window's last micro-batch it
+//     reduce-scatters them (the same bytes on the wire as the all-reduce:
+//     the parameters' all-gather is its other half) into this rank's
+//     partition, each rank steps its partition, and the updated parameters
+//     are all-gathered.
+//   - Stage 2: every micro-batch's gradients are reduce-scattered inside
+//     the step and added into the partition (P elements), the window's
+//     first micro-batch replacing it; the gradients themselves are
+//     intermediates of the step. We reduce per micro-batch rather than
+//     once at the window's end because the latter needs a full local
+//     accumulation buffer (4Ψ bytes) for the whole window, which is the
+//     very memory stage 2 exists to save; the price is one reduce-scatter
+//     per micro-batch instead of per window (with --grad-accum 1 they are
+//     the same). DeepSpeed's stage 2 makes the same choice.
 //
 // Memory per rank that persists across steps (fp32, Adam): parameters 4Ψ,
-// gradient buffers 4Ψ (stage 1) or 4P (stage 2), optimizer state 8P (two
-// slots), against 4Ψ + 4Ψ + 8Ψ without ZeRO; plus the staging buffer (at
-// most BucketBytes) and, in every stage, the executor's own gradient
-// outputs (4Ψ, part of the training graph's memory plan).
+// gradient state 4Ψ + 4P (stage 1: sums and partition) or 4P (stage 2),
+// optimizer state 8P (two slots), against 4Ψ + 4Ψ + 8Ψ without ZeRO; the
+// collectives' messages (at most BucketBytes) live for their call only.
 //
 // Gradient clipping by norm adds the squares over every rank's slices per
 // parameter (an all-gather of one float64 per parameter), so the norm is
@@ -55,7 +57,6 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -122,24 +123,6 @@ func newZeroShard(stage, world, rank int, params []*optim.Param, limit int, grad
 // flatView is a rank-1 float32 tensor over x (sharing its memory).
 func flatView(x []float32) *graph.Tensor {
 	return &graph.Tensor{DType: graph.Float32, Shape: []int{len(x)}, Data: x}
-}
-
-// pieces calls f for each parameter that flat elements [from, from+n)
-// meet (clipped to Ψ): parameter i, its elements [lo, lo+cnt), which are
-// elements [off, off+cnt) of the span.
-func (z *zeroShard) pieces(from, n int, f func(i, lo, off, cnt int)) {
-	end := min(from+n, z.total)
-	if from >= end {
-		return
-	}
-	i := sort.Search(len(z.offs)-1, func(i int) bool { return z.offs[i+1] > from })
-	for pos := from; pos < end; i++ {
-		cnt := min(end, z.offs[i+1]) - pos
-		if cnt > 0 {
-			f(i, pos-z.offs[i], pos-from, cnt)
-			pos += cnt
-		}
-	}
 }
 
 // zeroBackward is Backward under ZeRO: the step has reduce-scattered the
