@@ -55,6 +55,7 @@ type commReq struct {
 	opts      backend.CommOptions
 	done      chan struct{}
 	err       error
+	waited    bool // Wait returned err (guarded by groupComm.mu)
 }
 
 var errCommAborted = errors.New("the step failed before this collective started")
@@ -97,8 +98,10 @@ func (c *groupComm) end(failed bool) error {
 	close(q)
 	<-done
 	var errs []error
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, r := range pending {
-		if r.err != nil && !errors.Is(r.err, errCommAborted) {
+		if r.err != nil && !r.waited && !errors.Is(r.err, errCommAborted) {
 			errs = append(errs, r.err)
 		}
 	}
@@ -255,7 +258,15 @@ func (c *groupComm) Wait(ctx context.Context, bucket int) error {
 	if r == nil {
 		return fmt.Errorf("wait for bucket %d, which was not started in this step", bucket)
 	}
-	return c.await(ctx, r)
+	err := c.await(ctx, r)
+	select {
+	case <-r.done: // its outcome reached a caller
+		c.mu.Lock()
+		r.waited = true
+		c.mu.Unlock()
+	default:
+	}
+	return err
 }
 
 func (c *groupComm) await(ctx context.Context, r *commReq) error {
