@@ -46,6 +46,32 @@
 // place by AccumulateGrad over gradient-sum state, its "fresh" input
 // starting a new window; the optimizer step reads the sums.
 //
+// # Collectives
+//
+// Data-parallel training adds collective ops to the program (their exact
+// semantics are in graph/collective_ops.go and graph/grad_collective.go):
+// AllReduce, and its split form AllReduceStart / AllReduceWait, average the
+// gradient sums of a bucket across processes; ReduceScatter leaves this
+// process's ZeRO partition of the averaged gradients in a state buffer;
+// AllGather gives every process the parameter slices the others updated;
+// AllReduceSum exchanges synchronised BatchNorm's statistics. They are
+// multi-tensor and functional like the optimizer-step ops (UpdatedInput
+// pairs each output with the input it replaces), and a backend may chain
+// in-place updates: AccumulateGrad, then AllReduceStart, then
+// AllReduceWait update a gradient sum in its own buffer when each value of
+// the chain is read by the next node only. A sync input (bool scalar)
+// switches an op off on the micro-batches inside an accumulation window.
+//
+// Kernels reach the other processes through the Communicator the Run's
+// context carries (WithCommunicator): host float32 slices, so the CPU
+// backend passes its state buffers as they are; a GPU backend stages
+// through host memory, or runs its own transport (NCCL) for the same ops.
+// The communicator carries a Run's collectives in the order the kernels
+// issue them, an all-reduce started by AllReduceStart travelling while the
+// following nodes run; AllReduceWait blocks until its bucket is reduced.
+// Without a communicator (one process) every collective op passes its
+// operands through.
+//
 // An executable with state implements Stateful: ReadState and WriteState
 // move a buffer between the backend and a host tensor, by name, for
 // checkpoints, exports and explicit reads; HostState returns the buffer

@@ -51,14 +51,19 @@ func WithCollective(ctx context.Context, c Collective) context.Context {
 	return context.WithValue(ctx, collectiveKey{}, c)
 }
 
-// CollectiveFrom returns the collective set by WithCollective, or nil (one
-// process).
+// CollectiveFrom returns the collective set by WithCollective, or else the
+// communicator set by WithCommunicator, or nil (one process).
 func CollectiveFrom(ctx context.Context) Collective {
 	if ctx == nil {
 		return nil
 	}
-	c, _ := ctx.Value(collectiveKey{}).(Collective)
-	return c
+	if c, ok := ctx.Value(collectiveKey{}).(Collective); ok {
+		return c
+	}
+	if c := CommunicatorFrom(ctx); c != nil { // comm.go
+		return c
+	}
+	return nil
 }
 
 // NodeTimer receives, for every node an executable runs, the wall time its

@@ -60,11 +60,19 @@ func IsOptimizerOp(n *Node) bool {
 	return false
 }
 
-// UpdatedInput returns, for each output of an optimizer-step op, the index
+// UpdatedInput returns, for each output of an optimizer-step or collective
+// op (collective_ops.go), the index
 // of the input whose new value it is (-1 for an output that replaces no
 // input, such as ClipGradNorm's total norm), or nil for other ops or a
 // malformed node.
 func UpdatedInput(n *Node) []int {
+	if IsCollectiveOp(n) { // collective_ops.go
+		upd, err := collectiveLayout(n)
+		if err != nil {
+			return nil
+		}
+		return upd
+	}
 	if !IsOptimizerOp(n) {
 		return nil
 	}

@@ -103,7 +103,8 @@ type Accelerator struct {
 	scheds []*Scheduler
 	loader []*DataLoader
 	extra  map[string]Checkpointable
-	amp    ampState // amp.go: mixed precision, loss scaler
+	amp    ampState   // amp.go: mixed precision, loss scaler
+	comm   *groupComm // comm.go: the collective ops' communicator (more than one process)
 }
 
 // Checkpointable is state registered with RegisterForCheckpointing.
@@ -373,15 +374,12 @@ type Model struct {
 	Prog   *Program
 	params []*optim.Param
 	grads  []*graph.Tensor
-	fresh  bool      // the next Backward starts a window
-	bucket []float32 // all-reduce staging, reused
+	fresh  bool // the next Backward starts a window
 
-	// overlap.go: the bucket layout, and the reduction running alongside
-	// the current micro-batch's backward pass (nil when none).
+	// overlap.go, program_dp.go: the program's bucket layout (data
+	// parallel without ZeRO) and how its reductions overlapped backward.
 	bucketLayout *gradBuckets
-	bucketLimit  int
 	gradNames    map[string]int
-	overlap      *overlapRun
 	overlapStats OverlapStats
 	// zero.go: this process's shard under ZeRO (nil without ZeRO).
 	zero *zeroShard
@@ -399,16 +397,36 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	if err != nil {
 		return nil, err
 	}
-	// One process keeps the window's gradient sums in the program's state
-	// (data parallel reduces them on the host: overlap.go, zero.go).
-	gradSums := a.NumProcesses() == 1
+	// The program keeps the window's gradient sums in its state; with
+	// more than one process it also averages them across processes
+	// (program_dp.go), or under ZeRO reduce-scatters them
+	// (program_zero.go; stage 2 reduces each micro-batch's gradients and
+	// keeps no full sums).
+	gradSums := a.zeroStage() != 2
+	var dp *DataParallelConfig
+	var zc *ZeroConfig
+	if s := a.zeroStage(); s > 0 {
+		world := a.NumProcesses()
+		zc = &ZeroConfig{Stage: s, World: world, Rank: a.ProcessIndex(), BucketBytes: a.bucketLimit()}
+		if a.cfg.CompressBF16 {
+			zc.Compress = "bf16"
+		}
+	} else if a.NumProcesses() > 1 {
+		dp = &DataParallelConfig{BucketBytes: a.bucketLimit(), NoOverlap: a.cfg.NoOverlap}
+		if a.cfg.CompressBF16 {
+			dp.Compress = "bf16"
+		}
+	}
 	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed,
 		SyncBatchNorm: a.cfg.SyncBatchNorm && a.NumProcesses() > 1, MixedPrecision: a.cfg.MixedPrecision, Recompute: a.cfg.Recompute,
-		GradSums: gradSums, PrimitivesOnly: a.cfg.PrimitivesOnly, Tuning: a.cfg.Tuning})
+		GradSums: gradSums, DataParallel: dp, Zero: zc, PrimitivesOnly: a.cfg.PrimitivesOnly, Tuning: a.cfg.Tuning})
 	if err != nil {
 		return nil, err
 	}
 	pm := &Model{acc: a, Prog: prog, fresh: true}
+	if prog.dp != nil {
+		pm.bucketLayout = prog.dp.buckets
+	}
 	for _, p := range prog.Params {
 		pm.params = append(pm.params, &optim.Param{Name: p.Name, Value: p.Value})
 	}
@@ -418,8 +436,12 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 			return nil, err
 		}
 	}
-	if s := a.zeroStage(); s > 0 {
-		pm.zero = newZeroShard(s, a.NumProcesses(), a.ProcessIndex(), pm.params, a.bucketLimit())
+	if zc != nil {
+		part, err := prog.ZeroPartition()
+		if err != nil {
+			return nil, err
+		}
+		pm.zero = newZeroShard(zc.Stage, zc.World, zc.Rank, pm.params, a.bucketLimit(), part.Float32s())
 	}
 	a.models = append(a.models, pm)
 	return pm, nil
@@ -439,18 +461,28 @@ type Output struct {
 // Forward runs the forward and backward pass of one micro-batch. The
 // gradients are those of loss/GradAccum; Backward adds them.
 func (m *Model) Forward(ctx context.Context, b *data.Batch) (*Output, error) {
-	ctx = m.acc.withCollective(ctx) // syncbn.go: BatchNorm statistics across processes
-	ctx = m.acc.withOverlap(ctx, m) // overlap.go: gradients reduced while backward runs
 	if m.fresh {
 		m.Prog.StartWindow() // GradSums: this micro-batch's gradients replace the sums
 	}
+	// comm.go: the step's collectives (gradient buckets, synchronised
+	// BatchNorm statistics) go through the communicator.
+	ctx, comm := m.acc.withComm(ctx, m)
+	// The gradients are reduced at the window's end, except under ZeRO-2,
+	// which reduce-scatters every micro-batch's.
+	sync := m.acc.sync || (m.zero != nil && m.zero.stage == 2)
+	m.Prog.SetSyncGradients(sync)
 	res, err := m.Prog.ForwardBackward(ctx, b.Inputs, b.Labels, float32(m.acc.LossScale()/float64(m.acc.cfg.GradAccum)))
-	if err != nil {
-		if m.overlap != nil {
-			m.overlap.cancel()
-			m.overlap = nil
+	if comm != nil {
+		if cerr := comm.end(err != nil); err == nil && cerr != nil {
+			err = fmt.Errorf("accelerator: %w", cerr)
 		}
+	}
+	if err != nil {
 		return nil, err
+	}
+	if sync && m.Prog.dp != nil {
+		m.overlapStats.Buckets += len(m.Prog.dp.buckets.members)
+		m.overlapStats.Early += m.Prog.dp.early
 	}
 	return &Output{Loss: res.Loss, Size: b.Size, grads: res.Grads}, nil
 }
@@ -463,35 +495,31 @@ func (m *Model) Evaluate(ctx context.Context, b *data.Batch) (float64, *graph.Te
 
 // Backward adds the micro-batch's gradients to the model's gradient
 // buffers. At the end of an accumulation window (and only then) the
-// gradients are averaged across processes.
+// gradients are averaged across processes: by the step's collective ops
+// (program_dp.go), or under ZeRO here (zero.go).
 func (a *Accelerator) Backward(out *Output) error {
-	if len(a.models) > 0 && a.models[0].overlap != nil {
-		return a.finishOverlap(out)
-	}
 	if len(a.models) > 0 && a.models[0].zero != nil {
 		return a.zeroBackward(out)
 	}
-	if err := a.backward(out); err != nil {
-		return err
-	}
-	if a.sync && a.NumProcesses() > 1 {
-		return a.allReduceGrads(context.Background(), a.models[0])
-	}
-	return nil
+	// Without ZeRO the step itself averaged the gradient sums across
+	// processes (program_dp.go).
+	return a.backward(out)
 }
 
-// allReduceGrads averages the model's gradients across processes, in
-// buckets of at most BucketBytes filled in reverse parameter order (the
-// buckets and their order are those of the overlapped path, overlap.go).
-func (a *Accelerator) allReduceGrads(ctx context.Context, m *Model) error {
-	ctx = distrib.WithStep(ctx, int64(a.step+1))
-	b := m.buckets(a.bucketLimit())
-	for k := range b.members {
-		if err := a.allReduceBucket(ctx, m, b, k); err != nil {
-			return err
-		}
+// withComm returns the context of a training step's Run with more than one
+// process: it carries the communicator, started for the step.
+func (a *Accelerator) withComm(ctx context.Context, m *Model) (context.Context, *groupComm) {
+	if a.NumProcesses() == 1 {
+		return ctx, nil
 	}
-	return nil
+	if a.comm == nil {
+		a.comm = newGroupComm(a.cfg.Group)
+	}
+	if m.bucketLayout != nil {
+		a.comm.nBuckets = len(m.bucketLayout.members)
+	}
+	a.comm.begin(int64(a.step + 1))
+	return backend.WithCommunicator(ctx, a.comm), a.comm
 }
 
 func (a *Accelerator) backward(out *Output) error {
@@ -555,7 +583,7 @@ func (a *Accelerator) ClipGradValue(m *Model, v float64) error {
 	if err := a.unscaleGrads(m); err != nil { // amp.go
 		return err
 	}
-	if m.Prog.cfg.GradSums && !m.fresh {
+	if m.zero == nil && m.Prog.cfg.GradSums && !m.fresh {
 		if v < 0 || math.IsNaN(v) {
 			return fmt.Errorf("optim: ClipGradValue: invalid clip value %v", v)
 		}
@@ -575,7 +603,7 @@ type Optimizer struct {
 // PrepareOptimizer wraps an optimizer over the model's parameters.
 func (a *Accelerator) PrepareOptimizer(opt optim.Optimizer, m *Model) *Optimizer {
 	o := &Optimizer{acc: a, Inner: opt, model: m}
-	if b, ok := opt.(optim.Binder); ok && m.Prog.cfg.GradSums {
+	if b, ok := opt.(optim.Binder); ok && m.Prog.cfg.GradSums && m.zero == nil {
 		// The step runs on the program's backend, over its state: the
 		// parameters and the optimizer's slots live there.
 		b.Bind(m.Prog.Backend(), m.Prog.Executable())

@@ -11,17 +11,18 @@ import (
 // Names of the training builder's passes (docs/architecture.md lists them
 // with the backend's).
 const (
-	passPromoteState   = "promote-state"
-	passAddLoss        = "add-loss"
-	passSyncBatchNorm  = "sync-batchnorm"
-	passLowerAutodiff  = "lower-for-autodiff"
-	passDropoutMasks   = "dropout-masks"
-	passAutoCast       = "autocast"
-	passAutodiff       = "autodiff"
-	passPlaceGradients = "place-gradients"
-	passStateOutputs   = "state-outputs"
-	passRecompute      = "recompute"
-	passTopoSort       = "topo-sort"
+	passPromoteState     = "promote-state"
+	passAddLoss          = "add-loss"
+	passSyncBatchNorm    = "sync-batchnorm"
+	passLowerAutodiff    = "lower-for-autodiff"
+	passDropoutMasks     = "dropout-masks"
+	passAutoCast         = "autocast"
+	passAutodiff         = "autodiff"
+	passPlaceGradients   = "place-gradients"
+	passStateOutputs     = "state-outputs"
+	passRecompute        = "recompute"
+	passTopoSort         = "topo-sort"
+	passCheckCollectives = "check-collectives"
 )
 
 // trainBuild is what the training passes hand on to each other.
@@ -83,8 +84,12 @@ func (p *Program) trainingPasses(b *trainBuild) []passes.Pass {
 		{Name: passPlaceGradients, Doc: "each gradient output placed right after the node that finishes it (and with GradSums added into its sum in place)",
 			Requires: []string{passAutodiff},
 			Run: func(g *graph.Graph, _ *passes.Env) (int, error) {
-				b.state = p.placeGradients(g, b.grads, b.forwardNodes)
-				return len(b.grads), nil
+				if z := p.cfg.Zero; z != nil && (z.Stage == 1) != p.cfg.GradSums {
+					return 0, fmt.Errorf("train: ZeRO stage %d with GradSums=%v (stage 1 keeps gradient sums, stage 2 does not)", z.Stage, p.cfg.GradSums)
+				}
+				var err error
+				b.state, err = p.placeGradients(g, b.grads, b.forwardNodes)
+				return len(b.grads), err
 			}},
 		{Name: passStateOutputs, Doc: "the BatchNorm buffers' updates become outputs that replace their state",
 			Requires: []string{passPromoteState}, After: []string{passPlaceGradients},
@@ -101,6 +106,9 @@ func (p *Program) trainingPasses(b *trainBuild) []passes.Pass {
 		{Name: passTopoSort, Doc: "nodes sorted so that every value is made before it is read",
 			After: []string{passRecompute, passPlaceGradients, passStateOutputs},
 			Run:   func(g *graph.Graph, _ *passes.Env) (int, error) { return 0, graph.TopoSort(g) }},
+		{Name: passCheckCollectives, Doc: "the collective ops (data-parallel all-reduce, ZeRO's reduce-scatter) are paired and ordered as every rank must issue them",
+			After: []string{passTopoSort, passPlaceGradients},
+			Run:   func(g *graph.Graph, _ *passes.Env) (int, error) { return 0, graph.CheckCollectives(g) }},
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 // Names of the values the training builder adds to the graph.
 const (
 	freshInput     = "onnxtrain/fresh_window"
+	syncInput      = "onnxtrain/sync_gradients"
 	labelsInput    = "onnxtrain/labels"
 	lossScaleInput = "onnxtrain/loss_scale"
 	lossValue      = "onnxtrain/loss"
@@ -82,6 +83,13 @@ type ProgramConfig struct {
 	PrimitivesOnly bool
 	// Tuning is passed to the backend with every compile of the program.
 	Tuning backend.Tuning
+	// DataParallel, with GradSums, adds the data-parallel gradient
+	// all-reduce to the micro-batch step as collective ops (program_dp.go).
+	DataParallel *DataParallelConfig
+	// Zero adds ZeRO's gradient reduce-scatter to the step and makes
+	// AllGatherParams available (program_zero.go); stage 1 needs GradSums,
+	// stage 2 refuses it.
+	Zero *ZeroConfig
 }
 
 // Parameter is a trainable tensor of the model.
@@ -127,7 +135,11 @@ type Program struct {
 	evalOutput    string
 	labelDType    graph.DType
 	scratch       stepScratch
-	freshNext     bool // GradSums: the next step starts a window
+	freshNext     bool      // GradSums: the next step starts a window
+	dp            *dpLayout // DataParallel: buckets (program_dp.go)
+	syncNext      bool      // DataParallel, Zero: the next step reduces
+	zeroPart      *graph.Tensor
+	allGather     backend.Executable // Zero: AllGatherParams's program
 }
 
 // ErrData is wrapped by errors about data that does not fit the model.
@@ -287,7 +299,7 @@ func (p *Program) addGradients(g *graph.Graph, lossName string, opset int64) (in
 }
 
 // placeGradients adds each gradient's output node right after the node that finishes it (and with GradSums the accumulate node); it returns the gradient sums' state.
-func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes int) []backend.StateSpec {
+func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes int) ([]backend.StateSpec, error) {
 	// Each gradient output's Identity goes right after the backward node
 	// that finishes the gradient, so that the executor reports it as soon
 	// as it is final (overlap.go reduces it while backward goes on); at the
@@ -310,12 +322,30 @@ func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes in
 		} else {
 			late = append(late, id)
 		}
-		if !p.cfg.GradSums {
+		if !p.cfg.GradSums && p.cfg.Zero == nil {
 			g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: out})
 		}
 	}
 	var state []backend.StateSpec
-	if p.cfg.GradSums {
+	if z := p.cfg.Zero; z != nil {
+		values := p.scratch.gradNames // stage 2: the gradients themselves
+		if z.Stage == 1 {
+			var acc *graph.Node
+			acc, state = p.addGradSums(g, len(grads))
+			late = append(late, acc)
+			values = acc.Outputs
+		}
+		rs, st, err := p.addZeroReduceScatter(g, values) // program_zero.go
+		if err != nil {
+			return nil, err
+		}
+		late = append(late, rs)
+		state = append(state, st)
+	} else if p.cfg.GradSums && p.cfg.DataParallel != nil {
+		var bucketed []*graph.Node
+		bucketed, state = p.addBucketedSums(g, grads, producer, after, len(g.Nodes)-1) // program_dp.go
+		late = append(late, bucketed...)
+	} else if p.cfg.GradSums {
 		var acc *graph.Node
 		acc, state = p.addGradSums(g, len(grads))
 		late = append(late, acc)
@@ -326,7 +356,7 @@ func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes in
 		nodes = append(nodes, after[j]...)
 	}
 	g.Nodes = append(nodes, late...)
-	return state
+	return state, nil
 }
 
 // addGradSums makes the AccumulateGrad node and the gradient sums' inputs, outputs and state.
@@ -635,7 +665,7 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 		return nil, err
 	}
 	feeds[lossScaleInput] = scale
-	if p.cfg.GradSums {
+	if p.cfg.GradSums || p.cfg.Zero != nil {
 		if sc.fresh == nil {
 			sc.fresh = &graph.Tensor{DType: graph.Bool, Data: []bool{false}}
 			sc.notFresh = &graph.Tensor{DType: graph.Bool, Data: []bool{false}}
@@ -645,6 +675,14 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 			feeds[freshInput] = sc.fresh
 		} else {
 			feeds[freshInput] = sc.notFresh
+		}
+		if p.dp != nil || p.cfg.Zero != nil {
+			// The flags are read-only inputs: the same two tensors serve.
+			if p.syncNext {
+				feeds[syncInput] = sc.fresh
+			} else {
+				feeds[syncInput] = sc.notFresh
+			}
 		}
 	}
 	out, err := p.trainExe.Run(ctx, feeds)
@@ -664,6 +702,10 @@ func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.
 	}
 	res.Loss = lt.Float(0)
 	res.Grads = res.Grads[:0]
+	if p.cfg.Zero != nil && !p.cfg.GradSums {
+		p.freshNext = false
+		return res, nil // stage 2: the gradients went into the partition
+	}
 	if p.cfg.GradSums {
 		p.freshNext = false
 		sums, err := p.GradSums()

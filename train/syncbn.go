@@ -1,12 +1,9 @@
 package train
 
 import (
-	"context"
 	"fmt"
 	"math"
 
-	"github.com/onnxtrain/onnxtrain/backend"
-	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -35,8 +32,9 @@ import (
 // the processes). Per step that is 2 small all-reduces forward and 2
 // backward per BatchNorm layer, of C+1 and C floats.
 //
-// The kernel reads the collective from the Run's context; without one (one
-// process) AllReduceSum is the identity and the rewritten graph computes
+// The kernel reads the collective from the Run's context (the
+// Accelerator's communicator, comm.go); without one (one process)
+// AllReduceSum is the identity and the rewritten graph computes
 // plain training-mode BatchNormalization.
 
 // SyncBatchNorm rewrites every training-mode BatchNormalization of g (opset
@@ -186,24 +184,4 @@ func syncBatchNormNode(n *graph.Node, dtypeOf func(string) graph.DType) ([]*grap
 		update(runVar, v, n.Outputs[2])
 	}
 	return b.Nodes, b.Consts, nil
-}
-
-// groupCollective is a process group as the kernels' collective.
-type groupCollective struct{ g *distrib.Group }
-
-func (c groupCollective) AllReduceSum(ctx context.Context, x []float32) error {
-	return c.g.AllReduce(ctx, x, distrib.Sum)
-}
-
-func (c groupCollective) WorldSize() int { return c.g.WorldSize() }
-
-// withCollective puts the process group's collective in the context of a
-// training step when BatchNorm statistics are synchronised and there is more
-// than one process; the step number goes along for error messages.
-func (a *Accelerator) withCollective(ctx context.Context) context.Context {
-	if !a.cfg.SyncBatchNorm || a.cfg.Group == nil || a.cfg.Group.WorldSize() <= 1 {
-		return ctx
-	}
-	ctx = distrib.WithStep(ctx, int64(a.step+1))
-	return backend.WithCollective(ctx, groupCollective{a.cfg.Group})
 }

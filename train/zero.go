@@ -12,30 +12,32 @@ package train
 // owned elements; optimizers work element by element, so stepping the
 // slices gives the same values as stepping the whole parameters.
 //
-// Collectives run in rounds over chunks: round k takes elements
-// [rP + kc, rP + (k+1)c) of every rank's partition r into block r of a
-// staging buffer of N·c elements (at most BucketBytes, zeros past Ψ), and
-// reduce-scatters (gradients) or all-gathers (parameters) it.
+// The collectives are ops of the program (program_zero.go,
+// graph.ReduceScatterOp and AllGatherOp). They run in rounds over chunks:
+// round k takes elements [rP + kc, rP + (k+1)c) of every rank's partition
+// r into block r of a message of N·c elements (at most BucketBytes, zeros
+// past Ψ), and reduce-scatters (gradients) or all-gathers (parameters) it.
 //
-//   - Stage 1: gradients accumulate over the window in full local buffers
-//     (as without ZeRO); at the window's end they are reduce-scattered (the
-//     same bytes on the wire as the all-reduce: the parameters' all-gather
-//     is its other half), each rank steps its partition, and the updated
-//     parameters are all-gathered.
-//   - Stage 2: each micro-batch's gradients are reduce-scattered straight
-//     from the executor's outputs and added into a buffer that holds only
-//     this rank's partition (P elements). We reduce per micro-batch rather
-//     than once at the window's end because the latter needs a full local
-//     accumulation buffer (4Ψ bytes) for the whole window, which is the very
-//     memory stage 2 exists to save; the price is one reduce-scatter per
-//     micro-batch instead of per window (with --grad-accum 1 they are the
-//     same). DeepSpeed's stage 2 makes the same choice.
+//   - Stage 1: the step sums the window's gradients in full gradient-sum
+//     state (as without ZeRO); on the window's last micro-batch it
+//     reduce-scatters them (the same bytes on the wire as the all-reduce:
+//     the parameters' all-gather is its other half) into this rank's
+//     partition, each rank steps its partition, and the updated parameters
+//     are all-gathered.
+//   - Stage 2: every micro-batch's gradients are reduce-scattered inside
+//     the step and added into the partition (P elements), the window's
+//     first micro-batch replacing it; the gradients themselves are
+//     intermediates of the step. We reduce per micro-batch rather than
+//     once at the window's end because the latter needs a full local
+//     accumulation buffer (4Ψ bytes) for the whole window, which is the
+//     very memory stage 2 exists to save; the price is one reduce-scatter
+//     per micro-batch instead of per window (with --grad-accum 1 they are
+//     the same). DeepSpeed's stage 2 makes the same choice.
 //
 // Memory per rank that persists across steps (fp32, Adam): parameters 4Ψ,
-// gradient buffers 4Ψ (stage 1) or 4P (stage 2), optimizer state 8P (two
-// slots), against 4Ψ + 4Ψ + 8Ψ without ZeRO; plus the staging buffer (at
-// most BucketBytes) and, in every stage, the executor's own gradient
-// outputs (4Ψ, part of the training graph's memory plan).
+// gradient state 4Ψ + 4P (stage 1: sums and partition) or 4P (stage 2),
+// optimizer state 8P (two slots), against 4Ψ + 4Ψ + 8Ψ without ZeRO; the
+// collectives' messages (at most BucketBytes) live for their call only.
 //
 // Gradient clipping by norm adds the squares over every rank's slices per
 // parameter (an all-gather of one float64 per parameter), so the norm is
@@ -55,7 +57,6 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -79,9 +80,7 @@ type zeroShard struct {
 	viewLo []int          // first element of each view within its parameter
 	byName map[string]int // parameter name -> view index
 
-	grad    []float32 // stage 2: the reduced gradients of the partition (P elements)
-	staging []float32 // N·chunk elements
-	mine    []float32 // chunk elements
+	grad []float32 // the reduced gradients of the partition (P elements): program state
 }
 
 // zeroStage is the ZeRO stage in effect: 0 with one process.
@@ -93,8 +92,10 @@ func (a *Accelerator) zeroStage() int {
 }
 
 // newZeroShard lays out the partition of rank of world over params, with
-// collectives of at most limit bytes.
-func newZeroShard(stage, world, rank int, params []*optim.Param, limit int) *zeroShard {
+// collectives of at most limit bytes; grad is the program's partition of
+// the reduced gradients (Program.ZeroPartition), which the views' Grad
+// slice.
+func newZeroShard(stage, world, rank int, params []*optim.Param, limit int, grad []float32) *zeroShard {
 	z := &zeroShard{stage: stage, world: world, rank: rank, offs: make([]int, len(params)+1), byName: map[string]int{}}
 	for i, p := range params {
 		z.offs[i+1] = z.offs[i] + p.Value.Size()
@@ -103,19 +104,14 @@ func newZeroShard(stage, world, rank int, params []*optim.Param, limit int) *zer
 	z.part = (z.total + world - 1) / world
 	z.lo, z.hi = min(rank*z.part, z.total), min((rank+1)*z.part, z.total)
 	z.chunk = max(1, min(limit/(4*world), z.part))
-	if stage == 2 {
-		z.grad = make([]float32, z.part)
-	}
+	z.grad = grad
 	for i, p := range params {
 		s, e := max(z.lo, z.offs[i]), min(z.hi, z.offs[i+1])
 		if s >= e {
 			continue
 		}
 		lo := s - z.offs[i]
-		v := &optim.Param{Name: p.Name, Group: p.Group, Value: flatView(p.Value.Float32s()[lo : lo+e-s])}
-		if stage == 2 {
-			v.Grad = flatView(z.grad[s-z.lo : e-z.lo])
-		}
+		v := &optim.Param{Name: p.Name, Group: p.Group, Value: flatView(p.Value.Float32s()[lo : lo+e-s]), Grad: flatView(z.grad[s-z.lo : e-z.lo])}
 		z.byName[p.Name] = len(z.views)
 		z.views = append(z.views, v)
 		z.viewOf = append(z.viewOf, i)
@@ -129,130 +125,15 @@ func flatView(x []float32) *graph.Tensor {
 	return &graph.Tensor{DType: graph.Float32, Shape: []int{len(x)}, Data: x}
 }
 
-// pieces calls f for each parameter that flat elements [from, from+n)
-// meet (clipped to Ψ): parameter i, its elements [lo, lo+cnt), which are
-// elements [off, off+cnt) of the span.
-func (z *zeroShard) pieces(from, n int, f func(i, lo, off, cnt int)) {
-	end := min(from+n, z.total)
-	if from >= end {
-		return
-	}
-	i := sort.Search(len(z.offs)-1, func(i int) bool { return z.offs[i+1] > from })
-	for pos := from; pos < end; i++ {
-		cnt := min(end, z.offs[i+1]) - pos
-		if cnt > 0 {
-			f(i, pos-z.offs[i], pos-from, cnt)
-			pos += cnt
-		}
-	}
-}
-
-// read copies flat elements [from, from+len(dst)) of the tensors data
-// gives by parameter index into dst, with zeros past Ψ.
-func (z *zeroShard) read(data func(i int) []float32, from int, dst []float32) {
-	if from+len(dst) > z.total {
-		clear(dst)
-	}
-	z.pieces(from, len(dst), func(i, lo, off, cnt int) {
-		copy(dst[off:off+cnt], data(i)[lo:lo+cnt])
-	})
-}
-
-// write copies src into flat elements [from, from+len(src)) (those below Ψ).
-func (z *zeroShard) write(data func(i int) []float32, from int, src []float32) {
-	z.pieces(from, len(src), func(i, lo, off, cnt int) {
-		copy(data(i)[lo:lo+cnt], src[off:off+cnt])
-	})
-}
-
-// buffers returns the staging buffer for n elements per rank, and the
-// chunk buffer.
-func (z *zeroShard) buffers(n int) (staging, mine []float32) {
-	if len(z.staging) < z.world*z.chunk {
-		z.staging = make([]float32, z.world*z.chunk)
-		z.mine = make([]float32, z.chunk)
-	}
-	return z.staging[:z.world*n], z.mine[:n]
-}
-
-// reduceScatter averages the gradients src gives by parameter index across
-// processes and hands this rank's partition to sink, a chunk at a time
-// (off is the chunk's offset within the partition).
-func (a *Accelerator) zeroReduceScatter(ctx context.Context, z *zeroShard, src func(i int) []float32, sink func(off int, reduced []float32)) error {
-	ctx = distrib.WithStep(ctx, int64(a.step+1))
-	for off := 0; off < z.part; off += z.chunk {
-		n := min(z.chunk, z.part-off)
-		buf, _ := z.buffers(n)
-		for r := 0; r < z.world; r++ {
-			z.read(src, r*z.part+off, buf[r*n:(r+1)*n])
-		}
-		mine, err := a.cfg.Group.ReduceScatterInPlace(ctx, buf, distrib.Mean, a.reduceOptions()...)
-		if err != nil {
-			return fmt.Errorf("accelerator: ZeRO gradient reduce-scatter at step %d: %w", a.step+1, err)
-		}
-		sink(off, mine)
-	}
-	return nil
-}
-
-// zeroAllGather gives every rank the parameters every other rank updated.
-func (a *Accelerator) zeroAllGather(ctx context.Context, m *Model) error {
-	z := m.zero
-	ctx = distrib.WithStep(ctx, int64(a.step+1))
-	values := func(i int) []float32 { return m.params[i].Value.Float32s() }
-	for off := 0; off < z.part; off += z.chunk {
-		n := min(z.chunk, z.part-off)
-		buf, mine := z.buffers(n)
-		z.read(values, z.rank*z.part+off, mine)
-		if err := a.cfg.Group.AllGather(ctx, mine, buf); err != nil {
-			return fmt.Errorf("accelerator: ZeRO parameter all-gather at step %d: %w", a.step+1, err)
-		}
-		for r := 0; r < z.world; r++ {
-			if r != z.rank {
-				z.write(values, r*z.part+off, buf[r*n:(r+1)*n])
-			}
-		}
-	}
-	return nil
-}
-
-// zeroBackward is Backward under ZeRO.
+// zeroBackward is Backward under ZeRO: the step has reduce-scattered the
+// gradients into this rank's partition (program_zero.go; stage 1 at the
+// window's end, stage 2 every micro-batch), which the views' Grad slice.
 func (a *Accelerator) zeroBackward(out *Output) error {
-	m := a.models[0]
-	z := m.zero
-	ctx := context.Background()
-	if z.stage == 1 {
-		if err := a.backward(out); err != nil {
-			return err
-		}
-		if !a.sync {
-			return nil
-		}
-		grads := func(i int) []float32 { return m.grads[i].Float32s() }
-		err := a.zeroReduceScatter(ctx, z, grads, func(off int, reduced []float32) {
-			z.write(grads, z.lo+off, reduced)
-		})
-		for j, v := range z.views {
-			lo := z.viewLo[j]
-			v.Grad = flatView(m.grads[z.viewOf[j]].Float32s()[lo : lo+v.Value.Size()])
-		}
-		return err
+	if len(a.models) == 0 {
+		return fmt.Errorf("accelerator: Backward before PrepareModel")
 	}
-	if len(out.grads) != len(m.params) {
-		return fmt.Errorf("accelerator: %d gradients for %d parameters", len(out.grads), len(m.params))
-	}
-	fresh := m.fresh
-	m.fresh = false
-	return a.zeroReduceScatter(ctx, z, func(i int) []float32 { return out.grads[i].Float32s() }, func(off int, reduced []float32) {
-		dst := z.grad[off : off+len(reduced)]
-		if fresh {
-			copy(dst, reduced)
-			return
-		}
-		for i, x := range reduced {
-			dst[i] += x
-		}
-	})
+	a.models[0].fresh = false
+	return nil
 }
 
 // stepParams are the parameters the optimizer steps: this rank's slices
@@ -265,7 +146,8 @@ func (m *Model) stepParams() []*optim.Param {
 	return m.params
 }
 
-// zeroStep steps this rank's slices and all-gathers the parameters.
+// zeroStep steps this rank's slices and all-gathers the parameters (an
+// AllGather op over the program's parameter state).
 func (a *Accelerator) zeroStep(o *Optimizer) error {
 	m := o.model
 	z := m.zero
@@ -275,7 +157,15 @@ func (a *Accelerator) zeroStep(o *Optimizer) error {
 	if err := o.Inner.Step(z.views); err != nil {
 		return err
 	}
-	return a.zeroAllGather(context.Background(), m)
+	ctx, comm := a.withComm(context.Background(), m)
+	err := m.Prog.AllGatherParams(ctx)
+	if cerr := comm.end(err != nil); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("accelerator: %w", err)
+	}
+	return nil
 }
 
 // zeroClipGradNorm is ClipGradNorm under ZeRO: the per-parameter sums of
@@ -351,22 +241,23 @@ func (a *Accelerator) ZeroMemory() (ZeroMemory, error) {
 	for _, p := range m.params {
 		r.Params += 4 * int64(p.Value.Size())
 	}
-	if m.zero != nil && m.zero.stage == 2 {
-		r.Grads = 4 * int64(len(m.zero.grad))
-	} else {
+	if m.zero == nil || m.zero.stage == 1 {
 		for _, g := range m.grads {
 			if g != nil {
 				r.Grads += 4 * int64(g.Size())
 			}
 		}
 	}
+	if m.zero != nil {
+		r.Grads += 4 * int64(len(m.zero.grad)) // the partition
+	}
 	for _, t := range a.opts[0].Inner.State() {
 		r.Optimizer += int64(t.Size() * t.DType.Size())
 	}
-	if m.zero != nil {
-		r.Staging = 4 * int64(len(m.zero.staging)+len(m.zero.mine))
-	} else {
-		r.Staging = 4 * int64(cap(m.bucket))
+	if m.zero == nil && a.comm != nil {
+		// (Under ZeRO the ReduceScatter and AllGather kernels stage each
+		// collective in a buffer of their call: none is kept.)
+		r.Staging = 4 * int64(cap(a.comm.staging))
 	}
 	return r, nil
 }

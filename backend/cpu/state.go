@@ -93,10 +93,15 @@ func (e *Executable) initState(g *graph.Graph, opts backend.CompileOptions) erro
 	return nil
 }
 
-// markInPlace lets the optimizer-step nodes of p update state in place:
-// every input such a node replaces must be a state buffer that this
-// node's output updates and that no other node reads, nor the graph
-// outputs.
+// markInPlace lets the state-updating nodes of p (optimizer-step and
+// collective ops, graph.UpdatedInput) update state in place. A state
+// buffer S may be updated by a chain of such nodes: the first replaces S,
+// each next one replaces the value the one before made, and the last
+// one's output is the update S is declared with (AccumulateGrad, then
+// AllReduceStart, then AllReduceWait on a gradient sum). Every value of
+// the chain, S included, must be read by the next node of the chain only
+// (not by other nodes, nor as a graph output). A node runs in place when
+// every input it replaces lies on such a chain.
 func (e *Executable) markInPlace(p *plan) {
 	if len(e.updatedBy) == 0 {
 		return
@@ -115,25 +120,67 @@ func (e *Executable) markInPlace(p *plan) {
 	for _, o := range p.g.Outputs {
 		readers[o.Name]++
 	}
+	// producer: value -> (step, output index) of the updating node that
+	// makes it as the new value of one of its inputs.
+	type at struct{ step, out int }
+	producer := map[string]at{}
+	upds := make([][]int, len(p.steps))
 	for i := range p.steps {
-		st := &p.steps[i]
-		upd := graph.UpdatedInput(st.node)
-		if upd == nil {
+		n := p.steps[i].node
+		upds[i] = graph.UpdatedInput(n)
+		for j, in := range upds[i] {
+			if in >= 0 && j < len(n.Outputs) && n.Outputs[j] != "" {
+				producer[n.Outputs[j]] = at{i, j}
+			}
+		}
+	}
+	// ok[step][output] marks the pairs that lie on a chain from a state
+	// buffer to its declared update.
+	ok := map[at]bool{}
+	for _, u := range e.updates {
+		var chain []at
+		v := u.output
+		for len(chain) <= len(p.steps) {
+			pr, found := producer[v]
+			if !found {
+				chain = nil
+				break
+			}
+			chain = append(chain, pr)
+			n := p.steps[pr.step].node
+			v = n.Inputs[upds[pr.step][pr.out]]
+			if readers[v] != 1 {
+				chain = nil
+				break
+			}
+			if v == u.state {
+				break
+			}
+		}
+		if v != u.state {
 			continue
 		}
-		ok, any := true, false
-		for j, in := range upd {
+		for _, c := range chain {
+			ok[c] = true
+		}
+	}
+	for i := range p.steps {
+		st := &p.steps[i]
+		if upds[i] == nil {
+			continue
+		}
+		all, any := true, false
+		for j, in := range upds[i] {
 			if in < 0 {
 				continue
 			}
-			name := st.node.Inputs[in]
-			if e.updatedBy[name] != st.node.Outputs[j] || readers[name] != 1 {
-				ok = false
+			if !ok[at{i, j}] {
+				all = false
 				break
 			}
 			any = true
 		}
-		st.inplace = ok && any
+		st.inplace = all && any
 	}
 }
 

@@ -94,6 +94,14 @@ type ModelResult struct {
 	// into the compiled forward+backward pass and the optimizer update.
 	MedianForwardBackwardMS float64 `json:"median_forward_backward_ms,omitempty"`
 	MedianOptimizerMS       float64 `json:"median_optimizer_ms,omitempty"`
+	// P90OptimizerMS is the nearest-rank 90th percentile of the optimizer
+	// update's time, as MedianOptimizerMS measures it; MedianUpdateMS and
+	// P90UpdateMS are those of the update nodes' own kernel time (what
+	// OptimizerGBps divides by), so that the spread from step to step
+	// shows.
+	P90OptimizerMS float64 `json:"p90_optimizer_ms,omitempty"`
+	MedianUpdateMS float64 `json:"median_update_ms,omitempty"`
+	P90UpdateMS    float64 `json:"p90_update_ms,omitempty"`
 	// OptimizerGBps is the optimizer update's bandwidth: the bytes of
 	// parameters, gradients and optimizer state it reads and writes
 	// (optim.StepBytes) over the time of the update's nodes inside the
@@ -235,6 +243,7 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	fbs := make([]time.Duration, o.Steps)
 	opts := make([]time.Duration, o.Steps)
 	gbps := make([]float64, 0, o.Steps)
+	updates := make([]time.Duration, 0, o.Steps)
 	for i := range total {
 		t0 := time.Now()
 		loss, fb, opt, err := step()
@@ -245,6 +254,7 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		fbs[i], opts[i] = fb, opt
 		if update > 0 && res.OptimizerBytes > 0 {
 			gbps = append(gbps, float64(res.OptimizerBytes)/update.Seconds()/1e9)
+			updates = append(updates, update)
 		}
 		if first {
 			res.FirstLoss, first = loss, false
@@ -267,7 +277,10 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	if !o.Inference {
 		fb, _ := Summarize(fbs)
 		op, _ := Summarize(opts)
-		res.MedianForwardBackwardMS, res.MedianOptimizerMS = fb.MedianMS, op.MedianMS
+		res.MedianForwardBackwardMS, res.MedianOptimizerMS, res.P90OptimizerMS = fb.MedianMS, op.MedianMS, op.P90MS
+		if up, err := Summarize(updates); err == nil {
+			res.MedianUpdateMS, res.P90UpdateMS = up.MedianMS, up.P90MS
+		}
 		if len(gbps) > 0 {
 			sort.Float64s(gbps)
 			res.OptimizerGBps, res.OptimizerGBpsMin, res.OptimizerGBpsMax = gbps[len(gbps)/2], gbps[0], gbps[len(gbps)-1]

@@ -168,8 +168,8 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		fmt.Fprintf(out, "  forward+backward %.2f ms, optimizer (%s) %.2f ms (medians); %d parameters; loss %.5g -> %.5g\n",
 			res.MedianForwardBackwardMS, res.Optimizer, res.MedianOptimizerMS, res.Parameters, res.FirstLoss, res.LastLoss)
 		if res.OptimizerGBps > 0 {
-			fmt.Fprintf(out, "  optimizer update %.2f GB/s (median; min %.2f, max %.2f) over %.1f MB per step\n",
-				res.OptimizerGBps, res.OptimizerGBpsMin, res.OptimizerGBpsMax, float64(res.OptimizerBytes)/1e6)
+			fmt.Fprintf(out, "  optimizer update %.2f GB/s (median; min %.2f, max %.2f) over %.1f MB per step; update nodes %.2f ms median, %.2f ms p90\n",
+				res.OptimizerGBps, res.OptimizerGBpsMin, res.OptimizerGBpsMax, float64(res.OptimizerBytes)/1e6, res.MedianUpdateMS, res.P90UpdateMS)
 		}
 	}
 	fmt.Fprintf(out, "  setup %s, peak RSS %.1f MiB, GOMAXPROCS %d\n",

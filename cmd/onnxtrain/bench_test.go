@@ -52,6 +52,9 @@ func TestBenchTrainJSON(t *testing.T) {
 	assert.LessOrEqual(t, r["optimizer_gbps_min"], r["optimizer_gbps"])
 	assert.GreaterOrEqual(t, r["optimizer_gbps_max"], r["optimizer_gbps"])
 	assert.Contains(t, r, "median_optimizer_ms")
+	assert.GreaterOrEqual(t, r["p90_optimizer_ms"], r["median_optimizer_ms"])
+	assert.Positive(t, r["median_update_ms"])
+	assert.GreaterOrEqual(t, r["p90_update_ms"], r["median_update_ms"])
 }
 
 // TestBenchOptimizerBytes: SGD with momentum and AdamW count the slots
