@@ -221,8 +221,12 @@ func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (
 	if p.Random {
 		for k, i := range p.RandomLaunches {
 			l := p.Steps[i].Launch
-			l.Args[2].I = e.opts.Seed
-			l.Args[3].I = int64(e.runs)*p.RandomPerRun + p.RandomBase[k]
+			seed, off := 2, 3 // random_uniform_f32
+			if l.Kernel == "dropout_f32" {
+				seed, off = 4, 5
+			}
+			l.Args[seed].I = e.opts.Seed
+			l.Args[off].I = int64(e.runs)*p.RandomPerRun + p.RandomBase[k]
 		}
 	}
 	e.runs++

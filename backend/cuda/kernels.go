@@ -46,6 +46,7 @@ var kernelSigs = map[string]string{
 	"col2im_f32":           "pp" + "lllllll" + "llllll",
 	"pool2d_f32":           "ppp" + "lllll" + "llllllll" + "i",
 	"random_uniform_f32":   "plllff",
+	"dropout_f32":          "ppp" + "lllf",
 	"adam_update_f32":      "ppppp" + "l" + "pp" + "ii",
 	"sgd_update_f32":       "ppp" + "l" + "pp" + "ii",
 	"accumulate_f32":       "pplp",

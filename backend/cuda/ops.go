@@ -37,6 +37,9 @@ var primitiveKernels = map[string]bool{
 	"MatMul": true, "Conv": true, "ConvTranspose": true, "MaxPool": true, "AveragePool": true,
 	"Reshape": true, "Transpose": true, "Concat": true, "Slice": true, "Gather": true, "GatherElements": true,
 	"ScatterElements": true, "Expand": true, "Pad": true, "Identity": true, "Shape": true, "RandomUniformLike": true,
+	// Dropout's training form has no lowering (its stream is the
+	// backend's); the CPU backend keeps its kernel under PrimitivesOnly too.
+	"Dropout": true,
 }
 
 // opKey names an op with its domain where it is not ai.onnx.
@@ -135,6 +138,8 @@ func (pl *planner) lowerNode(n *graph.Node) error {
 		return pl.pad(n)
 	case "RandomUniformLike":
 		return pl.randomUniform(n)
+	case "Dropout":
+		return pl.dropout(n)
 	case "Softmax", "LogSoftmax":
 		return pl.softmax(n, k == "LogSoftmax")
 	case "onnxtrain:SoftmaxGrad", "onnxtrain:LogSoftmaxGrad":

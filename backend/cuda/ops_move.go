@@ -363,6 +363,62 @@ func (pl *planner) pad(n *graph.Node) error {
 	return nil
 }
 
+// dropout plans Dropout: a copy (inference, or ratio 0), else the
+// dropout kernel drawing from the executable's stream.
+func (pl *planner) dropout(n *graph.Node) error {
+	x, err := pl.in(0)
+	if err != nil {
+		return err
+	}
+	ratio := float64(n.AttrFloat("ratio", 0.5)) // opsets before 12
+	if pl.opset >= 12 {
+		ratio = 0.5
+		if v, ok := pl.constFloat(1); ok {
+			ratio = v
+		} else if n.Input(1) != "" {
+			return n.Errorf("ratio must be a constant")
+		}
+	}
+	training := pl.opset < 7 && n.AttrInt("is_test", 0) == 0
+	if pl.opset >= 12 {
+		if v, ok := pl.constFloat(2); ok {
+			training = v != 0
+		} else if n.Input(2) != "" {
+			return n.Errorf("training_mode must be a constant")
+		}
+	}
+	o, err := pl.out(0)
+	if err != nil {
+		return err
+	}
+	mask, err := pl.out(1)
+	if err != nil {
+		return err
+	}
+	if !training || ratio == 0 {
+		pl.p.Steps = append(pl.p.Steps, Step{Node: n.Label(), CopyDst: o, CopySrc: x, CopyBytes: o.Bytes})
+		pl.touch([]Arg{Ptr(o), Ptr(x)})
+		if mask != nil {
+			pl.launch1D("fill", mask.Elements(), Ptr(mask), I64(mask.Elements()), I32(1), I64(1))
+		}
+		return nil
+	}
+	if x.DType != graph.Float32 {
+		return n.Errorf("Dropout on %v: float32 only", x.DType)
+	}
+	ma := Arg{Kind: ArgPtr}
+	if mask != nil {
+		ma = Ptr(mask)
+	}
+	pl.p.Random = true
+	pl.launch1D("dropout_f32", o.Elements(), Ptr(x), Ptr(o), ma, I64(o.Elements()), I64(0), I64(pl.random), F32(float32(ratio)))
+	pl.p.RandomLaunches = append(pl.p.RandomLaunches, len(pl.p.Steps)-1)
+	pl.p.RandomBase = append(pl.p.RandomBase, pl.random)
+	pl.random += o.Elements()
+	pl.p.RandomPerRun = pl.random
+	return nil
+}
+
 // randomUniform draws from the executable's counter-based stream: the
 // launch's offset argument is advanced by the executable before each run
 // (Plan.RandomLaunches), so steps draw fresh numbers and a replay of the

@@ -679,6 +679,23 @@ extern "C" __global__ void random_uniform_f32(float* out, i64 n, u64 seed, u64 o
   }
 }
 
+// Dropout in training mode: keep with probability 1-ratio (the same
+// counter-based stream as random_uniform_f32), scale kept values by
+// 1/(1-ratio); mask (bool, may be null) records what was kept.
+extern "C" __global__ void dropout_f32(const float* x, float* y, u8* mask, i64 n, u64 seed, u64 offset, float ratio) {
+  float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+  for (i64 i = gtid(); i < n; i += gstride()) {
+    u64 z = seed + (offset + (u64)i) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    float u = (float)(z >> 40) * (1.0f / 16777216.0f);
+    int keep = u >= ratio;
+    y[i] = keep ? x[i] * scale : 0.0f;
+    if (mask) mask[i] = (u8)keep;
+  }
+}
+
 // ---- optimizer and gradient ops (graph/optimizer_ops.go) -------------
 
 // AdamUpdate for one tensor (graph/optimizer_ops.go), PyTorch 1.13's
