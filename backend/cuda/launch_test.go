@@ -55,10 +55,10 @@ func TestBroadcastIndex(t *testing.T) {
 
 func TestCheckLaunchRejectsWrongArguments(t *testing.T) {
 	b := &Buffer{Name: "x"}
-	ok := &Launch{Kernel: "unary_f32", Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{256, 1, 1}, Args: []Arg{Ptr(b), Ptr(b), I64(4), I32(0)}}
+	ok := &Launch{Kernel: "unary_fp", Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{256, 1, 1}, Args: []Arg{Ptr(b), Ptr(b), I64(4), I32(0), I32(1)}}
 	require.NoError(t, checkLaunch(ok))
 	bad := *ok
-	bad.Args = []Arg{Ptr(b), Ptr(b), I32(4), I32(0)}
+	bad.Args = []Arg{Ptr(b), Ptr(b), I32(4), I32(0), I32(1)}
 	assert.ErrorContains(t, checkLaunch(&bad), "argument 2")
 	bad = *ok
 	bad.Kernel = "nope"

@@ -289,18 +289,17 @@ func (pl *planner) binary(n *graph.Node, op int) error {
 		if err != nil {
 			return n.Errorf("%v", err)
 		}
-		kernel := "binary_f32"
-		switch a.DType {
-		case graph.Float32:
-		case graph.Int64:
-			kernel = "binary_i64"
-		default:
-			return n.Errorf("%s on %v tensors: the CUDA backend has float32 and int64 kernels", n.OpType, a.DType)
-		}
 		if b.DType != a.DType {
 			return n.Errorf("%s of %v and %v: cast the exponent first", n.OpType, a.DType, b.DType)
 		}
-		pl.launch1D(kernel, o.Elements(), Ptr(a), Ptr(b), Ptr(o), I64(o.Elements()), I32(op), Idx(x))
+		switch {
+		case isFloatKernelType(a.DType):
+			pl.launch1D("binary_fp", o.Elements(), Ptr(a), Ptr(b), Ptr(o), I64(o.Elements()), I32(op), I32(int(a.DType)), Idx(x))
+		case a.DType == graph.Int64:
+			pl.launch1D("binary_i64", o.Elements(), Ptr(a), Ptr(b), Ptr(o), I64(o.Elements()), I32(op), Idx(x))
+		default:
+			return n.Errorf("%s on %v tensors: the CUDA backend has float32, float16, bfloat16 and int64 kernels", n.OpType, a.DType)
+		}
 		a = o
 	}
 	if len(n.Inputs) == 1 {
@@ -333,7 +332,7 @@ func (pl *planner) unary(op int) error {
 	if err != nil {
 		return err
 	}
-	if x.DType != graph.Float32 {
+	if !isFloatKernelType(x.DType) {
 		if op == 8 && x.DType == graph.Int64 { // Neg on int64: 0 - x
 			o, err := pl.out(0)
 			if err != nil {
@@ -344,13 +343,13 @@ func (pl *planner) unary(op int) error {
 			pl.launch1D("binary_i64", o.Elements(), Ptr(zero), Ptr(x), Ptr(o), I64(o.Elements()), I32(1), Idx(ix))
 			return nil
 		}
-		return pl.node.Errorf("%s on %v: the CUDA backend's unary kernels are float32", pl.node.OpType, x.DType)
+		return pl.node.Errorf("%s on %v: the CUDA backend's unary kernels are float32, float16 and bfloat16", pl.node.OpType, x.DType)
 	}
 	o, err := pl.out(0)
 	if err != nil {
 		return err
 	}
-	pl.launch1D("unary_f32", o.Elements(), Ptr(x), Ptr(o), I64(o.Elements()), I32(op))
+	pl.launch1D("unary_fp", o.Elements(), Ptr(x), Ptr(o), I64(o.Elements()), I32(op), I32(int(x.DType)))
 	return nil
 }
 
@@ -438,4 +437,10 @@ func (pl *planner) shapeOf(n *graph.Node) error {
 	}
 	pl.constant(n.Outputs[0], &graph.Tensor{DType: graph.Int64, Shape: []int{len(vals)}, Data: vals})
 	return nil
+}
+
+// isFloatKernelType reports whether the floating-point kernels (binary_fp,
+// unary_fp, reduce_fp) take dt: they compute in float32 and round once.
+func isFloatKernelType(dt graph.DType) bool {
+	return dt == graph.Float32 || dt == graph.Float16 || dt == graph.BFloat16
 }

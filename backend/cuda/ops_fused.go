@@ -329,9 +329,9 @@ func (pl *planner) optimizerOp(n *graph.Node) error {
 		}
 		for t := range k {
 			g := targets[1+t]
-			pl.launchRows("reduce_rows_f32", 1, Ptr(g), PtrAt(norms, int64(t)*4), I64(1), I64(g.Elements()), I32(3))
+			pl.launchRows("reduce_rows_fp", 1, Ptr(g), PtrAt(norms, int64(t)*4), I64(1), I64(g.Elements()), I32(3), I32(int(graph.Float32)))
 		}
-		pl.launch1D("unary_f32", int64(k), Ptr(norms), Ptr(norms), I64(int64(k)), I32(2))
+		pl.launch1D("unary_fp", int64(k), Ptr(norms), Ptr(norms), I64(int64(k)), I32(2), I32(int(graph.Float32)))
 		pl.emit(&Launch{Kernel: "clip_norm_total_f32", Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{32, 1, 1},
 			Args: []Arg{Ptr(norms), I64(int64(k)), Ptr(maxNorm), Ptr(total), Ptr(coef)}})
 		for t := range k {

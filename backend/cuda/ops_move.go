@@ -239,28 +239,46 @@ func (pl *planner) elements(n *graph.Node) error {
 	if err != nil {
 		return n.Errorf("%v", err)
 	}
-	if data.DType != graph.Float32 || idx.DType != graph.Int64 {
-		return n.Errorf("%s on %v data with %v indices: float32 data and int64 indices only", n.OpType, data.DType, idx.DType)
+	if !isFloatKernelType(data.DType) || idx.DType != graph.Int64 {
+		return n.Errorf("%s on %v data with %v indices: floating-point data and int64 indices only", n.OpType, data.DType, idx.DType)
 	}
 	for d := range data.Shape {
 		if d != ax && idx.Shape[d] != data.Shape[d] {
 			return n.Errorf("indices %v and data %v differ outside the axis", idx.Shape, data.Shape)
 		}
 	}
+	// Half-precision data go through float32 copies (the kernels, and
+	// add's atomics, are float32).
+	toF32 := func(b *Buffer) *Buffer {
+		if b.DType == graph.Float32 {
+			return b
+		}
+		f := pl.scratch(graph.Float32, b.Shape...)
+		pl.launch1D("cast_any", f.Elements(), Ptr(b), Ptr(f), I64(f.Elements()), I32(int(b.DType)), I32(int(graph.Float32)))
+		return f
+	}
+	out := o
+	if o.DType != graph.Float32 {
+		out = pl.scratch(graph.Float32, o.Shape...)
+	}
 	outer, idxLen, inner := split3(idx.Shape, ax, ax+1)
 	dataLen := int64(data.Shape[ax])
 	if n.OpType == "GatherElements" {
-		pl.launch1D("gather_elements_f32", outer*idxLen*inner, Ptr(data), Ptr(idx), Ptr(o), I64(outer), I64(idxLen), I64(inner), I64(dataLen))
-		return nil
+		pl.launch1D("gather_elements_f32", outer*idxLen*inner, Ptr(toF32(data)), Ptr(idx), Ptr(out), I64(outer), I64(idxLen), I64(inner), I64(dataLen))
+	} else {
+		upd, err := pl.in(2)
+		if err != nil {
+			return err
+		}
+		red := map[string]int{"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}[n.AttrString("reduction", "none")]
+		src := toF32(data)
+		pl.p.Steps = append(pl.p.Steps, Step{Node: n.Label(), CopyDst: out, CopySrc: src, CopyBytes: out.Bytes})
+		pl.touch([]Arg{Ptr(out), Ptr(src)})
+		pl.launch1D("scatter_elements_f32", outer*idxLen*inner, Ptr(out), Ptr(idx), Ptr(toF32(upd)), I64(outer), I64(idxLen), I64(inner), I64(dataLen), I32(red))
 	}
-	upd, err := pl.in(2)
-	if err != nil {
-		return err
+	if out != o {
+		pl.launch1D("cast_any", o.Elements(), Ptr(out), Ptr(o), I64(o.Elements()), I32(int(graph.Float32)), I32(int(o.DType)))
 	}
-	red := map[string]int{"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}[n.AttrString("reduction", "none")]
-	pl.p.Steps = append(pl.p.Steps, Step{Node: n.Label(), CopyDst: o, CopySrc: data, CopyBytes: o.Bytes})
-	pl.touch([]Arg{Ptr(o), Ptr(data)})
-	pl.launch1D("scatter_elements_f32", outer*idxLen*inner, Ptr(o), Ptr(idx), Ptr(upd), I64(outer), I64(idxLen), I64(inner), I64(dataLen), I32(red))
 	return nil
 }
 

@@ -196,19 +196,20 @@ func (pl *planner) conv(n *graph.Node) error {
 	if err != nil {
 		return err
 	}
-	if x.DType != graph.Float32 {
-		return n.Errorf("Conv on %v: float32 only (autocast keeps convolutions in float32 on this backend)", x.DType)
+	if _, err := cudaDataType(x.DType); err != nil || w.DType != x.DType {
+		return n.Errorf("Conv of %v input and %v weights", x.DType, w.DType)
 	}
+	es := int64(x.DType.Size())
 	cg, mg := c.C/c.G, c.M/c.G
 	kk, ohw := cg*c.KH*c.KW, c.OH*c.OW
-	col := pl.scratch(graph.Float32, int(c.N*c.C*c.KH*c.KW*ohw))
-	pl.launch1D("im2col_f32", c.N*c.C*c.KH*c.KW*ohw, Ptr(x), Ptr(col), I64(c.N*c.C), I64(c.H), I64(c.W), I64(c.KH), I64(c.KW),
-		I64(c.OH), I64(c.OW), I64(c.SH), I64(c.SW), I64(c.PH), I64(c.PW), I64(c.DH), I64(c.DW))
+	col := pl.scratch(x.DType, int(c.N*c.C*c.KH*c.KW*ohw))
+	pl.launch1D("im2col", c.N*c.C*c.KH*c.KW*ohw, Ptr(x), Ptr(col), I64(c.N*c.C), I64(c.H), I64(c.W), I64(c.KH), I64(c.KW),
+		I64(c.OH), I64(c.OW), I64(c.SH), I64(c.SW), I64(c.PH), I64(c.PW), I64(c.DH), I64(c.DW), I32(int(es)))
 	for g := range c.G {
-		gm := &Gemm{M: mg, N: ohw, K: kk, Alpha: 1, DType: graph.Float32, OutDType: graph.Float32, Batch: c.N,
-			A: PtrAt(w, g*mg*kk*4), StrideA: 0,
-			B: PtrAt(col, g*kk*ohw*4), StrideB: c.C * c.KH * c.KW * ohw,
-			C: PtrAt(y, g*mg*ohw*4), StrideC: c.M * ohw}
+		gm := &Gemm{M: mg, N: ohw, K: kk, Alpha: 1, DType: x.DType, OutDType: y.DType, Batch: c.N,
+			A: PtrAt(w, g*mg*kk*es), StrideA: 0,
+			B: PtrAt(col, g*kk*ohw*es), StrideB: c.C * c.KH * c.KW * ohw,
+			C: PtrAt(y, g*mg*ohw*int64(y.DType.Size())), StrideC: c.M * ohw}
 		pl.p.Steps = append(pl.p.Steps, Step{Node: n.Label(), Gemm: gm})
 		pl.touch([]Arg{gm.A, gm.B, gm.C})
 	}
@@ -217,7 +218,7 @@ func (pl *planner) conv(n *graph.Node) error {
 		if err != nil {
 			return n.Errorf("bias: %v", err)
 		}
-		pl.launch1D("binary_f32", y.Elements(), Ptr(y), Ptr(bias), Ptr(y), I64(y.Elements()), I32(0), Idx(ix))
+		pl.launch1D("binary_fp", y.Elements(), Ptr(y), Ptr(bias), Ptr(y), I64(y.Elements()), I32(0), I32(int(y.DType)), Idx(ix))
 	}
 	return nil
 }
@@ -256,29 +257,42 @@ func (pl *planner) convTranspose(n *graph.Node) error {
 		return err
 	}
 	// c.C is y's channels (Cout), c.M is x's (Cin); w is [Cin, Cout/G, KH, KW].
+	if _, err := cudaDataType(x.DType); err != nil || w.DType != x.DType {
+		return n.Errorf("ConvTranspose of %v input and %v weights", x.DType, w.DType)
+	}
+	es := int64(x.DType.Size())
 	cout, cin := c.C, c.M
 	cig, cog := cin/c.G, cout/c.G
 	hw := c.OH * c.OW // x's spatial size
 	kk := cog * c.KH * c.KW
+	// Columns in float32 whatever the operands (col2im accumulates in
+	// float32); a half-precision output is cast once at the end.
 	col := pl.scratch(graph.Float32, int(c.N*cout*c.KH*c.KW*hw))
 	for g := range c.G {
-		gm := &Gemm{TransA: true, M: kk, N: hw, K: cig, Alpha: 1, DType: graph.Float32, OutDType: graph.Float32, Batch: c.N,
-			A: PtrAt(w, g*cig*kk*4), StrideA: 0,
-			B: PtrAt(x, g*cig*hw*4), StrideB: cin * hw,
+		gm := &Gemm{TransA: true, M: kk, N: hw, K: cig, Alpha: 1, DType: x.DType, OutDType: graph.Float32, Batch: c.N,
+			A: PtrAt(w, g*cig*kk*es), StrideA: 0,
+			B: PtrAt(x, g*cig*hw*es), StrideB: cin * hw,
 			C: PtrAt(col, g*kk*hw*4), StrideC: cout * c.KH * c.KW * hw}
 		pl.p.Steps = append(pl.p.Steps, Step{Node: n.Label(), Gemm: gm})
 		pl.touch([]Arg{gm.A, gm.B, gm.C})
 	}
-	pl.p.Steps = append(pl.p.Steps, Step{Node: n.Label(), Zero: y})
-	pl.touch([]Arg{Ptr(y)})
-	pl.launch1D("col2im_f32", c.N*cout*c.H*c.W, Ptr(col), Ptr(y), I64(c.N*cout), I64(c.H), I64(c.W), I64(c.KH), I64(c.KW),
+	img := y
+	if y.DType != graph.Float32 {
+		img = pl.scratch(graph.Float32, y.Shape...)
+	}
+	pl.p.Steps = append(pl.p.Steps, Step{Node: n.Label(), Zero: img})
+	pl.touch([]Arg{Ptr(img)})
+	pl.launch1D("col2im_f32", c.N*cout*c.H*c.W, Ptr(col), Ptr(img), I64(c.N*cout), I64(c.H), I64(c.W), I64(c.KH), I64(c.KW),
 		I64(c.OH), I64(c.OW), I64(c.SH), I64(c.SW), I64(c.PH), I64(c.PW), I64(c.DH), I64(c.DW))
+	if img != y {
+		pl.launch1D("cast_any", y.Elements(), Ptr(img), Ptr(y), I64(y.Elements()), I32(int(graph.Float32)), I32(int(y.DType)))
+	}
 	if bias != nil {
 		ix, err := broadcastIndex(y.Shape, y.Shape, append([]int{int(cout)}, ones(len(y.Shape)-2)...))
 		if err != nil {
 			return n.Errorf("bias: %v", err)
 		}
-		pl.launch1D("binary_f32", y.Elements(), Ptr(y), Ptr(bias), Ptr(y), I64(y.Elements()), I32(0), Idx(ix))
+		pl.launch1D("binary_fp", y.Elements(), Ptr(y), Ptr(bias), Ptr(y), I64(y.Elements()), I32(0), I32(int(y.DType)), Idx(ix))
 	}
 	return nil
 }

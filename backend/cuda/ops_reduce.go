@@ -69,8 +69,8 @@ func (pl *planner) reduce(n *graph.Node) error {
 	if err != nil {
 		return err
 	}
-	if x.DType != graph.Float32 {
-		return n.Errorf("%s on %v: the CUDA reductions are float32", n.OpType, x.DType)
+	if !isFloatKernelType(x.DType) {
+		return n.Errorf("%s on %v: the CUDA reductions are for floating-point tensors", n.OpType, x.DType)
 	}
 	axes, noop, err := pl.reduceAxes(n, len(x.Shape))
 	if err != nil {
@@ -92,12 +92,12 @@ func (pl *planner) reduce(n *graph.Node) error {
 		}
 		dst := o
 		if i > 0 {
-			dst = pl.scratch(graph.Float32, slices.Clone(shape)...)
+			dst = pl.scratch(x.DType, slices.Clone(shape)...)
 		}
 		if inner == 1 && mid >= 1024 {
-			pl.launchRows("reduce_rows_f32", outer, Ptr(cur), Ptr(dst), I64(outer), I64(mid), I32(op))
+			pl.launchRows("reduce_rows_fp", outer, Ptr(cur), Ptr(dst), I64(outer), I64(mid), I32(op), I32(int(x.DType)))
 		} else {
-			pl.launch1D("reduce_f32", outer*inner, Ptr(cur), Ptr(dst), I64(outer), I64(mid), I64(inner), I32(op))
+			pl.launch1D("reduce_fp", outer*inner, Ptr(cur), Ptr(dst), I64(outer), I64(mid), I64(inner), I32(op), I32(int(x.DType)))
 		}
 		cur = dst
 	}

@@ -136,7 +136,7 @@ func TestArenaSharesDeadBuffers(t *testing.T) {
 	require.Len(t, p.Steps, 4)
 	for _, s := range p.Steps {
 		require.NotNil(t, s.Launch)
-		assert.Equal(t, "unary_f32", s.Launch.Kernel)
+		assert.Equal(t, "unary_fp", s.Launch.Kernel)
 		assert.Equal(t, int64(0), s.Launch.Args[3].I, "Exp is unary op 0")
 		assert.Equal(t, [3]uint32{4, 1, 1}, s.Launch.Grid)
 	}
@@ -239,7 +239,7 @@ func TestReduceSplitsNonAdjacentAxes(t *testing.T) {
 	require.Len(t, p.Steps, 2)
 	// Axis 2 first ([6, 4, 5] view), then axis 0 ([1, 2, 15]).
 	args := func(s Step) []int64 { a := s.Launch.Args; return []int64{a[2].I, a[3].I, a[4].I, a[5].I} }
-	assert.Equal(t, "reduce_f32", p.Steps[0].Launch.Kernel)
+	assert.Equal(t, "reduce_fp", p.Steps[0].Launch.Kernel)
 	assert.Equal(t, []int64{6, 4, 5, 0}, args(p.Steps[0]))
 	assert.Equal(t, []int64{1, 2, 15, 0}, args(p.Steps[1]))
 	assert.Same(t, p.values["Y"], p.Steps[1].Launch.Args[1].Buf)
@@ -257,4 +257,11 @@ func TestUnsupportedOpIsAnError(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, graph.ErrUnsupportedOp)
 	assert.Contains(t, err.Error(), "det")
+}
+
+func mustLoad(t *testing.T, path string) *graph.Graph {
+	t.Helper()
+	m, err := importer.Load(path)
+	require.NoError(t, err)
+	return m.Graph
 }

@@ -161,6 +161,13 @@ __device__ static i64 load_as_i(const void* p, i64 i, int dt) {
   }
   return (i64)load_as_f(p, i, dt);
 }
+__device__ static void store_f(void* p, i64 i, int dt, float v) {
+  switch (dt) {
+  case 1: ((float*)p)[i] = v; break;
+  case 10: ((u16*)p)[i] = f32_to_f16(v); break;
+  case 16: ((u16*)p)[i] = f32_to_bf16(v); break;
+  }
+}
 __device__ static int is_float(int dt) { return dt == 1 || dt == 10 || dt == 16 || dt == 11; }
 
 // Cast: float to int truncates toward zero, to bool is x != 0.
@@ -215,11 +222,14 @@ __device__ static float binf(int op, float a, float b) {
   }
   return nan_();
 }
-extern "C" __global__ void binary_f32(const float* a, const float* b, float* out, i64 n, int op, Index x) {
+// Floating-point binary ops on float32, float16 or bfloat16 (dt), computed
+// in float32 and rounded once.
+extern "C" __global__ void binary_fp(const void* a, const void* b, void* out, i64 n, int op, int dt, Index x) {
   for (i64 i = gtid(); i < n; i += gstride()) {
     i64 ia, ib, io;
     locate(x, i, &ia, &ib, &io);
-    out[i] = binf(op, a[ia], b[ib]);
+    if (dt == 1) ((float*)out)[i] = binf(op, ((const float*)a)[ia], ((const float*)b)[ib]);
+    else store_f(out, i, dt, binf(op, load_as_f(a, ia, dt), load_as_f(b, ib, dt)));
   }
 }
 // Integer binary ops wrap; division truncates toward zero (b = 0 gives 0:
@@ -269,9 +279,9 @@ extern "C" __global__ void where_any(const u8* c, const u8* a, const u8* b, u8* 
 
 // Unary ops: 0 exp, 1 log, 2 sqrt, 3 tanh, 4 erf, 5 sin, 6 cos, 7 floor,
 // 8 neg, 9 abs, 10 relu, 11 sigmoid, 12 reciprocal, 13 ceil.
-extern "C" __global__ void unary_f32(const float* in, float* out, i64 n, int op) {
+extern "C" __global__ void unary_fp(const void* in, void* out, i64 n, int op, int dt) {
   for (i64 i = gtid(); i < n; i += gstride()) {
-    float v = in[i], r;
+    float v = load_as_f(in, i, dt), r;
     switch (op) {
     case 0: r = exp_(v); break;
     case 1: r = log_(v); break;
@@ -289,7 +299,7 @@ extern "C" __global__ void unary_f32(const float* in, float* out, i64 n, int op)
     case 13: r = -floor_(-v); break;
     default: r = nan_();
     }
-    out[i] = r;
+    store_f(out, i, dt, r);
   }
 }
 
@@ -388,20 +398,20 @@ extern "C" __global__ void scatter_elements_f32(float* out, const i64* idx, cons
 // of the reduced axis are read with stride inner (coalesced across
 // threads when inner > 1). Sums accumulate in float32 pairwise per thread
 // block of 8 (the CPU backend accumulates in float32 too).
-extern "C" __global__ void reduce_f32(const float* in, float* out, i64 outer, i64 r, i64 inner, int op) {
+extern "C" __global__ void reduce_fp(const void* in, void* out, i64 outer, i64 r, i64 inner, int op, int dt) {
   i64 n = outer * inner;
   for (i64 i = gtid(); i < n; i += gstride()) {
     i64 o = i / inner, k = i % inner;
-    const float* p = in + o * r * inner + k;
+    i64 base = o * r * inner + k;
     float acc = op == 1 ? -inf_() : 0.0f;
     for (i64 j = 0; j < r; j++) {
-      float v = p[j * inner];
+      float v = load_as_f(in, base + j * inner, dt);
       if (op == 1) acc = max_(acc, v);
       else if (op == 3) acc += v * v;
       else acc += v;
     }
     if (op == 2) acc /= (float)r;
-    out[i] = acc;
+    store_f(out, i, dt, acc);
   }
 }
 // Row reduction (inner == 1, long rows): one block per row.
@@ -429,17 +439,16 @@ __device__ static float block_max(float v, float* sh) {
   sync();
   return r;
 }
-extern "C" __global__ void reduce_rows_f32(const float* in, float* out, i64 rows, i64 cols, int op) {
+extern "C" __global__ void reduce_rows_fp(const void* in, void* out, i64 rows, i64 cols, int op, int dt) {
   __shared__ float sh[ROW];
   for (i64 row = bid(); row < rows; row += nbid()) {
-    const float* p = in + row * cols;
     float acc = op == 1 ? -inf_() : 0.0f;
     for (i64 j = tid(); j < cols; j += ROW) {
-      float v = p[j];
+      float v = load_as_f(in, row * cols + j, dt);
       acc = op == 1 ? max_(acc, v) : (op == 3 ? acc + v * v : acc + v);
     }
     acc = op == 1 ? block_max(acc, sh) : block_sum(acc, sh);
-    if (tid() == 0) out[row] = op == 2 ? acc / (float)cols : acc;
+    if (tid() == 0) store_f(out, row, dt, op == 2 ? acc / (float)cols : acc);
   }
 }
 extern "C" __global__ void argmax_f32(const float* in, i64* out, i64 outer, i64 r, i64 inner, int selectLast) {
@@ -603,15 +612,19 @@ extern "C" __global__ void batchnorm_train_f32(const float* x, const float* scal
 // ---- windows ---------------------------------------------------------
 
 // im2col for 2-D convolution of one image and group: col[(c*kh+i)*kw+j][oy*ow+ox].
-extern "C" __global__ void im2col_f32(const float* img, float* col, i64 C, i64 H, i64 W, i64 KH, i64 KW, i64 OH, i64 OW,
-    i64 sh_, i64 sw, i64 ph, i64 pw, i64 dh, i64 dw) {
+// elem is 4 (float32) or 2 (float16, bfloat16: zero is all-zero bits).
+extern "C" __global__ void im2col(const void* img, void* col, i64 C, i64 H, i64 W, i64 KH, i64 KW, i64 OH, i64 OW,
+    i64 sh_, i64 sw, i64 ph, i64 pw, i64 dh, i64 dw, int elem) {
   i64 n = C * KH * KW * OH * OW;
   for (i64 i = gtid(); i < n; i += gstride()) {
     i64 ox = i % OW, t = i / OW, oy = t % OH; t /= OH;
     i64 kj = t % KW; t /= KW;
     i64 ki = t % KH, c = t / KH;
     i64 y = oy * sh_ - ph + ki * dh, x = ox * sw - pw + kj * dw;
-    col[i] = (y >= 0 && y < H && x >= 0 && x < W) ? img[(c * H + y) * W + x] : 0.0f;
+    int in = y >= 0 && y < H && x >= 0 && x < W;
+    i64 at = (c * H + y) * W + x;
+    if (elem == 4) ((unsigned*)col)[i] = in ? ((const unsigned*)img)[at] : 0u;
+    else ((u16*)col)[i] = in ? ((const u16*)img)[at] : (u16)0;
   }
 }
 // col2im: the adjoint of im2col (ConvTranspose and the input gradient),
@@ -760,7 +773,7 @@ extern "C" __global__ void unscale_f32(float* x, i64 n, const float* s, u8* foun
   }
 }
 // ClipGradNorm, second pass: norms[0..t) hold the per-tensor norms (the
-// first pass is reduce_rows_f32 op 3 then sqrt); out the total norm;
+// first pass is reduce_rows_fp op 3 then sqrt); out the total norm;
 // each tensor then scales by clip_coef (scale_by_clip_f32).
 extern "C" __global__ void clip_norm_total_f32(const float* norms, i64 t, const float* maxNorm, float* total, float* coef) {
   if (gtid() != 0) return;
