@@ -12,24 +12,18 @@ import (
 
 // openLibrary dlopens the first candidate of lib that loads.
 func openLibrary(lib Library, env searchEnv) (handle uintptr, path string, err error) {
-	var tried []string
 	for _, p := range candidates(lib, env) {
 		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err == nil {
 			return h, p, nil
 		}
-		tried = append(tried, p)
 	}
 	dirs := libSearchDirs(lib, env)
-	return 0, "", &unavailable{reason: fmt.Sprintf("%s not found (searched ONNXTRAIN_CUDA_LIBS, LD_LIBRARY_PATH, %d folders such as %s, and the loader's path)",
-		lib.Name, len(dirs), strings.Join(firstN(dirs, 3), ", "))}
-}
-
-func firstN(s []string, n int) []string {
-	if len(s) > n {
-		return s[:n]
+	reason := fmt.Sprintf("%s not found (searched %s and the loader's path)", lib.Name, strings.Join(dirs, ":"))
+	if len(dirs) > 4 {
+		reason = fmt.Sprintf("%s not found (searched ONNXTRAIN_CUDA_LIBS, LD_LIBRARY_PATH, %d more folders and the loader's path)", lib.Name, len(dirs))
 	}
-	return s
+	return 0, "", &unavailable{reason: reason}
 }
 
 func resolve(h uintptr, lib string, syms []symbol) error {
@@ -81,6 +75,14 @@ func load(env searchEnv) (*Driver, error) {
 	d.CublasPath = pb
 	if err := resolve(hb, pb, d.bl.table()); err != nil {
 		return nil, err
+	}
+	// cublasGetProperty(MAJOR/MINOR/PATCH_LEVEL), which needs no handle.
+	if gp, err := purego.Dlsym(hb, "cublasGetProperty"); err == nil && gp != 0 {
+		var v [3]int32
+		for i := range v {
+			purego.SyscallN(gp, uintptr(i), uintptr(unsafe.Pointer(&v[i])))
+		}
+		d.CublasVersion = int(v[0])*10000 + int(v[1])*100 + int(v[2])
 	}
 	return d, nil
 }
