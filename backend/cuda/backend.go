@@ -28,6 +28,11 @@ const (
 	// EnvGraphs set to 0 turns whole-step CUDA-graph capture off (every
 	// step then launches its kernels one by one).
 	EnvGraphs = "ONNXTRAIN_CUDA_GRAPHS"
+	// EnvHostFallback set to 0 makes a graph the GPU cannot run (strings,
+	// sequences, control flow, an op with no kernel and no lowering) an
+	// error instead of running on the CPU backend (executables without
+	// state only).
+	EnvHostFallback = "ONNXTRAIN_CUDA_HOST_FALLBACK"
 )
 
 // Backend is the CUDA backend on one GPU.

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"strings"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -19,10 +18,11 @@ func openLibrary(lib Library, env searchEnv) (handle uintptr, path string, err e
 		}
 	}
 	dirs := libSearchDirs(lib, env)
-	reason := fmt.Sprintf("%s not found (searched %s and the loader's path)", lib.Name, strings.Join(dirs, ":"))
-	if len(dirs) > 4 {
-		reason = fmt.Sprintf("%s not found (searched ONNXTRAIN_CUDA_LIBS, LD_LIBRARY_PATH, %d more folders and the loader's path)", lib.Name, len(dirs))
+	where := "ONNXTRAIN_CUDA_LIBS"
+	if v := env.Getenv("ONNXTRAIN_CUDA_LIBS"); v != "" {
+		where += "=" + v
 	}
+	reason := fmt.Sprintf("%s not found (searched %s, LD_LIBRARY_PATH, %d folders in all, and the loader's path)", lib.Name, where, len(dirs))
 	return 0, "", &unavailable{reason: reason}
 }
 

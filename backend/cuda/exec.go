@@ -3,7 +3,9 @@ package cuda
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sort"
 	"sync"
@@ -34,6 +36,14 @@ type Executable struct {
 	state  map[string]bool
 	update []stateUpdate
 
+	// m is the model compiled, for the host fallback.
+	m *graph.Model
+	// host runs graphs the GPU plan cannot (strings, sequences, control
+	// flow, ops with no kernel and no lowering) on the CPU backend, for
+	// executables without state; hostReason is why.
+	host       backend.Executable
+	hostReason string
+
 	mu    sync.Mutex
 	plans map[string]*boundPlan
 	runs  uint64
@@ -55,7 +65,7 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 	if err != nil {
 		return nil, err
 	}
-	e := &Executable{b: b, opset: m.Opset(), opts: opts, g: g, plans: map[string]*boundPlan{}, graphs: b.graphs}
+	e := &Executable{b: b, opset: m.Opset(), opts: opts, g: g, m: m, plans: map[string]*boundPlan{}, graphs: b.graphs}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	runtime.LockOSThread()
@@ -68,10 +78,40 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 	}
 	if opts.StaticShapes {
 		if _, err := e.planFor(nil); err != nil {
-			return nil, err
+			if ferr := e.fallBack(err); ferr != nil {
+				return nil, ferr
+			}
 		}
 	}
 	return e, nil
+}
+
+// fallBack moves an executable without state to the CPU backend when its
+// graph cannot be planned for the GPU (graph.ErrUnsupportedOp); other
+// errors, and executables with state (whose buffers live on the GPU), keep
+// the error.
+func (e *Executable) fallBack(planErr error) error {
+	if !errors.Is(planErr, graph.ErrUnsupportedOp) || e.store != nil || os.Getenv(EnvHostFallback) == "0" {
+		return planErr
+	}
+	cpu, err := backend.Open("cpu")
+	if err != nil {
+		return fmt.Errorf("%w (and no CPU backend to fall back to: %v)", planErr, err)
+	}
+	host, err := cpu.Compile(e.m, e.opts)
+	if err != nil {
+		return fmt.Errorf("%w (the CPU fallback failed too: %v)", planErr, err)
+	}
+	e.host, e.hostReason = host, planErr.Error()
+	return nil
+}
+
+// HostFallback says why the executable runs on the CPU backend ("" when
+// it runs on the GPU).
+func (e *Executable) HostFallback() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.hostReason
 }
 
 // prepareGraph is the backend-neutral part of compiling: functions
@@ -191,6 +231,12 @@ func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (
 			return nil, fmt.Errorf("cuda: input %q is state the executable owns; do not feed it", name)
 		}
 	}
+	e.mu.Lock()
+	host := e.host
+	e.mu.Unlock()
+	if host != nil {
+		return host.Run(ctx, inputs)
+	}
 	e.b.mu.Lock()
 	defer e.b.mu.Unlock()
 	e.mu.Lock()
@@ -203,7 +249,10 @@ func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (
 	}
 	bp, err := e.planFor(graph.InputShapes(inputs))
 	if err != nil {
-		return nil, err
+		if ferr := e.fallBack(err); ferr != nil {
+			return nil, ferr
+		}
+		return e.host.Run(ctx, inputs)
 	}
 	p := bp.p
 	for name, buf := range p.Inputs {
@@ -526,3 +575,11 @@ var (
 	_ backend.Stateful    = (*Executable)(nil)
 	_ backend.RandomState = (*Executable)(nil)
 )
+
+// PeakBytes is the arena size of the largest plan so far: the planned
+// device-memory peak of activations and temporaries (bench's
+// planned_peak_bytes), state and constants apart.
+func (e *Executable) PeakBytes() int64 {
+	a, _, _ := e.MemoryStats()
+	return a
+}

@@ -250,7 +250,7 @@ func (pl *planner) newValue(name string) (*Buffer, error) {
 
 func (pl *planner) newBuffer(name string, dt graph.DType, shape []int) (*Buffer, error) {
 	if dt.Size() <= 0 {
-		return nil, fmt.Errorf("%q has dtype %v, which the CUDA backend does not hold in device memory", name, dt)
+		return nil, fmt.Errorf("%q has dtype %v, which the CUDA backend does not hold in device memory: %w", name, dt, graph.ErrUnsupportedOp)
 	}
 	b := &Buffer{Name: name, Kind: BufArena, DType: dt, Shape: shape, first: len(pl.p.Steps), last: len(pl.p.Steps)}
 	b.Bytes = b.Elements() * int64(dt.Size())
