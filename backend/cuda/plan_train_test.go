@@ -15,6 +15,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
@@ -147,9 +148,7 @@ var (
 // through the plan-checking backend: every graph of the training program
 // must plan for the GPU.
 func TestTrainingProgramsPlan(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: trains nine fixtures on the CPU")
-	}
+	testutil.SkipShort(t, "trains nine fixtures for two steps on the CPU")
 	planCheckOnce.Do(func() {
 		c, err := backend.Open("cpu")
 		require.NoError(t, err)
