@@ -18,4 +18,3 @@ func TestLibraryNotFoundNamesTheLibrary(t *testing.T) {
 	assert.Contains(t, err.Error(), "/nowhere")
 	assert.NotContains(t, err.Error(), "\n")
 }
-
