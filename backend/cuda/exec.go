@@ -87,11 +87,14 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 }
 
 // fallBack moves an executable without state to the CPU backend when its
-// graph cannot be planned for the GPU (graph.ErrUnsupportedOp); other
-// errors, and executables with state (whose buffers live on the GPU), keep
-// the error.
+// graph cannot be planned for the GPU (an op or dtype without a kernel, a
+// graph that does not specialise to static shapes); errors of the device
+// itself (cuError, cublasError), and executables with state (whose buffers
+// live on the GPU), keep the error.
 func (e *Executable) fallBack(planErr error) error {
-	if !errors.Is(planErr, graph.ErrUnsupportedOp) || e.store != nil || os.Getenv(EnvHostFallback) == "0" {
+	var ce *cuError
+	var be *cublasError
+	if errors.As(planErr, &ce) || errors.As(planErr, &be) || e.store != nil || os.Getenv(EnvHostFallback) == "0" {
 		return planErr
 	}
 	cpu, err := backend.Open("cpu")
@@ -292,6 +295,9 @@ func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (
 			return nil, err
 		}
 		e.store.updateBytes.Add(dst.Bytes)
+	}
+	if err := c.Sync(); err != nil { // a failed kernel is this run's error
+		return nil, err
 	}
 	out := make(map[string]*graph.Tensor, len(p.Outputs))
 	for i, b := range p.Outputs {

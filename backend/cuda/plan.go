@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -198,6 +199,11 @@ func buildPlan(g *graph.Graph, opset int64, types map[string]*graph.Type, state 
 	for _, n := range g.Nodes {
 		pl.node = n
 		if err := pl.lowerNode(n); err != nil {
+			if !errors.Is(err, graph.ErrUnsupportedOp) {
+				// The node's variant (dtype, rank, attribute) has no
+				// CUDA plan.
+				err = fmt.Errorf("cuda: %w (%w)", err, graph.ErrUnsupportedOp)
+			}
 			return nil, err
 		}
 	}
