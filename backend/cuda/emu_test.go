@@ -15,6 +15,7 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,6 +28,7 @@ import (
 
 type emuMem struct {
 	regions []emuRegion
+	last    int
 }
 
 type emuRegion struct {
@@ -43,8 +45,12 @@ func (m *emuMem) at(a uint64) []byte {
 	if a == 0 {
 		return nil
 	}
-	for _, r := range m.regions {
+	if r := m.regions[m.last]; a >= r.base && a <= r.base+uint64(len(r.b)) {
+		return r.b[a-r.base:]
+	}
+	for i, r := range m.regions {
 		if a >= r.base && a <= r.base+uint64(len(r.b)) {
+			m.last = i
 			return r.b[a-r.base:]
 		}
 	}
@@ -229,9 +235,11 @@ func emuLaunch(m *emuMem, l *Launch) error {
 			copy(m.at(a.p(2))[i*elem:(i+1)*elem], m.at(a.p(0))[src:])
 		}
 	case "reduce_fp", "reduce_rows_fp":
-		outer, r, inner, op, dt := a.l(2), a.l(3), a.l(4), a.l(5), a.l(6)
+		var outer, r, inner, op, dt int64
 		if l.Kernel == "reduce_rows_fp" {
 			outer, r, inner, op, dt = a.l(2), a.l(3), 1, a.l(4), a.l(5)
+		} else {
+			outer, r, inner, op, dt = a.l(2), a.l(3), a.l(4), a.l(5), a.l(6)
 		}
 		if dt != 1 {
 			return errEmuUnsupported
@@ -331,7 +339,7 @@ func emuLaunch(m *emuMem, l *Launch) error {
 		for i := range NC * OH * OW {
 			ox, t := i%OW, i/OW
 			oy, nc := t%OH, t/OH
-			acc, cnt := float32(math.Inf(-1)), int64(0)
+			acc, cnt, best := float32(math.Inf(-1)), int64(0), int64(-1)
 			if mode != 0 {
 				acc = 0
 			}
@@ -347,8 +355,8 @@ func emuLaunch(m *emuMem, l *Launch) error {
 					}
 					v := m.f32(a.p(0), nc*H*W+y*W+x)
 					if mode == 0 {
-						if v > acc {
-							acc = v
+						if v > acc || best < 0 {
+							acc, best = v, y*W+x
 						}
 					} else {
 						acc += v
@@ -360,6 +368,9 @@ func emuLaunch(m *emuMem, l *Launch) error {
 				acc /= float32(max(cnt, 1))
 			}
 			m.setF32(a.p(1), i, acc)
+			if mode == 0 && a.p(2) != 0 {
+				binary.LittleEndian.PutUint64(m.at(a.p(2))[8*i:], uint64(nc*H*W+best))
+			}
 		}
 	case "cast_any":
 		from, to := a.l(3), a.l(4)
@@ -372,8 +383,12 @@ func emuLaunch(m *emuMem, l *Launch) error {
 				f = float64(m.i64(a.p(0), i))
 			case 9:
 				f = float64(m.at(a.p(0))[i])
+			case 6:
+				f = float64(int32(binary.LittleEndian.Uint32(m.at(a.p(0))[4*i:])))
+			case 11:
+				f = math.Float64frombits(binary.LittleEndian.Uint64(m.at(a.p(0))[8*i:]))
 			default:
-				return errEmuUnsupported
+				return fmt.Errorf("cast from %d: %w", from, errEmuUnsupported)
 			}
 			switch to {
 			case 1:
@@ -386,15 +401,274 @@ func emuLaunch(m *emuMem, l *Launch) error {
 					b = 1
 				}
 				m.at(a.p(1))[i] = b
+			case 6:
+				binary.LittleEndian.PutUint32(m.at(a.p(1))[4*i:], uint32(int32(f)))
+			case 11:
+				binary.LittleEndian.PutUint64(m.at(a.p(1))[8*i:], math.Float64bits(f))
+			default:
+				return fmt.Errorf("cast to %d: %w", to, errEmuUnsupported)
+			}
+		}
+	case "compare_any":
+		op, dt, x := a.l(4), a.l(5), a.x(6)
+		for i := range a.l(3) {
+			ia, ib, _ := locate(x, i)
+			var lt, eq bool
+			switch dt {
+			case 1:
+				p, q := m.f32(a.p(0), ia), m.f32(a.p(1), ib)
+				lt, eq = p < q, p == q
+				if op == 2 {
+					lt = p > q
+				}
+			case 7:
+				p, q := m.i64(a.p(0), ia), m.i64(a.p(1), ib)
+				lt, eq = p < q, p == q
+				if op == 2 {
+					lt = p > q
+				}
+			case 9:
+				p, q := m.at(a.p(0))[ia], m.at(a.p(1))[ib]
+				lt, eq = p < q, p == q
+				if op == 2 {
+					lt = p > q
+				}
 			default:
 				return errEmuUnsupported
 			}
+			r := lt
+			if op == 0 {
+				r = eq
+			}
+			m.at(a.p(2))[i] = b2u(r)
+		}
+	case "where_any":
+		elem, x := a.l(5), a.x(6)
+		for i := range a.l(4) {
+			ic, ia, ib := locate(x, i)
+			src := m.at(a.p(2))[ib*elem:]
+			if m.at(a.p(0))[ic] != 0 {
+				src = m.at(a.p(1))[ia*elem:]
+			}
+			copy(m.at(a.p(3))[i*elem:(i+1)*elem], src)
+		}
+	case "gather_elements_f32", "scatter_elements_f32":
+		outer, idxLen, inner, dataLen := a.l(3), a.l(4), a.l(5), a.l(6)
+		for i := range outer * idxLen * inner {
+			in, o := i%inner, i/(idxLen*inner)
+			k := m.i64(a.p(1), i)
+			if k < 0 {
+				k += dataLen
+			}
+			at := (o*dataLen+k)*inner + in
+			if l.Kernel == "gather_elements_f32" {
+				m.setF32(a.p(2), i, m.f32(a.p(0), at))
+				continue
+			}
+			u := m.f32(a.p(2), i)
+			switch a.l(7) {
+			case 0:
+				m.setF32(a.p(0), at, u)
+			case 1:
+				m.setF32(a.p(0), at, m.f32(a.p(0), at)+u)
+			default:
+				return errEmuUnsupported
+			}
+		}
+	case "softmax_grad_f32":
+		rows, cols, logMode := a.l(3), a.l(4), a.l(5)
+		for r := range rows {
+			var s float32
+			for j := range cols {
+				dy := m.f32(a.p(1), r*cols+j)
+				if logMode == 1 {
+					s += dy
+				} else {
+					s += dy * m.f32(a.p(0), r*cols+j)
+				}
+			}
+			for j := range cols {
+				y, dy := m.f32(a.p(0), r*cols+j), m.f32(a.p(1), r*cols+j)
+				if logMode == 1 {
+					m.setF32(a.p(2), r*cols+j, dy-float32(math.Exp(float64(y)))*s)
+				} else {
+					m.setF32(a.p(2), r*cols+j, y*(dy-s))
+				}
+			}
+		}
+	case "batchnorm_train_f32":
+		N, C, HW, eps, mom, unbiased := a.l(8), a.l(9), a.l(10), float64(a.f(11)), a.f(12), a.l(13)
+		for c := range C {
+			cnt := N * HW
+			at := func(k int64) int64 { return (k/HW)*C*HW + c*HW + k%HW }
+			var s, v float64
+			for k := range cnt {
+				s += float64(m.f32(a.p(0), at(k)))
+			}
+			mean := s / float64(cnt)
+			for k := range cnt {
+				d := float64(m.f32(a.p(0), at(k))) - mean
+				v += d * d
+			}
+			vr := v / float64(cnt)
+			inv := 1 / math.Sqrt(vr+eps)
+			for k := range cnt {
+				m.setF32(a.p(3), at(k), float32((float64(m.f32(a.p(0), at(k)))-mean)*inv*float64(m.f32(a.p(1), c))+float64(m.f32(a.p(2), c))))
+			}
+			if a.p(4) != 0 {
+				m.setF32(a.p(4), c, (1-mom)*m.f32(a.p(4), c)+mom*float32(mean))
+			}
+			if a.p(5) != 0 {
+				uv := vr
+				if unbiased == 1 && cnt > 1 {
+					uv = vr * float64(cnt) / float64(cnt-1)
+				}
+				m.setF32(a.p(5), c, (1-mom)*m.f32(a.p(5), c)+mom*float32(uv))
+			}
+		}
+	case "col2im_f32":
+		C, H, W, KH, KW, OH, OW := a.l(2), a.l(3), a.l(4), a.l(5), a.l(6), a.l(7), a.l(8)
+		sh, sw, ph, pw, dh, dw := a.l(9), a.l(10), a.l(11), a.l(12), a.l(13), a.l(14)
+		for i := range C * H * W {
+			x, t := i%W, i/W
+			y, c := t%H, t/H
+			var acc float32
+			for ki := range KH {
+				yy := y + ph - ki*dh
+				if yy < 0 || yy%sh != 0 || yy/sh >= OH {
+					continue
+				}
+				for kj := range KW {
+					xx := x + pw - kj*dw
+					if xx < 0 || xx%sw != 0 || xx/sw >= OW {
+						continue
+					}
+					acc += m.f32(a.p(0), (((c*KH+ki)*KW+kj)*OH+yy/sh)*OW+xx/sw)
+				}
+			}
+			m.setF32(a.p(1), i, m.f32(a.p(1), i)+acc)
+		}
+	case "adam_update_f32":
+		n, cs, hy := a.l(5), a.p(6), a.p(7)
+		b1, b2, omb1, omb2, eps := m.f32(cs, 0), m.f32(cs, 1), m.f32(cs, 2), m.f32(cs, 3), m.f32(cs, 4)
+		negStep, bc2, wd, decay, l2 := m.f32(hy, 0), m.f32(hy, 1), m.f32(hy, 2), m.f32(hy, 3), m.f32(hy, 4) != 0
+		if a.p(4) != 0 {
+			return errEmuUnsupported
+		}
+		for i := range n {
+			g, p := m.f32(a.p(1), i), m.f32(a.p(0), i)
+			if a.l(8) == 1 {
+				g = -g
+			}
+			if a.l(9) == 1 {
+				p *= decay
+			} else if l2 {
+				g = fma32(wd, p, g)
+			}
+			mi := fma32(omb1, g, m.f32(a.p(2), i)*b1)
+			vi := fma32(omb2*g, g, m.f32(a.p(3), i)*b2)
+			m.setF32(a.p(2), i, mi)
+			m.setF32(a.p(3), i, vi)
+			denom := float32(math.Sqrt(float64(vi)))/bc2 + eps
+			m.setF32(a.p(0), i, p+negStep*mi/denom)
+		}
+	case "sgd_update_f32":
+		n, cs, hy := a.l(3), a.p(4), a.p(5)
+		mom, damp, negLR, wd, first := m.f32(cs, 0), m.f32(cs, 1), m.f32(hy, 0), m.f32(hy, 1), m.f32(hy, 2) != 0
+		for i := range n {
+			d := m.f32(a.p(1), i)
+			if a.l(7) == 1 {
+				d = -d
+			}
+			if wd != 0 {
+				d = fma32(wd, m.f32(a.p(0), i), d)
+			}
+			if a.p(2) != 0 {
+				b := d
+				if !first {
+					b = fma32(damp, d, m.f32(a.p(2), i)*mom)
+				}
+				m.setF32(a.p(2), i, b)
+				if a.l(6) == 1 {
+					d = fma32(mom, b, d)
+				} else {
+					d = b
+				}
+			}
+			m.setF32(a.p(0), i, fma32(negLR, d, m.f32(a.p(0), i)))
+		}
+	case "accumulate_f32":
+		fresh := m.at(a.p(3))[0] != 0
+		for i := range a.l(2) {
+			v := m.f32(a.p(1), i)
+			if !fresh {
+				v += m.f32(a.p(0), i)
+			}
+			m.setF32(a.p(0), i, v)
+		}
+	case "unscale_f32":
+		k := m.f32(a.p(2), 0)
+		for i := range a.l(1) {
+			v := m.f32(a.p(0), i)
+			if v != v || math.IsInf(float64(v), 0) {
+				m.at(a.p(3))[0] = 1
+			}
+			m.setF32(a.p(0), i, v*k)
+		}
+	case "clip_norm_total_f32":
+		var s float32
+		for i := range a.l(1) {
+			v := m.f32(a.p(0), i)
+			s += v * v
+		}
+		tot := float32(math.Sqrt(float64(s)))
+		m.setF32(a.p(3), 0, tot)
+		c := (1 / (tot + 1e-6)) * m.f32(a.p(2), 0)
+		m.setF32(a.p(4), 0, min(c, 1))
+	case "scale_by_f32":
+		c := m.f32(a.p(2), 0)
+		if c != 1 {
+			for i := range a.l(1) {
+				m.setF32(a.p(0), i, m.f32(a.p(0), i)*c)
+			}
+		}
+	case "clip_value_f32":
+		c := m.f32(a.p(2), 0)
+		for i := range a.l(1) {
+			v := m.f32(a.p(0), i)
+			if v > c {
+				v = c
+			} else if v < -c {
+				v = -c
+			}
+			m.setF32(a.p(0), i, v)
+		}
+	case "argmax_f32":
+		outer, r, inner := a.l(2), a.l(3), a.l(4)
+		for i := range outer * inner {
+			o, k := i/inner, i%inner
+			best, bv := int64(0), m.f32(a.p(0), o*r*inner+k)
+			for j := int64(1); j < r; j++ {
+				if v := m.f32(a.p(0), o*r*inner+k+j*inner); v > bv {
+					best, bv = j, v
+				}
+			}
+			binary.LittleEndian.PutUint64(m.at(a.p(1))[8*i:], uint64(best))
 		}
 	default:
 		return errEmuUnsupported
 	}
 	return nil
 }
+
+func b2u(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func fma32(x, y, z float32) float32 { return float32(math.FMA(float64(x), float64(y), float64(z))) }
 
 // emuGemm is the row-major product the Gemm describes, computed directly
 // from its row-major fields, and checked against the column-major call
@@ -409,6 +683,11 @@ func emuGemm(m *emuMem, g *Gemm) error {
 	}
 	addr := func(a Arg) uint64 { return uint64(a.Buf.addr()) + uint64(a.Off) }
 	A, B, C := addr(g.A), addr(g.B), addr(g.C)
+	f32s := func(a uint64) []float32 {
+		b := m.at(a)
+		return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+	}
+	av, bv, cv := f32s(A), f32s(B), f32s(C)
 	for b := range g.Batch {
 		for i := range g.M {
 			for j := range g.N {
@@ -422,32 +701,41 @@ func emuGemm(m *emuMem, g *Gemm) error {
 					if g.TransB {
 						bi = j*g.K + k
 					}
-					s += m.f32(A, b*g.StrideA+ai) * m.f32(B, b*g.StrideB+bi)
+					s += av[b*g.StrideA+ai] * bv[b*g.StrideB+bi]
 				}
 				ci := b*g.StrideC + i*g.N + j
-				m.setF32(C, ci, g.Alpha*s+g.Beta*m.f32(C, ci))
+				cv[ci] = g.Alpha*s + g.Beta*cv[ci]
 			}
 		}
 	}
 	return nil
 }
 
-// emuRun binds p to emulated memory, uploads inputs and constants, runs
-// every step and returns the outputs.
-func emuRun(p *Plan, in map[string]*graph.Tensor) (map[string]*graph.Tensor, error) {
-	m := &emuMem{}
-	const arenaBase, constBase = 1 << 32, 2 << 32
+// emuBind places p's arena and constants in m at fresh addresses from
+// *next on and uploads the constants.
+func emuBind(p *Plan, m *emuMem, next *uint64) {
+	arenaBase := *next
+	constBase := arenaBase + uint64(alignUp(p.ArenaBytes+1, 1<<20))
+	*next = constBase + uint64(alignUp(p.ConstBytes+1, 1<<20))
 	m.add(arenaBase, p.ArenaBytes)
 	m.add(constBase, p.ConstBytes)
 	for _, b := range p.arena {
-		b.Addr = DevicePtr(arenaBase + b.Offset)
+		b.Addr = DevicePtr(arenaBase + uint64(b.Offset))
 	}
 	for _, b := range p.Consts {
-		b.Addr = DevicePtr(constBase + b.Offset)
+		b.Addr = DevicePtr(constBase + uint64(b.Offset))
 		copy(m.at(uint64(b.Addr)), hostBytes(b.Const))
 	}
+}
+
+// emuExec uploads the inputs, runs every step and returns the outputs.
+func emuExec(p *Plan, m *emuMem, in map[string]*graph.Tensor) (map[string]*graph.Tensor, error) {
 	for name, b := range p.Inputs {
-		copy(m.at(uint64(b.Addr)), hostBytes(in[name]))
+		t, ok := in[name]
+		if !ok {
+			return nil, fmt.Errorf("input %q not fed", name)
+		}
+		copy(m.at(uint64(b.Addr)), hostBytes(t))
 	}
 	for _, s := range p.Steps {
 		var err error
@@ -471,14 +759,35 @@ func emuRun(p *Plan, in map[string]*graph.Tensor) (map[string]*graph.Tensor, err
 	}
 	out := map[string]*graph.Tensor{}
 	for i, b := range p.Outputs {
-		t, err := graph.NewTensor(b.DType, append([]int{}, b.Shape...))
+		t, err := emuDownload(m, b)
 		if err != nil {
 			return nil, err
 		}
-		copy(graph.ElementBytes(t.Data), m.at(uint64(b.addr())))
 		out[p.OutputNames[i]] = t
 	}
 	return out, nil
+}
+
+func emuDownload(m *emuMem, b *Buffer) (*graph.Tensor, error) {
+	t, err := graph.NewTensor(b.DType, append([]int{}, b.Shape...))
+	if err != nil {
+		return nil, err
+	}
+	if bs, ok := t.Data.([]bool); ok {
+		for i := range bs {
+			bs[i] = m.at(uint64(b.addr()))[i] != 0
+		}
+		return t, nil
+	}
+	copy(graph.ElementBytes(t.Data), m.at(uint64(b.addr())))
+	return t, nil
+}
+
+func emuRun(p *Plan, in map[string]*graph.Tensor) (map[string]*graph.Tensor, error) {
+	m := &emuMem{}
+	next := uint64(1 << 32)
+	emuBind(p, m, &next)
+	return emuExec(p, m, in)
 }
 
 // TestEmulatedPlansMatchCPU runs the inference exports of the fixture
