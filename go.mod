@@ -3,6 +3,7 @@ module github.com/onnxtrain/onnxtrain
 go 1.26.0
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/owulveryck/onnx-go v0.5.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sirupsen/logrus v1.10.2

@@ -173,6 +173,9 @@ func (p *Program) gradOp(ctx context.Context, op string, scalar float32) (*graph
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", op, err)
 	}
+	if err := p.refreshHostGrads(); err != nil { // program_device.go
+		return nil, fmt.Errorf("train: %s: %w", op, err)
+	}
 	return out["onnxtrain/result"], nil
 }
 

@@ -57,6 +57,10 @@ type gpuReport struct {
 	DriverLine  string   `json:"driver_line,omitempty"` // first line of /proc/driver/nvidia/version
 	Devices     []string `json:"devices,omitempty"`     // /dev/nvidiaN
 	Libraries   []string `json:"libraries,omitempty"`   // CUDA driver/runtime libraries found
+	// CUDA is what the cuda backend found when it loaded the libraries:
+	// driver API and cuBLAS versions and files, the GPUs, or the one-line
+	// reason it cannot run here.
+	CUDA []string `json:"cuda,omitempty"`
 }
 
 type moduleVer struct {
@@ -172,6 +176,9 @@ func collectEnv() envReport {
 	}
 
 	r.GPU = probeGPU(slices.Contains(r.Backends, "cuda"), gpuLibDirs(), "/proc/driver/nvidia/version", "/dev")
+	if r.GPU.CUDABackend {
+		r.GPU.CUDA = cudaEnvLines()
+	}
 	return r
 }
 
@@ -405,6 +412,9 @@ func writeEnvText(w io.Writer, r envReport) {
 	line("gpu", "%s", r.GPU.Summary)
 	for _, l := range r.GPU.Libraries {
 		fmt.Fprintf(w, "%-10s   %s\n", "", l)
+	}
+	for _, l := range r.GPU.CUDA {
+		line("cuda", "%s", l)
 	}
 	for _, m := range r.Modules {
 		line("module", "%s %s", m.Path, m.Version)

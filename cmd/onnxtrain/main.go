@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
+	_ "github.com/onnxtrain/onnxtrain/backend/cuda"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -50,6 +51,9 @@ func newRootCmd() *cobra.Command {
 			}
 			logrus.SetLevel(lvl)
 			logrus.SetOutput(os.Stderr)
+			if err := checkBackendFlag(cmd); err != nil {
+				return err
+			}
 			_, err = envTuning() // a bad value fails every command early
 			return err
 		},
@@ -62,5 +66,6 @@ func newRootCmd() *cobra.Command {
 	root.SetGlobalNormalizationFunc(underscoreFlags)
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	root.AddCommand(newInspectCmd(), newRunCmd(), newTrainCmd(), newConfigCmd(), newLaunchCmd(), newBenchCmd(), newEstimateMemoryCmd(), newConformanceCmd(), newEnvCmd(), newExportCmd(), newEvalCmd(), newPredictCmd())
+	addDeviceBackendFlags(root)
 	return root
 }
