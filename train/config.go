@@ -163,6 +163,14 @@ type Config struct {
 	// primitive and extended sets (backend.CompileOptions.PrimitivesOnly):
 	// slower, for checking that the primitive set trains a model.
 	PrimitivesOnly bool `yaml:"primitives-only"`
+
+	// ForceUnlock takes over --output's lock file whoever holds it (a job
+	// on another host that is known to be gone; see outputdir.go).
+	ForceUnlock bool `yaml:"force-unlock"`
+
+	// resumeOnRestart is set when a launcher's restart made Resume
+	// "latest" (restart.go).
+	resumeOnRestart bool
 }
 
 // DefaultConfig holds the defaults of every flag.

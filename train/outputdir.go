@@ -48,9 +48,10 @@ type lockInfo struct {
 
 // jobID names the launcher job this process belongs to, so that a
 // restarted job takes over its own lock wherever rank 0 now runs; empty
-// when no launcher says.
+// when no launcher says. ONNXTRAIN_LAUNCH_ID is what onnxtrain launch
+// gives the workers of one invocation, used when nothing else names the job.
 func jobID() string {
-	for _, k := range []string{"ONNXTRAIN_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"} {
+	for _, k := range []string{"ONNXTRAIN_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "ONNXTRAIN_LAUNCH_ID"} {
 		if v := os.Getenv(k); v != "" && v != "none" {
 			return k + "=" + v
 		}
@@ -111,7 +112,8 @@ func prepareOutput(cfg Config, main bool, msg io.Writer) (release func(), err er
 		return func() {}, err
 	}
 	switch {
-	case len(prior) == 0 || cfg.Resume != "":
+	case len(prior) == 0 || (cfg.Resume != "" && !cfg.resumeOnRestart):
+	case cfg.resumeOnRestart && ownRun(dir): // restart.go
 	case cfg.OverwriteOutput:
 		for _, name := range prior {
 			p := filepath.Join(dir, name)
@@ -129,8 +131,16 @@ func prepareOutput(cfg Config, main bool, msg io.Writer) (release func(), err er
 		fmt.Fprintf(msg, "--overwrite-output: removed the previous run's %s from %s\n", strings.Join(prior, ", "), dir)
 	default:
 		release()
+		if cfg.resumeOnRestart {
+			return func() {}, fmt.Errorf("%w: %s holds %s, and its %s does not name this job (%q), so this restart does not resume it; continue that run with --resume latest, replace it with --overwrite-output, or choose another --output",
+				ErrOutputHoldsRun, dir, listShort(prior), RunOwnerFileName, jobID())
+		}
 		return func() {}, fmt.Errorf("%w: %s holds %s; continue that run with --resume latest, replace it with --overwrite-output, or choose another --output",
 			ErrOutputHoldsRun, dir, listShort(prior))
+	}
+	if err := claimRun(dir); err != nil { // restart.go
+		release()
+		return func() {}, err
 	}
 	return release, nil
 }

@@ -43,6 +43,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	autoResume(&cfg, msg) // restart.go
 	if cfg.Pipelined() {
 		return runPipeline(ctx, cfg, out, msg) // pipeline_run.go
 	}
