@@ -167,10 +167,6 @@ type Config struct {
 	// ForceUnlock takes over --output's lock file whoever holds it (a job
 	// on another host that is known to be gone; see outputdir.go).
 	ForceUnlock bool `yaml:"force-unlock"`
-
-	// resumeOnRestart is set when a launcher's restart made Resume
-	// "latest" (restart.go).
-	resumeOnRestart bool
 }
 
 // DefaultConfig holds the defaults of every flag.

@@ -111,10 +111,11 @@ func priorRun(dir string) ([]string, error) {
 }
 
 // prepareOutput makes --output ready for this job on the main process: it
-// refuses another run's folder (unless --resume or --overwrite-output),
-// takes the lock and so checks that the folder is writable. release
-// removes the lock; it is never nil.
-func prepareOutput(cfg Config, main bool, msg io.Writer) (release func(), err error) {
+// refuses another run's folder (unless --resume or --overwrite-output, or
+// onRestart, when a launcher's restart set --resume and the folder is the
+// job's own), takes the lock and so checks that the folder is writable.
+// release removes the lock; it is never nil.
+func prepareOutput(cfg Config, onRestart, main bool, msg io.Writer) (release func(), err error) {
 	release = func() {}
 	if cfg.Output == "" || !main {
 		return release, nil
@@ -136,8 +137,8 @@ func prepareOutput(cfg Config, main bool, msg io.Writer) (release func(), err er
 		return func() {}, err
 	}
 	switch {
-	case len(prior) == 0 || (cfg.Resume != "" && !cfg.resumeOnRestart):
-	case cfg.resumeOnRestart && ownRun(dir): // restart.go
+	case len(prior) == 0 || (cfg.Resume != "" && !onRestart):
+	case onRestart && ownRun(dir): // restart.go
 	case cfg.OverwriteOutput:
 		for _, name := range prior {
 			p := filepath.Join(dir, name)
@@ -155,7 +156,7 @@ func prepareOutput(cfg Config, main bool, msg io.Writer) (release func(), err er
 		fmt.Fprintf(msg, "--overwrite-output: removed the previous run's %s from %s\n", strings.Join(prior, ", "), dir)
 	default:
 		release()
-		if cfg.resumeOnRestart {
+		if onRestart {
 			return func() {}, fmt.Errorf("%w: %s holds %s, and its %s does not name this job (%q), so this restart does not resume it; continue that run with --resume latest, replace it with --overwrite-output, or choose another --output",
 				ErrOutputHoldsRun, dir, listShort(prior), RunOwnerFileName, jobID())
 		}

@@ -51,14 +51,16 @@ func launchRestart() int {
 // the newest checkpoint there. Every process of the job decides alike
 // (from its environment), so they all load the same checkpoint; the main
 // process's prepareOutput then checks that the folder is this job's own.
-func autoResume(cfg *Config, msg io.Writer) {
+// It reports whether it set Resume.
+func autoResume(cfg *Config, msg io.Writer) bool {
 	if cfg.Resume != "" || cfg.Output == "" || launchRestart() == 0 {
-		return
+		return false
 	}
-	cfg.Resume, cfg.resumeOnRestart = "latest", true
+	cfg.Resume = "latest"
 	if cfg.LogFormat != "json" {
 		fmt.Fprintf(msg, "restart %d of this job: resuming its newest checkpoint under %s (as --resume latest)\n", launchRestart(), cfg.Output)
 	}
+	return true
 }
 
 // ownRun reports whether dir's RunOwnerFileName names this process's job.
