@@ -133,6 +133,9 @@ func gradients(g *Graph, ys, seeds, xs []string, prefix string, opset int64) ([]
 		fromX[x] = true
 	}
 	for _, n := range g.Nodes {
+		if valueIndependent(n) {
+			continue // its outputs do not vary with its inputs' values
+		}
 		dep := false
 		for _, in := range n.Inputs {
 			if fromX[in] {
@@ -271,6 +274,25 @@ func gradients(g *Graph, ys, seeds, xs []string, prefix string, opset int64) ([]
 		g.Initializers[k] = v
 	}
 	return out, nil
+}
+
+// valueIndependentOps are ops whose outputs depend on their inputs' shapes,
+// dtypes or truth values only (integer or bool results, or values drawn
+// from attributes): nothing computed from them carries a gradient back. A
+// mask built from Shape(x) (ConstantOfShape, ScatterND, Where, as
+// torchvision's Swin exports its shifted-window mask) is then a constant
+// to autodiff, however its ops would be differentiated.
+var valueIndependentOps = map[string]bool{
+	"Shape": true, "Size": true, "ConstantOfShape": true, "EyeLike": true,
+	"RandomNormalLike": true, "RandomUniformLike": true, "Bernoulli": true, "Multinomial": true,
+	"ArgMax": true, "ArgMin": true, "NonZero": true, "IsNaN": true, "IsInf": true,
+	"Equal": true, "Less": true, "LessOrEqual": true, "Greater": true, "GreaterOrEqual": true,
+	"Not": true, "And": true, "Or": true, "Xor": true,
+}
+
+// valueIndependent reports whether n is an ai.onnx op of valueIndependentOps.
+func valueIndependent(n *Node) bool {
+	return (n.Domain == "" || n.Domain == "ai.onnx") && valueIndependentOps[n.OpType]
 }
 
 // ExpandGradientOps replaces every ai.onnx.preview.training Gradient node

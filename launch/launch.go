@@ -102,6 +102,10 @@ type Config struct {
 	// secretVar is the NAME=value the workers get for the job's secret,
 	// when the launcher sets it (chooseSecret); empty: inherited as is.
 	secretVar string
+	// launchID names this invocation for its workers (ONNXTRAIN_LAUNCH_ID),
+	// the same on every restart: a restarted worker knows by it that the
+	// --output it finds is its own job's (train's restart.go).
+	launchID string
 }
 
 // WorkerError reports the worker whose failure ended the job.
@@ -263,6 +267,10 @@ func (c *Config) normalize() error {
 	if c.RunID == "" {
 		c.RunID = DefaultRunID
 	}
+	if c.launchID == "" {
+		host, _ := os.Hostname()
+		c.launchID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
+	}
 	cmd, err := ResolveCommand(c.Command)
 	if err != nil {
 		return err
@@ -307,7 +315,7 @@ var launcherVars = []string{
 	"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
 	"GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE",
 	"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-	"ONNXTRAIN_RESTART_COUNT", "ONNXTRAIN_MAX_RESTARTS", distrib.ListenFDVar,
+	"ONNXTRAIN_RESTART_COUNT", "ONNXTRAIN_MAX_RESTARTS", "ONNXTRAIN_LAUNCH_ID", distrib.ListenFDVar,
 }
 
 // workerEnv is the environment of local worker local on the restart-th
@@ -332,6 +340,7 @@ func (c *Config) workerEnv(local, restart, port int) []string {
 		"TORCHELASTIC_MAX_RESTARTS":  strconv.Itoa(c.MaxRestarts),
 		"ONNXTRAIN_RESTART_COUNT":    strconv.Itoa(restart),
 		"ONNXTRAIN_MAX_RESTARTS":     strconv.Itoa(c.MaxRestarts),
+		"ONNXTRAIN_LAUNCH_ID":        c.launchID,
 	}
 	env := make([]string, 0, len(c.Env)+len(set)+2)
 	hasGOMAXPROCS := false

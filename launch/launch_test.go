@@ -133,6 +133,9 @@ func TestWorkerEnvironmentPerRank(t *testing.T) {
 		assert.Equal(t, "5", v["ONNXTRAIN_MAX_RESTARTS"])
 		assert.Equal(t, "0", v["TORCHELASTIC_RESTART_COUNT"])
 		assert.Equal(t, "none", v["TORCHELASTIC_RUN_ID"])
+		// One id for the invocation, which a restarted worker finds again.
+		assert.NotEmpty(t, v["ONNXTRAIN_LAUNCH_ID"])
+		assert.Equal(t, vars[3]["ONNXTRAIN_LAUNCH_ID"], v["ONNXTRAIN_LAUNCH_ID"])
 		assert.Equal(t, "yes", v["LAUNCH_TEST_INHERITED"])
 		assert.Equal(t, "node-shared-secret-0123456789", v[distrib.SecretVar], "the nodes' secret is passed on")
 		assert.Equal(t, wantProcs, v["GOMAXPROCS"])

@@ -168,6 +168,10 @@ type Config struct {
 	// Tuning is passed to every compile (backend.Tuning: the Winograd
 	// policy, the memory plan); commands fill it from the environment.
 	Tuning backend.Tuning `yaml:"-"`
+
+	// ForceUnlock takes over --output's lock file whoever holds it (a job
+	// on another host that is known to be gone; see outputdir.go).
+	ForceUnlock bool `yaml:"force-unlock"`
 }
 
 // DefaultConfig holds the defaults of every flag.

@@ -48,6 +48,7 @@ var perRankFields = map[string]bool{
 	"dist-timeout":     true,
 	"comm":             true,
 	"dist-secret-file": true,
+	"force-unlock":     true, // the main process's business
 }
 
 // joinSettings lists what tc's rank must agree on with the others.

@@ -234,7 +234,7 @@ func (p *Program) markBuffersAndParams(g *graph.Graph) error {
 			p.Buffers[name] = t
 			continue
 		}
-		if !usedAsInput(g, name) {
+		if !usedAsInput(g, name) || !allFinite(t) { // allFinite: params_nonfinite.go
 			continue
 		}
 		if p.cfg.TrainOnly != nil && !p.cfg.TrainOnly.MatchString(name) {

@@ -43,6 +43,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	onRestart := autoResume(&cfg, msg) // restart.go
 	if cfg.Pipelined() {
 		return runPipeline(ctx, cfg, out, msg) // pipeline_run.go
 	}
@@ -64,7 +65,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	// --output: refuse another run's folder, lock it, check it is
 	// writable, all before the first step (outputdir.go).
-	releaseOutput, err := prepareOutput(r.cfg, r.acc.IsMainProcess(), r.msg)
+	releaseOutput, err := prepareOutput(r.cfg, onRestart, r.acc.IsMainProcess(), r.msg)
 	if err = agreeOnOutput(ctx, r.acc, r.cfg, err); err != nil { // outputdir.go
 		return nil, err
 	}

@@ -435,7 +435,11 @@ func checkWithConstantInputs(t *testing.T, dir string, keep ...string) {
 // transposes, diagonals, broadcasting labels and ellipses, implicit
 // outputs and chains of three operands.
 func TestEinsumLoweringMatchesKernel(t *testing.T) {
-	f64 := func(dims ...int64) *graph.Type { ty := backendtest.F32Type(dims...); ty.DType = graph.Float64; return ty }
+	f64 := func(dims ...int64) *graph.Type {
+		ty := backendtest.F32Type(dims...)
+		ty.DType = graph.Float64
+		return ty
+	}
 	for _, c := range []struct {
 		eq     string
 		shapes []*graph.Type
@@ -482,7 +486,11 @@ func TestEinsumLoweringMatchesKernel(t *testing.T) {
 // kernels' updates, on the first step (T = 0) and a later one, for two
 // tensors of different dtypes and with broadcasting operands.
 func TestPreviewTrainingOptimizerLoweringsMatchKernels(t *testing.T) {
-	f64 := func(dims ...int64) *graph.Type { ty := backendtest.F32Type(dims...); ty.DType = graph.Float64; return ty }
+	f64 := func(dims ...int64) *graph.Type {
+		ty := backendtest.F32Type(dims...)
+		ty.DType = graph.Float64
+		return ty
+	}
 	types := map[string]*graph.Type{
 		"X1": backendtest.F32Type(3, 4), "G1": backendtest.F32Type(3, 4), "S1": backendtest.F32Type(3, 4), "Q1": backendtest.F32Type(4),
 		"X2": f64(5), "G2": f64(5), "S2": f64(5), "Q2": f64(5),
@@ -599,7 +607,11 @@ func TestGatherNDBatchDimsLoweringMatchesKernel(t *testing.T) {
 // the elements the kernel does (the same draws from the executable's
 // seeded generator), and with ratio 0 passes its input on.
 func TestDropoutTrainingLoweringDrawsTheKernelsStream(t *testing.T) {
-	f64 := func(dims ...int64) *graph.Type { ty := backendtest.F32Type(dims...); ty.DType = graph.Float64; return ty }
+	f64 := func(dims ...int64) *graph.Type {
+		ty := backendtest.F32Type(dims...)
+		ty.DType = graph.Float64
+		return ty
+	}
 	for _, c := range []struct {
 		name  string
 		x     *graph.Type

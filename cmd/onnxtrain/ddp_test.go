@@ -365,12 +365,10 @@ func TestFaultWorkerLost(t *testing.T) {
 		require.NoError(t, err, "the newest checkpoint %s loads", latest)
 	})
 
-	t.Run("restarts", func(t *testing.T) {
-		out := prepare(t)
-		// Restarted workers get --resume latest (a first start has no
-		// checkpoint to resume from).
-		t.Setenv(envResumeOnRestart, "1")
-		stdout, stderr, err := runCLIResult(launched(t, 2, []string{"--max-restarts", "1", "--monitor-interval", "10ms"}, worker(out)...)...)
+	// resumed checks a job that restarted once: it trained to the end, every
+	// step logged with the uninterrupted run's loss.
+	resumed := func(t *testing.T, stdout, stderr string, err error) {
+		t.Helper()
 		require.NoError(t, err, "stderr: %s", stderr)
 		_, statErr := os.Stat(os.Getenv(envExitMarker))
 		require.NoError(t, statErr, "rank 1 did not die, nothing was restarted: %s", stderr)
@@ -388,5 +386,24 @@ func TestFaultWorkerLost(t *testing.T) {
 			want := ref[r.Step-1]
 			assert.LessOrEqual(t, math.Abs(r.Loss-want), 1e-5*math.Abs(want), "step %d: %.8f, uninterrupted %.8f", r.Step, r.Loss, want)
 		}
+	}
+
+	t.Run("restarts", func(t *testing.T) {
+		out := prepare(t)
+		// Restarted workers get --resume latest (a first start has no
+		// checkpoint to resume from).
+		t.Setenv(envResumeOnRestart, "1")
+		stdout, stderr, err := runCLIResult(launched(t, 2, []string{"--max-restarts", "1", "--monitor-interval", "10ms"}, worker(out)...)...)
+		resumed(t, stdout, stderr, err)
+	})
+
+	// Without --resume, the restarted workers resume their job's own
+	// --output by themselves: the first attempt's checkpoints are not
+	// "another run".
+	t.Run("restarts-without-resume", func(t *testing.T) {
+		out := prepare(t)
+		stdout, stderr, err := runCLIResult(launched(t, 2, []string{"--max-restarts", "1", "--monitor-interval", "10ms"}, worker(out)...)...)
+		resumed(t, stdout, stderr, err)
+		assert.NotContains(t, stderr, "holds another run")
 	})
 }

@@ -36,8 +36,8 @@ and supervise them:
   - SIGINT and SIGTERM are forwarded to the workers (a second one kills them);
   - when a worker fails, the others get SIGTERM (SIGKILL after --grace-period) and the
     launcher exits 1 naming the rank and its exit status; with --max-restarts K it starts
-    all its workers again instead, up to K times (give the training command --resume latest
-    to continue from its newest checkpoint).
+    all its workers again instead, up to K times; a restarted "onnxtrain train" with
+    --output continues from its job's newest checkpoint there (as --resume latest).
 
 PROGRAM "onnxtrain" runs this executable. On several machines, start one launcher per
 machine with the same --nnodes, --master-addr and --master-port and its own --node-rank,

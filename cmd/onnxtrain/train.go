@@ -92,6 +92,7 @@ func newTrainCmd() *cobra.Command {
 	f.IntVar(&cfg.EarlyStoppingPatience, "early-stopping-patience", 0, "stop after K evaluations without improvement of the --save-best metric (val_loss without it); 0: off")
 	f.IntVar(&cfg.LogEvery, "log-every", 0, "text log: a line every N optimizer steps (0: about twenty per run); JSON logs every step")
 	f.BoolVar(&cfg.OverwriteOutput, "overwrite-output", false, "start a new run in an --output that holds another one, removing its checkpoints and model files")
+	f.BoolVar(&cfg.ForceUnlock, "force-unlock", false, "take over --output's lock file even when a job on another host holds it (when you know that job is gone)")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during training (e.g. :9090)")
 	f.BoolVar(&cfg.Debug, "debug", false, "data parallel: compare tensor lengths across ranks before every collective (one extra small exchange each)")
 	f.DurationVar(&cfg.DistTimeout, "dist-timeout", 0, "data parallel: time a rank waits for the others in the rendezvous and in each collective before failing, naming the rank that did not answer (0: $ONNXTRAIN_DIST_TIMEOUT or 10m)")

@@ -166,6 +166,10 @@ func (p *bcastPlan) rows() int {
 	return p.size / p.inner
 }
 
+// rowGrain is the fewest rows worth handing to a goroutine. An empty
+// output may have an empty inner dim, so it never divides by zero.
+func (p *bcastPlan) rowGrain() int { return max(1, parallelGrain/max(1, p.inner)) }
+
 // eachRow calls fn for every row of inner output elements with the output
 // offset of the row and each operand's offset (offs is reused between calls).
 func (p *bcastPlan) eachRow(fn func(out int, offs []int)) { p.eachRowIn(0, p.rows(), fn) }
@@ -208,7 +212,7 @@ func (p *bcastPlan) eachRowIn(lo, hi int, fn func(out int, offs []int)) {
 
 // eachRowParallel is eachRow spread over goroutines for large outputs.
 func (p *bcastPlan) eachRowParallel(fn func(out int, offs []int)) {
-	parallelRange(p.rows(), max(1, parallelGrain/p.inner), func(lo, hi int) {
+	parallelRange(p.rows(), p.rowGrain(), func(lo, hi int) {
 		p.eachRowIn(lo, hi, fn)
 	})
 }
@@ -236,7 +240,7 @@ func runBinary[A, B, O any](p *bcastPlan, dst []O, a []A, b []B, k binLoops[A, B
 		t.flat = true
 		parallelTask(p.size, parallelGrain, t)
 	} else {
-		parallelTask(p.rows(), max(1, parallelGrain/p.inner), t)
+		parallelTask(p.rows(), p.rowGrain(), t)
 	}
 	*t = binTask[A, B, O]{} // keeps no operand alive
 }

@@ -186,7 +186,7 @@ func groupNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	if groups == 0 {
 		groups = c
 	}
-	if groups < 0 || c%groups != 0 {
+	if groups <= 0 || c%groups != 0 {
 		return nil, n.Errorf("num_groups = %d must be positive and divide C = %d", groups, c)
 	}
 	perGroup := c / groups

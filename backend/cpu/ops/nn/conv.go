@@ -89,13 +89,17 @@ func convKernel(kctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 		if b != nil {
 			bd = b.Data.([]float32)
 		}
-		convRun(cs, kctx.Winograd, xd, w.Data.([]float32), bd, y.Data.([]float32))
+		if !convWithoutProducts(cs, xd, w.Data.([]float32), bd, y.Data.([]float32)) {
+			convRun(cs, kctx.Winograd, xd, w.Data.([]float32), bd, y.Data.([]float32))
+		}
 	case []float64:
 		var bd []float64
 		if b != nil {
 			bd = b.Data.([]float64)
 		}
-		convRun(cs, kctx.Winograd, xd, w.Data.([]float64), bd, y.Data.([]float64))
+		if !convWithoutProducts(cs, xd, w.Data.([]float64), bd, y.Data.([]float64)) {
+			convRun(cs, kctx.Winograd, xd, w.Data.([]float64), bd, y.Data.([]float64))
+		}
 	default:
 		return nil, n.Errorf("dtype %v is not supported (float32, float64, float16, bfloat16)", x.DType)
 	}
