@@ -424,6 +424,10 @@ func batchWorkers(batch, work, procs int) int {
 		return 1
 	case batch < 2*procs && work >= 128*128*64:
 		return 1
+	case work >= 1<<23 && batch%procs != 0 && batch < 8*procs:
+		// A few large products that do not divide evenly between the
+		// cores: split each instead of leaving a core idle at the end.
+		return 1
 	}
 	return min(4*procs, batch)
 }
