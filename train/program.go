@@ -327,13 +327,28 @@ func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes in
 		}
 	}
 	var state []backend.StateSpec
+	// placeSums puts each gradient's AccumulateGrad node right after its
+	// output node, so that its buffer is free for the rest of backward (one
+	// node after the backward pass kept every gradient alive to the end:
+	// the memory plan's peak held all of them); it returns the sums.
+	placeSums := func() []string {
+		var accs []*graph.Node
+		accs, state = p.addGradSums(g)
+		var sums []string
+		for i, gname := range grads {
+			if j, ok := producer[gname]; ok {
+				after[j] = append(after[j], accs[i])
+			} else {
+				late = append(late, accs[i])
+			}
+			sums = append(sums, accs[i].Outputs...)
+		}
+		return sums
+	}
 	if z := p.cfg.Zero; z != nil {
 		values := p.scratch.gradNames // stage 2: the gradients themselves
 		if z.Stage == 1 {
-			var acc *graph.Node
-			acc, state = p.addGradSums(g, len(grads))
-			late = append(late, acc)
-			values = acc.Outputs
+			values = placeSums()
 		}
 		rs, st, err := p.addZeroReduceScatter(g, values) // program_zero.go
 		if err != nil {
@@ -346,9 +361,7 @@ func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes in
 		bucketed, state = p.addBucketedSums(g, grads, producer, after, len(g.Nodes)-1) // program_dp.go
 		late = append(late, bucketed...)
 	} else if p.cfg.GradSums {
-		var acc *graph.Node
-		acc, state = p.addGradSums(g, len(grads))
-		late = append(late, acc)
+		placeSums()
 	}
 	nodes := make([]*graph.Node, 0, len(g.Nodes)+len(grads))
 	for j, n := range g.Nodes {
@@ -359,28 +372,25 @@ func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes in
 	return state, nil
 }
 
-// addGradSums makes the AccumulateGrad node and the gradient sums' inputs, outputs and state.
-func (p *Program) addGradSums(g *graph.Graph, nGrads int) (*graph.Node, []backend.StateSpec) {
+// addGradSums makes the AccumulateGrad nodes, one per gradient, and the gradient sums' inputs, outputs and state.
+func (p *Program) addGradSums(g *graph.Graph) ([]*graph.Node, []backend.StateSpec) {
 	var state []backend.StateSpec
-	// One AccumulateGrad node adds every gradient into its sum, in
-	// place, after the backward pass.
-	acc := &graph.Node{Name: "onnxtrain/accumulate_grads", OpType: graph.AccumulateGradOp, Domain: graph.InternalDomain,
-		Inputs: []string{freshInput}, Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(nGrads))}}
 	g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: freshInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Bool, HasShape: true, Shape: []graph.Dim{}}})
 	p.gradSums = make([]*graph.Tensor, len(p.Params))
+	accs := make([]*graph.Node, len(p.Params))
 	for i, prm := range p.Params {
 		sum := GradStateName(prm.Name)
 		p.gradSums[i] = graph.Zeros(graph.Float32, prm.Value.Shape...)
 		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: sum, Type: typeOf(prm.Value)})
-		acc.Inputs = append(acc.Inputs, sum)
-		acc.Outputs = append(acc.Outputs, sum+"/new")
+		// The sum is added to in place (graph.UpdatedInput).
+		accs[i] = &graph.Node{Name: "onnxtrain/accumulate_grads/" + prm.Name, OpType: graph.AccumulateGradOp, Domain: graph.InternalDomain,
+			Inputs:  []string{freshInput, sum, p.scratch.gradNames[i]},
+			Outputs: []string{sum + "/new"},
+			Attrs:   map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", 1)}}
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: sum + "/new"})
 		state = append(state, backend.StateSpec{Name: sum, Init: p.gradSums[i], UpdatedBy: sum + "/new"})
 	}
-	for i := range p.Params {
-		acc.Inputs = append(acc.Inputs, p.scratch.gradNames[i])
-	}
-	return acc, state
+	return accs, state
 }
 
 // addStateOutputs adds the buffer updates to g's outputs and appends the parameters' and buffers' state to state.

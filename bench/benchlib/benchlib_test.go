@@ -3,6 +3,7 @@ package benchlib
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -359,4 +360,20 @@ func TestRunStreamComputesTheTriad(t *testing.T) {
 	out := make([]float64, 5)
 	triad(out, []float64{1, 2, 3, 4, 5}, []float64{1, 1, 1, 1, 2}, 0.5)
 	assert.Equal(t, []float64{1.5, 2.5, 3.5, 4.5, 6}, out)
+}
+
+// ModelOptions.CheckModel sees the model RunModel loaded (the command
+// vets the batch against memory with it instead of loading the file a
+// second time), and its error stops the run before any step.
+func TestRunModelCheckModel(t *testing.T) {
+	var seen *graph.Model
+	stop := errors.New("refused")
+	_, err := RunModel(context.Background(), ModelOptions{
+		Model: "../../models/mlp/mlp_train.onnx", BatchSize: 2, Steps: 1,
+		CheckModel: func(m *graph.Model) error { seen = m; return stop },
+	})
+	require.ErrorIs(t, err, stop)
+	require.NotNil(t, seen)
+	assert.NotEmpty(t, seen.Graph.Inputs)
+	assert.NotEmpty(t, seen.Graph.Initializers, "the model with its weights, as the step uses it")
 }

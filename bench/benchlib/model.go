@@ -59,6 +59,11 @@ type ModelOptions struct {
 	// MixedPrecision is no (or ""), bf16 or fp16: the training step runs
 	// under autocast (train.ProgramConfig.MixedPrecision). Training only.
 	MixedPrecision string
+	// CheckModel, when set, vets the loaded model before anything else is
+	// allocated (the command refuses a batch too large for memory with
+	// it). The model is loaded once: a second load would keep a second
+	// copy of the weights the importer reads outside the heap.
+	CheckModel func(m *graph.Model) error
 }
 
 // ModelResult is what RunModel measured (the JSON object of `onnxtrain
@@ -182,6 +187,11 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	m, err := importer.Load(o.Model)
 	if err != nil {
 		return nil, err
+	}
+	if o.CheckModel != nil {
+		if err := o.CheckModel(m); err != nil {
+			return nil, err
+		}
 	}
 	// A fixed-batch export runs at --batch-size when nothing depends on
 	// its exported size (train/fixedbatch.go).

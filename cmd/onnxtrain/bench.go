@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onnxtrain/onnxtrain/bench/benchlib"
+	"github.com/onnxtrain/onnxtrain/graph"
 )
 
 // benchFlags are the flags of `onnxtrain bench`.
@@ -141,12 +142,10 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := checkBenchInputsFit(f.model.Model, f.model.BatchSize, dims); err != nil { // bench_fits.go
-		return err
-	}
 	opts := f.model
 	opts.Dims = dims
 	opts.Tuning = tuningOrDefault()
+	opts.CheckModel = func(m *graph.Model) error { return checkBenchInputsFit(m, opts.BatchSize, dims) } // bench_fits.go
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
 		if err != nil {

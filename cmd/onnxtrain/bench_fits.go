@@ -5,7 +5,6 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/bench/benchlib"
 	"github.com/onnxtrain/onnxtrain/graph"
-	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
@@ -23,11 +22,9 @@ func checkGemmFits(m, n, k int) error {
 
 // checkBenchInputsFit refuses a --batch-size (or a --dim) whose random
 // input batch exceeds memory.
-func checkBenchInputsFit(path string, batch int, dims map[string]int64) error {
-	m, err := importer.Load(path)
-	if err != nil {
-		return nil // RunModel reports it
-	}
+// It vets the model RunModel loaded (ModelOptions.CheckModel): loading it
+// here as well kept a second copy of the weights.
+func checkBenchInputsFit(m *graph.Model, batch int, dims map[string]int64) error {
 	shapes, _, err := benchlib.ResolveInputShapes(m.Graph, 1, dims)
 	if err != nil {
 		return nil

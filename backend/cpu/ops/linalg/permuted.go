@@ -121,6 +121,9 @@ type permutedState struct {
 	sa, sb, sc [maxViewRank]int
 	offA, offB int
 	offC       int
+	// serial: each product runs on the goroutine that took it (the batch
+	// is spread over the cores instead of each product).
+	serial bool
 }
 
 // Chunk runs products [lo, hi) of the batch.
@@ -139,7 +142,11 @@ func (p *permutedState) Chunk(lo, hi int) {
 			ob += idx[d] * p.sb[d]
 			oc += idx[d] * p.sc[d]
 		}
-		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a[oa:], p.lda, p.b[ob:], p.ldb, 0, p.c[oc:], p.ldc)
+		if p.serial {
+			gemm.SgemmSerial(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a[oa:], p.lda, p.b[ob:], p.ldb, 0, p.c[oc:], p.ldc)
+		} else {
+			gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a[oa:], p.lda, p.b[ob:], p.ldb, 0, p.c[oc:], p.ldc)
+		}
 		for d := p.batchRank - 1; d >= 0; d-- {
 			idx[d]++
 			if idx[d] < p.batchShape[d] {
@@ -245,6 +252,13 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	}
 	ra, rb := va.rank, vb.rank
 	m, k, kb, nn := va.shape[ra-2], va.shape[ra-1], vb.shape[rb-2], vb.shape[rb-1]
+	if rb == 2 && ra > 2 && grad != 2 || grad == 2 && views[2].rank == 2 && views[1].rank > 2 {
+		// A 2-D right operand (a Linear layer's weight) shared by every
+		// product of the batch: one product over the batch's rows.
+		if out, ok, err := permutedFlat(n, in, views, grad, permY); err != nil || ok {
+			return out, ok, err
+		}
+	}
 	if k != kb {
 		if grad != 0 {
 			return nil, false, nil // the gradient kernel reports it
@@ -387,23 +401,35 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	if batch == 0 || m == 0 || nn == 0 {
 		return kern.Results(n, out), true, nil
 	}
-	workers := runtime.GOMAXPROCS(0)
-	work := m * nn * max(k, 1)
-	switch {
-	case work >= 128*128*64:
-		workers = 1 // each product parallelises inside Sgemm
-	case work*batch < 1<<16:
-		workers = 1
-	}
-	if workers > 1 {
-		// Four chunks per core, taken as the cores free up: a core that
-		// another process holds for a while delays one small chunk, not
-		// half the batch.
-		workers *= 4
-	}
+	workers := batchWorkers(batch, m*nn*max(k, 1), runtime.GOMAXPROCS(0))
+	p.serial = workers > 1
 	kern.RunTask("PermutedMatMul", batch, min(workers, batch), p)
 	p.a, p.b, p.c = nil, nil, nil
 	return kern.Results(n, out), true, nil
+}
+
+// batchWorkers is how many chunks a batch of products of work m·n·k each
+// is cut into. With at least two products per core the batch is spread
+// over the cores and every product runs whole on one of them (no packing
+// repeated per core, no fan-out per product: attention's 48 products of
+// 128×128×64 each split over the cores ran at a third of the GEMM's
+// rate); four chunks per core, taken as the cores free up, so that a core
+// another process holds for a while delays one small chunk, not half the
+// batch. With fewer products, one big enough to split itself does so (1
+// is returned); smaller ones are still spread by batch, and a batch of
+// tiny products runs in sequence.
+func batchWorkers(batch, work, procs int) int {
+	switch {
+	case procs < 2 || batch < 2 || work*batch < 1<<16:
+		return 1
+	case batch < 2*procs && work >= 128*128*64:
+		return 1
+	case work >= 1<<23 && batch%procs != 0 && batch < 8*procs:
+		// A few large products that do not divide evenly between the
+		// cores: split each instead of leaving a core idle at the end.
+		return 1
+	}
+	return min(4*procs, batch)
 }
 
 // permutedFallbacks counts the PermutedMatMul calls that took the

@@ -390,3 +390,67 @@ func reportCPU(b *testing.B) func() {
 	start := cpu()
 	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
 }
+
+// TestPermutedMatMulSharedWeight: nn.MultiheadAttention's in-projection,
+// x·Wᵀ with x [B, T, E] viewed as [T, B, E] and W [F, E] shared by the
+// batch, and both its gradients (dX back in x's layout, dW summed over
+// the batch), run as one product over the batch's rows: the unfused
+// chain's values (bit for bit where the rows are independent, within
+// float32 rounding for dW, whose sum over the batch is ordered
+// differently), no fallback.
+func TestPermutedMatMulSharedWeight(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const B, T, E, F = 3, 5, 8, 24
+	x := randF32(r, B, T, E)
+	w := randF32(r, F, E)
+	dy := randF32(r, T, B, F)
+	xT := viewSteps{perm: []int64{1, 0, 2}}
+	wT := viewSteps{perm: []int64{1, 0}}
+	cases := []struct {
+		name  string
+		grad  int64
+		permY []int64
+		bases []*graph.Tensor
+		steps []viewSteps
+		exact bool
+	}{
+		{"y = xᵀ·Wᵀ", 0, nil, []*graph.Tensor{x, w}, []viewSteps{xT, wT}, true},
+		{"y = xᵀ·Wᵀ, result moved", 0, []int64{1, 0, 2}, []*graph.Tensor{x, w}, []viewSteps{xT, wT}, true},
+		{"dx = dy·W", 1, []int64{1, 0, 2}, []*graph.Tensor{dy, x, w}, []viewSteps{{}, xT, wT}, true},
+		{"dW = Σ xᵀ·dy", 2, []int64{1, 0}, []*graph.Tensor{dy, x, w}, []viewSteps{{}, xT, wT}, false},
+		{"dWᵀ = Σ xᵀ·dy", 2, nil, []*graph.Tensor{dy, x, w}, []viewSteps{{}, xT, wT}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want := unfusedProduct(t, c.grad, c.permY, c.bases, c.steps)
+			before := permutedFallbacks.Load()
+			got := run(t, permutedMatMulKernel, permutedNode(c.grad, c.permY, c.bases, c.steps), c.bases...)[0]
+			assert.Equal(t, before, permutedFallbacks.Load(), "no fallback")
+			require.Equal(t, want.Shape, got.Shape)
+			if c.exact {
+				assert.Equal(t, want.Float32s(), got.Float32s())
+			}
+			ref := reference64(t, c.grad, c.permY, c.bases, c.steps)
+			for i, w := range ref {
+				g := float64(got.Float32s()[i])
+				require.InDelta(t, w, g, 1e-5*math.Max(1, math.Abs(w)), "element %d", i)
+			}
+		})
+	}
+}
+
+// batchWorkers spreads a batch over the cores when each core gets at
+// least two products, or when the products are too small to split; a few
+// products big enough to split themselves (or that would leave a core
+// idle at the end) run one at a time.
+func TestBatchWorkers(t *testing.T) {
+	const attention = 128 * 128 * 64 // GPT-2-small: 48 of them per call
+	assert.Equal(t, 8, batchWorkers(48, attention, 2))
+	assert.Equal(t, 1, batchWorkers(48, attention, 1), "one core")
+	assert.Equal(t, 1, batchWorkers(3, attention, 2), "fewer than two per core, each splits itself")
+	assert.Equal(t, 3, batchWorkers(3, 64*64*32, 2), "small products: by batch")
+	assert.Equal(t, 1, batchWorkers(4, 8, 2), "tiny: in sequence")
+	assert.Equal(t, 4, batchWorkers(4, 1024*1024*1024, 2), "large, even: one per core")
+	assert.Equal(t, 1, batchWorkers(5, 1024*1024*1024, 2), "large, uneven: each splits itself")
+	assert.Equal(t, 8, batchWorkers(17, 1024*1024*1024, 2), "many: the uneven tail is small")
+}

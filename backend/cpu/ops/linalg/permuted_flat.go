@@ -1,0 +1,250 @@
+package linalg
+
+import (
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// rowsOf reports whether the view v (rank 2 or more) is a matrix of rows:
+// its last axis contiguous and its other axes flattening into one axis
+// of rows ld elements apart (each outer axis's stride the next one's
+// stride times its size). rows, the product of those axes' sizes, is set
+// either way.
+func rowsOf(v *strided) (rows, ld int, ok bool) {
+	r := v.rank
+	cols := v.shape[r-1]
+	rows, ld = 1, -1
+	for d := 0; d < r-1; d++ {
+		rows *= v.shape[d]
+	}
+	if cols > 1 && v.strides[r-1] != 1 {
+		return rows, 0, false
+	}
+	next := 0
+	for d := r - 2; d >= 0; d-- {
+		switch {
+		case v.shape[d] == 1:
+		case ld < 0:
+			ld, next = v.strides[d], v.strides[d]*v.shape[d]
+		case v.strides[d] != next:
+			return rows, 0, false
+		default:
+			next *= v.shape[d]
+		}
+	}
+	if ld < 0 {
+		ld = max(cols, 1)
+	}
+	return rows, ld, ld >= cols
+}
+
+// gatherRowsOf copies the view v of src into the contiguous dst, a run
+// along the last axis at a time.
+func gatherRowsOf(dst, src []float32, v *strided) {
+	r := v.rank - 1
+	inner, innerStride := v.shape[r], v.strides[r]
+	size := inner
+	for d := 0; d < r; d++ {
+		size *= v.shape[d]
+	}
+	if size == 0 {
+		return
+	}
+	var idx [maxViewRank]int
+	for i := 0; i < size; i += inner {
+		o := v.off
+		for d := 0; d < r; d++ {
+			o += idx[d] * v.strides[d]
+		}
+		row := dst[i : i+inner]
+		if innerStride == 1 {
+			copy(row, src[o:o+inner])
+		} else {
+			for q := range row {
+				row[q] = src[o+q*innerStride]
+			}
+		}
+		for d := r - 1; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < v.shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
+
+// outputLayout is where the elements of a product R of shape rShape go in
+// Y = Transpose(R, permY): Y's shape, and R as a view of Y's data.
+func outputLayout(n *graph.Node, rShape []int, permY []int64) (yShape []int, rv strided, err error) {
+	rr := len(rShape)
+	var ys [maxViewRank]int
+	if permY != nil {
+		if len(permY) != rr {
+			return nil, rv, n.Errorf("permY %v has %d entries, the product has rank %d", permY, len(permY), rr)
+		}
+		var seen [maxViewRank]bool
+		for i, p := range permY {
+			if p < 0 || p >= int64(rr) || seen[p] {
+				return nil, rv, n.Errorf("permY %v is not a permutation of %d axes", permY, rr)
+			}
+			seen[p] = true
+			ys[i] = rShape[p]
+		}
+	} else {
+		copy(ys[:], rShape)
+	}
+	rv.rank = rr
+	copy(rv.shape[:], rShape)
+	s := 1
+	for i := rr - 1; i >= 0; i-- {
+		ax := i
+		if permY != nil {
+			ax = int(permY[i])
+		}
+		rv.strides[ax] = s
+		s *= ys[i]
+	}
+	st := kern.State[permutedState](n)
+	st.yShape = append(st.yShape[:0], ys[:rr]...)
+	return st.yShape, rv, nil
+}
+
+// permutedFlat runs a PermutedMatMul whose right operand B is a matrix
+// shared by every product of the batch (x·Wᵀ of a Linear layer inside
+// nn.MultiheadAttention, whose x is a permuted view) as one GEMM over all
+// the batch's rows: Y = A·B and dA = dY·Bᵀ with the rows of A (of dY)
+// stacked, dB = Σ Aᵀ·dY as one product whose shared dimension is every
+// row. The batched path would run one product per batch index, as many
+// as the sequence is long, each a few rows high, and cannot sum dB over
+// the batch. A view whose rows do not stack is copied into scratch rows
+// first, and a result whose rows do not stack in the output is computed
+// into scratch and scattered. ok is false when the shapes do not suit
+// (the caller goes on with the other paths, which report errors).
+func permutedFlat(n *graph.Node, in []*graph.Tensor, views []strided, grad int64, permY []int64) ([]*graph.Tensor, bool, error) {
+	alpha := n.AttrFloat("alpha", 1)
+	if grad == 2 {
+		return permutedFlatGradB(n, in, views, permY, alpha)
+	}
+	a, xa := views[0], in[0].Float32s()
+	bv, xb := views[1], in[1].Float32s()
+	if grad == 1 { // dY·Bᵀ
+		bv, xb = swapped(views[2]), in[2].Float32s()
+	}
+	r := a.rank
+	k, nn := a.shape[r-1], bv.shape[1]
+	if k != bv.shape[0] {
+		return nil, false, nil
+	}
+	var rShape [maxViewRank]int
+	copy(rShape[:], a.shape[:r-1])
+	rShape[r-1] = nn
+	if grad == 1 {
+		// The result is shaped like A, and dY like A·B.
+		like := views[1]
+		if like.rank != r || views[2].shape[0] != nn {
+			return nil, false, nil
+		}
+		for d := 0; d < r; d++ {
+			if like.shape[d] != rShape[d] {
+				return nil, false, nil
+			}
+		}
+	}
+	tb, ldb, okB := matrixLayout(k, nn, bv.strides[0], bv.strides[1])
+	if !okB {
+		return nil, false, nil
+	}
+	yShape, rv, err := outputLayout(n, rShape[:r], permY)
+	if err != nil {
+		return nil, false, err
+	}
+	out, err := kern.NewUninit(n, graph.Float32, yShape) // every element is written
+	if err != nil {
+		return nil, false, err
+	}
+	rows, lda, okA := rowsOf(&a)
+	if rows == 0 || nn == 0 {
+		return kern.Results(n, out), true, nil
+	}
+	av := xa[a.off:]
+	if !okA {
+		sa := kern.Scratch[float32](rows * k)
+		defer kern.ReleaseScratch(sa)
+		gatherRowsOf(sa, xa, &a)
+		av, lda = sa, max(k, 1)
+	}
+	y := out.Float32s()
+	if _, ldc, okC := rowsOf(&rv); okC {
+		gemm.Sgemm(false, tb, rows, nn, k, alpha, av, lda, xb[bv.off:], ldb, 0, y, ldc)
+	} else {
+		sc := kern.Scratch[float32](rows * nn)
+		defer kern.ReleaseScratch(sc)
+		gemm.Sgemm(false, tb, rows, nn, k, alpha, av, lda, xb[bv.off:], ldb, 0, sc, nn)
+		scatterView(y, sc, 0, &rv, false)
+	}
+	return kern.Results(n, out), true, nil
+}
+
+// permutedFlatGradB is permutedFlat's dB = Σ Aᵀ·dY: the batch's rows of A
+// and of dY stacked, the sum over the batch being the product's shared
+// dimension.
+func permutedFlatGradB(n *graph.Node, in []*graph.Tensor, views []strided, permY []int64, alpha float32) ([]*graph.Tensor, bool, error) {
+	dy, a, b := views[0], views[1], views[2]
+	r := a.rank
+	if dy.rank != r || b.rank != 2 {
+		return nil, false, nil
+	}
+	k, nn := a.shape[r-1], dy.shape[r-1]
+	if b.shape[0] != k || b.shape[1] != nn {
+		return nil, false, nil
+	}
+	for d := 0; d < r-1; d++ {
+		if a.shape[d] != dy.shape[d] {
+			return nil, false, nil
+		}
+	}
+	yShape, rv, err := outputLayout(n, b.dims(), permY)
+	if err != nil {
+		return nil, false, err
+	}
+	tc, ldc, okC := matrixLayout(k, nn, rv.strides[0], rv.strides[1])
+	if !okC {
+		return nil, false, nil
+	}
+	out, err := kern.NewUninit(n, graph.Float32, yShape) // every element is written
+	if err != nil {
+		return nil, false, err
+	}
+	y := out.Float32s()
+	rows, lda, okA := rowsOf(&a)
+	_, ldd, okD := rowsOf(&dy)
+	if k == 0 || nn == 0 {
+		return kern.Results(n, out), true, nil
+	}
+	xa, xd := in[1].Float32s()[a.off:], in[0].Float32s()[dy.off:]
+	if rows == 0 {
+		clear(y)
+		return kern.Results(n, out), true, nil
+	}
+	if !okA {
+		s := kern.Scratch[float32](rows * k)
+		defer kern.ReleaseScratch(s)
+		gatherRowsOf(s, in[1].Float32s(), &a)
+		xa, lda = s, k
+	}
+	if !okD {
+		s := kern.Scratch[float32](rows * nn)
+		defer kern.ReleaseScratch(s)
+		gatherRowsOf(s, in[0].Float32s(), &dy)
+		xd, ldd = s, nn
+	}
+	if tc {
+		// dB stored transposed: dBᵀ = dYᵀ·A, the same sums.
+		gemm.Sgemm(true, false, nn, k, rows, alpha, xd, ldd, xa, lda, 0, y, ldc)
+	} else {
+		gemm.Sgemm(true, false, k, nn, rows, alpha, xa, lda, xd, ldd, 0, y, ldc)
+	}
+	return kern.Results(n, out), true, nil
+}
