@@ -9,8 +9,13 @@ type StepPlan struct {
 	// parameters: activations, gradients, everything its kernels produce
 	// (what PlannedBytes measures on a real step).
 	PeakBytes int64
-	// TotalBytes is the sum of everything the step produces, unshared.
-	TotalBytes int64
+	// RecordingBytes is what the first step of a shape, which records the
+	// backend's memory plan, holds instead of PeakBytes (the CPU
+	// recorder's heap allocations).
+	RecordingBytes int64
+	// ScratchBytes is the kernels' scratch buffers the backend keeps
+	// between steps (the CPU convolutions' free lists).
+	ScratchBytes int64
 	// Unsized names values shape inference could not size.
 	Unsized []string
 }
@@ -18,7 +23,7 @@ type StepPlan struct {
 // shapePlanner is a compiled step that can plan its memory from shapes
 // (the CPU backend's Executable.PlanShapes).
 type shapePlanner interface {
-	PlanShapes(shapes map[string][]int) (peak, total int64, unsized []string, err error)
+	PlanShapes(shapes map[string][]int) (peak, recording, scratch int64, unsized []string, err error)
 }
 
 // PlanFromShapes plans the memory of one training step on a batch whose
@@ -49,9 +54,9 @@ func (p *Program) PlanFromShapes(data map[string][]int, labels []int) (StepPlan,
 	for name, t := range p.Buffers {
 		shapes[name] = t.Shape
 	}
-	peak, total, unsized, err := sp.PlanShapes(shapes)
+	peak, recording, scratch, unsized, err := sp.PlanShapes(shapes)
 	if err != nil {
 		return StepPlan{}, fmt.Errorf("train: planning from shapes: %w", err)
 	}
-	return StepPlan{PeakBytes: peak, TotalBytes: total, Unsized: unsized}, nil
+	return StepPlan{PeakBytes: peak, RecordingBytes: recording, ScratchBytes: scratch, Unsized: unsized}, nil
 }

@@ -88,7 +88,7 @@ func TestPlanFromShapesMatchesRecordedPlan(t *testing.T) {
 			measured := p.PlannedBytes()
 			require.Positive(t, measured)
 			ratio := float64(plan.PeakBytes) / float64(measured)
-			t.Logf("%s batch %d: planned from shapes %d bytes (total %d), recorded %d: ratio %.3f", c.model, c.batch, plan.PeakBytes, plan.TotalBytes, measured, ratio)
+			t.Logf("%s batch %d: planned from shapes %d bytes (recording run %d, scratch %d), recorded %d: ratio %.3f", c.model, c.batch, plan.PeakBytes, plan.RecordingBytes, plan.ScratchBytes, measured, ratio)
 			assert.LessOrEqual(t, ratio, 1.01)
 			assert.GreaterOrEqual(t, ratio, 0.95)
 		})

@@ -8,8 +8,11 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -27,6 +30,13 @@ type ShapePlan struct {
 	TotalBytes int64
 	// OutputBytes is the part of PeakBytes the graph's outputs hold.
 	OutputBytes int64
+	// RecordingBytes is what the first run of these shapes, which records
+	// the plan, takes from the heap: the recorder serves a request from
+	// the storage of a retired value of exactly the same byte size, or
+	// allocates, and keeps what it allocated until the run ends.
+	RecordingBytes int64
+	// ScratchBytes is the kernels' scratch buffers (scratchBytes).
+	ScratchBytes int64
 	// Values is the number of values placed; Unsized names the values
 	// (and their op) whose shape inference left a dimension open, counted
 	// as 0 bytes.
@@ -43,9 +53,9 @@ var viewOps = map[string]bool{"Reshape": true, "Flatten": true, "Squeeze": true,
 // specialised to them as the first Run of those shapes would do (shape
 // computations folded), fused as then, and its values sized by shape
 // inference. Nothing runs on the inputs and no value is allocated.
-func (e *Executable) PlanShapes(shapes map[string][]int) (peak, total int64, unsized []string, err error) {
+func (e *Executable) PlanShapes(shapes map[string][]int) (peak, recording, scratch int64, unsized []string, err error) {
 	sp, err := e.PlanMemoryFromShapes(shapes)
-	return sp.PeakBytes, sp.TotalBytes, sp.Unsized, err
+	return sp.PeakBytes, sp.RecordingBytes, sp.ScratchBytes, sp.Unsized, err
 }
 
 // PlanMemoryFromShapes is PlanShapes with the whole ShapePlan.
@@ -89,7 +99,9 @@ func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, e
 			}
 		}
 	}
-	return planFromTypes(p, types), nil
+	sp := planFromTypes(p, types)
+	sp.ScratchBytes = scratchBytes(p, types)
+	return sp, nil
 }
 
 // planFromTypes is the liveness sweep of PlanShapes over p's steps.
@@ -97,9 +109,9 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 	var sp ShapePlan
 	last := lastUses(p)
 	type storage struct {
-		bytes      int64
-		start, end int
-		output     bool
+		bytes, exact int64 // rounded to arenaAlign, and as requested
+		start, end   int
+		output       bool
 	}
 	var stores []*storage
 	of := make([]*storage, len(p.names)) // slot -> its storage
@@ -127,11 +139,11 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 			if st.inplace && isStateUpdate(p, n, j) {
 				continue // written into the state buffer it replaces
 			}
-			b, ok := valueBytes(types[p.names[slot]])
+			b, exact, ok := valueBytes(types[p.names[slot]])
 			if !ok {
 				unsized[p.names[slot]+" ("+n.OpType+")"] = true
 			}
-			sto := &storage{bytes: b, start: s, end: end, output: isOut[slot]}
+			sto := &storage{bytes: b, exact: exact, start: s, end: end, output: isOut[slot]}
 			of[slot] = sto
 			stores = append(stores, sto)
 		}
@@ -145,12 +157,18 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 	byEnd := append([]*storage(nil), stores...)
 	sort.SliceStable(byEnd, func(a, b int) bool { return byEnd[a].end < byEnd[b].end })
 	var live, outs int64
+	spare := map[int64]int{} // the recorder's retired storage, by exact size
 	k := 0
 	for s := range p.steps {
 		for _, sto := range starts[s] {
 			live += sto.bytes
 			if sto.output {
 				outs += sto.bytes
+			}
+			if spare[sto.exact] > 0 {
+				spare[sto.exact]--
+			} else {
+				sp.RecordingBytes += sto.exact
 			}
 		}
 		if live > sp.PeakBytes {
@@ -160,6 +178,9 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 			live -= byEnd[k].bytes
 			if byEnd[k].output {
 				outs -= byEnd[k].bytes
+			}
+			if byEnd[k].exact > 0 {
+				spare[byEnd[k].exact]++
 			}
 			k++
 		}
@@ -180,26 +201,23 @@ func isStateUpdate(p *plan, n *graph.Node, j int) bool {
 }
 
 // valueBytes is the arena bytes of a value of type t (rounded up to
-// arenaAlign); false when t leaves a dimension open.
-func valueBytes(t *graph.Type) (int64, bool) {
+// arenaAlign) and its exact bytes; false when t leaves a dimension open.
+func valueBytes(t *graph.Type) (aligned, exact int64, ok bool) {
 	if t == nil || !t.HasShape || t.Kind != graph.KindTensor {
-		return 0, false
+		return 0, 0, false
 	}
 	elems := int64(1)
 	for _, d := range t.Shape {
 		if !d.Known || d.Value < 0 {
-			return 0, false
+			return 0, 0, false
 		}
 		elems = satMul(elems, d.Value)
 	}
 	if !plannable(t.DType) {
-		return 0, true
+		return 0, 0, true
 	}
 	b := satMul(elems, int64(t.DType.Size()))
-	if b == 0 {
-		return 0, true
-	}
-	return (b + arenaAlign - 1) / arenaAlign * arenaAlign, true
+	return (b + arenaAlign - 1) / arenaAlign * arenaAlign, b, true
 }
 
 func satMul(a, b int64) int64 {
@@ -210,4 +228,211 @@ func satMul(a, b int64) int64 {
 		return 1 << 62
 	}
 	return a * b
+}
+
+// Kernel scratch. The convolution kernels keep their scratch matrices in
+// free lists of a few buffers (ops/nn scratch/release for the forward pass,
+// ops/gradient gradScratch/gradRelease for the gradients, scratchKept each):
+// a request takes the smallest kept buffer large enough or allocates, and a
+// released buffer is kept, in place of the smallest one when the list is
+// full. What the lists hold after a step is the workspace a training
+// process keeps besides its plan. scratchBytes replays those requests, from
+// shapes:
+//   - ungrouped 2-D convolutions run as implicit GEMMs (ops/nn Conv2D):
+//     the forward pass and the filter gradient copy X with its padding,
+//     N·C·(H+pads)·(W+pads) elements, and the input gradient (stride 1)
+//     dY padded by kernel-1-pad;
+//   - the others gather the im2col columns of nb images side by side (nb
+//     as many as fit twice the column budget, at least one) and a matrix
+//     of the other operand's rows as wide, both held at once.
+//
+// Besides, every worker (GOMAXPROCS of them) packs panels of the largest
+// product's operands (gemm.PanelBytes) while it runs. Passes that take
+// Winograd's transform (nn.Conv2D.Winograd) make no such request; their
+// transforms' own buffers are not replayed.
+const (
+	convColBudget = 1 << 19 // elements (ops/nn colBudget)
+	scratchKept   = 6
+)
+
+// freeList replays one of the kernels' scratch free lists (capacities in
+// elements).
+type freeList struct{ kept []int64 }
+
+func (f *freeList) take(n int64) int64 {
+	best := -1
+	for i, c := range f.kept {
+		if c >= n && (best < 0 || c < f.kept[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return n
+	}
+	c := f.kept[best]
+	f.kept = append(f.kept[:best], f.kept[best+1:]...)
+	return c
+}
+
+func (f *freeList) release(c int64) {
+	if len(f.kept) < scratchKept {
+		f.kept = append(f.kept, c)
+		return
+	}
+	small := 0
+	for i, k := range f.kept {
+		if k < f.kept[small] {
+			small = i
+		}
+	}
+	if c > f.kept[small] {
+		f.kept[small] = c
+	}
+}
+
+func (f *freeList) call(reqs ...int64) {
+	got := make([]int64, len(reqs))
+	for i, n := range reqs {
+		got[i] = f.take(n)
+	}
+	for _, c := range got {
+		f.release(c)
+	}
+}
+
+// scratchBytes estimates the kernel scratch a training process holds after
+// its steps of the planned graph, from its value types (float32 elements).
+func scratchBytes(p *plan, types map[string]*graph.Type) int64 {
+	dims := func(name string) []int64 {
+		t := types[name]
+		if t == nil || !t.HasShape {
+			return nil
+		}
+		out := make([]int64, len(t.Shape))
+		for i, d := range t.Shape {
+			if !d.Known {
+				return nil
+			}
+			out[i] = d.Value
+		}
+		return out
+	}
+	prod := func(s []int64) int64 {
+		n := int64(1)
+		for _, v := range s {
+			n = satMul(n, v)
+		}
+		return n
+	}
+	// imagesPerProduct is ops/nn imageBatch: how many images' columns of
+	// perImage elements share one product.
+	imagesPerProduct := func(n, perImage int64) int64 {
+		if n < 2 || perImage <= 0 {
+			return 1
+		}
+		most := 2 * convColBudget / perImage
+		if most < 2 {
+			return 1
+		}
+		tiles := (n + most - 1) / most
+		return (n + tiles - 1) / tiles
+	}
+	padded := func(n, c, h, w int64, pads []int64) int64 {
+		return n * c * (h + pads[0] + pads[2]) * (w + pads[1] + pads[3])
+	}
+	var fwd, grad freeList
+	var panels int64 // the largest product's packing buffers, per worker
+	for _, st := range p.steps {
+		n := st.node
+		switch n.OpType {
+		case "Conv", "ConvBackwardFilter", "ConvBackwardData":
+			dy := dims(n.Outputs[0])
+			if n.OpType != "Conv" {
+				dy = dims(n.Input(0))
+			}
+			if len(dy) >= 3 {
+				panels = max(panels, gemm.PanelBytes(int(dy[0]*prod(dy[2:])), 1<<30))
+			}
+		case "MatMul", "Gemm", graph.TransposedMatMul, graph.MatMulAdd, graph.GemmRelu:
+			if y := dims(n.Outputs[0]); len(y) >= 1 {
+				panels = max(panels, gemm.PanelBytes(int(y[len(y)-1]), 1<<30))
+			}
+		}
+	}
+	for range 2 { // two steps: the lists reach their steady state
+		for _, st := range p.steps {
+			n := st.node
+			if n.OpType != "Conv" && n.OpType != "ConvBackwardFilter" && n.OpType != "ConvBackwardData" {
+				continue
+			}
+			var x, w []int64
+			dy := dims(n.Outputs[0])
+			switch n.OpType {
+			case "Conv":
+				x, w = dims(n.Input(0)), dims(n.Input(1))
+			case "ConvBackwardFilter":
+				dy, x, w = dims(n.Input(0)), dims(n.Input(1)), dims(n.Outputs[0])
+			case "ConvBackwardData":
+				dy, w, x = dims(n.Input(0)), dims(n.Input(1)), dims(n.Outputs[0])
+			}
+			if len(dy) < 3 || len(x) != len(dy) || len(w) != len(dy) {
+				continue
+			}
+			pads := n.AttrInts("pads", nil)
+			strides := n.AttrInts("strides", nil)
+			unit := true
+			for _, v := range strides {
+				unit = unit && v == 1
+			}
+			if len(x) == 4 && n.AttrInt("group", 1) == 1 {
+				// The implicit GEMM (ops/nn Conv2D): the forward pass and
+				// the filter gradient pad X; the input gradient (stride 1)
+				// pads dY by kernel-1-pad; unless the pass takes
+				// Winograd's transform.
+				if len(pads) != 4 {
+					pads = []int64{0, 0, 0, 0}
+				}
+				sh, sw := int64(1), int64(1)
+				if len(strides) == 2 {
+					sh, sw = strides[0], strides[1]
+				}
+				dil := n.AttrInts("dilations", nil)
+				dh, dw := int64(1), int64(1)
+				if len(dil) == 2 {
+					dh, dw = dil[0], dil[1]
+				}
+				g := nn.Conv2D{N: int(x[0]), C: int(x[1]), H: int(x[2]), W: int(x[3]), M: int(dy[1]), KH: int(w[2]), KW: int(w[3]),
+					SH: int(sh), SW: int(sw), DH: int(dh), DW: int(dw), PadTop: int(pads[0]), PadLeft: int(pads[1]), OH: int(dy[2]), OW: int(dy[3])}
+				winoFwd, winoFilter, winoInput := g.Winograd()
+				switch {
+				case n.OpType == "Conv" && winoFwd, n.OpType == "ConvBackwardFilter" && winoFilter,
+					n.OpType == "ConvBackwardData" && winoInput:
+					continue
+				case n.OpType != "ConvBackwardData":
+					if pads[0]|pads[1]|pads[2]|pads[3] != 0 {
+						fwd.call(padded(x[0], x[1], x[2], x[3], pads))
+					}
+					continue
+				case unit:
+					kh, kw := w[2], w[3]
+					fwd.call(padded(dy[0], dy[1], dy[2], dy[3], []int64{kh - 1 - pads[0], kw - 1 - pads[1], kh - 1 - pads[2], kw - 1 - pads[3]}))
+					continue
+				}
+			}
+			// im2col: the columns of nb images side by side, and a matrix
+			// of the other operand's rows as wide, both held at once.
+			batch, ck := dy[0], prod(w[1:])
+			L := prod(dy[2:])
+			if n.OpType == "ConvBackwardData" && unit {
+				L = prod(x[2:]) // the gather variant's columns span the input
+			}
+			nb := imagesPerProduct(batch, ck*L)
+			grad.call(ck*nb*L, max(dy[1], x[1])*nb*L)
+		}
+	}
+	total := satMul(panels, int64(runtime.GOMAXPROCS(0)))
+	for _, c := range append(fwd.kept, grad.kept...) {
+		total += satMul(c, 4)
+	}
+	return total
 }
