@@ -52,7 +52,7 @@ func openDataset(cfg Config, path string, training bool, prog *Program) (data.Da
 	case !st.IsDir() && strings.Contains(lower, "idx3-ubyte"):
 		labels := strings.Replace(path, "images", "labels", 1)
 		labels = strings.Replace(labels, "idx3", "idx1", 1)
-		return data.OpenIDX(path, labels, idxOptions(cfg, input))
+		return data.OpenIDX(path, labels, idxOptions(cfg, input, training))
 	case !st.IsDir() && strings.HasSuffix(lower, ".bin"):
 		return openTokens(cfg, path, prog)
 	case st.IsDir() && hasMNIST(path):
@@ -60,7 +60,7 @@ func openDataset(cfg Config, path string, training bool, prog *Program) (data.Da
 		if !training {
 			split = "t10k"
 		}
-		return data.OpenMNIST(path, split, idxOptions(cfg, input))
+		return data.OpenMNIST(path, split, idxOptions(cfg, input, training))
 	case st.IsDir():
 		if input == "" {
 			return nil, fmt.Errorf("data: the model has inputs %v; say which one the images feed with --input-name", prog.DataInputs)
@@ -82,10 +82,13 @@ func openDataset(cfg Config, path string, training bool, prog *Program) (data.Da
 	return nil, fmt.Errorf("data: %s: unknown format (want .npz, .npy, a .bin token file, an IDX images file, an MNIST-style folder or a folder of class folders)", path)
 }
 
-func idxOptions(cfg Config, input string) data.IDXOptions {
+func idxOptions(cfg Config, input string, training bool) data.IDXOptions {
 	o := data.IDXOptions{Input: input}
 	if len(cfg.Mean) > 0 && len(cfg.Std) > 0 {
 		o.Mean, o.Std = cfg.Mean[0], cfg.Std[0]
+	}
+	if training {
+		o.CropPadding, o.HFlip, o.Seed = cfg.RandomCrop, cfg.RandomFlip, uint64(cfg.Seed)
 	}
 	return o
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/onnxtrain/onnxtrain/graph"
-	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/train/data"
 )
 
@@ -134,22 +133,15 @@ func checkBatchFits(cfg Config, ds interface {
 	return CheckFits("--batch-size", cfg.BatchSize, need, fmt.Sprintf("input batches (%d held at once, %s per example)", batchesHeld, HumanBytes(per)))
 }
 
-// stepCheckShare gates checkStepFits: the memory plan is measured only
-// when the input batches alone take more than 1/stepCheckShare of memory
-// (smaller runs start without the extra cost).
-const stepCheckShare = 1024
-
 // checkStepFits refuses a --batch-size whose training step cannot fit in
 // memory although its inputs do: activations are many times the inputs
-// (a CNN's, tens of times). It builds a throwaway copy of the step, runs
-// it on batches of 2 and 4 real examples, extrapolates the memory plan
-// linearly to the batch, and adds parameters, gradients, optimizer state
-// and the input batches. Only large requests pay for it (stepCheckShare),
-// and not when the model's weights alone take a quarter of memory (a
-// second copy could not be afforded; the estimate says so).
-func checkStepFits(ctx context.Context, cfg Config, loss LossConfig, ds data.Dataset, m *Model) error {
+// (a CNN's, tens of times). It plans the step's memory from the shapes of
+// a batch of that size (Program.PlanFromShapes: activations, the kernels'
+// scratch, the first step's recording), without running anything, and
+// adds parameters, gradients, optimizer state and the input batches.
+func checkStepFits(_ context.Context, cfg Config, _ LossConfig, ds data.Dataset, m *Model) error {
 	have := MachineMemory()
-	if have <= 0 || ds.Len() < 4 {
+	if have <= 0 || ds.Len() < 1 || m.Prog == nil {
 		return nil
 	}
 	inputs, labels, err := ds.Gather(0, []int{0})
@@ -172,33 +164,21 @@ func checkStepFits(ctx context.Context, cfg Config, loss LossConfig, ds data.Dat
 	for _, t := range m.Prog.Buffers {
 		weights += int64(t.Size() * t.DType.Size())
 	}
-	if held <= have/stepCheckShare || weights > have/4 {
-		return nil
+	// The step's memory planned from the batch's shapes (estimate_shapes.go):
+	// nothing runs and nothing of the batch's size is allocated.
+	shapes := map[string][]int{}
+	for name, t := range inputs {
+		shapes[name] = batchOf(t.Shape, cfg.BatchSize)
 	}
-	model, err := importer.Load(cfg.Model)
-	if err != nil {
-		return nil
+	var labelShape []int
+	if labels != nil {
+		labelShape = batchOf(labels.Shape, cfg.BatchSize)
 	}
-	prog, err := Build(model, ProgramConfig{Loss: loss, Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, MixedPrecision: cfg.MixedPrecision})
-	if err != nil {
-		return nil // the real program reports it
+	plan, err := m.Prog.PlanFromShapes(shapes, labelShape)
+	if err != nil || len(plan.Unsized) > 0 {
+		return nil // a backend or a graph the shapes cannot plan: no check
 	}
-	var planned [2]int64
-	for i, b := range []int{2, 4} {
-		in, lab, err := ds.Gather(0, []int{0, 1, 2, 3}[:b])
-		if err != nil {
-			return nil
-		}
-		if _, err := prog.ForwardBackward(ctx, in, lab, 1); err != nil {
-			return nil
-		}
-		planned[i] = prog.PlannedBytes()
-	}
-	slope := max(0, (planned[1]-planned[0])/2)
-	acts := planned[1]
-	if cfg.BatchSize > 4 {
-		acts = satAdd64(acts, SizeProduct(slope, int64(cfg.BatchSize-4)))
-	}
+	acts := satAdd64(satAdd64(plan.PeakBytes, plan.ScratchBytes), max(0, plan.RecordingBytes-plan.PeakBytes))
 	state := trainable // SGD without momentum: none; the gradients are counted here
 	switch {
 	case cfg.Optimizer == "adam" || cfg.Optimizer == "adamw":
@@ -210,7 +190,7 @@ func checkStepFits(ctx context.Context, cfg Config, loss LossConfig, ds data.Dat
 	if need <= have {
 		return nil
 	}
-	return fmt.Errorf("--batch-size %d needs about %s for a training step (activations %s, planned from steps at batches 2 and 4; weights, gradients and optimizer state %s; input batches %s), more than this machine's memory (%s); use a smaller --batch-size (with --grad-accum to keep the effective batch) or --recompute",
+	return fmt.Errorf("--batch-size %d needs about %s for a training step (activations %s, planned from the batch's shapes; weights, gradients and optimizer state %s; input batches %s), more than this machine's memory (%s); use a smaller --batch-size (with --grad-accum to keep the effective batch) or --recompute",
 		cfg.BatchSize, HumanBytes(need), HumanBytes(acts), HumanBytes(weights+state), HumanBytes(held), HumanBytes(have))
 }
 
@@ -219,4 +199,13 @@ func satAdd64(x, y int64) int64 {
 		return s
 	}
 	return math.MaxInt64
+}
+
+// batchOf is shape with its first dimension (the batch) set to b.
+func batchOf(shape []int, b int) []int {
+	out := append([]int{}, shape...)
+	if len(out) > 0 {
+		out[0] = b
+	}
+	return out
 }

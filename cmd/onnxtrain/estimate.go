@@ -4,15 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"runtime/metrics"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -47,22 +41,20 @@ type MemoryEstimate struct {
 	Prefetch int64 `json:"prefetch"`
 	Dataset  int64 `json:"dataset"`
 	// Workspace is what the executor holds besides its memory plan, the
-	// parameters and the inputs: kernel scratch buffers (GEMM packing,
-	// convolution columns), the compiled plans, the imported model's
-	// leftovers. Measured (live Go heap after two steps, less the rest),
-	// not planned.
+	// parameters and the inputs: the kernels' scratch buffers (the
+	// convolutions' padded inputs and column matrices, kept in free lists
+	// between steps), replayed from the shapes (backend/cpu
+	// memplan_shapes.go). Small fixed costs (GEMM packing buffers, the
+	// compiled plans) are not counted.
 	Workspace int64 `json:"workspace"`
 	// FirstStep is what the first step, which records the memory plan,
-	// holds beyond the later ones at its peak. Measured (the live Go heap
-	// while it runs), not planned.
+	// holds beyond the later ones at its peak: its values come from the
+	// heap, a retired value's storage reused only by one of exactly the
+	// same size, until the step ends.
 	FirstStep int64 `json:"first_step"`
 	// Total is the sum: what a training process holds at its peak besides
 	// the Go runtime and the program itself.
 	Total int64 `json:"total"`
-	// Extrapolated says the batch-dependent parts were extrapolated from
-	// steps at batches 2 and 4 (estimate_extrapolate.go) rather than
-	// measured at the batch asked for, which would not fit in memory.
-	Extrapolated bool `json:"extrapolated,omitempty"`
 }
 
 // loaderPrefetch is the number of batches `onnxtrain train`'s data loader
@@ -109,13 +101,10 @@ func newEstimateMemoryCmd() *cobra.Command {
 			if o.Data != "" {
 				fmt.Fprintf(w, "dataset:         %s (%s, in memory)\n", humanBytes(est.Dataset), o.Data)
 			}
-			fmt.Fprintf(w, "workspace:       %s (kernel scratch and compiled plans, measured)\n", humanBytes(est.Workspace))
-			fmt.Fprintf(w, "first step:      %s (what recording the memory plan holds beyond later steps, measured)\n", humanBytes(est.FirstStep))
+			fmt.Fprintf(w, "workspace:       %s (the kernels' scratch buffers)\n", humanBytes(est.Workspace))
+			fmt.Fprintf(w, "first step:      %s (what recording the memory plan holds beyond later steps)\n", humanBytes(est.FirstStep))
 			fmt.Fprintf(w, "total:           %s\n", humanBytes(est.Total))
-			if est.Extrapolated {
-				fmt.Fprintf(w, "(activations, inputs, workspace and first step extrapolated from steps at batches %d and %d: batch %d is too large to run here)\n",
-					extrapolateFrom[0], extrapolateFrom[1], est.BatchSize)
-			}
+			fmt.Fprintf(w, "(planned from the shapes of a batch of %d: nothing was run or allocated at that size)\n", est.BatchSize)
 			return nil
 		},
 	}
@@ -146,21 +135,17 @@ type EstimateOptions struct {
 	MixedPrecision string
 	// Data is an optional .npz or .npy training set, counted in full.
 	Data string
-
-	// forceExtrapolate makes EstimateMemory extrapolate whatever the
-	// size (tests compare it with the direct measurement).
-	forceExtrapolate bool
 }
 
-// estimateDirect builds the training step of a model, runs it twice on
-// random data (the memory plan is recorded on the first run) and adds up
-// what a training run holds: the planned parts from the model and the plan,
-// the workspace and the first step's extra from the live Go heap of this
-// process while it runs the steps.
-func estimateDirect(ctx context.Context, path string, o EstimateOptions) (*MemoryEstimate, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+// EstimateMemory estimates a training run of the model at o.BatchSize
+// from shapes alone: the training step is built and compiled (nothing is
+// run), its memory planned from the shapes of a batch of that size by the
+// CPU backend's planner (train.Program.PlanFromShapes), and the
+// parameters, gradients, optimizer state and batches follow from their
+// shapes. No batch is allocated, so a batch far larger than the machine is
+// answered at once; the model's tensors are the importer's (a large model
+// file is mapped, not read).
+func EstimateMemory(ctx context.Context, path string, o EstimateOptions) (*MemoryEstimate, error) {
 	if o.BatchSize <= 0 {
 		return nil, fmt.Errorf("estimate-memory: --batch-size must be positive, got %d", o.BatchSize)
 	}
@@ -191,7 +176,6 @@ func estimateDirect(ctx context.Context, path string, o EstimateOptions) (*Memor
 	if err != nil {
 		return nil, err
 	}
-	heapBefore := liveHeap()
 	m, err := importer.Load(path)
 	if err != nil {
 		return nil, err
@@ -204,53 +188,53 @@ func estimateDirect(ctx context.Context, path string, o EstimateOptions) (*Memor
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	inputs, err := benchlib.RandomInputs(rng, m.Graph, shapes, 10)
-	if err != nil {
-		return nil, err
+	data := map[string][]int{}
+	for _, in := range m.Graph.Inputs {
+		s, ok := shapes[in.Name]
+		if !ok {
+			continue
+		}
+		data[in.Name] = s
+		dt := graph.Float32
+		if in.Type != nil && in.Type.DType != graph.Undefined {
+			dt = in.Type.DType
+		}
+		est.Inputs = satAdd(est.Inputs, shapeBytes(s, dt))
 	}
-	for _, t := range inputs {
-		est.Inputs += int64(t.Size() * t.DType.Size())
-	}
-	var labels = inputs["labels"]
+	var labels []int
 	if prog.NeedsLabels {
 		out, err := benchlib.OutputShape(m, m.Graph.Outputs[0].Name, shapes, syms)
 		if err != nil {
 			return nil, err
 		}
-		if labels, err = benchlib.RandomLabels(rng, lc.Kind, out); err != nil {
-			return nil, err
-		}
-		est.Inputs += int64(labels.Size() * labels.DType.Size())
-	}
-	est.Prefetch = ahead * est.Inputs
-
-	// The first run records the plan. Its peak is measured as `onnxtrain
-	// train` runs that step: with frequent collections (train.Run sets
-	// GOGC=10 for it), sampling the live heap each collection marks.
-	var firstPeak int64
-	{
-		old := debug.SetGCPercent(10)
-		stop := sampleLiveHeap(&firstPeak)
-		_, err := prog.ForwardBackward(ctx, inputs, labels, 1)
-		stop()
-		debug.SetGCPercent(old)
+		labels, err = labelShape(lc.Kind, out)
 		if err != nil {
 			return nil, err
 		}
+		dt := graph.Float32
+		if lc.Kind == "cross_entropy" {
+			dt = graph.Int64
+		}
+		est.Inputs = satAdd(est.Inputs, shapeBytes(labels, dt))
 	}
-	if _, err := prog.ForwardBackward(ctx, inputs, labels, 1); err != nil {
-		return nil, err
+	est.Prefetch = train.SizeProduct(ahead, est.Inputs)
+	plan, err := prog.PlanFromShapes(data, labels)
+	if err != nil {
+		return nil, fmt.Errorf("estimate-memory: %w", err)
+	}
+	if len(plan.Unsized) > 0 {
+		return nil, fmt.Errorf("estimate-memory: shape inference could not size %d values of the training step (%s), so its memory cannot be planned from shapes",
+			len(plan.Unsized), strings.Join(plan.Unsized[:min(len(plan.Unsized), 5)], ", "))
 	}
 	for _, p := range prog.Params {
-		est.Parameters += int64(p.Value.Size() * p.Value.DType.Size())
+		est.Parameters = satAdd(est.Parameters, shapeBytes(p.Value.Shape, p.Value.DType))
 	}
 	for _, t := range prog.Buffers {
-		est.Parameters += int64(t.Size() * t.DType.Size())
+		est.Parameters = satAdd(est.Parameters, shapeBytes(t.Shape, t.DType))
 	}
 	trainable := int64(0)
 	for _, p := range prog.Params {
-		trainable += int64(p.Value.Size() * 4)
+		trainable = satAdd(trainable, shapeBytes(p.Value.Shape, graph.Float32))
 	}
 	est.Gradients = trainable
 	switch o.Optimizer {
@@ -259,64 +243,39 @@ func estimateDirect(ctx context.Context, path string, o EstimateOptions) (*Memor
 			est.OptimizerState = trainable
 		}
 	case "adam", "adamw":
-		est.OptimizerState = 2 * trainable
+		est.OptimizerState = train.SizeProduct(2, trainable)
 	}
-	est.Activations = prog.PlannedBytes()
-	// Everything the process holds now that is neither a parameter, an
-	// input nor the step's planned storage is workspace. The plan's peak
-	// includes transient heap values that are gone by now, so this errs
-	// low by at most those.
-	steady := est.Parameters + est.Inputs + est.Activations
-	held := liveHeap() - heapBefore
-	est.Workspace = max(0, held-steady)
-	est.FirstStep = max(0, firstPeak-heapBefore-steady-est.Workspace)
-	runtime.KeepAlive(prog)
-	runtime.KeepAlive(inputs)
-	runtime.KeepAlive(labels)
-	est.Total = est.Parameters + est.Gradients + est.OptimizerState + est.Activations + est.Inputs +
-		est.Prefetch + est.Dataset + est.Workspace + est.FirstStep
+	est.Activations = plan.PeakBytes
+	est.Workspace = plan.ScratchBytes
+	// The first step records the plan: its values come from the heap,
+	// reused only at exactly the same size, until it ends.
+	est.FirstStep = max(0, plan.RecordingBytes-plan.PeakBytes)
+	for _, v := range []int64{est.Parameters, est.Gradients, est.OptimizerState, est.Activations, est.Inputs, est.Prefetch, est.Dataset, est.Workspace, est.FirstStep} {
+		est.Total = satAdd(est.Total, v)
+	}
 	return est, nil
 }
 
-// liveHeap is the bytes of live Go heap objects, after a collection.
-func liveHeap() int64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+// shapeBytes is the bytes of a tensor of shape s and dtype dt, saturating.
+func shapeBytes(s []int, dt graph.DType) int64 {
+	n := int64(dt.Size())
+	for _, d := range s {
+		n = train.SizeProduct(n, int64(d))
 	}
-	return int64(s[0].Value.Uint64())
+	return n
 }
 
-// sampleLiveHeap polls the live heap the latest collection marked (the Go
-// runtime's /gc/heap/live:bytes) until stop is called, keeping the largest
-// value in *peak.
-func sampleLiveHeap(peak *int64) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		tick := time.NewTicker(200 * time.Microsecond)
-		defer tick.Stop()
-		for {
-			metrics.Read(s)
-			if s[0].Value.Kind() == metrics.KindUint64 {
-				*peak = max(*peak, int64(s[0].Value.Uint64()))
-			}
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
+// labelShape is the shape of the labels a loss takes for model output out
+// (benchlib.RandomLabels' shapes, without making them).
+func labelShape(kind string, out []int) ([]int, error) {
+	switch kind {
+	case "cross_entropy":
+		if len(out) < 2 {
+			return nil, fmt.Errorf("estimate-memory: cross_entropy needs an output of rank ≥ 2 ([batch, classes, ...]), got shape %v", out)
 		}
-	}()
-	return func() {
-		runtime.GC() // marks the live heap at the end of the run too
-		close(done)
-		wg.Wait()
+		return append([]int{out[0]}, out[2:]...), nil
+	default:
+		return out, nil
 	}
 }
 

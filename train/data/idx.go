@@ -22,6 +22,15 @@ type IDXOptions struct {
 	// torchvision's Normalize: (x - Mean) / Std. Std 0 means no
 	// normalisation.
 	Mean, Std float64
+	// CropPadding > 0 pads each side of an image with that many zeros and
+	// crops a random window of the image's size (torchvision's
+	// RandomCrop(size, padding)); HFlip flips each image horizontally with
+	// probability 1/2 (RandomHorizontalFlip), after the crop. The draws come
+	// from the per-(Seed, epoch, image) stream, so an epoch is reproducible.
+	// For training data only (idx_augment.go).
+	CropPadding int
+	HFlip       bool
+	Seed        uint64
 }
 
 // IDX is an image dataset in the IDX format of MNIST, Fashion-MNIST,
@@ -35,6 +44,7 @@ type IDX struct {
 	n, h, w   int
 	mean, std float32
 	norm      bool
+	aug       idxAugment
 }
 
 // OpenIDX reads an images file and a labels file, each optionally gzipped.
@@ -63,6 +73,10 @@ func OpenIDX(images, labels string, opts IDXOptions) (*IDX, error) {
 	if opts.Std != 0 {
 		d.norm, d.mean, d.std = true, float32(opts.Mean), float32(opts.Std)
 	}
+	if opts.CropPadding < 0 {
+		return nil, fmt.Errorf("data: %s: crop padding %d is negative", images, opts.CropPadding)
+	}
+	d.aug = idxAugment{pad: opts.CropPadding, flip: opts.HFlip, seed: opts.Seed}
 	return d, nil
 }
 
@@ -105,7 +119,9 @@ func (d *IDX) Label(i int) int { return int(d.labels[i]) }
 
 // Gather returns images idx as float32 [len(idx), 1, H, W] under the input
 // name, and their labels as int64 [len(idx)].
-func (d *IDX) Gather(_ int, idx []int) (map[string]*graph.Tensor, *graph.Tensor, error) {
+// With CropPadding or HFlip, each image is cropped and flipped as drawn for
+// (epoch, image).
+func (d *IDX) Gather(epoch int, idx []int) (map[string]*graph.Tensor, *graph.Tensor, error) {
 	hw := d.h * d.w
 	img := make([]float32, len(idx)*hw)
 	lab := make([]int64, len(idx))
@@ -114,12 +130,17 @@ func (d *IDX) Gather(_ int, idx []int) (map[string]*graph.Tensor, *graph.Tensor,
 			return nil, nil, fmt.Errorf("data: IDX: index %d out of range [0, %d)", i, d.n)
 		}
 		src, dst := d.pix[i*hw:(i+1)*hw], img[k*hw:(k+1)*hw]
-		for j, b := range src {
-			v := float32(b) / 255
-			if d.norm {
-				v = (v - d.mean) / d.std
+		if d.aug.active() {
+			d.aug.apply(epoch, i, src, dst, d.h, d.w)
+		} else {
+			for j, b := range src {
+				dst[j] = float32(b) / 255
 			}
-			dst[j] = v
+		}
+		if d.norm {
+			for j, v := range dst {
+				dst[j] = (v - d.mean) / d.std
+			}
 		}
 		lab[k] = int64(d.labels[i])
 	}

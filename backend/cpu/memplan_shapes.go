@@ -1,0 +1,438 @@
+package cpu
+
+// Memory planning from shapes alone: the liveness the recording run finds
+// (memplan.go), worked out from the graph specialised to a set of input
+// shapes and shape inference, without running a kernel on the inputs or
+// allocating a value. estimate-memory uses it, so that a batch far larger
+// than the machine is answered at once.
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// ShapePlan is the memory of one run of a plan, worked out from shapes: the
+// values the kernels produce, each placed when its step runs and retired
+// after the last step that reads it (or any value sharing its storage).
+// Sizes are in bytes, each value rounded up to the arena's alignment.
+type ShapePlan struct {
+	// PeakBytes is the largest sum of live values at any step: what a run
+	// holds at its peak besides its inputs and weights (MemoryStats'
+	// PeakBytes, less the fragmentation of the arena's placement).
+	PeakBytes int64
+	// TotalBytes is the sum of all values: what a run would hold if
+	// nothing were freed or shared (MemoryStats' TotalBytes).
+	TotalBytes int64
+	// OutputBytes is the part of PeakBytes the graph's outputs hold.
+	OutputBytes int64
+	// RecordingBytes is what the first run of these shapes, which records
+	// the plan, takes from the heap: the recorder serves a request from
+	// the storage of a retired value of exactly the same byte size, or
+	// allocates, and keeps what it allocated until the run ends.
+	RecordingBytes int64
+	// ScratchBytes is the kernels' scratch buffers (scratchBytes).
+	ScratchBytes int64
+	// Values is the number of values placed; Unsized names the values
+	// (and their op) whose shape inference left a dimension open, counted
+	// as 0 bytes.
+	Values  int
+	Unsized []string
+}
+
+// viewOps return a view of their first input (kern.View): no storage of
+// their own, and they keep the input's storage alive while they are.
+var viewOps = map[string]bool{"Reshape": true, "Flatten": true, "Squeeze": true, "Unsqueeze": true, "Identity": true}
+
+// PlanShapes plans a run on inputs of the given shapes (every graph input
+// the run is fed, state included) from shapes alone: the graph is
+// specialised to them as the first Run of those shapes would do (shape
+// computations folded), fused as then, and its values sized by shape
+// inference. Nothing runs on the inputs and no value is allocated.
+func (e *Executable) PlanShapes(shapes map[string][]int) (peak, recording, scratch int64, unsized []string, err error) {
+	sp, err := e.PlanMemoryFromShapes(shapes)
+	return sp.PeakBytes, sp.RecordingBytes, sp.ScratchBytes, sp.Unsized, err
+}
+
+// PlanMemoryFromShapes is PlanShapes with the whole ShapePlan.
+func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, error) {
+	sg, err := graph.Specialize(e.main.g, e.opset, shapes, e.evaluate)
+	if err != nil {
+		return ShapePlan{}, fmt.Errorf("cpu: %w", err)
+	}
+	// The specialised graph's value types (what inference found before
+	// the fusions below renamed nothing but rewired the chains they fuse).
+	types := map[string]*graph.Type{}
+	for _, in := range sg.Inputs {
+		if in.Type != nil {
+			types[in.Name] = in.Type
+		}
+	}
+	for name, vi := range sg.ValueInfo {
+		if vi != nil && vi.Type != nil {
+			types[name] = vi.Type
+		}
+	}
+	for _, o := range sg.Outputs {
+		if _, ok := types[o.Name]; !ok && o.Type != nil {
+			types[o.Name] = o.Type
+		}
+	}
+	if !e.opts.DisableFused && !e.opts.PrimitivesOnly {
+		graph.FuseMatMulBias(sg)
+		graph.FuseGeluErfGrad(sg)
+	}
+	p, err := e.planGraph(sg, false)
+	if err != nil {
+		return ShapePlan{}, fmt.Errorf("cpu: %w", err)
+	}
+	// Values the lowering and fusions made: inference over the planned
+	// graph, as far as it goes.
+	if more, err := graph.InferShapes(p.g, e.opset, types); err == nil || more != nil {
+		for name, t := range more {
+			if _, ok := types[name]; !ok {
+				types[name] = t
+			}
+		}
+	}
+	sp := planFromTypes(p, types)
+	sp.ScratchBytes = scratchBytes(p, types)
+	return sp, nil
+}
+
+// planFromTypes is the liveness sweep of PlanShapes over p's steps.
+func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
+	var sp ShapePlan
+	last := lastUses(p)
+	type storage struct {
+		bytes, exact int64 // rounded to arenaAlign, and as requested
+		start, end   int
+		output       bool
+	}
+	var stores []*storage
+	of := make([]*storage, len(p.names)) // slot -> its storage
+	isOut := make([]bool, len(p.names))
+	for _, o := range p.outs {
+		isOut[o] = true
+	}
+	unsized := map[string]bool{}
+	for s, st := range p.steps {
+		n := st.node
+		for j, slot := range st.out {
+			if slot < 0 {
+				continue
+			}
+			end := max(last[slot], s)
+			if j == 0 && viewOps[n.OpType] && len(st.in) > 0 && st.in[0] >= 0 {
+				if src := of[st.in[0]]; src != nil {
+					of[slot] = src
+					src.end = max(src.end, end)
+					src.output = src.output || isOut[slot]
+					continue
+				}
+				continue // a view of an input or weight: not the run's
+			}
+			if st.inplace && isStateUpdate(p, n, j) {
+				continue // written into the state buffer it replaces
+			}
+			b, exact, ok := valueBytes(types[p.names[slot]])
+			if !ok {
+				unsized[p.names[slot]+" ("+n.OpType+")"] = true
+			}
+			sto := &storage{bytes: b, exact: exact, start: s, end: end, output: isOut[slot]}
+			of[slot] = sto
+			stores = append(stores, sto)
+		}
+	}
+	// Sweep: a storage is live from its step to its end, inclusive.
+	starts := make([][]*storage, len(p.steps)+1)
+	for _, sto := range stores {
+		starts[sto.start] = append(starts[sto.start], sto)
+		sp.TotalBytes += sto.bytes
+	}
+	byEnd := append([]*storage(nil), stores...)
+	sort.SliceStable(byEnd, func(a, b int) bool { return byEnd[a].end < byEnd[b].end })
+	var live, outs int64
+	spare := map[int64]int{} // the recorder's retired storage, by exact size
+	k := 0
+	for s := range p.steps {
+		for _, sto := range starts[s] {
+			live += sto.bytes
+			if sto.output {
+				outs += sto.bytes
+			}
+			if spare[sto.exact] > 0 {
+				spare[sto.exact]--
+			} else {
+				sp.RecordingBytes += sto.exact
+			}
+		}
+		if live > sp.PeakBytes {
+			sp.PeakBytes, sp.OutputBytes = live, outs
+		}
+		for k < len(byEnd) && byEnd[k].end <= s {
+			live -= byEnd[k].bytes
+			if byEnd[k].output {
+				outs -= byEnd[k].bytes
+			}
+			if byEnd[k].exact > 0 {
+				spare[byEnd[k].exact]++
+			}
+			k++
+		}
+	}
+	sp.Values = len(stores)
+	for name := range unsized {
+		sp.Unsized = append(sp.Unsized, name)
+	}
+	sort.Strings(sp.Unsized)
+	return sp
+}
+
+// isStateUpdate reports whether output j of n replaces a state input in
+// place (graph.UpdatedInput).
+func isStateUpdate(p *plan, n *graph.Node, j int) bool {
+	upd := graph.UpdatedInput(n)
+	return j < len(upd) && upd[j] >= 0
+}
+
+// valueBytes is the arena bytes of a value of type t (rounded up to
+// arenaAlign) and its exact bytes; false when t leaves a dimension open.
+func valueBytes(t *graph.Type) (aligned, exact int64, ok bool) {
+	if t == nil || !t.HasShape || t.Kind != graph.KindTensor {
+		return 0, 0, false
+	}
+	elems := int64(1)
+	for _, d := range t.Shape {
+		if !d.Known || d.Value < 0 {
+			return 0, 0, false
+		}
+		elems = satMul(elems, d.Value)
+	}
+	if !plannable(t.DType) {
+		return 0, 0, true
+	}
+	b := satMul(elems, int64(t.DType.Size()))
+	return (b + arenaAlign - 1) / arenaAlign * arenaAlign, b, true
+}
+
+func satMul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > (1<<62)/b {
+		return 1 << 62
+	}
+	return a * b
+}
+
+// Kernel scratch. The convolution kernels keep their scratch matrices in
+// free lists of a few buffers (ops/nn scratch/release for the forward pass,
+// ops/gradient gradScratch/gradRelease for the gradients, scratchKept each):
+// a request takes the smallest kept buffer large enough or allocates, and a
+// released buffer is kept, in place of the smallest one when the list is
+// full. What the lists hold after a step is the workspace a training
+// process keeps besides its plan. scratchBytes replays those requests, from
+// shapes:
+//   - ungrouped 2-D convolutions run as implicit GEMMs (ops/nn Conv2D):
+//     the forward pass and the filter gradient copy X with its padding,
+//     N·C·(H+pads)·(W+pads) elements, and the input gradient (stride 1)
+//     dY padded by kernel-1-pad;
+//   - the others gather the im2col columns of nb images side by side (nb
+//     as many as fit twice the column budget, at least one) and a matrix
+//     of the other operand's rows as wide, both held at once.
+//
+// Besides, every worker (GOMAXPROCS of them) packs panels of the largest
+// product's operands (gemm.PanelBytes) while it runs. Passes that take
+// Winograd's transform (nn.Conv2D.Winograd) make no such request; their
+// transforms' own buffers are not replayed.
+const (
+	convColBudget = 1 << 19 // elements (ops/nn colBudget)
+	scratchKept   = 6
+)
+
+// freeList replays one of the kernels' scratch free lists (capacities in
+// elements).
+type freeList struct{ kept []int64 }
+
+func (f *freeList) take(n int64) int64 {
+	best := -1
+	for i, c := range f.kept {
+		if c >= n && (best < 0 || c < f.kept[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return n
+	}
+	c := f.kept[best]
+	f.kept = append(f.kept[:best], f.kept[best+1:]...)
+	return c
+}
+
+func (f *freeList) release(c int64) {
+	if len(f.kept) < scratchKept {
+		f.kept = append(f.kept, c)
+		return
+	}
+	small := 0
+	for i, k := range f.kept {
+		if k < f.kept[small] {
+			small = i
+		}
+	}
+	if c > f.kept[small] {
+		f.kept[small] = c
+	}
+}
+
+func (f *freeList) call(reqs ...int64) {
+	got := make([]int64, len(reqs))
+	for i, n := range reqs {
+		got[i] = f.take(n)
+	}
+	for _, c := range got {
+		f.release(c)
+	}
+}
+
+// scratchBytes estimates the kernel scratch a training process holds after
+// its steps of the planned graph, from its value types (float32 elements).
+func scratchBytes(p *plan, types map[string]*graph.Type) int64 {
+	dims := func(name string) []int64 {
+		t := types[name]
+		if t == nil || !t.HasShape {
+			return nil
+		}
+		out := make([]int64, len(t.Shape))
+		for i, d := range t.Shape {
+			if !d.Known {
+				return nil
+			}
+			out[i] = d.Value
+		}
+		return out
+	}
+	prod := func(s []int64) int64 {
+		n := int64(1)
+		for _, v := range s {
+			n = satMul(n, v)
+		}
+		return n
+	}
+	// imagesPerProduct is ops/nn imageBatch: how many images' columns of
+	// perImage elements share one product.
+	imagesPerProduct := func(n, perImage int64) int64 {
+		if n < 2 || perImage <= 0 {
+			return 1
+		}
+		most := 2 * convColBudget / perImage
+		if most < 2 {
+			return 1
+		}
+		tiles := (n + most - 1) / most
+		return (n + tiles - 1) / tiles
+	}
+	padded := func(n, c, h, w int64, pads []int64) int64 {
+		return n * c * (h + pads[0] + pads[2]) * (w + pads[1] + pads[3])
+	}
+	var fwd, grad freeList
+	var panels int64 // the largest product's packing buffers, per worker
+	for _, st := range p.steps {
+		n := st.node
+		switch n.OpType {
+		case "Conv", "ConvBackwardFilter", "ConvBackwardData":
+			dy := dims(n.Outputs[0])
+			if n.OpType != "Conv" {
+				dy = dims(n.Input(0))
+			}
+			if len(dy) >= 3 {
+				panels = max(panels, gemm.PanelBytes(int(dy[0]*prod(dy[2:])), 1<<30))
+			}
+		case "MatMul", "Gemm", graph.TransposedMatMul, graph.MatMulAdd, graph.GemmRelu:
+			if y := dims(n.Outputs[0]); len(y) >= 1 {
+				panels = max(panels, gemm.PanelBytes(int(y[len(y)-1]), 1<<30))
+			}
+		}
+	}
+	for range 2 { // two steps: the lists reach their steady state
+		for _, st := range p.steps {
+			n := st.node
+			if n.OpType != "Conv" && n.OpType != "ConvBackwardFilter" && n.OpType != "ConvBackwardData" {
+				continue
+			}
+			var x, w []int64
+			dy := dims(n.Outputs[0])
+			switch n.OpType {
+			case "Conv":
+				x, w = dims(n.Input(0)), dims(n.Input(1))
+			case "ConvBackwardFilter":
+				dy, x, w = dims(n.Input(0)), dims(n.Input(1)), dims(n.Outputs[0])
+			case "ConvBackwardData":
+				dy, w, x = dims(n.Input(0)), dims(n.Input(1)), dims(n.Outputs[0])
+			}
+			if len(dy) < 3 || len(x) != len(dy) || len(w) != len(dy) {
+				continue
+			}
+			pads := n.AttrInts("pads", nil)
+			strides := n.AttrInts("strides", nil)
+			unit := true
+			for _, v := range strides {
+				unit = unit && v == 1
+			}
+			if len(x) == 4 && n.AttrInt("group", 1) == 1 {
+				// The implicit GEMM (ops/nn Conv2D): the forward pass and
+				// the filter gradient pad X; the input gradient (stride 1)
+				// pads dY by kernel-1-pad; unless the pass takes
+				// Winograd's transform.
+				if len(pads) != 4 {
+					pads = []int64{0, 0, 0, 0}
+				}
+				sh, sw := int64(1), int64(1)
+				if len(strides) == 2 {
+					sh, sw = strides[0], strides[1]
+				}
+				dil := n.AttrInts("dilations", nil)
+				dh, dw := int64(1), int64(1)
+				if len(dil) == 2 {
+					dh, dw = dil[0], dil[1]
+				}
+				g := nn.Conv2D{N: int(x[0]), C: int(x[1]), H: int(x[2]), W: int(x[3]), M: int(dy[1]), KH: int(w[2]), KW: int(w[3]),
+					SH: int(sh), SW: int(sw), DH: int(dh), DW: int(dw), PadTop: int(pads[0]), PadLeft: int(pads[1]), OH: int(dy[2]), OW: int(dy[3])}
+				winoFwd, winoFilter, winoInput := g.Winograd()
+				switch {
+				case n.OpType == "Conv" && winoFwd, n.OpType == "ConvBackwardFilter" && winoFilter,
+					n.OpType == "ConvBackwardData" && winoInput:
+					continue
+				case n.OpType != "ConvBackwardData":
+					if pads[0]|pads[1]|pads[2]|pads[3] != 0 {
+						fwd.call(padded(x[0], x[1], x[2], x[3], pads))
+					}
+					continue
+				case unit:
+					kh, kw := w[2], w[3]
+					fwd.call(padded(dy[0], dy[1], dy[2], dy[3], []int64{kh - 1 - pads[0], kw - 1 - pads[1], kh - 1 - pads[2], kw - 1 - pads[3]}))
+					continue
+				}
+			}
+			// im2col: the columns of nb images side by side, and a matrix
+			// of the other operand's rows as wide, both held at once.
+			batch, ck := dy[0], prod(w[1:])
+			L := prod(dy[2:])
+			if n.OpType == "ConvBackwardData" && unit {
+				L = prod(x[2:]) // the gather variant's columns span the input
+			}
+			nb := imagesPerProduct(batch, ck*L)
+			grad.call(ck*nb*L, max(dy[1], x[1])*nb*L)
+		}
+	}
+	total := satMul(panels, int64(runtime.GOMAXPROCS(0)))
+	for _, c := range append(fwd.kept, grad.kept...) {
+		total += satMul(c, 4)
+	}
+	return total
+}
