@@ -60,12 +60,15 @@ func (e *Executable) PlanShapes(shapes map[string][]int) (peak, recording, scrat
 
 // PlanMemoryFromShapes is PlanShapes with the whole ShapePlan.
 func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, error) {
-	sg, err := graph.Specialize(e.main.g, e.opset, shapes, e.evaluate)
-	if err != nil {
+	// The pipeline a run with these shapes goes through (planFor): the
+	// specialised passes on a copy of the main graph, then the plan.
+	sg := copyGraph(e.main.g)
+	env := e.passEnv(false, nil)
+	env.Shapes = shapes
+	if _, err := e.specialisedPipe.Run(sg, env); err != nil {
 		return ShapePlan{}, fmt.Errorf("cpu: %w", err)
 	}
-	// The specialised graph's value types (what inference found before
-	// the fusions below renamed nothing but rewired the chains they fuse).
+	// The specialised graph's value types.
 	types := map[string]*graph.Type{}
 	for _, in := range sg.Inputs {
 		if in.Type != nil {
@@ -82,11 +85,7 @@ func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, e
 			types[o.Name] = o.Type
 		}
 	}
-	if !e.opts.DisableFused && !e.opts.PrimitivesOnly {
-		graph.FuseMatMulBias(sg)
-		graph.FuseGeluErfGrad(sg)
-	}
-	p, err := e.planGraph(sg, false)
+	p, err := e.buildPlan(sg)
 	if err != nil {
 		return ShapePlan{}, fmt.Errorf("cpu: %w", err)
 	}
@@ -100,7 +99,7 @@ func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, e
 		}
 	}
 	sp := planFromTypes(p, types)
-	sp.ScratchBytes = scratchBytes(p, types)
+	sp.ScratchBytes = scratchBytes(p, types, e.opts.Winograd)
 	return sp, nil
 }
 
@@ -302,7 +301,7 @@ func (f *freeList) call(reqs ...int64) {
 
 // scratchBytes estimates the kernel scratch a training process holds after
 // its steps of the planned graph, from its value types (float32 elements).
-func scratchBytes(p *plan, types map[string]*graph.Type) int64 {
+func scratchBytes(p *plan, types map[string]*graph.Type, winograd nn.WinogradPolicy) int64 {
 	dims := func(name string) []int64 {
 		t := types[name]
 		if t == nil || !t.HasShape {
@@ -403,7 +402,8 @@ func scratchBytes(p *plan, types map[string]*graph.Type) int64 {
 				}
 				g := nn.Conv2D{N: int(x[0]), C: int(x[1]), H: int(x[2]), W: int(x[3]), M: int(dy[1]), KH: int(w[2]), KW: int(w[3]),
 					SH: int(sh), SW: int(sw), DH: int(dh), DW: int(dw), PadTop: int(pads[0]), PadLeft: int(pads[1]), OH: int(dy[2]), OW: int(dy[3])}
-				winoFwd, winoFilter, winoInput := g.Winograd()
+				g.Winograd = winograd
+				winoFwd, winoFilter, winoInput := g.WinogradPasses()
 				switch {
 				case n.OpType == "Conv" && winoFwd, n.OpType == "ConvBackwardFilter" && winoFilter,
 					n.OpType == "ConvBackwardData" && winoInput:
