@@ -294,14 +294,23 @@ func TestSteadyStateStepAllocations(t *testing.T) {
 				step()
 			}
 			allocs := testing.AllocsPerRun(10, step)
+			// The least of three measurements: a step that allocates
+			// tensor storage does so in every run, while a collection that
+			// empties the sync.Pools (GEMM panels refilled on the next
+			// step) lands in some runs and not others (one run measured 29
+			// bytes per step, another 63 KB on the MLP, with no heap object
+			// per step in either).
 			bytes := bytesPerRun(10, step)
+			for k := 0; k < 2; k++ {
+				bytes = min(bytes, bytesPerRun(10, step))
+			}
 			parallel := mallocsPerRun(10, step)
 			st := exe.MemoryStats()
 			t.Logf("%s: %.0f allocations (%.0f on %d cores), %.0f bytes per step; %d planned tensors, arena %.2f MiB, all tensors %.2f MiB",
 				name, allocs, parallel, runtime.GOMAXPROCS(0), bytes, st.Tensors, mib(st.ArenaBytes), mib(st.TotalBytes))
 			assert.Zero(t, st.Misses, "every allocation request matched the plan")
 			assert.Zero(t, st.Rescues)
-			assert.Less(t, bytes, 0.15*float64(st.TotalBytes), "bytes allocated per step against the step's tensors (measured: 2-10% for the MLP, 1.6% for the ViT)")
+			assert.Less(t, bytes, 0.15*float64(st.TotalBytes), "bytes allocated per step against the step's tensors (measured as the least of three runs: under 1 KB on each fixture)")
 			assert.LessOrEqual(t, allocs, maxAllocs[name], "heap objects per step")
 			assert.LessOrEqual(t, parallel, maxParallel[name], "heap objects per step on %d cores", runtime.GOMAXPROCS(0))
 		})
