@@ -76,6 +76,11 @@ func joinSettings(tc Config) ([]distrib.Setting, error) {
 	// The pipeline layout is in the fields above (--pipeline-stages,
 	// --micro-batches, --schedule, --virtual-stages, --split-at,
 	// --partition, --stage-memory): they are compared like the others.
+	// Of the compile options (Tuning, set from the environment, not a
+	// flag), the Winograd policy changes the convolutions' rounding, so
+	// ranks that differ in it would drift apart; the memory plan does not
+	// change a value.
+	out = append(out, distrib.Setting{Name: "ONNXTRAIN_WINOGRAD", Value: tc.Tuning.Winograd.String()})
 	out = append(out, distrib.Setting{Name: "onnxtrain version", Value: onnxtrainBuild()})
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/distrib"
 )
 
@@ -52,6 +53,9 @@ func TestJoinSettings(t *testing.T) {
 		assert.Equal(t, want, m[name], name)
 	}
 	assert.NotEmpty(t, m["onnxtrain version"])
+	assert.Equal(t, "auto", m["ONNXTRAIN_WINOGRAD"], "the Winograd policy changes the rounding: compared")
+	tc.Tuning.Winograd = backend.WinogradOff
+	assert.Equal(t, "off", settingsMap(t, tc)["ONNXTRAIN_WINOGRAD"])
 	for _, name := range []string{"--output", "--log-dir", "--resume", "--dist-secret-file", "--dist-timeout", "--model"} {
 		assert.NotContains(t, m, name, "%s may differ between ranks", name)
 	}
