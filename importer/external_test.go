@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 )
 
@@ -161,27 +162,11 @@ func TestSaveExternalDataOptions(t *testing.T) {
 	assert.True(t, os.IsNotExist(err))
 }
 
-// onnxPython returns a Python interpreter with the onnx package, or skips
-// the test (outside CI only: CI installs Debian's python3-onnx).
-func onnxPython(t *testing.T) string {
-	t.Helper()
-	for _, py := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(py, "-c", "import onnx, numpy").Run() == nil {
-			return py
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("python3 with onnx and numpy is missing; .ci/run installs python3-onnx")
-	}
-	t.Skip("python3 with onnx and numpy is not installed (Debian: python3-onnx)")
-	return ""
-}
-
 // TestSaveExternalDataPassesONNXChecker: the onnx package's full checker
 // accepts the external-data file, and onnx's own loader reads the same
 // values.
 func TestSaveExternalDataPassesONNXChecker(t *testing.T) {
-	py := onnxPython(t)
+	py := testutil.Python(t, "onnx", "numpy")
 	m, err := Load(gptSmall)
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -232,7 +217,7 @@ func TestSaveStreamsEncode(t *testing.T) {
 	_, err = os.Stat(path + ".data")
 	assert.True(t, os.IsNotExist(err), "a small model stays inline")
 
-	py := onnxPython(t)
+	py := testutil.Python(t, "onnx", "numpy")
 	out, err := exec.Command(py, "-c", fmt.Sprintf("import onnx; onnx.checker.check_model(onnx.load(%q), full_check=True)", path)).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
 )
@@ -61,26 +62,10 @@ func TestOutputWithExternalData(t *testing.T) {
 	}
 	assert.Greater(t, changed, len(weights)/2, "training changed the weights that were written")
 
-	py := pythonWithONNX(t)
+	py := testutil.Python(t, "onnx")
 	script := fmt.Sprintf("import onnx\nonnx.checker.check_model(%q, full_check=True)\n"+
 		"m = onnx.load(%q, load_external_data=False)\n"+
 		"assert any(i.data_location == onnx.TensorProto.EXTERNAL for i in m.graph.initializer)\n", path, path)
 	b, err := exec.Command(py, "-c", script).CombinedOutput()
 	require.NoError(t, err, "%s", b)
-}
-
-// pythonWithONNX returns a Python interpreter with the onnx package, or
-// skips the test (outside CI only: CI installs Debian's python3-onnx).
-func pythonWithONNX(t *testing.T) string {
-	t.Helper()
-	for _, py := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(py, "-c", "import onnx").Run() == nil {
-			return py
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("python3 with onnx is missing; .ci/run installs python3-onnx")
-	}
-	t.Skip("python3 with onnx is not installed (Debian: python3-onnx)")
-	return ""
 }

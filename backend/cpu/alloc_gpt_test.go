@@ -11,6 +11,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
 )
@@ -24,7 +25,7 @@ import (
 // again, per step, for the collector to reclaim).
 func TestGPTStepStaysInPlan(t *testing.T) {
 	if cpu.RaceEnabled {
-		t.Skip("the race detector changes allocation behaviour")
+		testutil.Skip(t, "the race detector changes allocation behaviour")
 	}
 	m, err := importer.Load("../../models/gpt/gpt_small_train.onnx")
 	require.NoError(t, err)

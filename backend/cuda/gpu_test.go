@@ -67,13 +67,15 @@ func TestGPUForwardMatchesCPU(t *testing.T) {
 	files, err := filepath.Glob("../../models/*/*_eval.onnx")
 	require.NoError(t, err)
 	for _, f := range files {
+		goldenPath := filepath.Join(filepath.Dir(f), "golden.npz")
+		if _, err := os.Stat(goldenPath); err != nil {
+			continue // a fixture without recorded inputs (bn_dropout): not a case
+		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			m, err := importer.Load(f)
 			require.NoError(t, err)
-			golden, err := models.LoadGolden(filepath.Join(filepath.Dir(f), "golden.npz"))
-			if err != nil {
-				t.Skipf("no golden inputs: %v", err)
-			}
+			golden, err := models.LoadGolden(goldenPath)
+			require.NoError(t, err)
 			in := map[string]*graph.Tensor{}
 			for _, vi := range m.Graph.Inputs {
 				if _, init := m.Graph.Initializers[vi.Name]; init {

@@ -12,10 +12,6 @@ import (
 	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
-// checkerPython is the interpreter with Debian's python3-onnx (.ci/run
-// installs it).
-const checkerPython = "/usr/bin/python3"
-
 // checkModelScript runs ONNX's own checker with full_check (strict shape
 // inference included) on the file it is given and prints "ok".
 const checkModelScript = `
@@ -29,9 +25,7 @@ print("ok", m.ir_version, [(o.domain, o.version) for o in m.opset_import])
 // --output` writes passes onnx.checker.check_model(full_check=True), for an
 // MLP, a ResNet with BatchNorm and a ViT.
 func TestTrainOutputPassesONNXChecker(t *testing.T) {
-	if err := exec.Command(checkerPython, "-c", "import onnx.checker").Run(); err != nil {
-		testutil.Skip(t, "%s with the onnx module (Debian python3-onnx) is not available: %v", checkerPython, err)
-	}
+	checkerPython := testutil.Python(t, "onnx.checker")
 	for _, name := range []string{"mlp", "cifar_resnet", "vit_tiny"} {
 		t.Run(name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")

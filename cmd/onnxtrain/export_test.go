@@ -19,6 +19,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
 )
@@ -150,11 +151,11 @@ func TestOutputIsInferenceGraph(t *testing.T) {
 // python3-onnx); without one it logs that the check did not run.
 func checkWithONNXChecker(t *testing.T, path string) {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if _, statErr := os.Stat("/usr/bin/python3"); statErr == nil {
-		py, err = "/usr/bin/python3", nil
-	}
-	if err != nil || exec.Command(py, "-c", "import onnx").Run() != nil {
+	py := testutil.FindPython("onnx")
+	if py == "" {
+		if testutil.CI() {
+			t.Fatalf("no python3 with onnx under CI=true (.ci/run installs python3-onnx): onnx.checker not run on %s", path)
+		}
 		t.Logf("no python3 with onnx: onnx.checker not run on %s", path)
 		return
 	}

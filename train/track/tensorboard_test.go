@@ -160,10 +160,7 @@ func TestTensorBoardFileReadsBack(t *testing.T) {
 // TestTensorBoardIndependentReader reads the file with testdata/tfevents.py (bitwise CRC-32C,
 // the protobuf package's decoder), where Python and its protobuf package are installed.
 func TestTensorBoardIndependentReader(t *testing.T) {
-	const python = "/usr/bin/python3"
-	if err := exec.Command(python, "-c", "import google.protobuf").Run(); err != nil {
-		testutil.Skip(t, "%s with google.protobuf is not available: %v", python, err)
-	}
+	python := testutil.Python(t, "google.protobuf")
 	tb := writeTestEvents(t, t.TempDir())
 	out, err := exec.Command(python, "testdata/tfevents.py", "read", tb.Path()).CombinedOutput()
 	require.NoError(t, err, string(out))
