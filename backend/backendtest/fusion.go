@@ -94,12 +94,7 @@ func (kc checker) fusedTransposedMatMul(t *testing.T) {
 	run := func(disable bool) map[string]*graph.Tensor {
 		exe, err := kc.open(t).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
-		fused := 0
-		for _, st := range kc.compiledNodes(t, exe) {
-			if st.OpType == graph.TransposedMatMul {
-				fused++
-			}
-		}
+		fused := kc.countCompiled(t, exe, graph.TransposedMatMul)
 		if !kc.fuses(disable, graph.TransposedMatMul) {
 			assert.Zero(t, fused)
 		} else {
@@ -266,12 +261,7 @@ func (kc checker) fusedErfGrad(t *testing.T) {
 	run := func(disable bool) map[string]*graph.Tensor {
 		exe, err := kc.open(t).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
-		fused := 0
-		for _, st := range kc.compiledNodes(t, exe) {
-			if st.OpType == graph.ErfGrad {
-				fused++
-			}
-		}
+		fused := kc.countCompiled(t, exe, graph.ErfGrad)
 		assert.Equal(t, map[bool]int{true: 2, false: 0}[kc.fuses(disable, graph.ErfGrad)], fused, "chains a and b fuse, k (whose Exp is an output) does not")
 		var out map[string]*graph.Tensor
 		for i := 0; i < 2; i++ {

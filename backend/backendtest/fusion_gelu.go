@@ -61,12 +61,7 @@ func (kc checker) fusedGeluErf(t *testing.T) {
 	run := func(disable bool) map[string]*graph.Tensor {
 		exe, err := kc.open(t).Compile(m, backend.CompileOptions{DisableFused: disable})
 		require.NoError(t, err)
-		fused := 0
-		for _, st := range kc.compiledNodes(t, exe) {
-			if st.OpType == graph.GeluErf {
-				fused++
-			}
-		}
+		fused := kc.countCompiled(t, exe, graph.GeluErf)
 		assert.Equal(t, map[bool]int{true: 2, false: 0}[kc.fuses(disable, graph.GeluErf)], fused, "chains a and b fuse, k (whose Erf is an output) does not")
 		var out map[string]*graph.Tensor
 		for i := 0; i < 2; i++ { // the second run uses the memory plan

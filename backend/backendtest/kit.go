@@ -130,6 +130,19 @@ func (kc checker) compiledNodes(t *testing.T, exe backend.Executable) []*graph.N
 	return nil
 }
 
+// countCompiled counts exe's compiled nodes of type op (0 without an
+// inspector).
+func (kc checker) countCompiled(t *testing.T, exe backend.Executable, op string) int {
+	t.Helper()
+	n := 0
+	for _, st := range kc.compiledNodes(t, exe) {
+		if st.OpType == op {
+			n++
+		}
+	}
+	return n
+}
+
 // lastRunNodes are the nodes exe's latest Run executed (nil without an
 // inspector).
 func (kc checker) lastRunNodes(t *testing.T, exe backend.Executable) []*graph.Node {
