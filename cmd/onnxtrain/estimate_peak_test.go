@@ -155,13 +155,21 @@ func TestEstimateMemoryWithinMeasuredPeak(t *testing.T) {
 			// Ten batches: the six steps stay in one epoch, most of them
 			// with the loader's queue full.
 			data := writeRandomData(t, model, 10*c.batch)
-			live := measureTrainingPeak(t, model, data, c.batch, c.recompute)
+			// Two training runs: the collector's live-heap figure carries
+			// the garbage a concurrent mark floats, which grows with the
+			// machine's load (one fresh-clone CI run read 47 MiB where
+			// vit_tiny's runs read 36-37), so the estimate must cover the
+			// smaller peak and not exceed the larger by more than the
+			// bound: an estimate that misses memory misses it in both.
+			live1 := measureTrainingPeak(t, model, data, c.batch, c.recompute)
+			live2 := measureTrainingPeak(t, model, data, c.batch, c.recompute)
+			lo, hi := min(live1, live2), max(live1, live2)
 			est := runEstimate(t, model, data, c.batch, c.recompute)
-			ratio := float64(est.Total) / float64(live)
-			t.Logf("estimate %.1f MiB (activations %.1f, workspace %.1f, first step %.1f); measured live heap peak %.1f MiB (ratio %.3f)",
-				mib(est.Total), mib(est.Activations), mib(est.Workspace), mib(est.FirstStep), mib(live), ratio)
-			assert.GreaterOrEqual(t, ratio, 0.85, "estimate %d bytes, measured %d", est.Total, live)
-			assert.LessOrEqual(t, ratio, 1.30, "estimate %d bytes, measured %d", est.Total, live)
+			t.Logf("estimate %.1f MiB (activations %.1f, workspace %.1f, first step %.1f); measured live heap peak %.1f and %.1f MiB (ratio %.3f, %.3f)",
+				mib(est.Total), mib(est.Activations), mib(est.Workspace), mib(est.FirstStep), mib(live1), mib(live2),
+				float64(est.Total)/float64(live1), float64(est.Total)/float64(live2))
+			assert.GreaterOrEqual(t, float64(est.Total)/float64(lo), 0.85, "estimate %d bytes, measured %d", est.Total, lo)
+			assert.LessOrEqual(t, float64(est.Total)/float64(hi), 1.30, "estimate %d bytes, measured %d", est.Total, hi)
 		})
 	}
 }
