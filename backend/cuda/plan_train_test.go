@@ -178,9 +178,6 @@ func TestTrainingProgramsPlan(t *testing.T) {
 			break
 		}
 		for _, mp := range []string{"no", "bf16"} {
-			if mp == "bf16" && filepath.Base(dir) == "rnn_seq" {
-				continue // the CPU backend's bf16 recurrent training fails (grad-sum dtype); not planned here either
-			}
 			t.Run(filepath.Base(dir)+"/"+mp, func(t *testing.T) {
 				thePlanCheck.mu.Lock()
 				thePlanCheck.err, thePlanCheck.plans = nil, 0
