@@ -1,10 +1,5 @@
 package graph
 
-import (
-	"math"
-	"sort"
-)
-
 // Lowerings of Resize, Upsample and ResizeGrad.
 //
 // Resize is separable: along each resized axis, output index o combines
@@ -18,7 +13,8 @@ import (
 // value through a Where. Axes are resampled one at a time, in the order of
 // the CPU kernel (shrinking axes first), with the kernel's taps: the
 // weights and their summation order are the kernel's, so float results
-// agree to the last bit.
+// agree to the last bit (the arithmetic is resize.go's, which kernels
+// call too).
 //
 // ResizeGrad, the adjoint, runs the passes backwards: each scatter-adds
 // the weighted gradient at the same constant indices (ScatterElements with
@@ -30,270 +26,50 @@ func init() {
 	domainLowerings[InternalDomain+":ResizeGrad"] = lowerResizeGrad
 }
 
-// resizeSpec is how Resize turns a source coordinate into a value.
-type resizeSpec struct {
-	interp         string // nearest, linear, cubic
-	coordMode      string
-	nearestMode    string // round_prefer_floor, round_prefer_ceil, floor, ceil, simple (before opset 11)
-	cubicA         float64
-	excludeOutside bool
-	extrapolation  float64
-	antialias      bool
-}
-
-// resizeAxisPlan is one resized axis.
-type resizeAxisPlan struct {
-	axis, in, out    int
-	scale            float64
-	roiStart, roiEnd float64
-}
-
-// resizeTaps are one axis's taps: idx[k][o], w[k][o] for tap k of output
-// o (weight 0 where o has fewer taps), and which outputs extrapolate.
+// resizeTaps are one axis's taps in the dense layout the lowering
+// builds from: idx[k][o], w[k][o] for tap k of output o (weight 0 where o
+// has fewer taps), and which outputs extrapolate.
 type resizeTaps struct {
 	axis, in, out int
 	idx           [][]int64
 	w             [][]float64
 	extrap        []bool
-	identity      bool
 }
 
-func readResizeSpec(n *Node, legacy bool) (*resizeSpec, bool) {
-	m := &resizeSpec{
-		interp:         n.AttrString("mode", "nearest"),
-		coordMode:      n.AttrString("coordinate_transformation_mode", "half_pixel"),
-		nearestMode:    n.AttrString("nearest_mode", "round_prefer_floor"),
-		cubicA:         float64(n.AttrFloat("cubic_coeff_a", -0.75)),
-		excludeOutside: n.AttrInt("exclude_outside", 0) != 0,
-		extrapolation:  float64(n.AttrFloat("extrapolation_value", 0)),
-		antialias:      n.AttrInt("antialias", 0) != 0,
-	}
-	if legacy {
-		m.coordMode, m.nearestMode = "asymmetric", "simple"
-	}
-	switch m.interp {
-	case "nearest", "linear", "cubic":
-	case "bilinear", "trilinear":
-		m.interp = "linear"
-	case "bicubic":
-		m.interp = "cubic"
-	default:
-		return nil, false
-	}
-	switch m.coordMode {
-	case "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize":
-	default:
-		return nil, false
-	}
-	switch m.nearestMode {
-	case "round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple":
-	default:
-		return nil, false
-	}
-	return m, true
-}
-
-// sourceCoord maps output index x to a coordinate on the input axis
-// (false: outside the crop region of tf_crop_and_resize).
-func (m *resizeSpec) sourceCoord(a *resizeAxisPlan, x int) (float64, bool) {
-	fx, in := float64(x), float64(a.in)
-	outWidth := a.scale * in
-	switch m.coordMode {
-	case "align_corners":
-		if outWidth == 1 {
-			return 0, true
-		}
-		return fx * (in - 1) / (outWidth - 1), true
-	case "asymmetric":
-		return fx / a.scale, true
-	case "tf_crop_and_resize":
-		var v float64
-		if a.out > 1 {
-			v = a.roiStart*(in-1) + fx*(a.roiEnd-a.roiStart)*(in-1)/(float64(a.out)-1)
-		} else {
-			v = 0.5 * (a.roiStart + a.roiEnd) * (in - 1)
-		}
-		return v, v >= 0 && v <= in-1
-	case "pytorch_half_pixel":
-		if a.out <= 1 {
-			return 0, true
-		}
-		return (fx+0.5)/a.scale - 0.5, true
-	case "half_pixel_symmetric":
-		adjust := float64(a.out) / outWidth
-		return in/2*(1-adjust) + (fx+0.5)/a.scale - 0.5, true
-	}
-	return (fx+0.5)/a.scale - 0.5, true // half_pixel
-}
-
-// nearestIndex rounds a source coordinate as nearest_mode says.
-func (m *resizeSpec) nearestIndex(x, scale float64) int {
-	f := math.Floor(x)
-	frac := x - f
-	switch m.nearestMode {
-	case "round_prefer_ceil":
-		if frac >= 0.5 {
-			f++
-		}
-	case "floor":
-	case "ceil":
-		f = math.Ceil(x)
-	case "simple":
-		if scale < 1 {
-			f = math.Ceil(x)
-		}
-	default: // round_prefer_floor
-		if frac > 0.5 {
-			f++
-		}
-	}
-	return int(f)
-}
-
-// keysCubic is Keys' cubic convolution kernel at distance x >= 0.
-func keysCubic(x, a float64) float64 {
-	switch {
-	case x <= 1:
-		return ((a+2)*x-(a+3))*x*x + 1
-	case x < 2:
-		return ((a*x-5*a)*x+8*a)*x - 4*a
-	}
-	return 0
-}
-
-// coeffs are the weights of taps floor(x)+first, ... for a coordinate of
-// fractional part t.
-func (m *resizeSpec) coeffs(t, scale float64) (int, []float64) {
-	if m.antialias && scale < 1 {
-		support := 1.0
-		if m.interp == "cubic" {
-			support = 2
-		}
-		start := int(math.Floor(-support/scale)) + 1
-		w := make([]float64, 2-2*start)
-		var sum float64
-		for i := range w {
-			d := (float64(start+i) - t) * scale
-			if m.interp == "linear" {
-				w[i] = math.Max(0, math.Min(1, 1-math.Abs(d)))
-			} else {
-				w[i] = keysCubic(math.Abs(d), m.cubicA)
-			}
-			sum += w[i]
-		}
-		for i := range w {
-			w[i] /= sum
-		}
-		return start, w
-	}
-	if m.interp == "linear" {
-		return 0, []float64{1 - t, t}
-	}
-	a := m.cubicA
-	return -1, []float64{
-		((a*(t+1)-5*a)*(t+1)+8*a)*(t+1) - 4*a,
-		((a+2)*t-(a+3))*t*t + 1,
-		((a+2)*(1-t)-(a+3))*(1-t)*(1-t) + 1,
-		((a*(2-t)-5*a)*(2-t)+8*a)*(2-t) - 4*a,
-	}
-}
-
-// taps computes one axis's taps: taps outside the input clamp to the edge
-// (or, with exclude_outside, drop out and the rest renormalise), taps of
-// weight zero drop, and neighbouring clamped taps on one index merge.
-func (m *resizeSpec) taps(a *resizeAxisPlan) *resizeTaps {
-	type tap struct {
-		i int
-		w float64
-	}
-	per := make([][]tap, a.out)
-	var extrap []bool
-	k := 0
-	for o := 0; o < a.out; o++ {
-		x, inside := m.sourceCoord(a, o)
-		if !inside {
-			if extrap == nil {
-				extrap = make([]bool, a.out)
-			}
-			extrap[o] = true
-			continue
-		}
-		if m.interp == "nearest" {
-			per[o] = []tap{{min(max(m.nearestIndex(x, a.scale), 0), a.in-1), 1}}
-			k = max(k, 1)
-			continue
-		}
-		f := math.Floor(x)
-		first, w := m.coeffs(x-f, a.scale)
-		base := int(f) + first
-		if m.excludeOutside {
-			var sum float64
-			for j := range w {
-				if i := base + j; i < 0 || i >= a.in {
-					w[j] = 0
-				}
-				sum += w[j]
-			}
-			if sum != 0 {
-				for j := range w {
-					w[j] /= sum
-				}
-			}
-		}
-		for j, wj := range w {
-			if wj == 0 {
-				continue
-			}
-			i := min(max(base+j, 0), a.in-1)
-			if n := len(per[o]); n > 0 && per[o][n-1].i == i {
-				per[o][n-1].w += wj
-				continue
-			}
-			per[o] = append(per[o], tap{i, wj})
-		}
-		k = max(k, len(per[o]))
-	}
-	t := &resizeTaps{axis: a.axis, in: a.in, out: a.out, extrap: extrap, idx: make([][]int64, k), w: make([][]float64, k)}
-	t.identity = extrap == nil && a.in == a.out && k == 1
+// denseTaps lays t out as tap k of every output.
+func denseTaps(t *ResizeTaps) *resizeTaps {
+	k := t.MaxTaps()
+	d := &resizeTaps{axis: t.Axis, in: t.In, out: t.Out, extrap: t.Extrap, idx: make([][]int64, k), w: make([][]float64, k)}
 	for j := 0; j < k; j++ {
-		t.idx[j], t.w[j] = make([]int64, a.out), make([]float64, a.out)
-		for o := range per {
-			if j < len(per[o]) {
-				t.idx[j][o], t.w[j][o] = int64(per[o][j].i), per[o][j].w
+		d.idx[j], d.w[j] = make([]int64, t.Out), make([]float64, t.Out)
+		for o := 0; o < t.Out; o++ {
+			if p := t.Start[o] + j; p < t.Start[o+1] {
+				d.idx[j][o], d.w[j][o] = int64(t.Idx[p]), t.W[p]
 			}
 		}
 	}
-	for o := 0; t.identity && o < a.out; o++ {
-		t.identity = len(per[o]) == 1 && per[o][0].i == o && per[o][0].w == 1
-	}
-	return t
+	return d
 }
 
 // resizePlan resolves the taps of a Resize, Upsample or ResizeGrad node
-// over an input of shape, in the order the passes run. Anything not known
-// at lowering time, or that the kernel would reject, is ErrUnsupportedOp.
+// over an input of shape, in the order the passes run, with the
+// arithmetic of resize.go that kernels use too. Anything not known at
+// lowering time, or that a kernel would reject, is ErrUnsupportedOp.
 func (l *lowering) resizePlan(shape []int64, roi, scales, sizes string, legacy bool) ([]*resizeTaps, error) {
 	n := l.n
-	m, ok := readResizeSpec(n, legacy)
-	if !ok {
-		return nil, l.unsupported("resize mode or coordinate transformation not covered")
+	m, err := ReadResizeMode(n, legacy)
+	if err != nil {
+		return nil, l.unsupported("%v", err)
 	}
-	floats := func(name string) ([]float64, bool, error) {
+	values := func(name string) (*Tensor, error) {
 		if name == "" {
-			return nil, false, nil
+			return nil, nil
 		}
 		t := l.constant(name)
 		if t == nil {
-			return nil, false, l.unsupported("%s is computed at run time", name)
+			return nil, l.unsupported("%s is computed at run time", name)
 		}
-		if t.Size() == 0 {
-			return nil, false, nil
-		}
-		v := make([]float64, t.Size())
-		for i := range v {
-			v[i] = t.Float(i)
-		}
-		return v, true, nil
+		return t, nil
 	}
 	var scaleVals []float64
 	if a := n.Attr("scales"); a != nil && legacy {
@@ -301,119 +77,41 @@ func (l *lowering) resizePlan(shape []int64, roi, scales, sizes string, legacy b
 			scaleVals = append(scaleVals, float64(s))
 		}
 	} else {
-		v, ok, err := floats(scales)
+		t, err := values(scales)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			scaleVals = v
-		}
+		scaleVals = ResizeFloats(t)
 	}
-	sizeVals, hasSizes, err := floats(sizes)
+	sizesT, err := values(sizes)
 	if err != nil {
 		return nil, err
 	}
-	r := len(shape)
-	axes := make([]int, r)
-	for i := range axes {
-		axes[i] = i
-	}
-	if v := n.AttrInts("axes", nil); v != nil && !legacy {
-		axes = axes[:0]
-		seen := map[int]bool{}
-		for _, a := range v {
-			if a < 0 {
-				a += int64(r)
-			}
-			if a < 0 || a >= int64(r) || seen[int(a)] {
-				return nil, l.unsupported("axes %v", v)
-			}
-			seen[int(a)] = true
-			axes = append(axes, int(a))
-		}
-	}
-	if (scaleVals != nil) == hasSizes {
-		return nil, l.unsupported("exactly one of scales and sizes must be given")
-	}
-	ras := make([]resizeAxisPlan, len(axes))
-	for i, ax := range axes {
-		ras[i] = resizeAxisPlan{axis: ax, in: int(shape[ax]), roiStart: 0, roiEnd: 1}
-	}
-	if m.coordMode == "tf_crop_and_resize" {
-		rv, ok, err := floats(roi)
+	var roiVals []float64
+	if m.CoordMode == "tf_crop_and_resize" {
+		t, err := values(roi)
 		if err != nil {
 			return nil, err
 		}
-		if !ok || len(rv) != 2*len(axes) {
-			return nil, l.unsupported("tf_crop_and_resize needs roi with %d values", 2*len(axes))
-		}
-		for i := range ras {
-			ras[i].roiStart, ras[i].roiEnd = rv[i], rv[i+len(axes)]
-		}
+		roiVals = ResizeFloats(t)
 	}
-	if scaleVals != nil {
-		if len(scaleVals) != len(axes) {
-			return nil, l.unsupported("scales has %d values for %d axes", len(scaleVals), len(axes))
-		}
-		for i := range ras {
-			a := &ras[i]
-			a.scale = scaleVals[i]
-			ext := float64(a.in) * a.scale
-			if m.coordMode == "tf_crop_and_resize" {
-				ext *= a.roiEnd - a.roiStart
-			}
-			if !(a.scale > 0) || ext > MaxElements || ext < 0 {
-				return nil, l.unsupported("scale %g", a.scale)
-			}
-			a.out = int(math.Floor(ext))
-		}
-	} else {
-		if len(sizeVals) != len(axes) {
-			return nil, l.unsupported("sizes has %d values for %d axes", len(sizeVals), len(axes))
-		}
-		switch policy := n.AttrString("keep_aspect_ratio_policy", "stretch"); policy {
-		case "stretch":
-			for i := range ras {
-				ras[i].out = int(sizeVals[i])
-				if ras[i].in > 0 {
-					ras[i].scale = sizeVals[i] / float64(ras[i].in)
-				}
-			}
-		case "not_larger", "not_smaller":
-			scale := math.Inf(1)
-			if policy == "not_smaller" {
-				scale = math.Inf(-1)
-			}
-			for i := range ras {
-				s := float64(int64(sizeVals[i])) / float64(ras[i].in)
-				if policy == "not_larger" {
-					scale = math.Min(scale, s)
-				} else {
-					scale = math.Max(scale, s)
-				}
-			}
-			for i := range ras {
-				ras[i].scale = scale
-				ras[i].out = int(math.Floor(scale*float64(ras[i].in) + 0.5))
-			}
-		default:
-			return nil, l.unsupported("keep_aspect_ratio_policy %q", policy)
+	ishape := make([]int, len(shape))
+	for i, d := range shape {
+		ishape[i] = int(d)
+	}
+	ras, err := ResolveResizeAxes(n, ishape, m, roiVals, scaleVals, ResizeSizes(sizesT), !legacy)
+	if err != nil {
+		return nil, l.unsupported("%v", err)
+	}
+	for i := range ras {
+		if a := &ras[i]; a.In <= 0 || a.Out <= 0 || !(a.Scale > 0) {
+			return nil, l.unsupported("an empty axis or output")
 		}
 	}
 	var passes []*resizeTaps
-	for i := range ras {
-		a := &ras[i]
-		if a.in <= 0 || a.out <= 0 || !(a.scale > 0) {
-			return nil, l.unsupported("an empty axis or output")
-		}
-		if t := m.taps(a); !t.identity {
-			passes = append(passes, t)
-		}
+	for _, t := range m.Passes(ras) {
+		passes = append(passes, denseTaps(t))
 	}
-	// The kernel's order: shrinking axes first.
-	sort.SliceStable(passes, func(i, j int) bool {
-		return float64(passes[i].out)/float64(passes[i].in) < float64(passes[j].out)/float64(passes[j].in)
-	})
 	return passes, nil
 }
 

@@ -751,7 +751,7 @@ func resizeGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	}
 	xShape := shapeT.Ints()
 	legacy := n.AttrInt("legacy", 0) != 0
-	ras, err := nn.ResizePlan(n, xShape, roi, scales, sizes, legacy)
+	ras, fwd, err := nn.ResizePlan(n, xShape, roi, scales, sizes, legacy)
 	if err != nil {
 		return nil, err
 	}
@@ -764,12 +764,18 @@ func resizeGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 	}
 	type pass struct {
 		axis int
-		taps *nn.ResizeTaps
+		taps *graph.ResizeTaps
+	}
+	// The forward passes in the order of the axes (the stable sort below
+	// then breaks ties as it always has).
+	byAxis := map[int]*graph.ResizeTaps{}
+	for _, t := range fwd {
+		byAxis[t.Axis] = t
 	}
 	var passes []pass
-	for i := range ras {
-		if ras[i].Start != nil { // nil: the axis is copied unchanged
-			passes = append(passes, pass{ras[i].Axis, &ras[i]})
+	for _, a := range ras {
+		if t := byAxis[a.Axis]; t != nil {
+			passes = append(passes, pass{a.Axis, t})
 		}
 	}
 	// Shrink first (the adjoint of the largest upsampling first) so the
@@ -813,7 +819,7 @@ func resizeGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 // resizeScatter is the adjoint of one axis pass: src is outer × out × inner,
 // dst outer × in × inner, and dst[b, idx, :] += w·src[b, o, :] over the taps
 // of every output index o. dst is zero on entry.
-func resizeScatter[T float32 | float64](dst, src []T, outer, out, in, inner int, taps *nn.ResizeTaps) {
+func resizeScatter[T float32 | float64](dst, src []T, outer, out, in, inner int, taps *graph.ResizeTaps) {
 	workers := gradWorkers(outer, out*inner*2)
 	nn.ParallelItems(outer, workers, false, func(_, b int) {
 		s := src[b*out*inner : (b+1)*out*inner]

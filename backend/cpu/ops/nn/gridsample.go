@@ -103,10 +103,10 @@ func (g *gridMode) axisTaps(dst []gridTap, v float64, d int) []gridTap {
 	const a = -0.75
 	i := int(f) - 1
 	return append(dst,
-		gridTap{pixel(i), cubicKernel(t+1, a)},
-		gridTap{pixel(i + 1), cubicKernel(t, a)},
-		gridTap{pixel(i + 2), cubicKernel(1-t, a)},
-		gridTap{pixel(i + 3), cubicKernel(2-t, a)})
+		gridTap{pixel(i), graph.KeysCubic(t+1, a)},
+		gridTap{pixel(i + 1), graph.KeysCubic(t, a)},
+		gridTap{pixel(i + 2), graph.KeysCubic(1-t, a)},
+		gridTap{pixel(i + 3), graph.KeysCubic(2-t, a)})
 }
 
 // gridSampleKernel implements GridSample for any number of spatial dims
