@@ -7,8 +7,10 @@ import "fmt"
 // only needs rules for primitives. Nodes with rules, and nodes with neither
 // a rule nor a lowering, are kept as they are (Gradients reports the latter
 // if they lie on the path to the loss). Constants the lowerings introduce
-// become initializers.
+// become initializers. A lowering that needs the types of its inputs
+// (GridSample's static shapes) gets those shape inference finds.
 func LowerForAutodiff(g *Graph, opset int64) error {
+	var st *inferState // shape inference, run once when a lowering needs it
 	var out []*Node
 	var lower func(n *Node, depth int) error
 	lower = func(n *Node, depth int) error {
@@ -20,6 +22,13 @@ func LowerForAutodiff(g *Graph, opset int64) error {
 			return nil
 		}
 		sub, consts, _, err := Lower(n, opset)
+		if err != nil && typedLowerings[n.OpType] != nil {
+			if st == nil {
+				st, _ = inferGraph(g, opset, nil, true)
+			}
+			sub, consts, _, err = LowerWithTypes(n, opset, func(name string) *Type { return st.types[name] },
+				func(name string) *Tensor { return st.consts[name] })
+		}
 		if err != nil {
 			// A variant the lowering does not cover: keep the node; it
 			// fails later only if it needs a gradient.

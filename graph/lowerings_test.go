@@ -180,6 +180,10 @@ func loweringCases() []loweringCase {
 			inputs: map[string]*Type{"x": f32(2, 3, 4), "i": withDType(f32(2, 5, 1), Int64)}},
 		loweringCase{name: "Upsample", node: node("Upsample", []string{"x"}, []string{"y"}, FloatsAttr("scales", 1, 1, 2, 2)),
 			opset: 7, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}},
+		loweringCase{name: "GridSample/cubic-reflection", node: node("GridSample", []string{"x", "g"}, []string{"y"}, StringAttr("mode", "cubic"), StringAttr("padding_mode", "reflection")),
+			opset: 20, inputs: map[string]*Type{"x": f32(2, 3, 4, 5), "g": f32(2, 6, 7, 2)}},
+		loweringCase{name: "GridSample/nearest-zeros-3d", node: node("GridSample", []string{"x", "g"}, []string{"y"}, StringAttr("mode", "nearest"), IntAttr("align_corners", 1)),
+			opset: 20, inputs: map[string]*Type{"x": f32(1, 2, 3, 4, 5), "g": f32(1, 2, 3, 4, 3)}},
 	)
 	for _, op := range []string{"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"} {
 		cases = append(cases,

@@ -26,6 +26,10 @@ type gradCase struct {
 	outputs     int
 	lossOutputs []int
 	opset       int64
+	// lower runs graph.LowerForAutodiff before autodiff (as training
+	// does), with the inputs' shapes known: for ops differentiated through
+	// their lowering.
+	lower bool
 }
 
 // Rand64 returns a float64 tensor with entries in [lo, hi).
@@ -60,7 +64,14 @@ func (kc checker) runGradCheck(t *testing.T, c gradCase) {
 			isWrt = isWrt || w == i
 		}
 		if isWrt {
-			g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: &graph.Type{Kind: graph.KindTensor, DType: in.DType}})
+			typ := &graph.Type{Kind: graph.KindTensor, DType: in.DType}
+			if c.lower {
+				typ.HasShape = true
+				for _, d := range in.Shape {
+					typ.Shape = append(typ.Shape, graph.Dim{Value: int64(d), Known: true})
+				}
+			}
+			g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: typ})
 		} else {
 			g.Initializers[name] = in
 		}
@@ -121,6 +132,9 @@ func (kc checker) runGradCheck(t *testing.T, c gradCase) {
 	var xs []string
 	for _, w := range c.wrt {
 		xs = append(xs, fmt.Sprintf("in%d", w))
+	}
+	if c.lower {
+		require.NoError(t, graph.LowerForAutodiff(g, opset))
 	}
 	grads, err := graph.Gradients(g, loss, xs, "", opset)
 	require.NoError(t, err)

@@ -233,6 +233,26 @@ func (kc checker) gradConvResize(t *testing.T) {
 	}
 }
 
+// gradConvGridSample checks GridSample's gradients with respect to its
+// input and its grid, which autodiff takes through the op's lowering.
+func (kc checker) gradConvGridSample(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 30))
+	x := func(shape ...int) *graph.Tensor { return Rand64(r, -2, 2, shape...) }
+	grid := func(shape ...int) *graph.Tensor { return Rand64(r, -1.3, 1.3, shape...) }
+	str, i := graph.StringAttr, graph.IntAttr
+	cases := []gradCase{
+		{name: "linear zeros", inputs: []*graph.Tensor{x(2, 2, 3, 4), grid(2, 3, 2, 2)}, attrs: []*graph.Attr{str("mode", "linear")}},
+		{name: "linear border align_corners", inputs: []*graph.Tensor{x(1, 2, 4, 3), grid(1, 2, 3, 2)}, attrs: []*graph.Attr{str("mode", "linear"), str("padding_mode", "border"), i("align_corners", 1)}},
+		{name: "cubic reflection", inputs: []*graph.Tensor{x(1, 1, 4, 5), grid(1, 3, 3, 2)}, attrs: []*graph.Attr{str("mode", "cubic"), str("padding_mode", "reflection")}},
+		{name: "nearest zeros", inputs: []*graph.Tensor{x(1, 2, 3, 3), grid(1, 2, 2, 2)}, attrs: []*graph.Attr{str("mode", "nearest")}},
+		{name: "linear reflection 3-D", inputs: []*graph.Tensor{x(1, 1, 2, 3, 4), grid(1, 2, 2, 1, 3)}, attrs: []*graph.Attr{str("mode", "linear"), str("padding_mode", "reflection")}},
+	}
+	for _, c := range cases {
+		c.op, c.wrt, c.opset, c.lower = "GridSample", []int{0, 1}, 20, true
+		t.Run(c.name, func(t *testing.T) { kc.runGradCheck(t, c) })
+	}
+}
+
 // gradConvMaxPoolTies checks that a window's gradient goes to its
 // first maximum, as PyTorch's max_pool backward does: on a constant input
 // every 2x2 window (stride 1) picks its top-left element.

@@ -59,6 +59,7 @@ func Gradients(t *testing.T, name string) {
 		{"ConvTranspose", k.gradConvTranspose},
 		{"ConvPool", k.gradConvPool},
 		{"ConvResize", k.gradConvResize},
+		{"ConvGridSample", k.gradConvGridSample},
 		{"ConvMaxPoolTies", k.gradConvMaxPoolTies},
 		{"ConvLarge", k.gradConvLarge},
 		{"ConvErrors", k.gradConvErrors},

@@ -624,3 +624,43 @@ func TestDropoutTrainingLoweringDrawsTheKernelsStream(t *testing.T) {
 		})
 	}
 }
+
+// TestGridSampleLoweringMatchesKernel: GridSample lowered to primitives
+// gives the kernel's values bit for bit (NaN where it gives NaN) over
+// every mode, padding mode and align_corners, on 1, 2 and 3 spatial axes,
+// with grid points inside, on and outside the input's borders and some
+// NaN and infinite coordinates.
+func TestGridSampleLoweringMatchesKernel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, dims := range [][]int{{5}, {4, 6}, {3, 4, 5}} {
+		r := len(dims)
+		xType := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
+		for _, d := range append([]int{2, 3}, dims...) {
+			xType.Shape = append(xType.Shape, graph.Dim{Value: int64(d), Known: true})
+		}
+		out := []int{3, 4, 2}[:r]
+		grid := graph.Zeros(graph.Float32, append(append([]int{2}, out...), r)...)
+		special := []float64{-1, 1, 0, 0.5, -0.5, 2.5, -3.25, math.NaN(), math.Inf(1), math.Inf(-1)}
+		for i := 0; i < grid.Size(); i++ {
+			v := rng.NormFloat64() * 1.4
+			if i%4 == 0 {
+				v = special[(i/4)%len(special)]
+			}
+			grid.SetFloat(i, v)
+		}
+		for _, mode := range []string{"nearest", "linear", "cubic"} {
+			for _, pad := range []string{"zeros", "border", "reflection"} {
+				for _, align := range []int64{0, 1} {
+					name := fmt.Sprintf("%dd-%s-%s-align%d", r, mode, pad, align)
+					t.Run(name, func(t *testing.T) {
+						n := &graph.Node{Name: "gs", OpType: "GridSample", Inputs: []string{"X", "grid"}, Outputs: []string{"Y"},
+							Attrs: map[string]*graph.Attr{"mode": graph.StringAttr("mode", mode), "padding_mode": graph.StringAttr("padding_mode", pad),
+								"align_corners": graph.IntAttr("align_corners", align)}}
+						checkLoweringMatchesKernel(t, loweringCase{name: name, n: n, opset: 20, tol: 1e-300,
+							inputs: map[string]*graph.Type{"X": xType}, fixed: map[string]*graph.Tensor{"grid": grid}})
+					})
+				}
+			}
+		}
+	}
+}
