@@ -182,6 +182,8 @@ func loweringCases() []loweringCase {
 			opset: 7, inputs: map[string]*Type{"x": f32(1, 2, 4, 5)}},
 		loweringCase{name: "GridSample/cubic-reflection", node: node("GridSample", []string{"x", "g"}, []string{"y"}, StringAttr("mode", "cubic"), StringAttr("padding_mode", "reflection")),
 			opset: 20, inputs: map[string]*Type{"x": f32(2, 3, 4, 5), "g": f32(2, 6, 7, 2)}},
+		loweringCase{name: "RoiAlign/max", node: node("RoiAlign", []string{"x", "r", "b"}, []string{"y"}, StringAttr("mode", "max"), IntAttr("sampling_ratio", 2), IntAttr("output_height", 2)),
+			opset: 16, inputs: map[string]*Type{"x": f32(2, 3, 4, 5), "r": f32(3, 4), "b": withDType(f32(3), Int64)}},
 		loweringCase{name: "GridSample/nearest-zeros-3d", node: node("GridSample", []string{"x", "g"}, []string{"y"}, StringAttr("mode", "nearest"), IntAttr("align_corners", 1)),
 			opset: 20, inputs: map[string]*Type{"x": f32(1, 2, 3, 4, 5), "g": f32(1, 2, 3, 4, 3)}},
 	)

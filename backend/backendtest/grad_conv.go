@@ -253,6 +253,21 @@ func (kc checker) gradConvGridSample(t *testing.T) {
 	}
 }
 
+// gradConvRoiAlign checks RoiAlign's gradients (sampling_ratio > 0) with
+// respect to its input and its regions, taken through the op's lowering.
+func (kc checker) gradConvRoiAlign(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	x := Rand64(r, -2, 2, 2, 2, 5, 6)
+	rois := graph.FromFloat64([]float64{0.3, 0.6, 4.2, 3.7, -1.4, 1.1, 2.8, 5.9, 2.2, 0.4, 5.6, 2.9}, 3, 4)
+	bi := graph.FromInt64([]int64{1, 0, 1}, 3)
+	str, i := graph.StringAttr, graph.IntAttr
+	for _, mode := range []string{"avg", "max"} {
+		c := gradCase{name: mode, op: "RoiAlign", inputs: []*graph.Tensor{x, rois, bi}, wrt: []int{0, 1}, opset: 16, lower: true,
+			attrs: []*graph.Attr{str("mode", mode), i("sampling_ratio", 2), i("output_height", 2), i("output_width", 3), graph.FloatAttr("spatial_scale", 0.9)}}
+		t.Run(mode, func(t *testing.T) { kc.runGradCheck(t, c) })
+	}
+}
+
 // gradConvMaxPoolTies checks that a window's gradient goes to its
 // first maximum, as PyTorch's max_pool backward does: on a constant input
 // every 2x2 window (stride 1) picks its top-left element.

@@ -60,6 +60,7 @@ func Gradients(t *testing.T, name string) {
 		{"ConvPool", k.gradConvPool},
 		{"ConvResize", k.gradConvResize},
 		{"ConvGridSample", k.gradConvGridSample},
+		{"ConvRoiAlign", k.gradConvRoiAlign},
 		{"ConvMaxPoolTies", k.gradConvMaxPoolTies},
 		{"ConvLarge", k.gradConvLarge},
 		{"ConvErrors", k.gradConvErrors},

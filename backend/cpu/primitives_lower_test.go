@@ -664,3 +664,37 @@ func TestGridSampleLoweringMatchesKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestRoiAlignLoweringMatchesKernel: RoiAlign with a positive
+// sampling_ratio lowered to primitives gives the kernel's values bit for
+// bit, in both modes and coordinate transformations, with regions inside,
+// across and outside the image's borders, on two images.
+func TestRoiAlignLoweringMatchesKernel(t *testing.T) {
+	xType := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true,
+		Shape: []graph.Dim{{Value: 2, Known: true}, {Value: 3, Known: true}, {Value: 7, Known: true}, {Value: 9, Known: true}}}
+	rois := graph.FromFloat32([]float32{
+		0, 0, 8, 6, // the whole image
+		1.3, 0.7, 4.6, 5.2, // inside
+		-3, -2, 3, 2.5, // across the top-left border
+		6, 4, 12, 10, // across the bottom-right border
+		-9, -9, -4, -5, // outside
+		2, 2, 2.4, 2.2, // smaller than a pixel
+	}, 6, 4)
+	bi := graph.FromInt64([]int64{0, 1, 1, 0, 1, 0}, 6)
+	for _, mode := range []string{"avg", "max"} {
+		for _, coord := range []string{"half_pixel", "output_half_pixel"} {
+			for _, sr := range []int64{1, 2, 3} {
+				name := fmt.Sprintf("%s-%s-sr%d", mode, coord, sr)
+				t.Run(name, func(t *testing.T) {
+					n := &graph.Node{Name: "ra", OpType: "RoiAlign", Inputs: []string{"X", "rois", "bi"}, Outputs: []string{"Y"},
+						Attrs: map[string]*graph.Attr{"mode": graph.StringAttr("mode", mode),
+							"coordinate_transformation_mode": graph.StringAttr("coordinate_transformation_mode", coord),
+							"output_height":                  graph.IntAttr("output_height", 3), "output_width": graph.IntAttr("output_width", 4),
+							"sampling_ratio": graph.IntAttr("sampling_ratio", sr), "spatial_scale": graph.FloatAttr("spatial_scale", 0.75)}}
+					checkLoweringMatchesKernel(t, loweringCase{name: name, n: n, opset: 16, tol: 1e-300,
+						inputs: map[string]*graph.Type{"X": xType}, fixed: map[string]*graph.Tensor{"rois": rois, "bi": bi}})
+				})
+			}
+		}
+	}
+}
