@@ -543,7 +543,7 @@ func padGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 		}
 		pads = a.Ints
 	}
-	begin, end, shape, err := shapeops.PadBounds(n, x.Shape, pads, axes)
+	begin, end, shape, err := graph.PadBounds(n, x.Shape, pads, axes)
 	if err != nil {
 		return nil, err
 	}
@@ -551,7 +551,7 @@ func padGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tenso
 	tables := make([][]int, r)
 	for a, d := range x.Shape {
 		b, e := begin[a], end[a]
-		if tables[a], err = shapeops.PadSources(n, mode, d, int(b), int(e), st[a], -1); err != nil {
+		if tables[a], err = graph.PadSources(n, mode, d, int(b), int(e), st[a], -1); err != nil {
 			return nil, err
 		}
 	}
