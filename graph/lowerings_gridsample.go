@@ -6,15 +6,19 @@ package graph
 // value is the sum, over every combination of one tap per axis, of the
 // combination's weight times the input at its flat offset, fetched with
 // GatherElements. The arithmetic follows the CPU kernel
-// (backend/cpu/ops/nn/gridsample.go) step for step, in float64 as it does:
+// (backend/cpu/ops/nn/gridsample.go) step for step, in float32 (float64
+// for float64 inputs; the kernel computes in float64, PyTorch in the
+// input's type, and float32 keeps the form runnable where a backend has
+// no float64 kernels):
 // the unnormalised coordinate, nearest's rounding half to even, padding
 // (border clamps, reflection folds at the borders, zeros drops taps
 // outside the input), the weights (f+1-x and x-f for linear, Keys' cubic
 // with a = -0.75), combinations with a zero weight or a dropped tap
 // contributing nothing, and the sum in the kernel's order (the last axis's
 // tap varying fastest). X's channels and spatial size and the grid's
-// output size must be known (the batch may be symbolic); float32 and
-// float64 inputs lower, others keep the kernel. Ops without a gradient
+// output size must be known (the batch may be symbolic); float32,
+// float64, float16 and bfloat16 inputs lower (the last two computed in
+// float32, as autocast runs grid_sample), others keep the kernel. Ops without a gradient
 // rule lower before autodiff (LowerForAutodiff), so GridSample trains
 // through this form, with respect to its input and its grid.
 
@@ -50,9 +54,10 @@ func lowerGridSample(l *lowering) error {
 		return l.unsupported("GridSample needs a grid of known shape (N, out..., %d)", r)
 	}
 	dt := l.dtype(x)
-	if dt != Float32 && dt != Float64 {
+	if !dt.IsFloat() {
 		return l.unsupported("GridSample of %v", dt)
 	}
+	work := workFloat(dt)
 	interp := l.n.AttrString("mode", "linear")
 	switch interp {
 	case "bilinear":
@@ -81,8 +86,8 @@ func lowerGridSample(l *lowering) error {
 	if c == 0 || inSize == 0 || outSize == 0 {
 		return l.unsupported("an empty input or output")
 	}
-	g := &gridLowering{l: l, align: align, interp: interp, padding: padding}
-	g64 := l.cast(grid, Float64)
+	g := &gridLowering{l: l, align: align, interp: interp, padding: padding, work: work}
+	g64 := l.cast(grid, work)
 	// Per axis j (X's axis 2+j; the grid lists the innermost axis first):
 	// each tap's flat-offset term, weight and validity (1 or 0).
 	type tap struct{ off, w, valid string }
@@ -101,9 +106,9 @@ func lowerGridSample(l *lowering) error {
 		}
 		stride *= d
 	}
-	flat := l.reshape(l.cast(x, Float64), -1, c, inSize)
+	flat := l.reshape(l.cast(x, work), -1, c, inSize)
 	expandTo := l.int64s(1, c, 1)
-	zero := l.scalarOf(Float64, 0)
+	zero := l.scalarOf(work, 0)
 	var sum string
 	count := make([]int, r)
 	for {
@@ -111,7 +116,7 @@ func lowerGridSample(l *lowering) error {
 		for j := 0; j < r; j++ {
 			t := axes[j][count[j]]
 			if j == 0 {
-				off, w, valid = t.off, l.mul(l.scalarOf(Float64, 1), t.w), t.valid
+				off, w, valid = t.off, l.mul(l.scalarOf(work, 1), t.w), t.valid
 				continue
 			}
 			off, w, valid = l.add(off, t.off), l.mul(w, t.w), l.mul(valid, t.valid)
@@ -150,9 +155,10 @@ type gridLowering struct {
 	align   bool
 	interp  string
 	padding string
+	work    DType // the type coordinates and sums are computed in
 }
 
-func (g *gridLowering) c(v float64) string { return g.l.scalarOf(Float64, v) }
+func (g *gridLowering) c(v float64) string { return g.l.scalarOf(g.work, v) }
 
 // reflect folds x into [lo, hi] at the nearer border, repeatedly (the
 // kernel's gridReflect).
@@ -251,4 +257,13 @@ func (g *gridLowering) axisTaps(v string, d int64) (idx, w, valid []string) {
 		add(l.add(f, g.c(2)), outer(l.sub(g.c(2), t)))
 	}
 	return idx, w, valid
+}
+
+// workFloat is the type the GridSample and RoiAlign lowerings compute in
+// for inputs of type dt: float64 for float64, float32 otherwise.
+func workFloat(dt DType) DType {
+	if dt == Float64 {
+		return Float64
+	}
+	return Float32
 }

@@ -8,8 +8,9 @@ package graph
 // pixel outside the image give zero, the rest clamp to the border) over
 // the planes of the region's image, fetched with Gather (the image) and
 // GatherElements (the four taps). The arithmetic follows the CPU kernel
-// (backend/cpu/ops/nn/roi.go) step for step in float64, including the
-// order of its sums: avg adds a bin's samples in row order and divides by
+// (backend/cpu/ops/nn/roi.go) step for step, including the order of its
+// sums, in float32 (float64 for float64 inputs; the kernel computes in
+// float64): avg adds a bin's samples in row order and divides by
 // their count, max keeps the first sample and replaces it by a larger one.
 // X's channels and spatial size must be known; the batch and the number
 // of regions may be symbolic.
@@ -25,9 +26,10 @@ func lowerRoiAlign(l *lowering) error {
 		return l.unsupported("RoiAlign needs an input (N, C, H, W) of known C, H and W")
 	}
 	dt := l.dtype(x)
-	if dt != Float32 && dt != Float64 {
+	if !dt.IsFloat() {
 		return l.unsupported("RoiAlign of %v", dt)
 	}
+	work := workFloat(dt)
 	c, h, w := t.Shape[1].Value, t.Shape[2].Value, t.Shape[3].Value
 	halfPixel := true
 	mode := "half_pixel"
@@ -59,9 +61,9 @@ func lowerRoiAlign(l *lowering) error {
 	if halfPixel {
 		offset = 0.5
 	}
-	f := func(v float64) string { return l.scalarOf(Float64, v) }
+	f := func(v float64) string { return l.scalarOf(work, v) }
 	scalarIdx := func(i int64) string { return l.b.Const(&Tensor{DType: Int64, Shape: []int{}, Data: []int64{i}}) }
-	r64 := l.cast(rois, Float64)
+	r64 := l.cast(rois, work)
 	coord := func(i int64) string { // [R, 1, 1]
 		v := l.sub(l.mul(l.opAttrs("Gather", []string{r64, scalarIdx(i)}, IntAttr("axis", 1)), f(scale)), f(offset))
 		return l.reshape(v, -1, 1, 1)
@@ -75,13 +77,13 @@ func lowerRoiAlign(l *lowering) error {
 	// positions(start, bin, p, g): start + p·bin + (i+0.5)·bin/g for bin p
 	// and sample i, shaped [R, p, g] (the kernel's order of operations).
 	positions := func(start, bin string, p int64) string {
-		ps := Zeros(Float64, 1, int(p), 1)
-		for i := range ps.Float64s() {
-			ps.Float64s()[i] = float64(i)
+		ps := Zeros(work, 1, int(p), 1)
+		for i := 0; i < int(p); i++ {
+			ps.SetFloat(i, float64(i))
 		}
-		is := Zeros(Float64, 1, 1, int(sr))
-		for i := range is.Float64s() {
-			is.Float64s()[i] = float64(i) + 0.5
+		is := Zeros(work, 1, 1, int(sr))
+		for i := 0; i < int(sr); i++ {
+			is.SetFloat(i, float64(i)+0.5)
 		}
 		base := l.add(start, l.mul(l.b.Const(ps), bin))
 		return l.add(base, l.div(l.mul(l.b.Const(is), bin), f(float64(sr))))
@@ -112,7 +114,7 @@ func lowerRoiAlign(l *lowering) error {
 	ok := l.mul(ya(yOK), xa(xOK))
 	valid := l.op("Equal", ok, f(1))
 	samples := ph * pw * sr * sr
-	planes := l.opAttrs("Gather", []string{l.reshape(l.cast(x, Float64), -1, c, h*w), bi}, IntAttr("axis", 0)) // [R, C, H·W]
+	planes := l.opAttrs("Gather", []string{l.reshape(l.cast(x, work), -1, c, h*w), bi}, IntAttr("axis", 0)) // [R, C, H·W]
 	tap := func(yi, xi, wy, wx string) string {
 		pos := l.add(l.mul(ya(yi), f(float64(w))), xa(xi))
 		pos = l.cast(l.op("Where", valid, pos, f(0)), Int64)

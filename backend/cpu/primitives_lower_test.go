@@ -626,39 +626,47 @@ func TestDropoutTrainingLoweringDrawsTheKernelsStream(t *testing.T) {
 }
 
 // TestGridSampleLoweringMatchesKernel: GridSample lowered to primitives
-// gives the kernel's values bit for bit (NaN where it gives NaN) over
-// every mode, padding mode and align_corners, on 1, 2 and 3 spatial axes,
-// with grid points inside, on and outside the input's borders and some
-// NaN and infinite coordinates.
+// gives the kernel's values over every mode, padding mode and
+// align_corners, on 1, 2 and 3 spatial axes, with grid points inside, on
+// and outside the input's borders and some NaN and infinite coordinates:
+// bit for bit (NaN where it gives NaN) for float64 inputs, which both
+// compute in float64, and within float32 rounding for float32 inputs,
+// which the lowering computes in float32.
 func TestGridSampleLoweringMatchesKernel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	for _, dims := range [][]int{{5}, {4, 6}, {3, 4, 5}} {
-		r := len(dims)
-		xType := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
-		for _, d := range append([]int{2, 3}, dims...) {
-			xType.Shape = append(xType.Shape, graph.Dim{Value: int64(d), Known: true})
+	for _, dt := range []graph.DType{graph.Float32, graph.Float64} {
+		tol := 2e-5
+		if dt == graph.Float64 {
+			tol = 1e-300
 		}
-		out := []int{3, 4, 2}[:r]
-		grid := graph.Zeros(graph.Float32, append(append([]int{2}, out...), r)...)
-		special := []float64{-1, 1, 0, 0.5, -0.5, 2.5, -3.25, math.NaN(), math.Inf(1), math.Inf(-1)}
-		for i := 0; i < grid.Size(); i++ {
-			v := rng.NormFloat64() * 1.4
-			if i%4 == 0 {
-				v = special[(i/4)%len(special)]
+		for _, dims := range [][]int{{5}, {4, 6}, {3, 4, 5}} {
+			r := len(dims)
+			xType := &graph.Type{Kind: graph.KindTensor, DType: dt, HasShape: true}
+			for _, d := range append([]int{2, 3}, dims...) {
+				xType.Shape = append(xType.Shape, graph.Dim{Value: int64(d), Known: true})
 			}
-			grid.SetFloat(i, v)
-		}
-		for _, mode := range []string{"nearest", "linear", "cubic"} {
-			for _, pad := range []string{"zeros", "border", "reflection"} {
-				for _, align := range []int64{0, 1} {
-					name := fmt.Sprintf("%dd-%s-%s-align%d", r, mode, pad, align)
-					t.Run(name, func(t *testing.T) {
-						n := &graph.Node{Name: "gs", OpType: "GridSample", Inputs: []string{"X", "grid"}, Outputs: []string{"Y"},
-							Attrs: map[string]*graph.Attr{"mode": graph.StringAttr("mode", mode), "padding_mode": graph.StringAttr("padding_mode", pad),
-								"align_corners": graph.IntAttr("align_corners", align)}}
-						checkLoweringMatchesKernel(t, loweringCase{name: name, n: n, opset: 20, tol: 1e-300,
-							inputs: map[string]*graph.Type{"X": xType}, fixed: map[string]*graph.Tensor{"grid": grid}})
-					})
+			out := []int{3, 4, 2}[:r]
+			grid := graph.Zeros(dt, append(append([]int{2}, out...), r)...)
+			special := []float64{-1, 1, 0, 0.5, -0.5, 2.5, -3.25, math.NaN(), math.Inf(1), math.Inf(-1)}
+			for i := 0; i < grid.Size(); i++ {
+				v := rng.NormFloat64() * 1.4
+				if i%4 == 0 {
+					v = special[(i/4)%len(special)]
+				}
+				grid.SetFloat(i, v)
+			}
+			for _, mode := range []string{"nearest", "linear", "cubic"} {
+				for _, pad := range []string{"zeros", "border", "reflection"} {
+					for _, align := range []int64{0, 1} {
+						name := fmt.Sprintf("%v-%dd-%s-%s-align%d", dt, r, mode, pad, align)
+						t.Run(name, func(t *testing.T) {
+							n := &graph.Node{Name: "gs", OpType: "GridSample", Inputs: []string{"X", "grid"}, Outputs: []string{"Y"},
+								Attrs: map[string]*graph.Attr{"mode": graph.StringAttr("mode", mode), "padding_mode": graph.StringAttr("padding_mode", pad),
+									"align_corners": graph.IntAttr("align_corners", align)}}
+							checkLoweringMatchesKernel(t, loweringCase{name: name, n: n, opset: 20, tol: tol,
+								inputs: map[string]*graph.Type{"X": xType}, fixed: map[string]*graph.Tensor{"grid": grid}})
+						})
+					}
 				}
 			}
 		}
@@ -666,35 +674,132 @@ func TestGridSampleLoweringMatchesKernel(t *testing.T) {
 }
 
 // TestRoiAlignLoweringMatchesKernel: RoiAlign with a positive
-// sampling_ratio lowered to primitives gives the kernel's values bit for
-// bit, in both modes and coordinate transformations, with regions inside,
-// across and outside the image's borders, on two images.
+// sampling_ratio lowered to primitives gives the kernel's values (bit for
+// bit for float64 inputs, within float32 rounding for float32 ones), in
+// both modes and coordinate transformations, with regions inside, across
+// and outside the image's borders, on two images.
 func TestRoiAlignLoweringMatchesKernel(t *testing.T) {
-	xType := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true,
-		Shape: []graph.Dim{{Value: 2, Known: true}, {Value: 3, Known: true}, {Value: 7, Known: true}, {Value: 9, Known: true}}}
-	rois := graph.FromFloat32([]float32{
-		0, 0, 8, 6, // the whole image
-		1.3, 0.7, 4.6, 5.2, // inside
-		-3, -2, 3, 2.5, // across the top-left border
-		6, 4, 12, 10, // across the bottom-right border
-		-9, -9, -4, -5, // outside
-		2, 2, 2.4, 2.2, // smaller than a pixel
-	}, 6, 4)
-	bi := graph.FromInt64([]int64{0, 1, 1, 0, 1, 0}, 6)
-	for _, mode := range []string{"avg", "max"} {
-		for _, coord := range []string{"half_pixel", "output_half_pixel"} {
-			for _, sr := range []int64{1, 2, 3} {
-				name := fmt.Sprintf("%s-%s-sr%d", mode, coord, sr)
-				t.Run(name, func(t *testing.T) {
-					n := &graph.Node{Name: "ra", OpType: "RoiAlign", Inputs: []string{"X", "rois", "bi"}, Outputs: []string{"Y"},
-						Attrs: map[string]*graph.Attr{"mode": graph.StringAttr("mode", mode),
-							"coordinate_transformation_mode": graph.StringAttr("coordinate_transformation_mode", coord),
-							"output_height":                  graph.IntAttr("output_height", 3), "output_width": graph.IntAttr("output_width", 4),
-							"sampling_ratio": graph.IntAttr("sampling_ratio", sr), "spatial_scale": graph.FloatAttr("spatial_scale", 0.75)}}
-					checkLoweringMatchesKernel(t, loweringCase{name: name, n: n, opset: 16, tol: 1e-300,
-						inputs: map[string]*graph.Type{"X": xType}, fixed: map[string]*graph.Tensor{"rois": rois, "bi": bi}})
-				})
+	for _, dt := range []graph.DType{graph.Float32, graph.Float64} {
+		tol := 2e-5
+		if dt == graph.Float64 {
+			tol = 1e-300
+		}
+		xType := &graph.Type{Kind: graph.KindTensor, DType: dt, HasShape: true,
+			Shape: []graph.Dim{{Value: 2, Known: true}, {Value: 3, Known: true}, {Value: 7, Known: true}, {Value: 9, Known: true}}}
+		rois32 := graph.FromFloat32([]float32{
+			0, 0, 8, 6, // the whole image
+			1.3, 0.7, 4.6, 5.2, // inside
+			-3, -2, 3, 2.5, // across the top-left border
+			6, 4, 12, 10, // across the bottom-right border
+			-9, -9, -4, -5, // outside
+			2, 2, 2.4, 2.2, // smaller than a pixel
+		}, 6, 4)
+		rois := graph.Zeros(dt, 6, 4)
+		for i := 0; i < rois.Size(); i++ {
+			rois.SetFloat(i, rois32.Float(i))
+		}
+		bi := graph.FromInt64([]int64{0, 1, 1, 0, 1, 0}, 6)
+		for _, mode := range []string{"avg", "max"} {
+			for _, coord := range []string{"half_pixel", "output_half_pixel"} {
+				for _, sr := range []int64{1, 2, 3} {
+					name := fmt.Sprintf("%v-%s-%s-sr%d", dt, mode, coord, sr)
+					t.Run(name, func(t *testing.T) {
+						n := &graph.Node{Name: "ra", OpType: "RoiAlign", Inputs: []string{"X", "rois", "bi"}, Outputs: []string{"Y"},
+							Attrs: map[string]*graph.Attr{"mode": graph.StringAttr("mode", mode),
+								"coordinate_transformation_mode": graph.StringAttr("coordinate_transformation_mode", coord),
+								"output_height":                  graph.IntAttr("output_height", 3), "output_width": graph.IntAttr("output_width", 4),
+								"sampling_ratio": graph.IntAttr("sampling_ratio", sr), "spatial_scale": graph.FloatAttr("spatial_scale", 0.75)}}
+						checkLoweringMatchesKernel(t, loweringCase{name: name, n: n, opset: 16, tol: tol,
+							inputs: map[string]*graph.Type{"X": xType}, fixed: map[string]*graph.Tensor{"rois": rois, "bi": bi}})
+					})
+				}
 			}
 		}
+	}
+}
+
+// TestPadAndAveragePoolGradLoweringsMatchKernels: the gradient ops of Pad
+// (every mode, negative pads, axes) and AveragePool (strides, pads,
+// dilations, ceil_mode, count_include_pad, auto_pad, 1-D to 3-D) lowered
+// to primitives give the kernels' values.
+func TestPadAndAveragePoolGradLoweringsMatchKernels(t *testing.T) {
+	f32 := func(shape ...int64) *graph.Type {
+		typ := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
+		for _, d := range shape {
+			typ.Shape = append(typ.Shape, graph.Dim{Value: d, Known: true})
+		}
+		return typ
+	}
+	i64 := func(v ...int64) *graph.Tensor { return graph.FromInt64(v, len(v)) }
+	internal := func(op string, inputs []string, attrs ...*graph.Attr) *graph.Node {
+		n := &graph.Node{Name: op, OpType: op, Domain: graph.InternalDomain, Inputs: inputs, Outputs: []string{"dx"}, Attrs: map[string]*graph.Attr{}}
+		for _, a := range attrs {
+			n.Attrs[a.Name] = a
+		}
+		return n
+	}
+	s, is, in := graph.StringAttr, graph.IntsAttr, graph.IntAttr
+	type pcase struct {
+		name string
+		mode string
+		x    []int64
+		pads []int64
+		axes []int64
+	}
+	for _, c := range []pcase{
+		{"constant", "constant", []int64{2, 3, 4}, []int64{0, 1, 2, 0, 2, 1}, nil},
+		{"constant-crop", "constant", []int64{2, 5, 4}, []int64{0, -1, 2, 0, 1, -2}, nil},
+		{"reflect", "reflect", []int64{2, 5, 6}, []int64{0, 2, 3, 0, 4, 1}, nil},
+		{"edge-axes", "edge", []int64{3, 4, 5}, []int64{2, 3, 1, 4}, []int64{-1, 0}},
+		{"wrap", "wrap", []int64{2, 3, 4}, []int64{0, 5, 1, 0, 2, 6}, nil},
+	} {
+		padded := append([]int64{}, c.x...)
+		r := len(c.x)
+		for i := range padded {
+			a := i
+			if c.axes != nil {
+				continue
+			}
+			padded[a] += c.pads[i] + c.pads[i+r]
+		}
+		for k, a := range c.axes {
+			if a < 0 {
+				a += int64(r)
+			}
+			padded[a] += c.pads[k] + c.pads[k+len(c.axes)]
+		}
+		inputs := []string{"dy", "x", "pads"}
+		consts := map[string]*graph.Tensor{"pads": i64(c.pads...)}
+		if c.axes != nil {
+			inputs = append(inputs, "", "axes")
+			consts["axes"] = i64(c.axes...)
+		}
+		n := internal("PadGrad", inputs, s("mode", c.mode))
+		t.Run("PadGrad/"+c.name, func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, opset: 18, tol: 1e-6, consts: consts,
+				inputs: map[string]*graph.Type{"dy": f32(padded...), "x": f32(c.x...)}})
+		})
+	}
+	type acase struct {
+		name  string
+		x, y  []int64
+		attrs []*graph.Attr
+	}
+	for _, c := range []acase{
+		{"2x2-stride2", []int64{2, 3, 6, 6}, []int64{2, 3, 3, 3}, []*graph.Attr{is("kernel_shape", 2, 2), is("strides", 2, 2)}},
+		{"3x3-pads", []int64{1, 2, 5, 6}, []int64{1, 2, 5, 6}, []*graph.Attr{is("kernel_shape", 3, 3), is("pads", 1, 1, 1, 1)}},
+		{"3x3-pads-include", []int64{1, 2, 5, 6}, []int64{1, 2, 3, 3}, []*graph.Attr{is("kernel_shape", 3, 3), is("pads", 1, 1, 1, 1), is("strides", 2, 2), in("count_include_pad", 1)}},
+		{"ceil", []int64{1, 2, 8, 6}, []int64{1, 2, 4, 3}, []*graph.Attr{is("kernel_shape", 3, 3), is("strides", 2, 2), in("ceil_mode", 1)}},
+		{"ceil-pads-include", []int64{1, 1, 7, 5}, []int64{1, 1, 4, 3}, []*graph.Attr{is("kernel_shape", 3, 2), is("strides", 2, 2), is("pads", 1, 0, 1, 1), in("ceil_mode", 1), in("count_include_pad", 1)}},
+		{"dilations-19", []int64{1, 2, 7, 7}, []int64{1, 2, 3, 3}, []*graph.Attr{is("kernel_shape", 3, 3), is("dilations", 2, 2), is("strides", 1, 1)}},
+		{"same-upper", []int64{1, 2, 5, 7}, []int64{1, 2, 3, 4}, []*graph.Attr{is("kernel_shape", 3, 2), is("strides", 2, 2), s("auto_pad", "SAME_UPPER")}},
+		{"1d", []int64{2, 3, 9}, []int64{2, 3, 4}, []*graph.Attr{is("kernel_shape", 3), is("strides", 2)}},
+		{"3d", []int64{1, 2, 4, 5, 6}, []int64{1, 2, 2, 2, 3}, []*graph.Attr{is("kernel_shape", 2, 3, 2), is("strides", 2, 2, 2), is("pads", 0, 1, 0, 0, 0, 0)}},
+	} {
+		n := internal("AveragePoolGrad", []string{"dy", "shape"}, c.attrs...)
+		t.Run("AveragePoolGrad/"+c.name, func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, opset: 19, tol: 1e-6,
+				consts: map[string]*graph.Tensor{"shape": i64(c.x...)}, inputs: map[string]*graph.Type{"dy": f32(c.y...)}})
+		})
 	}
 }
