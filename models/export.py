@@ -273,6 +273,40 @@ class RecurrentClassifier(nn.Module):
         return self.head(h[:, -1])
 
 
+class SpatialTransformer(nn.Module):
+    """A spatial transformer (Jaderberg et al.): a conv, a localisation head
+    (average pool, linear to the 6 numbers of an affine map, started at the
+    identity) whose map warps the conv's features with F.grid_sample
+    (bilinear, zeros padding, align_corners=False), then a strided conv and
+    a linear classifier. The sampling grid is the map applied to a constant
+    base grid (a MatMul: affine_grid has no ONNX export at opset 17), so the
+    gradient reaches the localisation head through GridSample's grid.
+    1x12x12 -> 4x12x12 -> warped 4x12x12 -> 8x6x6 -> 10."""
+
+    def __init__(self, size=12):
+        super().__init__()
+        self.size = size
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.loc = nn.Linear(4 * 3 * 3, 6)
+        with torch.no_grad():
+            self.loc.weight.mul_(0.1)
+            self.loc.bias.copy_(torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0]))
+        self.conv2 = nn.Conv2d(4, 8, 3, stride=2, padding=1)
+        self.fc = nn.Linear(8 * 6 * 6, 10)
+
+    def forward(self, x):
+        h = F.relu(self.conv1(x))
+        theta = self.loc(torch.flatten(F.avg_pool2d(h, 4), 1)).reshape(-1, 2, 3)
+        n = self.size
+        # Pixel centres in [-1, 1] (align_corners=False), rows (x, y, 1).
+        c = (torch.arange(n, dtype=torch.float32) * 2 + 1) / n - 1
+        base = torch.stack([c.repeat(n), c.repeat_interleave(n), torch.ones(n * n)], 1)
+        grid = torch.matmul(base, theta.transpose(1, 2)).reshape(-1, n, n, 2)
+        h = F.grid_sample(h, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        h = F.relu(self.conv2(h))
+        return self.fc(torch.flatten(h, 1))
+
+
 # ---------------------------------------------------------------------------
 # Export machinery
 
@@ -415,6 +449,8 @@ MODELS = {
                                  output_names=["output"]),
     "rnn_seq": dict(ctor=RecurrentClassifier, make_inputs=randn(4, 6, 5), input_names=["input"],
                     output_names=["output"]),
+    "stn": dict(ctor=SpatialTransformer, make_inputs=randn(4, 1, 12, 12), input_names=["input"],
+                output_names=["output"]),
     "transformer_loss": dict(
         ctor=TransformerLoss,
         make_inputs=lambda gen: [torch.randint(0, 16, (3, 8), generator=gen),

@@ -59,6 +59,7 @@ def make_case(name, gen):
         "fmnist_cnn": (1, 28, 28),
         "convtranspose_resize": (3, 8, 8),
         "rnn_seq": (6, 5),
+        "stn": (1, 12, 12),
     }
     x = torch.randn(BATCH, *shapes[name], generator=gen)
     if name == "convtranspose_resize":
