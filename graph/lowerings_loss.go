@@ -125,57 +125,12 @@ func lowerSCELossGrad(l *lowering) error {
 		return l.unsupported("SoftmaxCrossEntropyLossGrad needs the scores' static shape")
 	}
 	d := l.dtypeOr(x)
-	r := len(xs)
-	view := append([]int64{xs[0], 1}, xs[2:]...)
 	var g string
 	if dy != "" {
-		ti := l.cast(t, Int64)
-		var valid string
-		if a := l.n.Attr("ignore_index"); a != nil {
-			ign := l.b.Const(&Tensor{DType: Int64, Shape: []int{}, Data: []int64{a.I}})
-			valid = l.op("Equal", l.op("Equal", ti, ign), l.boolConst(false))
-			ti = l.op("Where", valid, ti, l.scalarOf(Int64, 0))
+		var err error
+		if g, err = l.nllGrad(dy, t, w, xs, d); err != nil {
+			return err
 		}
-		var wt string
-		if w != "" {
-			wt = l.op("Gather", w, ti)
-		}
-		if valid != "" {
-			if wt == "" {
-				wt = l.op("Where", valid, l.scalarOf(d, 1), l.scalarOf(d, 0))
-			} else {
-				wt = l.op("Where", valid, wt, l.scalarOf(d, 0))
-			}
-		}
-		coef := dy
-		if l.n.AttrString("reduction", "mean") == "mean" {
-			var den string
-			if wt == "" {
-				n := int64(1)
-				for i, v := range xs {
-					if i != 1 {
-						n *= v
-					}
-				}
-				den = l.scalarOf(d, float64(n))
-			} else {
-				var err error
-				if den, err = l.reduce("ReduceSum", wt, reduceAxes{}, false); err != nil {
-					return err
-				}
-			}
-			coef = l.div(coef, den)
-		}
-		coef = l.mul(coef, l.scalarOf(d, -1))
-		if wt != "" {
-			coef = l.mul(coef, wt)
-		}
-		// coef broadcasts to the target's shape [N, d...] (scalar for sum
-		// and mean); viewed as [N, 1, d...] it lands on the target class.
-		tshape := append([]int64{xs[0]}, xs[2:]...)
-		coef = l.reshape(l.op("Expand", coef, l.int64s(tshape...)), view...)
-		hit := l.op("Equal", l.reshape(ti, view...), l.iotaAlong(xs[1], 1, r))
-		g = l.op("Where", hit, coef, l.scalarOf(d, 0))
 	}
 	switch {
 	case g == "" && dlogp == "":
@@ -200,5 +155,106 @@ func lowerSCELossGrad(l *lowering) error {
 		return err
 	}
 	l.finish(0, l.sub(g, l.mul(l.div(e, s), gs)))
+	return nil
+}
+
+// nllGrad is the gradient of NegativeLogLikelihoodLoss(lp, t[, w]) with
+// respect to lp, of shape xs (N, C, d...), from the loss's gradient dy:
+// -w_t·dy' at each target class (dy' = dy, or dy/Σw for mean; ignored
+// targets get nothing), zero elsewhere.
+func (l *lowering) nllGrad(dy, t, w string, xs []int64, d DType) (string, error) {
+	r := len(xs)
+	view := append([]int64{xs[0], 1}, xs[2:]...)
+	ti := l.cast(t, Int64)
+	var valid string
+	if a := l.n.Attr("ignore_index"); a != nil {
+		ign := l.b.Const(&Tensor{DType: Int64, Shape: []int{}, Data: []int64{a.I}})
+		valid = l.op("Equal", l.op("Equal", ti, ign), l.boolConst(false))
+		ti = l.op("Where", valid, ti, l.scalarOf(Int64, 0))
+	}
+	var wt string
+	if w != "" {
+		wt = l.op("Gather", w, ti)
+	}
+	if valid != "" {
+		if wt == "" {
+			wt = l.op("Where", valid, l.scalarOf(d, 1), l.scalarOf(d, 0))
+		} else {
+			wt = l.op("Where", valid, wt, l.scalarOf(d, 0))
+		}
+	}
+	coef := dy
+	if l.n.AttrString("reduction", "mean") == "mean" {
+		var den string
+		if wt == "" {
+			n := int64(1)
+			for i, v := range xs {
+				if i != 1 {
+					n *= v
+				}
+			}
+			den = l.scalarOf(d, float64(n))
+		} else {
+			var err error
+			if den, err = l.reduce("ReduceSum", wt, reduceAxes{}, false); err != nil {
+				return "", err
+			}
+		}
+		coef = l.div(coef, den)
+	}
+	coef = l.mul(coef, l.scalarOf(d, -1))
+	if wt != "" {
+		coef = l.mul(coef, wt)
+	}
+	// coef broadcasts to the target's shape [N, d...] (scalar for sum
+	// and mean); viewed as [N, 1, d...] it lands on the target class.
+	tshape := append([]int64{xs[0]}, xs[2:]...)
+	coef = l.reshape(l.op("Expand", coef, l.int64s(tshape...)), view...)
+	hit := l.op("Equal", l.reshape(ti, view...), l.iotaAlong(xs[1], 1, r))
+	return l.op("Where", hit, coef, l.scalarOf(d, 0)), nil
+}
+
+func init() {
+	domainLowerings[InternalDomain+":NegativeLogLikelihoodLossGrad"] = lowerNLLLossGrad
+	domainLowerings[InternalDomain+":GlobalMaxPoolGrad"] = lowerGlobalMaxPoolGrad
+}
+
+// lowerNLLLossGrad: NegativeLogLikelihoodLossGrad(dy, Shape(input),
+// target[, weight]).
+func lowerNLLLossGrad(l *lowering) error {
+	xs, ok := l.int64Values(l.in(1))
+	if !ok {
+		if xs, ok = l.staticShape(l.n.Outputs[0]); !ok {
+			return l.unsupported("NegativeLogLikelihoodLossGrad needs the input's shape")
+		}
+	}
+	if len(xs) < 2 {
+		return l.unsupported("NegativeLogLikelihoodLossGrad of an input of shape %v", xs)
+	}
+	g, err := l.nllGrad(l.in(0), l.in(2), l.in(3), xs, l.dtypeOr(l.in(0)))
+	if err != nil {
+		return err
+	}
+	l.finish(0, g)
+	return nil
+}
+
+// lowerGlobalMaxPoolGrad: GlobalMaxPoolGrad(dy, X) puts each plane's
+// gradient on the plane's first maximum (PyTorch's max pool backward).
+func lowerGlobalMaxPoolGrad(l *lowering) error {
+	dy, x := l.in(0), l.in(1)
+	xs, ok := l.staticShape(x)
+	if !ok || len(xs) < 3 {
+		return l.unsupported("GlobalMaxPoolGrad needs a static input shape")
+	}
+	size := int64(1)
+	for _, v := range xs[2:] {
+		size *= v
+	}
+	flat := l.reshape(x, xs[0], xs[1], size)
+	at := l.opAttrs("ArgMax", []string{flat}, IntAttr("axis", 2), IntAttr("keepdims", 1))
+	z := l.zerosOf(l.dtypeOr(dy), []int64{xs[0], xs[1], size})
+	y := l.scatterAdd(z, at, l.reshape(dy, xs[0], xs[1], 1), 2)
+	l.finish(0, l.reshape(y, xs...))
 	return nil
 }

@@ -184,6 +184,8 @@ func loweringCases() []loweringCase {
 			opset: 20, inputs: map[string]*Type{"x": f32(2, 3, 4, 5), "g": f32(2, 6, 7, 2)}},
 		loweringCase{name: "RoiAlign/max", node: node("RoiAlign", []string{"x", "r", "b"}, []string{"y"}, StringAttr("mode", "max"), IntAttr("sampling_ratio", 2), IntAttr("output_height", 2)),
 			opset: 16, inputs: map[string]*Type{"x": f32(2, 3, 4, 5), "r": f32(3, 4), "b": withDType(f32(3), Int64)}},
+		loweringCase{name: "GroupNormalization", node: node("GroupNormalization", []string{"x", "s", "b"}, []string{"y"}, IntAttr("num_groups", 2)),
+			opset: 18, inputs: map[string]*Type{"x": f32(2, 4, 3, 3), "s": f32(2), "b": f32(2)}},
 		loweringCase{name: "GridSample/nearest-zeros-3d", node: node("GridSample", []string{"x", "g"}, []string{"y"}, StringAttr("mode", "nearest"), IntAttr("align_corners", 1)),
 			opset: 20, inputs: map[string]*Type{"x": f32(1, 2, 3, 4, 5), "g": f32(1, 2, 3, 4, 3)}},
 	)
@@ -649,5 +651,22 @@ func TestPrimitivesDocumented(t *testing.T) {
 	}
 	for op := range ExtendedOps {
 		assert.Contains(t, doc, "`"+op+"`", "extended op %s", op)
+	}
+}
+
+// TestEveryGradientOpLowers: every op of onnxtrain's internal domain that
+// autodiff emits (all of them but the optimizer's and the collectives',
+// which backends implement as they are) has a lowering into primitives.
+func TestEveryGradientOpLowers(t *testing.T) {
+	exempt := map[string]bool{AllReduceSumOp: true}
+	for _, op := range append(append([]string{}, OptimizerOps...), CollectiveOps...) {
+		exempt[op] = true
+	}
+	for op := range internalInferRules {
+		if exempt[op] {
+			continue
+		}
+		_, ok := domainLowerings[InternalDomain+":"+op]
+		assert.True(t, ok, "internal op %s has no lowering", op)
 	}
 }

@@ -803,3 +803,99 @@ func TestPadAndAveragePoolGradLoweringsMatchKernels(t *testing.T) {
 		})
 	}
 }
+
+// TestLossAndGlobalPoolGradLoweringsMatchKernels: NegativeLogLikelihoodLoss's
+// gradient (each reduction, class weights, ignore_index, spatial targets)
+// and GlobalMaxPool's (ties included: the first maximum takes it) lowered
+// to primitives give the kernels' values.
+func TestLossAndGlobalPoolGradLoweringsMatchKernels(t *testing.T) {
+	typ := func(dt graph.DType, shape ...int64) *graph.Type {
+		out := &graph.Type{Kind: graph.KindTensor, DType: dt, HasShape: true}
+		for _, d := range shape {
+			out.Shape = append(out.Shape, graph.Dim{Value: d, Known: true})
+		}
+		return out
+	}
+	i64 := func(v ...int64) *graph.Tensor { return graph.FromInt64(v, len(v)) }
+	internal := func(op string, inputs []string, attrs ...*graph.Attr) *graph.Node {
+		n := &graph.Node{Name: op, OpType: op, Domain: graph.InternalDomain, Inputs: inputs, Outputs: []string{"dx"}, Attrs: map[string]*graph.Attr{}}
+		for _, a := range attrs {
+			n.Attrs[a.Name] = a
+		}
+		return n
+	}
+	target := graph.FromInt64([]int64{2, 0, 4, 1, 4, 3, 0, 2, 1, 3, 4, 2}, 4, 3)
+	weight := graph.FromFloat32([]float32{0.5, 1, 2, 1.5, 0.25}, 5)
+	for _, c := range []struct {
+		name      string
+		reduction string
+		weighted  bool
+		ignore    bool
+	}{
+		{"mean", "mean", false, false}, {"sum-weighted", "sum", true, false}, {"none", "none", false, false},
+		{"mean-weighted-ignore", "mean", true, true}, {"none-ignore", "none", false, true},
+	} {
+		attrs := []*graph.Attr{graph.StringAttr("reduction", c.reduction)}
+		if c.ignore {
+			attrs = append(attrs, graph.IntAttr("ignore_index", 4))
+		}
+		inputs := []string{"dy", "shape", "target"}
+		fixed := map[string]*graph.Tensor{"target": target}
+		if c.weighted {
+			inputs = append(inputs, "weight")
+			fixed["weight"] = weight
+		}
+		dyType := typ(graph.Float32)
+		if c.reduction == "none" {
+			dyType = typ(graph.Float32, 4, 3)
+		}
+		n := internal("NegativeLogLikelihoodLossGrad", inputs, attrs...)
+		t.Run("NLLLossGrad/"+c.name, func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, opset: 17, consts: map[string]*graph.Tensor{"shape": i64(4, 5, 3)},
+				fixed: fixed, inputs: map[string]*graph.Type{"dy": dyType}})
+		})
+	}
+	ties := graph.Zeros(graph.Float32, 2, 3, 2, 2)
+	for i := 0; i < ties.Size(); i++ {
+		ties.SetFloat(i, float64([]int{1, 3, 3, 0, 2, 5, 1, 5}[i%8])) // every plane's maximum twice
+	}
+	n := internal("GlobalMaxPoolGrad", []string{"dy", "x"})
+	t.Run("GlobalMaxPoolGrad", func(t *testing.T) {
+		checkLoweringMatchesKernel(t, loweringCase{name: "gmp", n: n, opset: 17, fixed: map[string]*graph.Tensor{"x": ties},
+			inputs: map[string]*graph.Type{"dy": typ(graph.Float32, 2, 3, 1, 1)}})
+	})
+}
+
+// TestGroupNormLoweringsMatchKernels: GroupNormalization (opset 18's
+// per-group parameters) and GroupNormalizationGrad (per-channel parameters
+// as InstanceNormalization's gradient uses them, per-group ones, and one
+// group per channel) lowered to primitives give the kernels' values.
+func TestGroupNormLoweringsMatchKernels(t *testing.T) {
+	typ := func(shape ...int64) *graph.Type {
+		out := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
+		for _, d := range shape {
+			out.Shape = append(out.Shape, graph.Dim{Value: d, Known: true})
+		}
+		return out
+	}
+	fwd := &graph.Node{Name: "gn", OpType: "GroupNormalization", Inputs: []string{"x", "s", "b"}, Outputs: []string{"y"},
+		Attrs: map[string]*graph.Attr{"num_groups": graph.IntAttr("num_groups", 3), "epsilon": graph.FloatAttr("epsilon", 1e-3)}}
+	checkLoweringMatchesKernel(t, loweringCase{name: "forward", n: fwd, opset: 18, tol: 1e-5,
+		inputs: map[string]*graph.Type{"x": typ(2, 6, 4, 5), "s": typ(3), "b": typ(3)}})
+	for _, c := range []struct {
+		name   string
+		groups int64
+		params int64
+	}{{"per-channel", 2, 6}, {"per-group", 3, 3}, {"instance", 0, 6}} {
+		attrs := map[string]*graph.Attr{"epsilon": graph.FloatAttr("epsilon", 1e-5)}
+		if c.groups != 0 {
+			attrs["num_groups"] = graph.IntAttr("num_groups", c.groups)
+		}
+		n := &graph.Node{Name: "gng", OpType: "GroupNormalizationGrad", Domain: graph.InternalDomain, Inputs: []string{"dy", "x", "s"},
+			Outputs: []string{"dx", "ds", "db"}, Attrs: attrs}
+		t.Run(c.name, func(t *testing.T) {
+			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, opset: 18, tol: 1e-4,
+				inputs: map[string]*graph.Type{"dy": typ(2, 6, 4, 5), "x": typ(2, 6, 4, 5), "s": typ(c.params)}})
+		})
+	}
+}
