@@ -1,0 +1,190 @@
+package train
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/models"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// fusedCase is a committed model with its golden batch.
+type fusedCase struct {
+	name string
+	loss LossConfig
+}
+
+var fusedCases = []fusedCase{
+	{"mlp", LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}},
+	{"cifar_resnet", LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}},
+	{"vit_tiny", LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}},
+	{"transformer_loss", LossConfig{Kind: "output", Output: "loss"}},
+}
+
+// fusedBatch loads the model's golden inputs and labels for a program.
+func fusedBatch(t *testing.T, name string, p *Program) (map[string]*graph.Tensor, *graph.Tensor) {
+	t.Helper()
+	g, err := models.LoadGolden("../models/" + name + "/golden.npz")
+	require.NoError(t, err)
+	inputs := map[string]*graph.Tensor{}
+	for _, in := range p.DataInputs {
+		require.Contains(t, g, in)
+		inputs[in] = g[in]
+	}
+	if !p.NeedsLabels {
+		return inputs, nil
+	}
+	batch := inputs[p.DataInputs[0]].Shape[0]
+	l := make([]int64, batch)
+	for i := range l {
+		l[i] = int64((3*i + 1) % 10)
+	}
+	return inputs, graph.FromInt64(l, batch)
+}
+
+func optParams(p *Program) []*optim.Param {
+	out := make([]*optim.Param, len(p.Params))
+	for i, prm := range p.Params {
+		out[i] = &optim.Param{Name: prm.Name, Value: prm.Value}
+	}
+	optim.GroupByDecay(out, nil)
+	return out
+}
+
+type fusedOpt struct {
+	name string
+	make func() (optim.Optimizer, error)
+}
+
+var fusedOpts = []fusedOpt{
+	{"sgd", func() (optim.Optimizer, error) { return optim.NewSGD(optim.SGDConfig{LR: 0.05}) }},
+	{"sgd-momentum-wd", func() (optim.Optimizer, error) {
+		return optim.NewSGD(optim.SGDConfig{LR: 0.05, Momentum: 0.9, Dampening: 0.1, WeightDecay: 1e-3})
+	}},
+	{"sgd-nesterov", func() (optim.Optimizer, error) {
+		return optim.NewSGD(optim.SGDConfig{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-3})
+	}},
+	{"adam", func() (optim.Optimizer, error) {
+		c := optim.DefaultAdamConfig(1e-3)
+		c.WeightDecay = 1e-2
+		return optim.NewAdam(c)
+	}},
+	{"adamw-amsgrad", func() (optim.Optimizer, error) {
+		c := optim.DefaultAdamWConfig(1e-3)
+		c.AMSGrad = true
+		return optim.NewAdamW(c)
+	}},
+	{"adamw-maximize", func() (optim.Optimizer, error) {
+		c := optim.DefaultAdamWConfig(1e-3)
+		c.Maximize = true
+		return optim.NewAdamW(c)
+	}},
+}
+
+// TestFusedStepMatchesSeparateRuns: a step whose update runs inside the
+// training program (FusedUpdate, BindUpdate, Step) computes the same bits
+// as the micro-batch Run followed by the clip and optimizer Runs over the
+// gradient sums, over several steps with a learning rate that changes
+// each step: losses, gradient norms, parameters and optimizer slots.
+func TestFusedStepMatchesSeparateRuns(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range fusedCases {
+		for _, o := range fusedOpts {
+			if testing.Short() && c.name != "mlp" && o.name != "adamw-amsgrad" {
+				continue
+			}
+			for _, clip := range []float64{0, 0.01} {
+				t.Run(c.name+"/"+o.name+"/clip="+formatFloat(clip), func(t *testing.T) {
+					ma, err := importer.Load("../models/" + c.name + "/" + c.name + "_train.onnx")
+					require.NoError(t, err)
+					mb, err := importer.Load("../models/" + c.name + "/" + c.name + "_train.onnx")
+					require.NoError(t, err)
+					sep, err := Build(ma, ProgramConfig{Loss: c.loss, GradSums: true, Seed: 3})
+					require.NoError(t, err)
+					fused, err := Build(mb, ProgramConfig{Loss: c.loss, FusedUpdate: true, Seed: 3})
+					require.NoError(t, err)
+					optA, err := o.make()
+					require.NoError(t, err)
+					optB, err := o.make()
+					require.NoError(t, err)
+					optA.(optim.Binder).Bind(sep.Backend(), sep.Executable())
+					pa, pb := optParams(sep), optParams(fused)
+					require.NoError(t, fused.BindUpdate(optB, pb, UpdateRecipe{ClipGradValue: clip, ReportNorm: true}))
+					inputs, labels := fusedBatch(t, c.name, sep)
+					for step := range 3 {
+						lr := 0.05 / float64(step+1)
+						if strings.HasPrefix(o.name, "adam") {
+							lr = 1e-3 / float64(step+1)
+						}
+						optA.SetLR(lr)
+						optB.SetLR(lr)
+						sep.StartWindow()
+						r, err := sep.ForwardBackward(ctx, inputs, labels, 1)
+						require.NoError(t, err)
+						lossA := r.Loss
+						norm, err := sep.ClipGradNorm(ctx, math.Inf(1))
+						require.NoError(t, err)
+						if clip > 0 {
+							require.NoError(t, sep.ClipGradValue(ctx, clip))
+						}
+						for i := range pa {
+							pa[i].Grad = r.Grads[i]
+						}
+						require.NoError(t, optA.Step(pa))
+
+						out, err := fused.Step(ctx, inputs, labels, 1)
+						require.NoError(t, err)
+						assert.Equal(t, math.Float64bits(lossA), math.Float64bits(out.Loss), "step %d: loss", step)
+						assert.Equal(t, math.Float32bits(float32(norm)), math.Float32bits(float32(out.GradNorm)), "step %d: gradient norm", step)
+						for i := range sep.Params {
+							require.Equal(t, bitsOf(sep.Params[i].Value), bitsOf(fused.Params[i].Value), "step %d: parameter %s", step, sep.Params[i].Name)
+						}
+						for name, buf := range sep.Buffers {
+							require.Equal(t, bitsOf(buf), bitsOf(fused.Buffers[name]), "step %d: buffer %s", step, name)
+						}
+					}
+					stA, stB := optA.State(), optB.State()
+					require.Equal(t, len(stA), len(stB))
+					for k, v := range stA {
+						require.Contains(t, stB, k)
+						if v.DType == graph.Float32 {
+							assert.Equal(t, bitsOf(v), bitsOf(stB[k]), "optimizer state %s", k)
+						} else {
+							assert.Equal(t, v.Float(0), stB[k].Float(0), "optimizer state %s", k)
+						}
+					}
+					// Only BatchNorm's running statistics are copied into
+					// their buffers (a few KB), by both programs alike.
+					assert.Equal(t, sep.StateTraffic(), fused.StateTraffic(), "the fused step moved state bytes or copied an update")
+					if len(sep.Buffers) == 0 {
+						assert.Equal(t, backend.StateTraffic{}, fused.StateTraffic())
+					}
+				})
+			}
+		}
+	}
+}
+
+func formatFloat(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	return "on"
+}
+
+func bitsOf(t *graph.Tensor) []uint32 {
+	d := t.Float32s()
+	out := make([]uint32, len(d))
+	for i, v := range d {
+		out[i] = math.Float32bits(v)
+	}
+	return out
+}
