@@ -2,7 +2,9 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -12,42 +14,61 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
-	"github.com/onnxtrain/onnxtrain/models"
+	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train/optim"
 )
 
-// fusedCase is a committed model with its golden batch.
-type fusedCase struct {
-	name string
-	loss LossConfig
-}
+// fusedCases are committed models with a training case (train_golden.json
+// names its inputs and labels in train_case.npz).
+var fusedCases = []string{"mlp", "cifar_resnet", "vit_tiny", "transformer_loss", "gpt", "rnn_seq"}
 
-var fusedCases = []fusedCase{
-	{"mlp", LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}},
-	{"cifar_resnet", LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}},
-	{"vit_tiny", LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}},
-	{"transformer_loss", LossConfig{Kind: "output", Output: "loss"}},
-}
-
-// fusedBatch loads the model's golden inputs and labels for a program.
-func fusedBatch(t *testing.T, name string, p *Program) (map[string]*graph.Tensor, *graph.Tensor) {
+// fusedBatch reads the first rows of a model's training case: the model
+// file, its loss, inputs and labels.
+func fusedBatch(t *testing.T, name string) (string, LossConfig, map[string]*graph.Tensor, *graph.Tensor) {
 	t.Helper()
-	g, err := models.LoadGolden("../models/" + name + "/golden.npz")
+	raw, err := os.ReadFile("../models/" + name + "/train_golden.json")
 	require.NoError(t, err)
+	var gf struct {
+		Model   string
+		Data    string
+		Inputs  []string
+		Labels  string
+		Configs map[string]struct{ Loss string }
+	}
+	require.NoError(t, json.Unmarshal(raw, &gf))
+	arrays, err := tensorio.ReadNPZ("../models/" + name + "/" + gf.Data)
+	require.NoError(t, err)
+	rows := func(a *graph.Tensor) *graph.Tensor {
+		n := min(4, a.Shape[0])
+		per := a.Size() / a.Shape[0]
+		c := a.Clone()
+		c.Shape[0] = n
+		switch d := c.Data.(type) {
+		case []float32:
+			c.Data = d[:n*per]
+		case []int64:
+			c.Data = d[:n*per]
+		default:
+			t.Fatalf("%s: dtype %v", name, a.DType)
+		}
+		return c
+	}
 	inputs := map[string]*graph.Tensor{}
-	for _, in := range p.DataInputs {
-		require.Contains(t, g, in)
-		inputs[in] = g[in]
+	for _, in := range gf.Inputs {
+		require.Contains(t, arrays, in)
+		inputs[in] = rows(arrays[in])
 	}
-	if !p.NeedsLabels {
-		return inputs, nil
+	var loss string
+	for _, c := range gf.Configs {
+		loss = c.Loss
 	}
-	batch := inputs[p.DataInputs[0]].Shape[0]
-	l := make([]int64, batch)
-	for i := range l {
-		l[i] = int64((3*i + 1) % 10)
+	lc, err := ParseLoss(loss)
+	require.NoError(t, err)
+	var labels *graph.Tensor
+	if lc.Kind != "output" && gf.Labels != "" {
+		labels = rows(arrays[gf.Labels])
 	}
-	return inputs, graph.FromInt64(l, batch)
+	return "../models/" + name + "/" + gf.Model, lc, inputs, labels
 }
 
 func optParams(p *Program) []*optim.Param {
@@ -97,19 +118,20 @@ var fusedOpts = []fusedOpt{
 func TestFusedStepMatchesSeparateRuns(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range fusedCases {
+		model, loss, inputs, labels := fusedBatch(t, c)
 		for _, o := range fusedOpts {
-			if testing.Short() && c.name != "mlp" && o.name != "adamw-amsgrad" {
+			if testing.Short() && c != "mlp" && o.name != "adamw-amsgrad" {
 				continue
 			}
 			for _, clip := range []float64{0, 0.01} {
-				t.Run(c.name+"/"+o.name+"/clip="+formatFloat(clip), func(t *testing.T) {
-					ma, err := importer.Load("../models/" + c.name + "/" + c.name + "_train.onnx")
+				t.Run(c+"/"+o.name+"/clip="+formatFloat(clip), func(t *testing.T) {
+					ma, err := importer.Load(model)
 					require.NoError(t, err)
-					mb, err := importer.Load("../models/" + c.name + "/" + c.name + "_train.onnx")
+					mb, err := importer.Load(model)
 					require.NoError(t, err)
-					sep, err := Build(ma, ProgramConfig{Loss: c.loss, GradSums: true, Seed: 3})
+					sep, err := Build(ma, ProgramConfig{Loss: loss, GradSums: true, Seed: 3})
 					require.NoError(t, err)
-					fused, err := Build(mb, ProgramConfig{Loss: c.loss, FusedUpdate: true, Seed: 3})
+					fused, err := Build(mb, ProgramConfig{Loss: loss, FusedUpdate: true, Seed: 3})
 					require.NoError(t, err)
 					optA, err := o.make()
 					require.NoError(t, err)
@@ -118,7 +140,6 @@ func TestFusedStepMatchesSeparateRuns(t *testing.T) {
 					optA.(optim.Binder).Bind(sep.Backend(), sep.Executable())
 					pa, pb := optParams(sep), optParams(fused)
 					require.NoError(t, fused.BindUpdate(optB, pb, UpdateRecipe{ClipGradValue: clip, ReportNorm: true}))
-					inputs, labels := fusedBatch(t, c.name, sep)
 					for step := range 3 {
 						lr := 0.05 / float64(step+1)
 						if strings.HasPrefix(o.name, "adam") {
