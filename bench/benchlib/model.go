@@ -92,6 +92,11 @@ type ModelResult struct {
 	// FusedUpdate is true when the optimizer's update ran inside the
 	// training step's program (one Run per step, no gradient sums).
 	FusedUpdate bool `json:"fused_update,omitempty"`
+	// StateCopyBytes is what the training program copied into its state
+	// buffers after its Runs instead of updating them in place
+	// (backend.StateTraffic.UpdateCopyBytes; BatchNorm's running
+	// statistics take that path).
+	StateCopyBytes int64 `json:"state_copy_bytes,omitempty"`
 	// PlannedPeakBytes is the backend memory plan's peak of one training
 	// step (activations, gradients, workspace), where the backend plans.
 	PlannedPeakBytes int64 `json:"planned_peak_bytes,omitempty"`
@@ -471,6 +476,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 			}
 			total := time.Since(t0)
 			res.PlannedPeakBytes = prog.PlannedBytes()
+			res.StateCopyBytes = prog.StateTraffic().UpdateCopyBytes
 			// The update's nodes ran inside the step: their own time is
 			// the optimizer's share.
 			return out.Loss, total - *update, *update, nil
@@ -518,6 +524,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 			}
 		}
 		res.PlannedPeakBytes = prog.PlannedBytes()
+		res.StateCopyBytes = prog.StateTraffic().UpdateCopyBytes
 		return r.Loss, t1.Sub(t0), time.Since(t1), nil
 	}, nil
 }
