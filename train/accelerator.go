@@ -64,14 +64,18 @@ type AcceleratorConfig struct {
 	// right after its gradient is final (program_step.go), with no
 	// gradient sums kept between steps. The recipe is fixed up front: one
 	// micro-batch per step (GradAccum 1), no fp16 loss scaling, one
-	// process, no ZeRO; clipping by value only (ClipGradValue), never by
-	// norm (ClipGradNorm then only reports the norm, and fails for a
-	// finite max norm). PrepareOptimizer binds the optimizer, which must
-	// be one of train/optim's.
+	// process, no ZeRO; the clips are declared here (ClipGradNorm,
+	// ClipGradValue), and the Accelerator's ClipGradNorm and ClipGradValue
+	// then only report the norm and check that they ask for the same.
+	// Without ClipGradNorm each parameter is updated as soon as its
+	// gradient is final, so gradients never all live at once; with it
+	// every gradient lives until one clip node at the end of backward, and
+	// the updates follow it. PrepareOptimizer binds the optimizer, which
+	// must be one of train/optim's.
 	FusedStep bool
-	// ClipGradValue is the clip-by-value FusedStep applies inside the
-	// step (0: none); ClipGradValue calls must pass the same value.
-	ClipGradValue float64
+	// ClipGradNorm and ClipGradValue are the clips FusedStep applies inside
+	// the step (0: none).
+	ClipGradNorm, ClipGradValue float64
 	// Pipeline cuts models into stages (PreparePipeline,
 	// pipeline_accelerator.go).
 	Pipeline PipelineConfig
@@ -599,7 +603,7 @@ func (a *Accelerator) ClipGradNorm(m *Model, maxNorm float64) (float64, error) {
 		maxNorm = math.Inf(1)
 	}
 	if m.Prog.cfg.FusedUpdate {
-		return m.fusedClipGradNorm(maxNorm) // accelerator_fused.go
+		return a.fusedClipGradNorm(m, maxNorm) // accelerator_fused.go
 	}
 	if m.zero != nil {
 		return a.zeroClipGradNorm(m, maxNorm)
@@ -641,7 +645,7 @@ func (a *Accelerator) PrepareOptimizer(opt optim.Optimizer, m *Model) *Optimizer
 	if m.Prog.cfg.FusedUpdate {
 		// The update becomes nodes of the training step; an error is
 		// Forward's to report.
-		m.bindErr = m.Prog.BindUpdate(opt, m.params, UpdateRecipe{ClipGradValue: a.cfg.ClipGradValue, ReportNorm: true})
+		m.bindErr = m.Prog.BindUpdate(opt, m.params, UpdateRecipe{ClipGradValue: a.cfg.ClipGradValue, ClipGradNorm: a.cfg.ClipGradNorm, ReportNorm: true})
 	} else if b, ok := opt.(optim.Binder); ok && m.Prog.cfg.GradSums && m.zero == nil {
 		// The step runs on the program's backend, over its state: the
 		// parameters and the optimizer's slots live there.

@@ -26,6 +26,8 @@ func fusedStepConflict(cfg AcceleratorConfig) error {
 		return fmt.Errorf("accelerator: FusedStep does not shard the optimizer (--zero %d)", cfg.Zero)
 	case cfg.ClipGradValue < 0 || math.IsNaN(cfg.ClipGradValue):
 		return fmt.Errorf("accelerator: invalid clip value %v", cfg.ClipGradValue)
+	case cfg.ClipGradNorm < 0 || math.IsNaN(cfg.ClipGradNorm):
+		return fmt.Errorf("accelerator: invalid max norm %v", cfg.ClipGradNorm)
 	}
 	return nil
 }
@@ -46,12 +48,16 @@ func (m *Model) fusedForward(ctx context.Context, b *data.Batch) (*Output, error
 	return &Output{Loss: out.Loss, Size: b.Size}, nil
 }
 
-// fusedClipGradNorm reports the latest step's gradient norm; clipping by
-// norm needs every gradient before the first update, which FusedStep does
-// not keep.
-func (m *Model) fusedClipGradNorm(maxNorm float64) (float64, error) {
-	if !math.IsInf(maxNorm, 1) {
-		return 0, fmt.Errorf("accelerator: FusedStep cannot clip by norm (%v): the update of each parameter runs before later gradients exist; build without FusedStep", maxNorm)
+// fusedClipGradNorm reports the latest step's gradient norm (before
+// clipping); the clip itself was declared up front
+// (AcceleratorConfig.ClipGradNorm) and ran inside the step.
+func (a *Accelerator) fusedClipGradNorm(m *Model, maxNorm float64) (float64, error) {
+	declared := a.cfg.ClipGradNorm
+	if declared <= 0 {
+		declared = math.Inf(1)
+	}
+	if maxNorm != declared {
+		return 0, fmt.Errorf("accelerator: FusedStep clipped to a norm of %v inside the step (AcceleratorConfig.ClipGradNorm); ClipGradNorm(%v) cannot change that after the fact", declared, maxNorm)
 	}
 	return m.fusedNorm, nil
 }

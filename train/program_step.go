@@ -40,6 +40,7 @@ const (
 	stepMaxNorm  = "onnxtrain/step/max_norm"
 	stepClipVal  = "onnxtrain/step/clip_value"
 	stepNormOut  = "onnxtrain/step/norm/"
+	stepTotal    = "onnxtrain/step/total_norm"
 	stepUpdateOf = "onnxtrain/step/update/"
 )
 
@@ -50,6 +51,12 @@ type UpdateRecipe struct {
 	// (torch.nn.utils.clip_grad_value_; element-wise, so it needs no other
 	// gradient).
 	ClipGradValue float64
+	// ClipGradNorm > 0 clips the gradients together to this total L2 norm
+	// (torch.nn.utils.clip_grad_norm_) before any update: every gradient
+	// then lives until the end of backward (as the gradient sums of the
+	// separate path do), and the updates follow one ClipGradNorm node at
+	// the end of the step; Step reports the norm before clipping.
+	ClipGradNorm float64
 	// ReportNorm makes Step return the gradients' total L2 norm as
 	// torch.nn.utils.clip_grad_norm_ computes it (each gradient's norm is
 	// an output of the step; the total is summed on the host in parameter
@@ -60,8 +67,8 @@ type UpdateRecipe struct {
 // StepOutput is what one fused training step reports.
 type StepOutput struct {
 	Loss float64
-	// GradNorm is the total gradient norm before clipping (ReportNorm; 0
-	// otherwise).
+	// GradNorm is the total gradient norm before clipping (ReportNorm or
+	// ClipGradNorm; 0 otherwise).
 	GradNorm float64
 }
 
@@ -124,6 +131,9 @@ func (p *Program) BindUpdate(opt optim.Optimizer, params []*optim.Param, r Updat
 	if r.ClipGradValue < 0 || math.IsNaN(r.ClipGradValue) {
 		return fmt.Errorf("train: BindUpdate: invalid clip value %v", r.ClipGradValue)
 	}
+	if r.ClipGradNorm < 0 || math.IsNaN(r.ClipGradNorm) {
+		return fmt.Errorf("train: BindUpdate: invalid max norm %v", r.ClipGradNorm)
+	}
 	if len(params) != len(p.Params) {
 		return fmt.Errorf("train: BindUpdate: %d optimizer params for %d parameters", len(params), len(p.Params))
 	}
@@ -169,7 +179,18 @@ func (p *Program) addFusedUpdates(g *graph.Graph, grads []string, producer map[s
 		return t
 	}
 	g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: stepConsts, Type: f32(len(spec.Consts))})
-	if f.recipe.ReportNorm {
+	global := f.recipe.ClipGradNorm > 0
+	var clip *graph.Node
+	if global {
+		// One node over every gradient, at the end of backward; each
+		// parameter's nodes follow it.
+		g.Initializers[stepMaxNorm] = graph.Scalar(graph.Float32, f.recipe.ClipGradNorm)
+		clip = &graph.Node{Name: stepUpdateOf + "clip_grad_norm", OpType: graph.ClipGradNormOp, Domain: graph.InternalDomain,
+			Inputs: []string{stepMaxNorm}, Outputs: []string{stepTotal},
+			Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(len(p.Params)))}}
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: stepTotal})
+		*late = append(*late, clip)
+	} else if f.recipe.ReportNorm {
 		g.Initializers[stepMaxNorm] = graph.Scalar(graph.Float32, math.Inf(1))
 	}
 	if f.recipe.ClipGradValue > 0 {
@@ -184,7 +205,11 @@ func (p *Program) addFusedUpdates(g *graph.Graph, grads []string, producer map[s
 		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: hyper, Type: f32(1, spec.Cols)})
 		grad := p.scratch.gradNames[i]
 		var nodes []*graph.Node
-		if f.recipe.ReportNorm {
+		if global {
+			clip.Inputs = append(clip.Inputs, grad)
+			clip.Outputs = append(clip.Outputs, grad+"/normed")
+			grad += "/normed"
+		} else if f.recipe.ReportNorm {
 			norm := stepNormOut + prm.Name
 			nodes = append(nodes, &graph.Node{Name: stepUpdateOf + prm.Name + "/norm", OpType: graph.ClipGradNormOp, Domain: graph.InternalDomain,
 				Inputs: []string{stepMaxNorm, grad}, Outputs: []string{norm, grad + "/normed"},
@@ -226,7 +251,7 @@ func (p *Program) addFusedUpdates(g *graph.Graph, grads []string, producer map[s
 		}
 		nodes = append(nodes, upd)
 		j, ok := producer[grads[i]]
-		if !ok {
+		if !ok || global {
 			*late = append(*late, nodes...)
 			continue
 		}
@@ -351,7 +376,13 @@ func (p *Program) Step(ctx context.Context, inputs map[string]*graph.Tensor, lab
 		return StepOutput{}, fmt.Errorf("train: %w: the loss is not a scalar", ErrData)
 	}
 	res := StepOutput{Loss: lt.Float(0)}
-	if f.recipe.ReportNorm {
+	if f.recipe.ClipGradNorm > 0 {
+		t := out[stepTotal]
+		if t == nil {
+			return StepOutput{}, fmt.Errorf("train: the step did not report its gradient norm")
+		}
+		res.GradNorm = t.Float(0)
+	} else if f.recipe.ReportNorm {
 		// As clip_grad_norm_: the norm of the per-tensor float32 norms.
 		var sum float64
 		for _, name := range f.norms {

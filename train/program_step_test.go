@@ -123,8 +123,11 @@ func TestFusedStepMatchesSeparateRuns(t *testing.T) {
 			if testing.Short() && c != "mlp" && o.name != "adamw-amsgrad" {
 				continue
 			}
-			for _, clip := range []float64{0, 0.01} {
-				t.Run(c+"/"+o.name+"/clip="+formatFloat(clip), func(t *testing.T) {
+			for _, clip := range []struct {
+				name        string
+				value, norm float64
+			}{{"none", 0, 0}, {"value", 0.01, 0}, {"norm", 0, 0.5}, {"norm+value", 0.01, 0.5}} {
+				t.Run(c+"/"+o.name+"/clip="+clip.name, func(t *testing.T) {
 					ma, err := importer.Load(model)
 					require.NoError(t, err)
 					mb, err := importer.Load(model)
@@ -139,7 +142,7 @@ func TestFusedStepMatchesSeparateRuns(t *testing.T) {
 					require.NoError(t, err)
 					optA.(optim.Binder).Bind(sep.Backend(), sep.Executable())
 					pa, pb := optParams(sep), optParams(fused)
-					require.NoError(t, fused.BindUpdate(optB, pb, UpdateRecipe{ClipGradValue: clip, ReportNorm: true}))
+					require.NoError(t, fused.BindUpdate(optB, pb, UpdateRecipe{ClipGradValue: clip.value, ClipGradNorm: clip.norm, ReportNorm: true}))
 					for step := range 3 {
 						lr := 0.05 / float64(step+1)
 						if strings.HasPrefix(o.name, "adam") {
@@ -151,10 +154,14 @@ func TestFusedStepMatchesSeparateRuns(t *testing.T) {
 						r, err := sep.ForwardBackward(ctx, inputs, labels, 1)
 						require.NoError(t, err)
 						lossA := r.Loss
-						norm, err := sep.ClipGradNorm(ctx, math.Inf(1))
+						maxNorm := math.Inf(1)
+						if clip.norm > 0 {
+							maxNorm = clip.norm
+						}
+						norm, err := sep.ClipGradNorm(ctx, maxNorm)
 						require.NoError(t, err)
-						if clip > 0 {
-							require.NoError(t, sep.ClipGradValue(ctx, clip))
+						if clip.value > 0 {
+							require.NoError(t, sep.ClipGradValue(ctx, clip.value))
 						}
 						for i := range pa {
 							pa[i].Grad = r.Grads[i]
@@ -192,13 +199,6 @@ func TestFusedStepMatchesSeparateRuns(t *testing.T) {
 			}
 		}
 	}
-}
-
-func formatFloat(v float64) string {
-	if v == 0 {
-		return "0"
-	}
-	return "on"
 }
 
 func bitsOf(t *graph.Tensor) []uint32 {

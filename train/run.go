@@ -138,10 +138,10 @@ func (r *runner) openModel() (*graph.Model, error) {
 
 // fusedStepFits reports whether the run's recipe lets each optimizer step
 // be one Run with the update inside it (AcceleratorConfig.FusedStep): one
-// micro-batch per step, no clipping by norm, no fp16 loss scaling, one
-// process, no ZeRO, and --separate-update not given.
+// micro-batch per step, no fp16 loss scaling, one process, no ZeRO, and
+// --separate-update not given.
 func fusedStepFits(cfg Config, group *distrib.Group) bool {
-	return !cfg.SeparateUpdate && cfg.GradAccum <= 1 && cfg.ClipGradNorm == 0 && cfg.MixedPrecision != "fp16" &&
+	return !cfg.SeparateUpdate && cfg.GradAccum <= 1 && cfg.MixedPrecision != "fp16" &&
 		(group == nil || group.WorldSize() == 1) && cfg.Zero == 0
 }
 
@@ -151,7 +151,7 @@ func (r *runner) startAccelerator(group *distrib.Group) error {
 	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed, Group: group, CompressBF16: cfg.CompressBF16,
 		SyncBatchNorm: cfg.SyncBatchNorm, MixedPrecision: cfg.MixedPrecision, Recompute: cfg.Recompute, Zero: cfg.Zero,
 		BucketBytes: int(cfg.BucketMB * (1 << 20)), NoOverlap: cfg.NoOverlap,
-		FusedStep: fusedStepFits(cfg, group), ClipGradValue: cfg.ClipGradValue})
+		FusedStep: fusedStepFits(cfg, group), ClipGradNorm: cfg.ClipGradNorm, ClipGradValue: cfg.ClipGradValue})
 	if err != nil {
 		return err
 	}

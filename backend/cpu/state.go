@@ -106,9 +106,6 @@ func (e *Executable) initState(g *graph.Graph, opts backend.CompileOptions) erro
 // backward, then updated by its optimizer node). A node runs in place when
 // every input it replaces lies on such a chain.
 func (e *Executable) markInPlace(p *plan) {
-	if len(e.updatedBy) == 0 {
-		return
-	}
 	readers := map[string]int{}
 	for _, st := range p.steps {
 		for _, in := range st.node.Inputs {
@@ -177,7 +174,7 @@ func (e *Executable) markInPlace(p *plan) {
 			if in < 0 {
 				continue
 			}
-			if !ok[at{i, j}] {
+			if !ok[at{i, j}] && (e.stateOf[st.node.Inputs[in]] || !transientInPlace(p, readers, i, st.node.Inputs[in])) { // state_order.go
 				all = false
 				break
 			}

@@ -57,3 +57,56 @@ func readersBefore(p *plan, state string, u int) bool {
 	}
 	return reads == 1
 }
+
+// transientInPlace reports whether step s, an optimizer-step op, may write
+// its output j into its input in (a value of the run, not state): the
+// value and every value it is a view of are made by the run (not inputs,
+// initializers or state), are read by nothing but the next link of that
+// chain and finally by step s, and none is a graph output. Clipping the
+// step's own gradients then needs no copy of them.
+func transientInPlace(p *plan, readers map[string]int, s int, in string) bool {
+	fed := map[string]bool{}
+	for _, v := range p.g.Inputs {
+		fed[v.Name] = true
+	}
+	for name := range p.g.Initializers {
+		fed[name] = true
+	}
+	outs := map[string]bool{}
+	for _, o := range p.g.Outputs {
+		outs[o.Name] = true
+	}
+	producer := map[string]int{}
+	for i := range p.steps {
+		for _, o := range p.steps[i].node.Outputs {
+			if o != "" {
+				producer[o] = i
+			}
+		}
+	}
+	reads := 0
+	for _, x := range p.steps[s].node.Inputs {
+		if x == in {
+			reads++
+		}
+	}
+	if reads != 1 {
+		return false
+	}
+	v := in
+	for range len(p.steps) {
+		if fed[v] || outs[v] || readers[v] != 1 {
+			return false
+		}
+		i, ok := producer[v]
+		if !ok || i >= s {
+			return false
+		}
+		n := p.steps[i].node
+		if !viewOps[n.OpType] || len(n.Inputs) == 0 || n.Outputs[0] != v {
+			return true // made by a kernel into storage of its own
+		}
+		v = n.Inputs[0]
+	}
+	return false
+}

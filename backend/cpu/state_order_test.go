@@ -52,3 +52,47 @@ func TestStateUpdatedInPlaceAfterItsReaders(t *testing.T) {
 		assert.Equal(t, want, exe.(backend.Stateful).StateTraffic().UpdateCopyBytes, "view=%v", view)
 	}
 }
+
+// TestTransientClipInPlace: an optimizer-step op that replaces a value of
+// the run (a gradient clipped before its update) writes into it when
+// nothing else reads the value or what it is a view of; a later reader
+// makes it a copy. The results are the same.
+func TestTransientClipInPlace(t *testing.T) {
+	for _, alsoRead := range []bool{false, true} {
+		g := &graph.Graph{Name: "clip", Initializers: map[string]*graph.Tensor{"max": graph.Scalar(graph.Float32, 1)}}
+		g.Inputs = []*graph.ValueInfo{{Name: "X", Type: stateF32Type(4)}}
+		g.Nodes = []*graph.Node{
+			{Name: "relu", OpType: "Relu", Inputs: []string{"X"}, Outputs: []string{"Y"}},
+			{Name: "view", OpType: "Identity", Inputs: []string{"Y"}, Outputs: []string{"V"}},
+			{Name: "clip", OpType: graph.ClipGradNormOp, Domain: graph.InternalDomain, Inputs: []string{"max", "V"}, Outputs: []string{"N", "C"},
+				Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", 1)}},
+			{Name: "neg", OpType: "Neg", Inputs: []string{"C"}, Outputs: []string{"Z"}},
+		}
+		g.Outputs = []*graph.ValueInfo{{Name: "N"}, {Name: "Z"}}
+		if alsoRead {
+			g.Nodes = append(g.Nodes, &graph.Node{Name: "abs", OpType: "Abs", Inputs: []string{"Y"}, Outputs: []string{"A"}})
+			g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: "A"})
+		}
+		m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
+		exe, err := (&Backend{}).Compile(m, backend.CompileOptions{})
+		require.NoError(t, err)
+		for range 2 {
+			out, err := exe.Run(context.Background(), map[string]*graph.Tensor{"X": graph.FromFloat32([]float32{3, -1, 4, 0}, 4)})
+			require.NoError(t, err)
+			assert.InDelta(t, 5, out["N"].Float(0), 1e-6, "alsoRead=%v: norm", alsoRead)
+			z := out["Z"].Float32s()
+			assert.InDelta(t, -0.6, z[0], 1e-6)
+			assert.InDelta(t, -0.8, z[2], 1e-6)
+			if alsoRead {
+				assert.Equal(t, []float32{3, 0, 4, 0}, out["A"].Float32s(), "Abs read the unclipped value")
+			}
+		}
+		p := exe.(*Executable).last.Load()
+		require.NotNil(t, p)
+		for _, st := range p.steps {
+			if st.node.OpType == graph.ClipGradNormOp {
+				assert.Equal(t, !alsoRead, st.inplace, "alsoRead=%v: clipped in place", alsoRead)
+			}
+		}
+	}
+}
