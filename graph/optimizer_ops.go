@@ -7,8 +7,10 @@ import "fmt"
 // optimizer step as one pass over every parameter. Each is functional in
 // the graph (its outputs are the new values of some of its inputs); a
 // backend may write an output into the input it replaces when that input is
-// a state buffer the output updates and no later node reads it
-// (UpdatedInput names the pairs). The arithmetic is PyTorch 1.13's
+// a state buffer the output updates and no later node reads it, or a value
+// of the run nothing else reads (UpdatedInput names the pairs). A training
+// program may hold one update node per parameter (tensors=1), placed after
+// the parameter's last reader in backward (train.Program.BindUpdate). The arithmetic is PyTorch 1.13's
 // single-tensor code paths, float32 element by element; the scalars that
 // PyTorch computes in Python floats (learning rates, bias corrections)
 // arrive already rounded to float32 in the "hyper" inputs, computed by the
