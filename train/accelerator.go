@@ -63,14 +63,15 @@ type AcceleratorConfig struct {
 	// optimizer's update of every parameter inside the training step,
 	// right after its gradient is final (program_step.go), with no
 	// gradient sums kept between steps. The recipe is fixed up front: one
-	// micro-batch per step (GradAccum 1), no fp16 loss scaling, one
-	// process, no ZeRO; the clips are declared here (ClipGradNorm,
+	// micro-batch per step (GradAccum 1), one process, no ZeRO (fp16's
+	// loss scaling runs inside the step too: its found-inf flag gates the
+	// updates and reaches StepWasSkipped); the clips are declared here (ClipGradNorm,
 	// ClipGradValue), and the Accelerator's ClipGradNorm and ClipGradValue
 	// then only report the norm and check that they ask for the same.
-	// Without ClipGradNorm each parameter is updated as soon as its
-	// gradient is final, so gradients never all live at once; with it
-	// every gradient lives until one clip node at the end of backward, and
-	// the updates follow it. PrepareOptimizer binds the optimizer, which
+	// Without ClipGradNorm and fp16 each parameter is updated as soon as
+	// its gradient is final, so gradients never all live at once; with
+	// either every gradient lives until the unscale and clip nodes at the
+	// end of backward, and the updates follow them. PrepareOptimizer binds the optimizer, which
 	// must be one of train/optim's.
 	FusedStep bool
 	// ClipGradNorm and ClipGradValue are the clips FusedStep applies inside
@@ -645,7 +646,7 @@ func (a *Accelerator) PrepareOptimizer(opt optim.Optimizer, m *Model) *Optimizer
 	if m.Prog.cfg.FusedUpdate {
 		// The update becomes nodes of the training step; an error is
 		// Forward's to report.
-		m.bindErr = m.Prog.BindUpdate(opt, m.params, UpdateRecipe{ClipGradValue: a.cfg.ClipGradValue, ClipGradNorm: a.cfg.ClipGradNorm, ReportNorm: true})
+		m.bindErr = m.Prog.BindUpdate(opt, m.params, UpdateRecipe{ClipGradValue: a.cfg.ClipGradValue, ClipGradNorm: a.cfg.ClipGradNorm, LossScaled: a.amp.scaler != nil, ReportNorm: true})
 	} else if b, ok := opt.(optim.Binder); ok && m.Prog.cfg.GradSums && m.zero == nil {
 		// The step runs on the program's backend, over its state: the
 		// parameters and the optimizer's slots live there.

@@ -18,8 +18,6 @@ func fusedStepConflict(cfg AcceleratorConfig) error {
 	switch {
 	case cfg.GradAccum > 1:
 		return fmt.Errorf("accelerator: FusedStep updates after every micro-batch; --grad-accum %d needs the gradients summed over the window first", cfg.GradAccum)
-	case cfg.MixedPrecision == "fp16":
-		return fmt.Errorf("accelerator: FusedStep cannot skip an fp16 step whose gradients overflowed (the check needs every gradient first); use bf16 or the separate update")
 	case cfg.Group != nil && cfg.Group.WorldSize() > 1:
 		return fmt.Errorf("accelerator: FusedStep runs one process; data parallel averages the gradients across processes first")
 	case cfg.Zero > 0:
@@ -40,11 +38,16 @@ func (m *Model) fusedForward(ctx context.Context, b *data.Batch) (*Output, error
 	if !m.Prog.UpdateBound() {
 		return nil, fmt.Errorf("accelerator: FusedStep: Forward before PrepareOptimizer (the optimizer's update is part of the step)")
 	}
-	out, err := m.Prog.Step(ctx, b.Inputs, b.Labels, 1)
+	out, err := m.Prog.Step(ctx, b.Inputs, b.Labels, float32(m.acc.LossScale()))
 	if err != nil {
 		return nil, err
 	}
 	m.fusedNorm = out.GradNorm
+	if s := m.acc.amp.scaler; s != nil {
+		// The step unscaled and checked the gradients, and skipped its
+		// updates on inf/NaN; the optimizer's Step updates the scaler.
+		s.unscaled, s.foundInf = true, out.FoundInf
+	}
 	return &Output{Loss: out.Loss, Size: b.Size}, nil
 }
 

@@ -41,6 +41,8 @@ const (
 	stepClipVal  = "onnxtrain/step/clip_value"
 	stepNormOut  = "onnxtrain/step/norm/"
 	stepTotal    = "onnxtrain/step/total_norm"
+	stepInvScale = "onnxtrain/step/inv_scale"
+	stepFoundInf = "onnxtrain/step/found_inf"
 	stepUpdateOf = "onnxtrain/step/update/"
 )
 
@@ -57,6 +59,14 @@ type UpdateRecipe struct {
 	// separate path do), and the updates follow one ClipGradNorm node at
 	// the end of the step; Step reports the norm before clipping.
 	ClipGradNorm float64
+	// LossScaled is fp16's dynamic loss scaling (GradScaler): Step's loss
+	// scale seeds backward, one UnscaleGrads node at the end of backward
+	// multiplies every gradient by its inverse and reports whether any
+	// was inf or NaN, and that flag gates every update inside the program
+	// (a skipped step changes no parameter nor slot, and the optimizer's
+	// step count is taken back). Like ClipGradNorm it needs every gradient
+	// before the first update.
+	LossScaled bool
 	// ReportNorm makes Step return the gradients' total L2 norm as
 	// torch.nn.utils.clip_grad_norm_ computes it (each gradient's norm is
 	// an output of the step; the total is summed on the host in parameter
@@ -70,6 +80,9 @@ type StepOutput struct {
 	// GradNorm is the total gradient norm before clipping (ReportNorm or
 	// ClipGradNorm; 0 otherwise).
 	GradNorm float64
+	// FoundInf (LossScaled) is true when a gradient held an inf or NaN:
+	// the step skipped every update.
+	FoundInf bool
 }
 
 // fusedStep is a program's bound update.
@@ -82,13 +95,14 @@ type fusedStep struct {
 	slots [][]string
 	// written is the tensor last written into each slot's buffer on a
 	// backend whose state is not host memory.
-	written [][]*graph.Tensor
-	consts  *graph.Tensor
-	hyper   []float32
-	rows    []*graph.Tensor // views of hyper, one per parameter
-	rowName []string        // the rows' input names
-	feeds   map[string]*graph.Tensor
-	norms   []string
+	written  [][]*graph.Tensor
+	consts   *graph.Tensor
+	invScale *graph.Tensor
+	hyper    []float32
+	rows     []*graph.Tensor // views of hyper, one per parameter
+	rowName  []string        // the rows' input names
+	feeds    map[string]*graph.Tensor
+	norms    []string
 	// deferred is what Build kept to compile the step in BindUpdate.
 	model   *graph.Model
 	graph   *graph.Graph
@@ -104,8 +118,6 @@ func fusedUpdateConflict(cfg ProgramConfig) error {
 		return fmt.Errorf("averages gradients across processes (data parallel)")
 	case cfg.Zero != nil:
 		return fmt.Errorf("shards the optimizer (ZeRO)")
-	case cfg.MixedPrecision == "fp16":
-		return fmt.Errorf("scales the loss (fp16): a step whose gradients overflow must be skipped, which needs every gradient first")
 	}
 	return nil
 }
@@ -131,6 +143,9 @@ func (p *Program) BindUpdate(opt optim.Optimizer, params []*optim.Param, r Updat
 	if r.ClipGradValue < 0 || math.IsNaN(r.ClipGradValue) {
 		return fmt.Errorf("train: BindUpdate: invalid clip value %v", r.ClipGradValue)
 	}
+	if p.cfg.MixedPrecision == "fp16" && !r.LossScaled {
+		return fmt.Errorf("train: BindUpdate: an fp16 program needs UpdateRecipe.LossScaled (its gradients are scaled)")
+	}
 	if r.ClipGradNorm < 0 || math.IsNaN(r.ClipGradNorm) {
 		return fmt.Errorf("train: BindUpdate: invalid max norm %v", r.ClipGradNorm)
 	}
@@ -152,6 +167,7 @@ func (p *Program) BindUpdate(opt optim.Optimizer, params []*optim.Param, r Updat
 	// Host-side per-step inputs: the consts and one hyper row per
 	// parameter (views of one table, filled by the optimizer each step).
 	f.consts = graph.FromFloat32(append([]float32(nil), f.spec.Consts...), len(f.spec.Consts))
+	f.invScale = graph.Scalar(graph.Float32, 1)
 	f.hyper = make([]float32, f.spec.Cols*len(params))
 	f.rows = make([]*graph.Tensor, len(params))
 	f.rowName = make([]string, len(params))
@@ -179,15 +195,27 @@ func (p *Program) addFusedUpdates(g *graph.Graph, grads []string, producer map[s
 		return t
 	}
 	g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: stepConsts, Type: f32(len(spec.Consts))})
-	global := f.recipe.ClipGradNorm > 0
-	var clip *graph.Node
-	if global {
-		// One node over every gradient, at the end of backward; each
+	global := f.recipe.ClipGradNorm > 0 || f.recipe.LossScaled
+	var unscale, clip *graph.Node
+	tensors := map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(len(p.Params)))}
+	if f.recipe.LossScaled {
+		// One node over every gradient, at the end of backward.
+		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: stepInvScale, Type: f32()})
+		unscale = &graph.Node{Name: stepUpdateOf + "unscale_grads", OpType: graph.UnscaleGradsOp, Domain: graph.InternalDomain,
+			Inputs: []string{stepInvScale}, Outputs: []string{stepFoundInf}, Attrs: tensors}
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: stepFoundInf})
+		*late = append(*late, unscale)
+	}
+	if global && (f.recipe.ClipGradNorm > 0 || f.recipe.ReportNorm) {
+		// One node over every gradient, after the unscale; each
 		// parameter's nodes follow it.
-		g.Initializers[stepMaxNorm] = graph.Scalar(graph.Float32, f.recipe.ClipGradNorm)
+		maxNorm := f.recipe.ClipGradNorm
+		if maxNorm <= 0 {
+			maxNorm = math.Inf(1)
+		}
+		g.Initializers[stepMaxNorm] = graph.Scalar(graph.Float32, maxNorm)
 		clip = &graph.Node{Name: stepUpdateOf + "clip_grad_norm", OpType: graph.ClipGradNormOp, Domain: graph.InternalDomain,
-			Inputs: []string{stepMaxNorm}, Outputs: []string{stepTotal},
-			Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(len(p.Params)))}}
+			Inputs: []string{stepMaxNorm}, Outputs: []string{stepTotal}, Attrs: tensors}
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: stepTotal})
 		*late = append(*late, clip)
 	} else if f.recipe.ReportNorm {
@@ -205,11 +233,16 @@ func (p *Program) addFusedUpdates(g *graph.Graph, grads []string, producer map[s
 		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: hyper, Type: f32(1, spec.Cols)})
 		grad := p.scratch.gradNames[i]
 		var nodes []*graph.Node
-		if global {
+		if unscale != nil {
+			unscale.Inputs = append(unscale.Inputs, grad)
+			unscale.Outputs = append(unscale.Outputs, grad+"/unscaled")
+			grad += "/unscaled"
+		}
+		if clip != nil {
 			clip.Inputs = append(clip.Inputs, grad)
 			clip.Outputs = append(clip.Outputs, grad+"/normed")
 			grad += "/normed"
-		} else if f.recipe.ReportNorm {
+		} else if f.recipe.ReportNorm && !global {
 			norm := stepNormOut + prm.Name
 			nodes = append(nodes, &graph.Node{Name: stepUpdateOf + prm.Name + "/norm", OpType: graph.ClipGradNormOp, Domain: graph.InternalDomain,
 				Inputs: []string{stepMaxNorm, grad}, Outputs: []string{norm, grad + "/normed"},
@@ -229,6 +262,11 @@ func (p *Program) addFusedUpdates(g *graph.Graph, grads []string, producer map[s
 			Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", 1)}}
 		for _, a := range spec.Attrs {
 			upd.Attrs[a.Name] = a
+		}
+		if unscale != nil {
+			// fp16: the found-inf flag gates the update (skip input 2).
+			upd.Attrs["gated"] = graph.IntAttr("gated", 1)
+			upd.Inputs = append(upd.Inputs[:2:2], stepFoundInf, prm.Name, grad)
 		}
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: prm.Name + "/new"})
 		slots, err := f.opt.FusedSlots(f.params[i])
@@ -363,6 +401,11 @@ func (p *Program) Step(ctx context.Context, inputs map[string]*graph.Tensor, lab
 		return StepOutput{}, fmt.Errorf("train: %w", err)
 	}
 	feeds[stepConsts] = f.consts
+	if f.recipe.LossScaled {
+		// PyTorch: inv_scale = scale.double().reciprocal().float().
+		f.invScale.Float32s()[0] = float32(1 / float64(lossScale))
+		feeds[stepInvScale] = f.invScale
+	}
 	for i, r := range f.rows {
 		feeds[f.rowName[i]] = r
 	}
@@ -376,7 +419,16 @@ func (p *Program) Step(ctx context.Context, inputs map[string]*graph.Tensor, lab
 		return StepOutput{}, fmt.Errorf("train: %w: the loss is not a scalar", ErrData)
 	}
 	res := StepOutput{Loss: lt.Float(0)}
-	if f.recipe.ClipGradNorm > 0 {
+	if f.recipe.LossScaled {
+		t := out[stepFoundInf]
+		if t == nil || t.DType != graph.Bool {
+			return StepOutput{}, fmt.Errorf("train: the step did not report its found-inf flag")
+		}
+		if res.FoundInf = t.Data.([]bool)[0]; res.FoundInf {
+			f.opt.UndoFusedHyper(f.params) // the update did not happen
+		}
+	}
+	if clipNode := f.recipe.ClipGradNorm > 0 || (f.recipe.LossScaled && f.recipe.ReportNorm); clipNode {
 		t := out[stepTotal]
 		if t == nil {
 			return StepOutput{}, fmt.Errorf("train: the step did not report its gradient norm")

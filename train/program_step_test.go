@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -208,4 +209,85 @@ func bitsOf(t *graph.Tensor) []uint32 {
 		out[i] = math.Float32bits(v)
 	}
 	return out
+}
+
+// TestFusedFP16StepMatchesSeparateRuns: under fp16 autocast with loss
+// scaling, the fused step unscales the gradients, checks them for inf/NaN
+// and gates its updates on that flag inside the program: a step forced to
+// overflow (a huge loss scale) is skipped, reports the flag, and leaves
+// parameters and optimizer state (step counts included) as the separate
+// path does when it does not call the optimizer; the other steps compute
+// the separate path's bits.
+func TestFusedFP16StepMatchesSeparateRuns(t *testing.T) {
+	ctx := context.Background()
+	scales := []float32{256, 1e30, 128, 128}
+	for _, c := range []string{"mlp", "vit_tiny"} {
+		model, loss, inputs, labels := fusedBatch(t, c)
+		for _, o := range []fusedOpt{fusedOpts[1], fusedOpts[4]} {
+			for _, maxNorm := range []float64{0, 0.5} {
+				t.Run(c+"/"+o.name+"/clip="+strconv.FormatFloat(maxNorm, 'g', -1, 64), func(t *testing.T) {
+					ma, err := importer.Load(model)
+					require.NoError(t, err)
+					mb, err := importer.Load(model)
+					require.NoError(t, err)
+					sep, err := Build(ma, ProgramConfig{Loss: loss, GradSums: true, MixedPrecision: "fp16", Seed: 3})
+					require.NoError(t, err)
+					fused, err := Build(mb, ProgramConfig{Loss: loss, FusedUpdate: true, MixedPrecision: "fp16", Seed: 3})
+					require.NoError(t, err)
+					optA, err := o.make()
+					require.NoError(t, err)
+					optB, err := o.make()
+					require.NoError(t, err)
+					optA.(optim.Binder).Bind(sep.Backend(), sep.Executable())
+					pa, pb := optParams(sep), optParams(fused)
+					assert.ErrorContains(t, fused.BindUpdate(optB, pb, UpdateRecipe{}), "LossScaled")
+					require.NoError(t, fused.BindUpdate(optB, pb, UpdateRecipe{ClipGradNorm: maxNorm, LossScaled: true, ReportNorm: true}))
+					skipped := 0
+					for step, scale := range scales {
+						sep.StartWindow()
+						r, err := sep.ForwardBackward(ctx, inputs, labels, scale)
+						require.NoError(t, err)
+						found, err := sep.UnscaleGrads(ctx, float32(1/float64(scale)))
+						require.NoError(t, err)
+						clip := math.Inf(1)
+						if maxNorm > 0 {
+							clip = maxNorm
+						}
+						norm, err := sep.ClipGradNorm(ctx, clip)
+						require.NoError(t, err)
+						if !found {
+							for i := range pa {
+								pa[i].Grad = r.Grads[i]
+							}
+							require.NoError(t, optA.Step(pa))
+						}
+						out, err := fused.Step(ctx, inputs, labels, scale)
+						require.NoError(t, err)
+						assert.Equal(t, found, out.FoundInf, "step %d: found inf", step)
+						assert.Equal(t, step == 1, out.FoundInf, "step %d: only the huge scale overflows", step)
+						if out.FoundInf {
+							skipped++
+						} else {
+							assert.Equal(t, math.Float32bits(float32(norm)), math.Float32bits(float32(out.GradNorm)), "step %d: norm", step)
+						}
+						assert.Equal(t, math.Float64bits(r.Loss), math.Float64bits(out.Loss), "step %d: loss", step)
+						for i := range sep.Params {
+							require.Equal(t, bitsOf(sep.Params[i].Value), bitsOf(fused.Params[i].Value), "step %d: parameter %s", step, sep.Params[i].Name)
+						}
+					}
+					assert.Equal(t, 1, skipped)
+					stA, stB := optA.State(), optB.State()
+					require.Equal(t, len(stA), len(stB))
+					for k, v := range stA {
+						require.Contains(t, stB, k)
+						if v.DType == graph.Float32 {
+							assert.Equal(t, bitsOf(v), bitsOf(stB[k]), "optimizer state %s", k)
+						} else {
+							assert.Equal(t, v.Float(0), stB[k].Float(0), "optimizer state %s (step counts)", k)
+						}
+					}
+				})
+			}
+		}
+	}
 }

@@ -138,10 +138,10 @@ func (r *runner) openModel() (*graph.Model, error) {
 
 // fusedStepFits reports whether the run's recipe lets each optimizer step
 // be one Run with the update inside it (AcceleratorConfig.FusedStep): one
-// micro-batch per step, no fp16 loss scaling, one process, no ZeRO, and
-// --separate-update not given.
+// micro-batch per step, one process, no ZeRO, and --separate-update not
+// given.
 func fusedStepFits(cfg Config, group *distrib.Group) bool {
-	return !cfg.SeparateUpdate && cfg.GradAccum <= 1 && cfg.MixedPrecision != "fp16" &&
+	return !cfg.SeparateUpdate && cfg.GradAccum <= 1 &&
 		(group == nil || group.WorldSize() == 1) && cfg.Zero == 0
 }
 

@@ -41,6 +41,11 @@ type Fuser interface {
 	// input into hyper (len(params)*Cols values) and counts the step, as
 	// Step does before it runs the update.
 	FusedHyper(params []*Param, hyper []float32) error
+	// UndoFusedHyper takes back the step count of the latest FusedHyper
+	// over the same params: the program skipped that update (fp16's
+	// found-inf), and a skipped step does not count, as PyTorch's
+	// GradScaler does not call the optimizer's step.
+	UndoFusedHyper(params []*Param)
 }
 
 var (
@@ -101,12 +106,42 @@ func (o *SGD) FusedHyper(params []*Param, hyper []float32) error {
 		first := float32(0)
 		if o.fresh[p.Name] {
 			first = 1
-			delete(o.fresh, p.Name)
 		}
 		hyper[3*i], hyper[3*i+1], hyper[3*i+2] = float32(-grp.LR), float32(grp.WeightDecay), first
 	}
+	// The buffers are no longer fresh once the update ran (UndoFusedHyper
+	// makes them fresh again).
+	if o.undo == nil {
+		o.undo = map[string]bool{}
+	}
+	clear(o.undo)
+	for _, p := range params {
+		if o.fresh[p.Name] {
+			o.undo[p.Name] = true
+			delete(o.fresh, p.Name)
+		}
+	}
 	o.steps++
 	return nil
+}
+
+// UndoFusedHyper implements Fuser.
+func (o *SGD) UndoFusedHyper(params []*Param) {
+	for name := range o.undo {
+		o.fresh[name] = true
+	}
+	clear(o.undo)
+	o.steps--
+}
+
+// UndoFusedHyper implements Fuser.
+func (o *Adam) UndoFusedHyper(params []*Param) {
+	for _, p := range params {
+		if s := o.state[p.Name]; s != nil {
+			s.step--
+		}
+	}
+	o.steps--
 }
 
 // FusedUpdate implements Fuser.

@@ -45,6 +45,7 @@ type SGD struct {
 	// fused.go: momentum buffers FusedSlots created that no update has
 	// used yet (their first update replaces them), and its result.
 	fresh     map[string]bool
+	undo      map[string]bool // the fresh buffers the latest FusedHyper used
 	fusedSlot [1]*graph.Tensor
 }
 
