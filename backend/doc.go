@@ -39,10 +39,16 @@
 // graph/optimizer_ops.go) take many tensors per node and output their new
 // values, with PyTorch 1.13's arithmetic; graph.UpdatedInput says which
 // input each output replaces. Where such an output updates the state it
-// replaces and no other node of the program reads that state, a backend
-// writes the new value into the buffer in place (the CPU backend does: a
-// step copies nothing). Elsewhere the update is a copy inside the
-// backend's memory after the run. Micro-batch gradients are summed in
+// replaces and no node of the program reads that state (or a view of it)
+// after the updating node, a backend writes the new value into the buffer
+// in place (the CPU backend does: a step copies nothing). That is how a
+// program holding its optimizer's update (train.Program.BindUpdate)
+// updates each parameter right after its last reader in backward: a
+// backend that runs nodes concurrently must order every reader of a state
+// before the node that updates it in place. Elsewhere the update is a
+// copy inside the backend's memory after the run. An output may also
+// replace a value the run made (a gradient clipped before its update) in
+// place when nothing else reads that value or what it is a view of. Micro-batch gradients are summed in
 // place by AccumulateGrad over gradient-sum state, its "fresh" input
 // starting a new window; the optimizer step reads the sums.
 //

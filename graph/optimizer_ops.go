@@ -7,8 +7,10 @@ import "fmt"
 // optimizer step as one pass over every parameter. Each is functional in
 // the graph (its outputs are the new values of some of its inputs); a
 // backend may write an output into the input it replaces when that input is
-// a state buffer the output updates and no later node reads it
-// (UpdatedInput names the pairs). The arithmetic is PyTorch 1.13's
+// a state buffer the output updates and no later node reads it, or a value
+// of the run nothing else reads (UpdatedInput names the pairs). A training
+// program may hold one update node per parameter (tensors=1), placed after
+// the parameter's last reader in backward (train.Program.BindUpdate). The arithmetic is PyTorch 1.13's
 // single-tensor code paths, float32 element by element; the scalars that
 // PyTorch computes in Python floats (learning rates, bias corrections)
 // arrive already rounded to float32 in the "hyper" inputs, computed by the
@@ -26,6 +28,9 @@ import "fmt"
 //	                       X_1..X_n, G_1..G_n, M_1..M_n, V_1..V_n, and with amsgrad=1 MX_1..MX_n
 //	               outputs X', M', V' (and MX') for each tensor, grouped by kind as the inputs
 //	               attrs   tensors, amsgrad, maximize, decoupled (AdamW)
+//	(both)         with attribute gated=1 a third scalar input, skip (bool), follows hyper: when it
+//	               is true every output is its input unchanged (fp16's skipped step, the found-inf
+//	               flag of UnscaleGrads in the same program)
 //	ClipGradNorm   inputs  max_norm (float32 scalar), G_1..G_n
 //	               outputs total_norm (float32 scalar, before clipping), G'_1..G'_n
 //	               (torch.nn.utils.clip_grad_norm_: the norm of the per-tensor float32 norms;
@@ -97,14 +102,14 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 	var updGroups []int           // operand groups the outputs update, in order
 	switch n.OpType {
 	case SGDUpdateOp:
-		lead, groups = 2, 2
+		lead, groups = 2+int(n.AttrInt("gated", 0)&1), 2
 		updGroups = []int{0}
 		if n.AttrInt("momentum", 0) == 1 {
 			groups = 3
 			updGroups = []int{0, 2}
 		}
 	case AdamUpdateOp:
-		lead, groups = 2, 4
+		lead, groups = 2+int(n.AttrInt("gated", 0)&1), 4
 		updGroups = []int{0, 2, 3}
 		if n.AttrInt("amsgrad", 0) == 1 {
 			groups = 5

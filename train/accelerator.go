@@ -59,6 +59,24 @@ type AcceleratorConfig struct {
 	PrimitivesOnly bool
 	// Tuning builds models with ProgramConfig.Tuning.
 	Tuning backend.Tuning
+	// FusedStep runs each optimizer step as one Run of one program: the
+	// optimizer's update of every parameter inside the training step,
+	// right after its gradient is final (program_step.go), with no
+	// gradient sums kept between steps. The recipe is fixed up front: one
+	// micro-batch per step (GradAccum 1), one process, no ZeRO (fp16's
+	// loss scaling runs inside the step too: its found-inf flag gates the
+	// updates and reaches StepWasSkipped); the clips are declared here (ClipGradNorm,
+	// ClipGradValue), and the Accelerator's ClipGradNorm and ClipGradValue
+	// then only report the norm and check that they ask for the same.
+	// Without ClipGradNorm and fp16 each parameter is updated as soon as
+	// its gradient is final, so gradients never all live at once; with
+	// either every gradient lives until the unscale and clip nodes at the
+	// end of backward, and the updates follow them. PrepareOptimizer binds the optimizer, which
+	// must be one of train/optim's.
+	FusedStep bool
+	// ClipGradNorm and ClipGradValue are the clips FusedStep applies inside
+	// the step (0: none).
+	ClipGradNorm, ClipGradValue float64
 	// Pipeline cuts models into stages (PreparePipeline,
 	// pipeline_accelerator.go).
 	Pipeline PipelineConfig
@@ -132,6 +150,11 @@ func NewAccelerator(cfg AcceleratorConfig) (*Accelerator, error) {
 		// The loss scaler unscales and checks the whole gradients, which a
 		// rank does not hold under ZeRO.
 		return nil, fmt.Errorf("accelerator: --zero %d with --mixed-precision fp16 is not supported yet", cfg.Zero)
+	}
+	if cfg.FusedStep {
+		if err := fusedStepConflict(cfg); err != nil {
+			return nil, err
+		}
 	}
 	log := cfg.Log
 	if log == nil {
@@ -383,6 +406,10 @@ type Model struct {
 	overlapStats OverlapStats
 	// zero.go: this process's shard under ZeRO (nil without ZeRO).
 	zero *zeroShard
+	// FusedStep (accelerator_fused.go): the latest step's gradient norm,
+	// and why the optimizer could not be bound.
+	fusedNorm float64
+	bindErr   error
 }
 
 // ModelOptions tune PrepareModel.
@@ -402,7 +429,7 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	// (program_dp.go), or under ZeRO reduce-scatters them
 	// (program_zero.go; stage 2 reduces each micro-batch's gradients and
 	// keeps no full sums).
-	gradSums := a.zeroStage() != 2
+	gradSums := a.zeroStage() != 2 && !a.cfg.FusedStep
 	var dp *DataParallelConfig
 	var zc *ZeroConfig
 	if s := a.zeroStage(); s > 0 {
@@ -419,7 +446,7 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	}
 	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed,
 		SyncBatchNorm: a.cfg.SyncBatchNorm && a.NumProcesses() > 1, MixedPrecision: a.cfg.MixedPrecision, Recompute: a.cfg.Recompute,
-		GradSums: gradSums, DataParallel: dp, Zero: zc, PrimitivesOnly: a.cfg.PrimitivesOnly, Tuning: a.cfg.Tuning})
+		GradSums: gradSums, DataParallel: dp, Zero: zc, PrimitivesOnly: a.cfg.PrimitivesOnly, Tuning: a.cfg.Tuning, FusedUpdate: a.cfg.FusedStep})
 	if err != nil {
 		return nil, err
 	}
@@ -461,6 +488,9 @@ type Output struct {
 // Forward runs the forward and backward pass of one micro-batch. The
 // gradients are those of loss/GradAccum; Backward adds them.
 func (m *Model) Forward(ctx context.Context, b *data.Batch) (*Output, error) {
+	if m.Prog.cfg.FusedUpdate {
+		return m.fusedForward(ctx, b) // accelerator_fused.go
+	}
 	if m.fresh {
 		m.Prog.StartWindow() // GradSums: this micro-batch's gradients replace the sums
 	}
@@ -527,6 +557,10 @@ func (a *Accelerator) backward(out *Output) error {
 		return fmt.Errorf("accelerator: Backward before PrepareModel")
 	}
 	m := a.models[0]
+	if m.Prog.cfg.FusedUpdate {
+		m.fresh = false // the step updated the parameters already
+		return nil
+	}
 	if m.Prog.cfg.GradSums {
 		// The program added the gradients to its sums (Forward).
 		m.fresh = false
@@ -569,6 +603,9 @@ func (a *Accelerator) ClipGradNorm(m *Model, maxNorm float64) (float64, error) {
 	if maxNorm <= 0 {
 		maxNorm = math.Inf(1)
 	}
+	if m.Prog.cfg.FusedUpdate {
+		return a.fusedClipGradNorm(m, maxNorm) // accelerator_fused.go
+	}
 	if m.zero != nil {
 		return a.zeroClipGradNorm(m, maxNorm)
 	}
@@ -582,6 +619,9 @@ func (a *Accelerator) ClipGradNorm(m *Model, maxNorm float64) (float64, error) {
 func (a *Accelerator) ClipGradValue(m *Model, v float64) error {
 	if err := a.unscaleGrads(m); err != nil { // amp.go
 		return err
+	}
+	if m.Prog.cfg.FusedUpdate {
+		return a.fusedClipGradValue(v) // accelerator_fused.go
 	}
 	if m.zero == nil && m.Prog.cfg.GradSums && !m.fresh {
 		if v < 0 || math.IsNaN(v) {
@@ -603,7 +643,11 @@ type Optimizer struct {
 // PrepareOptimizer wraps an optimizer over the model's parameters.
 func (a *Accelerator) PrepareOptimizer(opt optim.Optimizer, m *Model) *Optimizer {
 	o := &Optimizer{acc: a, Inner: opt, model: m}
-	if b, ok := opt.(optim.Binder); ok && m.Prog.cfg.GradSums && m.zero == nil {
+	if m.Prog.cfg.FusedUpdate {
+		// The update becomes nodes of the training step; an error is
+		// Forward's to report.
+		m.bindErr = m.Prog.BindUpdate(opt, m.params, UpdateRecipe{ClipGradValue: a.cfg.ClipGradValue, ClipGradNorm: a.cfg.ClipGradNorm, LossScaled: a.amp.scaler != nil, ReportNorm: true})
+	} else if b, ok := opt.(optim.Binder); ok && m.Prog.cfg.GradSums && m.zero == nil {
 		// The step runs on the program's backend, over its state: the
 		// parameters and the optimizer's slots live there.
 		b.Bind(m.Prog.Backend(), m.Prog.Executable())
@@ -625,6 +669,10 @@ func (o *Optimizer) Step() error {
 			o.acc.step++
 		}
 		return err
+	}
+	if o.model.Prog.cfg.FusedUpdate {
+		o.acc.step++ // the update ran inside the step (Forward)
+		return nil
 	}
 	if o.model.zero != nil {
 		if err := o.acc.zeroStep(o); err != nil {

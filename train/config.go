@@ -50,6 +50,11 @@ type Config struct {
 	GradAccum     int     `yaml:"grad-accum"`
 	ClipGradNorm  float64 `yaml:"clip-grad-norm"`
 	ClipGradValue float64 `yaml:"clip-grad-value"`
+	// SeparateUpdate runs the clip and the optimizer's update as Runs of
+	// their own after the step's forward and backward, over gradient sums
+	// kept as state, even where the recipe lets them run inside the step
+	// (fusedStepFits, run.go).
+	SeparateUpdate bool `yaml:"separate-update"`
 
 	LRSchedule  string  `yaml:"lr-schedule"`
 	WarmupSteps int     `yaml:"warmup-steps"`

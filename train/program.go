@@ -86,6 +86,11 @@ type ProgramConfig struct {
 	// DataParallel, with GradSums, adds the data-parallel gradient
 	// all-reduce to the micro-batch step as collective ops (program_dp.go).
 	DataParallel *DataParallelConfig
+	// FusedUpdate defers the training step to BindUpdate, which compiles
+	// it with the optimizer's update of every parameter inside
+	// (program_step.go); Step then runs a whole optimizer step as one Run.
+	// It excludes GradSums, DataParallel, Zero and fp16.
+	FusedUpdate bool
 	// Zero adds ZeRO's gradient reduce-scatter to the step and makes
 	// AllGatherParams available (program_zero.go); stage 1 needs GradSums,
 	// stage 2 refuses it.
@@ -140,6 +145,7 @@ type Program struct {
 	syncNext      bool      // DataParallel, Zero: the next step reduces
 	zeroPart      *graph.Tensor
 	allGather     backend.Executable // Zero: AllGatherParams's program
+	fused         *fusedStep         // FusedUpdate (program_step.go)
 }
 
 // ErrData is wrapped by errors about data that does not fit the model.
@@ -167,7 +173,13 @@ func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	if err := p.markBuffersAndParams(g); err != nil {
 		return nil, err
 	}
-	if err := p.compileTraining(m, g, outName); err != nil {
+	if cfg.FusedUpdate {
+		if err := fusedUpdateConflict(cfg); err != nil {
+			return nil, fmt.Errorf("train: FusedUpdate: the program %w", err)
+		}
+		// BindUpdate compiles the step once the optimizer is known.
+		p.fused = &fusedStep{model: m, graph: g, outName: outName}
+	} else if err := p.compileTraining(m, g, outName); err != nil {
 		return nil, err
 	}
 	if err := p.compileEvaluation(m, outName); err != nil {
@@ -260,7 +272,11 @@ func (p *Program) compileTraining(m *graph.Model, g *graph.Graph, outName string
 		return err
 	}
 	tm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: g, Functions: m.Functions}
-	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: b.state, PrimitivesOnly: p.cfg.PrimitivesOnly, Tuning: p.cfg.Tuning})
+	var share backend.Executable // FusedUpdate: the evaluation program holds the state already
+	if p.evalExe != nil {
+		share = p.evalExe
+	}
+	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: b.state, ShareState: share, PrimitivesOnly: p.cfg.PrimitivesOnly, Tuning: p.cfg.Tuning})
 	if err != nil {
 		return fmt.Errorf("train: compiling the training step: %w", err)
 	}
@@ -322,7 +338,7 @@ func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes in
 		} else {
 			late = append(late, id)
 		}
-		if !p.cfg.GradSums && p.cfg.Zero == nil {
+		if !p.cfg.GradSums && p.cfg.Zero == nil && p.fused == nil {
 			g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: out})
 		}
 	}
@@ -362,6 +378,11 @@ func (p *Program) placeGradients(g *graph.Graph, grads []string, forwardNodes in
 		late = append(late, bucketed...)
 	} else if p.cfg.GradSums {
 		placeSums()
+	} else if p.fused != nil {
+		var err error
+		if state, err = p.addFusedUpdates(g, grads, producer, after, &late); err != nil { // program_step.go
+			return nil, err
+		}
 	}
 	nodes := make([]*graph.Node, 0, len(g.Nodes)+len(grads))
 	for j, n := range g.Nodes {
@@ -410,7 +431,11 @@ func (p *Program) addStateOutputs(g *graph.Graph, state []backend.StateSpec) []b
 		bufferUpdate[name] = o
 	}
 	for _, prm := range p.Params {
-		state = append(state, backend.StateSpec{Name: prm.Name, Init: prm.Value})
+		sp := backend.StateSpec{Name: prm.Name, Init: prm.Value}
+		if p.fused != nil {
+			sp.UpdatedBy = prm.Name + "/new" // its update node (program_step.go)
+		}
+		state = append(state, sp)
 	}
 	for _, name := range sortedNames(p.Buffers) {
 		state = append(state, backend.StateSpec{Name: name, Init: p.Buffers[name], UpdatedBy: bufferUpdate[name]})
@@ -644,6 +669,9 @@ type stepScratch struct {
 // memory plan and the result itself is reused. A caller that keeps either
 // longer copies what it needs.
 func (p *Program) ForwardBackward(ctx context.Context, inputs map[string]*graph.Tensor, labels *graph.Tensor, lossScale float32) (*StepResult, error) {
+	if p.fused != nil {
+		return nil, fmt.Errorf("train: the program was built with FusedUpdate: its training step is Step")
+	}
 	sc := &p.scratch
 	var (
 		feeds map[string]*graph.Tensor

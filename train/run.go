@@ -136,12 +136,22 @@ func (r *runner) openModel() (*graph.Model, error) {
 	return m, nil
 }
 
+// fusedStepFits reports whether the run's recipe lets each optimizer step
+// be one Run with the update inside it (AcceleratorConfig.FusedStep): one
+// micro-batch per step, one process, no ZeRO, and --separate-update not
+// given.
+func fusedStepFits(cfg Config, group *distrib.Group) bool {
+	return !cfg.SeparateUpdate && cfg.GradAccum <= 1 &&
+		(group == nil || group.WorldSize() == 1) && cfg.Zero == 0
+}
+
 // startAccelerator creates the Accelerator on group and quiets the processes other than the main one.
 func (r *runner) startAccelerator(group *distrib.Group) error {
 	cfg := r.cfg
 	acc, err := NewAccelerator(AcceleratorConfig{GradAccum: cfg.GradAccum, Backend: cfg.Backend, Seed: cfg.Seed, Group: group, CompressBF16: cfg.CompressBF16,
 		SyncBatchNorm: cfg.SyncBatchNorm, MixedPrecision: cfg.MixedPrecision, Recompute: cfg.Recompute, Zero: cfg.Zero,
-		BucketBytes: int(cfg.BucketMB * (1 << 20)), NoOverlap: cfg.NoOverlap})
+		BucketBytes: int(cfg.BucketMB * (1 << 20)), NoOverlap: cfg.NoOverlap,
+		FusedStep: fusedStepFits(cfg, group), ClipGradNorm: cfg.ClipGradNorm, ClipGradValue: cfg.ClipGradValue})
 	if err != nil {
 		return err
 	}

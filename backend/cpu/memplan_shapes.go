@@ -136,7 +136,15 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 				continue // a view of an input or weight: not the run's
 			}
 			if st.inplace && isStateUpdate(p, n, j) {
-				continue // written into the state buffer it replaces
+				// Written into the input it replaces: a state buffer, or a
+				// value of the run whose storage it then shares
+				// (transientInPlace, state_order.go).
+				if in := st.in[graph.UpdatedInput(n)[j]]; in >= 0 && of[in] != nil {
+					of[slot] = of[in]
+					of[in].end = max(of[in].end, end)
+					of[in].output = of[in].output || isOut[slot]
+				}
+				continue
 			}
 			b, exact, ok := valueBytes(types[p.names[slot]])
 			if !ok {

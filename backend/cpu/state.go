@@ -100,12 +100,12 @@ func (e *Executable) initState(g *graph.Graph, opts backend.CompileOptions) erro
 // one's output is the update S is declared with (AccumulateGrad, then
 // AllReduceStart, then AllReduceWait on a gradient sum). Every value of
 // the chain, S included, must be read by the next node of the chain only
-// (not by other nodes, nor as a graph output). A node runs in place when
+// (not by other nodes, nor as a graph output), except that S itself may
+// be read by nodes that all run before the chain's first node
+// (readersBefore, state_order.go: a parameter read by forward and
+// backward, then updated by its optimizer node). A node runs in place when
 // every input it replaces lies on such a chain.
 func (e *Executable) markInPlace(p *plan) {
-	if len(e.updatedBy) == 0 {
-		return
-	}
 	readers := map[string]int{}
 	for _, st := range p.steps {
 		for _, in := range st.node.Inputs {
@@ -149,7 +149,7 @@ func (e *Executable) markInPlace(p *plan) {
 			chain = append(chain, pr)
 			n := p.steps[pr.step].node
 			v = n.Inputs[upds[pr.step][pr.out]]
-			if readers[v] != 1 {
+			if readers[v] != 1 && (v != u.state || !readersBefore(p, v, pr.step)) { // state_order.go
 				chain = nil
 				break
 			}
@@ -174,7 +174,7 @@ func (e *Executable) markInPlace(p *plan) {
 			if in < 0 {
 				continue
 			}
-			if !ok[at{i, j}] {
+			if !ok[at{i, j}] && (e.stateOf[st.node.Inputs[in]] || !transientInPlace(p, readers, i, st.node.Inputs[in])) { // state_order.go
 				all = false
 				break
 			}

@@ -281,6 +281,9 @@ func (pl *planner) optimizerOp(n *graph.Node) error {
 			pl.launch1D("accumulate_f32", s.Elements(), Ptr(s), Ptr(g), I64(s.Elements()), Ptr(fresh))
 		}
 	case graph.AdamUpdateOp:
+		if n.AttrInt("gated", 0) == 1 {
+			return n.Errorf("gated updates (fp16 steps skipped inside the program) are not implemented on CUDA")
+		}
 		consts, hyper := in(0), in(1)
 		ams := n.AttrInt("amsgrad", 0) == 1
 		for t := range k {
@@ -293,6 +296,9 @@ func (pl *planner) optimizerOp(n *graph.Node) error {
 				Ptr(consts), PtrAt(hyper, int64(t)*5*4), I32(int(n.AttrInt("maximize", 0))), I32(int(n.AttrInt("decoupled", 0))))
 		}
 	case graph.SGDUpdateOp:
+		if n.AttrInt("gated", 0) == 1 {
+			return n.Errorf("gated updates (fp16 steps skipped inside the program) are not implemented on CUDA")
+		}
 		consts, hyper := in(0), in(1)
 		mom := n.AttrInt("momentum", 0) == 1
 		for t := range k {

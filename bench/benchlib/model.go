@@ -56,6 +56,11 @@ type ModelOptions struct {
 	// Recompute builds the training step with activation recomputation
 	// (train.ProgramConfig.Recompute).
 	Recompute bool
+	// SeparateUpdate runs the optimizer's update as a Run of its own over
+	// gradient sums kept as state (the Accelerator's general path) instead
+	// of inside the step's program (train.Program.BindUpdate), which is the
+	// default except under fp16 loss scaling.
+	SeparateUpdate bool
 	// MixedPrecision is no (or ""), bf16 or fp16: the training step runs
 	// under autocast (train.ProgramConfig.MixedPrecision). Training only.
 	MixedPrecision string
@@ -84,6 +89,14 @@ type ModelResult struct {
 	// MixedPrecision is the --mixed-precision of the step (bf16, fp16;
 	// absent for float32).
 	MixedPrecision string `json:"mixed_precision,omitempty"`
+	// FusedUpdate is true when the optimizer's update ran inside the
+	// training step's program (one Run per step, no gradient sums).
+	FusedUpdate bool `json:"fused_update,omitempty"`
+	// StateCopyBytes is what the training program copied into its state
+	// buffers after its Runs instead of updating them in place
+	// (backend.StateTraffic.UpdateCopyBytes; BatchNorm's running
+	// statistics take that path).
+	StateCopyBytes int64 `json:"state_copy_bytes,omitempty"`
 	// PlannedPeakBytes is the backend memory plan's peak of one training
 	// step (activations, gradients, workspace), where the backend plans.
 	PlannedPeakBytes int64 `json:"planned_peak_bytes,omitempty"`
@@ -396,13 +409,19 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 	if err != nil {
 		return nil, err
 	}
-	// As one process of `onnxtrain train`: the gradients are summed in the
-	// program's state and the optimizer steps over that state.
-	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision, GradSums: true, Tuning: o.Tuning})
+	// As one process of `onnxtrain train`: the optimizer's update runs
+	// inside the step (each parameter's right after its gradient is final,
+	// no gradient sums), or with SeparateUpdate and under fp16 the
+	// gradients are summed in the program's state and the optimizer steps
+	// over that state in a Run of its own.
+	_, fusable := opt.(optim.Fuser)
+	fused := fusable && !o.SeparateUpdate && o.MixedPrecision != "fp16"
+	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision,
+		GradSums: !fused, FusedUpdate: fused, Tuning: o.Tuning})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Model, err)
 	}
-	if b, ok := opt.(optim.Binder); ok {
+	if b, ok := opt.(optim.Binder); ok && !fused {
 		b.Bind(prog.Backend(), prog.Executable())
 	}
 	// The update's own time: its nodes' kernels, timed inside the step.
@@ -443,6 +462,26 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 		res.Parameters += p.Value.Size()
 	}
 	res.OptimizerBytes = optim.StepBytes(opt, int64(res.Parameters))
+	if fused {
+		res.FusedUpdate = true
+		if err := prog.BindUpdate(opt, params, train.UpdateRecipe{}); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Model, err)
+		}
+		return func() (float64, time.Duration, time.Duration, error) {
+			t0 := time.Now()
+			*update = 0
+			out, err := prog.Step(optCtx, inputs, labels, 1)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			total := time.Since(t0)
+			res.PlannedPeakBytes = prog.PlannedBytes()
+			res.StateCopyBytes = prog.StateTraffic().UpdateCopyBytes
+			// The update's nodes ran inside the step: their own time is
+			// the optimizer's share.
+			return out.Loss, total - *update, *update, nil
+		}, nil
+	}
 	// fp16 steps scale the loss and unscale the gradients as training does
 	// (train.GradScaler); a step whose gradients overflow is skipped.
 	var scaler *train.GradScaler
@@ -485,6 +524,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 			}
 		}
 		res.PlannedPeakBytes = prog.PlannedBytes()
+		res.StateCopyBytes = prog.StateTraffic().UpdateCopyBytes
 		return r.Loss, t1.Sub(t0), time.Since(t1), nil
 	}, nil
 }

@@ -66,6 +66,7 @@ func newTrainCmd() *cobra.Command {
 	f.IntVar(&cfg.Steps, "steps", 0, "stop after this many optimizer steps (overrides --epochs)")
 	f.IntVar(&cfg.GradAccum, "grad-accum", cfg.GradAccum, "micro-batches per optimizer step")
 	f.Float64Var(&cfg.ClipGradNorm, "clip-grad-norm", 0, "clip the total gradient L2 norm to this (0: off)")
+	f.BoolVar(&cfg.SeparateUpdate, "separate-update", false, "run the optimizer's update as its own program over gradient sums kept between steps, even where it could run inside the step (one micro-batch per step, one process, no ZeRO)")
 	f.Float64Var(&cfg.ClipGradValue, "clip-grad-value", 0, "clip every gradient element to ±this (0: off)")
 	f.StringVar(&cfg.LRSchedule, "lr-schedule", cfg.LRSchedule, "constant, linear, cosine or step")
 	f.IntVar(&cfg.WarmupSteps, "warmup-steps", 0, "linear warmup steps")

@@ -64,6 +64,29 @@ type Adam struct {
 	corrStep int64
 	corr     adamCorr
 	pow      powWork
+	// fused.go: FusedSlots's result and hyperRow's, reused.
+	fusedSlot [3]*graph.Tensor
+	row       [5]float32
+}
+
+// hyperRow is parameter p's row of the update's hyper input at its step
+// count s.step: (-lr/bc1, sqrt(bc2), wd, 1-lr*wd, l2), the scalars PyTorch
+// computes in Python floats, rounded to float32. The slice is reused.
+func (o *Adam) hyperRow(p *Param, s *adamState) []float32 {
+	if o.corrStep != s.step || o.corrStep == 0 {
+		// Python floats: bias_correction = 1 - beta**step. Params
+		// usually share their step count: the latest is kept.
+		o.corr = adamCorr{bc1: 1 - o.pow.pow(o.cfg.Beta1, s.step), bc2sqrt: math.Sqrt(1 - o.pow.pow(o.cfg.Beta2, s.step))}
+		o.corrStep = s.step
+	}
+	c := o.corr
+	grp := o.groups[p.Group]
+	l2 := float32(0)
+	if !o.decoupled && grp.WeightDecay != 0 {
+		l2 = 1
+	}
+	o.row = [5]float32{float32(-(grp.LR / c.bc1)), float32(c.bc2sqrt), float32(grp.WeightDecay), float32(1 - grp.LR*grp.WeightDecay), l2}
+	return o.row[:]
 }
 
 // adamCorr are the bias corrections of one step count.
@@ -165,18 +188,7 @@ func (o *Adam) StepContext(ctx context.Context, params []*Param) error {
 			o.state[p.Name] = s
 		}
 		s.step++
-		if o.corrStep != s.step || o.corrStep == 0 {
-			// Python floats: bias_correction = 1 - beta**step. Params
-			// usually share their step count: the latest is kept.
-			o.corr = adamCorr{bc1: 1 - o.pow.pow(b1, s.step), bc2sqrt: math.Sqrt(1 - o.pow.pow(b2, s.step))}
-			o.corrStep = s.step
-		}
-		c := o.corr
-		grp := o.groups[p.Group]
-		l2 := float32(0)
-		if !o.decoupled && grp.WeightDecay != 0 {
-			l2 = 1
-		}
+		row := o.hyperRow(p, s)
 		o.names = append(o.names, p.Name)
 		o.values = append(o.values, p.Value)
 		o.grads = append(o.grads, p.Grad)
@@ -185,7 +197,7 @@ func (o *Adam) StepContext(ctx context.Context, params []*Param) error {
 		if o.cfg.AMSGrad {
 			o.slotBufs[2] = append(o.slotBufs[2], s.maxSq)
 		}
-		o.hyper = append(o.hyper, float32(-(grp.LR / c.bc1)), float32(c.bc2sqrt), float32(grp.WeightDecay), float32(1-grp.LR*grp.WeightDecay), l2)
+		o.hyper = append(o.hyper, row...)
 	}
 	o.slots = append(o.slots[:0], o.slotBufs[0], o.slotBufs[1])
 	if o.cfg.AMSGrad {

@@ -42,6 +42,11 @@ type SGD struct {
 	slots  [][]*graph.Tensor
 	hyper  []float32
 	attrs  []*graph.Attr
+	// fused.go: momentum buffers FusedSlots created that no update has
+	// used yet (their first update replaces them), and its result.
+	fresh     map[string]bool
+	undo      map[string]bool // the fresh buffers the latest FusedHyper used
+	fusedSlot [1]*graph.Tensor
 }
 
 // NewSGD validates cfg as torch.optim.SGD does and returns the optimizer.
@@ -182,7 +187,7 @@ func (o *SGD) LoadState(st map[string]*graph.Tensor) error {
 		}
 		buf[name] = t
 	}
-	o.steps, o.buf = steps, buf
+	o.steps, o.buf, o.fresh = steps, buf, nil
 	o.SetLR(lr)
 	return nil
 }

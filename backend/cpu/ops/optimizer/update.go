@@ -17,6 +17,12 @@ func sgdUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	if err := prepare(ctx, n, in, st); err != nil {
 		return nil, err
 	}
+	if skip, err := skipped(n, in); err != nil || skip {
+		if err != nil {
+			return nil, err
+		}
+		return kern.Results(n, st.outs...), nil // every output its input (copied if not in place)
+	}
 	c := in[0]
 	if c == nil || c.DType != graph.Float32 || len(c.Float32s()) != 2 {
 		return nil, n.Errorf("input 0 (consts) must be float32 [2]: momentum, 1-dampening")
@@ -118,6 +124,12 @@ func adamUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 	if err := prepare(ctx, n, in, st); err != nil {
 		return nil, err
 	}
+	if skip, err := skipped(n, in); err != nil || skip {
+		if err != nil {
+			return nil, err
+		}
+		return kern.Results(n, st.outs...), nil // every output its input (copied if not in place)
+	}
 	c := in[0]
 	if c == nil || c.DType != graph.Float32 || len(c.Float32s()) != 5 {
 		return nil, n.Errorf("input 0 (consts) must be float32 [5]: beta1, beta2, 1-beta1, 1-beta2, eps")
@@ -193,4 +205,16 @@ func adamRun(st *nodeState, i, lo, hi int) {
 		denom := sqrt32(vv)/bc2 + c.eps // (v.sqrt() / bc2_sqrt).add_(eps)
 		pv[i] += negStep * m[i] / denom // param.addcdiv_(exp_avg, denom, value=-step_size)
 	}
+}
+
+// skipped reads a gated update's skip input (input 2): true leaves every
+// tensor as it is (graph.SGDUpdateOp's "gated" attribute).
+func skipped(n *graph.Node, in []*graph.Tensor) (bool, error) {
+	if n.AttrInt("gated", 0) != 1 {
+		return false, nil
+	}
+	if len(in) < 3 || in[2] == nil || in[2].DType != graph.Bool || in[2].Size() != 1 {
+		return false, n.Errorf("input 2 (skip) of a gated update must be a bool scalar")
+	}
+	return in[2].Data.([]bool)[0], nil
 }
