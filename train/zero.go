@@ -81,6 +81,56 @@ type zeroShard struct {
 	byName map[string]int // parameter name -> view index
 
 	grad []float32 // the reduced gradients of the partition (P elements): program state
+
+	// declared is set once the views are the program's state
+	// (declareViews); bound is the optimizer bound to them.
+	declared bool
+	bound    optim.Optimizer
+}
+
+// declareViews makes the slices views of the program's state
+// (Program.declareZeroViews): the parameter slices and their gradients
+// are then the buffers the optimizer step's program updates and reads.
+func (z *zeroShard) declareViews(p *Program) error {
+	if z.declared {
+		return nil
+	}
+	slices := make([]ZeroSlice, len(z.views))
+	for j, v := range z.views {
+		slices[j] = ZeroSlice{Param: v.Name, Start: z.viewLo[j], Len: v.Value.Size(), PartStart: z.offs[z.viewOf[j]] + z.viewLo[j] - z.lo}
+	}
+	if err := p.declareZeroViews(slices); err != nil {
+		return err
+	}
+	for j, sl := range slices {
+		// On a backend whose state is host memory the views are the
+		// program's buffers (the same memory the slices covered).
+		if sl.value != nil {
+			z.views[j].Value = sl.value
+		}
+		if sl.gradient != nil {
+			z.views[j].Grad = sl.gradient
+		}
+	}
+	z.declared = true
+	return nil
+}
+
+// bind makes o's step a program over the views of the program's state
+// (optim.LayoutBinder with zeroLayout), once; an optimizer of another
+// package steps the views as host tensors.
+func (z *zeroShard) bind(p *Program, o optim.Optimizer) error {
+	if err := z.declareViews(p); err != nil {
+		return err
+	}
+	if z.bound == o {
+		return nil
+	}
+	if b, ok := o.(optim.LayoutBinder); ok {
+		b.BindLayout(p.Backend(), p.Executable(), zeroLayout{})
+	}
+	z.bound = o
+	return nil
 }
 
 // zeroStage is the ZeRO stage in effect: 0 with one process.
@@ -153,6 +203,9 @@ func (a *Accelerator) zeroStep(o *Optimizer) error {
 	z := m.zero
 	for j, v := range z.views {
 		v.Group = m.params[z.viewOf[j]].Group
+	}
+	if err := z.bind(m.Prog, o.Inner); err != nil {
+		return fmt.Errorf("accelerator: %w", err)
 	}
 	if err := o.Inner.Step(z.views); err != nil {
 		return err

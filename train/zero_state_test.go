@@ -1,0 +1,106 @@
+package train
+
+import (
+	"fmt"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
+)
+
+// TestZeroStepMovesNoState: under ZeRO-1 and ZeRO-2 (2 and 3 in-process
+// ranks, gradient accumulation, clipping), the optimizer step is a program
+// over the training program's state: this rank's parameter slices and
+// their reduced gradients are views of the parameters' buffers and of the
+// gradient partition (the same memory), the optimizer's slots are program
+// buffers of the slices' size, and no byte of state moves between the
+// program and the host, from the first step on. Each rank's slots hold
+// its own elements only: together the ranks hold each slot of every
+// parameter once, and each at most ⌈Ψ/world⌉ elements of it.
+func TestZeroStepMovesNoState(t *testing.T) {
+	testutil.SkipShort(t, "trains on in-process ranks")
+	for _, tc := range []struct {
+		opt          string
+		slots        []string
+		world, stage int
+	}{
+		{"sgd", []string{"momentum_buffer"}, 2, 1},
+		{"adamw", []string{"exp_avg", "exp_avg_sq"}, 3, 2},
+		{"adamw", []string{"exp_avg", "exp_avg_sq"}, 2, 1},
+		{"sgd", []string{"momentum_buffer"}, 3, 2},
+	} {
+		t.Run(fmt.Sprintf("%s/%dranks/zero%d", tc.opt, tc.world, tc.stage), func(t *testing.T) {
+			groups := startTestGroups(t, tc.world)
+			ranks := make([]*zeroRank, tc.world)
+			for i, g := range groups {
+				ranks[i] = newZeroRank(t, g, AcceleratorConfig{GradAccum: 2, Zero: tc.stage, BucketBytes: 4 << 10}, zeroMLP, zeroMLPData, tc.opt, 1)
+			}
+			onRanks(t, ranks, func(r *zeroRank) error { return r.train(1, 1.0) })
+			first := make([]backend.StateTraffic, tc.world)
+			before := make([][][]float32, tc.world)
+			for i, r := range ranks {
+				first[i] = r.model.Prog.StateTraffic()
+				before[i] = paramValues(r.model)
+			}
+			onRanks(t, ranks, func(r *zeroRank) error { return r.train(4, 1.0) })
+
+			slotElems := map[string]int{} // per slot key, over every rank
+			total := 0
+			for rank, r := range ranks {
+				prog, z := r.model.Prog, r.model.zero
+				require.NotNil(t, z)
+				total = z.total
+				assert.Equal(t, first[rank], prog.StateTraffic(), "rank %d: steps 2-4 moved state bytes", rank)
+				assert.Equal(t, backend.StateTraffic{}, prog.StateTraffic(), "rank %d: no state byte moved at all", rank)
+				assert.NotEqual(t, before[rank], paramValues(r.model), "rank %d: the steps trained", rank)
+				assert.Equal(t, 4, r.acc.Step())
+
+				st := prog.Executable().(backend.Stateful)
+				part, err := prog.ZeroPartition()
+				require.NoError(t, err)
+				optState := r.opt.Inner.State()
+				rankSlots := 0
+				require.NotEmpty(t, z.views)
+				for j, v := range z.views {
+					p := r.model.params[z.viewOf[j]]
+					pv, gv := st.HostState(ZeroParamView(v.Name)), st.HostState(ZeroGradView(v.Name))
+					require.NotNil(t, pv, "rank %d: %s's slice is program state", rank, v.Name)
+					require.NotNil(t, gv, "rank %d: %s's gradient slice is program state", rank, v.Name)
+					assert.Equal(t, unsafe.Pointer(&p.Value.Float32s()[z.viewLo[j]]), unsafe.Pointer(&pv.Float32s()[0]),
+						"rank %d: %s's slice is a view of the parameter's buffer", rank, v.Name)
+					partStart := z.offs[z.viewOf[j]] + z.viewLo[j] - z.lo
+					assert.Equal(t, unsafe.Pointer(&part.Float32s()[partStart]), unsafe.Pointer(&gv.Float32s()[0]),
+						"rank %d: %s's gradient is a view of the partition", rank, v.Name)
+					assert.Same(t, pv, v.Value, "rank %d: the optimizer steps the view", rank)
+					assert.Same(t, gv, v.Grad, "rank %d: the optimizer reads the view", rank)
+					for _, slot := range tc.slots {
+						key := v.Name + "/" + slot
+						buf := st.HostState(key)
+						require.NotNil(t, buf, "rank %d: the optimizer's %s is program state", rank, key)
+						assert.Equal(t, v.Value.Size(), buf.Size(), "rank %d: %s has the slice's size", rank, key)
+						require.Contains(t, optState, key)
+						assert.Equal(t, optState[key].Float32s(), buf.Float32s(), "rank %d: the optimizer's %s is the program's buffer", rank, key)
+						slotElems[key] += buf.Size()
+						rankSlots += buf.Size()
+					}
+				}
+				mem, err := r.acc.ZeroMemory()
+				require.NoError(t, err)
+				assert.LessOrEqual(t, 4*int64(rankSlots), mem.Optimizer, "rank %d: ZeroMemory counts the slots", rank)
+				assert.LessOrEqual(t, rankSlots, len(tc.slots)*((total+tc.world-1)/tc.world), "rank %d holds at most 1/world of the slots", rank)
+			}
+			sum := 0
+			for _, p := range ranks[0].model.params {
+				for _, slot := range tc.slots {
+					assert.Equal(t, p.Value.Size(), slotElems[p.Name+"/"+slot], "%s/%s: the ranks hold every element once", p.Name, slot)
+					sum += slotElems[p.Name+"/"+slot]
+				}
+			}
+			assert.Equal(t, len(tc.slots)*total, sum)
+		})
+	}
+}
