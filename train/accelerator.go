@@ -583,7 +583,10 @@ func (a *Accelerator) ClipGradValue(m *Model, v float64) error {
 	if err := a.unscaleGrads(m); err != nil { // amp.go
 		return err
 	}
-	if m.zero == nil && m.Prog.cfg.GradSums && !m.fresh {
+	if m.zero != nil {
+		return a.zeroClipGradValue(m, v) // zero.go: an op over this rank's gradient views
+	}
+	if m.Prog.cfg.GradSums && !m.fresh {
 		if v < 0 || math.IsNaN(v) {
 			return fmt.Errorf("optim: ClipGradValue: invalid clip value %v", v)
 		}

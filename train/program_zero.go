@@ -204,3 +204,34 @@ func (p *Program) declareZeroViews(slices []ZeroSlice) error {
 	}
 	return nil
 }
+
+// compileZeroGradOp compiles a one-node program of op (graph.ClipGradValueOp)
+// over the gradient views of params (ZeroGradView; sizes their elements),
+// updated in place in the partition, with a float32 scalar input
+// "onnxtrain/scalar".
+func (p *Program) compileZeroGradOp(op string, params []string, sizes []int) (backend.Executable, error) {
+	if p.cfg.Zero == nil {
+		return nil, fmt.Errorf("train: the program was built without ZeRO")
+	}
+	g := &graph.Graph{Name: "onnxtrain/zero/" + op, Initializers: map[string]*graph.Tensor{}}
+	g.Inputs = []*graph.ValueInfo{{Name: "onnxtrain/scalar", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: []graph.Dim{}}}}
+	n := &graph.Node{Name: "onnxtrain/zero/" + op, OpType: op, Domain: graph.InternalDomain, Inputs: []string{"onnxtrain/scalar"},
+		Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(len(params)))}}
+	var state []backend.StateSpec
+	for i, prm := range params {
+		name := ZeroGradView(prm)
+		init := graph.Zeros(graph.Float32, sizes[i]) // shape only: the view is bound by name
+		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(init)})
+		n.Inputs = append(n.Inputs, name)
+		n.Outputs = append(n.Outputs, name+"/new")
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: name + "/new"})
+		state = append(state, backend.StateSpec{Name: name, Init: init, UpdatedBy: name + "/new"})
+	}
+	g.Nodes = []*graph.Node{n}
+	m := &graph.Model{IRVersion: p.Model.IRVersion, Opsets: map[string]int64{"": p.Model.Opset(), graph.InternalDomain: 1}, Graph: g}
+	exe, err := p.be.Compile(m, backend.CompileOptions{State: state, ShareState: p.trainExe, StaticShapes: true, Tuning: p.cfg.Tuning})
+	if err != nil {
+		return nil, fmt.Errorf("train: compiling ZeRO's %s: %w", op, err)
+	}
+	return exe, nil
+}

@@ -60,6 +60,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/tensorio"
@@ -86,6 +87,10 @@ type zeroShard struct {
 	// (declareViews); bound is the optimizer bound to them.
 	declared bool
 	bound    optim.Optimizer
+	// clipValue is ClipGradValue's program over the gradient views, and
+	// its feeds (zeroClipGradValue).
+	clipValue      backend.Executable
+	clipValueFeeds map[string]*graph.Tensor
 }
 
 // declareViews makes the slices views of the program's state
@@ -217,6 +222,40 @@ func (a *Accelerator) zeroStep(o *Optimizer) error {
 	}
 	if err != nil {
 		return fmt.Errorf("accelerator: %w", err)
+	}
+	return nil
+}
+
+// zeroClipGradValue is ClipGradValue under ZeRO: a ClipGradValue op over
+// this rank's gradient views, in place in the program's partition (the
+// elements are independent, so clamping the slices is clamping the whole
+// gradients).
+func (a *Accelerator) zeroClipGradValue(m *Model, v float64) error {
+	if v < 0 || math.IsNaN(v) {
+		return fmt.Errorf("optim: ClipGradValue: invalid clip value %v", v)
+	}
+	z := m.zero
+	if err := z.declareViews(m.Prog); err != nil {
+		return fmt.Errorf("accelerator: %w", err)
+	}
+	if len(z.views) == 0 {
+		return nil
+	}
+	if z.clipValue == nil {
+		names, sizes := make([]string, len(z.views)), make([]int, len(z.views))
+		for j, w := range z.views {
+			names[j], sizes[j] = w.Name, w.Value.Size()
+		}
+		exe, err := m.Prog.compileZeroGradOp(graph.ClipGradValueOp, names, sizes)
+		if err != nil {
+			return fmt.Errorf("accelerator: %w", err)
+		}
+		z.clipValue = exe
+		z.clipValueFeeds = map[string]*graph.Tensor{"onnxtrain/scalar": graph.FromFloat32([]float32{0})}
+	}
+	z.clipValueFeeds["onnxtrain/scalar"].Float32s()[0] = float32(v)
+	if _, err := z.clipValue.Run(context.Background(), z.clipValueFeeds); err != nil {
+		return fmt.Errorf("accelerator: ZeRO gradient clipping at step %d: %w", a.step+1, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"unsafe"
@@ -103,4 +104,68 @@ func TestZeroStepMovesNoState(t *testing.T) {
 			assert.Equal(t, len(tc.slots)*total, sum)
 		})
 	}
+}
+
+// TestZeroClipGradValueIsAnOp: under ZeRO, ClipGradValue clamps this
+// rank's reduced gradients by a ClipGradValue op over the gradient views,
+// in place in the program's partition: every element ends up as
+// min(max(g, -v), v) of its value before, and no state byte moves.
+func TestZeroClipGradValueIsAnOp(t *testing.T) {
+	testutil.SkipShort(t, "trains on in-process ranks")
+	const clip = 0.002
+	groups := startTestGroups(t, 2)
+	ranks := make([]*zeroRank, 2)
+	for i, g := range groups {
+		ranks[i] = newZeroRank(t, g, AcceleratorConfig{Zero: 2, BucketBytes: 4 << 10}, zeroMLP, zeroMLPData, "sgd", 2)
+	}
+	clamped := make([]int, 2)
+	onRanks(t, ranks, func(r *zeroRank) error {
+		ctx := context.Background()
+		for b, err := range r.loader.Epoch(ctx, 0) {
+			if err != nil {
+				return err
+			}
+			err = r.acc.Accumulate(func() error {
+				out, err := r.model.Forward(ctx, b)
+				if err != nil {
+					return err
+				}
+				if err := r.acc.Backward(out); err != nil {
+					return err
+				}
+				part, err := r.model.Prog.ZeroPartition()
+				if err != nil {
+					return err
+				}
+				before := append([]float32(nil), part.Float32s()...)
+				if err := r.acc.ClipGradValue(r.model, clip); err != nil {
+					return err
+				}
+				for i, g := range before {
+					want := min(max(g, -clip), clip)
+					if got := part.Float32s()[i]; got != want {
+						return fmt.Errorf("partition element %d: %v clipped to %v, want %v", i, g, got, want)
+					}
+					if want != g {
+						clamped[r.acc.ProcessIndex()]++
+					}
+				}
+				if err := r.opt.Step(); err != nil {
+					return err
+				}
+				r.opt.ZeroGrad()
+				return nil
+			})
+			if err != nil || r.acc.Step() >= 3 {
+				return err
+			}
+		}
+		return nil
+	})
+	for i, r := range ranks {
+		assert.Positive(t, clamped[i], "rank %d: some gradients were clamped", i)
+		assert.Equal(t, backend.StateTraffic{}, r.model.Prog.StateTraffic(), "rank %d moved state bytes", i)
+		require.NotNil(t, r.model.zero.clipValue, "rank %d: the clip ran as a program", i)
+	}
+	assert.ErrorContains(t, ranks[0].acc.ClipGradValue(ranks[0].model, -1), "invalid clip value -1")
 }
