@@ -45,7 +45,8 @@ const (
 )
 
 // OptimizerOps lists the optimizer-step ops.
-var OptimizerOps = []string{SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp, UnscaleGradsOp, AccumulateGradOp}
+var OptimizerOps = []string{SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp, UnscaleGradsOp, AccumulateGradOp,
+	ClipGradNormShardedOp} // zero_ops.go
 
 // IsOptimizerOp reports whether n is one of the optimizer-step ops.
 func IsOptimizerOp(n *Node) bool {
@@ -110,7 +111,7 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 			groups = 5
 			updGroups = []int{0, 2, 3, 4}
 		}
-	case ClipGradNormOp, UnscaleGradsOp:
+	case ClipGradNormOp, UnscaleGradsOp, ClipGradNormShardedOp:
 		lead, groups, outLead = 1, 1, 1
 		updGroups = []int{0}
 	case ClipGradValueOp:

@@ -205,11 +205,12 @@ func (p *Program) declareZeroViews(slices []ZeroSlice) error {
 	return nil
 }
 
-// compileZeroGradOp compiles a one-node program of op (graph.ClipGradValueOp)
-// over the gradient views of params (ZeroGradView; sizes their elements),
-// updated in place in the partition, with a float32 scalar input
-// "onnxtrain/scalar".
-func (p *Program) compileZeroGradOp(op string, params []string, sizes []int) (backend.Executable, error) {
+// compileZeroGradOp compiles a one-node program of op (graph.ClipGradValueOp,
+// ClipGradNormShardedOp) over the gradient views of params (ZeroGradView;
+// sizes their elements), updated in place in the partition, with a
+// float32 scalar input "onnxtrain/scalar", the node's leading scalar
+// output (if result) "onnxtrain/result", and attrs besides "tensors".
+func (p *Program) compileZeroGradOp(op string, params []string, sizes []int, result bool, attrs ...*graph.Attr) (backend.Executable, error) {
 	if p.cfg.Zero == nil {
 		return nil, fmt.Errorf("train: the program was built without ZeRO")
 	}
@@ -217,6 +218,13 @@ func (p *Program) compileZeroGradOp(op string, params []string, sizes []int) (ba
 	g.Inputs = []*graph.ValueInfo{{Name: "onnxtrain/scalar", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: []graph.Dim{}}}}
 	n := &graph.Node{Name: "onnxtrain/zero/" + op, OpType: op, Domain: graph.InternalDomain, Inputs: []string{"onnxtrain/scalar"},
 		Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(len(params)))}}
+	for _, a := range attrs {
+		n.Attrs[a.Name] = a
+	}
+	if result {
+		n.Outputs = append(n.Outputs, "onnxtrain/result")
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: "onnxtrain/result"})
+	}
 	var state []backend.StateSpec
 	for i, prm := range params {
 		name := ZeroGradView(prm)

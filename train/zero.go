@@ -91,6 +91,9 @@ type zeroShard struct {
 	// its feeds (zeroClipGradValue).
 	clipValue      backend.Executable
 	clipValueFeeds map[string]*graph.Tensor
+	// clipNorm is ClipGradNorm's (a ClipGradNormSharded op), and its feeds.
+	clipNorm      backend.Executable
+	clipNormFeeds map[string]*graph.Tensor
 }
 
 // declareViews makes the slices views of the program's state
@@ -246,7 +249,7 @@ func (a *Accelerator) zeroClipGradValue(m *Model, v float64) error {
 		for j, w := range z.views {
 			names[j], sizes[j] = w.Name, w.Value.Size()
 		}
-		exe, err := m.Prog.compileZeroGradOp(graph.ClipGradValueOp, names, sizes)
+		exe, err := m.Prog.compileZeroGradOp(graph.ClipGradValueOp, names, sizes, false)
 		if err != nil {
 			return fmt.Errorf("accelerator: %w", err)
 		}
@@ -260,11 +263,17 @@ func (a *Accelerator) zeroClipGradValue(m *Model, v float64) error {
 	return nil
 }
 
-// zeroClipGradNorm is ClipGradNorm under ZeRO: the per-parameter sums of
-// squares are added across ranks, then the norm and the scale are those of
-// optim.ClipGradNorm on the whole gradients.
+// zeroClipGradNorm is ClipGradNorm under ZeRO: a ClipGradNormSharded op
+// over this rank's gradient views (graph/zero_ops.go) adds the
+// per-parameter sums of squares across ranks, and the norm and the scale
+// are those of optim.ClipGradNorm on the whole gradients, applied in place
+// in the partition. (A world with an empty partition, fewer elements than
+// ranks, clips on the host: the op needs a slice on every rank.)
 func (a *Accelerator) zeroClipGradNorm(m *Model, maxNorm float64) (float64, error) {
 	z := m.zero
+	if (z.world-1)*z.part < z.total {
+		return a.zeroClipGradNormOp(m, maxNorm)
+	}
 	sums := make([]float64, len(m.params))
 	for j, v := range z.views {
 		if v.Grad == nil {
@@ -310,6 +319,41 @@ func (a *Accelerator) zeroClipGradNorm(m *Model, maxNorm float64) (float64, erro
 		}
 	}
 	return float64(total), nil
+}
+
+// zeroClipGradNormOp runs zeroClipGradNorm's ClipGradNormSharded program
+// (compiled on first use) with the communicator.
+func (a *Accelerator) zeroClipGradNormOp(m *Model, maxNorm float64) (float64, error) {
+	z := m.zero
+	if err := z.declareViews(m.Prog); err != nil {
+		return 0, fmt.Errorf("accelerator: %w", err)
+	}
+	if z.clipNorm == nil {
+		names, sizes := make([]string, len(z.views)), make([]int, len(z.views))
+		of := make([]int64, len(z.views))
+		for j, w := range z.views {
+			names[j], sizes[j], of[j] = w.Name, w.Value.Size(), int64(z.viewOf[j])
+		}
+		exe, err := m.Prog.compileZeroGradOp(graph.ClipGradNormShardedOp, names, sizes, true,
+			graph.IntAttr("whole", int64(len(m.params))), graph.IntsAttr("slice_of", of...))
+		if err != nil {
+			return 0, fmt.Errorf("accelerator: %w", err)
+		}
+		z.clipNorm = exe
+		z.clipNormFeeds = map[string]*graph.Tensor{"onnxtrain/scalar": graph.FromFloat32([]float32{0})}
+	}
+	z.clipNormFeeds["onnxtrain/scalar"].Float32s()[0] = float32(maxNorm)
+	ctx, comm := a.withComm(context.Background(), m)
+	out, err := z.clipNorm.Run(ctx, z.clipNormFeeds)
+	if comm != nil {
+		if cerr := comm.end(err != nil); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("accelerator: ZeRO gradient norm at step %d: %w", a.step+1, err)
+	}
+	return out["onnxtrain/result"].Float(0), nil
 }
 
 // ZeroMemory is the memory one rank keeps across steps for training state.
