@@ -59,6 +59,7 @@ func TestZeroStepMovesNoState(t *testing.T) {
 				assert.Equal(t, backend.StateTraffic{}, prog.StateTraffic(), "rank %d: no state byte moved at all", rank)
 				assert.NotEqual(t, before[rank], paramValues(r.model), "rank %d: the steps trained", rank)
 				assert.Equal(t, 4, r.acc.Step())
+				assert.NotNil(t, z.clipNorm, "rank %d: the gradient norm is an op of a program", rank)
 
 				st := prog.Executable().(backend.Stateful)
 				part, err := prog.ZeroPartition()
