@@ -7,10 +7,14 @@ package train
 // The trainable parameters, in order, are laid end to end in one flat space
 // of Ψ elements. It is cut into WorldSize partitions of P = ⌈Ψ/N⌉ elements;
 // rank r owns elements [rP, min((r+1)P, Ψ)). Its slice of every parameter
-// that meets its partition is an optim.Param view (the parameter's name,
-// a flat shape, the same memory), so the optimizer keeps state only for the
-// owned elements; optimizers work element by element, so stepping the
-// slices gives the same values as stepping the whole parameters.
+// that meets its partition is a state view of the program
+// (backend.StateViewer; program_zero.go): ZeroParamView over the
+// parameter's buffer and ZeroGradView over the reduced gradients'
+// partition, which the optimizer's step program updates and reads in
+// place (optim.LayoutBinder), keeping slots only for the owned elements;
+// optimizers work element by element, so stepping the slices gives the
+// same values as stepping the whole parameters. The optimizer sees the
+// slices as optim.Param values with the parameter's name and a flat shape.
 //
 // The collectives are ops of the program (program_zero.go,
 // graph.ReduceScatterOp and AllGatherOp). They run in rounds over chunks:
@@ -40,8 +44,10 @@ package train
 // collectives' messages (at most BucketBytes) live for their call only.
 //
 // Gradient clipping by norm adds the squares over every rank's slices per
-// parameter (an all-gather of one float64 per parameter), so the norm is
-// that of the whole gradients. Checkpoints: every rank writes its slice of
+// parameter (graph.ClipGradNormShardedOp: an all-gather of one float64
+// per parameter), so the norm is that of the whole gradients; clipping by
+// value clamps the slices (graph.ClipGradValueOp). Both are ops over the
+// gradient views, in place. Checkpoints: every rank writes its slice of
 // the optimizer state, with the element ranges it covers, into the
 // checkpoint folder rank 0 is building (saveZeroState; the ranks must share
 // a file system), and LoadState reassembles whole tensors from the shards,
