@@ -76,7 +76,10 @@
 // gradient sums of a bucket across processes; ReduceScatter leaves this
 // process's ZeRO partition of the averaged gradients in a state buffer;
 // AllGather gives every process the parameter slices the others updated;
-// AllReduceSum exchanges synchronised BatchNorm's statistics. They are
+// AllReduceSum exchanges synchronised BatchNorm's statistics;
+// ClipGradNormSharded (graph/zero_ops.go) clips the gradient slices a ZeRO
+// process holds by the norm of the whole gradients, gathering per-tensor
+// sums of squares with the communicator's AllGather. They are
 // multi-tensor and functional like the optimizer-step ops (UpdatedInput
 // pairs each output with the input it replaces), and a backend may chain
 // in-place updates: AccumulateGrad, then AllReduceStart, then
