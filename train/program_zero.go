@@ -228,7 +228,9 @@ func (p *Program) compileZeroGradOp(op string, params []string, sizes []int, res
 	var state []backend.StateSpec
 	for i, prm := range params {
 		name := ZeroGradView(prm)
-		init := graph.Zeros(graph.Float32, sizes[i]) // shape only: the view is bound by name
+		// Dtype and shape only: the view is bound by name (a missing one
+		// fails the compile instead of becoming a buffer of its own).
+		init := &graph.Tensor{DType: graph.Float32, Shape: []int{sizes[i]}}
 		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(init)})
 		n.Inputs = append(n.Inputs, name)
 		n.Outputs = append(n.Outputs, name+"/new")
