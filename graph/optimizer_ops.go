@@ -46,7 +46,7 @@ const (
 
 // OptimizerOps lists the optimizer-step ops.
 var OptimizerOps = []string{SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp, UnscaleGradsOp, AccumulateGradOp,
-	ClipGradNormShardedOp} // zero_ops.go
+	ClipGradNormShardedOp, UnscaleGradsShardedOp} // zero_ops.go
 
 // IsOptimizerOp reports whether n is one of the optimizer-step ops.
 func IsOptimizerOp(n *Node) bool {
@@ -111,7 +111,7 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 			groups = 5
 			updGroups = []int{0, 2, 3, 4}
 		}
-	case ClipGradNormOp, UnscaleGradsOp, ClipGradNormShardedOp:
+	case ClipGradNormOp, UnscaleGradsOp, ClipGradNormShardedOp, UnscaleGradsShardedOp:
 		lead, groups, outLead = 1, 1, 1
 		updGroups = []int{0}
 	case ClipGradValueOp:
@@ -161,7 +161,7 @@ func inferOptimizerOp(c *inferCall) error {
 	for j, in := range lay.updated {
 		if in < 0 {
 			dt := Float32
-			if c.n.OpType == UnscaleGradsOp {
+			if c.n.OpType == UnscaleGradsOp || c.n.OpType == UnscaleGradsShardedOp {
 				dt = Bool
 			}
 			c.setOut(j, dt, nil)

@@ -43,3 +43,18 @@ func ShardedClipLayout(n *Node) (whole int, sliceOf []int, err error) {
 	}
 	return int(w), sliceOf, nil
 }
+
+// UnscaleGradsShardedOp is UnscaleGrads (optimizer_ops.go) for tensors
+// sharded across the processes of a data-parallel group (ZeRO): every
+// process multiplies its slices by inv_scale, and found_inf is true on
+// every process when any process's slices held an inf or NaN before. Its
+// layout is UnscaleGrads'.
+//
+//	UnscaleGradsSharded  inputs  inv_scale (float32 scalar), G_1..G_k (this process's slices)
+//	                     outputs found_inf (bool scalar, over every process), G'_i = G_i*inv_scale
+//	                     attrs   tensors (k)
+//
+// The processes add their flags (1 or 0, float32) with the communicator's
+// AllReduceSum; without a communicator the flag is this process's. Every
+// process of the group must run the node.
+const UnscaleGradsShardedOp = "UnscaleGradsSharded"

@@ -128,11 +128,6 @@ func NewAccelerator(cfg AcceleratorConfig) (*Accelerator, error) {
 	if cfg.Zero < 0 || cfg.Zero > 2 {
 		return nil, fmt.Errorf("accelerator: --zero must be 0, 1 or 2, got %d", cfg.Zero)
 	}
-	if cfg.Zero > 0 && cfg.MixedPrecision == "fp16" {
-		// The loss scaler unscales and checks the whole gradients, which a
-		// rank does not hold under ZeRO.
-		return nil, fmt.Errorf("accelerator: --zero %d with --mixed-precision fp16 is not supported yet", cfg.Zero)
-	}
 	log := cfg.Log
 	if log == nil {
 		log = logrus.New()

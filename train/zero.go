@@ -100,6 +100,9 @@ type zeroShard struct {
 	// clipNorm is ClipGradNorm's (a ClipGradNormSharded op), and its feeds.
 	clipNorm      backend.Executable
 	clipNormFeeds map[string]*graph.Tensor
+	// unscale is fp16's unscale and inf check (UnscaleGradsSharded).
+	unscale      backend.Executable
+	unscaleFeeds map[string]*graph.Tensor
 }
 
 // declareViews makes the slices views of the program's state
@@ -325,6 +328,44 @@ func (a *Accelerator) zeroClipGradNorm(m *Model, maxNorm float64) (float64, erro
 		}
 	}
 	return float64(total), nil
+}
+
+// zeroUnscaleGrads is fp16's unscale under ZeRO: an UnscaleGradsSharded
+// op over this rank's gradient views, in place in the partition, whose
+// found-inf flag is every rank's (so that every rank skips the same
+// steps).
+func (a *Accelerator) zeroUnscaleGrads(m *Model, inv float32) (bool, error) {
+	z := m.zero
+	if z.unscale == nil {
+		if (z.world-1)*z.part >= z.total {
+			return false, fmt.Errorf("accelerator: ZeRO with fp16 needs more parameter elements (%d) than a partition of every rank holds: use fewer processes", z.total)
+		}
+		if err := z.declareViews(m.Prog); err != nil {
+			return false, fmt.Errorf("accelerator: %w", err)
+		}
+		names, sizes := make([]string, len(z.views)), make([]int, len(z.views))
+		for j, w := range z.views {
+			names[j], sizes[j] = w.Name, w.Value.Size()
+		}
+		exe, err := m.Prog.compileZeroGradOp(graph.UnscaleGradsShardedOp, names, sizes, true)
+		if err != nil {
+			return false, fmt.Errorf("accelerator: %w", err)
+		}
+		z.unscale = exe
+		z.unscaleFeeds = map[string]*graph.Tensor{"onnxtrain/scalar": graph.FromFloat32([]float32{0})}
+	}
+	z.unscaleFeeds["onnxtrain/scalar"].Float32s()[0] = inv
+	ctx, comm := a.withComm(context.Background(), m)
+	out, err := z.unscale.Run(ctx, z.unscaleFeeds)
+	if comm != nil {
+		if cerr := comm.end(err != nil); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("accelerator: ZeRO gradient unscale at step %d: %w", a.step+1, err)
+	}
+	return out["onnxtrain/result"].Data.([]bool)[0], nil
 }
 
 // zeroClipGradNormOp runs zeroClipGradNorm's ClipGradNormSharded program

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"unsafe"
 
@@ -169,4 +170,73 @@ func TestZeroClipGradValueIsAnOp(t *testing.T) {
 		require.NotNil(t, r.model.zero.clipValue, "rank %d: the clip ran as a program", i)
 	}
 	assert.ErrorContains(t, ranks[0].acc.ClipGradValue(ranks[0].model, -1), "invalid clip value -1")
+}
+
+// TestZeroFP16MatchesReplicated: ZeRO-1 and ZeRO-2 with fp16 loss scaling
+// (unscale and inf check as an UnscaleGradsSharded op over this rank's
+// gradient views) train as replicated data parallel does: the same
+// skipped steps (a first scale of 2^scaleExp makes the first steps
+// overflow), gradient norms and parameters, on every rank, with no state
+// byte moved.
+func TestZeroFP16MatchesReplicated(t *testing.T) {
+	testutil.SkipShort(t, "trains on in-process ranks")
+	const steps, scaleExp = 6, 18
+	for _, tc := range []struct {
+		opt          string
+		world, stage int
+	}{{"adamw", 2, 1}, {"sgd", 3, 2}} {
+		t.Run(fmt.Sprintf("%s/%dranks/zero%d", tc.opt, tc.world, tc.stage), func(t *testing.T) {
+			run := func(stage int) ([][]float32, []float64, int) {
+				groups := startTestGroups(t, tc.world)
+				ranks := make([]*zeroRank, tc.world)
+				for i, g := range groups {
+					ranks[i] = newZeroRank(t, g, AcceleratorConfig{GradAccum: 2, Zero: stage, BucketBytes: 4 << 10, MixedPrecision: "fp16"}, zeroMLP, zeroMLPData, tc.opt, 1)
+					ranks[i].acc.amp.scaler.scale = math.Ldexp(1, scaleExp)
+				}
+				onRanks(t, ranks, func(r *zeroRank) error { return r.train(steps, 1.0) })
+				for i := 1; i < tc.world; i++ {
+					require.Equal(t, paramValues(ranks[0].model), paramValues(ranks[i].model), "rank %d has rank 0's parameters", i)
+					require.Equal(t, nanAsString(ranks[0].norms), nanAsString(ranks[i].norms), "rank %d has rank 0's norms", i)
+					require.Equal(t, ranks[0].acc.SkippedSteps(), ranks[i].acc.SkippedSteps(), "rank %d skipped rank 0's steps", i)
+				}
+				if stage > 0 {
+					for i, r := range ranks {
+						assert.Equal(t, backend.StateTraffic{}, r.model.Prog.StateTraffic(), "rank %d moved state bytes", i)
+						assert.NotNil(t, r.model.zero.unscale, "rank %d: the unscale ran as a program", i)
+					}
+				}
+				return paramValues(ranks[0].model), ranks[0].norms, ranks[0].acc.SkippedSteps()
+			}
+			want, wantNorms, wantSkipped := run(0)
+			got, gotNorms, gotSkipped := run(tc.stage)
+			t.Logf("skipped %d of %d steps", wantSkipped, steps)
+			require.Positive(t, wantSkipped, "some steps overflowed")
+			require.Less(t, wantSkipped, steps, "some steps trained")
+			assert.Equal(t, wantSkipped, gotSkipped, "ZeRO skipped the replicated run's steps")
+			require.Len(t, gotNorms, len(wantNorms))
+			for s := range wantNorms {
+				if math.IsInf(wantNorms[s], 0) || math.IsNaN(wantNorms[s]) {
+					assert.False(t, !math.IsInf(gotNorms[s], 0) && !math.IsNaN(gotNorms[s]), "step %d: ZeRO's norm %v, replicated %v", s+1, gotNorms[s], wantNorms[s])
+					continue
+				}
+				assert.InDelta(t, wantNorms[s], gotNorms[s], 1e-5*wantNorms[s], "step %d norm", s+1)
+			}
+			for i := range want {
+				for j := range want[i] {
+					if d := math.Abs(float64(got[i][j] - want[i][j])); d > 1e-6+1e-5*math.Abs(float64(want[i][j])) {
+						t.Fatalf("parameter %d element %d: ZeRO %v, replicated %v", i, j, got[i][j], want[i][j])
+					}
+				}
+			}
+		})
+	}
+}
+
+// nanAsString formats xs so that NaNs compare equal.
+func nanAsString(xs []float64) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprint(x)
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 
 func init() {
 	kern.RegisterSpec(graph.InternalDomain, graph.ClipGradNormShardedOp, kern.Spec{Fn: clipGradNormSharded})
+	kern.RegisterSpec(graph.InternalDomain, graph.UnscaleGradsShardedOp, kern.Spec{Fn: unscaleGradsSharded})
 }
 
 // shardedState is what a ClipGradNormSharded node keeps between runs.
@@ -100,4 +101,31 @@ func clipGradNormSharded(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) (
 	norm.Float32s()[0] = total
 	st.outs[0] = norm
 	return kern.Results(n, st.outs...), nil
+}
+
+// unscaleGradsSharded is graph.UnscaleGradsShardedOp: UnscaleGrads over
+// this process's slices, its found-inf flag added over the processes.
+func unscaleGradsSharded(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	outs, err := unscaleGrads(ctx, n, in)
+	if err != nil {
+		return nil, err
+	}
+	flag := outs[0].Data.([]bool)
+	var c backend.Communicator
+	if ctx != nil && ctx.Ctx != nil {
+		c = backend.CommunicatorFrom(ctx.Ctx)
+	}
+	if c != nil && c.WorldSize() > 1 {
+		st := kern.State[shardedState](n)
+		st.mine = kern.Grow(st.mine, 1)
+		st.mine[0] = 0
+		if flag[0] {
+			st.mine[0] = 1
+		}
+		if err := c.AllReduceSum(ctx.Ctx, st.mine[:1]); err != nil {
+			return nil, n.Errorf("adding the found-inf flags of %d processes: %w", c.WorldSize(), err)
+		}
+		flag[0] = st.mine[0] > 0
+	}
+	return outs, nil
 }
