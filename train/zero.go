@@ -46,8 +46,10 @@ package train
 // Gradient clipping by norm adds the squares over every rank's slices per
 // parameter (graph.ClipGradNormShardedOp: an all-gather of one float64
 // per parameter), so the norm is that of the whole gradients; clipping by
-// value clamps the slices (graph.ClipGradValueOp). Both are ops over the
-// gradient views, in place. Checkpoints: every rank writes its slice of
+// value clamps the slices (graph.ClipGradValueOp), and fp16's unscale
+// sums the ranks' found-inf flags (graph.UnscaleGradsShardedOp), so that
+// every rank skips the same steps. All are ops over the gradient views,
+// in place. Checkpoints: every rank writes its slice of
 // the optimizer state, with the element ranges it covers, into the
 // checkpoint folder rank 0 is building (saveZeroState; the ranks must share
 // a file system), and LoadState reassembles whole tensors from the shards,
