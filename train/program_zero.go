@@ -167,10 +167,10 @@ func (zeroLayout) ValueState(param string) string      { return ZeroParamView(pa
 func (zeroLayout) GradState(param string) string       { return ZeroGradView(param) }
 func (zeroLayout) SlotState(param, slot string) string { return param + "/" + slot }
 
-// ZeroSlice is the part of one parameter this rank owns under ZeRO:
+// zeroSlice is the part of one parameter this rank owns under ZeRO:
 // elements [Start, Start+Len) of the parameter, which are elements
 // [PartStart, PartStart+Len) of the reduced-gradient partition.
-type ZeroSlice struct {
+type zeroSlice struct {
 	Param           string
 	Start, Len      int
 	PartStart       int
@@ -180,7 +180,7 @@ type ZeroSlice struct {
 // declareZeroViews adds the views of this rank's slices to the program's
 // state (ZeroParamView, ZeroGradView) and returns them as host tensors
 // where the backend keeps state in host memory (nil otherwise).
-func (p *Program) declareZeroViews(slices []ZeroSlice) error {
+func (p *Program) declareZeroViews(slices []zeroSlice) error {
 	if p.cfg.Zero == nil {
 		return fmt.Errorf("train: the program was built without ZeRO")
 	}

@@ -114,9 +114,9 @@ func (z *zeroShard) declareViews(p *Program) error {
 	if z.declared {
 		return nil
 	}
-	slices := make([]ZeroSlice, len(z.views))
+	slices := make([]zeroSlice, len(z.views))
 	for j, v := range z.views {
-		slices[j] = ZeroSlice{Param: v.Name, Start: z.viewLo[j], Len: v.Value.Size(), PartStart: z.offs[z.viewOf[j]] + z.viewLo[j] - z.lo}
+		slices[j] = zeroSlice{Param: v.Name, Start: z.viewLo[j], Len: v.Value.Size(), PartStart: z.offs[z.viewOf[j]] + z.viewLo[j] - z.lo}
 	}
 	if err := p.declareZeroViews(slices); err != nil {
 		return err
@@ -215,7 +215,8 @@ func (m *Model) stepParams() []*optim.Param {
 	return m.params
 }
 
-// zeroStep steps this rank's slices and all-gathers the parameters (an
+// zeroStep steps this rank's slices (the optimizer's step program over the
+// views of the program's state, bind) and all-gathers the parameters (an
 // AllGather op over the program's parameter state).
 func (a *Accelerator) zeroStep(o *Optimizer) error {
 	m := o.model
@@ -681,7 +682,7 @@ func sameTensor(a, b *graph.Tensor) bool {
 	return string(x) == string(y)
 }
 
-// zeroSlice cuts whole per-parameter optimizer tensors (as a checkpoint
+// slice cuts whole per-parameter optimizer tensors (as a checkpoint
 // holds them) down to this rank's slices.
 func (z *zeroShard) slice(st map[string]*graph.Tensor) map[string]*graph.Tensor {
 	out := map[string]*graph.Tensor{}
