@@ -38,7 +38,8 @@ type CommOptions struct {
 // it.
 //
 // ZeRO's ops (graph.ReduceScatterOp, AllGatherOp) use ReduceScatter and
-// AllGather over a flat space of parameters.
+// AllGather over a flat space of parameters; graph.ClipGradNormShardedOp
+// uses AllGather for its per-tensor sums of squares.
 //
 // The training loop puts the communicator in the context of each Run
 // (WithCommunicator). It carries the Run's collectives one at a time, in

@@ -52,6 +52,28 @@
 // place by AccumulateGrad over gradient-sum state, its "fresh" input
 // starting a new window; the optimizer step reads the sums.
 //
+// # State views
+//
+// A state buffer may be a view of another (StateViewer.ViewState): a
+// named buffer whose elements are a contiguous range of another buffer's
+// elements, in row-major order, with a shape of its own. A view is state
+// like any other once declared: an executable compiled later with
+// ShareState declares it by name in CompileOptions.State (Init only
+// checked for dtype and shape), reads it as an input, updates it through
+// UpdatedBy (in place where the rules above allow, otherwise by a copy
+// into the viewed range), and ReadState/WriteState move just its range.
+// Views let a program work on part of a buffer without owning a copy of
+// it: ZeRO's optimizer step (train/program_zero.go) updates this process's
+// slice of each parameter and reads its slice of the reduced gradient
+// partition through views, and keeps its optimizer slots as buffers of
+// the slices' size. A backend implements a view as a window on the
+// base's memory (the CPU backend as a subslice: zero copies).
+//
+// One executable may declare buffers that overlap in memory (a view and
+// its base, or two views of overlapping ranges) only if it updates none
+// of them: otherwise the order of a read and an in-place write of the
+// same memory would be undefined, and Compile fails naming the pair.
+//
 // # Collectives
 //
 // Data-parallel training adds collective ops to the program (their exact
@@ -60,7 +82,10 @@
 // gradient sums of a bucket across processes; ReduceScatter leaves this
 // process's ZeRO partition of the averaged gradients in a state buffer;
 // AllGather gives every process the parameter slices the others updated;
-// AllReduceSum exchanges synchronised BatchNorm's statistics. They are
+// AllReduceSum exchanges synchronised BatchNorm's statistics;
+// ClipGradNormSharded (graph/zero_ops.go) clips the gradient slices a ZeRO
+// process holds by the norm of the whole gradients, gathering per-tensor
+// sums of squares with the communicator's AllGather. They are
 // multi-tensor and functional like the optimizer-step ops (UpdatedInput
 // pairs each output with the input it replaces), and a backend may chain
 // in-place updates: AccumulateGrad, then AllReduceStart, then

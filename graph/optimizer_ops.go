@@ -50,7 +50,8 @@ const (
 )
 
 // OptimizerOps lists the optimizer-step ops.
-var OptimizerOps = []string{SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp, UnscaleGradsOp, AccumulateGradOp}
+var OptimizerOps = []string{SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp, UnscaleGradsOp, AccumulateGradOp,
+	ClipGradNormShardedOp, UnscaleGradsShardedOp} // zero_ops.go
 
 // IsOptimizerOp reports whether n is one of the optimizer-step ops.
 func IsOptimizerOp(n *Node) bool {
@@ -115,7 +116,7 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 			groups = 5
 			updGroups = []int{0, 2, 3, 4}
 		}
-	case ClipGradNormOp, UnscaleGradsOp:
+	case ClipGradNormOp, UnscaleGradsOp, ClipGradNormShardedOp, UnscaleGradsShardedOp:
 		lead, groups, outLead = 1, 1, 1
 		updGroups = []int{0}
 	case ClipGradValueOp:
@@ -165,7 +166,7 @@ func inferOptimizerOp(c *inferCall) error {
 	for j, in := range lay.updated {
 		if in < 0 {
 			dt := Float32
-			if c.n.OpType == UnscaleGradsOp {
+			if c.n.OpType == UnscaleGradsOp || c.n.OpType == UnscaleGradsShardedOp {
 				dt = Bool
 			}
 			c.setOut(j, dt, nil)

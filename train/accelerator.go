@@ -146,11 +146,6 @@ func NewAccelerator(cfg AcceleratorConfig) (*Accelerator, error) {
 	if cfg.Zero < 0 || cfg.Zero > 2 {
 		return nil, fmt.Errorf("accelerator: --zero must be 0, 1 or 2, got %d", cfg.Zero)
 	}
-	if cfg.Zero > 0 && cfg.MixedPrecision == "fp16" {
-		// The loss scaler unscales and checks the whole gradients, which a
-		// rank does not hold under ZeRO.
-		return nil, fmt.Errorf("accelerator: --zero %d with --mixed-precision fp16 is not supported yet", cfg.Zero)
-	}
 	if cfg.FusedStep {
 		if err := fusedStepConflict(cfg); err != nil {
 			return nil, err
@@ -623,7 +618,10 @@ func (a *Accelerator) ClipGradValue(m *Model, v float64) error {
 	if m.Prog.cfg.FusedUpdate {
 		return a.fusedClipGradValue(v) // accelerator_fused.go
 	}
-	if m.zero == nil && m.Prog.cfg.GradSums && !m.fresh {
+	if m.zero != nil {
+		return a.zeroClipGradValue(m, v) // zero.go: an op over this rank's gradient views
+	}
+	if m.Prog.cfg.GradSums && !m.fresh {
 		if v < 0 || math.IsNaN(v) {
 			return fmt.Errorf("optim: ClipGradValue: invalid clip value %v", v)
 		}

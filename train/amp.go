@@ -244,6 +244,11 @@ func (a *Accelerator) unscaleGrads(m *Model) error {
 	if a.amp.scaler == nil || !a.sync || m == nil {
 		return nil
 	}
+	if m.zero != nil {
+		// zero.go: this rank's gradient slices, the flag over every rank.
+		_, err := a.amp.scaler.unscaleWith(func(inv float32) (bool, error) { return a.zeroUnscaleGrads(m, inv) })
+		return err
+	}
 	if m.Prog.cfg.GradSums {
 		// The gradient sums are unscaled in the program's state.
 		_, err := a.amp.scaler.unscaleWith(func(inv float32) (bool, error) {

@@ -141,3 +141,107 @@ func (p *Program) AllGatherParams(ctx context.Context) error {
 	}
 	return nil
 }
+
+// The optimizer step under ZeRO is a program over views
+// (backend.StateViewer): ZeroParamView(p) is this rank's slice of
+// parameter p's buffer and ZeroGradView(p) the matching range of the
+// reduced-gradient partition, both rank-1; the optimizer's slots are
+// buffers of the slices' size named "<p>/<slot>" (zeroLayout, bound with
+// optim.LayoutBinder). The step's SGDUpdate or AdamUpdate node updates
+// the parameter slices in place, in the parameters' own buffers, and
+// AllGatherParams then sends them to the other ranks.
+
+// ZeroParamView names the state buffer that is this rank's slice of a
+// parameter under ZeRO (a view of the parameter's buffer).
+func ZeroParamView(param string) string { return "onnxtrain/zero/param/" + param }
+
+// ZeroGradView names the state buffer that is the reduced gradient of
+// this rank's slice of a parameter under ZeRO (a view of
+// ZeroPartitionState).
+func ZeroGradView(param string) string { return "onnxtrain/zero/grad/" + param }
+
+// zeroLayout names the ZeRO optimizer step's buffers (optim.StateLayout).
+type zeroLayout struct{}
+
+func (zeroLayout) ValueState(param string) string      { return ZeroParamView(param) }
+func (zeroLayout) GradState(param string) string       { return ZeroGradView(param) }
+func (zeroLayout) SlotState(param, slot string) string { return param + "/" + slot }
+
+// zeroSlice is the part of one parameter this rank owns under ZeRO:
+// elements [Start, Start+Len) of the parameter, which are elements
+// [PartStart, PartStart+Len) of the reduced-gradient partition.
+type zeroSlice struct {
+	Param           string
+	Start, Len      int
+	PartStart       int
+	value, gradient *graph.Tensor // the views as host tensors (HostState), or nil
+}
+
+// declareZeroViews adds the views of this rank's slices to the program's
+// state (ZeroParamView, ZeroGradView) and returns them as host tensors
+// where the backend keeps state in host memory (nil otherwise).
+func (p *Program) declareZeroViews(slices []zeroSlice) error {
+	if p.cfg.Zero == nil {
+		return fmt.Errorf("train: the program was built without ZeRO")
+	}
+	v, ok := p.trainExe.(backend.StateViewer)
+	if !ok {
+		return fmt.Errorf("train: ZeRO's optimizer step needs state views, which the %s backend's executables do not have", p.cfg.Backend)
+	}
+	st, err := p.stateful()
+	if err != nil {
+		return err
+	}
+	for i := range slices {
+		s := &slices[i]
+		if err := v.ViewState(ZeroParamView(s.Param), s.Param, s.Start, []int{s.Len}); err != nil {
+			return fmt.Errorf("train: ZeRO slice of %q: %w", s.Param, err)
+		}
+		if err := v.ViewState(ZeroGradView(s.Param), ZeroPartitionState, s.PartStart, []int{s.Len}); err != nil {
+			return fmt.Errorf("train: ZeRO gradient slice of %q: %w", s.Param, err)
+		}
+		s.value, s.gradient = st.HostState(ZeroParamView(s.Param)), st.HostState(ZeroGradView(s.Param))
+	}
+	return nil
+}
+
+// compileZeroGradOp compiles a one-node program of op (graph.ClipGradValueOp,
+// ClipGradNormShardedOp) over the gradient views of params (ZeroGradView;
+// sizes their elements), updated in place in the partition, with a
+// float32 scalar input "onnxtrain/scalar", the node's leading scalar
+// output (if result) "onnxtrain/result", and attrs besides "tensors".
+func (p *Program) compileZeroGradOp(op string, params []string, sizes []int, result bool, attrs ...*graph.Attr) (backend.Executable, error) {
+	if p.cfg.Zero == nil {
+		return nil, fmt.Errorf("train: the program was built without ZeRO")
+	}
+	g := &graph.Graph{Name: "onnxtrain/zero/" + op, Initializers: map[string]*graph.Tensor{}}
+	g.Inputs = []*graph.ValueInfo{{Name: "onnxtrain/scalar", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: []graph.Dim{}}}}
+	n := &graph.Node{Name: "onnxtrain/zero/" + op, OpType: op, Domain: graph.InternalDomain, Inputs: []string{"onnxtrain/scalar"},
+		Attrs: map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", int64(len(params)))}}
+	for _, a := range attrs {
+		n.Attrs[a.Name] = a
+	}
+	if result {
+		n.Outputs = append(n.Outputs, "onnxtrain/result")
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: "onnxtrain/result"})
+	}
+	var state []backend.StateSpec
+	for i, prm := range params {
+		name := ZeroGradView(prm)
+		// Dtype and shape only: the view is bound by name (a missing one
+		// fails the compile instead of becoming a buffer of its own).
+		init := &graph.Tensor{DType: graph.Float32, Shape: []int{sizes[i]}}
+		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(init)})
+		n.Inputs = append(n.Inputs, name)
+		n.Outputs = append(n.Outputs, name+"/new")
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: name + "/new"})
+		state = append(state, backend.StateSpec{Name: name, Init: init, UpdatedBy: name + "/new"})
+	}
+	g.Nodes = []*graph.Node{n}
+	m := &graph.Model{IRVersion: p.Model.IRVersion, Opsets: map[string]int64{"": p.Model.Opset(), graph.InternalDomain: 1}, Graph: g}
+	exe, err := p.be.Compile(m, backend.CompileOptions{State: state, ShareState: p.trainExe, StaticShapes: true, Tuning: p.cfg.Tuning})
+	if err != nil {
+		return nil, fmt.Errorf("train: compiling ZeRO's %s: %w", op, err)
+	}
+	return exe, nil
+}

@@ -7,10 +7,14 @@ package train
 // The trainable parameters, in order, are laid end to end in one flat space
 // of Ψ elements. It is cut into WorldSize partitions of P = ⌈Ψ/N⌉ elements;
 // rank r owns elements [rP, min((r+1)P, Ψ)). Its slice of every parameter
-// that meets its partition is an optim.Param view (the parameter's name,
-// a flat shape, the same memory), so the optimizer keeps state only for the
-// owned elements; optimizers work element by element, so stepping the
-// slices gives the same values as stepping the whole parameters.
+// that meets its partition is a state view of the program
+// (backend.StateViewer; program_zero.go): ZeroParamView over the
+// parameter's buffer and ZeroGradView over the reduced gradients'
+// partition, which the optimizer's step program updates and reads in
+// place (optim.LayoutBinder), keeping slots only for the owned elements;
+// optimizers work element by element, so stepping the slices gives the
+// same values as stepping the whole parameters. The optimizer sees the
+// slices as optim.Param values with the parameter's name and a flat shape.
 //
 // The collectives are ops of the program (program_zero.go,
 // graph.ReduceScatterOp and AllGatherOp). They run in rounds over chunks:
@@ -40,8 +44,12 @@ package train
 // collectives' messages (at most BucketBytes) live for their call only.
 //
 // Gradient clipping by norm adds the squares over every rank's slices per
-// parameter (an all-gather of one float64 per parameter), so the norm is
-// that of the whole gradients. Checkpoints: every rank writes its slice of
+// parameter (graph.ClipGradNormShardedOp: an all-gather of one float64
+// per parameter), so the norm is that of the whole gradients; clipping by
+// value clamps the slices (graph.ClipGradValueOp), and fp16's unscale
+// sums the ranks' found-inf flags (graph.UnscaleGradsShardedOp), so that
+// every rank skips the same steps. All are ops over the gradient views,
+// in place. Checkpoints: every rank writes its slice of
 // the optimizer state, with the element ranges it covers, into the
 // checkpoint folder rank 0 is building (saveZeroState; the ranks must share
 // a file system), and LoadState reassembles whole tensors from the shards,
@@ -60,6 +68,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/tensorio"
@@ -81,6 +90,66 @@ type zeroShard struct {
 	byName map[string]int // parameter name -> view index
 
 	grad []float32 // the reduced gradients of the partition (P elements): program state
+
+	// declared is set once the views are the program's state
+	// (declareViews); bound is the optimizer bound to them.
+	declared bool
+	bound    optim.Optimizer
+	// clipValue is ClipGradValue's program over the gradient views, and
+	// its feeds (zeroClipGradValue).
+	clipValue      backend.Executable
+	clipValueFeeds map[string]*graph.Tensor
+	// clipNorm is ClipGradNorm's (a ClipGradNormSharded op), and its feeds.
+	clipNorm      backend.Executable
+	clipNormFeeds map[string]*graph.Tensor
+	// unscale is fp16's unscale and inf check (UnscaleGradsSharded).
+	unscale      backend.Executable
+	unscaleFeeds map[string]*graph.Tensor
+}
+
+// declareViews makes the slices views of the program's state
+// (Program.declareZeroViews): the parameter slices and their gradients
+// are then the buffers the optimizer step's program updates and reads.
+func (z *zeroShard) declareViews(p *Program) error {
+	if z.declared {
+		return nil
+	}
+	slices := make([]zeroSlice, len(z.views))
+	for j, v := range z.views {
+		slices[j] = zeroSlice{Param: v.Name, Start: z.viewLo[j], Len: v.Value.Size(), PartStart: z.offs[z.viewOf[j]] + z.viewLo[j] - z.lo}
+	}
+	if err := p.declareZeroViews(slices); err != nil {
+		return err
+	}
+	for j, sl := range slices {
+		// On a backend whose state is host memory the views are the
+		// program's buffers (the same memory the slices covered).
+		if sl.value != nil {
+			z.views[j].Value = sl.value
+		}
+		if sl.gradient != nil {
+			z.views[j].Grad = sl.gradient
+		}
+	}
+	z.declared = true
+	return nil
+}
+
+// bind makes o's step a program over the views of the program's state
+// (optim.LayoutBinder with zeroLayout), once; an optimizer of another
+// package steps the views as host tensors.
+func (z *zeroShard) bind(p *Program, o optim.Optimizer) error {
+	if err := z.declareViews(p); err != nil {
+		return err
+	}
+	if z.bound == o {
+		return nil
+	}
+	if b, ok := o.(optim.LayoutBinder); ok {
+		b.BindLayout(p.Backend(), p.Executable(), zeroLayout{})
+	}
+	z.bound = o
+	return nil
 }
 
 // zeroStage is the ZeRO stage in effect: 0 with one process.
@@ -146,13 +215,17 @@ func (m *Model) stepParams() []*optim.Param {
 	return m.params
 }
 
-// zeroStep steps this rank's slices and all-gathers the parameters (an
+// zeroStep steps this rank's slices (the optimizer's step program over the
+// views of the program's state, bind) and all-gathers the parameters (an
 // AllGather op over the program's parameter state).
 func (a *Accelerator) zeroStep(o *Optimizer) error {
 	m := o.model
 	z := m.zero
 	for j, v := range z.views {
 		v.Group = m.params[z.viewOf[j]].Group
+	}
+	if err := z.bind(m.Prog, o.Inner); err != nil {
+		return fmt.Errorf("accelerator: %w", err)
 	}
 	if err := o.Inner.Step(z.views); err != nil {
 		return err
@@ -168,11 +241,51 @@ func (a *Accelerator) zeroStep(o *Optimizer) error {
 	return nil
 }
 
-// zeroClipGradNorm is ClipGradNorm under ZeRO: the per-parameter sums of
-// squares are added across ranks, then the norm and the scale are those of
-// optim.ClipGradNorm on the whole gradients.
+// zeroClipGradValue is ClipGradValue under ZeRO: a ClipGradValue op over
+// this rank's gradient views, in place in the program's partition (the
+// elements are independent, so clamping the slices is clamping the whole
+// gradients).
+func (a *Accelerator) zeroClipGradValue(m *Model, v float64) error {
+	if v < 0 || math.IsNaN(v) {
+		return fmt.Errorf("optim: ClipGradValue: invalid clip value %v", v)
+	}
+	z := m.zero
+	if err := z.declareViews(m.Prog); err != nil {
+		return fmt.Errorf("accelerator: %w", err)
+	}
+	if len(z.views) == 0 {
+		return nil
+	}
+	if z.clipValue == nil {
+		names, sizes := make([]string, len(z.views)), make([]int, len(z.views))
+		for j, w := range z.views {
+			names[j], sizes[j] = w.Name, w.Value.Size()
+		}
+		exe, err := m.Prog.compileZeroGradOp(graph.ClipGradValueOp, names, sizes, false)
+		if err != nil {
+			return fmt.Errorf("accelerator: %w", err)
+		}
+		z.clipValue = exe
+		z.clipValueFeeds = map[string]*graph.Tensor{"onnxtrain/scalar": graph.FromFloat32([]float32{0})}
+	}
+	z.clipValueFeeds["onnxtrain/scalar"].Float32s()[0] = float32(v)
+	if _, err := z.clipValue.Run(context.Background(), z.clipValueFeeds); err != nil {
+		return fmt.Errorf("accelerator: ZeRO gradient clipping at step %d: %w", a.step+1, err)
+	}
+	return nil
+}
+
+// zeroClipGradNorm is ClipGradNorm under ZeRO: a ClipGradNormSharded op
+// over this rank's gradient views (graph/zero_ops.go) adds the
+// per-parameter sums of squares across ranks, and the norm and the scale
+// are those of optim.ClipGradNorm on the whole gradients, applied in place
+// in the partition. (A world with an empty partition, fewer elements than
+// ranks, clips on the host: the op needs a slice on every rank.)
 func (a *Accelerator) zeroClipGradNorm(m *Model, maxNorm float64) (float64, error) {
 	z := m.zero
+	if (z.world-1)*z.part < z.total {
+		return a.zeroClipGradNormOp(m, maxNorm)
+	}
 	sums := make([]float64, len(m.params))
 	for j, v := range z.views {
 		if v.Grad == nil {
@@ -218,6 +331,79 @@ func (a *Accelerator) zeroClipGradNorm(m *Model, maxNorm float64) (float64, erro
 		}
 	}
 	return float64(total), nil
+}
+
+// zeroUnscaleGrads is fp16's unscale under ZeRO: an UnscaleGradsSharded
+// op over this rank's gradient views, in place in the partition, whose
+// found-inf flag is every rank's (so that every rank skips the same
+// steps).
+func (a *Accelerator) zeroUnscaleGrads(m *Model, inv float32) (bool, error) {
+	z := m.zero
+	if z.unscale == nil {
+		if (z.world-1)*z.part >= z.total {
+			return false, fmt.Errorf("accelerator: ZeRO with fp16 needs more parameter elements (%d) than a partition of every rank holds: use fewer processes", z.total)
+		}
+		if err := z.declareViews(m.Prog); err != nil {
+			return false, fmt.Errorf("accelerator: %w", err)
+		}
+		names, sizes := make([]string, len(z.views)), make([]int, len(z.views))
+		for j, w := range z.views {
+			names[j], sizes[j] = w.Name, w.Value.Size()
+		}
+		exe, err := m.Prog.compileZeroGradOp(graph.UnscaleGradsShardedOp, names, sizes, true)
+		if err != nil {
+			return false, fmt.Errorf("accelerator: %w", err)
+		}
+		z.unscale = exe
+		z.unscaleFeeds = map[string]*graph.Tensor{"onnxtrain/scalar": graph.FromFloat32([]float32{0})}
+	}
+	z.unscaleFeeds["onnxtrain/scalar"].Float32s()[0] = inv
+	ctx, comm := a.withComm(context.Background(), m)
+	out, err := z.unscale.Run(ctx, z.unscaleFeeds)
+	if comm != nil {
+		if cerr := comm.end(err != nil); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("accelerator: ZeRO gradient unscale at step %d: %w", a.step+1, err)
+	}
+	return out["onnxtrain/result"].Data.([]bool)[0], nil
+}
+
+// zeroClipGradNormOp runs zeroClipGradNorm's ClipGradNormSharded program
+// (compiled on first use) with the communicator.
+func (a *Accelerator) zeroClipGradNormOp(m *Model, maxNorm float64) (float64, error) {
+	z := m.zero
+	if err := z.declareViews(m.Prog); err != nil {
+		return 0, fmt.Errorf("accelerator: %w", err)
+	}
+	if z.clipNorm == nil {
+		names, sizes := make([]string, len(z.views)), make([]int, len(z.views))
+		of := make([]int64, len(z.views))
+		for j, w := range z.views {
+			names[j], sizes[j], of[j] = w.Name, w.Value.Size(), int64(z.viewOf[j])
+		}
+		exe, err := m.Prog.compileZeroGradOp(graph.ClipGradNormShardedOp, names, sizes, true,
+			graph.IntAttr("whole", int64(len(m.params))), graph.IntsAttr("slice_of", of...))
+		if err != nil {
+			return 0, fmt.Errorf("accelerator: %w", err)
+		}
+		z.clipNorm = exe
+		z.clipNormFeeds = map[string]*graph.Tensor{"onnxtrain/scalar": graph.FromFloat32([]float32{0})}
+	}
+	z.clipNormFeeds["onnxtrain/scalar"].Float32s()[0] = float32(maxNorm)
+	ctx, comm := a.withComm(context.Background(), m)
+	out, err := z.clipNorm.Run(ctx, z.clipNormFeeds)
+	if comm != nil {
+		if cerr := comm.end(err != nil); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("accelerator: ZeRO gradient norm at step %d: %w", a.step+1, err)
+	}
+	return out["onnxtrain/result"].Float(0), nil
 }
 
 // ZeroMemory is the memory one rank keeps across steps for training state.
@@ -496,7 +682,7 @@ func sameTensor(a, b *graph.Tensor) bool {
 	return string(x) == string(y)
 }
 
-// zeroSlice cuts whole per-parameter optimizer tensors (as a checkpoint
+// slice cuts whole per-parameter optimizer tensors (as a checkpoint
 // holds them) down to this rank's slices.
 func (z *zeroShard) slice(st map[string]*graph.Tensor) map[string]*graph.Tensor {
 	out := map[string]*graph.Tensor{}

@@ -18,6 +18,8 @@ import (
 type stateStore struct {
 	mu   sync.RWMutex
 	bufs map[string]*graph.Tensor
+	// views: the buffers that are views of others (state_view.go).
+	views map[string]stateView
 
 	readBytes, writeBytes, updateBytes atomic.Int64
 }
@@ -90,7 +92,7 @@ func (e *Executable) initState(g *graph.Graph, opts backend.CompileOptions) erro
 		}
 	}
 	sort.Slice(e.updates, func(i, j int) bool { return e.updates[i].state < e.updates[j].state })
-	return nil
+	return e.checkStateOverlap(opts.State) // state_view.go
 }
 
 // markInPlace lets the state-updating nodes of p (optimizer-step and

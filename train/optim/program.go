@@ -37,8 +37,9 @@ type ContextStepper interface {
 
 // stepProgram is a compiled optimizer step over a fixed set of tensors.
 type stepProgram struct {
-	be    backend.Backend
-	share backend.Executable
+	be     backend.Backend
+	share  backend.Executable
+	layout StateLayout // layout.go: nil for Binder's default names
 
 	exe backend.Executable
 	// key is what the program was built for: per tensor, its value and
@@ -75,7 +76,9 @@ func (s *stepProgram) run(ctx context.Context, op string, attrs []*graph.Attr, f
 	copy(s.consts.Float32s(), consts)
 	copy(s.hyper.Float32s(), hyper)
 	for i, g := range grads {
-		s.feeds[s.names[i]] = g
+		if s.names[i] != "" { // "": the gradient is state (layout.go)
+			s.feeds[s.names[i]] = g
+		}
 	}
 	s.feeds["onnxtrain/optim/consts"] = s.consts
 	s.feeds["onnxtrain/optim/hyper"] = s.hyper
@@ -141,22 +144,28 @@ func (s *stepProgram) build(op string, attrs []*graph.Attr, flags [3]bool, names
 	s.names = s.names[:0]
 	var outs []string
 	for i, v := range values {
-		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: names[i], Type: f32(v.Shape...)})
-		node.Inputs = append(node.Inputs, names[i])
-		out := names[i] + "/new"
+		vn := s.valueState(names[i])
+		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: vn, Type: f32(v.Shape...)})
+		node.Inputs = append(node.Inputs, vn)
+		out := vn + "/new"
 		outs = append(outs, out)
-		state = append(state, backend.StateSpec{Name: names[i], Init: v, UpdatedBy: out})
+		state = append(state, backend.StateSpec{Name: vn, Init: v, UpdatedBy: out})
 		s.key = append(s.key, v)
 	}
 	for i, gr := range grads {
-		gn := gradInput(i)
+		gn, fed := s.gradState(names[i]), ""
+		if gn == "" {
+			gn, fed = gradInput(i), gradInput(i)
+		} else {
+			state = append(state, backend.StateSpec{Name: gn, Init: gr})
+		}
 		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: gn, Type: f32(gr.Shape...)})
 		node.Inputs = append(node.Inputs, gn)
-		s.names = append(s.names, gn)
+		s.names = append(s.names, fed)
 	}
 	for k, sl := range slots {
 		for i, t := range sl {
-			name := names[i] + "/" + slotNames[k]
+			name := s.slotState(names[i], slotNames[k])
 			g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: f32(t.Shape...)})
 			node.Inputs = append(node.Inputs, name)
 			out := name + "/new"
@@ -191,7 +200,7 @@ func (s *stepProgram) build(op string, attrs []*graph.Attr, flags [3]bool, names
 		k0 := len(values)
 		for k, sl := range slots {
 			for i, t := range sl {
-				name := names[i] + "/" + slotNames[k]
+				name := s.slotState(names[i], slotNames[k])
 				if err := st.WriteState(name, t); err != nil {
 					return fmt.Errorf("optim: %w", err)
 				}
