@@ -26,13 +26,18 @@ func TestInspectReport(t *testing.T) {
 	assert.Empty(t, r.NoGradient)
 	assert.Equal(t, "float32[batch,784]", r.Inputs[0].Type)
 
-	// GridSample has a kernel but no gradient rule.
+	// Det has a kernel but neither a gradient rule nor a lowering.
 	onnxData := testutil.ONNXTestdata(t)
-	lp, err := importer.Load(filepath.Join(onnxData, "node", "test_gridsample", "model.onnx"))
+	lp, err := importer.Load(filepath.Join(onnxData, "node", "test_det_2d", "model.onnx"))
 	require.NoError(t, err)
-	r = Inspect("gridsample", lp, b)
+	r = Inspect("det", lp, b)
 	require.Len(t, r.NoGradient, 1)
-	assert.Equal(t, "GridSample", r.NoGradient[0].Op)
+	assert.Equal(t, "Det", r.NoGradient[0].Op)
+	// GridSample has no gradient rule but trains through its lowering.
+	gs, err := importer.Load(filepath.Join(onnxData, "node", "test_gridsample", "model.onnx"))
+	require.NoError(t, err)
+	r = Inspect("gridsample", gs, b)
+	assert.Empty(t, r.NoGradient)
 	// LSTM has both.
 	lstm, err := importer.Load(filepath.Join(onnxData, "node", "test_lstm_defaults", "model.onnx"))
 	require.NoError(t, err)
