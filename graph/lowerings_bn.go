@@ -222,13 +222,7 @@ func lowerLayerNormGrad(l *lowering) error {
 	}
 	eps := l.scalar(x, float64(l.n.AttrFloat("epsilon", 1e-5)))
 	cnt := l.scalar(x, float64(n))
-	mean := func(v string) (string, error) {
-		s, err := l.reduce("ReduceSum", v, reduceAxes{list: norm}, true)
-		if err != nil {
-			return "", err
-		}
-		return l.div(s, cnt), nil
-	}
+	mean := func(v string) (string, error) { return l.meanOver(v, norm, cnt) }
 	mu, err := mean(x)
 	if err != nil {
 		return err
@@ -240,16 +234,10 @@ func lowerLayerNormGrad(l *lowering) error {
 	}
 	inv := l.div(l.scalar(x, 1), l.op("Sqrt", l.add(v, eps)))
 	xhat := l.mul(centred, inv)
-	g := l.mul(dy, scale)
-	mg, err := mean(g)
+	dx, err := l.normBackward(l.mul(dy, scale), xhat, inv, mean)
 	if err != nil {
 		return err
 	}
-	mgx, err := mean(l.mul(g, xhat))
-	if err != nil {
-		return err
-	}
-	dx := l.mul(l.sub(l.sub(g, mg), l.mul(xhat, mgx)), inv)
 	sumLead := func(v string) (string, error) {
 		if len(lead) == 0 {
 			return l.op("Identity", v), nil
@@ -268,4 +256,29 @@ func lowerLayerNormGrad(l *lowering) error {
 	l.finish(1, ds)
 	l.finish(2, db)
 	return nil
+}
+
+// meanOver is the sum of v over axes (kept) divided by count, the order in
+// which the normalisations' kernels compute their means.
+func (l *lowering) meanOver(v string, axes []int64, count string) (string, error) {
+	s, err := l.reduce("ReduceSum", v, reduceAxes{list: axes}, true)
+	if err != nil {
+		return "", err
+	}
+	return l.div(s, count), nil
+}
+
+// normBackward is a normalisation's input gradient from g = dy·scale, the
+// normalised input x̂ and 1/σ: (g - mean(g) - x̂·mean(g·x̂))/σ, with mean
+// over the normalised axes.
+func (l *lowering) normBackward(g, xhat, inv string, mean func(string) (string, error)) (string, error) {
+	mg, err := mean(g)
+	if err != nil {
+		return "", err
+	}
+	mgx, err := mean(l.mul(g, xhat))
+	if err != nil {
+		return "", err
+	}
+	return l.mul(l.sub(l.sub(g, mg), l.mul(xhat, mgx)), inv), nil
 }

@@ -51,15 +51,8 @@ func (l *lowering) groupNormGeometry(x, scale string) (xs []int64, groups, per, 
 // and 1/σ per row.
 func (l *lowering) groupStats(x string, xs []int64, groups, per int64) (rows, xhat, inv string, err error) {
 	rows = l.reshape(x, xs[0], groups, per)
-	ax := reduceAxes{list: []int64{2}}
 	cnt := l.scalar(x, float64(per))
-	mean := func(v string) (string, error) {
-		s, err := l.reduce("ReduceSum", v, ax, true)
-		if err != nil {
-			return "", err
-		}
-		return l.div(s, cnt), nil
-	}
+	mean := func(v string) (string, error) { return l.meanOver(v, []int64{2}, cnt) }
 	mu, err := mean(rows)
 	if err != nil {
 		return "", "", "", err
@@ -116,25 +109,12 @@ func lowerGroupNormGrad(l *lowering) error {
 		return err
 	}
 	dyr := l.reshape(dy, xs[0], groups, per)
-	ax := reduceAxes{list: []int64{2}}
 	cnt := l.scalar(x, float64(per))
-	mean := func(v string) (string, error) {
-		s, err := l.reduce("ReduceSum", v, ax, true)
-		if err != nil {
-			return "", err
-		}
-		return l.div(s, cnt), nil
-	}
-	g := l.perParam("Mul", dyr, scale, xs, groups, per, params)
-	mg, err := mean(g)
+	mean := func(v string) (string, error) { return l.meanOver(v, []int64{2}, cnt) }
+	dx, err := l.normBackward(l.perParam("Mul", dyr, scale, xs, groups, per, params), xhat, inv, mean)
 	if err != nil {
 		return err
 	}
-	mgx, err := mean(l.mul(g, xhat))
-	if err != nil {
-		return err
-	}
-	dx := l.mul(l.sub(l.sub(g, mg), l.mul(xhat, mgx)), inv)
 	l.finish(0, l.reshape(dx, xs...))
 	// Sums per parameter: over N and the spatial size for per-channel
 	// parameters, over N and the row for per-group ones.

@@ -8,27 +8,18 @@ func init() {
 	registerTyped("SoftmaxCrossEntropyLoss", lowerSCELoss)
 }
 
-// nllLoss emits the NegativeLogLikelihoodLoss of log-probabilities lp
-// (static shape [N, C, d...]) for target t, optional weight w, with the
-// node's reduction and ignore_index, and returns the loss value.
-func (l *lowering) nllLoss(lp, t, w string, xs []int64) (string, error) {
-	if len(xs) < 2 {
-		return "", l.unsupported("scores of rank %d (want N, C, ...)", len(xs))
-	}
-	d := l.dtypeOr(lp)
-	ti := l.cast(t, Int64)
+// lossTargets returns the targets t as int64 class indices (ignored ones
+// replaced by 0, so that they index safely) and the per-element weight: w
+// at the target class, 0 where ignore_index matches; "" when every
+// weight is 1.
+func (l *lowering) lossTargets(t, w string, d DType) (ti, wt string) {
+	ti = l.cast(t, Int64)
 	var valid string
 	if a := l.n.Attr("ignore_index"); a != nil {
 		ign := l.b.Const(&Tensor{DType: Int64, Shape: []int{}, Data: []int64{a.I}})
 		valid = l.op("Equal", l.op("Equal", ti, ign), l.boolConst(false))
 		ti = l.op("Where", valid, ti, l.scalarOf(Int64, 0))
 	}
-	// [N, 1, d...] indices for GatherElements along the class axis.
-	view := append([]int64{xs[0], 1}, xs[2:]...)
-	picked := l.opAttrs("GatherElements", []string{lp, l.reshape(ti, view...)}, IntAttr("axis", 1))
-	tshape := append([]int64{xs[0]}, xs[2:]...)
-	loss := l.mul(l.reshape(picked, tshape...), l.scalarOf(d, -1))
-	var wt string // per-element weight, "" for 1
 	if w != "" {
 		wt = l.op("Gather", w, ti)
 	}
@@ -39,6 +30,23 @@ func (l *lowering) nllLoss(lp, t, w string, xs []int64) (string, error) {
 			wt = l.op("Where", valid, wt, l.scalarOf(d, 0))
 		}
 	}
+	return ti, wt
+}
+
+// nllLoss emits the NegativeLogLikelihoodLoss of log-probabilities lp
+// (static shape [N, C, d...]) for target t, optional weight w, with the
+// node's reduction and ignore_index, and returns the loss value.
+func (l *lowering) nllLoss(lp, t, w string, xs []int64) (string, error) {
+	if len(xs) < 2 {
+		return "", l.unsupported("scores of rank %d (want N, C, ...)", len(xs))
+	}
+	d := l.dtypeOr(lp)
+	ti, wt := l.lossTargets(t, w, d)
+	// [N, 1, d...] indices for GatherElements along the class axis.
+	view := append([]int64{xs[0], 1}, xs[2:]...)
+	picked := l.opAttrs("GatherElements", []string{lp, l.reshape(ti, view...)}, IntAttr("axis", 1))
+	tshape := append([]int64{xs[0]}, xs[2:]...)
+	loss := l.mul(l.reshape(picked, tshape...), l.scalarOf(d, -1))
 	if wt != "" {
 		loss = l.mul(loss, wt)
 	}
@@ -165,24 +173,7 @@ func lowerSCELossGrad(l *lowering) error {
 func (l *lowering) nllGrad(dy, t, w string, xs []int64, d DType) (string, error) {
 	r := len(xs)
 	view := append([]int64{xs[0], 1}, xs[2:]...)
-	ti := l.cast(t, Int64)
-	var valid string
-	if a := l.n.Attr("ignore_index"); a != nil {
-		ign := l.b.Const(&Tensor{DType: Int64, Shape: []int{}, Data: []int64{a.I}})
-		valid = l.op("Equal", l.op("Equal", ti, ign), l.boolConst(false))
-		ti = l.op("Where", valid, ti, l.scalarOf(Int64, 0))
-	}
-	var wt string
-	if w != "" {
-		wt = l.op("Gather", w, ti)
-	}
-	if valid != "" {
-		if wt == "" {
-			wt = l.op("Where", valid, l.scalarOf(d, 1), l.scalarOf(d, 0))
-		} else {
-			wt = l.op("Where", valid, wt, l.scalarOf(d, 0))
-		}
-	}
+	ti, wt := l.lossTargets(t, w, d)
 	coef := dy
 	if l.n.AttrString("reduction", "mean") == "mean" {
 		var den string

@@ -203,7 +203,7 @@ func lowerAveragePoolGrad(l *lowering) error {
 		}
 		div.SetFloat(k, float64(n))
 	}
-	ones := Zeros(dt, append([]int{int(c), 1}, toInts(kernel)...)...)
+	ones := Zeros(dt, append([]int{int(c), 1}, IntsToInt(kernel)...)...)
 	for k := 0; k < ones.Size(); k++ {
 		ones.SetFloat(k, 1)
 	}
@@ -220,12 +220,4 @@ func lowerAveragePoolGrad(l *lowering) error {
 	}
 	l.finish(0, l.padOrSlice(full, shape, begin, end))
 	return nil
-}
-
-func toInts(v []int64) []int {
-	out := make([]int, len(v))
-	for i, x := range v {
-		out[i] = int(x)
-	}
-	return out
 }

@@ -723,21 +723,8 @@ func TestRoiAlignLoweringMatchesKernel(t *testing.T) {
 // dilations, ceil_mode, count_include_pad, auto_pad, 1-D to 3-D) lowered
 // to primitives give the kernels' values.
 func TestPadAndAveragePoolGradLoweringsMatchKernels(t *testing.T) {
-	f32 := func(shape ...int64) *graph.Type {
-		typ := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
-		for _, d := range shape {
-			typ.Shape = append(typ.Shape, graph.Dim{Value: d, Known: true})
-		}
-		return typ
-	}
+	f32 := func(shape ...int64) *graph.Type { return staticType(graph.Float32, shape...) }
 	i64 := func(v ...int64) *graph.Tensor { return graph.FromInt64(v, len(v)) }
-	internal := func(op string, inputs []string, attrs ...*graph.Attr) *graph.Node {
-		n := &graph.Node{Name: op, OpType: op, Domain: graph.InternalDomain, Inputs: inputs, Outputs: []string{"dx"}, Attrs: map[string]*graph.Attr{}}
-		for _, a := range attrs {
-			n.Attrs[a.Name] = a
-		}
-		return n
-	}
 	s, is, in := graph.StringAttr, graph.IntsAttr, graph.IntAttr
 	type pcase struct {
 		name string
@@ -774,7 +761,7 @@ func TestPadAndAveragePoolGradLoweringsMatchKernels(t *testing.T) {
 			inputs = append(inputs, "", "axes")
 			consts["axes"] = i64(c.axes...)
 		}
-		n := internal("PadGrad", inputs, s("mode", c.mode))
+		n := internalNode("PadGrad", inputs, s("mode", c.mode))
 		t.Run("PadGrad/"+c.name, func(t *testing.T) {
 			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, opset: 18, tol: 1e-6, consts: consts,
 				inputs: map[string]*graph.Type{"dy": f32(padded...), "x": f32(c.x...)}})
@@ -796,7 +783,7 @@ func TestPadAndAveragePoolGradLoweringsMatchKernels(t *testing.T) {
 		{"1d", []int64{2, 3, 9}, []int64{2, 3, 4}, []*graph.Attr{is("kernel_shape", 3), is("strides", 2)}},
 		{"3d", []int64{1, 2, 4, 5, 6}, []int64{1, 2, 2, 2, 3}, []*graph.Attr{is("kernel_shape", 2, 3, 2), is("strides", 2, 2, 2), is("pads", 0, 1, 0, 0, 0, 0)}},
 	} {
-		n := internal("AveragePoolGrad", []string{"dy", "shape"}, c.attrs...)
+		n := internalNode("AveragePoolGrad", []string{"dy", "shape"}, c.attrs...)
 		t.Run("AveragePoolGrad/"+c.name, func(t *testing.T) {
 			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, opset: 19, tol: 1e-6,
 				consts: map[string]*graph.Tensor{"shape": i64(c.x...)}, inputs: map[string]*graph.Type{"dy": f32(c.y...)}})
@@ -809,21 +796,8 @@ func TestPadAndAveragePoolGradLoweringsMatchKernels(t *testing.T) {
 // and GlobalMaxPool's (ties included: the first maximum takes it) lowered
 // to primitives give the kernels' values.
 func TestLossAndGlobalPoolGradLoweringsMatchKernels(t *testing.T) {
-	typ := func(dt graph.DType, shape ...int64) *graph.Type {
-		out := &graph.Type{Kind: graph.KindTensor, DType: dt, HasShape: true}
-		for _, d := range shape {
-			out.Shape = append(out.Shape, graph.Dim{Value: d, Known: true})
-		}
-		return out
-	}
+	typ := staticType
 	i64 := func(v ...int64) *graph.Tensor { return graph.FromInt64(v, len(v)) }
-	internal := func(op string, inputs []string, attrs ...*graph.Attr) *graph.Node {
-		n := &graph.Node{Name: op, OpType: op, Domain: graph.InternalDomain, Inputs: inputs, Outputs: []string{"dx"}, Attrs: map[string]*graph.Attr{}}
-		for _, a := range attrs {
-			n.Attrs[a.Name] = a
-		}
-		return n
-	}
 	target := graph.FromInt64([]int64{2, 0, 4, 1, 4, 3, 0, 2, 1, 3, 4, 2}, 4, 3)
 	weight := graph.FromFloat32([]float32{0.5, 1, 2, 1.5, 0.25}, 5)
 	for _, c := range []struct {
@@ -849,7 +823,7 @@ func TestLossAndGlobalPoolGradLoweringsMatchKernels(t *testing.T) {
 		if c.reduction == "none" {
 			dyType = typ(graph.Float32, 4, 3)
 		}
-		n := internal("NegativeLogLikelihoodLossGrad", inputs, attrs...)
+		n := internalNode("NegativeLogLikelihoodLossGrad", inputs, attrs...)
 		t.Run("NLLLossGrad/"+c.name, func(t *testing.T) {
 			checkLoweringMatchesKernel(t, loweringCase{name: c.name, n: n, opset: 17, consts: map[string]*graph.Tensor{"shape": i64(4, 5, 3)},
 				fixed: fixed, inputs: map[string]*graph.Type{"dy": dyType}})
@@ -859,7 +833,7 @@ func TestLossAndGlobalPoolGradLoweringsMatchKernels(t *testing.T) {
 	for i := 0; i < ties.Size(); i++ {
 		ties.SetFloat(i, float64([]int{1, 3, 3, 0, 2, 5, 1, 5}[i%8])) // every plane's maximum twice
 	}
-	n := internal("GlobalMaxPoolGrad", []string{"dy", "x"})
+	n := internalNode("GlobalMaxPoolGrad", []string{"dy", "x"})
 	t.Run("GlobalMaxPoolGrad", func(t *testing.T) {
 		checkLoweringMatchesKernel(t, loweringCase{name: "gmp", n: n, opset: 17, fixed: map[string]*graph.Tensor{"x": ties},
 			inputs: map[string]*graph.Type{"dy": typ(graph.Float32, 2, 3, 1, 1)}})
@@ -871,13 +845,7 @@ func TestLossAndGlobalPoolGradLoweringsMatchKernels(t *testing.T) {
 // as InstanceNormalization's gradient uses them, per-group ones, and one
 // group per channel) lowered to primitives give the kernels' values.
 func TestGroupNormLoweringsMatchKernels(t *testing.T) {
-	typ := func(shape ...int64) *graph.Type {
-		out := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
-		for _, d := range shape {
-			out.Shape = append(out.Shape, graph.Dim{Value: d, Known: true})
-		}
-		return out
-	}
+	typ := func(shape ...int64) *graph.Type { return staticType(graph.Float32, shape...) }
 	fwd := &graph.Node{Name: "gn", OpType: "GroupNormalization", Inputs: []string{"x", "s", "b"}, Outputs: []string{"y"},
 		Attrs: map[string]*graph.Attr{"num_groups": graph.IntAttr("num_groups", 3), "epsilon": graph.FloatAttr("epsilon", 1e-3)}}
 	checkLoweringMatchesKernel(t, loweringCase{name: "forward", n: fwd, opset: 18, tol: 1e-5,
@@ -898,4 +866,23 @@ func TestGroupNormLoweringsMatchKernels(t *testing.T) {
 				inputs: map[string]*graph.Type{"dy": typ(2, 6, 4, 5), "x": typ(2, 6, 4, 5), "s": typ(c.params)}})
 		})
 	}
+}
+
+// staticType is a tensor type of dtype dt and the given known shape.
+func staticType(dt graph.DType, shape ...int64) *graph.Type {
+	out := &graph.Type{Kind: graph.KindTensor, DType: dt, HasShape: true}
+	for _, d := range shape {
+		out.Shape = append(out.Shape, graph.Dim{Value: d, Known: true})
+	}
+	return out
+}
+
+// internalNode is a node of onnxtrain's internal domain with one output,
+// dx.
+func internalNode(op string, inputs []string, attrs ...*graph.Attr) *graph.Node {
+	n := &graph.Node{Name: op, OpType: op, Domain: graph.InternalDomain, Inputs: inputs, Outputs: []string{"dx"}, Attrs: map[string]*graph.Attr{}}
+	for _, a := range attrs {
+		n.Attrs[a.Name] = a
+	}
+	return n
 }
