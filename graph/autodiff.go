@@ -220,15 +220,26 @@ func gradients(g *Graph, ys, seeds, xs []string, prefix string, opset int64) ([]
 		isInput[in.Name] = true
 	}
 	constant := func(name string) *Tensor {
-		if fromX[name] || isInput[name] {
-			return nil
-		}
-		if t, ok := g.Initializers[name]; ok {
-			return t
-		}
-		if n := producer[name]; n != nil && isPlain(n) && n.OpType == "Constant" && len(n.Outputs) == 1 {
-			if a := n.Attr("value"); a != nil {
-				return a.T
+		for hops := 0; hops < 8; hops++ { // through Identity nodes (how Constant nodes are imported)
+			if fromX[name] || isInput[name] {
+				return nil
+			}
+			if t, ok := g.Initializers[name]; ok {
+				return t
+			}
+			n := producer[name]
+			switch {
+			case n == nil || !isPlain(n) || len(n.Outputs) != 1:
+				return nil
+			case n.OpType == "Constant":
+				if a := n.Attr("value"); a != nil {
+					return a.T
+				}
+				return nil
+			case n.OpType == "Identity" && len(n.Inputs) == 1:
+				name = n.Inputs[0]
+			default:
+				return nil
 			}
 		}
 		return nil

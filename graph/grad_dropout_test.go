@@ -38,6 +38,11 @@ func TestDropoutGradientOfZeroRatioIsDY(t *testing.T) {
 	off := func(g *Graph) string { return constNode(g, "training", FromBool([]bool{false})) }
 	zeroNode := func(g *Graph) string { return constNode(g, "ratio", FromFloat32([]float32{0})) }
 	zeroInit := func(g *Graph) string { g.Initializers["ratio"] = FromFloat32([]float32{0}); return "ratio" }
+	zeroIdentity := func(g *Graph) string { // how the importer leaves a Constant node
+		g.Initializers["ratio_value"] = FromFloat32([]float32{0})
+		g.Nodes = append(g.Nodes, &Node{Name: "ratio", OpType: "Identity", Inputs: []string{"ratio_value"}, Outputs: []string{"ratio"}})
+		return "ratio"
+	}
 	half := func(g *Graph) string { return constNode(g, "ratio", FromFloat32([]float32{0.5})) }
 	fed := func(*Graph) string { return "r_in" }
 
@@ -48,6 +53,7 @@ func TestDropoutGradientOfZeroRatioIsDY(t *testing.T) {
 	}{
 		{"ratio 0 (Constant node), training", zeroNode, on, true},
 		{"ratio 0 (initializer), training", zeroInit, on, true},
+		{"ratio 0 (Identity of an initializer), training", zeroIdentity, on, true},
 		{"ratio 0.5, training off", half, off, true},
 		{"ratio 0.5, training", half, on, false},
 		{"ratio fed at run time, training", fed, on, false},
