@@ -201,3 +201,21 @@ func FuseSliceGradConcat(g *Graph) int {
 	g.Nodes = keep
 	return fused
 }
+
+// PruneUnreadDropoutMasks drops the mask output of every Dropout whose mask
+// nothing reads (no node, subgraph or graph output): training names the
+// mask for the gradient rule, which no longer reads it where the ratio is a
+// constant 0, and a kernel need not write an all-true tensor for no one.
+// It returns the number of masks dropped.
+func PruneUnreadDropoutMasks(g *Graph) int {
+	readers := readCounts(g)
+	pruned := 0
+	for _, n := range g.Nodes {
+		if n.OpType != "Dropout" || !isPlain(n) || len(n.Outputs) != 2 || n.Outputs[1] == "" || readers[n.Outputs[1]] != 0 {
+			continue
+		}
+		n.Outputs = n.Outputs[:1]
+		pruned++
+	}
+	return pruned
+}

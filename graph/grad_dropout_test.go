@@ -76,3 +76,21 @@ func TestDropoutGradientOfZeroRatioIsDY(t *testing.T) {
 		})
 	}
 }
+
+// TestPruneUnreadDropoutMasks: a Dropout's mask that nothing reads is no
+// longer an output (its kernel then writes none); a mask a node reads, or
+// that is a graph output, stays.
+func TestPruneUnreadDropoutMasks(t *testing.T) {
+	g := NewGraph("masks")
+	g.Nodes = []*Node{
+		{Name: "unread", OpType: "Dropout", Inputs: []string{"x", "r", "tm"}, Outputs: []string{"y1", "m1"}},
+		{Name: "read", OpType: "Dropout", Inputs: []string{"x", "r", "tm"}, Outputs: []string{"y2", "m2"}},
+		{Name: "out", OpType: "Dropout", Inputs: []string{"x", "r", "tm"}, Outputs: []string{"y3", "m3"}},
+		{Name: "use", OpType: "Not", Inputs: []string{"m2"}, Outputs: []string{"n2"}},
+	}
+	g.Outputs = []*ValueInfo{{Name: "y1"}, {Name: "y2"}, {Name: "y3"}, {Name: "m3"}, {Name: "n2"}}
+	require.Equal(t, 1, PruneUnreadDropoutMasks(g))
+	assert.Equal(t, []string{"y1"}, g.Nodes[0].Outputs)
+	assert.Equal(t, []string{"y2", "m2"}, g.Nodes[1].Outputs)
+	assert.Equal(t, []string{"y3", "m3"}, g.Nodes[2].Outputs)
+}
