@@ -25,7 +25,20 @@ type GradRule func(b *GradBuilder, n *Node, dy []string) ([]string, error)
 // GradBuilder is a Builder with what gradient rules need besides emitting.
 type GradBuilder struct {
 	*Builder
-	needs map[string]bool
+	needs    map[string]bool
+	constant func(name string) *Tensor
+}
+
+// Constant returns the value of a forward name that is constant in the
+// graph being differentiated (an initializer that is neither a graph input
+// nor differentiated, or a Constant node's output), or nil. Rules may use it
+// to leave out work a constant makes trivial, as long as the result stays
+// the same bit for bit.
+func (b *GradBuilder) Constant(name string) *Tensor {
+	if b.constant == nil || name == "" {
+		return nil
+	}
+	return b.constant(name)
 }
 
 // NeedsGrad reports whether the gradient of the named forward value is
@@ -202,7 +215,36 @@ func gradients(g *Graph, ys, seeds, xs []string, prefix string, opset int64) ([]
 			}
 		}
 	}
-	b := &GradBuilder{Builder: NewBuilder(prefix, opset), needs: needs}
+	isInput := map[string]bool{}
+	for _, in := range g.Inputs {
+		isInput[in.Name] = true
+	}
+	constant := func(name string) *Tensor {
+		for hops := 0; hops < 8; hops++ { // through Identity nodes (how Constant nodes are imported)
+			if fromX[name] || isInput[name] {
+				return nil
+			}
+			if t, ok := g.Initializers[name]; ok {
+				return t
+			}
+			n := producer[name]
+			switch {
+			case n == nil || !isPlain(n) || len(n.Outputs) != 1:
+				return nil
+			case n.OpType == "Constant":
+				if a := n.Attr("value"); a != nil {
+					return a.T
+				}
+				return nil
+			case n.OpType == "Identity" && len(n.Inputs) == 1:
+				name = n.Inputs[0]
+			default:
+				return nil
+			}
+		}
+		return nil
+	}
+	b := &GradBuilder{Builder: NewBuilder(prefix, opset), needs: needs, constant: constant}
 	contrib := map[string][]string{}
 	for i, y := range ys {
 		seed := seeds[i]

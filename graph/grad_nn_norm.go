@@ -233,6 +233,19 @@ func dropoutGradRule(b *GradBuilder, n *Node, dy []string) ([]string, error) {
 	if len(n.Outputs) < 2 || n.Outputs[1] == "" {
 		return nil, fmt.Errorf("the mask output (output 1) must be named to differentiate Dropout with a training_mode input")
 	}
+	// A constant ratio of 0 or a constant training_mode of false keeps
+	// every element unscaled (the mask is all true, the scale 1): the
+	// gradient is dY itself, bit for bit, without the mask pass
+	// (torchvision's ViT and nn.TransformerEncoderLayer with dropout=0
+	// export one such Dropout per block, three per MLP).
+	if r := b.Constant(n.Input(1)); r != nil && r.DType.IsFloat() && r.Size() == 1 && r.Float(0) == 0 {
+		out[0] = dy[0]
+		return out, nil
+	}
+	if t := b.Constant(trainingMode); t != nil && t.DType == Bool && t.Size() == 1 && !t.Bools()[0] {
+		out[0] = dy[0]
+		return out, nil
+	}
 	mask := n.Outputs[1]
 	one := b.ScalarLike(1, x)
 	ratio := b.ScalarLike(0.5, x)

@@ -23,6 +23,8 @@ const (
 	Specialize        = "specialize"
 	FuseMatMulBias    = "fuse-matmul-bias"
 	FuseGeluErfGrad   = "fuse-gelu-erf-grad"
+	FuseSliceGrad     = "fuse-slice-grad-concat"
+	PruneDropoutMasks = "prune-dropout-masks"
 	LowerSpecialised  = "lower-specialised"
 )
 
@@ -116,8 +118,14 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseGeluErfGrad, Doc: "the exact GELU's gradient chain in one pass (GeluErfGrad); needs its same-shape SumToShapes known, and ErfGrad fused",
 			Fuses: []string{graph.GeluErfGrad}, Requires: []string{Specialize, FuseErfGrad},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseGeluErfGrad(g), nil }},
+		{Name: FuseSliceGrad, Doc: "the summed SliceGrads of a value cut into slices along one axis (attention's packed q, k, v) become one Concat; needs every shape",
+			Requires: []string{Specialize},
+			Run:      func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseSliceGradConcat(g), nil }},
+		{Name: PruneDropoutMasks, Doc: "Dropout masks that nothing reads (a constant ratio of 0 passes the gradient through) not written",
+			After: []string{Specialize},
+			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.PruneUnreadDropoutMasks(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad},
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, FuseSliceGrad, PruneDropoutMasks},
 			Run:   runLower},
 	}
 }

@@ -242,6 +242,17 @@ var largeShapes = []benchShape{
 	{3072, 768, 512, true, false, "GPT MLP up dYᵀ·x"},
 	{768, 3072, 512, true, false, "GPT MLP down dYᵀ·x"},
 	{50257, 768, 512, true, false, "GPT head dYᵀ·x"},
+	// ViT-B/16 at 224 px, batch 4: 788 tokens (4×197), width 768, 3072 hidden.
+	{788, 2304, 768, false, true, "ViT in-proj x·Wᵀ"},
+	{788, 768, 768, false, true, "ViT out-proj x·Wᵀ"},
+	{788, 3072, 768, false, true, "ViT MLP up x·Wᵀ"},
+	{788, 768, 3072, false, true, "ViT MLP down x·Wᵀ"},
+	{788, 768, 2304, false, false, "ViT in-proj dY·W"},
+	{788, 768, 3072, false, false, "ViT MLP up dY·W"},
+	{788, 3072, 768, false, false, "ViT MLP down dY·W"},
+	{2304, 768, 788, true, false, "ViT in-proj dYᵀ·x"},
+	{3072, 768, 788, true, false, "ViT MLP up dYᵀ·x"},
+	{768, 3072, 788, true, false, "ViT MLP down dYᵀ·x"},
 }
 
 // BenchmarkSgemmLarge runs largeShapes; with -cpu 1 the work per CPU

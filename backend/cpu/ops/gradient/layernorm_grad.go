@@ -179,7 +179,7 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	dscale := kern.Scratch[float64](2 * size)
 	defer kern.ReleaseScratch(dscale)
 	dscale, dbias := dscale[:size], dscale[size:]
-	dx, err := kern.New(n, x.DType, x.Shape)
+	dx, err := kern.NewUninit(n, x.DType, x.Shape) // every row is written
 	if err != nil {
 		return nil, err
 	}

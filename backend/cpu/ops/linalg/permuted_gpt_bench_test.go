@@ -15,8 +15,15 @@ import (
 // nn.MultiheadAttention at the GPT-2-small shape (T=128, batch 4 × 12
 // heads of 64): q, k, v are [T, B·H, D] tensors viewed as [B·H, T, D].
 // The report is GFLOP/s of the products.
-func BenchmarkAttentionGPT(b *testing.B) {
-	const T, BH, D = 128, 48, 64
+func BenchmarkAttentionGPT(b *testing.B) { benchAttention(b, 128, 48, 64) }
+
+// BenchmarkAttentionViT is BenchmarkAttentionGPT at ViT-B/16's shapes (224
+// px, batch 4): 197 tokens, 4×12 heads of 64.
+func BenchmarkAttentionViT(b *testing.B) { benchAttention(b, 197, 48, 64) }
+
+// benchAttention times attention's products over T tokens and BH heads of
+// D, read as PermutedMatMul reads them, beside two references.
+func benchAttention(b *testing.B, T, BH, D int) {
 	r := rand.New(rand.NewPCG(1, 2))
 	q, k := randF32(r, T, BH, D), randF32(r, T, BH, D)
 	p := randF32(r, BH, T, T)

@@ -150,11 +150,12 @@ func layerNorm(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 	stats := kern.Scratch[float64](2 * outer)
 	defer kern.ReleaseScratch(stats)
 	mean, invStd := stats[:outer], stats[outer:]
-	// Y comes from kern.New (the memory plan places it) unless X was
-	// widened from float16/bfloat16 and Y must be cast back.
+	// Y comes from kern.NewUninit (the memory plan places it; every row is
+	// written) unless X was widened from float16/bfloat16 and Y must be
+	// cast back.
 	var y *graph.Tensor
 	if x.DType == xDType {
-		if y, err = kern.New(n, x.DType, x.Shape); err != nil {
+		if y, err = kern.NewUninit(n, x.DType, x.Shape); err != nil {
 			return nil, err
 		}
 	} else {
