@@ -193,24 +193,11 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		r.passCount = append(r.passCount, [4]int{})
 		r.kept = append(r.kept, 0)
 		r.grads = append(r.grads, make([]*graph.Tensor, len(sp.Params)))
-		// Each micro-batch's parameter gradients go into the step's sums as
-		// the pass returns them, in the order finish would add them (one
-		// pass per micro-batch computes them), without a copy of each.
-		s, index := s, map[string]int{}
-		for i, p := range sp.Params {
-			index[p.Name] = i
-		}
-		sp.gradSink = func(name string, g *graph.Tensor) {
-			i, ok := index[name]
-			if !ok {
-				return
-			}
-			if r.grads[s][i] == nil {
-				r.grads[s][i] = g.Clone()
-			} else {
-				addInto(r.grads[s][i], g)
-			}
-		}
+		// Each micro-batch's parameter gradients are added into the
+		// step's sums inside the pass that computes them (AccumulateGrad
+		// over the stage's gradient-sum state): r.grads holds those
+		// buffers themselves, for the whole run.
+		copy(r.grads[s], sp.GradSums())
 		if cfg.NewOptimizer != nil {
 			o, err := cfg.NewOptimizer(s, ps)
 			if err != nil {
@@ -321,9 +308,9 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 		actIn[s] = make([]message, M)
 		gradIn[s] = make([]message, M)
 	}
-	for s := range r.grads {
-		for i := range r.grads[s] {
-			r.grads[s][i] = nil
+	for _, sp := range r.Stages {
+		if sp != nil {
+			sp.ResetGradSums()
 		}
 	}
 	losses := make([]float64, M)
@@ -422,7 +409,7 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 			}
 		}
 		for _, s := range stages {
-			r.grads[s][r.paramIndex(s, name)] = sum.Clone()
+			copy(r.grads[s][r.paramIndex(s, name)].Float32s(), sum.Float32s())
 		}
 	}
 	for s := range r.params {
@@ -563,23 +550,12 @@ func (r *Runner) compute(ctx context.Context, sc *Schedule, a Action, micro []Ba
 	return nil
 }
 
-// finish adds micro-batch mb's parameter gradients of stage s to the
-// step's sums and drops what the stage kept for it, except the input
-// gradients still to be sent or read by a previous stage on the rank.
+// finish drops what stage s kept for micro-batch mb (its parameter
+// gradients are already in the step's sums), except the input gradients
+// still to be sent or read by a previous stage on the rank.
 func (r *Runner) finish(s, mb int, envs [][]Env) {
 	sp := r.Stages[s]
 	env := envs[s][mb]
-	for i, p := range sp.Params {
-		g := sp.ParamGrad(env, p.Name)
-		if g == nil { // taken by gradSink
-			continue
-		}
-		if r.grads[s][i] == nil {
-			r.grads[s][i] = g
-		} else {
-			addInto(r.grads[s][i], g)
-		}
-	}
 	keep := Env{}
 	for _, in := range sp.Inputs {
 		if g := sp.InputGrad(env, in); g != nil {
@@ -625,7 +601,7 @@ func AverageReplicas(replicas []*Runner) error {
 				v[j] /= R
 			}
 			for _, r := range replicas {
-				r.grads[s][i] = sum.Clone()
+				copy(r.grads[s][i].Float32s(), v)
 				r.params[s][i].Grad = r.grads[s][i]
 			}
 		}
