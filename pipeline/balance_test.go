@@ -1,0 +1,80 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/pipeline"
+	"github.com/onnxtrain/onnxtrain/train/data"
+)
+
+// imbalance is the slowest of times over their mean, less one.
+func imbalance(times []float64) float64 {
+	var sum, worst float64
+	for _, t := range times {
+		sum, worst = sum+t, max(worst, t)
+	}
+	return worst/(sum/float64(len(times))) - 1
+}
+
+// TestProfiledStagesBalance: --partition profile cuts the small GPT export
+// (the models/gpt fixture, micro-batch 32) into 4 stages whose estimated
+// times (measured costs per node) are within 20% of their mean (node
+// granularity: the GPT's head and loss are one large piece), and whose
+// times measured afterwards, one stage at a time, have the slowest stage
+// within 15% of the mean (the bound). Both are ratios of times of
+// one run; no absolute time is asserted. Each stage's time is its least
+// over the steps, so that a step another process preempted does not count;
+// on a busy machine the measurement is taken twice and the better kept.
+func TestProfiledStagesBalance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("times stage programs (-short)")
+	}
+	m, err := importer.Load("../models/gpt/gpt_small_train.onnx")
+	require.NoError(t, err)
+	ds, err := data.OpenNPZ("../models/gpt/train_case.npz", data.NPZOptions{NoLabels: true, Inputs: []string{"tokens", "targets"}})
+	require.NoError(t, err)
+	const batch, micro, stages, steps = 32, 2, 4, 5
+	var mbs []pipeline.Batch
+	for i := 0; i < micro; i++ {
+		idx := make([]int, batch)
+		for k := range idx {
+			idx[k] = (i*batch + k) % ds.Len()
+		}
+		in, _, err := ds.Gather(0, idx)
+		require.NoError(t, err)
+		mbs = append(mbs, pipeline.Batch{Inputs: in})
+	}
+	ctx := context.Background()
+	sc := pipeline.StageConfig{LossOutput: "loss"}
+	plan, err := pipeline.ProfilePartition(ctx, m, pipeline.PartitionOptions{Stages: stages, BatchSize: batch}, sc, mbs, steps)
+	require.NoError(t, err)
+	require.Len(t, plan.Stages, stages)
+	est := make([]float64, stages)
+	for s, st := range plan.Stages {
+		est[s] = st.EstSeconds
+	}
+	assert.LessOrEqual(t, imbalance(est), 0.20, "the plan's estimated stage times %v", est)
+
+	seq, err := pipeline.Sequential(stages, micro, false)
+	require.NoError(t, err)
+	r, err := pipeline.NewRunner(plan, seq, pipeline.RunnerConfig{Stage: sc})
+	require.NoError(t, err)
+	best := 0.0
+	for try := 0; try < 2; try++ {
+		times, err := pipeline.MinStageSeconds(ctx, r, mbs, steps)
+		require.NoError(t, err)
+		if imb := imbalance(times); try == 0 || imb < best {
+			best = imb
+		}
+		t.Logf("measured stage times %v s (slowest %.1f%% above the mean); estimated %v s", times, imbalance(times)*100, est)
+		if best <= 0.15 {
+			break
+		}
+	}
+	assert.LessOrEqual(t, best, 0.15, "the slowest stage's measured time over the mean")
+}
