@@ -42,11 +42,13 @@ func (c *Config) checkPipeline() error {
 	case c.MicroBatches > 0 && c.GradAccum > 1 && c.GradAccum != c.MicroBatches:
 		return fmt.Errorf("--pipeline-stages: one step consumes --micro-batches (%d) micro-batches; --grad-accum %d would disagree (leave it at 1)", c.MicroBatches, c.GradAccum)
 	case c.ValData != "":
-		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet")
+		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet (it needs evaluation-mode stage programs and forward-only messages between the stages); validate the --output model in one process with onnxtrain eval")
 	case c.MixedPrecision != "" && c.MixedPrecision != "no" && c.MixedPrecision != "bf16":
 		return fmt.Errorf("--mixed-precision %s is not supported with --pipeline-stages (fp16 needs one loss scale and one inf check over every stage; use bf16)", c.MixedPrecision)
-	case c.Zero > 0 || c.SyncBatchNorm:
-		return fmt.Errorf("--zero and --sync-batchnorm are not supported with --pipeline-stages yet")
+	case c.Zero > 0:
+		return fmt.Errorf("--zero %d is not supported with --pipeline-stages yet (each pipeline process already holds only its stages' parameters, gradients and optimizer state; partitioning them further over the data-parallel replicas is not built)", c.Zero)
+	case c.SyncBatchNorm:
+		return fmt.Errorf("--sync-batchnorm is not supported with --pipeline-stages yet")
 	case c.TrainOnly != "":
 		return fmt.Errorf("--train-only is not supported with --pipeline-stages yet")
 	}

@@ -148,6 +148,15 @@ func TestRunPipelineRejects(t *testing.T) {
 	cfg.Devices, cfg.MixedPrecision = "", "fp16"
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "--mixed-precision fp16 is not supported with --pipeline-stages")
+	cfg.MixedPrecision, cfg.Zero = "", 1
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "--zero 1 is not supported with --pipeline-stages")
+	cfg.Zero, cfg.ValData = 0, cfg.Data
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "--val-data is not supported with --pipeline-stages")
+	cfg.ValData, cfg.SyncBatchNorm = "", true
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "--sync-batchnorm is not supported with --pipeline-stages")
 }
 
 // --mixed-precision bf16 with pipelining: each stage autocasts its lowered
