@@ -335,6 +335,7 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		return fail(err)
 	}
 	forwardNodes += rs.Hoisted // CastLikes of constants move into the forward pass
+	forwardNodes = fuseWeightTransposes(g, forwardNodes)
 	sumState := sp.addGradSums(g, forwardNodes)
 
 	// Which nodes are needed, and in which pass.
@@ -502,6 +503,26 @@ func (sp *StageProgram) addGradSums(g *graph.Graph, forwardNodes int) []backend.
 	}
 	g.Nodes = append(nodes, late...)
 	return state
+}
+
+// fuseWeightTransposes runs graph.FuseWeightTranspose on the whole stage
+// graph before it is split into passes, and returns the new number of
+// forward nodes. Compiled pass by pass, a Linear layer's transposed weight
+// that the forward pass makes and a backward pass reads would be an output
+// of the forward pass, kept per micro-batch in flight (as large as the
+// weight itself), and no pass could fuse it away; on the whole graph every
+// reader reads the weight untransposed, as in one process.
+func fuseWeightTransposes(g *graph.Graph, forwardNodes int) int {
+	sentinel := &graph.Node{Name: "pipeline/backward_starts", OpType: "Identity"}
+	g.Nodes = append(g.Nodes[:forwardNodes], append([]*graph.Node{sentinel}, g.Nodes[forwardNodes:]...)...)
+	graph.FuseWeightTranspose(g)
+	for i, n := range g.Nodes {
+		if n == sentinel {
+			g.Nodes = append(g.Nodes[:i], g.Nodes[i+1:]...)
+			return i
+		}
+	}
+	return forwardNodes // not reached: the fusion keeps unrelated nodes
 }
 
 func producesOrReceives(g *graph.Graph, v string) bool {
