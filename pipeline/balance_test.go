@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,7 +30,8 @@ func imbalance(times []float64) float64 {
 // within 15% of the mean (the bound). Both are ratios of times of
 // one run; no absolute time is asserted. Each stage's time is its least
 // over the steps, so that a step another process preempted does not count;
-// on a busy machine the measurement is taken twice and the better kept.
+// on a busy machine up to three rounds of steps are measured, and the
+// profile itself is taken up to three times.
 func TestProfiledStagesBalance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("times stage programs (-short)")
@@ -51,30 +53,42 @@ func TestProfiledStagesBalance(t *testing.T) {
 	}
 	ctx := context.Background()
 	sc := pipeline.StageConfig{LossOutput: "loss"}
-	plan, err := pipeline.ProfilePartition(ctx, m, pipeline.PartitionOptions{Stages: stages, BatchSize: batch}, sc, mbs, steps)
-	require.NoError(t, err)
-	require.Len(t, plan.Stages, stages)
-	est := make([]float64, stages)
-	for s, st := range plan.Stages {
-		est[s] = st.EstSeconds
-	}
-	assert.LessOrEqual(t, imbalance(est), 0.20, "the plan's estimated stage times %v", est)
-
-	seq, err := pipeline.Sequential(stages, micro, false)
-	require.NoError(t, err)
-	r, err := pipeline.NewRunner(plan, seq, pipeline.RunnerConfig{Stage: sc})
-	require.NoError(t, err)
-	best := 0.0
-	for try := 0; try < 2; try++ {
-		times, err := pipeline.MinStageSeconds(ctx, r, mbs, steps)
+	// A profile taken while another process preempts this one cuts in the
+	// wrong place; on a busy machine the profile is taken up to 3 times.
+	best, bestEst := math.Inf(1), math.Inf(1)
+	for attempt := 0; attempt < 3 && (best > 0.15 || bestEst > 0.20); attempt++ {
+		plan, err := pipeline.ProfilePartition(ctx, m, pipeline.PartitionOptions{Stages: stages, BatchSize: batch}, sc, mbs, steps)
 		require.NoError(t, err)
-		if imb := imbalance(times); try == 0 || imb < best {
-			best = imb
+		require.Len(t, plan.Stages, stages)
+		est := make([]float64, stages)
+		for s, st := range plan.Stages {
+			est[s] = st.EstSeconds
 		}
-		t.Logf("measured stage times %v s (slowest %.1f%% above the mean); estimated %v s", times, imbalance(times)*100, est)
-		if best <= 0.15 {
-			break
+
+		seq, err := pipeline.Sequential(stages, micro, false)
+		require.NoError(t, err)
+		r, err := pipeline.NewRunner(plan, seq, pipeline.RunnerConfig{Stage: sc})
+		require.NoError(t, err)
+		// Each stage's least time over up to three rounds of steps steps.
+		var times []float64
+		for try := 0; try < 3; try++ {
+			got, err := pipeline.MinStageSeconds(ctx, r, mbs, steps)
+			require.NoError(t, err)
+			if times == nil {
+				times = got
+			}
+			for s := range times {
+				times[s] = min(times[s], got[s])
+			}
+			if imbalance(times) <= 0.15 {
+				break
+			}
+		}
+		t.Logf("profile %d: measured stage times %v s (slowest %.1f%% above the mean); estimated %v s", attempt+1, times, imbalance(times)*100, est)
+		if imbalance(times) <= 0.15 && imbalance(est) <= 0.20 || imbalance(times) < best {
+			best, bestEst = imbalance(times), imbalance(est)
 		}
 	}
+	assert.LessOrEqual(t, bestEst, 0.20, "the plan's estimated slowest stage over the mean")
 	assert.LessOrEqual(t, best, 0.15, "the slowest stage's measured time over the mean")
 }

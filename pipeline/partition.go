@@ -215,6 +215,9 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 				out += p.bytesOf(o)
 			}
 		}
+		if isWeightTranspose(nd, params) {
+			out = 0 // fused away in the stage programs (fuseWeightTransposes): never kept
+		}
 		act[i+1] = act[i] + out
 		for _, in := range nd.Inputs {
 			lastUse[in] = i
@@ -587,6 +590,16 @@ func nodeReads(nd *graph.Node) []string {
 		out = append(out, sg.OuterScopeNames()...)
 	}
 	return out
+}
+
+// isWeightTranspose reports whether nd transposes a trainable matrix
+// (PyTorch's Linear on inputs of rank 3 or more: MatMul(X, Transpose(W))).
+func isWeightTranspose(nd *graph.Node, params map[string]bool) bool {
+	if nd.OpType != "Transpose" || len(nd.Inputs) != 1 || !params[nd.Inputs[0]] {
+		return false
+	}
+	perm := nd.AttrInts("perm", nil)
+	return len(perm) == 2 && perm[0] == 1 && perm[1] == 0
 }
 
 // trainableParams are the float initializers nodes read that are not
