@@ -84,6 +84,12 @@ func TestRunPipelineMatchesGradAccum(t *testing.T) {
 	}
 	_, err = loadInit(filepath.Join(pp.Output, "model.onnx"))
 	require.NoError(t, err)
+
+	// --grad-accum with pipelining is the micro-batch count of a step
+	// when --micro-batches is not given: the same run.
+	ga := pipelineConfig(t.TempDir())
+	ga.PipelineStages, ga.Schedule = 2, "1f1b"
+	assertSameRecords(t, want, runRecords(t, ga))
 }
 
 // A checkpoint of a pipelined run holds the model under its ONNX names: it
