@@ -92,3 +92,31 @@ func TestProfiledStagesBalance(t *testing.T) {
 	assert.LessOrEqual(t, bestEst, 0.20, "the plan's estimated slowest stage over the mean")
 	assert.LessOrEqual(t, best, 0.15, "the slowest stage's measured time over the mean")
 }
+
+// TestCutsKeepWeightTransposes: on the small GPT export (Linear layers as
+// MatMul(X, Transpose(W))), no balanced cut falls between a weight's
+// transpose and its reader, so no transposed weight crosses a cut (the
+// stage programs fuse the transposes away; one that crossed would travel,
+// as large as the weight, every micro-batch, with its gradient back).
+func TestCutsKeepWeightTransposes(t *testing.T) {
+	m, err := importer.Load("../models/gpt/gpt_small_train.onnx")
+	require.NoError(t, err)
+	transposed := map[string]bool{}
+	for _, n := range m.Graph.Nodes {
+		if n.OpType == "Transpose" && len(n.Inputs) == 1 {
+			if _, isInit := m.Graph.Initializers[n.Inputs[0]]; isInit {
+				transposed[n.Outputs[0]] = true
+			}
+		}
+	}
+	require.NotEmpty(t, transposed, "the export transposes its Linear weights")
+	for _, stages := range []int{2, 3, 4} {
+		plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: stages, BatchSize: 4})
+		require.NoError(t, err)
+		for _, st := range plan.Stages {
+			for _, ct := range st.Inputs {
+				assert.False(t, transposed[ct.Name], "%d stages: %s crosses into stage %d", stages, ct.Name, st.Index)
+			}
+		}
+	}
+}

@@ -248,9 +248,17 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 		return out
 	}
 	crossCost := make([]float64, n+1)
+	// A balanced cut never separates a weight's transpose from its
+	// readers: the transposed copy would cross (as large as the weight,
+	// each micro-batch, and its gradient back), where on one side the
+	// stage program reads the weight itself.
+	splitsTranspose := make([]bool, n+1)
 	for k := 1; k < n; k++ {
 		for _, v := range crossing(k) {
 			crossCost[k] += crossLatency + float64(p.bytesOf(v))/crossRate
+			if isWeightTranspose(items[pos[v]], params) {
+				splitsTranspose[k] = true
+			}
 		}
 	}
 	paramBytes := func(a, b int) int64 { // params read by items[a:b]
@@ -296,13 +304,21 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 			return nil, err
 		}
 	} else {
-		cuts, err = balancedCuts(n, S, func(s, a, b int) (float64, bool) {
-			t := cost[b] - cost[a] + crossCost[a] + crossCost[b]
-			if opts.StageMemory > 0 && memWith(s, a, b, paramPrefix[b]-paramPrefix[a]) > opts.StageMemory {
-				return t, false
-			}
-			return t, true
-		})
+		balance := func(keepTransposes bool) ([]int, error) {
+			return balancedCuts(n, S, func(s, a, b int) (float64, bool) {
+				t := cost[b] - cost[a] + crossCost[a] + crossCost[b]
+				if opts.StageMemory > 0 && memWith(s, a, b, paramPrefix[b]-paramPrefix[a]) > opts.StageMemory {
+					return t, false
+				}
+				if keepTransposes && (splitsTranspose[a] || splitsTranspose[b]) {
+					return t, false
+				}
+				return t, true
+			})
+		}
+		if cuts, err = balance(true); err != nil {
+			cuts, err = balance(false) // a model too small to cut elsewhere
+		}
 		if err != nil {
 			return nil, err
 		}
