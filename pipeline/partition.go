@@ -215,6 +215,9 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 				out += p.bytesOf(o)
 			}
 		}
+		if isWeightTranspose(nd, params) {
+			out = 0 // fused away in the stage programs (fuseWeightTransposes): never kept
+		}
 		act[i+1] = act[i] + out
 		for _, in := range nd.Inputs {
 			lastUse[in] = i
@@ -245,9 +248,17 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 		return out
 	}
 	crossCost := make([]float64, n+1)
+	// A balanced cut never separates a weight's transpose from its
+	// readers: the transposed copy would cross (as large as the weight,
+	// each micro-batch, and its gradient back), where on one side the
+	// stage program reads the weight itself.
+	splitsTranspose := make([]bool, n+1)
 	for k := 1; k < n; k++ {
 		for _, v := range crossing(k) {
 			crossCost[k] += crossLatency + float64(p.bytesOf(v))/crossRate
+			if isWeightTranspose(items[pos[v]], params) {
+				splitsTranspose[k] = true
+			}
 		}
 	}
 	paramBytes := func(a, b int) int64 { // params read by items[a:b]
@@ -293,13 +304,21 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 			return nil, err
 		}
 	} else {
-		cuts, err = balancedCuts(n, S, func(s, a, b int) (float64, bool) {
-			t := cost[b] - cost[a] + crossCost[a] + crossCost[b]
-			if opts.StageMemory > 0 && memWith(s, a, b, paramPrefix[b]-paramPrefix[a]) > opts.StageMemory {
-				return t, false
-			}
-			return t, true
-		})
+		balance := func(keepTransposes bool) ([]int, error) {
+			return balancedCuts(n, S, func(s, a, b int) (float64, bool) {
+				t := cost[b] - cost[a] + crossCost[a] + crossCost[b]
+				if opts.StageMemory > 0 && memWith(s, a, b, paramPrefix[b]-paramPrefix[a]) > opts.StageMemory {
+					return t, false
+				}
+				if keepTransposes && (splitsTranspose[a] || splitsTranspose[b]) {
+					return t, false
+				}
+				return t, true
+			})
+		}
+		if cuts, err = balance(true); err != nil {
+			cuts, err = balance(false) // a model too small to cut elsewhere
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -587,6 +606,16 @@ func nodeReads(nd *graph.Node) []string {
 		out = append(out, sg.OuterScopeNames()...)
 	}
 	return out
+}
+
+// isWeightTranspose reports whether nd transposes a trainable matrix
+// (PyTorch's Linear on inputs of rank 3 or more: MatMul(X, Transpose(W))).
+func isWeightTranspose(nd *graph.Node, params map[string]bool) bool {
+	if nd.OpType != "Transpose" || len(nd.Inputs) != 1 || !params[nd.Inputs[0]] {
+		return false
+	}
+	perm := nd.AttrInts("perm", nil)
+	return len(perm) == 2 && perm[0] == 1 && perm[1] == 0
 }
 
 // trainableParams are the float initializers nodes read that are not

@@ -74,7 +74,86 @@ func ProfilePartition(ctx context.Context, m *graph.Model, opts PartitionOptions
 	if err != nil || len(opts.SplitAt) > 0 || opts.Stages < 2 {
 		return cut, err
 	}
-	return refinePartition(ctx, m, opts, sc, micro, steps, cut)
+	best, err := refinePartition(ctx, m, opts, sc, micro, steps, cut)
+	if err != nil {
+		return nil, err
+	}
+	// The cost model's own cut is a candidate too: on small models (stages
+	// of well under a millisecond) the pieces' measurements can mislead
+	// more than the estimate does. Keep whichever cut measured better.
+	eopts := opts
+	eopts.NodeSeconds = nil
+	byEst, err := Partition(m, eopts)
+	if err != nil || sameCuts(byEst, best) {
+		return best, nil
+	}
+	tb, err := measureStages(ctx, best, sc, micro, steps)
+	if err != nil {
+		return nil, err
+	}
+	te, err := measureStages(ctx, byEst, sc, micro, steps)
+	if err != nil {
+		return nil, err
+	}
+	if imbalance(te) < imbalance(tb) {
+		// The estimate's cut, with each stage's cost scaled to what it
+		// measured, so that the plan's estimates are measured times.
+		secs := map[string]float64{}
+		for s, st := range byEst.Stages {
+			var est float64
+			for _, name := range st.Nodes {
+				est += best.opts.NodeSeconds[name]
+			}
+			for _, name := range st.Nodes {
+				if est > 0 {
+					secs[name] = best.opts.NodeSeconds[name] * te[s] / est
+				}
+			}
+		}
+		next := opts
+		next.NodeSeconds, next.SplitAt = secs, nil
+		constant := map[string]bool{}
+		for _, n := range m.Graph.Nodes {
+			if isConstantNode(n) {
+				constant[n.Label()] = true
+			}
+		}
+		for _, st := range byEst.Stages[1:] {
+			for _, name := range st.Nodes {
+				if !constant[name] {
+					next.SplitAt = append(next.SplitAt, name)
+					break
+				}
+			}
+		}
+		if p, err := Partition(m, next); err == nil && sameCuts(p, byEst) {
+			return p, nil
+		}
+		return byEst, nil
+	}
+	return best, nil
+}
+
+// imbalance is the slowest of times over their mean, less one.
+func imbalance(times []float64) float64 {
+	var sum, worst float64
+	for _, t := range times {
+		sum, worst = sum+t, max(worst, t)
+	}
+	return worst/(sum/float64(len(times))) - 1
+}
+
+// sameCuts reports whether a and b cut at the same nodes.
+func sameCuts(a, b *Plan) bool {
+	if len(a.Stages) != len(b.Stages) {
+		return false
+	}
+	for s := range a.Stages {
+		if len(a.Stages[s].Nodes) != len(b.Stages[s].Nodes) {
+			return false
+		}
+	}
+	return true
 }
 
 // refineRounds bounds refinePartition's measure-and-recut rounds.

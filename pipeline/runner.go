@@ -77,7 +77,25 @@ type Runner struct {
 	passTime  [][4]time.Duration
 	passCount [][4]int
 	kept      []int64
+	// flushes: several runs of the schedule make one optimizer step
+	// (SetFlush); whether the next run is the step's first and last.
+	flushes                     int
+	notFirstFlush, notLastFlush bool
 }
+
+// SetFlush makes the next ForwardBackward (or ForwardBackwardPartial) one
+// of flushes runs of the schedule whose gradients make one optimizer step,
+// as one process with --grad-accum flushes×M does: every loss is seeded
+// with 1/(flushes×M), the gradient sums start at the first run only, and
+// the sums over tied copies and replicas are made after the last. The
+// default, SetFlush(true, true, 1), is one run per step.
+func (r *Runner) SetFlush(first, last bool, flushes int) {
+	r.notFirstFlush, r.notLastFlush, r.flushes = !first, !last, flushes
+}
+
+// lastFlush reports whether the current run of the schedule ends the
+// optimizer step's gradients.
+func (r *Runner) lastFlush() bool { return !r.notLastFlush }
 
 // StageProfile is what the runner measured of one stage since the last
 // ResetProfile: mean time per pass and the bytes a micro-batch keeps.
@@ -193,24 +211,11 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		r.passCount = append(r.passCount, [4]int{})
 		r.kept = append(r.kept, 0)
 		r.grads = append(r.grads, make([]*graph.Tensor, len(sp.Params)))
-		// Each micro-batch's parameter gradients go into the step's sums as
-		// the pass returns them, in the order finish would add them (one
-		// pass per micro-batch computes them), without a copy of each.
-		s, index := s, map[string]int{}
-		for i, p := range sp.Params {
-			index[p.Name] = i
-		}
-		sp.gradSink = func(name string, g *graph.Tensor) {
-			i, ok := index[name]
-			if !ok {
-				return
-			}
-			if r.grads[s][i] == nil {
-				r.grads[s][i] = g.Clone()
-			} else {
-				addInto(r.grads[s][i], g)
-			}
-		}
+		// Each micro-batch's parameter gradients are added into the
+		// step's sums inside the pass that computes them (AccumulateGrad
+		// over the stage's gradient-sum state): r.grads holds those
+		// buffers themselves, for the whole run.
+		copy(r.grads[s], sp.GradSums())
 		if cfg.NewOptimizer != nil {
 			o, err := cfg.NewOptimizer(s, ps)
 			if err != nil {
@@ -321,10 +326,15 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 		actIn[s] = make([]message, M)
 		gradIn[s] = make([]message, M)
 	}
-	for s := range r.grads {
-		for i := range r.grads[s] {
-			r.grads[s][i] = nil
+	if !r.notFirstFlush {
+		for _, sp := range r.Stages {
+			if sp != nil {
+				sp.ResetGradSums()
+			}
 		}
+	}
+	if r.flushes > 1 {
+		divisor *= r.flushes
 	}
 	losses := make([]float64, M)
 	busy := make([]time.Duration, sc.Ranks)
@@ -412,6 +422,9 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 	}
 	// Tied weights: every copy gets the sum over the stages using it.
 	for name, stages := range r.Plan.Shared {
+		if !r.lastFlush() {
+			break
+		}
 		var sum *graph.Tensor
 		for _, s := range stages {
 			g := r.grads[s][r.paramIndex(s, name)]
@@ -422,7 +435,7 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 			}
 		}
 		for _, s := range stages {
-			r.grads[s][r.paramIndex(s, name)] = sum.Clone()
+			copy(r.grads[s][r.paramIndex(s, name)].Float32s(), sum.Float32s())
 		}
 	}
 	for s := range r.params {
@@ -563,23 +576,12 @@ func (r *Runner) compute(ctx context.Context, sc *Schedule, a Action, micro []Ba
 	return nil
 }
 
-// finish adds micro-batch mb's parameter gradients of stage s to the
-// step's sums and drops what the stage kept for it, except the input
-// gradients still to be sent or read by a previous stage on the rank.
+// finish drops what stage s kept for micro-batch mb (its parameter
+// gradients are already in the step's sums), except the input gradients
+// still to be sent or read by a previous stage on the rank.
 func (r *Runner) finish(s, mb int, envs [][]Env) {
 	sp := r.Stages[s]
 	env := envs[s][mb]
-	for i, p := range sp.Params {
-		g := sp.ParamGrad(env, p.Name)
-		if g == nil { // taken by gradSink
-			continue
-		}
-		if r.grads[s][i] == nil {
-			r.grads[s][i] = g
-		} else {
-			addInto(r.grads[s][i], g)
-		}
-	}
 	keep := Env{}
 	for _, in := range sp.Inputs {
 		if g := sp.InputGrad(env, in); g != nil {
@@ -625,7 +627,7 @@ func AverageReplicas(replicas []*Runner) error {
 				v[j] /= R
 			}
 			for _, r := range replicas {
-				r.grads[s][i] = sum.Clone()
+				copy(r.grads[s][i].Float32s(), v)
 				r.params[s][i].Grad = r.grads[s][i]
 			}
 		}
@@ -764,7 +766,7 @@ func (r *Runner) finishRemote(ctx context.Context, losses []float64, wall time.D
 	if r.cfg.Replicas > 1 {
 		return r.finishReplicated(ctx, losses, wall, busy)
 	}
-	if len(r.Plan.Shared) > 0 {
+	if len(r.Plan.Shared) > 0 && r.lastFlush() {
 		if g == nil {
 			return fmt.Errorf("pipeline: tied weights across processes need the process group")
 		}
@@ -916,29 +918,8 @@ func (r *Runner) modelParams() {
 // gathered, their mean being the step's loss.
 func (r *Runner) finishReplicated(ctx context.Context, losses []float64, wall time.Duration, busy []time.Duration) error {
 	g := r.cfg.Group
-	r.modelParams()
-	clear(r.full)
-	for s := range r.params {
-		for i, p := range r.params[s] {
-			off := r.fullOff[p.Name]
-			for j, v := range r.grads[s][i].Float32s() {
-				r.full[off+j] += v
-			}
-		}
-	}
-	if err := g.AllReduce(ctx, r.full, distrib.Sum); err != nil {
-		return fmt.Errorf("pipeline: rank %d: averaging gradients over %d replicas: %w", r.cfg.Rank, r.cfg.Replicas, err)
-	}
-	inv := 1 / float32(r.cfg.Replicas)
-	for i := range r.full {
-		r.full[i] *= inv
-	}
-	for s := range r.params {
-		for i, p := range r.params[s] {
-			off := r.fullOff[p.Name]
-			copy(r.grads[s][i].Float32s(), r.full[off:off+r.fullSize[p.Name]])
-			p.Grad = r.grads[s][i]
-		}
+	if err := r.averageReplicas(ctx); err != nil {
+		return err
 	}
 	var b []byte
 	if r.cfg.Rank == r.Schedule.RankOf(len(r.Stages)-1) {
@@ -964,6 +945,42 @@ func (r *Runner) finishReplicated(ctx context.Context, losses []float64, wall ti
 		mean += l
 	}
 	r.last = StepStats{Losses: all, Loss: mean / float64(len(all)), Wall: wall, Busy: busy}
+	return nil
+}
+
+// averageReplicas is finishReplicated's gradient average (after the last
+// flush of a step only): one all-reduce over the whole model's gradient
+// (each rank adds its stages' copies, so tied weights are summed across
+// stages too), divided by the replicas.
+func (r *Runner) averageReplicas(ctx context.Context) error {
+	if !r.lastFlush() {
+		return nil
+	}
+	g := r.cfg.Group
+	r.modelParams()
+	clear(r.full)
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			off := r.fullOff[p.Name]
+			for j, v := range r.grads[s][i].Float32s() {
+				r.full[off+j] += v
+			}
+		}
+	}
+	if err := g.AllReduce(ctx, r.full, distrib.Sum); err != nil {
+		return fmt.Errorf("pipeline: rank %d: averaging gradients over %d replicas: %w", r.cfg.Rank, r.cfg.Replicas, err)
+	}
+	inv := 1 / float32(r.cfg.Replicas)
+	for i := range r.full {
+		r.full[i] *= inv
+	}
+	for s := range r.params {
+		for i, p := range r.params[s] {
+			off := r.fullOff[p.Name]
+			copy(r.grads[s][i].Float32s(), r.full[off:off+r.fullSize[p.Name]])
+			p.Grad = r.grads[s][i]
+		}
+	}
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -16,6 +15,8 @@ const (
 	gradOfPrefix   = "pipeline/grad_of/" // + output name: the gradient fed in
 	inputGradPref  = "pipeline/dinput/"  // + input name: its gradient
 	weightGradPref = "pipeline/dparam/"  // + param name: its gradient
+	gradSumPref    = "pipeline/gradsum/" // + param name: the step's sum (state)
+	freshInput     = "pipeline/fresh"    // bool scalar: the first micro-batch of a step
 )
 
 // LossFunc appends a loss to a stage graph: it reads the model output out
@@ -62,10 +63,18 @@ type Param struct {
 // gradient of the stage's outputs. Values pass between them through a
 // per-micro-batch environment the runner keeps (see Env).
 type StageProgram struct {
-	// gradSink, when set (by the Runner), takes each parameter gradient a
-	// pass computes straight from the backend's buffer, instead of a copy
-	// of it in the micro-batch's env.
-	gradSink func(param string, g *graph.Tensor)
+	// gradSums are the parameters' gradients summed over the micro-batches
+	// since ResetGradSums, in Params order: state buffers of the pass that
+	// computes them, added to in place by AccumulateGrad nodes placed right
+	// after each gradient is final, so that no gradient of one micro-batch
+	// outlives its node. On a backend whose state is not host memory,
+	// sumsExe's state is read into them after each such pass.
+	gradSums []*graph.Tensor
+	sumsExe  backend.Stateful
+	sumsHost bool
+	// freshNext: the next weight-gradient pass starts the sums (sets
+	// rather than adds); sumsValid: a pass has written them since.
+	freshNext, sumsValid bool
 
 	Index int
 	Last  bool
@@ -95,6 +104,7 @@ type phase struct {
 	inputs  []string           // read from the environment (or params)
 	outputs []string           // written to the environment
 	nodes   int
+	sums    bool // adds to the gradient sums (reads freshInput)
 }
 
 // Env holds one micro-batch's values of one stage between its passes:
@@ -325,6 +335,8 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		return fail(err)
 	}
 	forwardNodes += rs.Hoisted // CastLikes of constants move into the forward pass
+	forwardNodes = fuseWeightTransposes(g, forwardNodes)
+	sumState := sp.addGradSums(g, forwardNodes)
 
 	// Which nodes are needed, and in which pass.
 	producer := map[string]int{}
@@ -390,10 +402,27 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		phases = append(phases, pick(ancestors(append(append([]string{}, inGrads...), wGrads...), isBwd)))
 		phaseOuts = append(phaseOuts, append(append([]string{}, inGrads...), wGrads...))
 	}
-	built, err := compilePhases(be, m, g, phases, phaseOuts, backend.CompileOptions{Seed: cfg.Seed + int64(s)*7919, Tuning: cfg.Tuning})
+	built, err := compilePhases(be, m, g, phases, phaseOuts, sumState, backend.CompileOptions{Seed: cfg.Seed + int64(s)*7919, Tuning: cfg.Tuning})
 	if err != nil {
 		return fail(err)
 	}
+	for _, ph := range built {
+		if ph.sums {
+			st, ok := ph.exe.(backend.Stateful)
+			if !ok {
+				return fail(fmt.Errorf("the %s backend's programs keep no state (the gradient sums need it)", cfg.Backend))
+			}
+			sp.sumsExe, sp.sumsHost = st, true
+			for i, p := range sp.Params {
+				if h := st.HostState(gradSumPref + p.Name); h != nil {
+					sp.gradSums[i] = h
+				} else {
+					sp.sumsHost = false
+				}
+			}
+		}
+	}
+	sp.freshNext = true
 	sp.fwd = built[0]
 	sp.fwd.name = "forward"
 	if cfg.SplitBackward {
@@ -404,6 +433,96 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		sp.bwd.name = "backward"
 	}
 	return sp, nil
+}
+
+// addGradSums turns the Identity node naming each parameter's gradient
+// (weightGradPref + name) into an AccumulateGrad over the parameter's
+// gradient-sum state, moved right after the node that makes the
+// gradient, so that the gradient's buffer is free for the rest of the
+// pass (as train's GradSums does). It returns the sums' state specs.
+func (sp *StageProgram) addGradSums(g *graph.Graph, forwardNodes int) []backend.StateSpec {
+	byOut := map[string]int{}
+	for i, n := range g.Nodes {
+		if len(n.Outputs) == 1 {
+			byOut[n.Outputs[0]] = i
+		}
+	}
+	sp.gradSums = make([]*graph.Tensor, len(sp.Params))
+	acc := map[int]bool{}
+	var state []backend.StateSpec
+	g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: freshInput, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Bool, HasShape: true, Shape: []graph.Dim{}}})
+	for i, p := range sp.Params {
+		out := weightGradPref + p.Name
+		j, ok := byOut[out]
+		if !ok || g.Nodes[j].OpType != "Identity" {
+			continue
+		}
+		sum := gradSumPref + p.Name
+		sp.gradSums[i] = graph.Zeros(graph.Float32, p.Value.Shape...)
+		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: sum, Type: typeOf(sp.gradSums[i])})
+		n := g.Nodes[j]
+		g.Nodes[j] = &graph.Node{Name: "pipeline/accumulate/" + p.Name, OpType: graph.AccumulateGradOp, Domain: graph.InternalDomain,
+			Inputs:  []string{freshInput, sum, n.Inputs[0]},
+			Outputs: []string{out},
+			Attrs:   map[string]*graph.Attr{"tensors": graph.IntAttr("tensors", 1)}}
+		acc[j] = true
+		state = append(state, backend.StateSpec{Name: sum, Init: sp.gradSums[i], UpdatedBy: out})
+	}
+	// Move each AccumulateGrad right after its gradient's producer (never
+	// into the forward nodes).
+	producer := map[string]int{}
+	for i, n := range g.Nodes {
+		if acc[i] {
+			continue
+		}
+		for _, o := range n.Outputs {
+			if o != "" {
+				producer[o] = i
+			}
+		}
+	}
+	after := map[int][]*graph.Node{}
+	var late []*graph.Node
+	for i, n := range g.Nodes {
+		if !acc[i] {
+			continue
+		}
+		if j, ok := producer[n.Inputs[2]]; ok && max(j, forwardNodes-1) >= 0 {
+			pos := max(j, forwardNodes-1)
+			after[pos] = append(after[pos], n)
+		} else {
+			late = append(late, n)
+		}
+	}
+	nodes := make([]*graph.Node, 0, len(g.Nodes))
+	for i, n := range g.Nodes {
+		if !acc[i] {
+			nodes = append(nodes, n)
+		}
+		nodes = append(nodes, after[i]...)
+	}
+	g.Nodes = append(nodes, late...)
+	return state
+}
+
+// fuseWeightTransposes runs graph.FuseWeightTranspose on the whole stage
+// graph before it is split into passes, and returns the new number of
+// forward nodes. Compiled pass by pass, a Linear layer's transposed weight
+// that the forward pass makes and a backward pass reads would be an output
+// of the forward pass, kept per micro-batch in flight (as large as the
+// weight itself), and no pass could fuse it away; on the whole graph every
+// reader reads the weight untransposed, as in one process.
+func fuseWeightTransposes(g *graph.Graph, forwardNodes int) int {
+	sentinel := &graph.Node{Name: "pipeline/backward_starts", OpType: "Identity"}
+	g.Nodes = append(g.Nodes[:forwardNodes], append([]*graph.Node{sentinel}, g.Nodes[forwardNodes:]...)...)
+	graph.FuseWeightTranspose(g)
+	for i, n := range g.Nodes {
+		if n == sentinel {
+			g.Nodes = append(g.Nodes[:i], g.Nodes[i+1:]...)
+			return i
+		}
+	}
+	return forwardNodes // not reached: the fusion keeps unrelated nodes
 }
 
 func producesOrReceives(g *graph.Graph, v string) bool {
@@ -425,8 +544,13 @@ func producesOrReceives(g *graph.Graph, v string) bool {
 // compilePhases compiles each node set of g as its own program. A phase
 // reads what earlier phases (or the stage's inputs) made and writes its
 // own targets and whatever later phases read.
-func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases [][]int, targets [][]string, opts backend.CompileOptions) ([]*phase, error) {
+func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases [][]int, targets [][]string, state []backend.StateSpec, opts backend.CompileOptions) ([]*phase, error) {
 	seed := opts.Seed
+	stateOf, updates := map[string]backend.StateSpec{}, map[string]bool{}
+	for _, st := range state {
+		stateOf[st.Name] = st
+		updates[st.UpdatedBy] = true
+	}
 	phaseOf := map[string]int{}
 	for k, idx := range phases {
 		for _, i := range idx {
@@ -470,6 +594,7 @@ func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases []
 			}
 		}
 		seen := map[string]bool{}
+		var phState []backend.StateSpec
 		for _, i := range idx {
 			for _, in := range nodeReads(g.Nodes[i]) {
 				if in == "" || produced[in] || seen[in] {
@@ -480,6 +605,14 @@ func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases []
 					pg.Initializers[in] = t
 					continue
 				}
+				if st, ok := stateOf[in]; ok {
+					phState = append(phState, st)
+					pg.Inputs = append(pg.Inputs, &graph.ValueInfo{Name: in, Type: types[in]})
+					continue
+				}
+				if in == freshInput {
+					ph.sums = true
+				}
 				pg.Inputs = append(pg.Inputs, &graph.ValueInfo{Name: in, Type: types[in]})
 				ph.inputs = append(ph.inputs, in)
 			}
@@ -489,7 +622,9 @@ func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases []
 			if produced[v] && !outSeen[v] {
 				outSeen[v] = true
 				pg.Outputs = append(pg.Outputs, &graph.ValueInfo{Name: v})
-				ph.outputs = append(ph.outputs, v)
+				if !updates[v] { // a state update stays in its buffer
+					ph.outputs = append(ph.outputs, v)
+				}
 			}
 		}
 		for _, v := range targets[k] {
@@ -511,6 +646,7 @@ func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases []
 		pm := &graph.Model{IRVersion: m.IRVersion, Opsets: m.Opsets, Graph: pg, Functions: m.Functions}
 		popts := opts
 		popts.Seed = seed + int64(k)
+		popts.State = phState
 		exe, err := be.Compile(pm, popts)
 		if err != nil {
 			return nil, fmt.Errorf("compiling pass %d: %w", k, err)
@@ -533,6 +669,9 @@ func (sp *StageProgram) run(ctx context.Context, ph *phase, env Env) error {
 	}
 	feeds := make(map[string]*graph.Tensor, len(ph.inputs))
 	for _, in := range ph.inputs {
+		if in == freshInput {
+			continue // below
+		}
 		t, ok := env[in]
 		if !ok {
 			if p := sp.param(in); p != nil {
@@ -545,23 +684,38 @@ func (sp *StageProgram) run(ctx context.Context, ph *phase, env Env) error {
 		}
 		feeds[in] = t
 	}
+	if ph.sums {
+		feeds[freshInput] = graph.FromBool([]bool{sp.freshNext})
+	}
 	out, err := ph.exe.Run(ctx, feeds)
 	if err != nil {
 		return fmt.Errorf("pipeline: stage %d: %s pass: %w", sp.Index, ph.name, err)
+	}
+	if ph.sums {
+		sp.freshNext, sp.sumsValid = false, true
+		if !sp.sumsHost {
+			for i, p := range sp.Params {
+				if sp.gradSums[i] != nil {
+					if err := sp.sumsExe.ReadState(gradSumPref+p.Name, sp.gradSums[i]); err != nil {
+						return fmt.Errorf("pipeline: stage %d: reading the gradient sum of %s: %w", sp.Index, p.Name, err)
+					}
+				}
+			}
+		}
 	}
 	for _, o := range ph.outputs {
 		t := out[o]
 		if t == nil {
 			return fmt.Errorf("pipeline: stage %d: %s pass produced no %q", sp.Index, ph.name, o)
 		}
-		if sp.gradSink != nil && strings.HasPrefix(o, weightGradPref) {
-			sp.gradSink(o[len(weightGradPref):], t) // added in place: no copy per micro-batch
-			continue
-		}
 		env[o] = t.Clone()
 	}
 	return nil
 }
+
+// ResetGradSums makes the next weight-gradient pass start the parameters'
+// gradient sums afresh (the first micro-batch of a step).
+func (sp *StageProgram) ResetGradSums() { sp.freshNext, sp.sumsValid = true, false }
 
 func (sp *StageProgram) param(name string) *Param {
 	for _, p := range sp.Params {
@@ -612,10 +766,24 @@ func OutputGradKey(o string) string { return gradOfPrefix + o }
 // InputGrad is the computed gradient of input in (nil if not computed).
 func (sp *StageProgram) InputGrad(env Env, in string) *graph.Tensor { return env[inputGradPref+in] }
 
-// ParamGrad is the computed gradient of parameter name.
-func (sp *StageProgram) ParamGrad(env Env, name string) *graph.Tensor {
-	return env[weightGradPref+name]
+// ParamGrad is parameter name's gradient summed over the micro-batches
+// whose weight-gradient pass ran since ResetGradSums (nil before the
+// first). The tensor is the sum's buffer itself: the next pass adds to it.
+func (sp *StageProgram) ParamGrad(name string) *graph.Tensor {
+	if !sp.sumsValid {
+		return nil
+	}
+	for i, p := range sp.Params {
+		if p.Name == name {
+			return sp.gradSums[i]
+		}
+	}
+	return nil
 }
+
+// GradSums are the buffers ParamGrad returns, in Params order (nil for a
+// parameter without a gradient).
+func (sp *StageProgram) GradSums() []*graph.Tensor { return sp.gradSums }
 
 // Backward runs the whole backward pass (input and weight gradients).
 func (sp *StageProgram) Backward(ctx context.Context, env Env) error {

@@ -64,7 +64,7 @@ func TestSplitBackward(t *testing.T) {
 	require.NoError(t, split.Forward(ctx, es, 0.25))
 	require.NoError(t, split.BackwardInput(ctx, es))
 	for _, p := range split.Params {
-		assert.Nil(t, split.ParamGrad(es, p.Name), "%s before the weight pass", p.Name)
+		assert.Nil(t, split.ParamGrad(p.Name), "%s before the weight pass", p.Name)
 	}
 	for _, name := range split.Inputs {
 		require.NotNil(t, split.InputGrad(es, name))
@@ -73,8 +73,8 @@ func TestSplitBackward(t *testing.T) {
 	require.NoError(t, split.BackwardWeight(ctx, es))
 	require.NotEmpty(t, split.Params)
 	for _, p := range split.Params {
-		require.NotNil(t, split.ParamGrad(es, p.Name), p.Name)
-		assertClose(t, whole.ParamGrad(ew, p.Name), split.ParamGrad(es, p.Name), p.Name)
+		require.NotNil(t, split.ParamGrad(p.Name), p.Name)
+		assertClose(t, whole.ParamGrad(p.Name), split.ParamGrad(p.Name), p.Name)
 	}
 }
 

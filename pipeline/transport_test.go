@@ -230,11 +230,19 @@ func TestTensorEncoding(t *testing.T) {
 // micro-batches of every window of 2M, gradients averaged across the
 // replicas, clipping over the whole model: the losses of one process with
 // --grad-accum 2M.
+//
+// With flushes 2, each replica runs its M micro-batches as two runs of the
+// schedule (Runner.SetFlush, --grad-accum 2 with --micro-batches M/2):
+// the same losses.
 func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 	const batch, accum, steps, R, S = 2, 2, 3, 2, 2
 	for _, f := range fixtures {
-		for _, name := range []string{"1f1b", "zbv"} {
-			t.Run(f.name+"/"+name, func(t *testing.T) {
+		for _, c := range []struct {
+			name    string
+			flushes int
+		}{{"1f1b", 1}, {"zbv", 1}, {"1f1b", 2}} {
+			name, flushes := c.name, c.flushes
+			t.Run(fmt.Sprintf("%s/%s/flushes%d", f.name, name, flushes), func(t *testing.T) {
 				cfg := f.config(batch, R*accum, steps, "adamw")
 				cfg.ClipGradNorm = 1
 				want := reference(t, cfg)
@@ -260,7 +268,8 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 						return err
 					}
 					defer tr.Close()
-					sched, err := pipeline.New(name, S, accum, 0)
+					micro := accum / flushes
+					sched, err := pipeline.New(name, S, micro, 0)
 					if err != nil {
 						return err
 					}
@@ -286,8 +295,14 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 							}
 							window = append(window, pipeline.Batch{Inputs: in, Labels: labels})
 						}
-						if err := run.ForwardBackward(ctx, window[replica*accum:(replica+1)*accum]); err != nil {
-							return err
+						mine := window[replica*accum : (replica+1)*accum]
+						loss := 0.0
+						for k := 0; k < flushes; k++ {
+							run.SetFlush(k == 0, k == flushes-1, flushes)
+							if err := run.ForwardBackward(ctx, mine[k*micro:(k+1)*micro]); err != nil {
+								return err
+							}
+							loss += run.LastStats().Loss / float64(flushes)
 						}
 						if _, err := run.ClipGradNorm(cfg.ClipGradNorm); err != nil {
 							return err
@@ -295,7 +310,7 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 						if err := run.Update(); err != nil {
 							return err
 						}
-						got[proc] = append(got[proc], run.LastStats().Loss)
+						got[proc] = append(got[proc], loss)
 					}
 					return nil
 				})

@@ -34,19 +34,29 @@ func (c *Config) microBatches() int {
 	return c.GradAccum
 }
 
+// pipelineFlushes is the number of runs of the schedule (of
+// microBatches() micro-batches each) in one optimizer step: --grad-accum
+// when --micro-batches is given, else 1.
+func (c *Config) pipelineFlushes() int {
+	if c.MicroBatches > 0 && c.GradAccum > 1 {
+		return c.GradAccum
+	}
+	return 1
+}
+
 // checkPipeline rejects what the in-process pipeline does not do yet.
 func (c *Config) checkPipeline() error {
 	switch {
 	case c.MicroBatches < 0:
 		return fmt.Errorf("--micro-batches must be positive, got %d", c.MicroBatches)
-	case c.MicroBatches > 0 && c.GradAccum > 1 && c.GradAccum != c.MicroBatches:
-		return fmt.Errorf("--pipeline-stages: one step consumes --micro-batches (%d) micro-batches; --grad-accum %d would disagree (leave it at 1)", c.MicroBatches, c.GradAccum)
 	case c.ValData != "":
-		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet")
+		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet (it needs evaluation-mode stage programs and forward-only messages between the stages); validate the --output model in one process with onnxtrain eval")
 	case c.MixedPrecision != "" && c.MixedPrecision != "no" && c.MixedPrecision != "bf16":
 		return fmt.Errorf("--mixed-precision %s is not supported with --pipeline-stages (fp16 needs one loss scale and one inf check over every stage; use bf16)", c.MixedPrecision)
-	case c.Zero > 0 || c.SyncBatchNorm:
-		return fmt.Errorf("--zero and --sync-batchnorm are not supported with --pipeline-stages yet")
+	case c.Zero > 0:
+		return fmt.Errorf("--zero %d is not supported with --pipeline-stages yet (each pipeline process already holds only its stages' parameters, gradients and optimizer state; partitioning them further over the data-parallel replicas is not built)", c.Zero)
+	case c.SyncBatchNorm:
+		return fmt.Errorf("--sync-batchnorm is not supported with --pipeline-stages yet")
 	case c.TrainOnly != "":
 		return fmt.Errorf("--train-only is not supported with --pipeline-stages yet")
 	}
@@ -129,7 +139,9 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	}
 	defer built.close()
 	runner, plan, sched := built.runner, built.plan, built.sched
-	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), M*replicas)
+	K := cfg.pipelineFlushes()
+	W := K * M // batches of one replica in one optimizer step
+	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), W*replicas)
 	lrs, err := NewSchedule(cfg, total)
 	if err != nil {
 		return nil, err
@@ -204,20 +216,35 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			index++
 			window = append(window, pipeline.Batch{Inputs: b.Inputs, Labels: b.Labels})
 			samples += b.Size
-			if len(window) < M*replicas && index < loader.Len() {
+			if len(window) < W*replicas && index < loader.Len() {
 				continue
 			}
 			mine := window
 			if replicas > 1 {
-				if len(window) < M*replicas {
-					return sum, fmt.Errorf("step %d, epoch %d: the epoch ends with %d batches, fewer than the %d replicas × %d micro-batches of a step (make the batches per epoch a multiple, or use --steps)", step+1, epoch, len(window), replicas, M)
+				if len(window) < W*replicas {
+					return sum, fmt.Errorf("step %d, epoch %d: the epoch ends with %d batches, fewer than the %d replicas × %d micro-batches of a step (make the batches per epoch a multiple, or use --steps)", step+1, epoch, len(window), replicas, W)
 				}
-				mine = window[replica*M : (replica+1)*M]
+				mine = window[replica*W : (replica+1)*W]
 			}
-			if err := runner.ForwardBackwardPartial(ctx, mine); err != nil {
-				return sum, fmt.Errorf("step %d, epoch %d: %w", step+1, epoch, err)
+			// --grad-accum K with --micro-batches M: K runs of the schedule
+			// (flushes), their gradients summed, make one step.
+			var stats pipeline.StepStats
+			for k := 0; k*M < len(mine); k++ {
+				chunk := mine[k*M : min((k+1)*M, len(mine))]
+				runner.SetFlush(k == 0, (k+1)*M >= len(mine), K)
+				if err := runner.ForwardBackwardPartial(ctx, chunk); err != nil {
+					return sum, fmt.Errorf("step %d, epoch %d: %w", step+1, epoch, err)
+				}
+				st := runner.LastStats()
+				if k == 0 {
+					stats = st
+					stats.Loss *= float64(len(chunk))
+				} else {
+					stats.Loss += st.Loss * float64(len(chunk))
+					stats.Losses = append(stats.Losses, st.Losses...)
+				}
 			}
-			stats := runner.LastStats()
+			stats.Loss /= float64(len(mine))
 			if math.IsNaN(stats.Loss) || math.IsInf(stats.Loss, 0) {
 				return sum, fmt.Errorf("train: step %d (epoch %d): %w (%v); try a lower --lr, --clip-grad-norm, or check the data for NaNs", step+1, epoch, ErrNaNLoss, stats.Loss)
 			}

@@ -9,7 +9,7 @@ import (
 // addPipelineTrainFlags adds train's pipeline-parallel flags.
 func addPipelineTrainFlags(f *pflag.FlagSet, cfg *train.Config) {
 	f.IntVar(&cfg.PipelineStages, "pipeline-stages", 0, "pipeline parallel: cut the model into stages run by this many ranks (0: off)")
-	f.IntVar(&cfg.MicroBatches, "micro-batches", 0, "pipeline parallel: micro-batches of --batch-size per optimizer step (0: --grad-accum); trains as --grad-accum M in one process")
+	f.IntVar(&cfg.MicroBatches, "micro-batches", 0, "pipeline parallel: micro-batches of --batch-size per run of the schedule (0: --grad-accum, one run a step); with --grad-accum K, K runs make one optimizer step; trains as --grad-accum K×M in one process")
 	f.StringVar(&cfg.Schedule, "schedule", "", "pipeline parallel: gpipe, 1f1b (default), interleaved, zb1p or zbv")
 	f.IntVar(&cfg.VirtualStages, "virtual-stages", 0, "pipeline parallel: model chunks per rank for --schedule interleaved (0: 2)")
 	f.StringVar(&cfg.SplitAt, "split-at", "", "pipeline parallel: cut before these nodes (or the first reader of these initializers), comma-separated, instead of automatically")
