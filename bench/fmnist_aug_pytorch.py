@@ -84,6 +84,8 @@ def main():
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after this many epochs of the --epochs schedule, then test (0: run them all); "
                          "for a per-epoch time when the whole run does not fit")
+    ap.add_argument("--log-every", type=int, default=50,
+                    help="print the step and the wall time so far every N steps (0: only per epoch)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -133,6 +135,7 @@ def main():
         model.train()
         return acc, vloss
 
+    step = 0
     for epoch in range(args.epochs):
         model.train()
         perm = torch.randperm(len(xtr))
@@ -146,6 +149,9 @@ def main():
             loss.backward()
             opt.step()
             sched.step()
+            step += 1
+            if args.log_every and step % args.log_every == 0:
+                print(f"step {step}/{total} loss {loss.item():.4f} ({time.perf_counter() - start:.1f} s)", flush=True)
         line = f"epoch {epoch} loss {loss.item():.4f} ({time.perf_counter() - start:.1f} s)"
         if args.eval_every_epoch:
             acc, vloss = test()
