@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Fashion-MNIST with augmentation in PyTorch: the peer of bench/fmnist_aug_compare.sh.
 
-Trains models/fmnist_bn_export.py's FashionBNCNN from the weights of
-models/fmnist_bn/fmnist_bn_train.onnx (so both frameworks start from the same
-initial weights) on the 60000 training images with the recipe of the
+Trains models/fmnist_bn_export.py's FashionBNCNN (--model bn) or
+models/fmnist_wide_export.py's FashionWideCNN (--model wide) from the weights
+of models/fmnist_<model>/fmnist_<model>_train.onnx (so both frameworks start
+from the same initial weights) on the 60000 training images with the recipe of the
 onnxtrain command in docs/finetuning.md:
 
   * AdamW (--lr, --weight-decay), batch --batch-size, shuffled every epoch;
@@ -38,6 +39,9 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 from fmnist_bn_export import FashionBNCNN  # noqa: E402
+from fmnist_wide_export import FashionWideCNN  # noqa: E402
+
+MODELS = {"bn": FashionBNCNN, "wide": FashionWideCNN}
 
 DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -67,6 +71,7 @@ def augment(x, pad, flip):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=sorted(MODELS), default="bn")
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -76,18 +81,29 @@ def main():
     ap.add_argument("--random-crop", type=int, default=0, help="padding of the random crop (0: none)")
     ap.add_argument("--random-flip", action="store_true")
     ap.add_argument("--eval-every-epoch", action="store_true", help="also test after every epoch (costs time)")
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="stop after this many epochs of the --epochs schedule, then test (0: run them all); "
+                         "for a per-epoch time when the whole run does not fit")
+    ap.add_argument("--log-every", type=int, default=50,
+                    help="print the step and the wall time so far every N steps (0: only per epoch)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
-    model = FashionBNCNN()
-    proto = onnx.load(os.path.join(HERE, "..", "models", "fmnist_bn", "fmnist_bn_train.onnx"))
+    model = MODELS[args.model]()
+    name = f"fmnist_{args.model}"
+    proto = onnx.load(os.path.join(HERE, "..", "models", name, f"{name}_train.onnx"))
     state = model.state_dict()
+    loaded = set()
     for i in proto.graph.initializer:
         if i.name in state:
             state[i.name] = torch.from_numpy(numpy_helper.to_array(i).copy())
+            loaded.add(i.name)
+    missing = [k for k in state if k not in loaded and not k.endswith("num_batches_tracked")]
+    if missing:
+        sys.exit(f"{name}_train.onnx has no initializer for {missing}")
     model.load_state_dict(state)
 
     def load(split):
@@ -119,6 +135,7 @@ def main():
         model.train()
         return acc, vloss
 
+    step = 0
     for epoch in range(args.epochs):
         model.train()
         perm = torch.randperm(len(xtr))
@@ -132,14 +149,19 @@ def main():
             loss.backward()
             opt.step()
             sched.step()
+            step += 1
+            if args.log_every and step % args.log_every == 0:
+                print(f"step {step}/{total} loss {loss.item():.4f} ({time.perf_counter() - start:.1f} s)", flush=True)
         line = f"epoch {epoch} loss {loss.item():.4f} ({time.perf_counter() - start:.1f} s)"
         if args.eval_every_epoch:
             acc, vloss = test()
             line += f" test accuracy {100 * acc:.2f}% loss {vloss:.4f}"
         print(line, flush=True)
+        if args.stop_after and epoch + 1 >= args.stop_after:
+            break
     acc, vloss = test()
     print(f"pytorch {torch.__version__}, {args.threads} threads: test accuracy {100 * acc:.2f}%, loss {vloss:.4f}, "
-          f"{args.epochs} epochs, wall {time.perf_counter() - start:.1f} s")
+          f"{epoch + 1} of {args.epochs} epochs, wall {time.perf_counter() - start:.1f} s")
 
 
 if __name__ == "__main__":
