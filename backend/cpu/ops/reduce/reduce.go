@@ -112,6 +112,19 @@ func reduceKernel(op reduceOp) kern.Kernel {
 			return nil, err
 		}
 		b := st.b
+		if m := st.mid; m.keep > 0 && (op == opSum || op == opMean) {
+			// Outer and inner axes reduced around a kept middle (a
+			// convolution's bias gradient over N and the spatial axes):
+			// summed in place, in the permuted layout's order.
+			switch xs := x.Data.(type) {
+			case []float32:
+				sumAroundMiddle(op, xs, out.Data.([]float32), m)
+				return kern.Results(n, out), nil
+			case []float64:
+				sumAroundMiddle(op, xs, out.Data.([]float64), m)
+				return kern.Results(n, out), nil
+			}
+		}
 		switch xs := x.Data.(type) {
 		case []float32:
 			reduceNumbers[float32, float64](op, permuted(st, xs, x.Shape), out.Data.([]float32), b)
@@ -157,6 +170,73 @@ type reduceState struct {
 	b        blocks
 	valid    bool
 	buf      any // the permuted input's storage, a []T
+	// mid is the layout [outer, keep, inner] with outer and inner reduced
+	// and keep kept (keep 0: not that layout).
+	mid middleLayout
+}
+
+// middleLayout views an input as [outer, keep, inner] elements.
+type middleLayout struct{ outer, keep, inner int }
+
+// middleOf reports whether reduced leaves exactly one run of kept axes
+// between two runs of reduced ones (axes of size 1 aside), and the layout.
+func middleOf(shape []int, reduced []bool) middleLayout {
+	var m middleLayout
+	state := 0 // 0: leading reduced run, 1: the kept run, 2: trailing reduced run
+	m.outer, m.keep, m.inner = 1, 1, 1
+	for d, s := range shape {
+		if s == 1 {
+			continue
+		}
+		switch {
+		case reduced[d] && state == 0:
+			m.outer *= s
+		case !reduced[d] && state <= 1:
+			state = 1
+			m.keep *= s
+		case reduced[d] && state >= 1:
+			state = 2
+			m.inner *= s
+		default:
+			return middleLayout{}
+		}
+	}
+	if state != 2 || m.outer == 1 {
+		return middleLayout{}
+	}
+	return m
+}
+
+// sumAroundMiddle sets y[k] to the sum (or mean) over o and i of
+// x[o, k, i], adding in float64 in the order o-major, i-minor (the
+// order of the permuted layout [keep, outer, inner]), so the result is the
+// general path's to the bit; the kept elements are spread over the cores.
+func sumAroundMiddle[T float32 | float64](op reduceOp, x, y []T, m middleLayout) {
+	parallelRowsOf(m.keep, m.outer*m.inner, middleSumTask[T]{op: op, x: x, y: y, m: m})
+}
+
+// middleSumTask is sumAroundMiddle's work over a range of kept elements
+// (a value, so that handing it to the workers allocates nothing).
+type middleSumTask[T float32 | float64] struct {
+	op   reduceOp
+	x, y []T
+	m    middleLayout
+}
+
+func (t *middleSumTask[T]) Chunk(lo, hi int) {
+	m := t.m
+	for k := lo; k < hi; k++ {
+		var s float64
+		for o := 0; o < m.outer; o++ {
+			for _, v := range t.x[(o*m.keep+k)*m.inner : (o*m.keep+k+1)*m.inner] {
+				s += float64(v)
+			}
+		}
+		if t.op == opMean {
+			s /= float64(m.outer * m.inner)
+		}
+		t.y[k] = T(s)
+	}
 }
 
 // plan resolves the layout for in, or keeps the one of the last run.
@@ -172,6 +252,7 @@ func (st *reduceState) plan(n *graph.Node, in []*graph.Tensor) error {
 	}
 	st.outShape = reducedShape(x.Shape, reduced, n.AttrInt("keepdims", 1) != 0)
 	st.perm, st.b = reduceLayout(x.Shape, reduced)
+	st.mid = middleOf(x.Shape, reduced)
 	st.xs = append(st.xs[:0], x.Shape...)
 	st.hasAxes, st.axes = t != nil, st.axes[:0]
 	if t != nil {

@@ -324,3 +324,53 @@ func TestExp32MatchesMathExpToFloat32Precision(t *testing.T) {
 	assert.True(t, math.IsInf(exp32(100), 1))
 	assert.True(t, math.IsNaN(exp32(math.NaN())))
 }
+
+// TestSumAroundMiddleIsTheGeneralPath: ReduceSum and ReduceMean over the
+// batch and spatial axes of an NCHW tensor (a convolution's bias gradient)
+// take the in-place path, whose values equal the general path's (a
+// permuted copy reduced in its order) to the bit, with a size-1 axis in
+// the middle and float32 and float64 data of mixed magnitudes.
+func TestSumAroundMiddleIsTheGeneralPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 9))
+	for _, shape := range [][]int{{8, 6, 5, 7}, {3, 16, 1, 9, 4}, {2, 3, 2}} {
+		size := 1
+		for _, d := range shape {
+			size *= d
+		}
+		axes := []int64{0}
+		for a := 2; a < len(shape); a++ {
+			axes = append(axes, int64(a))
+		}
+		reduced := make([]bool, len(shape))
+		for _, a := range axes {
+			reduced[a] = true
+		}
+		m := middleOf(shape, reduced)
+		require.Greater(t, m.keep, 0, "shape %v takes the in-place path", shape)
+		for _, op := range []string{"ReduceSum", "ReduceMean"} {
+			x32 := make([]float32, size)
+			for i := range x32 {
+				x32[i] = float32(r.NormFloat64() * math.Pow(10, float64(r.IntN(7)-3)))
+			}
+			x := graph.FromFloat32(x32, shape...)
+			got := mustRun(t, 13, node(op, graph.IntsAttr("axes", axes...)), x)[0]
+			perm, b := reduceLayout(shape, reduced)
+			want := make([]float32, b.outer*b.inner)
+			st := &reduceState{perm: perm}
+			rop := map[string]reduceOp{"ReduceSum": opSum, "ReduceMean": opMean}[op]
+			reduceNumbers[float32, float64](rop, permuted(st, x32, shape), want, b)
+			require.Len(t, got.Float32s(), len(want))
+			for i := range want {
+				assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(got.Float32s()[i]), "%s %v [%d]: %g vs %g", op, shape, i, got.Float32s()[i], want[i])
+			}
+			x64 := graph.Zeros(graph.Float64, shape...)
+			for i := range x32 {
+				x64.Float64s()[i] = float64(x32[i]) * 1.000001
+			}
+			got64 := mustRun(t, 13, node(op, graph.IntsAttr("axes", axes...)), x64)[0]
+			want64 := make([]float64, b.outer*b.inner)
+			reduceNumbers[float64, float64](rop, permuted(&reduceState{perm: perm}, x64.Float64s(), shape), want64, b)
+			assert.Equal(t, want64, got64.Float64s(), "%s %v float64", op, shape)
+		}
+	}
+}
