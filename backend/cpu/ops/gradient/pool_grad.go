@@ -223,7 +223,8 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 		x32, _ := any(x).([]float32)
 		separable := x32 != nil && rowsOK && colsOK && separableFits(rows, cols, p.win.in[1])
 		nn.ParallelItemsOf(planes, workers, false, maxPoolBackward2DTask[T]{p: p, dy: dy, x: x, dx: dx, x32: x32,
-			rows: rows, cols: cols, spans: rowsOK && colsOK, separable: separable})
+			rows: rows, cols: cols, spans: rowsOK && colsOK, separable: separable,
+			twoByTwo: rowsOK && colsOK && pairsFromZero(rows) && pairsFromZero(cols)})
 		return
 	}
 	nn.ParallelItems(planes, workers, false, func(_, c int) {
@@ -253,6 +254,49 @@ type maxPoolBackward2DTask[T float32 | float64] struct {
 	x32              []float32
 	rows, cols       []tapSpan
 	spans, separable bool
+	twoByTwo         bool // 2x2 windows at stride 2 from the origin, no padding
+}
+
+// pairsFromZero reports whether window o's taps along an axis are 2o and
+// 2o+1 for every o (a 2-wide window at stride 2, unpadded).
+func pairsFromZero(spans []tapSpan) bool {
+	for o, s := range spans {
+		if s.lo != 2*o || s.n != 2 {
+			return false
+		}
+	}
+	return true
+}
+
+// maxPoolBackward2x2 is maxPoolBackward2D for 2x2 windows at stride 2
+// (non-overlapping, unpadded): each window's gradient goes to its first
+// tap, in row-major order, that no later tap exceeds, exactly the scan's
+// choice (NaN included: a NaN first tap keeps it). dx must be zero; input
+// rows and columns past the last window keep zeros.
+func maxPoolBackward2x2[T float32 | float64](dy, x, dx []T, iw, oh, ow int) {
+	for r := 0; r < oh; r++ {
+		x0, x1 := x[2*r*iw:(2*r+1)*iw], x[(2*r+1)*iw:(2*r+2)*iw]
+		d0, d1 := dx[2*r*iw:(2*r+1)*iw], dx[(2*r+1)*iw:(2*r+2)*iw]
+		g := dy[r*ow : (r+1)*ow]
+		for q, gq := range g {
+			j := 2 * q
+			best, row, col := x0[j], 0, j
+			if v := x0[j+1]; v > best {
+				best, col = v, j+1
+			}
+			if v := x1[j]; v > best {
+				best, row, col = v, 1, j
+			}
+			if v := x1[j+1]; v > best {
+				row, col = 1, j+1
+			}
+			if row == 0 {
+				d0[col] += gq
+			} else {
+				d1[col] += gq
+			}
+		}
+	}
 }
 
 func (t *maxPoolBackward2DTask[T]) Item(_, c int) {
@@ -260,6 +304,10 @@ func (t *maxPoolBackward2DTask[T]) Item(_, c int) {
 	inSize, outSize := p.win.inSize, p.win.outSize
 	dyp, dxp := dy[c*outSize:(c+1)*outSize], dx[c*inSize:(c+1)*inSize]
 	clear(dxp)
+	if t.twoByTwo {
+		maxPoolBackward2x2(dyp, x[c*inSize:(c+1)*inSize], dxp, p.win.in[1], len(t.rows), len(t.cols))
+		return
+	}
 	if t.separable && maxPoolBackwardSeparable(t.rows, t.cols, p.win.in[1], any(dyp).([]float32), t.x32[c*inSize:(c+1)*inSize], any(dxp).([]float32)) {
 		return
 	}
