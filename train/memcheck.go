@@ -179,12 +179,17 @@ func checkStepFits(_ context.Context, cfg Config, _ LossConfig, ds data.Dataset,
 		return nil // a backend or a graph the shapes cannot plan: no check
 	}
 	acts := satAdd64(satAdd64(plan.PeakBytes, plan.ScratchBytes), max(0, plan.RecordingBytes-plan.PeakBytes))
-	state := trainable // SGD without momentum: none; the gradients are counted here
+	// The gradient sums, unless the update runs inside the step (then each
+	// gradient is a value of the step's plan, counted in acts).
+	state := trainable
+	if m.Prog.cfg.FusedUpdate {
+		state = 0
+	}
 	switch {
 	case cfg.Optimizer == "adam" || cfg.Optimizer == "adamw":
-		state = 3 * trainable
+		state += 2 * trainable
 	case cfg.Momentum != 0:
-		state = 2 * trainable
+		state += trainable
 	}
 	need := satAdd64(satAdd64(satAdd64(weights, state), acts), held)
 	if need <= have {

@@ -94,7 +94,11 @@ func newEstimateMemoryCmd() *cobra.Command {
 			}
 			fmt.Fprintf(w, "model:           %s (batch %d, %s%s)\n", est.Model, est.BatchSize, est.Optimizer, rc)
 			fmt.Fprintf(w, "parameters:      %s\n", humanBytes(est.Parameters))
-			fmt.Fprintf(w, "gradients:       %s (accumulation buffers)\n", humanBytes(est.Gradients))
+			if o.GradAccum > 1 || o.SeparateUpdate {
+				fmt.Fprintf(w, "gradients:       %s (accumulation buffers)\n", humanBytes(est.Gradients))
+			} else {
+				fmt.Fprintf(w, "gradients:       %s (no sums kept: the update runs inside the step, right after each gradient; --grad-accum > 1 or --separate-update keep them)\n", humanBytes(est.Gradients))
+			}
 			fmt.Fprintf(w, "optimizer state: %s\n", humanBytes(est.OptimizerState))
 			fmt.Fprintf(w, "activations:     %s (planned peak of the step, its gradient outputs included)\n", humanBytes(est.Activations))
 			fmt.Fprintf(w, "inputs:          %s (one batch) + %s (batches the loader prepares ahead)\n", humanBytes(est.Inputs), humanBytes(est.Prefetch))
@@ -117,6 +121,8 @@ func newEstimateMemoryCmd() *cobra.Command {
 	f.StringVar(&o.MixedPrecision, "mixed-precision", "no", "no, bf16 or fp16 (as train --mixed-precision: float32 master weights, gradients and optimizer state; low-precision activations where autocast puts them)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&o.Recompute, "recompute", false, "estimate for a step that recomputes cheap activations (as train --recompute)")
+	f.IntVar(&o.GradAccum, "grad-accum", 1, "micro-batches per optimizer step (as train --grad-accum; above 1 the gradient sums are kept)")
+	f.BoolVar(&o.SeparateUpdate, "separate-update", false, "as train --separate-update: the optimizer step after the micro-batch, over gradient sums")
 	return cmd
 }
 
@@ -135,6 +141,13 @@ type EstimateOptions struct {
 	MixedPrecision string
 	// Data is an optional .npz or .npy training set, counted in full.
 	Data string
+	// GradAccum is the micro-batches per optimizer step (0 or 1: one) and
+	// SeparateUpdate train's --separate-update: with one micro-batch per
+	// step and no --separate-update, train runs the update inside the step
+	// and keeps no gradient sums (each gradient is a value of the step's
+	// memory plan, counted in Activations).
+	GradAccum      int
+	SeparateUpdate bool
 }
 
 // EstimateMemory estimates a training run of the model at o.BatchSize
@@ -148,6 +161,9 @@ type EstimateOptions struct {
 func EstimateMemory(ctx context.Context, path string, o EstimateOptions) (*MemoryEstimate, error) {
 	if o.BatchSize <= 0 {
 		return nil, fmt.Errorf("estimate-memory: --batch-size must be positive, got %d", o.BatchSize)
+	}
+	if o.GradAccum < 0 {
+		return nil, fmt.Errorf("estimate-memory: --grad-accum must be positive, got %d", o.GradAccum)
 	}
 	switch o.Optimizer {
 	case "sgd", "adam", "adamw":
@@ -236,7 +252,9 @@ func EstimateMemory(ctx context.Context, path string, o EstimateOptions) (*Memor
 	for _, p := range prog.Params {
 		trainable = satAdd(trainable, shapeBytes(p.Value.Shape, graph.Float32))
 	}
-	est.Gradients = trainable
+	if o.GradAccum > 1 || o.SeparateUpdate {
+		est.Gradients = trainable // the gradient sums
+	}
 	switch o.Optimizer {
 	case "sgd":
 		if o.Momentum != 0 {
