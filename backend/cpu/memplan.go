@@ -477,6 +477,7 @@ func (r *recorder) endStep(s int, st *step, fr *frame) {
 		if a.end <= s {
 			if at := dataPointer(a.t); at != nil {
 				r.spare[a.bytes] = append(r.spare[a.bytes], at)
+				releasePages(at, a.bytes)
 			}
 			a.t = nil
 			continue
