@@ -18,6 +18,11 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
+// releaseMinBytes is the smallest retired recording buffer whose pages are
+// handed back to the OS while it waits for reuse (releasePages; smaller
+// ones cost a system call for little).
+const releaseMinBytes = 1 << 20
+
 // arenaAlign is the alignment of every tensor in an arena (a cache line,
 // and enough for any SIMD load).
 const arenaAlign = 64

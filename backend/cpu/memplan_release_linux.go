@@ -5,9 +5,8 @@ import (
 	"unsafe"
 )
 
-// releaseMinBytes is the smallest retired recording buffer whose pages are
-// handed back (smaller ones cost a system call for little).
-const releaseMinBytes = 1 << 20
+// pagesReleased says that releasePages hands pages back on this platform.
+const pagesReleased = true
 
 // releasePages hands the whole pages of the n bytes at p back to the OS
 // (MADV_DONTNEED: they read as zeros when next touched) while the memory
