@@ -27,6 +27,7 @@ const (
 	PruneDropoutMasks = "prune-dropout-masks"
 	DropSameShapeSum  = "drop-same-shape-sum-to-shape"
 	RecomputeGeluGrad = "recompute-gelu-grad"
+	RecomputeGeluOut  = "recompute-gelu-output"
 	LowerSpecialised  = "lower-specialised"
 )
 
@@ -129,11 +130,14 @@ func SpecialisedPasses() []Pass {
 		{Name: PruneDropoutMasks, Doc: "Dropout masks that nothing reads (a constant ratio of 0 passes the gradient through) not written",
 			After: []string{Specialize},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.PruneUnreadDropoutMasks(g), nil }},
+		{Name: RecomputeGeluOut, Doc: "backward's reads of a GeluErf's Y (the next product's weight gradient) read a copy computed just before them, so Y dies after forward; X lives that long anyway",
+			Fuses: []string{graph.GeluErf, graph.GeluErfGradX}, Requires: []string{Specialize, RecomputeGeluGrad}, After: []string{PruneDropoutMasks},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.RecomputeGeluErfOutput(g), nil }},
 		{Name: DropSameShapeSum, Doc: "SumToShape(G, Like) of one known shape becomes Identity(G), so that Like (read for its shape only) is not kept alive for it; after the fusions that look through such SumToShapes",
 			After: []string{Specialize, FuseGeluErfGrad, FuseSliceGrad},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.DropSameShapeSumToShape(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
 	}
 }
