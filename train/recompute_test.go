@@ -76,7 +76,10 @@ func TestRecomputeKeepsLossesAndGradients(t *testing.T) {
 	}{
 		{"mlp", "cross_entropy", false, 0},
 		{"cifar_resnet", "cross_entropy", true, 20},
-		{"vit_tiny", "cross_entropy", true, 10},
+		// 10% before the specialised passes recomputed GELU's D, A and
+		// Y by default (graph.RecomputeGeluErfGrad/Output): they were most
+		// of what --recompute saved here; now 508,096 -> 499,712 bytes.
+		{"vit_tiny", "cross_entropy", true, 1},
 		{"transformer_loss", "output:loss", false, 0},
 		{"fmnist_cnn", "cross_entropy", false, 0},
 	}

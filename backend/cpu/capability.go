@@ -8,7 +8,7 @@ import (
 // kernels for: every fusion of the pass pipeline (graph/passes).
 var fusedOps = []string{
 	graph.TransposedMatMul, graph.PermutedMatMul, graph.GatherGradSum,
-	graph.ReluGrad, graph.ErfGrad, graph.GeluErf, graph.GeluErfGrad,
+	graph.ReluGrad, graph.ErfGrad, graph.GeluErf, graph.GeluErfGrad, graph.GeluErfGradX,
 	graph.GemmRelu, graph.BatchNormRelu, graph.BatchNormReluGrad, graph.MatMulAdd,
 }
 

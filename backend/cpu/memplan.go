@@ -18,6 +18,11 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
+// releaseMinBytes is the smallest retired recording buffer whose pages are
+// handed back to the OS while it waits for reuse (releasePages; smaller
+// ones cost a system call for little).
+const releaseMinBytes = 1 << 20
+
 // arenaAlign is the alignment of every tensor in an arena (a cache line,
 // and enough for any SIMD load).
 const arenaAlign = 64
@@ -290,6 +295,8 @@ type memPlan struct {
 	// usable is false when the record found values the plan cannot keep
 	// sound (stats.Unplanned says which): runs then use the heap.
 	usable bool
+	// peakLive is the arena's live set at its fullest step.
+	peakLive PeakLive
 }
 
 // recorder watches a plan's first run: it serves allocations from the heap
@@ -316,6 +323,9 @@ type recorder struct {
 	// requests of the same size reuse it, so that the recording run holds
 	// about the plan's live set rather than one buffer per request.
 	spare map[int][]unsafe.Pointer
+	// p is the plan being recorded (for naming values in the peak's
+	// live set).
+	p *plan
 }
 
 type allocRec struct {
@@ -327,6 +337,9 @@ type allocRec struct {
 	bytes int
 	end   int
 	t     *graph.Tensor // keeps the storage (and its address) while live
+	// value is the slot of the first value found in this allocation (-1
+	// before one is).
+	value int
 }
 
 type heapRec struct {
@@ -344,6 +357,7 @@ func (r *recorder) begin(p *plan, fr *frame) {
 		heap:    map[uintptr]*heapRec{},
 		fed:     map[uintptr]bool{},
 		spare:   map[int][]unsafe.Pointer{},
+		p:       p,
 	}
 	for slot, t := range fr.vals {
 		ptr, n := dataRange(t)
@@ -389,7 +403,7 @@ func (r *recorder) alloc(s int, d graph.DType, shape []int) *graph.Tensor {
 	ptr, n := dataRange(t)
 	r.mu.Lock()
 	id := len(r.allocs)
-	r.allocs = append(r.allocs, allocRec{step: s, dtype: d, elems: t.Size(), rank: len(shape), ptr: ptr, bytes: n, end: s, t: t})
+	r.allocs = append(r.allocs, allocRec{step: s, dtype: d, elems: t.Size(), rank: len(shape), ptr: ptr, bytes: n, end: s, t: t, value: -1})
 	r.perStep[s] = append(r.perStep[s], int32(id))
 	r.live = append(r.live, id)
 	r.mu.Unlock()
@@ -429,6 +443,9 @@ func (r *recorder) endStep(s int, st *step, fr *frame) {
 		if id := r.find(ptr, n); id >= 0 {
 			exp[j] = int32(id)
 			r.allocs[id].end = max(r.allocs[id].end, end)
+			if r.allocs[id].value < 0 {
+				r.allocs[id].value = slot
+			}
 			continue
 		}
 		if r.fed[ptr] {
@@ -465,6 +482,7 @@ func (r *recorder) endStep(s int, st *step, fr *frame) {
 		if a.end <= s {
 			if at := dataPointer(a.t); at != nil {
 				r.spare[a.bytes] = append(r.spare[a.bytes], at)
+				releasePages(at, a.bytes)
 			}
 			a.t = nil
 			continue
@@ -488,6 +506,7 @@ func (r *recorder) finish() *memPlan {
 			r.stats.OutputBytes += int64(a.bytes)
 		}
 	}
+	mp.peakLive = r.peakLive()
 	offsets, total := placeIntervals(items)
 	for i := range mp.slots {
 		mp.slots[i].off = offsets[i]
@@ -512,6 +531,6 @@ func (r *recorder) finish() *memPlan {
 	}
 	st.PeakBytes = st.ArenaBytes + st.HeapPeakBytes
 	mp.stats = st
-	r.allocs, r.live, r.heap, r.heapRecs, r.fed, r.spare = nil, nil, nil, nil, nil, nil
+	r.allocs, r.live, r.heap, r.heapRecs, r.fed, r.spare, r.p = nil, nil, nil, nil, nil, nil, nil
 	return mp
 }

@@ -31,9 +31,12 @@ type ShapePlan struct {
 	// OutputBytes is the part of PeakBytes the graph's outputs hold.
 	OutputBytes int64
 	// RecordingBytes is what the first run of these shapes, which records
-	// the plan, takes from the heap: the recorder serves a request from
-	// the storage of a retired value of exactly the same byte size, or
-	// allocates, and keeps what it allocated until the run ends.
+	// the plan, holds resident at its fullest step: the recorder serves a
+	// request from the storage of a retired value of exactly the same byte
+	// size, or allocates, and keeps what it allocated until the run ends;
+	// a retired buffer of releaseMinBytes or more has its pages handed
+	// back while it waits (releasePages), so only the smaller ones count
+	// beside the live values.
 	RecordingBytes int64
 	// ScratchBytes is the kernels' scratch buffers (scratchBytes).
 	ScratchBytes int64
@@ -165,29 +168,40 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 	sort.SliceStable(byEnd, func(a, b int) bool { return byEnd[a].end < byEnd[b].end })
 	var live, outs int64
 	spare := map[int64]int{} // the recorder's retired storage, by exact size
+	// The recording run's resident bytes: its live values' exact sizes,
+	// and the retired buffers that keep their pages.
+	var liveExact, spareResident int64
+	resident := func(exact int64) bool { return !pagesReleased || exact < releaseMinBytes }
 	k := 0
 	for s := range p.steps {
 		for _, sto := range starts[s] {
 			live += sto.bytes
+			liveExact += sto.exact
 			if sto.output {
 				outs += sto.bytes
 			}
 			if spare[sto.exact] > 0 {
 				spare[sto.exact]--
-			} else {
-				sp.RecordingBytes += sto.exact
+				if resident(sto.exact) {
+					spareResident -= sto.exact
+				}
 			}
 		}
 		if live > sp.PeakBytes {
 			sp.PeakBytes, sp.OutputBytes = live, outs
 		}
+		sp.RecordingBytes = max(sp.RecordingBytes, liveExact+spareResident)
 		for k < len(byEnd) && byEnd[k].end <= s {
 			live -= byEnd[k].bytes
+			liveExact -= byEnd[k].exact
 			if byEnd[k].output {
 				outs -= byEnd[k].bytes
 			}
 			if byEnd[k].exact > 0 {
 				spare[byEnd[k].exact]++
+				if resident(byEnd[k].exact) {
+					spareResident += byEnd[k].exact
+				}
 			}
 			k++
 		}

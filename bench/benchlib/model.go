@@ -3,6 +3,7 @@ package benchlib
 import (
 	"context"
 	"fmt"
+	"github.com/onnxtrain/onnxtrain/backend/cpu"
 	"io"
 	"math/rand/v2"
 	"path/filepath"
@@ -53,6 +54,9 @@ type ModelOptions struct {
 	// time per op type (ModelResult.OpProfile); OpProfileByNode per node
 	// instead ("OpType node-name").
 	OpProfile, OpProfileByNode bool
+	// PeakLive reports what the training step's memory plan holds at its
+	// fullest step (ModelResult.PeakLive), on backends that say.
+	PeakLive bool
 	// Recompute builds the training step with activation recomputation
 	// (train.ProgramConfig.Recompute).
 	Recompute bool
@@ -144,6 +148,9 @@ type ModelResult struct {
 	// OpProfile (with ModelOptions.OpProfile) is the kernel time of a
 	// timed step by op type, largest first.
 	OpProfile []OpTime `json:"op_profile,omitempty"`
+	// PeakLive (with ModelOptions.PeakLive) is the training step's memory
+	// plan at its fullest step: the values alive there, largest first.
+	PeakLive *cpu.PeakLive `json:"peak_live,omitempty"`
 }
 
 func (o *ModelOptions) defaults() error {
@@ -477,6 +484,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 			total := time.Since(t0)
 			res.PlannedPeakBytes = prog.PlannedBytes()
 			res.StateCopyBytes = prog.StateTraffic().UpdateCopyBytes
+			res.PeakLive = peakLive(o, prog)
 			// The update's nodes ran inside the step: their own time is
 			// the optimizer's share.
 			return out.Loss, total - *update, *update, nil
@@ -525,6 +533,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 		}
 		res.PlannedPeakBytes = prog.PlannedBytes()
 		res.StateCopyBytes = prog.StateTraffic().UpdateCopyBytes
+		res.PeakLive = peakLive(o, prog)
 		return r.Loss, t1.Sub(t0), time.Since(t1), nil
 	}, nil
 }
@@ -598,4 +607,18 @@ func evalGraph(g *graph.Graph) *graph.Graph {
 		c.Nodes[i] = &cn
 	}
 	return &c
+}
+
+// peakLive returns the live set at the fullest step of prog's training
+// step when o asks for it and the backend reports it (nil otherwise).
+func peakLive(o ModelOptions, prog *train.Program) *cpu.PeakLive {
+	if !o.PeakLive {
+		return nil
+	}
+	e, ok := prog.Executable().(interface{ PeakLive() cpu.PeakLive })
+	if !ok {
+		return nil
+	}
+	pl := e.PeakLive()
+	return &pl
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ type benchFlags struct {
 	transB     bool
 	logFormat  string
 	cpuProfile string
+	memProfile string
 	stream     bool
 }
 
@@ -78,8 +80,10 @@ K×N) and reports GFLOP/s, the median over --steps repetitions.`,
 	fl.BoolVar(&f.transB, "trans-b", false, "GEMM: B is stored transposed (N×K)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text (for people) or json (one object on stdout)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file (read it with go tool pprof)")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile to this file at the end of the run (as of the last collection; read it with go tool pprof -sample_index=inuse_space)")
 	fl.BoolVar(&f.stream, "stream", false, "measure the memory bandwidth (STREAM triad on all cores) instead of a model")
 	fl.BoolVar(&f.model.OpProfile, "op-profile", false, "time every kernel call of the timed steps and report the time per op type (JSON: op_profile)")
+	fl.BoolVar(&f.model.PeakLive, "peak-live", false, "list what the training step's memory plan holds at its fullest step, largest first (JSON: peak_live)")
 	fl.BoolVar(&f.model.OpProfileByNode, "op-profile-by-node", false, "as --op-profile, per node instead of per op type")
 	return cmd
 }
@@ -159,6 +163,11 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.memProfile != "" {
+		if err := writeHeapProfile(f.memProfile); err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+	}
 	if f.logFormat == "json" {
 		return writeJSON(out, res)
 	}
@@ -183,6 +192,13 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			rc += " (--mixed-precision " + res.MixedPrecision + ")"
 		}
 		fmt.Fprintf(out, "  planned peak of a step %.1f MiB%s\n", float64(res.PlannedPeakBytes)/(1<<20), rc)
+	}
+	if pl := res.PeakLive; pl != nil {
+		fmt.Fprintf(out, "  memory plan's fullest step %d of %d (%s %s): %.1f MiB alive in %d allocations\n",
+			pl.Step, pl.Steps, pl.Op, pl.Node, float64(pl.Bytes)/(1<<20), len(pl.Values))
+		for _, v := range pl.Values {
+			fmt.Fprintf(out, "    %9.2f MiB  steps %5d-%-5d %-22s %-40s %s (last read by %s)\n", float64(v.Bytes)/(1<<20), v.Born, v.Dies, v.Op, v.Node, v.Value, v.LastReader)
+		}
 	}
 	if len(res.OpProfile) > 0 {
 		fmt.Fprintf(out, "  kernel time per step (wall, the calls in sequence; GFLOP/s of product ops, GB/s of inputs+outputs of the others):\n")
@@ -233,4 +249,18 @@ func parseDims(vals []string) (map[string]int64, error) {
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	return enc.Encode(v)
+}
+
+// writeHeapProfile writes the heap profile (as of the last collection) to
+// path.
+func writeHeapProfile(path string) error {
+	pf, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(pf); err != nil {
+		pf.Close()
+		return err
+	}
+	return pf.Close()
 }

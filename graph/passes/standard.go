@@ -25,6 +25,9 @@ const (
 	FuseGeluErfGrad   = "fuse-gelu-erf-grad"
 	FuseSliceGrad     = "fuse-slice-grad-concat"
 	PruneDropoutMasks = "prune-dropout-masks"
+	DropSameShapeSum  = "drop-same-shape-sum-to-shape"
+	RecomputeGeluGrad = "recompute-gelu-grad"
+	RecomputeGeluOut  = "recompute-gelu-output"
 	LowerSpecialised  = "lower-specialised"
 )
 
@@ -118,14 +121,23 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseGeluErfGrad, Doc: "the exact GELU's gradient chain in one pass (GeluErfGrad); needs its same-shape SumToShapes known, and ErfGrad fused",
 			Fuses: []string{graph.GeluErfGrad}, Requires: []string{Specialize, FuseErfGrad},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseGeluErfGrad(g), nil }},
+		{Name: RecomputeGeluGrad, Doc: "GeluErfGrad recomputes D and A from X (GeluErfGradX), so the forward GeluErf writes Y alone and backward keeps X, as PyTorch's GELU saves its input only",
+			Fuses: []string{graph.GeluErfGradX}, Requires: []string{Specialize, FuseGeluErfGrad},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.RecomputeGeluErfGrad(g), nil }},
 		{Name: FuseSliceGrad, Doc: "the summed SliceGrads of a value cut into slices along one axis (attention's packed q, k, v) become one Concat; needs every shape",
 			Requires: []string{Specialize},
 			Run:      func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseSliceGradConcat(g), nil }},
 		{Name: PruneDropoutMasks, Doc: "Dropout masks that nothing reads (a constant ratio of 0 passes the gradient through) not written",
 			After: []string{Specialize},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.PruneUnreadDropoutMasks(g), nil }},
+		{Name: RecomputeGeluOut, Doc: "backward's reads of a GeluErf's Y (the next product's weight gradient) read a copy computed just before them, so Y dies after forward; X lives that long anyway",
+			Fuses: []string{graph.GeluErf, graph.GeluErfGradX}, Requires: []string{Specialize, RecomputeGeluGrad}, After: []string{PruneDropoutMasks},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.RecomputeGeluErfOutput(g), nil }},
+		{Name: DropSameShapeSum, Doc: "SumToShape(G, Like) of one known shape becomes Identity(G), so that Like (read for its shape only) is not kept alive for it; after the fusions that look through such SumToShapes",
+			After: []string{Specialize, FuseGeluErfGrad, FuseSliceGrad},
+			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.DropSameShapeSumToShape(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, FuseSliceGrad, PruneDropoutMasks},
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
 	}
 }

@@ -18,6 +18,7 @@ func clipGradNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 		return nil, err
 	}
 	st := kern.State[nodeState](n)
+	defer st.dropOperands()
 	if err := prepare(ctx, n, in, st); err != nil {
 		return nil, err
 	}
@@ -87,6 +88,7 @@ func clipGradValue(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		return nil, n.Errorf("invalid clip value %v", v)
 	}
 	st := kern.State[nodeState](n)
+	defer st.dropOperands()
 	if err := prepare(ctx, n, in, st); err != nil {
 		return nil, err
 	}
@@ -113,6 +115,7 @@ func unscaleGrads(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 		return nil, err
 	}
 	st := kern.State[nodeState](n)
+	defer st.dropOperands()
 	if err := prepare(ctx, n, in, st); err != nil {
 		return nil, err
 	}
@@ -152,6 +155,7 @@ func accumulateGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gr
 		return nil, n.Errorf("input 0 (fresh) must be a bool scalar")
 	}
 	st := kern.State[nodeState](n)
+	defer st.dropOperands()
 	if err := prepare(ctx, n, in, st); err != nil {
 		return nil, err
 	}

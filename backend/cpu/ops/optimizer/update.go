@@ -14,6 +14,7 @@ type sgdConsts struct {
 // sgdUpdate is graph.SGDUpdateOp (torch 1.13 _single_tensor_sgd).
 func sgdUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	st := kern.State[nodeState](n)
+	defer st.dropOperands()
 	if err := prepare(ctx, n, in, st); err != nil {
 		return nil, err
 	}
@@ -121,6 +122,7 @@ var noVector bool
 // _single_tensor_adamw).
 func adamUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	st := kern.State[nodeState](n)
+	defer st.dropOperands()
 	if err := prepare(ctx, n, in, st); err != nil {
 		return nil, err
 	}
