@@ -226,6 +226,72 @@ shiftSum:
 	VZEROUPPER
 	RET
 
+// func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32) float64
+// n a multiple of 8. Σ e^(x - m) with x - m rounded to float32 and clamped
+// as in expAVX2 (a NaN passes); blocks of eight alternate between the lane
+// sums Y10 and Y11, which are widened to float64 and added at the end
+// (sumExpShiftGo spells out the order).
+TEXT ·sumExpShiftAVX2(SB), NOSPLIT, $0-40
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y13
+	MOVQ consts+24(FP), R8
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	SHRQ $3, CX
+
+sumExp2:
+	CMPQ CX, $2
+	JLT sumExp1
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y4
+	VSUBPS Y13, Y0, Y0
+	VSUBPS Y13, Y4, Y4
+	VMAXPS Y0, Y14, Y0
+	VMAXPS Y4, Y14, Y4
+	VMINPS Y0, Y15, Y0
+	VMINPS Y4, Y15, Y4
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_REDUCE(Y4, Y5, Y6)
+	EXP_FINISH(Y0, Y1, Y2, Y3)
+	EXP_FINISH(Y4, Y5, Y6, Y7)
+	VADDPS Y3, Y10, Y10
+	VADDPS Y7, Y11, Y11
+	ADDQ $64, SI
+	SUBQ $2, CX
+	JMP sumExp2
+
+sumExp1:
+	TESTQ CX, CX
+	JZ sumExpFold
+	VMOVUPS (SI), Y0
+	VSUBPS Y13, Y0, Y0
+	VMAXPS Y0, Y14, Y0
+	VMINPS Y0, Y15, Y0
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_FINISH(Y0, Y1, Y2, Y3)
+	VADDPS Y3, Y10, Y10
+
+sumExpFold:
+	VCVTPS2PD X10, Y0
+	VEXTRACTF128 $1, Y10, X1
+	VCVTPS2PD X1, Y1
+	VCVTPS2PD X11, Y2
+	VEXTRACTF128 $1, Y11, X3
+	VCVTPS2PD X3, Y3
+	VADDPD Y1, Y0, Y0
+	VADDPD Y3, Y2, Y2
+	VADDPD Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VMOVSD X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
 // ERF8 sets Y5 = erf(Y0) for eight lanes; Y0-Y4, Y6 and Y7 are clobbered.
 // Needs Y15 = |x| mask, Y14 = 4, Y13 = 0 and R8 = avxConst. With a = |x|
 // and b = min(a, 4) (a NaN passes): the interval i = clamp(trunc((b -
