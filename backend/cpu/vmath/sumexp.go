@@ -1,7 +1,5 @@
 package vmath
 
-
-
 // sumExpChunk is the most elements one call of the assembly (or of
 // sumExpShiftGo) sums in float32 lanes before the float64 total takes
 // them: 16 lanes of at most 32 terms each.
@@ -57,4 +55,3 @@ func sumExpShiftGo(src []float32, m float32) float64 {
 	}
 	return (y[0] + y[2]) + (y[1] + y[3])
 }
-
