@@ -252,7 +252,8 @@ func BenchmarkMemboundResNet50BatchNormReluGrad(b *testing.B) {
 func BenchmarkMemboundResNet50BatchNormGrad(b *testing.B) {
 	sh := []int{8, 256, 56, 56}
 	n := mkNode(graph.InternalDomain, "BatchNormalizationGrad", 3, graph.IntAttr("training_mode", 1))
-	// reads dY and X, writes dX
+	// reads dY and X, writes dX (the kernel reads a channel's dY and X a
+	// second time for dX, from L2: a channel is 8·56·56 elements)
 	benchOp(b, n, 15, 12*size(sh...), randn(1, sh...), randn(2, sh...), filled(1.5, 256), filled(0, 256), filled(1, 256))
 }
 
@@ -320,6 +321,13 @@ func BenchmarkMemboundViTGeluErfGrad(b *testing.B) {
 func BenchmarkMemboundViTAdd(b *testing.B) {
 	sh := []int{4, 197, 768}
 	benchOp(b, mkNode("", "Add", 1), 14, 12*size(sh...), randn(1, sh...), randn(2, sh...))
+}
+
+// Attention's scaling of q by √64 (and its gradient): [197, 4·12, 64]
+// divided by a scalar.
+func BenchmarkMemboundViTDivScalar(b *testing.B) {
+	sh := []int{197, 48, 64}
+	benchOp(b, mkNode("", "Div", 1), 14, 8*size(sh...), randn(1, sh...), scalar32(8))
 }
 
 // --- GPT, batch 4 × 128 tokens, width 768, vocabulary 50257 ---
