@@ -330,6 +330,13 @@ func BenchmarkMemboundViTDivScalar(b *testing.B) {
 	benchOp(b, mkNode("", "Div", 1), 14, 8*size(sh...), randn(1, sh...), scalar32(8))
 }
 
+// A bias's gradient: the MLP's [4, 197, 3072] summed to [3072].
+func BenchmarkMemboundViTSumToShape(b *testing.B) {
+	n := mkNode(graph.InternalDomain, "SumToShape", 1)
+	// reads dY, writes the sums (the second input gives the shape only)
+	benchOp(b, n, 17, 4*(size(4, 197, 3072)+3072), randn(1, 4, 197, 3072), newT(graph.Float32, []int{3072}))
+}
+
 // --- GPT, batch 4 × 128 tokens, width 768, vocabulary 50257 ---
 
 func BenchmarkMemboundGPTSoftmax(b *testing.B) {
