@@ -156,9 +156,14 @@ func (dirtyAlloc) Alloc(_ *graph.Node, d graph.DType, shape []int, elems int) *g
 
 func (dirtyAlloc) AllocUninit(_ *graph.Node, d graph.DType, shape []int, elems int) *graph.Tensor {
 	t := graph.Zeros(d, shape...)
-	if v, ok := t.Data.([]float32); ok {
+	switch v := t.Data.(type) {
+	case []float32:
 		for i := range v {
 			v[i] = float32(math.NaN())
+		}
+	case []float64:
+		for i := range v {
+			v[i] = math.NaN()
 		}
 	}
 	return t
