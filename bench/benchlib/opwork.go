@@ -14,7 +14,9 @@ import (
 // must at least move), or 0 for ops that only relabel a tensor (reshapes,
 // identities, shape queries, and any call whose output is one of its
 // inputs' storage, as a CastLike to the type it has), whose time is not a
-// bandwidth.
+// bandwidth. Inputs a kernel consults only for their shape or type
+// (shapeOnlyInput: GatherGrad's data, SumToShape's target, CastLike's type
+// operand) are not counted: the kernel never reads their elements.
 func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 	switch n.OpType {
 	case "Reshape", "Identity", "Shape", "Size", "Unsqueeze", "Squeeze", "Flatten", "Constant":
@@ -22,8 +24,10 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		if aliasesInput(in, out) {
 			break
 		}
-		for _, t := range in {
-			bytes += tensorBytes(t)
+		for i, t := range in {
+			if !shapeOnlyInput(n.OpType, i) {
+				bytes += tensorBytes(t)
+			}
 		}
 		for _, t := range out {
 			bytes += tensorBytes(t)
@@ -118,6 +122,24 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		}
 	}
 	return flops, bytes
+}
+
+// shapeOnlyInput reports whether input i of op is read for its shape or
+// dtype only: the gradient ops that scatter into or reduce to zeros
+// "shaped like" an input (SliceGrad, PadGrad, TileGrad, GatherGrad,
+// GatherElementsGrad, SumToShape, UnreduceTo: input 1; SplitLike: every
+// input after the first) and CastLike's type operand. Counting them
+// credited GatherGrad into a 50257×768 embedding with 154 MB it never
+// reads, and a CastLike of a scalar with its (activation-sized) type
+// operand.
+func shapeOnlyInput(op string, i int) bool {
+	switch op {
+	case "SplitLike":
+		return i >= 1
+	case "SliceGrad", "PadGrad", "TileGrad", "GatherGrad", "GatherElementsGrad", "SumToShape", "UnreduceTo", "CastLike":
+		return i == 1
+	}
+	return false
 }
 
 // aliasesInput reports whether an output shares its storage with an

@@ -89,7 +89,19 @@ func TestOpWorkShapes(t *testing.T) {
 			assert.InDelta(t, want, bytes, 1e-9)
 		})
 	}
-	_, bytes := opWork(node("Reshape"), []*graph.Tensor{f32(4, 8)}, []*graph.Tensor{f32(32)})
+	// Inputs read for their shape or type only: GatherGrad of an
+	// embedding reads dY and the indices and writes the table's gradient
+	// (data gives its shape); CastLike of a scalar reads the scalar.
+	ind := graph.Zeros(graph.Int64, 4, 128)
+	_, bytes := opWork(node("GatherGrad"), []*graph.Tensor{f32(4, 128, 768), f32(50257, 768), ind}, []*graph.Tensor{f32(50257, 768)})
+	assert.InDelta(t, 4*float64(4*128*768+50257*768)+8*4*128, bytes, 1e-9)
+	_, bytes = opWork(node("SumToShape"), []*graph.Tensor{f32(4, 197, 768), f32(768)}, []*graph.Tensor{f32(768)})
+	assert.InDelta(t, 4*float64(4*197*768+768), bytes, 1e-9)
+	_, bytes = opWork(node("CastLike"), []*graph.Tensor{f32(), f32(4, 197, 3072)}, []*graph.Tensor{f32()})
+	assert.InDelta(t, 8.0, bytes, 1e-9)
+	_, bytes = opWork(node("SplitLike"), []*graph.Tensor{f32(6, 8), f32(2, 8), f32(4, 8)}, []*graph.Tensor{f32(2, 8), f32(4, 8)})
+	assert.InDelta(t, 4*float64(2*48), bytes, 1e-9)
+	_, bytes = opWork(node("Reshape"), []*graph.Tensor{f32(4, 8)}, []*graph.Tensor{f32(32)})
 	assert.Zero(t, bytes, "a reshape moves no data")
 	x := f32(4, 8)
 	_, bytes = opWork(node("CastLike"), []*graph.Tensor{x, f32(1)}, []*graph.Tensor{x})

@@ -46,6 +46,19 @@ var tailMask = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
 //go:noescape
 func erfAVX2(dst, src *float32, n int, consts *[8]float32)
 
+// sumExpShiftAVX2 takes n a multiple of 8 (at most sumExpChunk).
+//
+//go:noescape
+func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32) float64
+
+// sumExpShift is SumExpShift32's loop over len(src), a multiple of 8.
+func sumExpShift(src []float32, m float32) float64 {
+	if !hasAVX2FMA {
+		return sumExpShiftGo(src, m)
+	}
+	return sumExpShiftAVX2(&src[0], len(src), m, &avxConst[0])
+}
+
 func exp(dst, src []float32) {
 	if !hasAVX2FMA {
 		expGo(dst, src)

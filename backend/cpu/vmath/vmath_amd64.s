@@ -113,34 +113,41 @@ expDone:
 	VZEROUPPER
 	RET
 
-// EXPSHIFT8 sets Y4 = e^(Y0 - m) for eight lanes, m = mh + ml in Y13 and
+// EXPSHIFT8R sets O = e^(I - m) for eight lanes, m = mh + ml in Y13 and
 // Y12: a two-sum gives s = x - mh and lo = (its rounding error) - ml; s is
-// clamped (a NaN passes) and lo counts only where s was not clamped. Y0-Y3
-// are clobbered; needs Y14, Y15 = the clamp bounds and R8 = avxConst.
-#define EXPSHIFT8 \
-	VSUBPS Y13, Y0, Y1 \
-	VSUBPS Y0, Y1, Y2 \
-	VSUBPS Y2, Y1, Y3 \
-	VSUBPS Y3, Y0, Y3 \
-	VADDPS Y13, Y2, Y2 \
-	VSUBPS Y2, Y3, Y3 \
-	VSUBPS Y12, Y3, Y3 \
-	VMAXPS Y1, Y14, Y0 \
-	VMINPS Y0, Y15, Y0 \
-	VCMPPS $0, Y1, Y0, Y2 \
-	VANDPS Y2, Y3, Y3 \
-	EXP_REDUCE(Y0, Y1, Y2) \
-	VADDPS Y3, Y0, Y0 \
-	EXP_FINISH(Y0, Y1, Y2, Y4)
+// clamped (a NaN passes) and lo counts only where s was not clamped. I, A,
+// B and C are clobbered; needs Y14, Y15 = the clamp bounds and R8 =
+// avxConst.
+#define EXPSHIFT8R(I, A, B, C, O) \
+	VSUBPS Y13, I, A \
+	VSUBPS I, A, B \
+	VSUBPS B, A, C \
+	VSUBPS C, I, C \
+	VADDPS Y13, B, B \
+	VSUBPS B, C, C \
+	VSUBPS Y12, C, C \
+	VMAXPS A, Y14, I \
+	VMINPS I, Y15, I \
+	VCMPPS $0, A, I, B \
+	VANDPS B, C, C \
+	EXP_REDUCE(I, A, B) \
+	VADDPS C, I, I \
+	EXP_FINISH(I, A, B, O)
 
-// SUM8 adds the eight float32 lanes of Y4, widened to float64, to Y10
-// (low four) and Y11 (high four); Y5 is clobbered.
-#define SUM8 \
-	VCVTPS2PD X4, Y5 \
-	VADDPD Y5, Y10, Y10 \
-	VEXTRACTF128 $1, Y4, X5 \
-	VCVTPS2PD X5, Y5 \
-	VADDPD Y5, Y11, Y11
+// EXPSHIFT8 is EXPSHIFT8R from Y0 into Y4 (Y1-Y3 clobbered).
+#define EXPSHIFT8 EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4)
+
+// SUM8R adds the eight float32 lanes of YR (XR its low half), widened to
+// float64, to Y10 (low four) and Y11 (high four); YT is clobbered.
+#define SUM8R(XR, YR, XT, YT) \
+	VCVTPS2PD XR, YT \
+	VADDPD YT, Y10, Y10 \
+	VEXTRACTF128 $1, YR, XT \
+	VCVTPS2PD XT, YT \
+	VADDPD YT, Y11, Y11
+
+// SUM8 is SUM8R of Y4 (Y5 clobbered).
+#define SUM8 SUM8R(X4, Y4, X5, Y5)
 
 // TAILMASK sets Y9 to a mask of the first R11 (1-7) lanes, from the table
 // at masks+off(FP); AX and R10 are clobbered.
@@ -168,15 +175,34 @@ TEXT ·expShiftAVX2(SB), NOSPLIT, $0-56
 	SHRQ $3, CX
 	JZ shiftTail
 
-shiftLoop:
+shiftLoop2:
+	// Two blocks per iteration: their exponentials are independent, and
+	// their sums go into Y10/Y11 in element order (the first block's,
+	// then the second's), as one block per iteration would add them.
+	CMPQ CX, $2
+	JLT shiftLoop1
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y5
+	EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4)
+	EXPSHIFT8R(Y5, Y6, Y7, Y8, Y9)
+	VMOVUPS Y4, (DI)
+	VMOVUPS Y9, 32(DI)
+	SUM8R(X4, Y4, X0, Y0)
+	SUM8R(X9, Y9, X5, Y5)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $2, CX
+	JMP shiftLoop2
+
+shiftLoop1:
+	TESTQ CX, CX
+	JZ shiftTail
 	VMOVUPS (SI), Y0
 	EXPSHIFT8
 	VMOVUPS Y4, (DI)
 	SUM8
 	ADDQ $32, SI
 	ADDQ $32, DI
-	DECQ CX
-	JNZ shiftLoop
 
 shiftTail:
 	// The last n mod 8 through masked loads and stores; the lanes past
@@ -197,6 +223,72 @@ shiftSum:
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
 	VMOVSD X0, ret+48(FP)
+	VZEROUPPER
+	RET
+
+// func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32) float64
+// n a multiple of 8. Σ e^(x - m) with x - m rounded to float32 and clamped
+// as in expAVX2 (a NaN passes); blocks of eight alternate between the lane
+// sums Y10 and Y11, which are widened to float64 and added at the end
+// (sumExpShiftGo spells out the order).
+TEXT ·sumExpShiftAVX2(SB), NOSPLIT, $0-40
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y13
+	MOVQ consts+24(FP), R8
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	SHRQ $3, CX
+
+sumExp2:
+	CMPQ CX, $2
+	JLT sumExp1
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y4
+	VSUBPS Y13, Y0, Y0
+	VSUBPS Y13, Y4, Y4
+	VMAXPS Y0, Y14, Y0
+	VMAXPS Y4, Y14, Y4
+	VMINPS Y0, Y15, Y0
+	VMINPS Y4, Y15, Y4
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_REDUCE(Y4, Y5, Y6)
+	EXP_FINISH(Y0, Y1, Y2, Y3)
+	EXP_FINISH(Y4, Y5, Y6, Y7)
+	VADDPS Y3, Y10, Y10
+	VADDPS Y7, Y11, Y11
+	ADDQ $64, SI
+	SUBQ $2, CX
+	JMP sumExp2
+
+sumExp1:
+	TESTQ CX, CX
+	JZ sumExpFold
+	VMOVUPS (SI), Y0
+	VSUBPS Y13, Y0, Y0
+	VMAXPS Y0, Y14, Y0
+	VMINPS Y0, Y15, Y0
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_FINISH(Y0, Y1, Y2, Y3)
+	VADDPS Y3, Y10, Y10
+
+sumExpFold:
+	VCVTPS2PD X10, Y0
+	VEXTRACTF128 $1, Y10, X1
+	VCVTPS2PD X1, Y1
+	VCVTPS2PD X11, Y2
+	VEXTRACTF128 $1, Y11, X3
+	VCVTPS2PD X3, Y3
+	VADDPD Y1, Y0, Y0
+	VADDPD Y3, Y2, Y2
+	VADDPD Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VMOVSD X0, ret+32(FP)
 	VZEROUPPER
 	RET
 

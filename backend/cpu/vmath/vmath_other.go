@@ -15,3 +15,5 @@ func erfGrad(dst, dy, x []float32, c float32) { erfGradGo(dst, dy, x, c) }
 func geluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
 	geluErfGradGo(dst, dy, x, d, a, c1, c3, k)
 }
+
+func sumExpShift(src []float32, m float32) float64 { return sumExpShiftGo(src, m) }

@@ -409,15 +409,22 @@ func softmaxCrossEntropyLossGrad(_ *kern.Context, n *graph.Node, in []*graph.Ten
 			return nil, err
 		}
 	}
-	dx, err := kern.New(n, x.DType, x.Shape)
-	if err != nil {
-		return nil, err
-	}
 	b := layout{outer: x.Shape[0], r: x.Shape[1], inner: product(x.Shape[2:])}
 	if xs, ok := x.Data.([]float32); ok && b.inner == 1 && dlogp == nil && s != nil && b.r > 0 {
+		// The row kernel writes every element (a row of weight 0 is
+		// cleared), so the storage comes unzeroed: zeroing 512×50257
+		// logits' worth first was a third pass over memory.
+		dx, err := kern.NewUninit(n, x.DType, x.Shape)
+		if err != nil {
+			return nil, err
+		}
 		st.rows = sceRowsTask{x: xs, dx: dx.Data.([]float32), c: b.r, labels: labels, w: w, s: s}
 		st.rows.run(b.outer)
 		return kern.Results(n, dx), nil
+	}
+	dx, err := kern.New(n, x.DType, x.Shape)
+	if err != nil {
+		return nil, err
 	}
 	switch xs := x.Data.(type) {
 	case []float32:

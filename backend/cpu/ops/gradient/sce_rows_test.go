@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -143,4 +144,65 @@ func BenchmarkSCEGradVocab(b *testing.B) {
 			sceBackward(x, nil, dx, layout{outer: rows, r: c, inner: 1}, labels, w, s, p, g)
 		}
 	})
+}
+
+// dirtyAlloc serves kern.NewUninit from storage filled with NaN (what a
+// planned buffer may hold from an earlier value) and kern.New from zeros.
+type dirtyAlloc struct{}
+
+func (dirtyAlloc) Alloc(_ *graph.Node, d graph.DType, shape []int, elems int) *graph.Tensor {
+	return graph.Zeros(d, shape...)
+}
+
+func (dirtyAlloc) AllocUninit(_ *graph.Node, d graph.DType, shape []int, elems int) *graph.Tensor {
+	t := graph.Zeros(d, shape...)
+	switch v := t.Data.(type) {
+	case []float32:
+		for i := range v {
+			v[i] = float32(math.NaN())
+		}
+	case []float64:
+		for i := range v {
+			v[i] = math.NaN()
+		}
+	}
+	return t
+}
+
+// TestSCERowsWriteEveryElement: the row kernel's output comes unzeroed
+// (kern.NewUninit), so every element must be written, the rows of an
+// ignored target (weight 0) included: on storage full of NaN the result
+// is bit for bit the one on fresh zeroed storage.
+func TestSCERowsWriteEveryElement(t *testing.T) {
+	const rows, c, ignore = 9, 1003, 5
+	rng := rand.New(rand.NewPCG(7, 8))
+	x := make([]float32, rows*c)
+	for i := range x {
+		x[i] = float32(2 * rng.NormFloat64())
+	}
+	labels := make([]int64, rows)
+	for k := range labels {
+		labels[k] = int64(rng.IntN(c))
+	}
+	labels[2], labels[7] = ignore, ignore
+	in := []*graph.Tensor{{DType: graph.Float32, Shape: []int{}, Data: []float32{1}},
+		{DType: graph.Float32, Shape: []int{rows, c}, Data: x}, {DType: graph.Int64, Shape: []int{rows}, Data: labels}}
+	node := func() *graph.Node {
+		return &graph.Node{Name: "sce_grad", OpType: "SoftmaxCrossEntropyLossGrad", Domain: graph.InternalDomain,
+			Outputs: []string{"dx"}, Attrs: map[string]*graph.Attr{"reduction": graph.StringAttr("reduction", "mean"),
+				"ignore_index": graph.IntAttr("ignore_index", ignore)}}
+	}
+	want, err := softmaxCrossEntropyLossGrad(nil, node(), in)
+	require.NoError(t, err)
+	n := node()
+	b := &kern.Binding{Allocator: dirtyAlloc{}}
+	kern.Bind(n, b)
+	defer kern.Unbind(n)
+	got, err := softmaxCrossEntropyLossGrad(nil, n, in)
+	require.NoError(t, err)
+	w, g := want[0].Float32s(), got[0].Float32s()
+	for i := range w {
+		require.Equal(t, math.Float32bits(w[i]), math.Float32bits(g[i]), "element %d (row %d)", i, i/c)
+	}
+	assert.Zero(t, g[2*c+labels[0]%c], "an ignored row is all zeros")
 }

@@ -651,23 +651,47 @@ func gatherGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Te
 			return nil, err
 		}
 	}
-	out, err := kern.New(n, dy.DType, data.Shape)
+	switch dy.DType {
+	case graph.Float32, graph.Float64:
+	default:
+		return nil, n.Errorf("dtype %v is not supported", dy.DType)
+	}
+	// The zeros come from the cores together (an embedding's gradient is
+	// the whole 50257×768 table for a few hundred rows of dY), then the
+	// rows are added in index order on one core, as before.
+	out, err := kern.NewUninit(n, dy.DType, data.Shape)
 	if err != nil {
 		return nil, err
 	}
 	switch src := dy.Data.(type) {
 	case []float32:
-		gatherAdd(out.Data.([]float32), src, idx, outer, dim, inner)
+		d := out.Data.([]float32)
+		st.zero32.d = d
+		kern.RunTask("GatherGrad", len(d), gradWorkers(len(d), 1), &st.zero32)
+		st.zero32.d = nil
+		gatherAdd(d, src, idx, outer, dim, inner)
 	case []float64:
-		gatherAdd(out.Data.([]float64), src, idx, outer, dim, inner)
-	default:
-		return nil, n.Errorf("dtype %v is not supported", dy.DType)
+		d := out.Data.([]float64)
+		st.zero64.d = d
+		kern.RunTask("GatherGrad", len(d), gradWorkers(len(d), 1), &st.zero64)
+		st.zero64.d = nil
+		gatherAdd(d, src, idx, outer, dim, inner)
 	}
 	return kern.Results(n, out), nil
 }
 
-// gatherGradState is what a GatherGrad node keeps between runs.
-type gatherGradState struct{ idx []int }
+// gatherGradState is what a GatherGrad node keeps between runs: the
+// wrapped indices and the zeroing work the cores share.
+type gatherGradState struct {
+	idx    []int
+	zero32 zeroTask[float32]
+	zero64 zeroTask[float64]
+}
+
+// zeroTask clears d[lo:hi] for each chunk.
+type zeroTask[T float32 | float64] struct{ d []T }
+
+func (z *zeroTask[T]) Chunk(lo, hi int) { clear(z.d[lo:hi]) }
 
 // gatherAdd adds src (outer × len(idx) × inner) into dst (outer × dim ×
 // inner) at the rows idx names.
