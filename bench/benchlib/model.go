@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/onnxtrain/onnxtrain/backend"
@@ -52,8 +53,11 @@ type ModelOptions struct {
 	Profile io.Writer
 	// OpProfile times every kernel call of the timed steps and reports the
 	// time per op type (ModelResult.OpProfile); OpProfileByNode per node
-	// instead ("OpType node-name").
-	OpProfile, OpProfileByNode bool
+	// instead ("OpType node-name"); OpProfileByShape splits the product
+	// ops (those with GFLOP) by the shapes of their operands and the
+	// attributes that choose the product ("OpType in=[..]x[..] out=[..]
+	// attrs"), the others staying per op type.
+	OpProfile, OpProfileByNode, OpProfileByShape bool
 	// PeakLive reports what the training step's memory plan holds at its
 	// fullest step (ModelResult.PeakLive), on backends that say.
 	PeakLive bool
@@ -232,8 +236,8 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		Steps: o.Steps, Warmup: o.Warmup, GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
 	var prof *opProfiler
-	if o.OpProfile || o.OpProfileByNode {
-		prof = &opProfiler{byOp: map[string]*OpTime{}, byNode: o.OpProfileByNode}
+	if o.OpProfile || o.OpProfileByNode || o.OpProfileByShape {
+		prof = &opProfiler{byOp: map[string]*OpTime{}, byNode: o.OpProfileByNode, byShape: o.OpProfileByShape}
 		ctx = backend.WithNodeCallTimer(ctx, prof.record)
 	}
 	var step func() (loss float64, fb, opt time.Duration, err error)
@@ -350,8 +354,8 @@ type OpTime struct {
 
 // opProfiler sums kernel times by op type while on.
 type opProfiler struct {
-	on, byNode bool
-	byOp       map[string]*OpTime
+	on, byNode, byShape bool
+	byOp                map[string]*OpTime
 }
 
 func (p *opProfiler) record(n *graph.Node, in, out []*graph.Tensor, d time.Duration) {
@@ -362,6 +366,9 @@ func (p *opProfiler) record(n *graph.Node, in, out []*graph.Tensor, d time.Durat
 	key := n.OpType
 	if p.byNode {
 		key += " " + n.Name
+	}
+	if p.byShape && flops > 0 {
+		key += " " + productShapeKey(n, in, out)
 	}
 	t := p.byOp[key]
 	if t == nil {
@@ -400,6 +407,50 @@ func (p *opProfiler) table(steps int) []OpTime {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].total > out[j].total })
 	return out
+}
+
+// productShapeKey describes one call of a product op for
+// --op-profile-by-shape: the operands' shapes, the result's, and the
+// attributes that choose the product (transposes, which gradient, the
+// views of PermutedMatMul's operands, convolution geometry), in a stable
+// order.
+func productShapeKey(n *graph.Node, in, out []*graph.Tensor) string {
+	var b strings.Builder
+	b.WriteString("in=")
+	for i, t := range in {
+		if i > 0 {
+			b.WriteByte('x')
+		}
+		if t == nil {
+			b.WriteString("-")
+			continue
+		}
+		fmt.Fprint(&b, t.Shape)
+	}
+	if len(out) > 0 && out[0] != nil {
+		fmt.Fprintf(&b, " out=%v", out[0].Shape)
+	}
+	names := make([]string, 0, len(n.Attrs))
+	for name := range n.Attrs {
+		switch name {
+		case "transA", "transB", "grad", "alpha", "permY", "axes0", "axes1", "axes2", "fixed0", "fixed1", "fixed2",
+			"strides", "pads", "dilations", "group", "kernel_shape":
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		a := n.Attrs[name]
+		switch {
+		case len(a.Ints) > 0:
+			fmt.Fprintf(&b, " %s=%v", name, a.Ints)
+		case a.Type == graph.AttrFloat:
+			fmt.Fprintf(&b, " %s=%g", name, a.F)
+		default:
+			fmt.Fprintf(&b, " %s=%d", name, a.I)
+		}
+	}
+	return b.String()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -263,3 +263,63 @@ func BenchmarkSgemmLarge(b *testing.B) {
 		b.Run(s.name(), func(b *testing.B) { benchSgemm(b, s) })
 	}
 }
+
+// BenchmarkLargeVsReference runs each of largeShapes' step products
+// interleaved with the 2048³ reference, call by call, and reports each
+// one's rate and its ratio to the reference's in the same run (of-ref),
+// which holds on a busy machine better than two separate figures. With
+// -cpu 1 the rates are work per CPU second of the one locked thread
+// (cpu-GFLOP/s); with more, wall-clock GFLOP/s of the split product.
+func BenchmarkLargeVsReference(b *testing.B) {
+	ref := largeShapes[0]
+	r := rand.New(rand.NewPCG(5, 6))
+	rx := randSlice(r, ref.m*ref.k)
+	ry := randSlice(r, ref.k*ref.n)
+	rz := make([]float32, ref.m*ref.n)
+	for _, s := range largeShapes[1:] {
+		b.Run(s.name(), func(b *testing.B) {
+			oneThread := runtime.GOMAXPROCS(0) == 1
+			if oneThread {
+				runtime.LockOSThread() // sub-benchmarks run on their own goroutines
+				defer runtime.UnlockOSThread()
+			}
+			clock := func() time.Duration {
+				if oneThread {
+					return threadCPUTime()
+				}
+				return time.Duration(time.Now().UnixNano())
+			}
+			lda, ldb := s.k, s.n
+			if s.transA {
+				lda = s.m
+			}
+			if s.transB {
+				ldb = s.k
+			}
+			x := randSlice(r, s.m*s.k)
+			y := randSlice(r, s.k*s.n)
+			z := make([]float32, s.m*s.n)
+			Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, x, lda, y, ldb, 0, z, s.n) // warm the pools
+			var t, tr time.Duration
+			for i := 0; i < b.N; i++ {
+				c0 := clock()
+				Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, x, lda, y, ldb, 0, z, s.n)
+				c1 := clock()
+				Sgemm(false, false, ref.m, ref.n, ref.k, 1, rx, ref.k, ry, ref.n, 0, rz, ref.n)
+				t, tr = t+c1-c0, tr+clock()-c1
+			}
+			if t <= 0 || tr <= 0 {
+				return
+			}
+			unit := "GFLOP/s"
+			if oneThread {
+				unit = "cpu-GFLOP/s"
+			}
+			rate := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N) / t.Seconds() / 1e9
+			refRate := 2 * float64(ref.m) * float64(ref.n) * float64(ref.k) * float64(b.N) / tr.Seconds() / 1e9
+			b.ReportMetric(rate, unit)
+			b.ReportMetric(refRate, "ref-"+unit)
+			b.ReportMetric(rate/refRate, "of-ref")
+		})
+	}
+}

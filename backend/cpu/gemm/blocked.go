@@ -372,6 +372,10 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				switch {
 				case ic+mc < i1:
 					next[0] = p.aRegion(ic+mc, min(mc, i1-ic-mc), pc, kcur)
+				case pc+kc >= p.k && jc+mk.nc >= j1:
+					// The product's last block: fetch the next
+					// product's operands, if the caller named them.
+					next = p.after
 				case pc+kc < p.k:
 					knext := min(kc, p.k-pc-kc)
 					budget, used := prefetchBudget/4, 0
@@ -469,10 +473,12 @@ func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, b
 				// Rows pfRow.. of the two regions taken end to end.
 				rows := min(pfPerTile, pfRows-pfRow)
 				for r, left := pfRow, rows; left > 0; {
-					g, gr := next[0], r
-					if gr >= g.rows {
-						g, gr = next[1], gr-g.rows
+					gi, gr := 0, r
+					for gr >= next[gi].rows {
+						gr -= next[gi].rows
+						gi++
 					}
+					g := next[gi]
 					n := min(left, g.rows-gr)
 					prefetchRowsFn(g.src[gr*g.ld:], g.ld, n, g.width)
 					r += n

@@ -241,6 +241,10 @@ type problem struct {
 	// value, so that a product handed to other workers does not move
 	// the caller's Epilogue to the heap).
 	ep Epilogue
+	// after is what the last block prefetches while it computes: the
+	// operands of the product the caller runs next (SgemmSerialNext),
+	// or nothing.
+	after [2]region
 }
 
 // direct computes rows [i0, i1) and columns [j0, j1) of C without packing. It

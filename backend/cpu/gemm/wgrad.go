@@ -10,3 +10,30 @@ func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 		p.blocked(kernel, 0, m, 0, n)
 	}
 }
+
+// Operands names the stored A and B of a product (as Sgemm takes them,
+// with the same shapes as the current one) for SgemmSerialNext to
+// prefetch.
+type Operands struct {
+	A   []float32
+	LDA int
+	B   []float32
+	LDB int
+}
+
+// SgemmSerialNext is SgemmSerial that, while its last block computes,
+// prefetches next's operands (a product of the same shape the caller
+// runs next: the following head of a batch whose operands come from
+// memory), so that the next product does not start by waiting for
+// them. The result is SgemmSerial's, bit for bit.
+func SgemmSerialNext(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, next *Operands) {
+	if p, ok := newProblem(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); ok {
+		if next != nil && next.A != nil && next.B != nil {
+			q := p
+			q.a, q.lda, q.b, q.ldb = next.A, next.LDA, next.B, next.LDB
+			p.after[0] = q.aRegion(0, m, 0, k)
+			p.after[1] = q.bRegion(0, k, 0, n)
+		}
+		p.blocked(kernel, 0, m, 0, n)
+	}
+}

@@ -2,9 +2,12 @@ package linalg
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
@@ -87,4 +90,120 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reuseAlloc serves a node's output from the same storage every call, as
+// the executor's memory plan does, so that a benchmark times the product
+// and not the allocation of a fresh output (and its page faults).
+type reuseAlloc struct{ t *graph.Tensor }
+
+func (r *reuseAlloc) Alloc(n *graph.Node, d graph.DType, shape []int, elems int) *graph.Tensor {
+	return r.AllocUninit(n, d, shape, elems)
+}
+
+func (r *reuseAlloc) AllocUninit(_ *graph.Node, d graph.DType, shape []int, elems int) *graph.Tensor {
+	if r.t == nil || r.t.Size() != elems || r.t.DType != d {
+		t, err := graph.NewTensor(d, shape)
+		if err != nil {
+			return nil
+		}
+		r.t = t
+	}
+	r.t.Shape = append(r.t.Shape[:0], shape...)
+	return r.t
+}
+
+// BenchmarkAttentionVsGEMMViT times attention's six product kinds at
+// ViT-B/16's shapes (197 tokens, 4×12 heads of 64: QKᵀ, P·V, P·V with its
+// result permuted back to [T, B·H, D], and the gradients of both
+// products with respect to each operand) as PermutedMatMul runs them in
+// a step (output storage reused, as the memory plan does), on one locked
+// thread, each call timed by the thread's CPU time (which other processes
+// disturb least) and interleaved with the 2048³ GEMM, so that the ratio
+// to the reference holds on a busy machine. "nohint" is the same product
+// without the prefetch of the next head's operands.
+// Run with -cpu 1.
+func BenchmarkAttentionVsGEMMViT(b *testing.B) { benchAttentionVsGEMM(b, 197, 48, 64) }
+
+// BenchmarkAttentionVsGEMMGPT is BenchmarkAttentionVsGEMMViT at the GPT's
+// shapes (T=128, batch 4 × 12 heads of 64).
+func BenchmarkAttentionVsGEMMGPT(b *testing.B) { benchAttentionVsGEMM(b, 128, 48, 64) }
+
+func benchAttentionVsGEMM(b *testing.B, T, BH, D int) {
+	r := rand.New(rand.NewPCG(1, 2))
+	q, k := randF32(r, T, BH, D), randF32(r, T, BH, D)
+	p := randF32(r, BH, T, T)
+	ctx := &kern.Context{Opset: 17}
+	heads := viewSteps{perm: []int64{1, 0, 2}}
+	headsT := viewSteps{perm: []int64{1, 0, 2}, swap: true}
+	flop := float64(2 * BH * T * T * D)
+	cases := []struct {
+		name  string
+		grad  int64
+		permY []int64
+		bases []*graph.Tensor
+		steps []viewSteps
+	}{
+		{"qkT", 0, nil, []*graph.Tensor{q, k}, []viewSteps{heads, headsT}},
+		{"pv", 0, nil, []*graph.Tensor{p, k}, []viewSteps{{}, heads}},
+		{"pv_permY", 0, []int64{1, 0, 2}, []*graph.Tensor{p, k}, []viewSteps{{}, heads}},
+		{"gradA_pv", 1, nil, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}},
+		{"gradB_pv", 2, nil, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}},
+		{"gradA_qkT", 1, nil, []*graph.Tensor{p, q, k}, []viewSteps{{}, heads, headsT}},
+		{"gradB_qkT", 2, nil, []*graph.Tensor{p, q, k}, []viewSteps{{}, heads, headsT}},
+	}
+	const M = 2048
+	x, y, z := randF32(r, M, M), randF32(r, M, M), make([]float32, M*M)
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			runtime.LockOSThread() // each sub-benchmark runs on its own goroutine
+			defer runtime.UnlockOSThread()
+			n := permutedNode(c.grad, c.permY, c.bases, c.steps)
+			kern.Bind(n, &kern.Binding{Allocator: &reuseAlloc{}})
+			defer kern.Unbind(n)
+			defer func() { prefetchNextProduct = true }()
+			var on, off, ref time.Duration
+			refRuns := 0
+			for i := 0; i < b.N; i++ {
+				for _, hint := range []bool{false, true} {
+					prefetchNextProduct = hint
+					c0 := threadCPU()
+					if _, err := permutedMatMulKernel(ctx, n, c.bases); err != nil {
+						b.Fatal(err)
+					}
+					d := threadCPU() - c0
+					if hint {
+						on += d
+					} else {
+						off += d
+					}
+				}
+				if i%8 == 0 {
+					c0 := threadCPU()
+					gemm.Sgemm(false, false, M, M, M, 1, x.Float32s(), M, y.Float32s(), M, 0, z, M)
+					ref += threadCPU() - c0
+					refRuns++
+				}
+			}
+			if on <= 0 || off <= 0 || ref <= 0 {
+				return // no thread CPU clock
+			}
+			refRate := float64(2*M*M*M) * float64(refRuns) / ref.Seconds() / 1e9
+			rate := flop * float64(b.N) / on.Seconds() / 1e9
+			b.ReportMetric(rate, "GFLOP/cpu-s")
+			b.ReportMetric(flop*float64(b.N)/off.Seconds()/1e9, "nohint-GFLOP/cpu-s")
+			b.ReportMetric(refRate, "ref2048-GFLOP/cpu-s")
+			b.ReportMetric(rate/refRate, "of-ref")
+		})
+	}
+}
+
+// threadCPU is the calling OS thread's CPU time (0 where it cannot be
+// read).
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }

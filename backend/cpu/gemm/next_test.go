@@ -1,0 +1,53 @@
+package gemm
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSgemmSerialNextMatchesSerial: naming the next product's operands
+// only adds prefetches; every shape and layout stores SgemmSerial's
+// result bit for bit, including products of several k slices and row
+// blocks (where the hint applies to the last block only), edges of 197
+// (attention's heads) and operands whose rows lie far apart.
+func TestSgemmSerialNextMatchesSerial(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	shapes := []struct{ m, n, k, pad int }{
+		{197, 197, 64, 3008}, {197, 64, 197, 0}, {128, 128, 64, 0},
+		{300, 70, 600, 5}, {13, 29, 7, 0}, {6, 16, 1, 0},
+	}
+	for _, s := range shapes {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				ar, ac := s.m, s.k
+				if ta {
+					ar, ac = s.k, s.m
+				}
+				br, bc := s.k, s.n
+				if tb {
+					br, bc = s.n, s.k
+				}
+				lda, ldb := ac+s.pad, bc+s.pad
+				a := randSlice(r, 2*ar*lda)
+				b := randSlice(r, 2*br*ldb)
+				want := make([]float32, s.m*s.n)
+				got := make([]float32, s.m*s.n)
+				for i := range got {
+					got[i] = float32(math.NaN()) // beta 0 must not read C
+				}
+				SgemmSerial(ta, tb, s.m, s.n, s.k, 0.5, a, lda, b, ldb, 0, want, s.n)
+				next := &Operands{A: a[ar*lda:], LDA: lda, B: b[br*ldb:], LDB: ldb}
+				SgemmSerialNext(ta, tb, s.m, s.n, s.k, 0.5, a, lda, b, ldb, 0, got, s.n, next)
+				require.Equal(t, want, got, "m=%d n=%d k=%d ta=%v tb=%v", s.m, s.n, s.k, ta, tb)
+				// beta 1 accumulates as SgemmSerial does; no hint at all
+				// is SgemmSerial.
+				SgemmSerial(ta, tb, s.m, s.n, s.k, 1, a, lda, b, ldb, 1, want, s.n)
+				SgemmSerialNext(ta, tb, s.m, s.n, s.k, 1, a, lda, b, ldb, 1, got, s.n, nil)
+				require.Equal(t, want, got, "beta 1: m=%d n=%d k=%d ta=%v tb=%v", s.m, s.n, s.k, ta, tb)
+			}
+		}
+	}
+}
