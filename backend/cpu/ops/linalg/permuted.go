@@ -1,7 +1,6 @@
 package linalg
 
 import (
-	"runtime"
 	"sync/atomic"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
@@ -401,7 +400,7 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	if batch == 0 || m == 0 || nn == 0 {
 		return kern.Results(n, out), true, nil
 	}
-	workers := batchWorkers(batch, m*nn*max(k, 1), runtime.GOMAXPROCS(0))
+	workers := batchWorkers(batch, m*nn*max(k, 1), kern.Workers())
 	p.serial = workers > 1
 	kern.RunTask("PermutedMatMul", batch, min(workers, batch), p)
 	p.a, p.b, p.c = nil, nil, nil
@@ -704,7 +703,7 @@ func gatherGradSumKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 		total := st.rows * len(gs)
 		workers := 1
 		if g.size()*len(gs) >= 1<<16 {
-			workers = runtime.GOMAXPROCS(0)
+			workers = kern.Workers()
 		}
 		kern.RunTask("GatherGradSum", total, min(workers, max(total, 1)), st)
 		st.dst = nil
