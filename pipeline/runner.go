@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -29,8 +30,15 @@ type RunnerConfig struct {
 	Stage StageConfig
 	// Devices names the device of each rank ("cpu:0", "cpu:1", ...);
 	// empty means cpu:r for rank r. Each rank runs in its own goroutine
-	// and activations pass between ranks in memory.
+	// and activations pass between ranks in memory. Each CPU device is
+	// its own worker pool over its share of the cores (Workers): ranks
+	// on one device share its pool.
 	Devices []string
+	// Workers is, per rank, how many cores its device's kernels use (0
+	// or absent: the device's share, GOMAXPROCS divided evenly over the
+	// distinct devices, at least 1). Ranks on one device must agree.
+	// Ignored with a Transport (a process's kernels use all its cores).
+	Workers []int
 	// NewOptimizer makes the optimizer of one stage over that stage's own
 	// parameters; nil leaves stepping to the caller (Grads).
 	NewOptimizer func(stage int, params []*optim.Param) (optim.Optimizer, error)
@@ -60,6 +68,9 @@ type Runner struct {
 	Schedule *Schedule
 	Stages   []*StageProgram
 	Devices  []string
+	// Workers is each rank's worker count on its device (nil with a
+	// Transport: all of the process's cores).
+	Workers []int
 
 	cfg    RunnerConfig
 	params [][]*optim.Param // per stage, the optimizer's view
@@ -186,6 +197,13 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		}
 	}
 	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg}
+	if cfg.Transport == nil {
+		w, err := deviceWorkers(devs, cfg.Workers, runtime.GOMAXPROCS(0))
+		if err != nil {
+			return nil, err
+		}
+		r.Workers = w
+	}
 	for s := range plan.Stages {
 		if !r.holds(s) {
 			r.Stages = append(r.Stages, nil)
@@ -197,7 +215,13 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 			r.kept = append(r.kept, 0)
 			continue
 		}
-		sp, err := BuildStage(plan, s, cfg.Stage)
+		scfg := cfg.Stage
+		if r.Workers != nil && scfg.Tuning.Workers == 0 {
+			// the stage's programs run on its rank's device pool
+			rk := sched.RankOf(s)
+			scfg.Tuning.Workers, scfg.Tuning.Device = r.Workers[rk], devs[rk]
+		}
+		sp, err := BuildStage(plan, s, scfg)
 		if err != nil {
 			return nil, err
 		}
@@ -1033,4 +1057,52 @@ func (t replicaTransport) Send(ctx context.Context, peer int, k MsgKey, m map[st
 func (t replicaTransport) Recv(ctx context.Context, peer int, k MsgKey) (map[string]*graph.Tensor, error) {
 	m, err := t.Transport.Recv(ctx, t.base+peer, k)
 	return m, err
+}
+
+// deviceWorkers gives each rank its device's worker count: explicit
+// (given[r] > 0) or the device's share of cores, spread evenly over the
+// distinct devices in order of first use (the first ones get the
+// remainder), at least 1 each.
+func deviceWorkers(devs []string, given []int, cores int) ([]int, error) {
+	if len(given) > 0 && len(given) != len(devs) {
+		return nil, fmt.Errorf("pipeline: %d worker counts for %d ranks (devices %s)", len(given), len(devs), strings.Join(devs, ","))
+	}
+	var order []string
+	index := map[string]int{}
+	for _, d := range devs {
+		if _, ok := index[d]; !ok {
+			index[d] = len(order)
+			order = append(order, d)
+		}
+	}
+	share := make([]int, len(order))
+	for i := range share {
+		share[i] = max(1, cores/len(order))
+		if i < cores%len(order) && cores >= len(order) {
+			share[i]++
+		}
+	}
+	set := make([]int, len(order))
+	for r, d := range devs {
+		if len(given) == 0 || given[r] == 0 {
+			continue
+		}
+		if given[r] < 0 {
+			return nil, fmt.Errorf("pipeline: rank %d (%s): %d workers", r, d, given[r])
+		}
+		if i := index[d]; set[i] != 0 && set[i] != given[r] {
+			return nil, fmt.Errorf("pipeline: device %s given %d workers for one rank and %d for another", d, set[i], given[r])
+		} else {
+			set[i] = given[r]
+		}
+	}
+	out := make([]int, len(devs))
+	for r, d := range devs {
+		i := index[d]
+		out[r] = share[i]
+		if set[i] > 0 {
+			out[r] = set[i]
+		}
+	}
+	return out, nil
 }
