@@ -88,6 +88,9 @@ type Runner struct {
 	passTime  [][4]time.Duration
 	passCount [][4]int
 	kept      []int64
+	// cpuClock times passes by their thread's CPU time (MinStageSeconds
+	// on one-worker devices) instead of the wall clock.
+	cpuClock bool
 	// flushes: several runs of the schedule make one optimizer step
 	// (SetFlush); whether the next run is the step's first and last.
 	flushes                     int
@@ -366,6 +369,14 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 	start := time.Now()
 
 	runRank := func(rank int) error {
+		clock := func() time.Duration { return time.Since(start) }
+		if r.cpuClock {
+			// profiling on one worker: the thread's CPU time (cpuclock_*.go)
+			if now, unlock, ok := threadClock(); ok {
+				defer unlock()
+				clock = now
+			}
+		}
 		for _, a := range sc.Actions[rank] {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -402,11 +413,11 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 					gradIn[a.Stage-1][a.Micro] = msg
 				}
 			default:
-				t0 := time.Now()
+				t0 := clock()
 				if err := r.compute(ctx, sc, a, micro, envs, actIn, gradIn, losses, scale); err != nil {
 					return fmt.Errorf("rank %d (%s): %w", rank, r.Devices[rank], err)
 				}
-				d := time.Since(t0)
+				d := clock() - t0
 				busy[rank] += d
 				r.passTime[a.Stage][a.Kind] += d // a stage's passes run on one rank
 				r.passCount[a.Stage][a.Kind]++
