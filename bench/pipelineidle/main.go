@@ -279,17 +279,19 @@ func measureFixture(name string, ranks, micro, batch, steps int) error {
 		if err != nil {
 			return err
 		}
-		r, err := pipeline.NewRunner(plan, seq, pipeline.RunnerConfig{Stage: sc, NewOptimizer: sgd})
+		// one worker: MinStageSeconds times the passes by thread CPU time
+		r, err := pipeline.NewRunner(plan, seq, pipeline.RunnerConfig{Stage: sc, NewOptimizer: sgd, Workers: []int{1}})
 		if err != nil {
 			return err
 		}
-		// Each stage's least time over the steps (a step another process
-		// preempted only takes longer), as --partition profile measures.
+		// Each stage's median over runs of its least time in the run (a
+		// step another process preempted only takes longer), as
+		// --partition profile measures.
 		mins, err := pipeline.MinStageSeconds(ctx, r, mbs, steps)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| stages | stage | nodes | est. ms F+B | measured ms F+B (least of %d steps) | est. activations | kept per micro-batch |\n|---|---|---|---|---|---|---|\n", steps)
+		fmt.Printf("| stages | stage | nodes | est. ms F+B | measured ms F+B (CPU time, median of least, >= %d steps a run) | est. activations | kept per micro-batch |\n|---|---|---|---|---|---|---|\n", steps)
 		var sum, worst, esum, eworst float64
 		for s, p := range r.Profile() {
 			st := plan.Stages[s]
