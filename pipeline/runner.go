@@ -58,6 +58,10 @@ type RunnerConfig struct {
 	// ReplicaTransport). Gradients are averaged over the replicas, losses
 	// gathered from every replica's last stage.
 	Replicas, Replica int
+	// Zero shards each stage's optimizer state over the replicas of that
+	// stage (ZeRO-1, zero.go): each replica steps the parameters it owns
+	// and sends them to the others.
+	Zero bool
 }
 
 // Runner runs one pipeline replica in one process: a schedule's action
@@ -75,6 +79,7 @@ type Runner struct {
 	cfg    RunnerConfig
 	params [][]*optim.Param // per stage, the optimizer's view
 	opts   []optim.Optimizer
+	owned  map[int][]*optim.Param // per stage, what this replica steps (ZeRO)
 	grads  [][]*graph.Tensor // per stage, accumulated over the step
 	last   StepStats
 	seq    int64 // steps run, numbering the messages
@@ -244,7 +249,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		// buffers themselves, for the whole run.
 		copy(r.grads[s], sp.GradSums())
 		if cfg.NewOptimizer != nil {
-			o, err := cfg.NewOptimizer(s, ps)
+			o, err := cfg.NewOptimizer(s, r.optimizerParams(s, ps))
 			if err != nil {
 				return nil, fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
 			}
@@ -488,16 +493,20 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 
 // Update steps every stage's optimizer with the gradients of the last
 // ForwardBackward.
-func (r *Runner) Update() error {
+func (r *Runner) Update() error { return r.UpdateContext(context.Background()) }
+
+// UpdateContext is Update, its exchange of parameters between replicas
+// (ZeRO) bounded by ctx.
+func (r *Runner) UpdateContext(ctx context.Context) error {
 	for s, o := range r.opts {
 		if o == nil {
 			continue
 		}
-		if err := o.Step(r.params[s]); err != nil {
+		if err := o.Step(r.stepParams(s)); err != nil {
 			return fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
 		}
 	}
-	return nil
+	return r.syncShards(ctx)
 }
 
 func (r *Runner) paramIndex(s int, name string) int {

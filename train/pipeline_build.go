@@ -31,6 +31,7 @@ type pipelineBuild struct {
 	Seed                   int64
 	Recompute              bool
 	MixedPrecision         string         // "", "no" or "bf16"
+	Zero                   bool           // ZeRO-1: each stage's optimizer state sharded over its replicas
 	Tuning                 backend.Tuning // passed to every stage compile
 	Timeout                time.Duration  // of one receive (0: the group's, or 5 minutes)
 	NewOptimizer           func([]*optim.Param) (optim.Optimizer, error)
@@ -96,7 +97,7 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	if pb.Devices != "" {
 		devices = strings.Split(pb.Devices, ",")
 	}
-	rc := pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: pb.Timeout}
+	rc := pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: pb.Timeout, Zero: pb.Zero}
 	if pb.NewOptimizer != nil {
 		rc.NewOptimizer = func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return pb.NewOptimizer(ps) }
 	}

@@ -53,8 +53,8 @@ func (c *Config) checkPipeline() error {
 		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet (it needs evaluation-mode stage programs and forward-only messages between the stages); validate the --output model in one process with onnxtrain eval")
 	case c.MixedPrecision != "" && c.MixedPrecision != "no" && c.MixedPrecision != "bf16":
 		return fmt.Errorf("--mixed-precision %s is not supported with --pipeline-stages (fp16 needs one loss scale and one inf check over every stage; use bf16)", c.MixedPrecision)
-	case c.Zero > 0:
-		return fmt.Errorf("--zero %d is not supported with --pipeline-stages yet (each pipeline process already holds only its stages' parameters, gradients and optimizer state; partitioning them further over the data-parallel replicas is not built)", c.Zero)
+	case c.Zero > 1:
+		return fmt.Errorf("--zero %d is not supported with --pipeline-stages (each process holds only its stages' parameters and gradients; --zero 1 shards each stage's optimizer state over the data-parallel replicas of that stage)", c.Zero)
 	case c.SyncBatchNorm:
 		return fmt.Errorf("--sync-batchnorm is not supported with --pipeline-stages yet")
 	case c.TrainOnly != "":
@@ -125,6 +125,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	pb := pipelineBuild{Stages: cfg.PipelineStages, Micro: M, Schedule: cfg.Schedule, Virtual: cfg.VirtualStages,
 		Devices: cfg.Devices, Partition: cfg.Partition, StageMemory: cfg.StageMemory, BatchSize: cfg.BatchSize,
 		Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Timeout: cfg.DistTimeout, MixedPrecision: cfg.MixedPrecision, Tuning: cfg.Tuning,
+		Zero:         cfg.Zero == 1,
 		NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) },
 		First:        func(ctx context.Context) ([]pipeline.Batch, error) { return firstMicroBatches(ctx, loader, M) }}
 	if cfg.SplitAt != "" {
@@ -258,7 +259,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 				}
 			}
 			lr := lrs.LR(step)
-			if err := runner.Update(); err != nil {
+			if err := runner.UpdateContext(ctx); err != nil {
 				return sum, err
 			}
 			step++

@@ -162,9 +162,9 @@ func TestRunPipelineRejects(t *testing.T) {
 	cfg.Devices, cfg.MixedPrecision = "", "fp16"
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "--mixed-precision fp16 is not supported with --pipeline-stages")
-	cfg.MixedPrecision, cfg.Zero = "", 1
+	cfg.MixedPrecision, cfg.Zero = "", 2
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--zero 1 is not supported with --pipeline-stages")
+	assert.ErrorContains(t, err, "--zero 2 is not supported with --pipeline-stages")
 	cfg.Zero, cfg.ValData = 0, cfg.Data
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "--val-data is not supported with --pipeline-stages")

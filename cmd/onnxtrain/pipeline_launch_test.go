@@ -30,21 +30,25 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 	for _, tc := range []struct {
 		model, data, loss, schedule, partition string
 		procs, stages, micro                   int
+		extra                                  []string
 	}{
-		{vitModel, vitData, "cross_entropy", "zbv", "estimate", 2, 2, 4},
+		{vitModel, vitData, "cross_entropy", "zbv", "estimate", 2, 2, 4, nil},
 		// process 0 measures the pieces and sends the costs to the others
-		{transformerModel, transformerData, "output:loss", "1f1b", "profile", 4, 4, 4},
+		{transformerModel, transformerData, "output:loss", "1f1b", "profile", 4, 4, 4, nil},
 		// 2 replicas of a 2-stage pipeline: --grad-accum 2×2
-		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2},
+		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2, nil},
+		// and with each stage's AdamW state sharded over its 2 replicas
+		{transformerModel, transformerData, "output:loss", "1f1b", "estimate", 4, 2, 2, []string{"--zero", "1"}},
 	} {
-		t.Run(fmt.Sprintf("%s/%d/%d/%s", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d/%d/%s%v", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule, tc.extra), func(t *testing.T) {
 			common := []string{"train", "--model", tc.model, "--data", tc.data, "--loss", tc.loss, "--optimizer", "adamw", "--lr", "0.001",
 				"--weight-decay", "0.05", "--steps", "4", "--shuffle=false", "--log-format", "json", "--batch-size", "2", "--clip-grad-norm", "5"}
 			ref := t.TempDir()
 			want := stepLosses(t, runCLI(t, append(common, "--grad-accum", "4", "--output", ref)...))
 			out := t.TempDir()
-			multi := runCLI(t, launched(t, tc.procs, nil, append(common, "--pipeline-stages", fmt.Sprint(tc.stages), "--micro-batches", fmt.Sprint(tc.micro),
-				"--schedule", tc.schedule, "--partition", tc.partition, "--output", out)...)...)
+			args := append(append([]string(nil), common...), "--pipeline-stages", fmt.Sprint(tc.stages), "--micro-batches", fmt.Sprint(tc.micro),
+				"--schedule", tc.schedule, "--partition", tc.partition, "--output", out)
+			multi := runCLI(t, launched(t, tc.procs, nil, append(args, tc.extra...)...)...)
 			assertLossesEqual(t, want, stepLosses(t, multi), "pipelined over processes")
 			a, _, err := tensorio.ReadSafetensors(filepath.Join(ref, "model.safetensors"))
 			require.NoError(t, err)
