@@ -96,6 +96,8 @@ type Runner struct {
 	// cpuClock times passes by their thread's CPU time (MinStageSeconds
 	// on one-worker devices) instead of the wall clock.
 	cpuClock bool
+	// lossScale is the factor the backward seeds carry (amp.go).
+	lossScale float64
 	// flushes: several runs of the schedule make one optimizer step
 	// (SetFlush); whether the next run is the step's first and last.
 	flushes                     int
@@ -370,7 +372,7 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 	}
 	losses := make([]float64, M)
 	busy := make([]time.Duration, sc.Ranks)
-	scale := float32(1 / float64(divisor))
+	scale := float32(r.seedScale() / float64(divisor)) // amp.go: fp16's loss scale
 	start := time.Now()
 
 	runRank := func(rank int) error {

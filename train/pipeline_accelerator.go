@@ -82,6 +82,8 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs Pipeline.Stages > 0, got %d", pc.Stages)
 	case opts.NewOptimizer == nil:
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs PipelineOptions.NewOptimizer (each stage steps its own parameters)")
+	case a.cfg.MixedPrecision == "fp16":
+		return nil, fmt.Errorf("accelerator: MixedPrecision fp16 is not supported by PreparePipeline yet (onnxtrain train --pipeline-stages scales the loss over every stage; use bf16 here)")
 	case a.cfg.Zero > 1 || a.cfg.SyncBatchNorm:
 		return nil, fmt.Errorf("accelerator: Zero %d and SyncBatchNorm are not supported with pipelining (Zero 1 is: each stage's optimizer state sharded over its replicas)", a.cfg.Zero)
 	case pc.MicroBatches > 0 && a.cfg.GradAccum > 1 && pc.MicroBatches != a.cfg.GradAccum:

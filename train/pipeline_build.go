@@ -30,7 +30,7 @@ type pipelineBuild struct {
 	Backend                string
 	Seed                   int64
 	Recompute              bool
-	MixedPrecision         string         // "", "no" or "bf16"
+	MixedPrecision         string         // "", "no", "bf16" or "fp16"
 	Zero                   bool           // ZeRO-1: each stage's optimizer state sharded over its replicas
 	Tuning                 backend.Tuning // passed to every stage compile
 	Timeout                time.Duration  // of one receive (0: the group's, or 5 minutes)
@@ -73,12 +73,12 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	}
 	switch pb.MixedPrecision {
 	case "", "no":
-	case "bf16":
+	case "bf16", "fp16": // fp16: the caller scales the loss (pipeline/amp.go)
 	default:
-		return nil, fmt.Errorf("--mixed-precision %s is not supported with --pipeline-stages (fp16 needs one loss scale and one inf check over every stage; use bf16)", pb.MixedPrecision)
+		return nil, fmt.Errorf("--mixed-precision %q: want no, bf16 or fp16", pb.MixedPrecision)
 	}
 	sc := pipeline.StageConfig{Backend: pb.Backend, Seed: pb.Seed, Recompute: pb.Recompute, Tuning: pb.Tuning}
-	if pb.MixedPrecision == "bf16" {
+	if pb.MixedPrecision == "bf16" || pb.MixedPrecision == "fp16" {
 		// Each stage autocasts its lowered forward graph where train.Build
 		// autocasts the whole one; the tensors crossing a cut keep their
 		// whole-graph types (pipeline.StageConfig.AutoCast).

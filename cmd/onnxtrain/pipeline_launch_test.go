@@ -30,19 +30,23 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 	for _, tc := range []struct {
 		model, data, loss, schedule, partition string
 		procs, stages, micro                   int
-		extra                                  []string
+		extra                                  []string // for the pipelined run
+		both                                   []string // for both runs
 	}{
-		{vitModel, vitData, "cross_entropy", "zbv", "estimate", 2, 2, 4, nil},
+		{vitModel, vitData, "cross_entropy", "zbv", "estimate", 2, 2, 4, nil, nil},
 		// process 0 measures the pieces and sends the costs to the others
-		{transformerModel, transformerData, "output:loss", "1f1b", "profile", 4, 4, 4, nil},
+		{transformerModel, transformerData, "output:loss", "1f1b", "profile", 4, 4, 4, nil, nil},
 		// 2 replicas of a 2-stage pipeline: --grad-accum 2×2
-		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2, nil},
+		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2, nil, nil},
 		// and with each stage's AdamW state sharded over its 2 replicas
-		{transformerModel, transformerData, "output:loss", "1f1b", "estimate", 4, 2, 2, []string{"--zero", "1"}},
+		{transformerModel, transformerData, "output:loss", "1f1b", "estimate", 4, 2, 2, []string{"--zero", "1"}, nil},
+		// fp16: one loss scale, the inf check agreed by the 4 processes
+		{transformerModel, transformerData, "output:loss", "zbv", "estimate", 4, 2, 2, []string{"--zero", "1"}, []string{"--mixed-precision", "fp16"}},
 	} {
-		t.Run(fmt.Sprintf("%s/%d/%d/%s%v", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule, tc.extra), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d/%d/%s%v%v", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule, tc.extra, tc.both), func(t *testing.T) {
 			common := []string{"train", "--model", tc.model, "--data", tc.data, "--loss", tc.loss, "--optimizer", "adamw", "--lr", "0.001",
 				"--weight-decay", "0.05", "--steps", "4", "--shuffle=false", "--log-format", "json", "--batch-size", "2", "--clip-grad-norm", "5"}
+			common = append(common, tc.both...)
 			ref := t.TempDir()
 			want := stepLosses(t, runCLI(t, append(common, "--grad-accum", "4", "--output", ref)...))
 			out := t.TempDir()
