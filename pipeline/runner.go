@@ -80,7 +80,7 @@ type Runner struct {
 	params [][]*optim.Param // per stage, the optimizer's view
 	opts   []optim.Optimizer
 	owned  map[int][]*optim.Param // per stage, what this replica steps (ZeRO)
-	grads  [][]*graph.Tensor // per stage, accumulated over the step
+	grads  [][]*graph.Tensor      // per stage, accumulated over the step
 	last   StepStats
 	seq    int64 // steps run, numbering the messages
 	// with replicas: the whole model's averaged gradient of the last step
