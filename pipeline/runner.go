@@ -83,6 +83,8 @@ type Runner struct {
 	grads  [][]*graph.Tensor      // per stage, accumulated over the step
 	last   StepStats
 	seq    int64 // steps run, numbering the messages
+	// evalSeq counts evaluations (their messages' negative step numbers)
+	evalSeq int64
 	// with replicas: the whole model's averaged gradient of the last step
 	full     []float32
 	fullOff  map[string]int

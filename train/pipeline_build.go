@@ -32,6 +32,7 @@ type pipelineBuild struct {
 	Recompute              bool
 	MixedPrecision         string         // "", "no", "bf16" or "fp16"
 	Zero                   bool           // ZeRO-1: each stage's optimizer state sharded over its replicas
+	Eval                   bool           // compile the stages' evaluation programs (--val-data)
 	Tuning                 backend.Tuning // passed to every stage compile
 	Timeout                time.Duration  // of one receive (0: the group's, or 5 minutes)
 	NewOptimizer           func([]*optim.Param) (optim.Optimizer, error)
@@ -77,7 +78,7 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	default:
 		return nil, fmt.Errorf("--mixed-precision %q: want no, bf16 or fp16", pb.MixedPrecision)
 	}
-	sc := pipeline.StageConfig{Backend: pb.Backend, Seed: pb.Seed, Recompute: pb.Recompute, Tuning: pb.Tuning}
+	sc := pipeline.StageConfig{Backend: pb.Backend, Seed: pb.Seed, Recompute: pb.Recompute, Tuning: pb.Tuning, Eval: pb.Eval}
 	if pb.MixedPrecision == "bf16" || pb.MixedPrecision == "fp16" {
 		// Each stage autocasts its lowered forward graph where train.Build
 		// autocasts the whole one; the tensors crossing a cut keep their

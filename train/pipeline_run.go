@@ -49,8 +49,8 @@ func (c *Config) checkPipeline() error {
 	switch {
 	case c.MicroBatches < 0:
 		return fmt.Errorf("--micro-batches must be positive, got %d", c.MicroBatches)
-	case c.ValData != "":
-		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet (it needs evaluation-mode stage programs and forward-only messages between the stages); validate the --output model in one process with onnxtrain eval")
+	case c.SaveBest != "" || c.EarlyStoppingPatience > 0:
+		return fmt.Errorf("--save-best and --early-stopping-patience are not supported with --pipeline-stages yet (--val-data and --eval-every are)")
 	case c.Zero > 1:
 		return fmt.Errorf("--zero %d is not supported with --pipeline-stages (each process holds only its stages' parameters and gradients; --zero 1 shards each stage's optimizer state over the data-parallel replicas of that stage)", c.Zero)
 	case c.SyncBatchNorm:
@@ -117,13 +117,23 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if err != nil {
 		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)
 	}
+	var val *data.Loader // --val-data: pipeline_eval.go
+	if cfg.ValData != "" {
+		vds, err := OpenData(cfg, cfg.ValData, false, &Program{Model: m, DataInputs: inputs, NeedsLabels: lc.Kind != "output"})
+		if err != nil {
+			return nil, err
+		}
+		if val, err = data.NewLoader(vds, data.LoaderConfig{BatchSize: cfg.BatchSize, Prefetch: 2}); err != nil {
+			return nil, fmt.Errorf("data: %s: %w", cfg.ValData, err)
+		}
+	}
 	if loader.Len() == 0 {
 		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, ds.Len(), cfg.BatchSize)
 	}
 	pb := pipelineBuild{Stages: cfg.PipelineStages, Micro: M, Schedule: cfg.Schedule, Virtual: cfg.VirtualStages,
 		Devices: cfg.Devices, Partition: cfg.Partition, StageMemory: cfg.StageMemory, BatchSize: cfg.BatchSize,
 		Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Timeout: cfg.DistTimeout, MixedPrecision: cfg.MixedPrecision, Tuning: cfg.Tuning,
-		Zero:         cfg.Zero == 1,
+		Zero: cfg.Zero == 1, Eval: cfg.ValData != "",
 		NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) },
 		First:        func(ctx context.Context) ([]pipeline.Batch, error) { return firstMicroBatches(ctx, loader, M) }}
 	if cfg.SplitAt != "" {
@@ -307,6 +317,16 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 					rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, rec.SamplesPerS)
 			}
 			window, samples, started = window[:0], 0, time.Now()
+			if val != nil && cfg.EvalEvery > 0 && step%cfg.EvalEvery == 0 {
+				ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
+				if err != nil {
+					return sum, fmt.Errorf("step %d: validation: %w", step, err)
+				}
+				sum.LastEval = &ev
+				if err := logEval(out, cfg, ev); err != nil {
+					return sum, err
+				}
+			}
 			if every := cfg.CheckpointEvery; every > 0 && step%every == 0 {
 				if err := save(epoch, index); err != nil {
 					return sum, err
@@ -317,6 +337,16 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			}
 		}
 		skip = 0
+		if val != nil && cfg.EvalEvery == 0 {
+			ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
+			if err != nil {
+				return sum, fmt.Errorf("epoch %d: validation: %w", epoch, err)
+			}
+			sum.LastEval = &ev
+			if err := logEval(out, cfg, ev); err != nil {
+				return sum, err
+			}
+		}
 	}
 	sum.Steps = step
 	if n := len(sum.Records); n > 0 {
