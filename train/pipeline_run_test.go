@@ -162,10 +162,10 @@ func TestRunPipelineRejects(t *testing.T) {
 	cfg.Devices, cfg.Zero = "", 2
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "--zero 2 is not supported with --pipeline-stages")
-	cfg.Zero, cfg.ValData, cfg.SaveBest = 0, cfg.Data, "val_loss"
+	cfg.Zero, cfg.ValData, cfg.SaveBest, cfg.Output = 0, cfg.Data, "val_loss", t.TempDir()
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "--save-best and --early-stopping-patience are not supported with --pipeline-stages")
-	cfg.ValData, cfg.SaveBest, cfg.SyncBatchNorm = "", "", true
+	cfg.ValData, cfg.SaveBest, cfg.Output, cfg.SyncBatchNorm = "", "", "", true
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "--sync-batchnorm is not supported with --pipeline-stages")
 }
