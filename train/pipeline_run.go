@@ -54,7 +54,7 @@ func (c *Config) checkPipeline() error {
 	case c.Zero > 1:
 		return fmt.Errorf("--zero %d is not supported with --pipeline-stages (each process holds only its stages' parameters and gradients; --zero 1 shards each stage's optimizer state over the data-parallel replicas of that stage)", c.Zero)
 	case c.SyncBatchNorm:
-		return fmt.Errorf("--sync-batchnorm is not supported with --pipeline-stages yet")
+		return fmt.Errorf("--sync-batchnorm is not supported with --pipeline-stages yet (the batch statistics of each micro-batch would have to be all-reduced, forward and backward, over the replicas of the stage inside its passes; without it each replica normalises its own micro-batches, as one process with --grad-accum does)")
 	case c.TrainOnly != "":
 		return fmt.Errorf("--train-only is not supported with --pipeline-stages yet")
 	}
