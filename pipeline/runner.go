@@ -58,6 +58,10 @@ type RunnerConfig struct {
 	// ReplicaTransport). Gradients are averaged over the replicas, losses
 	// gathered from every replica's last stage.
 	Replicas, Replica int
+	// SyncBatchNorm sums the batch statistics of the stages' rewritten
+	// BatchNorms (StageConfig.Rewrite) over the replicas of each rank
+	// (syncbn.go).
+	SyncBatchNorm bool
 	// Zero shards each stage's optimizer state over the replicas of that
 	// stage (ZeRO-1, zero.go): each replica steps the parameters it owns
 	// and sends them to the others.
@@ -341,6 +345,7 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 	tr := r.cfg.Transport
 	seq := r.seq
 	r.seq++
+	ctx = r.withReplicaCollective(ctx, seq) // syncbn.go
 	chans := map[msgKey]chan message{}
 	for _, list := range sc.Actions {
 		if tr != nil {

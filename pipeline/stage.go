@@ -50,6 +50,9 @@ type StageConfig struct {
 	// its loss) for mixed precision before autodiff, at the point where
 	// train.Build applies it to the whole model.
 	AutoCast func(g *graph.Graph, opset int64) error
+	// Rewrite, when set, rewrites the stage graph (with its loss) before
+	// autodiff: train.SyncBatchNorm for --sync-batchnorm (syncbn.go).
+	Rewrite func(g *graph.Graph, opset int64) error
 	// Eval also compiles each stage in inference mode, for
 	// Runner.Evaluate (--val-data; eval.go).
 	Eval bool
@@ -263,6 +266,11 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		fwdOut = append(fwdOut, y)
 		addInput(lossScaleInput, graph.Float32)
 		seed = lossScaleInput
+	}
+	if cfg.Rewrite != nil {
+		if err := cfg.Rewrite(g, opset); err != nil {
+			return fail(err)
+		}
 	}
 	if err := graph.LowerForAutodiff(g, opset); err != nil {
 		return fail(err)

@@ -72,8 +72,9 @@ type PipelineModel struct {
 
 // PreparePipeline cuts m into AcceleratorConfig.Pipeline.Stages ranks and
 // builds this process's stages. MixedPrecision bf16 autocasts the whole
-// graph before it is cut; fp16 (one loss scale over every stage), ZeRO 2
-// and SyncBatchNorm are refused with pipelining; ZeRO 1 shards each stage's
+// graph before it is cut; fp16 (one loss scale over every stage) and ZeRO 2
+// are refused with pipelining; SyncBatchNorm sums each stage's batch
+// statistics over its replicas; ZeRO 1 shards each stage's
 // optimizer state over the data-parallel replicas of that stage.
 func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss LossConfig, opts PipelineOptions) (*PipelineModel, error) {
 	pc := a.cfg.Pipeline
@@ -84,8 +85,8 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs PipelineOptions.NewOptimizer (each stage steps its own parameters)")
 	case a.cfg.MixedPrecision == "fp16":
 		return nil, fmt.Errorf("accelerator: MixedPrecision fp16 is not supported by PreparePipeline yet (onnxtrain train --pipeline-stages scales the loss over every stage; use bf16 here)")
-	case a.cfg.Zero > 1 || a.cfg.SyncBatchNorm:
-		return nil, fmt.Errorf("accelerator: Zero %d and SyncBatchNorm are not supported with pipelining (Zero 1 is: each stage's optimizer state sharded over its replicas)", a.cfg.Zero)
+	case a.cfg.Zero > 1:
+		return nil, fmt.Errorf("accelerator: Zero %d is not supported with pipelining (Zero 1 is: each stage's optimizer state sharded over its replicas)", a.cfg.Zero)
 	case pc.MicroBatches > 0 && a.cfg.GradAccum > 1 && pc.MicroBatches != a.cfg.GradAccum:
 		return nil, fmt.Errorf("accelerator: Pipeline.MicroBatches %d and GradAccum %d disagree (one step consumes MicroBatches; leave GradAccum at 1)", pc.MicroBatches, a.cfg.GradAccum)
 	}
@@ -107,7 +108,7 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 	pb := pipelineBuild{Stages: pc.Stages, Micro: M, Schedule: pc.Schedule, Virtual: pc.VirtualStages, SplitAt: pc.SplitAt,
 		Devices: strings.Join(pc.Devices, ","), Partition: pc.Partition, StageMemory: pc.StageMemory, BatchSize: batch,
 		Slots: opts.OptimizerSlots, Backend: a.cfg.Backend, Seed: a.cfg.Seed, Recompute: a.cfg.Recompute, MixedPrecision: a.cfg.MixedPrecision, Tuning: a.cfg.Tuning,
-		Zero: a.cfg.Zero == 1, NewOptimizer: opts.NewOptimizer}
+		Zero: a.cfg.Zero == 1, SyncBatchNorm: a.cfg.SyncBatchNorm, NewOptimizer: opts.NewOptimizer}
 	if len(opts.Profile) > 0 {
 		pb.First = func(context.Context) ([]pipeline.Batch, error) { return pipelineBatches(opts.Profile), nil }
 	}

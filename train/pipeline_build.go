@@ -33,6 +33,7 @@ type pipelineBuild struct {
 	MixedPrecision         string         // "", "no", "bf16" or "fp16"
 	Zero                   bool           // ZeRO-1: each stage's optimizer state sharded over its replicas
 	Eval                   bool           // compile the stages' evaluation programs (--val-data)
+	SyncBatchNorm          bool           // batch statistics summed over each stage's replicas
 	Tuning                 backend.Tuning // passed to every stage compile
 	Timeout                time.Duration  // of one receive (0: the group's, or 5 minutes)
 	NewOptimizer           func([]*optim.Param) (optim.Optimizer, error)
@@ -90,6 +91,9 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	} else {
 		sc.Loss = LossAppender(m, lc)
 	}
+	if pb.SyncBatchNorm { // pipeline/syncbn.go: summed over the replicas of each rank
+		sc.Rewrite = func(g *graph.Graph, opset int64) error { _, err := SyncBatchNorm(g, opset); return err }
+	}
 	plan, err := partitionFor(ctx, pb, m, popts, sc, group)
 	if err != nil {
 		return nil, err
@@ -98,7 +102,7 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	if pb.Devices != "" {
 		devices = strings.Split(pb.Devices, ",")
 	}
-	rc := pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: pb.Timeout, Zero: pb.Zero}
+	rc := pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: pb.Timeout, Zero: pb.Zero, SyncBatchNorm: pb.SyncBatchNorm}
 	if pb.NewOptimizer != nil {
 		rc.NewOptimizer = func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return pb.NewOptimizer(ps) }
 	}

@@ -53,8 +53,6 @@ func (c *Config) checkPipeline() error {
 		return fmt.Errorf("--save-best and --early-stopping-patience are not supported with --pipeline-stages yet (--val-data and --eval-every are)")
 	case c.Zero > 1:
 		return fmt.Errorf("--zero %d is not supported with --pipeline-stages (each process holds only its stages' parameters and gradients; --zero 1 shards each stage's optimizer state over the data-parallel replicas of that stage)", c.Zero)
-	case c.SyncBatchNorm:
-		return fmt.Errorf("--sync-batchnorm is not supported with --pipeline-stages yet (the batch statistics of each micro-batch would have to be all-reduced, forward and backward, over the replicas of the stage inside its passes; without it each replica normalises its own micro-batches, as one process with --grad-accum does)")
 	case c.TrainOnly != "":
 		return fmt.Errorf("--train-only is not supported with --pipeline-stages yet")
 	}
@@ -133,7 +131,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	pb := pipelineBuild{Stages: cfg.PipelineStages, Micro: M, Schedule: cfg.Schedule, Virtual: cfg.VirtualStages,
 		Devices: cfg.Devices, Partition: cfg.Partition, StageMemory: cfg.StageMemory, BatchSize: cfg.BatchSize,
 		Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Timeout: cfg.DistTimeout, MixedPrecision: cfg.MixedPrecision, Tuning: cfg.Tuning,
-		Zero: cfg.Zero == 1, Eval: cfg.ValData != "",
+		Zero: cfg.Zero == 1, Eval: cfg.ValData != "", SyncBatchNorm: cfg.SyncBatchNorm,
 		NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) },
 		First:        func(ctx context.Context) ([]pipeline.Batch, error) { return firstMicroBatches(ctx, loader, M) }}
 	if cfg.SplitAt != "" {

@@ -165,9 +165,9 @@ func TestRunPipelineRejects(t *testing.T) {
 	cfg.Zero, cfg.ValData, cfg.SaveBest, cfg.Output = 0, cfg.Data, "val_loss", t.TempDir()
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "--save-best and --early-stopping-patience are not supported with --pipeline-stages")
-	cfg.ValData, cfg.SaveBest, cfg.Output, cfg.SyncBatchNorm = "", "", "", true
+	cfg.ValData, cfg.SaveBest, cfg.Output, cfg.TrainOnly = "", "", "", "block"
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--sync-batchnorm is not supported with --pipeline-stages")
+	assert.ErrorContains(t, err, "--train-only is not supported with --pipeline-stages")
 }
 
 // --mixed-precision bf16 with pipelining: each stage autocasts its lowered

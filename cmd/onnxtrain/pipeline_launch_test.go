@@ -74,6 +74,26 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 	}
 }
 
+// TestPipelineSyncBatchNorm: resnet18_small (20 BatchNorms) over 4
+// launched processes, 2 replicas × 2 stages, one micro-batch of 2 per
+// replica and step, --sync-batchnorm: each BatchNorm normalises with the
+// statistics of both replicas' micro-batches, so every step's loss equals
+// one process's with --batch-size 4 (the two micro-batches together);
+// without --sync-batchnorm it does not.
+func TestPipelineSyncBatchNorm(t *testing.T) {
+	testutil.SkipShort(t, "starts worker processes")
+	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
+	common := []string{"train", "--model", "../../models/resnet18_small/resnet18_small_train.onnx", "--data", "../../models/resnet18_small/train_case.npz",
+		"--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--steps", "3", "--shuffle=false", "--log-format", "json"}
+	want := stepLosses(t, runCLI(t, append(common, "--batch-size", "4")...))
+	require.Len(t, want, 3)
+	pipe := append(append([]string(nil), common...), "--batch-size", "2", "--pipeline-stages", "2", "--micro-batches", "1")
+	assertLossesEqual(t, want, stepLosses(t, runCLI(t, launched(t, 4, nil, append(pipe, "--sync-batchnorm")...)...)), "pipelined with --sync-batchnorm")
+	plain := stepLosses(t, runCLI(t, launched(t, 4, nil, pipe...)...))
+	require.Len(t, plain, 3)
+	assert.NotEqual(t, want[1], plain[1], "without the sync each replica normalises alone")
+}
+
 // TestPipelineFaults: a stage process that dies fails the job, naming the
 // rank, and the newest checkpoint stays loadable; a wedged one fails it
 // within --dist-timeout, naming the silent rank and the awaited stage; with
