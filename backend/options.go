@@ -21,6 +21,15 @@ type Tuning struct {
 	// step makes comes from the allocator (for debugging and for
 	// measuring what the plan saves).
 	NoMemoryPlan bool
+	// Workers is how many cores the executable's kernels use at once
+	// (0: all of them, runtime.GOMAXPROCS, as without it). Executables
+	// compiled with the same Device and Workers share one pool of worker
+	// goroutines: an in-process pipeline gives each of its CPU devices
+	// (cpu:0, cpu:1) its own share of the cores this way.
+	Workers int
+	// Device names the device whose worker pool the executable uses
+	// (with Workers > 0).
+	Device string
 }
 
 // WinogradPolicy is the choice of Tuning.Winograd.

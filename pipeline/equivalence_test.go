@@ -74,7 +74,7 @@ func reference(t *testing.T, cfg train.Config) []float64 {
 
 // pipelined trains the same configuration cut into stages and run by the
 // in-process runner on the named schedule.
-func pipelined(t *testing.T, f fixture, cfg train.Config, ranks int, schedule string) []float64 {
+func pipelined(t *testing.T, f fixture, cfg train.Config, ranks int, schedule string, with ...func(*pipeline.RunnerConfig)) []float64 {
 	t.Helper()
 	m, err := importer.Load(cfg.Model)
 	require.NoError(t, err)
@@ -90,8 +90,12 @@ func pipelined(t *testing.T, f fixture, cfg train.Config, ranks int, schedule st
 	} else {
 		sc.Loss = train.LossAppender(m, lc)
 	}
-	run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc,
-		NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
+	rc := pipeline.RunnerConfig{Stage: sc,
+		NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }}
+	for _, w := range with {
+		w(&rc)
+	}
+	run, err := pipeline.NewRunner(plan, sched, rc)
 	require.NoError(t, err)
 	ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
 	require.NoError(t, err)

@@ -6,3 +6,6 @@ func SetListenHook(f func(rank int, addr string)) func() {
 	listenHook = f
 	return func() { listenHook = nil }
 }
+
+// DeviceWorkers is deviceWorkers.
+var DeviceWorkers = deviceWorkers

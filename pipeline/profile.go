@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
+	"time"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -40,18 +42,13 @@ func ProfilePartition(ctx context.Context, m *graph.Model, opts PartitionOptions
 		return nil, err
 	}
 	sc.SplitBackward = false
-	r, err := NewRunner(plan, seq, RunnerConfig{Stage: sc})
+	r, err := NewRunner(plan, seq, RunnerConfig{Stage: sc, Workers: profileWorkers})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: --partition profile: %w", err)
 	}
-	if err := r.ForwardBackward(ctx, micro); err != nil { // compiles and warms up
-		return nil, fmt.Errorf("pipeline: --partition profile: %w", err)
-	}
-	r.ResetProfile()
-	for i := 0; i < steps; i++ {
-		if err := r.ForwardBackward(ctx, micro); err != nil {
-			return nil, fmt.Errorf("pipeline: --partition profile: %w", err)
-		}
+	pieces, err := MinStageSeconds(ctx, r, micro, steps)
+	if err != nil {
+		return nil, err
 	}
 	nodeEst := map[string]float64{}
 	for _, nd := range plan.g.Nodes {
@@ -59,8 +56,7 @@ func ProfilePartition(ctx context.Context, m *graph.Model, opts PartitionOptions
 		nodeEst[nd.Label()] = 3*max(float64(f)/flopRate, float64(bytes)/byteRate) + nodeOverhead
 	}
 	measured := map[string]float64{}
-	for s, p := range r.Profile() {
-		t := (p.Forward + p.Backward).Seconds()
+	for s, t := range pieces {
 		var tot float64
 		for _, name := range plan.Stages[s].Nodes {
 			tot += nodeEst[name]
@@ -91,47 +87,150 @@ func ProfilePartition(ctx context.Context, m *graph.Model, opts PartitionOptions
 	if err != nil {
 		return nil, err
 	}
-	te, err := measureStages(ctx, byEst, sc, micro, steps)
-	if err != nil {
+	chosen, times := best, tb
+	if !sameCuts(byEst, best) {
+		te, err := measureStages(ctx, byEst, sc, micro, steps)
+		if err != nil {
+			return nil, err
+		}
+		if imbalance(te) < imbalance(tb) {
+			chosen, times = byEst, te
+		}
+	}
+	base := best.opts.NodeSeconds
+	if chosen, times, err = moveCuts(ctx, m, opts, sc, micro, steps, chosen, times, base); err != nil {
 		return nil, err
 	}
-	if imbalance(te) < imbalance(tb) {
-		// The estimate's cut, with each stage's cost scaled to what it
-		// measured, so that the plan's estimates are measured times.
-		secs := map[string]float64{}
-		for s, st := range byEst.Stages {
-			var est float64
-			for _, name := range st.Nodes {
-				est += best.opts.NodeSeconds[name]
-			}
-			for _, name := range st.Nodes {
-				if est > 0 {
-					secs[name] = best.opts.NodeSeconds[name] * te[s] / est
-				}
-			}
+	return withMeasured(m, opts, chosen, times, base), nil
+}
+
+// constantNodes are the Constant nodes of m, which every stage reading them
+// copies (never a place to cut).
+func constantNodes(m *graph.Model) map[string]bool {
+	constant := map[string]bool{}
+	for _, n := range m.Graph.Nodes {
+		if isConstantNode(n) {
+			constant[n.Label()] = true
 		}
-		next := opts
-		next.NodeSeconds, next.SplitAt = secs, nil
-		constant := map[string]bool{}
-		for _, n := range m.Graph.Nodes {
-			if isConstantNode(n) {
-				constant[n.Label()] = true
-			}
-		}
-		for _, st := range byEst.Stages[1:] {
-			for _, name := range st.Nodes {
-				if !constant[name] {
-					next.SplitAt = append(next.SplitAt, name)
-					break
-				}
-			}
-		}
-		if p, err := Partition(m, next); err == nil && sameCuts(p, byEst) {
-			return p, nil
-		}
-		return byEst, nil
 	}
-	return best, nil
+	return constant
+}
+
+// cutOrder lists plan's nodes in stage order without the Constant nodes,
+// and where each stage after the first starts in that list.
+func cutOrder(plan *Plan, constant map[string]bool) (order []string, starts []int) {
+	seen := map[string]bool{}
+	for s, st := range plan.Stages {
+		if s > 0 {
+			starts = append(starts, len(order))
+		}
+		for _, name := range st.Nodes {
+			if !constant[name] && !seen[name] {
+				seen[name] = true
+				order = append(order, name)
+			}
+		}
+	}
+	return order, starts
+}
+
+// withMeasured is plan with per-node costs scaled so that each stage's
+// estimated time is the time it measured (times), for a plan whose
+// estimates say what was measured; plan itself when the same cuts cannot
+// be made again.
+func withMeasured(m *graph.Model, opts PartitionOptions, plan *Plan, times []float64, base map[string]float64) *Plan {
+	secs := map[string]float64{}
+	for s, st := range plan.Stages {
+		var est float64
+		for _, name := range st.Nodes {
+			est += base[name]
+		}
+		for _, name := range st.Nodes {
+			if est > 0 {
+				secs[name] = base[name] * times[s] / est
+			}
+		}
+	}
+	order, starts := cutOrder(plan, constantNodes(m))
+	next := opts
+	next.NodeSeconds, next.SplitAt = secs, nil
+	for _, i := range starts {
+		next.SplitAt = append(next.SplitAt, order[i])
+	}
+	if p, err := Partition(m, next); err == nil && sameCuts(p, plan) {
+		return p
+	}
+	return plan
+}
+
+// moveRounds bounds moveCuts' rounds; moveMaxStage is the mean measured
+// stage time above which it does not run (stages that long hold many
+// nodes, and moving one node changes their balance by little).
+const (
+	moveRounds   = 6
+	moveMaxStage = 0.05
+)
+
+// moveCuts improves plan by measurement where cutting on per-node costs
+// cannot: stages of a few nodes, where one node is a large share of a
+// stage and the per-node costs (spread from measured pieces) are off by
+// more than that share. Each round moves the slowest stage's first node
+// to the stage before it, or its last node to the stage after it,
+// measures both candidates, and keeps the better one if it is better
+// balanced than the plan; it stops when neither is.
+func moveCuts(ctx context.Context, m *graph.Model, opts PartitionOptions, sc StageConfig, micro []Batch, steps int, plan *Plan, times []float64, base map[string]float64) (*Plan, []float64, error) {
+	var sum float64
+	for _, t := range times {
+		sum += t
+	}
+	if len(plan.Stages) < 2 || sum/float64(len(times)) > moveMaxStage {
+		return plan, times, nil
+	}
+	constant := constantNodes(m)
+	for round := 0; round < moveRounds; round++ {
+		order, starts := cutOrder(plan, constant)
+		// bounds[s] is where stage s starts in order; bounds[S] the end
+		bounds := append(append([]int{0}, starts...), len(order))
+		// each cut moves one node from the slower of its two stages to
+		// the faster, if that leaves the slower one a node
+		var cands [][]int
+		for b := range starts {
+			c := append([]int(nil), starts...)
+			if times[b] > times[b+1] && bounds[b+1]-1 > bounds[b] {
+				c[b]--
+			} else if times[b+1] > times[b] && bounds[b+1]+1 < bounds[b+2] {
+				c[b]++
+			} else {
+				continue
+			}
+			cands = append(cands, c)
+		}
+		var bestPlan *Plan
+		var bestTimes []float64
+		for _, c := range cands {
+			next := opts
+			next.NodeSeconds, next.SplitAt = base, nil
+			for _, i := range c {
+				next.SplitAt = append(next.SplitAt, order[i])
+			}
+			p, err := Partition(m, next)
+			if err != nil {
+				continue // not a place one can cut (a stage left empty)
+			}
+			t, err := measureStages(ctx, p, sc, micro, steps)
+			if err != nil {
+				return nil, nil, err
+			}
+			if bestTimes == nil || imbalance(t) < imbalance(bestTimes) {
+				bestPlan, bestTimes = p, t
+			}
+		}
+		if bestTimes == nil || imbalance(bestTimes) >= imbalance(times) {
+			break
+		}
+		plan, times = bestPlan, bestTimes
+	}
+	return plan, times, nil
 }
 
 // imbalance is the slowest of times over their mean, less one.
@@ -218,32 +317,96 @@ func measureStages(ctx context.Context, plan *Plan, sc StageConfig, micro []Batc
 	if err != nil {
 		return nil, err
 	}
-	r, err := NewRunner(plan, seq, RunnerConfig{Stage: sc})
+	r, err := NewRunner(plan, seq, RunnerConfig{Stage: sc, Workers: profileWorkers})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: --partition profile: %w", err)
 	}
 	return MinStageSeconds(ctx, r, micro, steps)
 }
 
-// MinStageSeconds runs r's schedule steps times after one warm-up step
-// (forward and backward, no optimizer step) and returns each stage's least
-// forward+backward time of a step.
-func MinStageSeconds(ctx context.Context, r *Runner, micro []Batch, steps int) ([]float64, error) {
-	times := make([]float64, len(r.Plan.Stages))
-	for i := range times {
-		times[i] = math.Inf(1)
+// oneWorker reports whether every rank of r runs on a device of one
+// worker, whose kernels then run on the rank's own goroutine: its thread's
+// CPU time is then the passes' whole cost, without the time other
+// processes took of the core (what makes wall-clock profiles of stages
+// of a tenth of a millisecond unrepeatable on a loaded machine).
+func oneWorker(r *Runner) bool {
+	if len(r.Workers) == 0 {
+		return false
 	}
-	for i := 0; i <= max(steps, 1); i++ {
-		r.ResetProfile()
-		if err := r.ForwardBackward(ctx, micro); err != nil {
-			return nil, fmt.Errorf("pipeline: --partition profile: %w", err)
+	for _, w := range r.Workers {
+		if w != 1 {
+			return false
 		}
-		if i == 0 {
-			continue // the first step compiles and warms up
+	}
+	return true
+}
+
+// profileWorkers is the worker count of the runners that --partition
+// profile measures with: one, timed by thread CPU time (oneWorker).
+var profileWorkers = []int{1}
+
+// Repetitions of MinStageSeconds: profileRuns runs (3 when the warm-up
+// step alone took profileRunTime), each of at least the steps asked and at
+// least profileRunTime long (at most profileMaxSteps steps): stages of a
+// tenth of a millisecond (the transformer fixture's) get hundreds of
+// repetitions, large ones the steps asked.
+const (
+	profileRuns     = 5
+	profileRunTime  = 30 * time.Millisecond
+	profileMaxSteps = 400
+)
+
+// MinStageSeconds runs r's schedule (forward and backward, no optimizer
+// step) after one warm-up step, in profileRuns runs of at least steps
+// steps and profileRunTime each, and returns per stage the median over
+// the runs of its least forward+backward time of a micro-batch (averaged
+// over a step's micro-batches) in the run. The
+// least time discards the steps another process preempted (they only ever
+// take longer); the median over runs discards a run spent wholly under a
+// burst of load, or in a lucky state no other run saw.
+func MinStageSeconds(ctx context.Context, r *Runner, micro []Batch, steps int) ([]float64, error) {
+	if oneWorker(r) {
+		r.cpuClock = true
+		defer func() { r.cpuClock = false }()
+	}
+	r.ResetProfile()
+	warm := time.Now()
+	if err := r.ForwardBackward(ctx, micro); err != nil { // compiles and warms up
+		return nil, fmt.Errorf("pipeline: --partition profile: %w", err)
+	}
+	nruns := profileRuns
+	if time.Since(warm) > profileRunTime {
+		nruns = 3 // long steps: their least time is stable sooner
+	}
+	n := len(r.Plan.Stages)
+	runs := make([][]float64, n)
+	for run := 0; run < nruns; run++ {
+		least := make([]float64, n)
+		for i := range least {
+			least[i] = math.Inf(1)
 		}
-		for s, p := range r.Profile() {
-			times[s] = min(times[s], (p.Forward + p.Backward).Seconds())
+		start := time.Now()
+		for i := 0; i < profileMaxSteps && (i < max(steps, 1) || time.Since(start) < profileRunTime); i++ {
+			r.ResetProfile()
+			if err := r.ForwardBackward(ctx, micro); err != nil {
+				return nil, fmt.Errorf("pipeline: --partition profile: %w", err)
+			}
+			for s, p := range r.Profile() {
+				if r.Stages[s] == nil {
+					continue
+				}
+				// a micro-batch's forward and backward, averaged over the step
+				least[s] = min(least[s], (p.Forward + p.Backward + p.BackwardInput + p.BackwardWeight).Seconds())
+			}
 		}
+		for s := range least {
+			runs[s] = append(runs[s], least[s])
+		}
+	}
+	times := make([]float64, n)
+	for s, v := range runs {
+		sort.Float64s(v)
+		times[s] = v[len(v)/2]
 	}
 	return times, nil
 }

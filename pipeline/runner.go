@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -29,8 +30,15 @@ type RunnerConfig struct {
 	Stage StageConfig
 	// Devices names the device of each rank ("cpu:0", "cpu:1", ...);
 	// empty means cpu:r for rank r. Each rank runs in its own goroutine
-	// and activations pass between ranks in memory.
+	// and activations pass between ranks in memory. Each CPU device is
+	// its own worker pool over its share of the cores (Workers): ranks
+	// on one device share its pool.
 	Devices []string
+	// Workers is, per rank, how many cores its device's kernels use (0
+	// or absent: the device's share, GOMAXPROCS divided evenly over the
+	// distinct devices, at least 1). Ranks on one device must agree.
+	// Ignored with a Transport (a process's kernels use all its cores).
+	Workers []int
 	// NewOptimizer makes the optimizer of one stage over that stage's own
 	// parameters; nil leaves stepping to the caller (Grads).
 	NewOptimizer func(stage int, params []*optim.Param) (optim.Optimizer, error)
@@ -50,6 +58,14 @@ type RunnerConfig struct {
 	// ReplicaTransport). Gradients are averaged over the replicas, losses
 	// gathered from every replica's last stage.
 	Replicas, Replica int
+	// SyncBatchNorm sums the batch statistics of the stages' rewritten
+	// BatchNorms (StageConfig.Rewrite) over the replicas of each rank
+	// (syncbn.go).
+	SyncBatchNorm bool
+	// Zero shards each stage's optimizer state over the replicas of that
+	// stage (ZeRO-1, zero.go): each replica steps the parameters it owns
+	// and sends them to the others.
+	Zero bool
 }
 
 // Runner runs one pipeline replica in one process: a schedule's action
@@ -60,13 +76,19 @@ type Runner struct {
 	Schedule *Schedule
 	Stages   []*StageProgram
 	Devices  []string
+	// Workers is each rank's worker count on its device (nil with a
+	// Transport: all of the process's cores).
+	Workers []int
 
 	cfg    RunnerConfig
 	params [][]*optim.Param // per stage, the optimizer's view
 	opts   []optim.Optimizer
-	grads  [][]*graph.Tensor // per stage, accumulated over the step
+	owned  map[int][]*optim.Param // per stage, what this replica steps (ZeRO)
+	grads  [][]*graph.Tensor      // per stage, accumulated over the step
 	last   StepStats
 	seq    int64 // steps run, numbering the messages
+	// evalSeq counts evaluations (their messages' negative step numbers)
+	evalSeq int64
 	// with replicas: the whole model's averaged gradient of the last step
 	full     []float32
 	fullOff  map[string]int
@@ -77,6 +99,11 @@ type Runner struct {
 	passTime  [][4]time.Duration
 	passCount [][4]int
 	kept      []int64
+	// cpuClock times passes by their thread's CPU time (MinStageSeconds
+	// on one-worker devices) instead of the wall clock.
+	cpuClock bool
+	// lossScale is the factor the backward seeds carry (amp.go).
+	lossScale float64
 	// flushes: several runs of the schedule make one optimizer step
 	// (SetFlush); whether the next run is the step's first and last.
 	flushes                     int
@@ -186,6 +213,13 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		}
 	}
 	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg}
+	if cfg.Transport == nil {
+		w, err := deviceWorkers(devs, cfg.Workers, runtime.GOMAXPROCS(0))
+		if err != nil {
+			return nil, err
+		}
+		r.Workers = w
+	}
 	for s := range plan.Stages {
 		if !r.holds(s) {
 			r.Stages = append(r.Stages, nil)
@@ -197,7 +231,13 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 			r.kept = append(r.kept, 0)
 			continue
 		}
-		sp, err := BuildStage(plan, s, cfg.Stage)
+		scfg := cfg.Stage
+		if r.Workers != nil && scfg.Tuning.Workers == 0 {
+			// the stage's programs run on its rank's device pool
+			rk := sched.RankOf(s)
+			scfg.Tuning.Workers, scfg.Tuning.Device = r.Workers[rk], devs[rk]
+		}
+		sp, err := BuildStage(plan, s, scfg)
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +257,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		// buffers themselves, for the whole run.
 		copy(r.grads[s], sp.GradSums())
 		if cfg.NewOptimizer != nil {
-			o, err := cfg.NewOptimizer(s, ps)
+			o, err := cfg.NewOptimizer(s, r.optimizerParams(s, ps))
 			if err != nil {
 				return nil, fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
 			}
@@ -305,6 +345,7 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 	tr := r.cfg.Transport
 	seq := r.seq
 	r.seq++
+	ctx = r.withReplicaCollective(ctx, seq) // syncbn.go
 	chans := map[msgKey]chan message{}
 	for _, list := range sc.Actions {
 		if tr != nil {
@@ -338,10 +379,18 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 	}
 	losses := make([]float64, M)
 	busy := make([]time.Duration, sc.Ranks)
-	scale := float32(1 / float64(divisor))
+	scale := float32(r.seedScale() / float64(divisor)) // amp.go: fp16's loss scale
 	start := time.Now()
 
 	runRank := func(rank int) error {
+		clock := func() time.Duration { return time.Since(start) }
+		if r.cpuClock {
+			// profiling on one worker: the thread's CPU time (cpuclock_*.go)
+			if now, unlock, ok := threadClock(); ok {
+				defer unlock()
+				clock = now
+			}
+		}
 		for _, a := range sc.Actions[rank] {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -378,11 +427,11 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 					gradIn[a.Stage-1][a.Micro] = msg
 				}
 			default:
-				t0 := time.Now()
+				t0 := clock()
 				if err := r.compute(ctx, sc, a, micro, envs, actIn, gradIn, losses, scale); err != nil {
 					return fmt.Errorf("rank %d (%s): %w", rank, r.Devices[rank], err)
 				}
-				d := time.Since(t0)
+				d := clock() - t0
 				busy[rank] += d
 				r.passTime[a.Stage][a.Kind] += d // a stage's passes run on one rank
 				r.passCount[a.Stage][a.Kind]++
@@ -453,16 +502,20 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 
 // Update steps every stage's optimizer with the gradients of the last
 // ForwardBackward.
-func (r *Runner) Update() error {
+func (r *Runner) Update() error { return r.UpdateContext(context.Background()) }
+
+// UpdateContext is Update, its exchange of parameters between replicas
+// (ZeRO) bounded by ctx.
+func (r *Runner) UpdateContext(ctx context.Context) error {
 	for s, o := range r.opts {
 		if o == nil {
 			continue
 		}
-		if err := o.Step(r.params[s]); err != nil {
+		if err := o.Step(r.stepParams(s)); err != nil {
 			return fmt.Errorf("pipeline: stage %d: optimizer: %w", s, err)
 		}
 	}
-	return nil
+	return r.syncShards(ctx)
 }
 
 func (r *Runner) paramIndex(s int, name string) int {
@@ -1033,4 +1086,52 @@ func (t replicaTransport) Send(ctx context.Context, peer int, k MsgKey, m map[st
 func (t replicaTransport) Recv(ctx context.Context, peer int, k MsgKey) (map[string]*graph.Tensor, error) {
 	m, err := t.Transport.Recv(ctx, t.base+peer, k)
 	return m, err
+}
+
+// deviceWorkers gives each rank its device's worker count: explicit
+// (given[r] > 0) or the device's share of cores, spread evenly over the
+// distinct devices in order of first use (the first ones get the
+// remainder), at least 1 each.
+func deviceWorkers(devs []string, given []int, cores int) ([]int, error) {
+	if len(given) > 0 && len(given) != len(devs) {
+		return nil, fmt.Errorf("pipeline: %d worker counts for %d ranks (devices %s)", len(given), len(devs), strings.Join(devs, ","))
+	}
+	var order []string
+	index := map[string]int{}
+	for _, d := range devs {
+		if _, ok := index[d]; !ok {
+			index[d] = len(order)
+			order = append(order, d)
+		}
+	}
+	share := make([]int, len(order))
+	for i := range share {
+		share[i] = max(1, cores/len(order))
+		if i < cores%len(order) && cores >= len(order) {
+			share[i]++
+		}
+	}
+	set := make([]int, len(order))
+	for r, d := range devs {
+		if len(given) == 0 || given[r] == 0 {
+			continue
+		}
+		if given[r] < 0 {
+			return nil, fmt.Errorf("pipeline: rank %d (%s): %d workers", r, d, given[r])
+		}
+		if i := index[d]; set[i] != 0 && set[i] != given[r] {
+			return nil, fmt.Errorf("pipeline: device %s given %d workers for one rank and %d for another", d, set[i], given[r])
+		} else {
+			set[i] = given[r]
+		}
+	}
+	out := make([]int, len(devs))
+	for r, d := range devs {
+		i := index[d]
+		out[r] = share[i]
+		if set[i] > 0 {
+			out[r] = set[i]
+		}
+	}
+	return out, nil
 }

@@ -50,6 +50,12 @@ type StageConfig struct {
 	// its loss) for mixed precision before autodiff, at the point where
 	// train.Build applies it to the whole model.
 	AutoCast func(g *graph.Graph, opset int64) error
+	// Rewrite, when set, rewrites the stage graph (with its loss) before
+	// autodiff: train.SyncBatchNorm for --sync-batchnorm (syncbn.go).
+	Rewrite func(g *graph.Graph, opset int64) error
+	// Eval also compiles each stage in inference mode, for
+	// Runner.Evaluate (--val-data; eval.go).
+	Eval bool
 }
 
 // Param is a trainable tensor a stage owns (its own copy).
@@ -95,6 +101,10 @@ type StageProgram struct {
 
 	fwd, bwd, bwdInput, bwdWeight *phase
 	bufferUpdates                 map[string]string // forward output -> buffer
+	// eval is the inference-mode program (StageConfig.Eval, eval.go).
+	eval                             *phase
+	evalLoss, evalOutput, evalLabels string
+	evalLabelDType                   graph.DType
 }
 
 // phase is one compiled part of a stage program.
@@ -222,6 +232,11 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		}
 	}
 
+	if cfg.Eval {
+		if err := sp.buildEval(be, m, g, cfg, opset, cfg.Seed+int64(s)*7919+7); err != nil { // eval.go
+			return fail(err)
+		}
+	}
 	// The objective: the loss on the last stage, else the sum over the
 	// outputs of <output, gradient fed in>, whose gradient with respect to
 	// each output is exactly the gradient fed in.
@@ -251,6 +266,11 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		fwdOut = append(fwdOut, y)
 		addInput(lossScaleInput, graph.Float32)
 		seed = lossScaleInput
+	}
+	if cfg.Rewrite != nil {
+		if err := cfg.Rewrite(g, opset); err != nil {
+			return fail(err)
+		}
 	}
 	if err := graph.LowerForAutodiff(g, opset); err != nil {
 		return fail(err)

@@ -101,10 +101,7 @@ func (r *Runner) LoadOptimizerState(st map[string]*graph.Tensor) error {
 		if o == nil {
 			continue
 		}
-		mine := map[string]bool{}
-		for _, p := range r.Stages[s].Params {
-			mine[p.Name] = true
-		}
+		mine := r.ownedNames(s) // with ZeRO, only what this replica steps
 		part := map[string]*graph.Tensor{}
 		for k, t := range st {
 			i := strings.LastIndexByte(k, '/')

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,9 +241,10 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 		for _, c := range []struct {
 			name    string
 			flushes int
-		}{{"1f1b", 1}, {"zbv", 1}, {"1f1b", 2}} {
-			name, flushes := c.name, c.flushes
-			t.Run(fmt.Sprintf("%s/%s/flushes%d", f.name, name, flushes), func(t *testing.T) {
+			zero    bool
+		}{{"1f1b", 1, false}, {"zbv", 1, false}, {"1f1b", 2, false}, {"1f1b", 1, true}, {"zbv", 2, true}} {
+			name, flushes, zero := c.name, c.flushes, c.zero
+			t.Run(fmt.Sprintf("%s/%s/flushes%d/zero%v", f.name, name, flushes, zero), func(t *testing.T) {
 				cfg := f.config(batch, R*accum, steps, "adamw")
 				cfg.ClipGradNorm = 1
 				want := reference(t, cfg)
@@ -260,6 +262,7 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 				ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
 				require.NoError(t, err)
 				got := make([][]float64, R*S)
+				states := make([]map[string]*graph.Tensor, R*S)
 				errs := onRanks(R*S, func(proc int) error {
 					ctx := context.Background()
 					replica, rank := proc/S, proc%S
@@ -278,7 +281,7 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 						return err
 					}
 					run, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc, Transport: pipeline.ReplicaTransport(tr, replica*S),
-						Rank: rank, Group: groups[proc], Replicas: R, Replica: replica, RecvTimeout: 20 * time.Second,
+						Rank: rank, Group: groups[proc], Replicas: R, Replica: replica, RecvTimeout: 20 * time.Second, Zero: zero,
 						NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
 					if err != nil {
 						return err
@@ -312,6 +315,7 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 						}
 						got[proc] = append(got[proc], loss)
 					}
+					states[proc] = run.OptimizerState()
 					return nil
 				})
 				for r, err := range errs {
@@ -322,7 +326,35 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 						assert.LessOrEqual(t, math.Abs(got[p][i]-want[i]), 1e-5*math.Abs(want[i]), "process %d step %d: %.8f, one process %.8f", p, i+1, got[p][i], want[i])
 					}
 				}
+				// ZeRO: the replicas of a rank hold disjoint parts of its
+				// stages' optimizer state, together all of it; without,
+				// each holds all of it.
+				for rank := 0; rank < S; rank++ {
+					a, b := slotKeys(states[rank]), slotKeys(states[S+rank])
+					require.NotEmpty(t, a)
+					require.NotEmpty(t, b)
+					if zero {
+						for k := range a {
+							assert.False(t, b[k], "rank %d: %s held by both replicas", rank, k)
+						}
+						assert.Greater(t, len(a)+len(b), max(len(a), len(b)))
+					} else {
+						assert.Equal(t, a, b, "rank %d", rank)
+					}
+				}
 			})
 		}
 	}
+}
+
+// slotKeys are the per-parameter entries ("<param>/<slot>") of an
+// optimizer state.
+func slotKeys(st map[string]*graph.Tensor) map[string]bool {
+	out := map[string]bool{}
+	for k := range st {
+		if strings.Contains(k, "/") {
+			out[k] = true
+		}
+	}
+	return out
 }

@@ -72,8 +72,10 @@ type PipelineModel struct {
 
 // PreparePipeline cuts m into AcceleratorConfig.Pipeline.Stages ranks and
 // builds this process's stages. MixedPrecision bf16 autocasts the whole
-// graph before it is cut; fp16 (one loss scale over every stage), ZeRO and
-// SyncBatchNorm are refused with pipelining.
+// graph before it is cut; fp16 (one loss scale over every stage) and ZeRO 2
+// are refused with pipelining; SyncBatchNorm sums each stage's batch
+// statistics over its replicas; ZeRO 1 shards each stage's
+// optimizer state over the data-parallel replicas of that stage.
 func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss LossConfig, opts PipelineOptions) (*PipelineModel, error) {
 	pc := a.cfg.Pipeline
 	switch {
@@ -81,8 +83,10 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs Pipeline.Stages > 0, got %d", pc.Stages)
 	case opts.NewOptimizer == nil:
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs PipelineOptions.NewOptimizer (each stage steps its own parameters)")
-	case a.cfg.Zero > 0 || a.cfg.SyncBatchNorm:
-		return nil, fmt.Errorf("accelerator: Zero and SyncBatchNorm are not supported with pipelining yet")
+	case a.cfg.MixedPrecision == "fp16":
+		return nil, fmt.Errorf("accelerator: MixedPrecision fp16 is not supported by PreparePipeline yet (onnxtrain train --pipeline-stages scales the loss over every stage; use bf16 here)")
+	case a.cfg.Zero > 1:
+		return nil, fmt.Errorf("accelerator: Zero %d is not supported with pipelining (Zero 1 is: each stage's optimizer state sharded over its replicas)", a.cfg.Zero)
 	case pc.MicroBatches > 0 && a.cfg.GradAccum > 1 && pc.MicroBatches != a.cfg.GradAccum:
 		return nil, fmt.Errorf("accelerator: Pipeline.MicroBatches %d and GradAccum %d disagree (one step consumes MicroBatches; leave GradAccum at 1)", pc.MicroBatches, a.cfg.GradAccum)
 	}
@@ -104,7 +108,7 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 	pb := pipelineBuild{Stages: pc.Stages, Micro: M, Schedule: pc.Schedule, Virtual: pc.VirtualStages, SplitAt: pc.SplitAt,
 		Devices: strings.Join(pc.Devices, ","), Partition: pc.Partition, StageMemory: pc.StageMemory, BatchSize: batch,
 		Slots: opts.OptimizerSlots, Backend: a.cfg.Backend, Seed: a.cfg.Seed, Recompute: a.cfg.Recompute, MixedPrecision: a.cfg.MixedPrecision, Tuning: a.cfg.Tuning,
-		NewOptimizer: opts.NewOptimizer}
+		Zero: a.cfg.Zero == 1, SyncBatchNorm: a.cfg.SyncBatchNorm, NewOptimizer: opts.NewOptimizer}
 	if len(opts.Profile) > 0 {
 		pb.First = func(context.Context) ([]pipeline.Batch, error) { return pipelineBatches(opts.Profile), nil }
 	}
@@ -145,7 +149,7 @@ func (p *PipelineModel) ClipGradNorm(maxNorm float64) (float64, error) {
 // OptimizerStep steps every stage's optimizer over its own parameters and
 // counts the step on the Accelerator.
 func (p *PipelineModel) OptimizerStep() error {
-	if err := p.runner.Update(); err != nil {
+	if err := p.runner.UpdateContext(context.Background()); err != nil {
 		return err
 	}
 	p.acc.step++

@@ -30,7 +30,10 @@ type pipelineBuild struct {
 	Backend                string
 	Seed                   int64
 	Recompute              bool
-	MixedPrecision         string         // "", "no" or "bf16"
+	MixedPrecision         string         // "", "no", "bf16" or "fp16"
+	Zero                   bool           // ZeRO-1: each stage's optimizer state sharded over its replicas
+	Eval                   bool           // compile the stages' evaluation programs (--val-data)
+	SyncBatchNorm          bool           // batch statistics summed over each stage's replicas
 	Tuning                 backend.Tuning // passed to every stage compile
 	Timeout                time.Duration  // of one receive (0: the group's, or 5 minutes)
 	NewOptimizer           func([]*optim.Param) (optim.Optimizer, error)
@@ -72,12 +75,12 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	}
 	switch pb.MixedPrecision {
 	case "", "no":
-	case "bf16":
+	case "bf16", "fp16": // fp16: the caller scales the loss (pipeline/amp.go)
 	default:
-		return nil, fmt.Errorf("--mixed-precision %s is not supported with --pipeline-stages (fp16 needs one loss scale and one inf check over every stage; use bf16)", pb.MixedPrecision)
+		return nil, fmt.Errorf("--mixed-precision %q: want no, bf16 or fp16", pb.MixedPrecision)
 	}
-	sc := pipeline.StageConfig{Backend: pb.Backend, Seed: pb.Seed, Recompute: pb.Recompute, Tuning: pb.Tuning}
-	if pb.MixedPrecision == "bf16" {
+	sc := pipeline.StageConfig{Backend: pb.Backend, Seed: pb.Seed, Recompute: pb.Recompute, Tuning: pb.Tuning, Eval: pb.Eval}
+	if pb.MixedPrecision == "bf16" || pb.MixedPrecision == "fp16" {
 		// Each stage autocasts its lowered forward graph where train.Build
 		// autocasts the whole one; the tensors crossing a cut keep their
 		// whole-graph types (pipeline.StageConfig.AutoCast).
@@ -88,6 +91,9 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	} else {
 		sc.Loss = LossAppender(m, lc)
 	}
+	if pb.SyncBatchNorm { // pipeline/syncbn.go: summed over the replicas of each rank
+		sc.Rewrite = func(g *graph.Graph, opset int64) error { _, err := SyncBatchNorm(g, opset); return err }
+	}
 	plan, err := partitionFor(ctx, pb, m, popts, sc, group)
 	if err != nil {
 		return nil, err
@@ -96,7 +102,7 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	if pb.Devices != "" {
 		devices = strings.Split(pb.Devices, ",")
 	}
-	rc := pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: pb.Timeout}
+	rc := pipeline.RunnerConfig{Stage: sc, Devices: devices, RecvTimeout: pb.Timeout, Zero: pb.Zero, SyncBatchNorm: pb.SyncBatchNorm}
 	if pb.NewOptimizer != nil {
 		rc.NewOptimizer = func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return pb.NewOptimizer(ps) }
 	}

@@ -49,14 +49,10 @@ func (c *Config) checkPipeline() error {
 	switch {
 	case c.MicroBatches < 0:
 		return fmt.Errorf("--micro-batches must be positive, got %d", c.MicroBatches)
-	case c.ValData != "":
-		return fmt.Errorf("--val-data is not supported with --pipeline-stages yet (it needs evaluation-mode stage programs and forward-only messages between the stages); validate the --output model in one process with onnxtrain eval")
-	case c.MixedPrecision != "" && c.MixedPrecision != "no" && c.MixedPrecision != "bf16":
-		return fmt.Errorf("--mixed-precision %s is not supported with --pipeline-stages (fp16 needs one loss scale and one inf check over every stage; use bf16)", c.MixedPrecision)
-	case c.Zero > 0:
-		return fmt.Errorf("--zero %d is not supported with --pipeline-stages yet (each pipeline process already holds only its stages' parameters, gradients and optimizer state; partitioning them further over the data-parallel replicas is not built)", c.Zero)
-	case c.SyncBatchNorm:
-		return fmt.Errorf("--sync-batchnorm is not supported with --pipeline-stages yet")
+	case c.SaveBest != "" || c.EarlyStoppingPatience > 0:
+		return fmt.Errorf("--save-best and --early-stopping-patience are not supported with --pipeline-stages yet (--val-data and --eval-every are)")
+	case c.Zero > 1:
+		return fmt.Errorf("--zero %d is not supported with --pipeline-stages (each process holds only its stages' parameters and gradients; --zero 1 shards each stage's optimizer state over the data-parallel replicas of that stage)", c.Zero)
 	case c.TrainOnly != "":
 		return fmt.Errorf("--train-only is not supported with --pipeline-stages yet")
 	}
@@ -119,12 +115,23 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	if err != nil {
 		return nil, fmt.Errorf("data: %s: %w", cfg.Data, err)
 	}
+	var val *data.Loader // --val-data: pipeline_eval.go
+	if cfg.ValData != "" {
+		vds, err := OpenData(cfg, cfg.ValData, false, &Program{Model: m, DataInputs: inputs, NeedsLabels: lc.Kind != "output"})
+		if err != nil {
+			return nil, err
+		}
+		if val, err = data.NewLoader(vds, data.LoaderConfig{BatchSize: cfg.BatchSize, Prefetch: 2}); err != nil {
+			return nil, fmt.Errorf("data: %s: %w", cfg.ValData, err)
+		}
+	}
 	if loader.Len() == 0 {
 		return nil, fmt.Errorf("data: %s: %d examples make no batch of %d (with --drop-last)", cfg.Data, ds.Len(), cfg.BatchSize)
 	}
 	pb := pipelineBuild{Stages: cfg.PipelineStages, Micro: M, Schedule: cfg.Schedule, Virtual: cfg.VirtualStages,
 		Devices: cfg.Devices, Partition: cfg.Partition, StageMemory: cfg.StageMemory, BatchSize: cfg.BatchSize,
 		Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Timeout: cfg.DistTimeout, MixedPrecision: cfg.MixedPrecision, Tuning: cfg.Tuning,
+		Zero: cfg.Zero == 1, Eval: cfg.ValData != "", SyncBatchNorm: cfg.SyncBatchNorm,
 		NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) },
 		First:        func(ctx context.Context) ([]pipeline.Batch, error) { return firstMicroBatches(ctx, loader, M) }}
 	if cfg.SplitAt != "" {
@@ -139,6 +146,14 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	}
 	defer built.close()
 	runner, plan, sched := built.runner, built.plan, built.sched
+	// fp16: one loss scale for every stage, one inf/NaN flag agreed by all
+	// (pipeline/amp.go), so that every stage skips the same steps.
+	var scaler *GradScaler
+	if cfg.MixedPrecision == "fp16" {
+		if scaler, err = NewGradScaler(DefaultGradScalerConfig()); err != nil {
+			return nil, err
+		}
+	}
 	K := cfg.pipelineFlushes()
 	W := K * M // batches of one replica in one optimizer step
 	total := TotalSteps(cfg.Steps, cfg.Epochs, loader.Len(), W*replicas)
@@ -167,6 +182,11 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			if err := runner.LoadOptimizerState(st.Optimizer); err != nil {
 				return nil, fmt.Errorf("--resume %s: %w", dir, err)
 			}
+			if scaler != nil {
+				if err := scaler.LoadState(st.LossScaler); err != nil {
+					return nil, fmt.Errorf("--resume %s: %w", dir, err)
+				}
+			}
 			step, counter = st.Step, st.CheckpointCounter
 			startEpoch, skip = Position{Epoch: st.Epoch, BatchInEpoch: st.BatchInEpoch}.ResumePoint(loader.Len())
 			if cfg.LogFormat != "json" {
@@ -194,7 +214,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 		st := &State{Step: step, Epoch: epoch, BatchInEpoch: batchInEpoch, Params: params, Buffers: buffers,
 			Optimizer: optState, Schedule: map[string]any{"step": step, "lr": lrs.LR(step)},
 			RNG:               map[string][]byte{"data_seed": binary.LittleEndian.AppendUint64(nil, uint64(cfg.Seed))},
-			CheckpointCounter: counter, Extra: map[string]json.RawMessage{},
+			CheckpointCounter: counter, Extra: map[string]json.RawMessage{}, LossScaler: scalerState(scaler),
 			Versions: map[string]string{"pipeline": fmt.Sprintf("%d stages, %s", len(plan.Stages), sched.Name)}}
 		if err := SaveState(filepath.Join(cfg.Output, CheckpointName(step)), st); err != nil { // named by optimizer step, as train.Run names them
 			return err
@@ -229,6 +249,9 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			// --grad-accum K with --micro-batches M: K runs of the schedule
 			// (flushes), their gradients summed, make one step.
 			var stats pipeline.StepStats
+			if scaler != nil {
+				runner.SetLossScale(scaler.Scale())
+			}
 			for k := 0; k*M < len(mine); k++ {
 				chunk := mine[k*M : min((k+1)*M, len(mine))]
 				runner.SetFlush(k == 0, (k+1)*M >= len(mine), K)
@@ -248,6 +271,12 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			if math.IsNaN(stats.Loss) || math.IsInf(stats.Loss, 0) {
 				return sum, fmt.Errorf("train: step %d (epoch %d): %w (%v); try a lower --lr, --clip-grad-norm, or check the data for NaNs", step+1, epoch, ErrNaNLoss, stats.Loss)
 			}
+			skipped := false
+			if scaler != nil {
+				if skipped, err = scaler.unscaleWith(func(inv float32) (bool, error) { return runner.UnscaleGrads(ctx, inv) }); err != nil {
+					return sum, err
+				}
+			}
 			norm, err := runner.ClipGradNorm(cfg.ClipGradNorm)
 			if err != nil {
 				return sum, err
@@ -258,13 +287,26 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 				}
 			}
 			lr := lrs.LR(step)
-			if err := runner.Update(); err != nil {
-				return sum, err
+			if !skipped {
+				if err := runner.UpdateContext(ctx); err != nil {
+					return sum, err
+				}
 			}
 			step++
 			runner.SetLR(lrs.LR(step))
 			rec := StepRecord{Step: step, Epoch: epoch, Loss: stats.Loss, LR: lr, GradNorm: norm, Samples: samples,
 				SamplesPerS: float64(samples) / time.Since(started).Seconds()}
+			if scaler != nil {
+				scaler.Update()
+				rec.LossScale, rec.Skipped = scaler.Scale(), skipped
+				if skipped {
+					rec.GradNorm = 0 // inf or NaN, which JSON cannot carry
+					sum.SkippedSteps++
+					if cfg.LogFormat != "json" {
+						fmt.Fprintf(msg, "step %d: gradients hold inf/NaN; step skipped, loss scale now %g\n", rec.Step, rec.LossScale)
+					}
+				}
+			}
 			sum.Records = append(sum.Records, rec)
 			if cfg.LogFormat == "json" {
 				enc.Encode(rec)
@@ -273,6 +315,16 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 					rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, rec.SamplesPerS)
 			}
 			window, samples, started = window[:0], 0, time.Now()
+			if val != nil && cfg.EvalEvery > 0 && step%cfg.EvalEvery == 0 {
+				ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
+				if err != nil {
+					return sum, fmt.Errorf("step %d: validation: %w", step, err)
+				}
+				sum.LastEval = &ev
+				if err := logEval(out, cfg, ev); err != nil {
+					return sum, err
+				}
+			}
 			if every := cfg.CheckpointEvery; every > 0 && step%every == 0 {
 				if err := save(epoch, index); err != nil {
 					return sum, err
@@ -283,6 +335,16 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			}
 		}
 		skip = 0
+		if val != nil && cfg.EvalEvery == 0 {
+			ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
+			if err != nil {
+				return sum, fmt.Errorf("epoch %d: validation: %w", epoch, err)
+			}
+			sum.LastEval = &ev
+			if err := logEval(out, cfg, ev); err != nil {
+				return sum, err
+			}
+		}
 	}
 	sum.Steps = step
 	if n := len(sum.Records); n > 0 {
@@ -399,4 +461,12 @@ func firstMicroBatches(ctx context.Context, loader *data.Loader, M int) ([]pipel
 		}
 	}
 	return micro, nil
+}
+
+// scalerState is the loss scaler's checkpoint entry (nil without fp16).
+func scalerState(s *GradScaler) map[string]float64 {
+	if s == nil {
+		return nil
+	}
+	return s.State()
 }

@@ -159,18 +159,15 @@ func TestRunPipelineRejects(t *testing.T) {
 	cfg.Schedule, cfg.Devices = "1f1b", "cpu:0,cpu:1,cpu:2"
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "3 devices")
-	cfg.Devices, cfg.MixedPrecision = "", "fp16"
+	cfg.Devices, cfg.Zero = "", 2
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--mixed-precision fp16 is not supported with --pipeline-stages")
-	cfg.MixedPrecision, cfg.Zero = "", 1
+	assert.ErrorContains(t, err, "--zero 2 is not supported with --pipeline-stages")
+	cfg.Zero, cfg.ValData, cfg.SaveBest, cfg.Output = 0, cfg.Data, "val_loss", t.TempDir()
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--zero 1 is not supported with --pipeline-stages")
-	cfg.Zero, cfg.ValData = 0, cfg.Data
+	assert.ErrorContains(t, err, "--save-best and --early-stopping-patience are not supported with --pipeline-stages")
+	cfg.ValData, cfg.SaveBest, cfg.Output, cfg.TrainOnly = "", "", "", "block"
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--val-data is not supported with --pipeline-stages")
-	cfg.ValData, cfg.SyncBatchNorm = "", true
-	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--sync-batchnorm is not supported with --pipeline-stages")
+	assert.ErrorContains(t, err, "--train-only is not supported with --pipeline-stages")
 }
 
 // --mixed-precision bf16 with pipelining: each stage autocasts its lowered
@@ -246,4 +243,114 @@ func TestRunPipelineStageMemory(t *testing.T) {
 	assert.ErrorContains(t, err, `--stage-memory: "lots" is not a size`)
 	cfg.StageMemory = "1GiB"
 	assertSameRecords(t, runRecords(t, pipelineConfig(t.TempDir())), runRecords(t, cfg))
+}
+
+// --mixed-precision fp16 with pipelining: every micro-batch's backward
+// seed carries the one loss scale, and the inf/NaN check is agreed by all
+// stages, so the pipelined run skips the steps one process skips. On the
+// transformer fixture (loss in the graph) the per-step losses, gradient
+// norms, loss scales and skips equal one process's fp16 run with
+// --grad-accum 4 (to 1e-5), under 1f1b and zbv, in one process and over
+// launched processes (cmd/onnxtrain).
+func TestRunPipelineFP16(t *testing.T) {
+	one := transformerLossConfig()
+	one.MixedPrecision = "fp16"
+	one.Steps = 6
+	want := runRecords(t, one)
+	skips := 0
+	for _, r := range want {
+		assert.Positive(t, r.LossScale, "step %d: the loss scale is logged", r.Step)
+		if r.Skipped {
+			skips++
+		}
+	}
+	f32 := transformerLossConfig()
+	f32.Steps = one.Steps
+	plain := runRecords(t, f32)
+	for _, schedule := range []string{"1f1b", "zbv"} {
+		cfg := transformerLossConfig()
+		cfg.MixedPrecision, cfg.Steps = "fp16", one.Steps
+		cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, schedule, 1, 4
+		got := runRecords(t, cfg)
+		require.Len(t, got, len(want))
+		differs := false
+		for i := range want {
+			assert.Equal(t, want[i].Skipped, got[i].Skipped, "%s step %d skipped", schedule, i+1)
+			assert.Equal(t, want[i].LossScale, got[i].LossScale, "%s step %d loss scale", schedule, i+1)
+			assert.InDelta(t, want[i].Loss, got[i].Loss, 1e-5*math.Abs(want[i].Loss), "%s step %d loss", schedule, i+1)
+			assert.InDelta(t, want[i].GradNorm, got[i].GradNorm, 1e-5*math.Abs(want[i].GradNorm)+1e-12, "%s step %d grad norm", schedule, i+1)
+			differs = differs || math.Abs(plain[i].GradNorm-want[i].GradNorm) > 1e-5*want[i].GradNorm
+		}
+		assert.True(t, differs, "fp16 must change the run for the comparison to mean something")
+	}
+	t.Logf("one-process fp16: %d of %d steps skipped (pipeline.TestUnscaleAgreesOnInf covers a skip)", skips, len(want))
+}
+
+// evalRecords runs cfg and returns the validation records of its JSON log.
+func evalRecords(t *testing.T, cfg train.Config) []map[string]float64 {
+	t.Helper()
+	var out bytes.Buffer
+	_, err := train.Run(context.Background(), cfg, &out, io.Discard)
+	require.NoError(t, err)
+	var recs []map[string]float64
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var r map[string]float64
+		require.NoError(t, dec.Decode(&r))
+		if _, ok := r["val_loss"]; ok {
+			recs = append(recs, r)
+		}
+	}
+	return recs
+}
+
+// --val-data with pipelining: every stage runs its nodes in inference mode
+// on a forward-only schedule, and rank 0's log carries the validation
+// records one process writes: on vit_tiny (cross entropy: loss and
+// accuracy) and the transformer fixture (loss in the graph), under 1f1b
+// and zbv, at --eval-every 2 and after the epoch, the same val_loss (to
+// 1e-5), val_accuracy and val_samples.
+func TestRunPipelineValData(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func() train.Config
+	}{
+		{"vit_tiny", func() train.Config { return pipelineConfig("") }},
+		{"transformer_loss", transformerLossConfig},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			one := tc.cfg()
+			one.ValData, one.EvalEvery, one.Steps = one.Data, 2, 4
+			want := evalRecords(t, one)
+			require.Len(t, want, 2)
+			for _, schedule := range []string{"1f1b", "zbv"} {
+				cfg := tc.cfg()
+				cfg.ValData, cfg.EvalEvery, cfg.Steps = cfg.Data, 2, 4
+				cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, schedule, 1, 4
+				got := evalRecords(t, cfg)
+				require.Len(t, got, len(want), schedule)
+				for i := range want {
+					assert.InDelta(t, want[i]["val_loss"], got[i]["val_loss"], 1e-5*want[i]["val_loss"], "%s eval %d", schedule, i)
+					assert.Equal(t, want[i]["step"], got[i]["step"], "%s eval %d", schedule, i)
+					assert.Equal(t, want[i]["val_samples"], got[i]["val_samples"], "%s eval %d", schedule, i)
+					assert.Equal(t, want[i]["val_accuracy"], got[i]["val_accuracy"], "%s eval %d", schedule, i)
+				}
+				assert.NotEqual(t, got[0]["val_loss"], got[1]["val_loss"], "training moves the validation loss")
+			}
+			// --eval-every 0: after each epoch
+			one.EvalEvery, one.Steps, one.Epochs = 0, 0, 2
+			want = evalRecords(t, one)
+			require.Len(t, want, 2)
+			cfg := tc.cfg()
+			cfg.ValData, cfg.EvalEvery, cfg.Steps, cfg.Epochs = cfg.Data, 0, 0, 2
+			cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "1f1b", 1, 4
+			got := evalRecords(t, cfg)
+			require.Len(t, got, len(want))
+			for i := range want {
+				assert.InDelta(t, want[i]["val_loss"], got[i]["val_loss"], 1e-5*want[i]["val_loss"], "epoch eval %d", i)
+				assert.Equal(t, want[i]["epoch"], got[i]["epoch"], "epoch eval %d", i)
+				assert.Equal(t, want[i]["step"], got[i]["step"], "epoch eval %d", i)
+			}
+		})
+	}
 }

@@ -56,6 +56,9 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 		pcg:    newPCG(opts.Seed),
 	}
 	e.rng = rand.New(e.pcg)
+	if opts.Workers > 0 {
+		e.pool = kern.DevicePool(opts.Device, opts.Workers) // the device's share of the cores
+	}
 	e.fused = backend.DeclaredFusedOps(b, opts)
 	if err := e.buildPipelines(); err != nil { // pipeline.go
 		return nil, fmt.Errorf("cpu: %w", err)
@@ -185,6 +188,9 @@ type Executable struct {
 	main   *plan
 	// declared maps the main graph's inputs by name (for checkInputs).
 	declared map[string]*graph.ValueInfo
+	// pool is the device's worker pool (backend.Tuning.Workers; nil:
+	// the process-wide one, GOMAXPROCS workers).
+	pool *kern.Pool
 
 	mu    sync.Mutex
 	plans map[*graph.Graph]*plan
@@ -377,6 +383,9 @@ func (f *frame) lookup(name string) (*graph.Tensor, bool) {
 // the next Run (see Executable); so does the returned map, which a run in
 // the memory plan's arena reuses (unless SetCopyOutputs is on).
 func (e *Executable) Run(ctx context.Context, inputs map[string]*graph.Tensor) (map[string]*graph.Tensor, error) {
+	if e.pool != nil {
+		defer kern.Leave(kern.Enter(e.pool)) // the kernels run on the device's workers
+	}
 	if e.store != nil {
 		feeds, owned, err := e.withState(inputs) // state.go
 		if err != nil {

@@ -18,6 +18,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sort"
 	"time"
 
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
@@ -40,7 +42,15 @@ func main() {
 	write := flag.String("write", "", "instead of measuring, write the balanced model (DIR/model.onnx) and -examples rows of data (DIR/data.npz) for onnxtrain train")
 	examples := flag.Int("examples", 64, "rows of data -write writes")
 	fixture := flag.String("fixture", "", "instead, measure the partition of a committed fixture (DIR under models/: vit_tiny, transformer_loss or gpt, the small GPT export) into -ranks and 2×-ranks stages")
+	devices := flag.Bool("devices", false, "instead, time a 2-rank 1f1b step of the balanced model with the ranks on cpu:0,cpu:1 (each device its share of the cores), on one device cpu:0,cpu:0, on two devices of all the cores each, and with no pipeline (the stages in turn on one device)")
 	flag.Parse()
+	if *devices {
+		if err := runDevices(*micro, *layers, *width, *batch, *steps); err != nil {
+			fmt.Fprintln(os.Stderr, "pipelineidle:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *fixture != "" {
 		if err := measureFixture(*fixture, *ranks, *micro, *batch, *steps); err != nil {
 			fmt.Fprintln(os.Stderr, "pipelineidle:", err)
@@ -279,17 +289,19 @@ func measureFixture(name string, ranks, micro, batch, steps int) error {
 		if err != nil {
 			return err
 		}
-		r, err := pipeline.NewRunner(plan, seq, pipeline.RunnerConfig{Stage: sc, NewOptimizer: sgd})
+		// one worker: MinStageSeconds times the passes by thread CPU time
+		r, err := pipeline.NewRunner(plan, seq, pipeline.RunnerConfig{Stage: sc, NewOptimizer: sgd, Workers: []int{1}})
 		if err != nil {
 			return err
 		}
-		// Each stage's least time over the steps (a step another process
-		// preempted only takes longer), as --partition profile measures.
+		// Each stage's median over runs of its least time in the run (a
+		// step another process preempted only takes longer), as
+		// --partition profile measures.
 		mins, err := pipeline.MinStageSeconds(ctx, r, mbs, steps)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| stages | stage | nodes | est. ms F+B | measured ms F+B (least of %d steps) | est. activations | kept per micro-batch |\n|---|---|---|---|---|---|---|\n", steps)
+		fmt.Printf("| stages | stage | nodes | est. ms F+B | measured ms F+B (CPU time, median of least, >= %d steps a run) | est. activations | kept per micro-batch |\n|---|---|---|---|---|---|---|\n", steps)
 		var sum, worst, esum, eworst float64
 		for s, p := range r.Profile() {
 			st := plan.Stages[s]
@@ -308,3 +320,75 @@ func measureFixture(name string, ranks, micro, batch, steps int) error {
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 func mib(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
+
+// runDevices times one optimizer step (forward, backward, SGD) of the
+// balanced model cut into 2 stages under four placements, the placements
+// taking turns step by step (so that a change of the machine's load falls
+// on all of them), and prints each one's median and least step time.
+func runDevices(micro, layers, width, batch, steps int) error {
+	ctx := context.Background()
+	m := balanced(layers, width)
+	data := batches(micro, batch, width, 1)
+	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: batch})
+	if err != nil {
+		return err
+	}
+	cores := runtime.GOMAXPROCS(0)
+	type placement struct {
+		name    string
+		sched   func() (*pipeline.Schedule, error)
+		devs    []string
+		workers []int
+	}
+	pipe := func() (*pipeline.Schedule, error) { return pipeline.New("1f1b", 2, micro, 1) }
+	seq := func() (*pipeline.Schedule, error) { return pipeline.Sequential(2, micro, false) }
+	places := []placement{
+		{"cpu:0,cpu:1 (1f1b, each device its share)", pipe, []string{"cpu:0", "cpu:1"}, nil},
+		{"cpu:0,cpu:0 (1f1b, one device of all cores)", pipe, []string{"cpu:0", "cpu:0"}, nil},
+		{fmt.Sprintf("cpu:0,cpu:1 with %d workers each (1f1b, cores oversubscribed)", cores), pipe, []string{"cpu:0", "cpu:1"}, []int{cores, cores}},
+		{"no pipeline: both stages in turn on one device of all cores", seq, []string{"cpu:0"}, nil},
+	}
+	runners := make([]*pipeline.Runner, len(places))
+	for i, p := range places {
+		sched, err := p.sched()
+		if err != nil {
+			return err
+		}
+		r, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: pipeline.StageConfig{LossOutput: "loss"}, NewOptimizer: sgd, Devices: p.devs, Workers: p.workers})
+		if err != nil {
+			return err
+		}
+		if _, err := r.Step(ctx, data); err != nil { // compiles, warms up
+			return err
+		}
+		runners[i] = r
+	}
+	times := make([][]float64, len(places))
+	var losses [][]float64
+	for step := 0; step < steps; step++ {
+		row := make([]float64, len(places))
+		for i, r := range runners {
+			st, err := r.Step(ctx, data)
+			if err != nil {
+				return err
+			}
+			times[i] = append(times[i], ms(st.Wall))
+			row[i] = st.Loss
+		}
+		losses = append(losses, row)
+	}
+	fmt.Printf("balanced model: %d blocks of %dx%d, micro-batch %d, %d micro-batches, 2 stages, GOMAXPROCS %d, %d steps each (taking turns)\n\n", layers, width, width, batch, micro, cores, steps)
+	fmt.Printf("| placement | workers per rank | median step ms | least step ms | median over the first row's |\n|---|---|---|---|---|\n")
+	var base float64
+	for i, p := range places {
+		v := append([]float64(nil), times[i]...)
+		sort.Float64s(v)
+		med := v[len(v)/2]
+		if i == 0 {
+			base = med
+		}
+		fmt.Printf("| %s | %v | %.1f | %.1f | %.2f |\n", p.name, runners[i].Workers, med, v[0], med/base)
+	}
+	fmt.Printf("\nlosses of the last step: %v\n", losses[len(losses)-1])
+	return nil
+}

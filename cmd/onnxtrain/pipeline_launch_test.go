@@ -30,21 +30,29 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 	for _, tc := range []struct {
 		model, data, loss, schedule, partition string
 		procs, stages, micro                   int
+		extra                                  []string // for the pipelined run
+		both                                   []string // for both runs
 	}{
-		{vitModel, vitData, "cross_entropy", "zbv", "estimate", 2, 2, 4},
+		{vitModel, vitData, "cross_entropy", "zbv", "estimate", 2, 2, 4, nil, nil},
 		// process 0 measures the pieces and sends the costs to the others
-		{transformerModel, transformerData, "output:loss", "1f1b", "profile", 4, 4, 4},
+		{transformerModel, transformerData, "output:loss", "1f1b", "profile", 4, 4, 4, nil, nil},
 		// 2 replicas of a 2-stage pipeline: --grad-accum 2×2
-		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2},
+		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2, nil, nil},
+		// and with each stage's AdamW state sharded over its 2 replicas
+		{transformerModel, transformerData, "output:loss", "1f1b", "estimate", 4, 2, 2, []string{"--zero", "1"}, nil},
+		// fp16: one loss scale, the inf check agreed by the 4 processes
+		{transformerModel, transformerData, "output:loss", "zbv", "estimate", 4, 2, 2, []string{"--zero", "1"}, []string{"--mixed-precision", "fp16"}},
 	} {
-		t.Run(fmt.Sprintf("%s/%d/%d/%s", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d/%d/%s%v%v", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule, tc.extra, tc.both), func(t *testing.T) {
 			common := []string{"train", "--model", tc.model, "--data", tc.data, "--loss", tc.loss, "--optimizer", "adamw", "--lr", "0.001",
 				"--weight-decay", "0.05", "--steps", "4", "--shuffle=false", "--log-format", "json", "--batch-size", "2", "--clip-grad-norm", "5"}
+			common = append(common, tc.both...)
 			ref := t.TempDir()
 			want := stepLosses(t, runCLI(t, append(common, "--grad-accum", "4", "--output", ref)...))
 			out := t.TempDir()
-			multi := runCLI(t, launched(t, tc.procs, nil, append(common, "--pipeline-stages", fmt.Sprint(tc.stages), "--micro-batches", fmt.Sprint(tc.micro),
-				"--schedule", tc.schedule, "--partition", tc.partition, "--output", out)...)...)
+			args := append(append([]string(nil), common...), "--pipeline-stages", fmt.Sprint(tc.stages), "--micro-batches", fmt.Sprint(tc.micro),
+				"--schedule", tc.schedule, "--partition", tc.partition, "--output", out)
+			multi := runCLI(t, launched(t, tc.procs, nil, append(args, tc.extra...)...)...)
 			assertLossesEqual(t, want, stepLosses(t, multi), "pipelined over processes")
 			a, _, err := tensorio.ReadSafetensors(filepath.Join(ref, "model.safetensors"))
 			require.NoError(t, err)
@@ -64,6 +72,26 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPipelineSyncBatchNorm: resnet18_small (20 BatchNorms) over 4
+// launched processes, 2 replicas × 2 stages, one micro-batch of 2 per
+// replica and step, --sync-batchnorm: each BatchNorm normalises with the
+// statistics of both replicas' micro-batches, so every step's loss equals
+// one process's with --batch-size 4 (the two micro-batches together);
+// without --sync-batchnorm it does not.
+func TestPipelineSyncBatchNorm(t *testing.T) {
+	testutil.SkipShort(t, "starts worker processes")
+	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
+	common := []string{"train", "--model", "../../models/resnet18_small/resnet18_small_train.onnx", "--data", "../../models/resnet18_small/train_case.npz",
+		"--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--steps", "3", "--shuffle=false", "--log-format", "json"}
+	want := stepLosses(t, runCLI(t, append(common, "--batch-size", "4")...))
+	require.Len(t, want, 3)
+	pipe := append(append([]string(nil), common...), "--batch-size", "2", "--pipeline-stages", "2", "--micro-batches", "1")
+	assertLossesEqual(t, want, stepLosses(t, runCLI(t, launched(t, 4, nil, append(pipe, "--sync-batchnorm")...)...)), "pipelined with --sync-batchnorm")
+	plain := stepLosses(t, runCLI(t, launched(t, 4, nil, pipe...)...))
+	require.Len(t, plain, 3)
+	assert.NotEqual(t, want[1], plain[1], "without the sync each replica normalises alone")
 }
 
 // TestPipelineFaults: a stage process that dies fails the job, naming the

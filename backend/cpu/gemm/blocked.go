@@ -1,7 +1,6 @@
 package gemm
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -95,7 +94,7 @@ func grow(s []float32, n int) []float32 {
 // streaming their own panels.
 func (p *problem) run() {
 	mk := kernel
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	if p.m*p.n*p.k < parallelWork || workers < 2 {
 		p.blocked(mk, 0, p.m, 0, p.n)
 		return
@@ -282,7 +281,7 @@ type indexed interface {
 // them. Indices are handed out one at a time as workers free up, so a
 // core taken by another process delays one index, not a fixed half.
 func parallelFor(count int, fn indexed) {
-	workers := min(runtime.GOMAXPROCS(0), count, maxSplit)
+	workers := min(kern.Workers(), count, maxSplit)
 	if workers <= 1 {
 		for i := 0; i < count; i++ {
 			fn.at(i)

@@ -1,8 +1,9 @@
 package gemm
 
 import (
-	"runtime"
 	"sync"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
 // PackedProduct is a float32 product C = A·B + beta·C whose operands need
@@ -100,7 +101,7 @@ func (pp *PackedProduct) Run() {
 		pp.viaPlain()
 		return
 	}
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	if pp.M*pp.N*pp.K < parallelWork || workers < 2 {
 		pp.blocked(mk, 0, pp.M, 0, pp.N)
 		return

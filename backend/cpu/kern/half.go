@@ -2,7 +2,6 @@ package kern
 
 import (
 	"math"
-	"runtime"
 	"sync"
 
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -206,7 +205,7 @@ func Float32ToHalf(n *graph.Node, t *graph.Tensor, d graph.DType) (*graph.Tensor
 // memory-bound loops of about a nanosecond per element).
 func parallelChunks(n int, fn func(lo, hi int)) {
 	const grain = 1 << 15
-	p := min(runtime.GOMAXPROCS(0), n/grain)
+	p := min(Workers(), n/grain)
 	if p <= 1 {
 		fn(0, n)
 		return

@@ -201,6 +201,10 @@ func (b *chunkBatch) awaitPending() {
 // that itself fans out) cannot deadlock. A panic in a chunk is re-raised in
 // the caller's goroutine, prefixed with label, once every chunk has ended.
 func RunTask(label string, n, workers int, t Chunker) {
+	if p := current(); p != nil { // a device's pool (pool.go)
+		p.runTask(label, n, workers, t)
+		return
+	}
 	if workers <= 1 || n <= 1 {
 		t.Chunk(0, n)
 		return

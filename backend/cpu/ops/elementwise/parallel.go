@@ -1,8 +1,6 @@
 package elementwise
 
 import (
-	"runtime"
-
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
@@ -17,7 +15,7 @@ func parallelRange(n, grain int, fn func(lo, hi int)) {
 	if grain < 1 {
 		grain = 1
 	}
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	if chunks := n / grain; chunks < workers {
 		workers = chunks
 	}
@@ -30,7 +28,7 @@ func parallelTask(n, grain int, t kern.Chunker) {
 	if grain < 1 {
 		grain = 1
 	}
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	if chunks := n / grain; chunks < workers {
 		workers = chunks
 	}

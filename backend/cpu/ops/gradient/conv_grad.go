@@ -1,7 +1,6 @@
 package gradient
 
 import (
-	"runtime"
 	"sync"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
@@ -941,7 +940,7 @@ func convGradItemWorkers(items, work int) int {
 // gradWorkers is how many goroutines share items work items of about cost
 // operations each: one per core, fewer when the work is small.
 func gradWorkers(items, cost int) int {
-	p := min(runtime.GOMAXPROCS(0), items)
+	p := min(kern.Workers(), items)
 	if total := items * cost; total < p*(1<<16) {
 		p = total / (1 << 16)
 	}

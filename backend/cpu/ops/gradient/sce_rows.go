@@ -1,8 +1,6 @@
 package gradient
 
 import (
-	"runtime"
-
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/reduce"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
@@ -50,7 +48,7 @@ func (t *sceRowsTask) Chunk(lo, hi int) {
 
 // run computes the gradient of rows [0, n).
 func (t *sceRowsTask) run(n int) {
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	if chunks := n * max(t.c, 1) / sceGrain; chunks < workers {
 		workers = chunks
 	}

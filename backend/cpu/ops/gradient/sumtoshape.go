@@ -1,8 +1,6 @@
 package gradient
 
 import (
-	"runtime"
-
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -141,7 +139,7 @@ func columnSums[F float](t *colSumTask[F], src, dst []F, outer, rows, cols int) 
 	perOuter := chunks * colBlocks
 	items := outer * perOuter
 	// A core is worth waking for every 64K elements (about 10 µs of work).
-	workers := min(runtime.GOMAXPROCS(0), items, max(1, outer*rows*cols/(1<<16)))
+	workers := min(kern.Workers(), items, max(1, outer*rows*cols/(1<<16)))
 	*t = colSumTask[F]{src: src, partial: partial, rows: rows, cols: cols, chunks: chunks, colBlocks: colBlocks, perOuter: perOuter}
 	kern.RunTask("SumToShape", items, workers, t)
 	t.src, t.partial = nil, nil

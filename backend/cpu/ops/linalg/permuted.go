@@ -1,7 +1,6 @@
 package linalg
 
 import (
-	"runtime"
 	"sync/atomic"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
@@ -430,7 +429,7 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	if batch == 0 || m == 0 || nn == 0 {
 		return kern.Results(n, out), true, nil
 	}
-	procs := runtime.GOMAXPROCS(0)
+	procs := kern.Workers()
 	workers := batchWorkers(batch, m*nn*max(k, 1), procs)
 	// One core, or products spread over the cores: each runs whole on
 	// the goroutine that takes it.
@@ -736,7 +735,7 @@ func gatherGradSumKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 		total := st.rows * len(gs)
 		workers := 1
 		if g.size()*len(gs) >= 1<<16 {
-			workers = runtime.GOMAXPROCS(0)
+			workers = kern.Workers()
 		}
 		kern.RunTask("GatherGradSum", total, min(workers, max(total, 1)), st)
 		st.dst = nil

@@ -1,7 +1,6 @@
 package nn
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -11,7 +10,7 @@ import (
 // nnWorkers is how many goroutines share items work items of about cost
 // scalar operations each: one per core, fewer when the work is small.
 func nnWorkers(items int, cost int) int {
-	p := runtime.GOMAXPROCS(0)
+	p := kern.Workers()
 	if p > items {
 		p = items
 	}

@@ -1,7 +1,6 @@
 package nn
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -123,7 +122,7 @@ func winoConvOf(n, c, h, w, m, oh, ow, pt, pl int) (winoConv, bool) {
 	tb := winoBlockFloats / (16 * (c + cv.mp)) / nr * nr
 	tb = max(nr, min(tb, winoMaxBlock))
 	// Enough blocks for every worker to get a few.
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	for tb > nr && (cv.tiles+tb-1)/tb < 4*workers {
 		tb -= nr
 	}
@@ -259,7 +258,7 @@ var winoTaskPool = sync.Pool{New: func() any { return new(winoTask) }}
 // transposed flipped kernels of w laid out (c, m, 3, 3) for the
 // convolution whose input gradient this is.
 func winoRun(cv *winoConv, x, w, y []float32, beta float32, grad bool) {
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	per := cv.workerSize()
 	us, xs := cv.uSize(), cv.n*cv.c*cv.hp*cv.wp
 	buf := scratch[float32](us + xs + workers*per)

@@ -1,11 +1,11 @@
 package nn
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
 // The filter gradient of a 3×3 stride-1 convolution through the Winograd
@@ -209,7 +209,7 @@ func (g *Conv2D) winogradFilterGrad(dy, x, dw []float32, accumulate bool) {
 	// 4r … 4r+3), each over all tiles, so that up to 4 workers share
 	// the products without partial sums; more workers also split the
 	// tiles into parts, each part summing into its own dU.
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	c.parts = min(c.blocks, max(1, (workers+3)/4))
 	c.perPart = (c.blocks + c.parts - 1) / c.parts
 	c.parts = (c.blocks + c.perPart - 1) / c.perPart

@@ -11,7 +11,6 @@ package optimizer
 
 import (
 	"math"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
@@ -160,7 +159,7 @@ func (r *chunkRunner) forChunks(sizes []int, fn func(i, lo, hi int)) {
 	for _, n := range sizes {
 		total += n
 	}
-	workers := min(runtime.GOMAXPROCS(0), total/parallelElems+1)
+	workers := min(kern.Workers(), total/parallelElems+1)
 	r.chunks = r.chunks[:0]
 	for i, n := range sizes {
 		for lo := 0; lo < n; lo += chunkElems {

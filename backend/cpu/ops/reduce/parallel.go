@@ -1,8 +1,6 @@
 package reduce
 
 import (
-	"runtime"
-
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
@@ -30,7 +28,7 @@ func parallelRowsOf[T any, P interface {
 
 // rowWorkers is how many chunks parallelRows makes.
 func rowWorkers(rows, rowSize int) int {
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	if chunks := rows * max(rowSize, 1) / parallelGrain; chunks < workers {
 		workers = chunks
 	}

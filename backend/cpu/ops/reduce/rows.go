@@ -2,7 +2,6 @@ package reduce
 
 import (
 	"math"
-	"runtime"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
@@ -130,7 +129,7 @@ func layerNormRows32(x, y []float32, lo, hi, size int, eps float64, scale, bias 
 // the fan-out allocates nothing): the same split of rows rows of rowSize
 // elements.
 func runRows(rows, rowSize int, t kern.Chunker) {
-	workers := runtime.GOMAXPROCS(0)
+	workers := kern.Workers()
 	if chunks := rows * max(rowSize, 1) / parallelGrain; chunks < workers {
 		workers = chunks
 	}
