@@ -214,6 +214,18 @@ func RunTask(label string, n, workers int, t Chunker) {
 	chunks := (n + step - 1) / step
 	ensurePool(chunks - 1)
 	b := getBatch()
+	panicked := b.dispatch(t, n, step, chunks, poolJobs)
+	putBatch(b)
+	if panicked != nil {
+		panic(fmt.Sprintf("%s: %v", label, panicked))
+	}
+}
+
+// dispatch runs t over [0, n) in chunks chunks of step elements on b: chunks
+// 1.. go to jobs (or stay with the caller when the queue is full), the
+// caller takes chunk 0 and then any chunk no worker has started, and waits
+// for the rest. It returns what a chunk panicked with, if one did.
+func (b *chunkBatch) dispatch(t Chunker, n, step, chunks int, jobs chan<- *chunkJob) any {
 	b.t = t
 	// Add before any job's state goes back to 0: a pool goroutine may
 	// still hold a stale queue entry for one of this batch's jobs (claimed
@@ -225,11 +237,9 @@ func RunTask(label string, n, workers int, t Chunker) {
 		j.b, j.lo, j.hi = b, c*step, min((c+1)*step, n)
 		j.state.Store(0)
 	}
-	// Chunks 1.. go to the pool (or stay with the caller when its queue
-	// is full); the caller takes chunk 0.
 	for c := 1; c < chunks; c++ {
 		select {
-		case poolJobs <- &b.jobs[c]:
+		case jobs <- &b.jobs[c]:
 		default:
 		}
 	}
@@ -244,9 +254,5 @@ func RunTask(label string, n, workers int, t Chunker) {
 	}
 	b.awaitPending()
 	b.wg.Wait()
-	panicked := b.panicked
-	putBatch(b)
-	if panicked != nil {
-		panic(fmt.Sprintf("%s: %v", label, panicked))
-	}
+	return b.panicked
 }

@@ -245,32 +245,7 @@ func (p *Pool) runTask(label string, n, workers int, t Chunker) {
 	chunks := (n + step - 1) / step
 	p.ensure(chunks - 1)
 	b := p.getBatch()
-	b.t = t
-	b.wg.Add(chunks - 1)
-	b.pending.Store(int32(chunks - 1))
-	for c := 0; c < chunks; c++ {
-		j := &b.jobs[c]
-		j.b, j.lo, j.hi = b, c*step, min((c+1)*step, n)
-		j.state.Store(0)
-	}
-	for c := 1; c < chunks; c++ {
-		select {
-		case p.jobs <- &b.jobs[c]:
-		default:
-		}
-	}
-	b.jobs[0].state.Store(1)
-	b.run(&b.jobs[0])
-	for c := 1; c < chunks; c++ {
-		if j := &b.jobs[c]; j.state.CompareAndSwap(0, 1) {
-			b.run(j)
-			b.pending.Add(-1)
-			b.wg.Done()
-		}
-	}
-	b.awaitPending()
-	b.wg.Wait()
-	panicked := b.panicked
+	panicked := b.dispatch(t, n, step, chunks, p.jobs)
 	p.putBatch(b)
 	if panicked != nil {
 		panic(fmt.Sprintf("%s: %v", label, panicked))
