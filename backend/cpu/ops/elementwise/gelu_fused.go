@@ -48,15 +48,7 @@ func geluErfKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 	}
 	// The unfused chain.
 	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) { return unfusedStep(ctx, n, op, args...) }
-	d, err := step("Div", x, c1)
-	if err != nil {
-		return nil, err
-	}
-	e, err := step("Erf", d)
-	if err != nil {
-		return nil, err
-	}
-	a, err := step("Add", e, c2)
+	d, a, err := geluErfTerms(step, x, c1, c2)
 	if err != nil {
 		return nil, err
 	}
@@ -87,4 +79,20 @@ func (t *geluErfTask) Chunk(lo, hi int) {
 // array read or written once).
 func geluErfRange(y, d, a, x []float32, c1, c2, c3 float32) {
 	vmath.GeluErf32(y, d, a, x[:len(y)], c1, c2, c3)
+}
+
+// geluErfTerms is the unfused chain's D = X/c1 and A = Erf(D)+c2, the
+// terms GeluErf writes beside Y and GeluErfGradX recomputes.
+func geluErfTerms(step func(string, ...*graph.Tensor) (*graph.Tensor, error), x, c1, c2 *graph.Tensor) (d, a *graph.Tensor, err error) {
+	if d, err = step("Div", x, c1); err != nil {
+		return nil, nil, err
+	}
+	e, err := step("Erf", d)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a, err = step("Add", e, c2); err != nil {
+		return nil, nil, err
+	}
+	return d, a, nil
 }

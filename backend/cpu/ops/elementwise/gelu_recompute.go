@@ -47,15 +47,7 @@ func geluErfGradXKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([
 		return kern.Results(n, out), nil
 	}
 	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) { return unfusedStep(ctx, n, op, args...) }
-	d, err := step("Div", x, c1)
-	if err != nil {
-		return nil, err
-	}
-	e, err := step("Erf", d)
-	if err != nil {
-		return nil, err
-	}
-	a, err := step("Add", e, c2)
+	d, a, err := geluErfTerms(step, x, c1, c2)
 	if err != nil {
 		return nil, err
 	}
