@@ -152,15 +152,22 @@ var spinners atomic.Int32
 
 // pollJob polls the queue for up to spinWait and returns a job, or nil.
 func pollJob() *chunkJob {
-	if spinners.Add(1) > int32(runtime.GOMAXPROCS(0)-1) {
-		spinners.Add(-1)
+	return spinPoll(poolJobs, &spinners, int32(runtime.GOMAXPROCS(0)-1))
+}
+
+// spinPoll polls jobs for up to spinWait and returns a job, or nil; at most
+// limit goroutines counted in spinning poll at once (the others return nil
+// at once and block on the queue instead).
+func spinPoll(jobs <-chan *chunkJob, spinning *atomic.Int32, limit int32) *chunkJob {
+	if spinning.Add(1) > limit {
+		spinning.Add(-1)
 		return nil
 	}
-	defer spinners.Add(-1)
+	defer spinning.Add(-1)
 	var deadline time.Time
 	for i := 0; ; i++ {
 		select {
-		case j := <-poolJobs:
+		case j := <-jobs:
 			return j
 		default:
 		}

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Device worker pools.
@@ -208,28 +207,7 @@ func (p *Pool) worker() {
 
 // poll is pollJob for the pool's queue: at most workers-1 goroutines spin.
 func (p *Pool) poll() *chunkJob {
-	if p.spinners.Add(1) > int32(p.workers-1) {
-		p.spinners.Add(-1)
-		return nil
-	}
-	defer p.spinners.Add(-1)
-	var deadline time.Time
-	for i := 0; ; i++ {
-		select {
-		case j := <-p.jobs:
-			return j
-		default:
-		}
-		if i&255 == 255 {
-			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(spinWait)
-			} else if now.After(deadline) {
-				return nil
-			}
-			runtime.Gosched()
-		}
-	}
+	return spinPoll(p.jobs, &p.spinners, int32(p.workers-1))
 }
 
 // runTask is RunTask on p: at most p's workers chunks, the caller running
