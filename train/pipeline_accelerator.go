@@ -71,11 +71,13 @@ type PipelineModel struct {
 }
 
 // PreparePipeline cuts m into AcceleratorConfig.Pipeline.Stages ranks and
-// builds this process's stages. MixedPrecision bf16 autocasts the whole
-// graph before it is cut; fp16 (one loss scale over every stage) and ZeRO 2
-// are refused with pipelining; SyncBatchNorm sums each stage's batch
-// statistics over its replicas; ZeRO 1 shards each stage's
-// optimizer state over the data-parallel replicas of that stage.
+// builds this process's stages. MixedPrecision bf16 autocasts each stage
+// where the whole graph would be; fp16 adds the Accelerator's one loss
+// scale (GradScaler) to every stage's backward seed, and OptimizerStep
+// skips a step whose gradients hold an inf or NaN in any stage (of any
+// process), as the command's pipelined fp16 run does; SyncBatchNorm sums
+// each stage's batch statistics over its replicas; ZeRO 1 shards each
+// stage's optimizer state over the data-parallel replicas of that stage.
 func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss LossConfig, opts PipelineOptions) (*PipelineModel, error) {
 	pc := a.cfg.Pipeline
 	switch {
@@ -83,8 +85,6 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs Pipeline.Stages > 0, got %d", pc.Stages)
 	case opts.NewOptimizer == nil:
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs PipelineOptions.NewOptimizer (each stage steps its own parameters)")
-	case a.cfg.MixedPrecision == "fp16":
-		return nil, fmt.Errorf("accelerator: MixedPrecision fp16 is not supported by PreparePipeline yet (onnxtrain train --pipeline-stages scales the loss over every stage; use bf16 here)")
 	case a.cfg.Zero > 1:
 		return nil, fmt.Errorf("accelerator: Zero %d is not supported with pipelining (Zero 1 is: each stage's optimizer state sharded over its replicas)", a.cfg.Zero)
 	case pc.MicroBatches > 0 && a.cfg.GradAccum > 1 && pc.MicroBatches != a.cfg.GradAccum:
@@ -133,6 +133,10 @@ func pipelineBatches(bs []*data.Batch) []pipeline.Batch {
 // over the micro-batches (and replicas). The gradients wait in the
 // stages for ClipGradNorm and OptimizerStep.
 func (p *PipelineModel) Step(ctx context.Context, micro []*data.Batch) (float64, error) {
+	if s := p.acc.amp.scaler; s != nil {
+		// fp16: every stage's seed carries the one loss scale (amp.go).
+		p.runner.SetLossScale(s.Scale())
+	}
 	if err := p.runner.ForwardBackwardPartial(ctx, pipelineBatches(micro)); err != nil {
 		return 0, err
 	}
@@ -141,18 +145,51 @@ func (p *PipelineModel) Step(ctx context.Context, micro []*data.Batch) (float64,
 
 // ClipGradNorm scales the gradients of every stage so that their joint
 // L2 norm is at most maxNorm (0: only measure) and returns the norm
-// before clipping.
+// before clipping. With fp16 the gradients are unscaled first (once per
+// step), so the norm is that of the true gradients.
 func (p *PipelineModel) ClipGradNorm(maxNorm float64) (float64, error) {
+	if err := p.unscale(); err != nil {
+		return 0, err
+	}
 	return p.runner.ClipGradNorm(maxNorm)
 }
 
+// unscale divides the step's gradients of every stage by the loss scale
+// and agrees, over every stage and process, whether any was inf or NaN
+// (fp16 only; once per step).
+func (p *PipelineModel) unscale() error {
+	s := p.acc.amp.scaler
+	if s == nil {
+		return nil
+	}
+	_, err := s.unscaleWith(func(inv float32) (bool, error) { return p.runner.UnscaleGrads(context.Background(), inv) })
+	return err
+}
+
 // OptimizerStep steps every stage's optimizer over its own parameters and
-// counts the step on the Accelerator.
+// counts the step on the Accelerator. With fp16 it unscales the gradients
+// (if ClipGradNorm did not), updates the loss scale, and skips the update
+// when any stage's gradients held an inf or NaN: every stage skips the
+// same step (Accelerator.StepWasSkipped tells; the step still counts).
 func (p *PipelineModel) OptimizerStep() error {
+	a := p.acc
+	a.amp.lastSkipped = false
+	if s := a.amp.scaler; s != nil {
+		if err := p.unscale(); err != nil {
+			return err
+		}
+		if s.Update() {
+			a.amp.skipped++
+			a.amp.lastSkipped = true
+			a.step++
+			a.log.WithField("step", a.step).Warnf("gradients hold inf/NaN at loss scale %g: step skipped in every stage, scale now %g", s.Scale()/s.cfg.BackoffFactor, s.Scale())
+			return nil
+		}
+	}
 	if err := p.runner.UpdateContext(context.Background()); err != nil {
 		return err
 	}
-	p.acc.step++
+	a.step++
 	return nil
 }
 
