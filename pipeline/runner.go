@@ -62,10 +62,14 @@ type RunnerConfig struct {
 	// BatchNorms (StageConfig.Rewrite) over the replicas of each rank
 	// (syncbn.go).
 	SyncBatchNorm bool
-	// Zero shards each stage's optimizer state over the replicas of that
-	// stage (ZeRO-1, zero.go): each replica steps the parameters it owns
-	// and sends them to the others.
-	Zero bool
+	// Zero shards each stage over the replicas of that stage (zero.go):
+	// 1 (ZeRO-1) its optimizer state, each replica stepping the
+	// parameters it owns and sending them to the others; 2 (ZeRO-2) also
+	// its gradients, reduce-scattered over the replicas of the stage so
+	// that each keeps the averaged gradients of its own parameters only.
+	// 0 shards nothing; without replicas (or a Group) there is nothing
+	// to shard over.
+	Zero int
 }
 
 // Runner runs one pipeline replica in one process: a schedule's action
@@ -739,7 +743,11 @@ func (r *Runner) ClipGradValue(v float64) error {
 	if r.cfg.Transport != nil {
 		var all []*optim.Param
 		for s := range r.params {
-			all = append(all, r.params[s]...)
+			if r.zero2() {
+				all = append(all, r.stepParams(s)...) // the gradients this replica keeps
+			} else {
+				all = append(all, r.params[s]...)
+			}
 		}
 		return optim.ClipGradValue(all, v)
 	}
@@ -900,6 +908,9 @@ func sortedNames[V any](m map[string]V) []string {
 
 // clipRemote is ClipGradNorm across the processes of the pipeline.
 func (r *Runner) clipRemote(ctx context.Context, maxNorm float64) (float64, error) {
+	if r.zero2() {
+		return r.clipZero2(ctx, maxNorm) // zero.go
+	}
 	if r.cfg.Replicas > 1 {
 		return r.clipReplicated(maxNorm)
 	}
@@ -971,7 +982,11 @@ func (r *Runner) modelParams() {
 // gathered, their mean being the step's loss.
 func (r *Runner) finishReplicated(ctx context.Context, losses []float64, wall time.Duration, busy []time.Duration) error {
 	g := r.cfg.Group
-	if err := r.averageReplicas(ctx); err != nil {
+	average := r.averageReplicas
+	if r.zero2() {
+		average = r.reduceScatterReplicas // zero.go
+	}
+	if err := average(ctx); err != nil {
 		return err
 	}
 	var b []byte

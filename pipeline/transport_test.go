@@ -241,10 +241,10 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 		for _, c := range []struct {
 			name    string
 			flushes int
-			zero    bool
-		}{{"1f1b", 1, false}, {"zbv", 1, false}, {"1f1b", 2, false}, {"1f1b", 1, true}, {"zbv", 2, true}} {
+			zero    int
+		}{{"1f1b", 1, 0}, {"zbv", 1, 0}, {"1f1b", 2, 0}, {"1f1b", 1, 1}, {"zbv", 2, 1}, {"1f1b", 1, 2}, {"zbv", 2, 2}} {
 			name, flushes, zero := c.name, c.flushes, c.zero
-			t.Run(fmt.Sprintf("%s/%s/flushes%d/zero%v", f.name, name, flushes, zero), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/flushes%d/zero%d", f.name, name, flushes, zero), func(t *testing.T) {
 				cfg := f.config(batch, R*accum, steps, "adamw")
 				cfg.ClipGradNorm = 1
 				want := reference(t, cfg)
@@ -263,6 +263,8 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 				require.NoError(t, err)
 				got := make([][]float64, R*S)
 				states := make([]map[string]*graph.Tensor, R*S)
+				kept := make([]map[string]bool, R*S) // the gradients each process keeps after a step
+				all := make([]map[string]bool, R*S)
 				errs := onRanks(R*S, func(proc int) error {
 					ctx := context.Background()
 					replica, rank := proc/S, proc%S
@@ -310,6 +312,19 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 						if _, err := run.ClipGradNorm(cfg.ClipGradNorm); err != nil {
 							return err
 						}
+						kept[proc], all[proc] = map[string]bool{}, map[string]bool{}
+						for s := range plan.Stages {
+							if sched.RankOf(s) != rank {
+								continue
+							}
+							for _, p := range run.Params(s) {
+								key := fmt.Sprintf("%d/%s", s, p.Name)
+								all[proc][key] = true
+								if p.Grad != nil {
+									kept[proc][key] = true
+								}
+							}
+						}
 						if err := run.Update(); err != nil {
 							return err
 						}
@@ -333,13 +348,29 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 					a, b := slotKeys(states[rank]), slotKeys(states[S+rank])
 					require.NotEmpty(t, a)
 					require.NotEmpty(t, b)
-					if zero {
+					if zero > 0 {
 						for k := range a {
 							assert.False(t, b[k], "rank %d: %s held by both replicas", rank, k)
 						}
 						assert.Greater(t, len(a)+len(b), max(len(a), len(b)))
 					} else {
 						assert.Equal(t, a, b, "rank %d", rank)
+					}
+					// ZeRO-2: each replica keeps the gradients of the
+					// parameters it owns, the two together all of them;
+					// otherwise each keeps all.
+					ka, kb := kept[rank], kept[S+rank]
+					require.NotEmpty(t, all[rank])
+					if zero == 2 {
+						for k := range ka {
+							assert.False(t, kb[k], "rank %d: the gradient of %s kept by both replicas", rank, k)
+						}
+						assert.Equal(t, len(all[rank]), len(ka)+len(kb), "rank %d: every gradient kept by one replica", rank)
+						assert.NotEmpty(t, ka)
+						assert.NotEmpty(t, kb)
+					} else {
+						assert.Equal(t, all[rank], ka, "rank %d", rank)
+						assert.Equal(t, all[rank], kb, "rank %d", rank)
 					}
 				}
 			})

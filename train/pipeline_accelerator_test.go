@@ -99,7 +99,6 @@ func TestPreparePipelineRefusals(t *testing.T) {
 	}{
 		{train.AcceleratorConfig{}, train.PipelineOptions{NewOptimizer: newOpt}, "Pipeline.Stages > 0"},
 		{train.AcceleratorConfig{Pipeline: train.PipelineConfig{Stages: 2}}, train.PipelineOptions{}, "NewOptimizer"},
-		{train.AcceleratorConfig{Zero: 2, Pipeline: train.PipelineConfig{Stages: 2}}, train.PipelineOptions{NewOptimizer: newOpt}, "Zero 2"},
 		{train.AcceleratorConfig{GradAccum: 2, Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 4}}, train.PipelineOptions{NewOptimizer: newOpt}, "disagree"},
 		{train.AcceleratorConfig{Pipeline: train.PipelineConfig{Stages: 2, Schedule: "round-robin"}}, train.PipelineOptions{NewOptimizer: newOpt}, "round-robin"},
 	} {

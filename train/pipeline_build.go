@@ -31,7 +31,7 @@ type pipelineBuild struct {
 	Seed                   int64
 	Recompute              bool
 	MixedPrecision         string         // "", "no", "bf16" or "fp16"
-	Zero                   bool           // ZeRO-1: each stage's optimizer state sharded over its replicas
+	Zero                   int            // 1: each stage's optimizer state sharded over its replicas; 2: its gradients too (pipeline/zero.go)
 	Eval                   bool           // compile the stages' evaluation programs (--val-data)
 	SyncBatchNorm          bool           // batch statistics summed over each stage's replicas
 	Tuning                 backend.Tuning // passed to every stage compile
