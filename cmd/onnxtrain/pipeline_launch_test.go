@@ -40,6 +40,8 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2, nil, nil},
 		// and with each stage's AdamW state sharded over its 2 replicas
 		{transformerModel, transformerData, "output:loss", "1f1b", "estimate", 4, 2, 2, []string{"--zero", "1"}, nil},
+		// and with their averaged gradients sharded too (reduce-scattered)
+		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2, []string{"--zero", "2"}, nil},
 		// fp16: one loss scale, the inf check agreed by the 4 processes
 		{transformerModel, transformerData, "output:loss", "zbv", "estimate", 4, 2, 2, []string{"--zero", "1"}, []string{"--mixed-precision", "fp16"}},
 	} {
