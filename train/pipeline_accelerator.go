@@ -55,6 +55,9 @@ type PipelineOptions struct {
 	// Profile are micro-batches to time the model's pieces on, for
 	// Partition "profile".
 	Profile []*data.Batch
+	// TrainOnly freezes every parameter whose name does not match (as
+	// ModelOptions.TrainOnly): frozen ones are constants of their stages.
+	TrainOnly string
 }
 
 // PipelineModel is a model prepared for pipeline parallelism: Step runs a
@@ -107,7 +110,7 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 	pb := pipelineBuild{Stages: pc.Stages, Micro: M, Schedule: pc.Schedule, Virtual: pc.VirtualStages, SplitAt: pc.SplitAt,
 		Devices: strings.Join(pc.Devices, ","), Partition: pc.Partition, StageMemory: pc.StageMemory, BatchSize: batch,
 		Slots: opts.OptimizerSlots, Backend: a.cfg.Backend, Seed: a.cfg.Seed, Recompute: a.cfg.Recompute, MixedPrecision: a.cfg.MixedPrecision, Tuning: a.cfg.Tuning,
-		Zero: a.cfg.Zero, SyncBatchNorm: a.cfg.SyncBatchNorm, NewOptimizer: opts.NewOptimizer}
+		Zero: a.cfg.Zero, TrainOnly: opts.TrainOnly, SyncBatchNorm: a.cfg.SyncBatchNorm, NewOptimizer: opts.NewOptimizer}
 	if len(opts.Profile) > 0 {
 		pb.First = func(context.Context) ([]pipeline.Batch, error) { return pipelineBatches(opts.Profile), nil }
 	}

@@ -165,17 +165,21 @@ type pipelineStepRecord struct {
 // API's pipeline (PreparePipeline on acfg, 4 micro-batches of 2 per step,
 // measuring the gradient norm as the command logs it) for steps steps;
 // before the first, setup may change the Accelerator.
-func preparedPipelineSteps(t *testing.T, acfg train.AcceleratorConfig, steps int, setup func(*train.Accelerator)) ([]pipelineStepRecord, *train.PipelineModel) {
+func preparedPipelineSteps(t *testing.T, acfg train.AcceleratorConfig, steps int, setup func(*train.Accelerator), with ...func(*train.PipelineOptions)) ([]pipelineStepRecord, *train.PipelineModel) {
 	t.Helper()
 	ctx := context.Background()
 	acc, err := train.NewAccelerator(acfg)
 	require.NoError(t, err)
 	m, err := importer.Load(transformerLossModel)
 	require.NoError(t, err)
-	pm, err := acc.PreparePipeline(ctx, m, train.LossConfig{Kind: "output", Output: "loss"}, train.PipelineOptions{BatchSize: 2,
+	opts := train.PipelineOptions{BatchSize: 2,
 		NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) {
 			return train.NewOptimizer(transformerLossConfig(), ps)
-		}})
+		}}
+	for _, w := range with {
+		w(&opts)
+	}
+	pm, err := acc.PreparePipeline(ctx, m, train.LossConfig{Kind: "output", Output: "loss"}, opts)
 	require.NoError(t, err)
 	t.Cleanup(pm.Close)
 	if setup != nil {
@@ -283,4 +287,28 @@ func TestPreparePipelineFP16Skips(t *testing.T) {
 		}
 	}
 	assert.Positive(t, moved, "an unskipped step moves the parameters")
+}
+
+// PipelineOptions.TrainOnly: the stages train only the matching parameters
+// (here the second half's MLP and head, and the attention projections of
+// the first), as one process with --train-only does: the same losses and
+// gradient norms, and the frozen parameters keep their values.
+func TestPreparePipelineTrainOnly(t *testing.T) {
+	const pattern = `^(block\.mlp\.|head\.|block\.attn\.proj\.)`
+	cfg := transformerLossConfig()
+	cfg.TrainOnly = pattern
+	want := runRecords(t, cfg)
+	got, pm := preparedPipelineSteps(t, train.AcceleratorConfig{Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 4, Schedule: "zb1p"}}, len(want), nil,
+		func(o *train.PipelineOptions) { o.TrainOnly = pattern })
+	for i := range want {
+		assert.InDelta(t, want[i].Loss, got[i].loss, 1e-5*want[i].Loss, "step %d loss", i+1)
+		assert.InDelta(t, want[i].GradNorm, got[i].norm, 1e-5*want[i].GradNorm, "step %d grad norm", i+1)
+	}
+	params, _ := pm.Weights()
+	assert.Contains(t, params, "block.attn.proj.weight")
+	assert.Contains(t, params, "block.mlp.0.weight")
+	assert.NotContains(t, params, "block.attn.qkv.weight", "frozen: a constant of its stage")
+	assert.NotContains(t, params, "embed.weight", "frozen: a constant of its stage")
+	all := runRecords(t, transformerLossConfig())
+	assert.NotEqual(t, all[len(all)-1].Loss, want[len(want)-1].Loss, "freezing changes the run")
 }

@@ -51,8 +51,6 @@ func (c *Config) checkPipeline() error {
 		return fmt.Errorf("--micro-batches must be positive, got %d", c.MicroBatches)
 	case c.SaveBest != "" || c.EarlyStoppingPatience > 0:
 		return fmt.Errorf("--save-best and --early-stopping-patience are not supported with --pipeline-stages yet (--val-data and --eval-every are)")
-	case c.TrainOnly != "":
-		return fmt.Errorf("--train-only is not supported with --pipeline-stages yet")
 	}
 	return nil
 }
@@ -90,6 +88,16 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	m, err := importer.Load(cfg.Model)
 	if err != nil {
 		return nil, err
+	}
+	// --num-classes, --freeze, --freeze-bn and a fixed-batch export, as
+	// one process prepares them (finetune.go); --train-only and --freeze
+	// reach the partitioner as one pattern.
+	ft, err := PrepareFineTune(m, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, note := range ft.Notes {
+		fmt.Fprintln(msg, note)
 	}
 	lc, err := ParseLoss(cfg.Loss)
 	if err != nil {
@@ -129,7 +137,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	pb := pipelineBuild{Stages: cfg.PipelineStages, Micro: M, Schedule: cfg.Schedule, Virtual: cfg.VirtualStages,
 		Devices: cfg.Devices, Partition: cfg.Partition, StageMemory: cfg.StageMemory, BatchSize: cfg.BatchSize,
 		Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Timeout: cfg.DistTimeout, MixedPrecision: cfg.MixedPrecision, Tuning: cfg.Tuning,
-		Zero: cfg.Zero, Eval: cfg.ValData != "", SyncBatchNorm: cfg.SyncBatchNorm,
+		Zero: cfg.Zero, Eval: cfg.ValData != "", TrainOnly: ft.TrainOnly, SyncBatchNorm: cfg.SyncBatchNorm,
 		NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) },
 		First:        func(ctx context.Context) ([]pipeline.Batch, error) { return firstMicroBatches(ctx, loader, M) }}
 	if cfg.SplitAt != "" {

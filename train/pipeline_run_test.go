@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
 )
@@ -163,9 +164,6 @@ func TestRunPipelineRejects(t *testing.T) {
 	cfg.ValData, cfg.SaveBest, cfg.Output = cfg.Data, "val_loss", t.TempDir()
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "--save-best and --early-stopping-patience are not supported with --pipeline-stages")
-	cfg.ValData, cfg.SaveBest, cfg.Output, cfg.TrainOnly = "", "", "", "block"
-	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--train-only is not supported with --pipeline-stages")
 }
 
 // --mixed-precision bf16 with pipelining: each stage autocasts its lowered
@@ -351,4 +349,62 @@ func TestRunPipelineValData(t *testing.T) {
 			}
 		})
 	}
+}
+
+// --train-only and --freeze with pipelining: each stage trains only its
+// matching parameters; the frozen ones are constants of their stages. On
+// vit_tiny, with the first of two stages wholly frozen (--train-only
+// blocks.1 and the head) and with parts of a block frozen (--freeze), under
+// 1f1b and zbv (four stages), the losses and gradient norms equal one
+// process's with the same flag, --output holds the frozen parameters
+// unchanged and the trained ones as one process trains them, and the run
+// differs from training everything.
+func TestRunPipelineTrainOnly(t *testing.T) {
+	all := runRecords(t, pipelineConfig(""))
+	m, err := importer.Load("../models/vit_tiny/vit_tiny_train.onnx")
+	require.NoError(t, err)
+	orig := m.Graph.Initializers
+	for _, tc := range []struct {
+		name            string
+		trainOnly, frz  string
+		frozen, trained string // a parameter of each kind
+	}{
+		{"train-only", `^(blocks\.1\.|head\.)`, "", "blocks.0.mlp.0.weight", "blocks.1.mlp.0.weight"},
+		{"freeze", "", `^blocks\.0\.(attn|mlp)\.|^patch_embed\.`, "blocks.0.attn.qkv.weight", "blocks.0.norm1.weight"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			one := pipelineConfig(t.TempDir())
+			one.TrainOnly, one.Freeze = tc.trainOnly, tc.frz
+			want := runRecords(t, one)
+			require.Len(t, want, 4)
+			assert.NotEqual(t, all[3].Loss, want[3].Loss, "freezing changes the run")
+			ref, _, err := tensorio.ReadSafetensors(filepath.Join(one.Output, "model.safetensors"))
+			require.NoError(t, err)
+			for _, schedule := range []string{"1f1b", "zbv"} {
+				cfg := pipelineConfig(t.TempDir())
+				cfg.TrainOnly, cfg.Freeze = tc.trainOnly, tc.frz
+				cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, schedule, 1, 4
+				assertSameRecords(t, want, runRecords(t, cfg))
+				got, _, err := tensorio.ReadSafetensors(filepath.Join(cfg.Output, "model.safetensors"))
+				require.NoError(t, err)
+				exported, err := loadInit(filepath.Join(cfg.Output, "model.onnx"))
+				require.NoError(t, err)
+				assert.Equal(t, orig[tc.frozen].Float32s(), exported[tc.frozen].Float32s(), "%s: %s is frozen", schedule, tc.frozen)
+				assert.NotEqual(t, orig[tc.trained].Float32s(), exported[tc.trained].Float32s(), "%s: %s trains", schedule, tc.trained)
+				assert.Equal(t, len(ref), len(got), "%s: model.safetensors holds what one process's does", schedule)
+				for name, want := range ref {
+					require.Contains(t, got, name)
+					fa, fb := want.Float32s(), got[name].Float32s()
+					for i := range fa {
+						require.InDelta(t, fa[i], fb[i], 1e-5, "%s: %s[%d]", schedule, name, i)
+					}
+				}
+			}
+		})
+	}
+	cfg := pipelineConfig("")
+	cfg.PipelineStages, cfg.GradAccum, cfg.MicroBatches = 2, 1, 4
+	cfg.TrainOnly = `^nothing`
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, `--train-only "^nothing" matches no parameter`)
 }
