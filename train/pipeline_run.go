@@ -49,8 +49,6 @@ func (c *Config) checkPipeline() error {
 	switch {
 	case c.MicroBatches < 0:
 		return fmt.Errorf("--micro-batches must be positive, got %d", c.MicroBatches)
-	case c.SaveBest != "" || c.EarlyStoppingPatience > 0:
-		return fmt.Errorf("--save-best and --early-stopping-patience are not supported with --pipeline-stages yet (--val-data and --eval-every are)")
 	}
 	return nil
 }
@@ -168,6 +166,13 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 		return nil, err
 	}
 	step, startEpoch, skip, counter := 0, 0, 0, 0
+	// --save-best and --early-stopping-patience (control.go): the best
+	// evaluation, the evaluations since, carried by checkpoints as "run".
+	world := 1
+	if group != nil {
+		world = group.WorldSize()
+	}
+	control := &runControl{BatchSize: cfg.BatchSize, GradAccum: cfg.GradAccum, World: world, Seed: cfg.Seed, Shuffle: cfg.Shuffle}
 	if cfg.Resume != "" {
 		dir := cfg.Resume
 		if dir == "latest" {
@@ -193,6 +198,11 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 					return nil, fmt.Errorf("--resume %s: %w", dir, err)
 				}
 			}
+			if b, ok := st.Extra["run"]; ok {
+				if err := control.LoadStateDict(b); err != nil {
+					return nil, fmt.Errorf("--resume %s: %w", dir, err)
+				}
+			}
 			step, counter = st.Step, st.CheckpointCounter
 			startEpoch, skip = Position{Epoch: st.Epoch, BatchInEpoch: st.BatchInEpoch}.ResumePoint(loader.Len())
 			if cfg.LogFormat != "json" {
@@ -205,32 +215,55 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 		fmt.Fprintf(msg, "training %s in %d pipeline stages on %s (schedule %s, %d micro-batches of %d per step, %d replicas), %d optimizer steps\n",
 			cfg.Model, len(plan.Stages), strings.Join(runner.Devices, ","), sched.Name, M, cfg.BatchSize, replicas, total)
 	}
-	sum := &Summary{}
 	enc := json.NewEncoder(out)
 	epochs := cfg.Epochs
 	if cfg.Steps > 0 {
 		epochs = math.MaxInt32
 	}
+	sum := &Summary{}
 	save := func(epoch, batchInEpoch int) error {
 		counter++
 		params, buffers, optState, err := gatherStages(ctx, group, runner)
 		if err != nil || !mainProcess {
 			return err
 		}
+		run, err := control.StateDict()
+		if err != nil {
+			return err
+		}
 		st := &State{Step: step, Epoch: epoch, BatchInEpoch: batchInEpoch, Params: params, Buffers: buffers,
 			Optimizer: optState, Schedule: map[string]any{"step": step, "lr": lrs.LR(step)},
 			RNG:               map[string][]byte{"data_seed": binary.LittleEndian.AppendUint64(nil, uint64(cfg.Seed))},
-			CheckpointCounter: counter, Extra: map[string]json.RawMessage{}, LossScaler: scalerState(scaler),
+			CheckpointCounter: counter, Extra: map[string]json.RawMessage{"run": run}, LossScaler: scalerState(scaler),
 			Versions: map[string]string{"pipeline": fmt.Sprintf("%d stages, %s", len(plan.Stages), sched.Name)}}
 		if err := SaveState(filepath.Join(cfg.Output, CheckpointName(step)), st); err != nil { // named by optimizer step, as train.Run names them
 			return err
 		}
 		if cfg.KeepLast > 0 {
-			return Prune(cfg.Output, cfg.KeepLast)
+			best := ""
+			if cfg.SaveBest != "" && control.Best != nil {
+				best = control.Best.Checkpoint // spared by pruning
+			}
+			return PruneKeeping(cfg.Output, cfg.KeepLast, best)
 		}
 		return nil
 	}
-	for epoch := startEpoch; epoch < epochs && !(cfg.Steps > 0 && step >= cfg.Steps); epoch++ {
+	// validate runs the pipelined validation pass, logs it and tracks the
+	// best metric (the same record on every process, so all of them
+	// agree on saving and stopping).
+	validate := func(epoch int) (improved, stop bool, err error) {
+		ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
+		if err != nil {
+			return false, false, err
+		}
+		sum.LastEval = &ev
+		if err := logEval(out, cfg, ev); err != nil {
+			return false, false, err
+		}
+		return control.observe(cfg, ev, msg)
+	}
+	stopped := false // early stopping
+	for epoch := startEpoch; epoch < epochs && !(cfg.Steps > 0 && step >= cfg.Steps) && !stopped; epoch++ {
 		var window []pipeline.Batch
 		samples := 0
 		started := time.Now()
@@ -321,36 +354,38 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 					rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, rec.SamplesPerS)
 			}
 			window, samples, started = window[:0], 0, time.Now()
+			improved := false
 			if val != nil && cfg.EvalEvery > 0 && step%cfg.EvalEvery == 0 {
-				ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
-				if err != nil {
+				if improved, stopped, err = validate(epoch); err != nil {
 					return sum, fmt.Errorf("step %d: validation: %w", step, err)
 				}
-				sum.LastEval = &ev
-				if err := logEval(out, cfg, ev); err != nil {
-					return sum, err
-				}
 			}
-			if every := cfg.CheckpointEvery; every > 0 && step%every == 0 {
+			every := cfg.CheckpointEvery
+			if cfg.Output != "" && ((every > 0 && step%every == 0) || (improved && cfg.SaveBest != "")) {
 				if err := save(epoch, index); err != nil {
 					return sum, err
 				}
 			}
-			if cfg.Steps > 0 && step >= cfg.Steps {
+			if stopped || (cfg.Steps > 0 && step >= cfg.Steps) {
 				break
 			}
 		}
 		skip = 0
-		if val != nil && cfg.EvalEvery == 0 {
-			ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
-			if err != nil {
+		if val != nil && cfg.EvalEvery == 0 && !stopped {
+			improved := false
+			if improved, stopped, err = validate(epoch); err != nil {
 				return sum, fmt.Errorf("epoch %d: validation: %w", epoch, err)
 			}
-			sum.LastEval = &ev
-			if err := logEval(out, cfg, ev); err != nil {
-				return sum, err
+			if improved && cfg.SaveBest != "" && cfg.Output != "" {
+				if err := save(epoch, loader.Len()); err != nil {
+					return sum, err
+				}
 			}
 		}
+	}
+	if control.Best != nil && cfg.SaveBest != "" {
+		sum.Best = control.Best
+		fmt.Fprintf(msg, "best %s %.6g at step %d: %s\n", control.Best.Metric, control.Best.Value, control.Best.Step, filepath.Join(cfg.Output, control.Best.Checkpoint))
 	}
 	sum.Steps = step
 	if n := len(sum.Records); n > 0 {

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -149,7 +151,7 @@ func TestPipelineCheckpointsResumeInAnotherLayout(t *testing.T) {
 	assertSameRecords(t, want[2:], runRecords(t, cfg))
 }
 
-// Options the in-process pipeline does not support fail with the flag's name.
+// Bad pipelining options fail with the flag's name.
 func TestRunPipelineRejects(t *testing.T) {
 	cfg := pipelineConfig("")
 	cfg.PipelineStages, cfg.MicroBatches = 2, 2
@@ -160,10 +162,9 @@ func TestRunPipelineRejects(t *testing.T) {
 	cfg.Schedule, cfg.Devices = "1f1b", "cpu:0,cpu:1,cpu:2"
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "3 devices")
-	cfg.Devices = ""
-	cfg.ValData, cfg.SaveBest, cfg.Output = cfg.Data, "val_loss", t.TempDir()
+	cfg.Devices, cfg.MicroBatches = "", -1
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--save-best and --early-stopping-patience are not supported with --pipeline-stages")
+	assert.ErrorContains(t, err, "--micro-batches must be positive")
 }
 
 // --mixed-precision bf16 with pipelining: each stage autocasts its lowered
@@ -407,4 +408,133 @@ func TestRunPipelineTrainOnly(t *testing.T) {
 	cfg.TrainOnly = `^nothing`
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, `--train-only "^nothing" matches no parameter`)
+}
+
+// runSummary runs cfg and returns its summary and JSON records (step and
+// validation records alike, as maps).
+func runSummary(t *testing.T, cfg train.Config) (*train.Summary, []map[string]float64, string) {
+	t.Helper()
+	var out, msg bytes.Buffer
+	sum, err := train.Run(context.Background(), cfg, &out, &msg)
+	require.NoError(t, err)
+	var recs []map[string]float64
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var r map[string]float64
+		require.NoError(t, dec.Decode(&r))
+		recs = append(recs, r)
+	}
+	return sum, recs, msg.String()
+}
+
+// checkpointNames lists the checkpoint folders under dir.
+func checkpointNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "checkpoint-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// --save-best and --early-stopping-patience with pipelining behave as in
+// one process: on vit_tiny (one optimizer step per epoch), validating after
+// every step (--eval-every 1, --save-best val_loss, --keep-last 2,
+// --checkpoint-every 5) and after every epoch (--save-best val_accuracy,
+// --early-stopping-patience 2), under 1f1b and zbv, the same validation
+// records, the same best (metric, value to 1e-5, step, checkpoint), the
+// same checkpoint folders after pruning, the best checkpoint's weights to
+// 1e-5, and the same early stop. A pipelined run stopped after 3 epochs
+// and resumed carries the best and the evaluations since it, and stops
+// where the uninterrupted run does.
+func TestRunPipelineSaveBestEarlyStopping(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*train.Config)
+		stop bool
+	}{
+		{"eval-every/val_loss", func(c *train.Config) {
+			c.EvalEvery, c.Steps, c.SaveBest, c.KeepLast, c.CheckpointEvery = 1, 12, "val_loss", 2, 5
+		}, false},
+		{"epoch/val_accuracy", func(c *train.Config) {
+			c.EvalEvery, c.Steps, c.Epochs, c.SaveBest, c.EarlyStoppingPatience = 0, 0, 12, "val_accuracy", 2
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := func() train.Config {
+				cfg := pipelineConfig(t.TempDir())
+				cfg.ValData, cfg.LR = cfg.Data, 3e-3
+				tc.set(&cfg)
+				return cfg
+			}
+			one := base()
+			wantSum, wantRecs, wantMsg := runSummary(t, one)
+			require.NotNil(t, wantSum.Best)
+			if tc.stop {
+				require.Contains(t, wantMsg, "early stopping at step")
+				require.Less(t, wantSum.Steps, 12, "the one-process run stops early")
+			}
+			wantCkpts := checkpointNames(t, one.Output)
+			require.Contains(t, wantCkpts, wantSum.Best.Checkpoint)
+			bestWeights, _, err := tensorio.ReadSafetensors(filepath.Join(one.Output, wantSum.Best.Checkpoint, "model.safetensors"))
+			require.NoError(t, err)
+			for _, schedule := range []string{"1f1b", "zbv"} {
+				cfg := base()
+				cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, schedule, 1, 4
+				sum, recs, msg := runSummary(t, cfg)
+				require.NotNil(t, sum.Best, schedule)
+				assert.Equal(t, wantSum.Steps, sum.Steps, schedule)
+				assert.Equal(t, wantSum.Best.Metric, sum.Best.Metric, schedule)
+				assert.Equal(t, wantSum.Best.Step, sum.Best.Step, schedule)
+				assert.Equal(t, wantSum.Best.Checkpoint, sum.Best.Checkpoint, schedule)
+				assert.InDelta(t, wantSum.Best.Value, sum.Best.Value, 1e-5*math.Abs(wantSum.Best.Value), schedule)
+				assert.Equal(t, tc.stop, strings.Contains(msg, "early stopping at step"), "%s: %s", schedule, msg)
+				assert.Contains(t, msg, "best "+sum.Best.Metric)
+				require.Len(t, recs, len(wantRecs), schedule)
+				for i := range wantRecs {
+					assert.Equal(t, wantRecs[i]["step"], recs[i]["step"], "%s record %d", schedule, i)
+					assert.InDelta(t, wantRecs[i]["loss"], recs[i]["loss"], 1e-5*math.Abs(wantRecs[i]["loss"]), "%s record %d", schedule, i)
+					assert.InDelta(t, wantRecs[i]["val_loss"], recs[i]["val_loss"], 1e-5*math.Abs(wantRecs[i]["val_loss"]), "%s record %d", schedule, i)
+				}
+				assert.Equal(t, wantCkpts, checkpointNames(t, cfg.Output), schedule)
+				got, _, err := tensorio.ReadSafetensors(filepath.Join(cfg.Output, sum.Best.Checkpoint, "model.safetensors"))
+				require.NoError(t, err)
+				require.Equal(t, len(bestWeights), len(got))
+				for name, w := range bestWeights {
+					fa, fb := w.Float32s(), got[name].Float32s()
+					for i := range fa {
+						require.InDelta(t, fa[i], fb[i], 1e-5, "%s: best checkpoint %s[%d]", schedule, name, i)
+					}
+				}
+			}
+			if !tc.stop {
+				return
+			}
+			// Stopped after 3 epochs (a checkpoint at step 3, written
+			// before that epoch's validation, as in one process), resumed:
+			// the best and the evaluations since come back, and the run
+			// stops where one process's stopped and resumed run does
+			// (without them it would stop later: a fresh best at step 4).
+			stopResume := func(cfg train.Config) *train.Summary {
+				cfg.Epochs, cfg.CheckpointEvery = 3, 3
+				_, _, _ = runSummary(t, cfg)
+				cfg.Epochs, cfg.Resume = 12, "latest"
+				sum, _, msg := runSummary(t, cfg)
+				assert.Contains(t, msg, "early stopping at step")
+				require.NotNil(t, sum.Best)
+				return sum
+			}
+			ref := stopResume(base())
+			cfg := base()
+			cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "1f1b", 1, 4
+			got := stopResume(cfg)
+			assert.Equal(t, ref.Steps, got.Steps)
+			assert.Equal(t, ref.Best.Step, got.Best.Step)
+			assert.Equal(t, wantSum.Best.Step, got.Best.Step, "the best of before the stop")
+		})
+	}
 }
