@@ -31,7 +31,9 @@ type PipelineConfig struct {
 	// SplitAt cuts before these nodes (or the first reader of these
 	// initializers) instead of automatically.
 	SplitAt []string
-	// Devices of the ranks in one process ("cpu:0", "cpu:1", ...).
+	// Devices of the ranks in one process ("cpu:0", "cpu:1", ...); a
+	// worker count after '=' ("cpu:0=3") gives that CPU device a pool of
+	// that many workers instead of its even share of the cores.
 	Devices []string
 	// Partition balances the stages by the cost model ("estimate", the
 	// default) or by timing the model's pieces ("profile", which needs

@@ -1,8 +1,10 @@
 package train_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -311,4 +313,35 @@ func TestPreparePipelineTrainOnly(t *testing.T) {
 	assert.NotContains(t, params, "embed.weight", "frozen: a constant of its stage")
 	all := runRecords(t, transformerLossConfig())
 	assert.NotEqual(t, all[len(all)-1].Loss, want[len(want)-1].Loss, "freezing changes the run")
+}
+
+// Per-device worker counts ("cpu:0=2,cpu:1=1") reach the runner's device
+// pools from the Go API (PipelineConfig.Devices), from a YAML file's
+// devices key and from the command (whose log names them), and the runs
+// still equal --grad-accum 4.
+func TestPipelineDeviceWorkerCounts(t *testing.T) {
+	want := runRecords(t, transformerLossConfig())
+	got, pm := preparedPipelineSteps(t, train.AcceleratorConfig{
+		Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 4, Schedule: "1f1b", Devices: []string{"cpu:0=2", "cpu:1=1"}}}, len(want), nil)
+	assert.Equal(t, []int{2, 1}, pm.Runner().Workers)
+	assert.Equal(t, []string{"cpu:0", "cpu:1"}, pm.Runner().Devices)
+	for i := range want {
+		assert.InDelta(t, want[i].Loss, got[i].loss, 1e-5*want[i].Loss, "step %d", i+1)
+	}
+
+	path := filepath.Join(t.TempDir(), "pipe.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("pipeline-stages: 2\nmicro-batches: 4\ndevices: cpu:0=1,cpu:1=3\n"), 0o600))
+	cfg := transformerLossConfig()
+	cfg.GradAccum = 1
+	require.NoError(t, train.LoadYAML(path, &cfg))
+	require.Equal(t, "cpu:0=1,cpu:1=3", cfg.Devices)
+	assertSameRecords(t, want, runRecords(t, cfg))
+	cfg.LogFormat = "text"
+	var msg bytes.Buffer
+	_, err := train.Run(context.Background(), cfg, io.Discard, &msg)
+	require.NoError(t, err)
+	assert.Contains(t, msg.String(), "on cpu:0=1,cpu:1=3 (schedule 1f1b")
+	cfg.Devices = "cpu:0=0,cpu:1"
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, `device "cpu:0=0" (rank 0): the worker count`)
 }

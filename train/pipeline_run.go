@@ -213,7 +213,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	runner.SetLR(lrs.LR(step))
 	if cfg.LogFormat != "json" {
 		fmt.Fprintf(msg, "training %s in %d pipeline stages on %s (schedule %s, %d micro-batches of %d per step, %d replicas), %d optimizer steps\n",
-			cfg.Model, len(plan.Stages), strings.Join(runner.Devices, ","), sched.Name, M, cfg.BatchSize, replicas, total)
+			cfg.Model, len(plan.Stages), deviceList(runner), sched.Name, M, cfg.BatchSize, replicas, total)
 	}
 	enc := json.NewEncoder(out)
 	epochs := cfg.Epochs
@@ -510,4 +510,18 @@ func scalerState(s *GradScaler) map[string]float64 {
 		return nil
 	}
 	return s.State()
+}
+
+// deviceList names the runner's devices for the log, each with its worker
+// count where it has its own pool ("cpu:0=1,cpu:1=1", the --devices
+// syntax).
+func deviceList(r *pipeline.Runner) string {
+	out := make([]string, len(r.Devices))
+	for i, d := range r.Devices {
+		out[i] = d
+		if i < len(r.Workers) && r.Workers[i] > 0 {
+			out[i] = fmt.Sprintf("%s=%d", d, r.Workers[i])
+		}
+	}
+	return strings.Join(out, ",")
 }
