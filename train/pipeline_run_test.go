@@ -538,3 +538,19 @@ func TestRunPipelineSaveBestEarlyStopping(t *testing.T) {
 		})
 	}
 }
+
+// The pipelined run prepares the model as one process does (--num-classes,
+// --freeze-bn, a fixed-batch export): with --num-classes 10 vit_tiny gets a
+// fresh head, seeded, before it is cut, and 2 stages (zb1p) log the
+// losses and gradient norms of one process with the same flag.
+func TestRunPipelineNumClasses(t *testing.T) {
+	plain := runRecords(t, pipelineConfig(""))
+	one := pipelineConfig("")
+	one.NumClasses = 10
+	want := runRecords(t, one)
+	assert.NotEqual(t, plain[0].Loss, want[0].Loss, "a fresh head changes the first loss")
+	cfg := pipelineConfig("")
+	cfg.NumClasses = 10
+	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "zb1p", 1, 4
+	assertSameRecords(t, want, runRecords(t, cfg))
+}
