@@ -213,11 +213,18 @@ func TestTensorEncoding(t *testing.T) {
 		"c": graph.FromFloat64([]float64{math.Pi}),
 		"d": graph.FromBool([]bool{true, false}, 2),
 	}
+	// a float32 tensor of several chunks (moved 16384 values at a time)
+	// and an empty one
+	big := make([]float32, 5*9833) // 3 chunks and 13 values
+	for i := range big {
+		big[i] = float32(math.Sin(float64(i))) * 1e3
+	}
+	in["e"], in["f"] = graph.FromFloat32(big, 5, len(big)/5), graph.FromFloat32([]float32{}, 0)
 	b, err := pipeline.EncodeTensors(in)
 	require.NoError(t, err)
 	out, err := pipeline.DecodeTensors(b)
 	require.NoError(t, err)
-	require.Len(t, out, 4)
+	require.Len(t, out, 6)
 	for k, v := range in {
 		assert.True(t, graph.SameShape(v.Shape, out[k].Shape), k)
 		assert.Equal(t, v.Data, out[k].Data, k)
@@ -388,4 +395,43 @@ func slotKeys(st map[string]*graph.Tensor) map[string]bool {
 		}
 	}
 	return out
+}
+
+// TestTransportRecycle: a received float32 tensor given back (Recycle) is
+// the storage of the next received tensor of its size, which still holds
+// what was sent; small tensors are not kept.
+func TestTransportRecycle(t *testing.T) {
+	groups := startGroups(t, 2)
+	trs := make([]*pipeline.TCPTransport, 2)
+	for r, err := range onRanks(2, func(r int) error {
+		var err error
+		trs[r], err = pipeline.NewTCPTransport(context.Background(), groups[r], "", 10*time.Second)
+		return err
+	}) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	defer trs[0].Close()
+	defer trs[1].Close()
+	ctx := context.Background()
+	send := func(step int64, scale float32) map[string]*graph.Tensor {
+		big, small := make([]float32, 3*16384+7), []float32{scale}
+		for i := range big {
+			big[i] = float32(i) * scale
+		}
+		k := pipeline.MsgKey{Step: step}
+		require.NoError(t, trs[0].Send(ctx, 1, k, map[string]*graph.Tensor{"big": graph.FromFloat32(big, len(big)), "small": graph.FromFloat32(small, 1)}))
+		msg, err := trs[1].Recv(ctx, 0, k)
+		require.NoError(t, err)
+		assert.Equal(t, big, msg["big"].Float32s(), "step %d", step)
+		assert.Equal(t, small, msg["small"].Float32s(), "step %d", step)
+		return msg
+	}
+	first := send(0, 1)
+	bigPtr, smallPtr := &first["big"].Float32s()[0], &first["small"].Float32s()[0]
+	trs[1].Recycle(first)
+	second := send(1, -2)
+	assert.Same(t, bigPtr, &second["big"].Float32s()[0], "the recycled buffer holds the next big tensor")
+	assert.NotSame(t, smallPtr, &second["small"].Float32s()[0], "small tensors are not recycled")
+	third := send(2, 3) // nothing recycled: new storage
+	assert.NotSame(t, &second["big"].Float32s()[0], &third["big"].Float32s()[0])
 }

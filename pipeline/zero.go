@@ -111,10 +111,17 @@ func (r *Runner) ownedNames(s int) map[string]bool {
 }
 
 // syncShards sends the parameters this replica updated to the other
-// replicas of its rank, and takes theirs (ZeRO only).
+// replicas of its rank, and takes theirs (ZeRO only): over the pipeline's
+// transport, each replica sending its own parameters to each other
+// replica of its rank (an all-gather within the stage's data-parallel
+// group, whole parameters as blocks), or without a transport through an
+// AllGatherObject over the whole group.
 func (r *Runner) syncShards(ctx context.Context) error {
 	if !r.sharded() {
 		return nil
+	}
+	if r.cfg.Transport != nil {
+		return r.gatherShards(ctx)
 	}
 	mine := map[string]*graph.Tensor{}
 	for s, ps := range r.owned {
@@ -220,6 +227,11 @@ func (r *Runner) reduceScatterReplicas(ctx context.Context) error {
 		}
 		in[q] = msg
 	}
+	defer func() {
+		for _, msg := range in {
+			recycle(raw, msg)
+		}
+	}()
 	for s := range r.params {
 		if r.Stages[s] == nil {
 			continue
@@ -234,23 +246,24 @@ func (r *Runner) reduceScatterReplicas(ctx context.Context) error {
 			if tied {
 				continue // averaged by averageTied
 			}
+			// this replica's sum, then the others' in replica order
+			// (only the owner adds them: no other process needs the same
+			// rounding), in place
 			g := p.Grad.Float32s()
-			sum := make([]float32, len(g))
 			for q := 0; q < R; q++ {
-				part := g
-				if q != me {
-					t := in[q][fmt.Sprintf("%d/%s", s, p.Name)]
-					if t == nil || len(t.Float32s()) != len(g) {
-						return fmt.Errorf("pipeline: stage %d: replica %d sent %v for the gradient of %s (ZeRO-2), want %d float32 values", s, q, t, p.Name, len(g))
-					}
-					part = t.Float32s()
+				if q == me {
+					continue
 				}
-				for j, v := range part {
-					sum[j] += v
+				t := in[q][fmt.Sprintf("%d/%s", s, p.Name)]
+				if t == nil || len(t.Float32s()) != len(g) {
+					return fmt.Errorf("pipeline: stage %d: replica %d sent %v for the gradient of %s (ZeRO-2), want %d float32 values", s, q, t, p.Name, len(g))
+				}
+				for j, v := range t.Float32s() {
+					g[j] += v
 				}
 			}
-			for j, v := range sum {
-				g[j] = v * inv
+			for j := range g {
+				g[j] *= inv
 			}
 		}
 	}
@@ -341,4 +354,68 @@ func (r *Runner) clipZero2(ctx context.Context, maxNorm float64) (float64, error
 		}
 	}
 	return float64(total), nil
+}
+
+// gatherShards is syncShards over the transport: messages keyed by the
+// step, sent only between the replicas of this rank.
+func (r *Runner) gatherShards(ctx context.Context) error {
+	S, R, me := r.Schedule.Ranks, r.cfg.Replicas, r.cfg.Replica
+	raw := r.cfg.Transport
+	if rt, ok := raw.(replicaTransport); ok {
+		raw = rt.Transport
+	}
+	mine := map[string]*graph.Tensor{}
+	for s, ps := range r.owned {
+		for _, p := range ps {
+			mine[fmt.Sprintf("%d/%s", s, p.Name)] = p.Value
+		}
+	}
+	k := MsgKey{Step: r.seq - 1, Kind: Forward, Stage: zeroStage}
+	for q := 0; q < R; q++ {
+		if q == me {
+			continue
+		}
+		if err := raw.Send(ctx, q*S+r.cfg.Rank, k, mine); err != nil {
+			return fmt.Errorf("pipeline: rank %d of replica %d: sending the parameters it updated (ZeRO) to replica %d: %w", r.cfg.Rank, me, q, err)
+		}
+	}
+	for q := 0; q < R; q++ {
+		if q == me {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
+		ts, err := raw.Recv(rctx, q*S+r.cfg.Rank, k)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("pipeline: rank %d of replica %d: waiting %v for the parameters replica %d updated (ZeRO): %w", r.cfg.Rank, me, r.cfg.RecvTimeout, q, err)
+		}
+		for s := range r.params {
+			if r.Stages[s] == nil {
+				continue
+			}
+			for _, p := range r.params[s] {
+				t, ok := ts[fmt.Sprintf("%d/%s", s, p.Name)]
+				if !ok {
+					continue
+				}
+				src, dst := t.Float32s(), p.Value.Float32s()
+				if src == nil || dst == nil || len(src) != len(dst) {
+					return fmt.Errorf("pipeline: stage %d: parameter %s from replica %d (ZeRO): %v %v, want %v %v", s, p.Name, q, t.DType, t.Shape, p.Value.DType, p.Value.Shape)
+				}
+				copy(dst, src)
+			}
+		}
+		recycle(raw, ts)
+	}
+	return nil
+}
+
+// recycle gives a received message's buffers back to a transport that
+// reuses them (TCPTransport.Recycle).
+func recycle(t Transport, msg map[string]*graph.Tensor) {
+	if rc, ok := t.(interface {
+		Recycle(map[string]*graph.Tensor)
+	}); ok && msg != nil {
+		rc.Recycle(msg)
+	}
 }
