@@ -59,7 +59,7 @@ func (c *Config) checkPipeline() error {
 // optimizer state. It logs, checkpoints and writes --output as Run does;
 // checkpoints hold the model under its ONNX names, so they resume with
 // another stage count or without pipelining, and the reverse.
-func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) {
+func runPipeline(ctx context.Context, cfg Config, onRestart bool, out, msg io.Writer) (*Summary, error) {
 	if err := cfg.checkPipeline(); err != nil {
 		return nil, err
 	}
@@ -83,6 +83,25 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			out, msg = io.Discard, io.Discard
 		}
 	}
+	// --output: refuse another run's folder, lock it, check it is
+	// writable, before anything is loaded, as one process does
+	// (outputdir.go); every process learns whether the main one refused.
+	releaseOutput, err := prepareOutput(cfg, onRestart, mainProcess, msg)
+	if group != nil && group.WorldSize() > 1 && cfg.Output != "" {
+		flag := []float32{0}
+		if err != nil {
+			flag[0] = 1
+		}
+		if rerr := group.AllReduce(ctx, flag, distrib.Sum); rerr != nil {
+			err = errors.Join(err, rerr)
+		} else if err == nil && flag[0] > 0 {
+			err = fmt.Errorf("--output %s: the main process refused it (its error says why)", cfg.Output)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer releaseOutput()
 	m, err := importer.Load(cfg.Model)
 	if err != nil {
 		return nil, err

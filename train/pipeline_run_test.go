@@ -222,7 +222,7 @@ func TestRunPipelinePartitionProfile(t *testing.T) {
 	cfg := pipelineConfig(t.TempDir())
 	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches, cfg.Partition = 2, "1f1b", 1, 4, "profile"
 	assertSameRecords(t, want, runRecords(t, cfg))
-	cfg.Partition = "guess"
+	cfg.Partition, cfg.Output = "guess", t.TempDir()
 	_, err := train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, `--partition must be estimate or profile, got "guess"`)
 }
@@ -553,4 +553,35 @@ func TestRunPipelineNumClasses(t *testing.T) {
 	cfg.NumClasses = 10
 	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "zb1p", 1, 4
 	assertSameRecords(t, want, runRecords(t, cfg))
+}
+
+// A pipelined run takes one process's --output safety (outputdir.go): a
+// folder that holds another run is refused unless resumed or replaced
+// (--overwrite-output), and a folder locked by a live job is refused.
+func TestRunPipelineOutputSafety(t *testing.T) {
+	cfg := pipelineConfig(t.TempDir())
+	cfg.PipelineStages, cfg.GradAccum, cfg.MicroBatches, cfg.Steps = 2, 1, 4, 1
+	_, err := train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	require.NoError(t, err)
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorIs(t, err, train.ErrOutputHoldsRun)
+	again := cfg
+	again.Resume = "latest"
+	_, err = train.Run(context.Background(), again, io.Discard, io.Discard)
+	assert.NoError(t, err, "a resume continues the run in its folder")
+	over := cfg
+	over.OverwriteOutput = true
+	_, err = train.Run(context.Background(), over, io.Discard, io.Discard)
+	assert.NoError(t, err, "--overwrite-output replaces it")
+
+	locked := pipelineConfig(t.TempDir())
+	locked.PipelineStages, locked.GradAccum, locked.MicroBatches, locked.Steps = 2, 1, 4, 1
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	lock, err := json.Marshal(map[string]any{"pid": os.Getppid(), "host": host, "started": "2026-12-04T00:00:00Z"}) // alive: the go command
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(locked.Output, train.LockFileName), lock, 0o644))
+	_, err = train.Run(context.Background(), locked, io.Discard, io.Discard)
+	assert.ErrorIs(t, err, train.ErrOutputInUse)
+	assert.NoFileExists(t, filepath.Join(locked.Output, "model.onnx"))
 }
