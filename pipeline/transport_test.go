@@ -435,3 +435,111 @@ func TestTransportRecycle(t *testing.T) {
 	third := send(2, 3) // nothing recycled: new storage
 	assert.NotSame(t, &second["big"].Float32s()[0], &third["big"].Float32s()[0])
 }
+
+// TestTiedWeightsZero2: the tied model (E read by both stages) as 2
+// replicas × 2 ranks over loopback TCP with ZeRO-2 (the tied gradient
+// summed over stages and replicas by one all-reduce, the others
+// reduce-scattered), SGD with momentum, clipping to a norm of 0.1 that
+// acts: every process's losses equal one in-process pipeline's over the 4
+// micro-batches of each step, and both copies of E in every process end
+// equal to that pipeline's.
+func TestTiedWeightsZero2(t *testing.T) {
+	const R, S, M, steps = 2, 2, 2, 4
+	m := tiedModel()
+	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{SplitAt: []string{"act"}, BatchSize: 3})
+	require.NoError(t, err)
+	require.Equal(t, map[string][]int{"E": {0, 1}}, plan.Shared)
+	batches := make([][]pipeline.Batch, steps) // R*M per step
+	for s := range batches {
+		for i := 0; i < R*M; i++ {
+			x := graph.FromInt64([]int64{int64((s + i) % 7), int64((2*s + 3*i + 1) % 7), int64((5*s + i + 4) % 7)}, 3)
+			y := graph.FromInt64([]int64{int64((s + 2*i) % 7), int64((s + i + 3) % 7), int64((3*s + 1) % 7)}, 3)
+			batches[s] = append(batches[s], pipeline.Batch{Inputs: map[string]*graph.Tensor{"x": x}, Labels: y})
+		}
+	}
+	lc, err := train.ParseLoss("cross_entropy")
+	require.NoError(t, err)
+	sc := pipeline.StageConfig{Loss: train.LossAppender(m, lc)}
+	newOpt := func(_ int, ps []*optim.Param) (optim.Optimizer, error) {
+		return optim.NewSGD(optim.SGDConfig{LR: 0.5, Momentum: 0.9})
+	}
+	const clip = 0.1
+	// the reference: one pipeline over all R*M micro-batches
+	ref, err := pipeline.NewRunner(plan, mustSchedule(t, "1f1b", S, R*M), pipeline.RunnerConfig{Stage: sc, NewOptimizer: newOpt})
+	require.NoError(t, err)
+	var want, norms []float64
+	for _, mbs := range batches {
+		require.NoError(t, ref.ForwardBackward(context.Background(), mbs))
+		n, err := ref.ClipGradNorm(clip)
+		require.NoError(t, err)
+		require.NoError(t, ref.Update())
+		want, norms = append(want, ref.LastStats().Loss), append(norms, n)
+	}
+	assert.Greater(t, norms[0], clip, "clipping acts")
+	groups := startGroups(t, R*S)
+	got := make([][]float64, R*S)
+	es := make([][][]float32, R*S)
+	errs := onRanks(R*S, func(proc int) error {
+		ctx := context.Background()
+		replica, rank := proc/S, proc%S
+		tr, err := pipeline.NewTCPTransport(ctx, groups[proc], "", 20*time.Second)
+		if err != nil {
+			return err
+		}
+		defer tr.Close()
+		run, err := pipeline.NewRunner(plan, mustSchedule(t, "1f1b", S, M), pipeline.RunnerConfig{Stage: sc, Transport: pipeline.ReplicaTransport(tr, replica*S),
+			Rank: rank, Group: groups[proc], Replicas: R, Replica: replica, RecvTimeout: 20 * time.Second, Zero: 2, NewOptimizer: newOpt})
+		if err != nil {
+			return err
+		}
+		for _, mbs := range batches {
+			if err := run.ForwardBackward(ctx, mbs[replica*M:(replica+1)*M]); err != nil {
+				return err
+			}
+			if _, err := run.ClipGradNorm(clip); err != nil {
+				return err
+			}
+			if err := run.Update(); err != nil {
+				return err
+			}
+			got[proc] = append(got[proc], run.LastStats().Loss)
+		}
+		for _, sp := range run.Stages {
+			if sp != nil {
+				es[proc] = append(es[proc], stageParam(sp, "E"))
+			}
+		}
+		return nil
+	})
+	for p, err := range errs {
+		require.NoError(t, err, "process %d", p)
+	}
+	wantE := stageParam(ref.Stages[0], "E")
+	assert.NotEqual(t, m.Graph.Initializers["E"].Float32s(), wantE, "E trains")
+	for p := range got {
+		for i := range want {
+			assert.InDelta(t, want[i], got[p][i], 1e-5*math.Abs(want[i]), "process %d step %d", p, i+1)
+		}
+		require.Len(t, es[p], 1, "process %d holds one stage", p)
+		for j := range wantE {
+			assert.InDelta(t, wantE[j], es[p][0][j], 1e-5, "process %d: E[%d]", p, j)
+		}
+	}
+}
+
+func mustSchedule(t *testing.T, name string, ranks, micro int) *pipeline.Schedule {
+	t.Helper()
+	s, err := pipeline.New(name, ranks, micro, 0)
+	require.NoError(t, err)
+	return s
+}
+
+// stageParam is the values of a stage's copy of a parameter.
+func stageParam(sp *pipeline.StageProgram, name string) []float32 {
+	for _, p := range sp.Params {
+		if p.Name == name {
+			return p.Value.Float32s()
+		}
+	}
+	return nil
+}

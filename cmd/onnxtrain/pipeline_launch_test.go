@@ -44,6 +44,7 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2, []string{"--zero", "2"}, nil},
 		// fp16: one loss scale, the inf check agreed by the 4 processes
 		{transformerModel, transformerData, "output:loss", "zbv", "estimate", 4, 2, 2, []string{"--zero", "1"}, []string{"--mixed-precision", "fp16"}},
+		{transformerModel, transformerData, "output:loss", "1f1b", "estimate", 4, 2, 2, []string{"--zero", "2"}, []string{"--mixed-precision", "fp16"}},
 	} {
 		t.Run(fmt.Sprintf("%s/%d/%d/%s%v%v", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule, tc.extra, tc.both), func(t *testing.T) {
 			common := []string{"train", "--model", tc.model, "--data", tc.data, "--loss", tc.loss, "--optimizer", "adamw", "--lr", "0.001",
