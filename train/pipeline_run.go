@@ -437,6 +437,9 @@ func runPipeline(ctx context.Context, cfg Config, onRestart bool, out, msg io.Wr
 			copyInto(dst, t)
 			prog.Buffers[name] = dst
 		}
+		if err := restoreFrozen(m, cfg); err != nil {
+			return sum, err
+		}
 		paths, err := SaveModel(cfg.Output, prog)
 		if err != nil {
 			return sum, err
@@ -543,4 +546,36 @@ func deviceList(r *pipeline.Runner) string {
 		}
 	}
 	return strings.Join(out, ",")
+}
+
+// restoreFrozen puts back the tensors ReleaseOtherStages left as
+// placeholders that no stage's weights returned: the frozen parameters
+// (--train-only, --freeze), read again from the model file and prepared
+// as the run prepared it (PrepareFineTune is seeded, so a new head comes
+// back as it was).
+func restoreFrozen(m *graph.Model, cfg Config) error {
+	var missing []string
+	for name, t := range m.Graph.Initializers {
+		if t != nil && t.Data == nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	again, err := importer.Load(cfg.Model)
+	if err != nil {
+		return fmt.Errorf("--output: reading the frozen parameters again: %w", err)
+	}
+	if _, err := PrepareFineTune(again, cfg); err != nil {
+		return fmt.Errorf("--output: reading the frozen parameters again: %w", err)
+	}
+	for _, name := range missing {
+		t := again.Graph.Initializers[name]
+		if t == nil || t.Data == nil || !graph.SameShape(t.Shape, m.Graph.Initializers[name].Shape) {
+			return fmt.Errorf("--output: %s holds no tensor %q of shape %v to write back", cfg.Model, name, m.Graph.Initializers[name].Shape)
+		}
+		m.Graph.Initializers[name] = t
+	}
+	return nil
 }
