@@ -186,12 +186,11 @@ func runPipeline(ctx context.Context, cfg Config, onRestart bool, out, msg io.Wr
 	}
 	step, startEpoch, skip, counter := 0, 0, 0, 0
 	// --save-best and --early-stopping-patience (control.go): the best
-	// evaluation, the evaluations since, carried by checkpoints as "run".
-	world := 1
-	if group != nil {
-		world = group.WorldSize()
-	}
-	control := &runControl{BatchSize: cfg.BatchSize, GradAccum: cfg.GradAccum, World: world, Seed: cfg.Seed, Shuffle: cfg.Shuffle}
+	// evaluation, the evaluations since, carried by checkpoints as "run",
+	// with the data-order settings of the one-process run this one
+	// equals (--grad-accum R×K×M in one process), so that a resume in
+	// another layout compares like with like.
+	control := &runControl{BatchSize: cfg.BatchSize, GradAccum: W * replicas, World: 1, Seed: cfg.Seed, Shuffle: cfg.Shuffle}
 	if cfg.Resume != "" {
 		dir := cfg.Resume
 		if dir == "latest" {

@@ -149,6 +149,21 @@ func TestPipelineCheckpointsResumeInAnotherLayout(t *testing.T) {
 	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "gpipe", 1, 4
 	cfg.Resume = filepath.Join(single.Output, train.CheckpointName(2))
 	assertSameRecords(t, want[2:], runRecords(t, cfg))
+
+	// The pipelined checkpoint records the data order of the one-process
+	// run it equals (--grad-accum 4): resuming it in one process with
+	// --grad-accum 4 gives no warning; with --grad-accum 2 it does.
+	for _, c := range []struct {
+		accum int
+		warns bool
+	}{{4, false}, {2, true}} {
+		one := pipelineConfig(t.TempDir())
+		one.GradAccum, one.Resume, one.LogFormat, one.Steps = c.accum, ckpt, "text", 3
+		var msg bytes.Buffer
+		_, err := train.Run(context.Background(), one, io.Discard, &msg)
+		require.NoError(t, err)
+		assert.Equal(t, c.warns, strings.Contains(msg.String(), "the data order differs"), "--grad-accum %d: %s", c.accum, msg.String())
+	}
 }
 
 // Bad pipelining options fail with the flag's name.
