@@ -141,3 +141,73 @@ func TestDeviceWorkerShares(t *testing.T) {
 		assert.Equal(t, c.want, got, "%v %v on %d cores", c.devs, c.given, c.cores)
 	}
 }
+
+// TestDeviceWorkerCounts: a worker count written into a device name
+// ("cpu:wc0=3") gives that device a pool of that many workers, whatever
+// its share of the cores would be: the stages' kernels fan out on pools of
+// 3 and 2 workers (the share on this machine would be GOMAXPROCS/2), the
+// names lose the count, and the losses equal those of one one-worker
+// device to 1e-5. Bad counts name the device.
+func TestDeviceWorkerCounts(t *testing.T) {
+	const batch, width, micro = 64, 256, 2
+	m := mlpModel(4, width)
+	sched, err := pipeline.New("1f1b", 2, micro, 1)
+	require.NoError(t, err)
+	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: batch})
+	require.NoError(t, err)
+	data := make([]pipeline.Batch, micro)
+	for i := range data {
+		x := make([]float32, batch*width)
+		for k := range x {
+			x[k] = float32(math.Sin(float64(k+i*131) * 0.011))
+		}
+		data[i] = pipeline.Batch{Inputs: map[string]*graph.Tensor{"x": graph.FromFloat32(x, batch, width)}}
+	}
+	newRunner := func(devs []string, workers []int) (*pipeline.Runner, error) {
+		return pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: pipeline.StageConfig{LossOutput: "loss"}, Devices: devs, Workers: workers,
+			NewOptimizer: func(int, []*optim.Param) (optim.Optimizer, error) { return optim.NewSGD(optim.SGDConfig{LR: 0.05}) }})
+	}
+	losses := func(r *pipeline.Runner) []float64 {
+		var out []float64
+		for step := 0; step < 3; step++ {
+			st, err := r.Step(context.Background(), data)
+			require.NoError(t, err)
+			out = append(out, st.Loss)
+		}
+		return out
+	}
+	ref, err := newRunner([]string{"cpu:wcref", "cpu:wcref"}, []int{1, 1})
+	require.NoError(t, err)
+	want := losses(ref)
+	p0, p1 := kern.DevicePool("cpu:wc0", 3), kern.DevicePool("cpu:wc1", 2)
+	r, err := newRunner([]string{"cpu:wc0=3", "cpu:wc1=2"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []int{3, 2}, r.Workers)
+	assert.Equal(t, []string{"cpu:wc0", "cpu:wc1"}, r.Devices)
+	got := losses(r)
+	assert.Positive(t, p0.Tasks(), "stage 0's kernels on cpu:wc0's 3-worker pool")
+	assert.Positive(t, p1.Tasks(), "stage 1's kernels on cpu:wc1's 2-worker pool")
+	for i := range want {
+		assert.InDelta(t, want[i], got[i], 1e-5*math.Abs(want[i]), "step %d", i+1)
+	}
+	// a count in the name and an equal one in Workers agree; one rank
+	// with a count, the other its share
+	r, err = newRunner([]string{"cpu:wc2=2", "cpu:wc3"}, []int{2, 0})
+	require.NoError(t, err)
+	assert.Equal(t, 2, r.Workers[0])
+	assert.GreaterOrEqual(t, r.Workers[1], 1)
+	for _, c := range []struct {
+		devs    []string
+		workers []int
+		err     string
+	}{
+		{[]string{"cpu:0=0", "cpu:1"}, nil, `device "cpu:0=0" (rank 0): the worker count after '=' must be a whole number of at least 1, got "0"`},
+		{[]string{"cpu:0", "cpu:1=many"}, nil, `device "cpu:1=many" (rank 1)`},
+		{[]string{"=2", "cpu:1"}, nil, `device "=2" (rank 0) has no name`},
+		{[]string{"cpu:0=2", "cpu:1"}, []int{3, 0}, `device "cpu:0=2" (rank 0): 2 workers in its name, 3 in Workers`},
+		{[]string{"cpu:0=2", "cpu:0=1"}, nil, "device cpu:0 given 2 workers for one rank and 1"},
+	} {
+		_, err := newRunner(c.devs, c.workers)
+		assert.ErrorContains(t, err, c.err, "%v %v", c.devs, c.workers)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,11 @@ type PartitionOptions struct {
 	// InFlight is the number of micro-batches whose activations stage s
 	// holds at once, for the memory estimate; nil assumes 1F1B (S-s).
 	InFlight func(stage, stages int) int
+	// TrainOnly, when set, freezes every parameter whose name does not
+	// match (--train-only; --freeze becomes such a pattern): a frozen
+	// initializer is a constant of the stages that read it, with no
+	// gradient and no optimizer state, as in train.ProgramConfig.
+	TrainOnly *regexp.Regexp
 }
 
 // Cost model of the estimate (a 2-core AVX2 machine, fp32): a node takes
@@ -191,7 +197,7 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 			}
 		}
 	}
-	params := trainableParams(g)
+	params := trainableParams(g, opts.TrainOnly)
 	// Per-item cost and the tensors crossing each cut position k (between
 	// items[k-1] and items[k]).
 	n := len(items)
@@ -619,8 +625,9 @@ func isWeightTranspose(nd *graph.Node, params map[string]bool) bool {
 }
 
 // trainableParams are the float initializers nodes read that are not
-// graph inputs or BatchNormalization running statistics.
-func trainableParams(g *graph.Graph) map[string]bool {
+// graph inputs or BatchNormalization running statistics, nor frozen (their
+// name does not match trainOnly, when set).
+func trainableParams(g *graph.Graph, trainOnly *regexp.Regexp) map[string]bool {
 	isInput := map[string]bool{}
 	for _, in := range g.Inputs {
 		isInput[in.Name] = true
@@ -640,6 +647,9 @@ func trainableParams(g *graph.Graph) map[string]bool {
 	out := map[string]bool{}
 	for name, t := range g.Initializers {
 		if isInput[name] || buffers[name] || !read[name] || !t.DType.IsFloat() || t.Size() == 0 {
+			continue
+		}
+		if trainOnly != nil && !trainOnly.MatchString(name) {
 			continue
 		}
 		out[name] = true

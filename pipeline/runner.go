@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,12 +33,14 @@ type RunnerConfig struct {
 	// empty means cpu:r for rank r. Each rank runs in its own goroutine
 	// and activations pass between ranks in memory. Each CPU device is
 	// its own worker pool over its share of the cores (Workers): ranks
-	// on one device share its pool.
+	// on one device share its pool. "cpu:0=3" gives the device 3 workers
+	// (the --devices syntax; as Workers, for that rank).
 	Devices []string
 	// Workers is, per rank, how many cores its device's kernels use (0
 	// or absent: the device's share, GOMAXPROCS divided evenly over the
 	// distinct devices, at least 1). Ranks on one device must agree.
-	// Ignored with a Transport (a process's kernels use all its cores).
+	// With a Transport only this process's rank's count applies (0: the
+	// process's kernels use all its cores).
 	Workers []int
 	// NewOptimizer makes the optimizer of one stage over that stage's own
 	// parameters; nil leaves stepping to the caller (Grads).
@@ -62,10 +65,14 @@ type RunnerConfig struct {
 	// BatchNorms (StageConfig.Rewrite) over the replicas of each rank
 	// (syncbn.go).
 	SyncBatchNorm bool
-	// Zero shards each stage's optimizer state over the replicas of that
-	// stage (ZeRO-1, zero.go): each replica steps the parameters it owns
-	// and sends them to the others.
-	Zero bool
+	// Zero shards each stage over the replicas of that stage (zero.go):
+	// 1 (ZeRO-1) its optimizer state, each replica stepping the
+	// parameters it owns and sending them to the others; 2 (ZeRO-2) also
+	// its gradients, reduce-scattered over the replicas of the stage so
+	// that each keeps the averaged gradients of its own parameters only.
+	// 0 shards nothing; without replicas (or a Group) there is nothing
+	// to shard over.
+	Zero int
 }
 
 // Runner runs one pipeline replica in one process: a schedule's action
@@ -192,6 +199,11 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 	if len(devs) != sched.Ranks {
 		return nil, fmt.Errorf("pipeline: %d devices (%s) for %d pipeline ranks", len(devs), strings.Join(devs, ","), sched.Ranks)
 	}
+	devs, given, err := splitDeviceWorkers(devs, cfg.Workers)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Devices, cfg.Workers = devs, given
 	for _, d := range devs {
 		if !strings.HasPrefix(d, "cpu") {
 			return nil, fmt.Errorf("pipeline: device %q: only cpu devices exist in this build", d)
@@ -219,6 +231,10 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 			return nil, err
 		}
 		r.Workers = w
+	} else if len(cfg.Workers) == sched.Ranks && cfg.Workers[cfg.Rank] > 0 {
+		// one rank per process: its device pool of the given count
+		r.Workers = make([]int, sched.Ranks)
+		r.Workers[cfg.Rank] = cfg.Workers[cfg.Rank]
 	}
 	for s := range plan.Stages {
 		if !r.holds(s) {
@@ -232,7 +248,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 			continue
 		}
 		scfg := cfg.Stage
-		if r.Workers != nil && scfg.Tuning.Workers == 0 {
+		if r.Workers != nil && scfg.Tuning.Workers == 0 && r.Workers[sched.RankOf(s)] > 0 {
 			// the stage's programs run on its rank's device pool
 			rk := sched.RankOf(s)
 			scfg.Tuning.Workers, scfg.Tuning.Device = r.Workers[rk], devs[rk]
@@ -739,7 +755,11 @@ func (r *Runner) ClipGradValue(v float64) error {
 	if r.cfg.Transport != nil {
 		var all []*optim.Param
 		for s := range r.params {
-			all = append(all, r.params[s]...)
+			if r.zero2() {
+				all = append(all, r.stepParams(s)...) // the gradients this replica keeps
+			} else {
+				all = append(all, r.params[s]...)
+			}
 		}
 		return optim.ClipGradValue(all, v)
 	}
@@ -900,6 +920,9 @@ func sortedNames[V any](m map[string]V) []string {
 
 // clipRemote is ClipGradNorm across the processes of the pipeline.
 func (r *Runner) clipRemote(ctx context.Context, maxNorm float64) (float64, error) {
+	if r.zero2() {
+		return r.clipZero2(ctx, maxNorm) // zero.go
+	}
 	if r.cfg.Replicas > 1 {
 		return r.clipReplicated(maxNorm)
 	}
@@ -971,7 +994,11 @@ func (r *Runner) modelParams() {
 // gathered, their mean being the step's loss.
 func (r *Runner) finishReplicated(ctx context.Context, losses []float64, wall time.Duration, busy []time.Duration) error {
 	g := r.cfg.Group
-	if err := r.averageReplicas(ctx); err != nil {
+	average := r.averageReplicas
+	if r.zero2() {
+		average = r.reduceScatterReplicas // zero.go
+	}
+	if err := average(ctx); err != nil {
 		return err
 	}
 	var b []byte
@@ -1134,4 +1161,47 @@ func deviceWorkers(devs []string, given []int, cores int) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// splitDeviceWorkers reads the worker counts written into device names
+// ("cpu:0=3": device cpu:0 with 3 workers) into per-rank counts beside
+// those given (a rank may have one or the other, or both if equal).
+func splitDeviceWorkers(devs []string, given []int) ([]string, []int, error) {
+	names := make([]string, len(devs))
+	var counts []int
+	for r, d := range devs {
+		name, n, ok := strings.Cut(d, "=")
+		names[r] = name
+		if !ok {
+			continue
+		}
+		w, err := strconv.Atoi(n)
+		if err != nil || w < 1 {
+			return nil, nil, fmt.Errorf("pipeline: device %q (rank %d): the worker count after '=' must be a whole number of at least 1, got %q", d, r, n)
+		}
+		if name == "" {
+			return nil, nil, fmt.Errorf("pipeline: device %q (rank %d) has no name before '='", d, r)
+		}
+		if counts == nil {
+			counts = make([]int, len(devs))
+		}
+		counts[r] = w
+	}
+	if counts == nil {
+		return names, given, nil
+	}
+	if len(given) > 0 {
+		if len(given) != len(devs) {
+			return nil, nil, fmt.Errorf("pipeline: %d worker counts for %d ranks (devices %s)", len(given), len(devs), strings.Join(devs, ","))
+		}
+		for r := range counts {
+			switch {
+			case counts[r] == 0:
+				counts[r] = given[r]
+			case given[r] != 0 && given[r] != counts[r]:
+				return nil, nil, fmt.Errorf("pipeline: device %q (rank %d): %d workers in its name, %d in Workers", devs[r], r, counts[r], given[r])
+			}
+		}
+	}
+	return names, counts, nil
 }

@@ -119,16 +119,18 @@ func (r *Runner) LoadOptimizerState(st map[string]*graph.Tensor) error {
 // ReleaseOtherStages drops this process's references to the model's
 // parameters, which its stages hold copies of, keeping shape-only
 // placeholders (nil data) in the plan's graph and the model it was cut
-// from; the model's other tensors are copied, since the importer's are
-// views of the whole file's bytes, which they would keep alive. The
-// process then holds only its own stages' tensors. Only for a Runner with
-// a Transport; before saving the model from this process, put the
-// parameters back.
+// from; frozen parameters too (PartitionOptions.TrainOnly: the stages
+// that read one hold it as a constant of their own). The model's other
+// tensors are copied, since the importer's are views of the whole file's
+// bytes, which they would keep alive. The process then holds only its own
+// stages' tensors. Only for a Runner with a Transport; before saving the
+// model from this process, put the parameters back (frozen ones from the
+// model file).
 func (r *Runner) ReleaseOtherStages() {
 	if r.cfg.Transport == nil {
 		return
 	}
-	params := map[string]bool{}
+	params := trainableParams(r.Plan.g, nil) // trained and frozen alike
 	for _, st := range r.Plan.Stages {
 		for _, name := range st.Params {
 			params[name] = true

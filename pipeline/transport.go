@@ -55,6 +55,49 @@ type TCPTransport struct {
 
 	mu    sync.Mutex
 	boxes map[boxKey]chan map[string]*graph.Tensor
+
+	// free holds float32 buffers given back (Recycle), by length, for
+	// the next received tensors of that size.
+	freeMu sync.Mutex
+	free   map[int][][]float32
+}
+
+// minRecycled is the smallest float32 tensor Recycle keeps (elements).
+const minRecycled = 1 << 12
+
+// Recycle gives the transport back the float32 buffers of tensors a Recv
+// returned, once the caller is done with them: the next received tensors
+// of the same size are read into them instead of new memory. (The ZeRO
+// exchanges receive the same gradient and parameter sizes every step;
+// without this each step's received bytes are garbage the collector lets
+// pile up to the size of the live heap.) Small tensors are left alone.
+func (t *TCPTransport) Recycle(tensors map[string]*graph.Tensor) {
+	t.freeMu.Lock()
+	defer t.freeMu.Unlock()
+	if t.free == nil {
+		t.free = map[int][][]float32{}
+	}
+	for _, x := range tensors {
+		if d, ok := x.Data.([]float32); ok && len(d) >= minRecycled {
+			t.free[len(d)] = append(t.free[len(d)], d)
+		}
+	}
+}
+
+// takeFloat32s returns a recycled buffer of n values, or nil.
+func (t *TCPTransport) takeFloat32s(n int) []float32 {
+	if n < minRecycled {
+		return nil
+	}
+	t.freeMu.Lock()
+	defer t.freeMu.Unlock()
+	l := t.free[n]
+	if len(l) == 0 {
+		return nil
+	}
+	d := l[len(l)-1]
+	t.free[n] = l[:len(l)-1]
+	return d
 }
 
 type boxKey struct {
@@ -200,7 +243,7 @@ func (t *TCPTransport) add(peer int, c net.Conn) {
 func (t *TCPTransport) read(pl *peerLink) {
 	r := bufio.NewReaderSize(pl.conn, 1<<16)
 	for {
-		k, msg, err := decodeMessage(r)
+		k, msg, err := decodeMessage(r, t.takeFloat32s)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				err = fmt.Errorf("%w: rank %d closed the connection (its process ended or failed)", ErrPeerLost, pl.peer)
@@ -323,9 +366,12 @@ func encodeTensor(w io.Writer, name string, t *graph.Tensor) error {
 	}
 	switch s := t.Data.(type) {
 	case []float32:
-		for _, v := range s {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		// in chunks through a small buffer: no copy of the tensor's bytes
+		// (a gradient or a parameter can be hundreds of MB)
+		if _, err := w.Write(b); err != nil {
+			return err
 		}
+		return writeFloat32s(w, s)
 	case []float64:
 		for _, v := range s {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
@@ -358,7 +404,9 @@ func btoByte(v bool) byte {
 
 const maxMessageTensors = 1 << 16
 
-func decodeMessage(r io.Reader) (MsgKey, map[string]*graph.Tensor, error) {
+// decodeMessage reads one message; alloc, when not nil, may give the
+// storage of a float32 tensor of n values (nil: a new one).
+func decodeMessage(r io.Reader, alloc func(n int) []float32) (MsgKey, map[string]*graph.Tensor, error) {
 	var hdr [25]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return MsgKey{}, nil, err
@@ -374,7 +422,7 @@ func decodeMessage(r io.Reader) (MsgKey, map[string]*graph.Tensor, error) {
 	}
 	out := make(map[string]*graph.Tensor, n)
 	for i := uint32(0); i < n; i++ {
-		name, t, err := decodeTensor(r)
+		name, t, err := decodeTensor(r, alloc)
 		if err != nil {
 			return k, nil, err
 		}
@@ -383,7 +431,7 @@ func decodeMessage(r io.Reader) (MsgKey, map[string]*graph.Tensor, error) {
 	return k, out, nil
 }
 
-func decodeTensor(r io.Reader) (string, *graph.Tensor, error) {
+func decodeTensor(r io.Reader, alloc func(n int) []float32) (string, *graph.Tensor, error) {
 	var u4 [4]byte
 	read4 := func() (uint32, error) {
 		if _, err := io.ReadFull(r, u4[:]); err != nil {
@@ -421,19 +469,26 @@ func decodeTensor(r io.Reader) (string, *graph.Tensor, error) {
 	for i := range shape {
 		shape[i] = int(binary.LittleEndian.Uint64(db[8*i:]))
 	}
-	t, err := graph.NewTensor(graph.DType(dt), shape)
-	if err != nil {
-		return "", nil, fmt.Errorf("tensor %q: %w", nb, err)
+	var t *graph.Tensor
+	if graph.DType(dt) == graph.Float32 && alloc != nil {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		if buf := alloc(n); buf != nil {
+			t = graph.FromFloat32(buf, shape...)
+		}
+	}
+	if t == nil {
+		if t, err = graph.NewTensor(graph.DType(dt), shape); err != nil {
+			return "", nil, fmt.Errorf("tensor %q: %w", nb, err)
+		}
 	}
 	n := t.Size()
 	switch s := t.Data.(type) {
 	case []float32:
-		b := make([]byte, 4*n)
-		if _, err := io.ReadFull(r, b); err != nil {
+		if err := readFloat32s(r, s); err != nil {
 			return "", nil, err
-		}
-		for i := range s {
-			s[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 		}
 	case []float64:
 		b := make([]byte, 8*n)
@@ -485,7 +540,7 @@ func EncodeTensors(tensors map[string]*graph.Tensor) ([]byte, error) {
 
 // DecodeTensors reads what EncodeTensors wrote.
 func DecodeTensors(b []byte) (map[string]*graph.Tensor, error) {
-	_, out, err := decodeMessage(&bytesReader{b: b})
+	_, out, err := decodeMessage(&bytesReader{b: b}, nil)
 	return out, err
 }
 
@@ -505,4 +560,40 @@ func (r *bytesReader) Read(p []byte) (int, error) {
 	n := copy(p, r.b[r.i:])
 	r.i += n
 	return n, nil
+}
+
+// floatChunk is how many float32 values writeFloat32s and readFloat32s
+// move through their buffer at a time.
+const floatChunk = 1 << 14
+
+// writeFloat32s writes s little-endian, a chunk at a time.
+func writeFloat32s(w io.Writer, s []float32) error {
+	buf := make([]byte, 4*min(len(s), floatChunk))
+	for len(s) > 0 {
+		n := min(len(s), floatChunk)
+		for i, v := range s[:n] {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+		}
+		if _, err := w.Write(buf[:4*n]); err != nil {
+			return err
+		}
+		s = s[n:]
+	}
+	return nil
+}
+
+// readFloat32s fills s from little-endian bytes, a chunk at a time.
+func readFloat32s(r io.Reader, s []float32) error {
+	buf := make([]byte, 4*min(len(s), floatChunk))
+	for len(s) > 0 {
+		n := min(len(s), floatChunk)
+		if _, err := io.ReadFull(r, buf[:4*n]); err != nil {
+			return err
+		}
+		for i := range s[:n] {
+			s[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		}
+		s = s[n:]
+	}
+	return nil
 }

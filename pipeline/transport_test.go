@@ -213,11 +213,18 @@ func TestTensorEncoding(t *testing.T) {
 		"c": graph.FromFloat64([]float64{math.Pi}),
 		"d": graph.FromBool([]bool{true, false}, 2),
 	}
+	// a float32 tensor of several chunks (moved 16384 values at a time)
+	// and an empty one
+	big := make([]float32, 5*9833) // 3 chunks and 13 values
+	for i := range big {
+		big[i] = float32(math.Sin(float64(i))) * 1e3
+	}
+	in["e"], in["f"] = graph.FromFloat32(big, 5, len(big)/5), graph.FromFloat32([]float32{}, 0)
 	b, err := pipeline.EncodeTensors(in)
 	require.NoError(t, err)
 	out, err := pipeline.DecodeTensors(b)
 	require.NoError(t, err)
-	require.Len(t, out, 4)
+	require.Len(t, out, 6)
 	for k, v := range in {
 		assert.True(t, graph.SameShape(v.Shape, out[k].Shape), k)
 		assert.Equal(t, v.Data, out[k].Data, k)
@@ -241,10 +248,10 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 		for _, c := range []struct {
 			name    string
 			flushes int
-			zero    bool
-		}{{"1f1b", 1, false}, {"zbv", 1, false}, {"1f1b", 2, false}, {"1f1b", 1, true}, {"zbv", 2, true}} {
+			zero    int
+		}{{"1f1b", 1, 0}, {"zbv", 1, 0}, {"1f1b", 2, 0}, {"1f1b", 1, 1}, {"zbv", 2, 1}, {"1f1b", 1, 2}, {"zbv", 2, 2}} {
 			name, flushes, zero := c.name, c.flushes, c.zero
-			t.Run(fmt.Sprintf("%s/%s/flushes%d/zero%v", f.name, name, flushes, zero), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/flushes%d/zero%d", f.name, name, flushes, zero), func(t *testing.T) {
 				cfg := f.config(batch, R*accum, steps, "adamw")
 				cfg.ClipGradNorm = 1
 				want := reference(t, cfg)
@@ -263,6 +270,8 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 				require.NoError(t, err)
 				got := make([][]float64, R*S)
 				states := make([]map[string]*graph.Tensor, R*S)
+				kept := make([]map[string]bool, R*S) // the gradients each process keeps after a step
+				all := make([]map[string]bool, R*S)
 				errs := onRanks(R*S, func(proc int) error {
 					ctx := context.Background()
 					replica, rank := proc/S, proc%S
@@ -310,6 +319,19 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 						if _, err := run.ClipGradNorm(cfg.ClipGradNorm); err != nil {
 							return err
 						}
+						kept[proc], all[proc] = map[string]bool{}, map[string]bool{}
+						for s := range plan.Stages {
+							if sched.RankOf(s) != rank {
+								continue
+							}
+							for _, p := range run.Params(s) {
+								key := fmt.Sprintf("%d/%s", s, p.Name)
+								all[proc][key] = true
+								if p.Grad != nil {
+									kept[proc][key] = true
+								}
+							}
+						}
 						if err := run.Update(); err != nil {
 							return err
 						}
@@ -333,13 +355,29 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 					a, b := slotKeys(states[rank]), slotKeys(states[S+rank])
 					require.NotEmpty(t, a)
 					require.NotEmpty(t, b)
-					if zero {
+					if zero > 0 {
 						for k := range a {
 							assert.False(t, b[k], "rank %d: %s held by both replicas", rank, k)
 						}
 						assert.Greater(t, len(a)+len(b), max(len(a), len(b)))
 					} else {
 						assert.Equal(t, a, b, "rank %d", rank)
+					}
+					// ZeRO-2: each replica keeps the gradients of the
+					// parameters it owns, the two together all of them;
+					// otherwise each keeps all.
+					ka, kb := kept[rank], kept[S+rank]
+					require.NotEmpty(t, all[rank])
+					if zero == 2 {
+						for k := range ka {
+							assert.False(t, kb[k], "rank %d: the gradient of %s kept by both replicas", rank, k)
+						}
+						assert.Equal(t, len(all[rank]), len(ka)+len(kb), "rank %d: every gradient kept by one replica", rank)
+						assert.NotEmpty(t, ka)
+						assert.NotEmpty(t, kb)
+					} else {
+						assert.Equal(t, all[rank], ka, "rank %d", rank)
+						assert.Equal(t, all[rank], kb, "rank %d", rank)
 					}
 				}
 			})
@@ -357,4 +395,151 @@ func slotKeys(st map[string]*graph.Tensor) map[string]bool {
 		}
 	}
 	return out
+}
+
+// TestTransportRecycle: a received float32 tensor given back (Recycle) is
+// the storage of the next received tensor of its size, which still holds
+// what was sent; small tensors are not kept.
+func TestTransportRecycle(t *testing.T) {
+	groups := startGroups(t, 2)
+	trs := make([]*pipeline.TCPTransport, 2)
+	for r, err := range onRanks(2, func(r int) error {
+		var err error
+		trs[r], err = pipeline.NewTCPTransport(context.Background(), groups[r], "", 10*time.Second)
+		return err
+	}) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	defer trs[0].Close()
+	defer trs[1].Close()
+	ctx := context.Background()
+	send := func(step int64, scale float32) map[string]*graph.Tensor {
+		big, small := make([]float32, 3*16384+7), []float32{scale}
+		for i := range big {
+			big[i] = float32(i) * scale
+		}
+		k := pipeline.MsgKey{Step: step}
+		require.NoError(t, trs[0].Send(ctx, 1, k, map[string]*graph.Tensor{"big": graph.FromFloat32(big, len(big)), "small": graph.FromFloat32(small, 1)}))
+		msg, err := trs[1].Recv(ctx, 0, k)
+		require.NoError(t, err)
+		assert.Equal(t, big, msg["big"].Float32s(), "step %d", step)
+		assert.Equal(t, small, msg["small"].Float32s(), "step %d", step)
+		return msg
+	}
+	first := send(0, 1)
+	bigPtr, smallPtr := &first["big"].Float32s()[0], &first["small"].Float32s()[0]
+	trs[1].Recycle(first)
+	second := send(1, -2)
+	assert.Same(t, bigPtr, &second["big"].Float32s()[0], "the recycled buffer holds the next big tensor")
+	assert.NotSame(t, smallPtr, &second["small"].Float32s()[0], "small tensors are not recycled")
+	third := send(2, 3) // nothing recycled: new storage
+	assert.NotSame(t, &second["big"].Float32s()[0], &third["big"].Float32s()[0])
+}
+
+// TestTiedWeightsZero2: the tied model (E read by both stages) as 2
+// replicas × 2 ranks over loopback TCP with ZeRO-2 (the tied gradient
+// summed over stages and replicas by one all-reduce, the others
+// reduce-scattered), SGD with momentum, clipping to a norm of 0.1 that
+// acts: every process's losses equal one in-process pipeline's over the 4
+// micro-batches of each step, and both copies of E in every process end
+// equal to that pipeline's.
+func TestTiedWeightsZero2(t *testing.T) {
+	const R, S, M, steps = 2, 2, 2, 4
+	m := tiedModel()
+	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{SplitAt: []string{"act"}, BatchSize: 3})
+	require.NoError(t, err)
+	require.Equal(t, map[string][]int{"E": {0, 1}}, plan.Shared)
+	batches := make([][]pipeline.Batch, steps) // R*M per step
+	for s := range batches {
+		for i := 0; i < R*M; i++ {
+			x := graph.FromInt64([]int64{int64((s + i) % 7), int64((2*s + 3*i + 1) % 7), int64((5*s + i + 4) % 7)}, 3)
+			y := graph.FromInt64([]int64{int64((s + 2*i) % 7), int64((s + i + 3) % 7), int64((3*s + 1) % 7)}, 3)
+			batches[s] = append(batches[s], pipeline.Batch{Inputs: map[string]*graph.Tensor{"x": x}, Labels: y})
+		}
+	}
+	lc, err := train.ParseLoss("cross_entropy")
+	require.NoError(t, err)
+	sc := pipeline.StageConfig{Loss: train.LossAppender(m, lc)}
+	newOpt := func(_ int, ps []*optim.Param) (optim.Optimizer, error) {
+		return optim.NewSGD(optim.SGDConfig{LR: 0.5, Momentum: 0.9})
+	}
+	const clip = 0.1
+	// the reference: one pipeline over all R*M micro-batches
+	ref, err := pipeline.NewRunner(plan, mustSchedule(t, "1f1b", S, R*M), pipeline.RunnerConfig{Stage: sc, NewOptimizer: newOpt})
+	require.NoError(t, err)
+	var want, norms []float64
+	for _, mbs := range batches {
+		require.NoError(t, ref.ForwardBackward(context.Background(), mbs))
+		n, err := ref.ClipGradNorm(clip)
+		require.NoError(t, err)
+		require.NoError(t, ref.Update())
+		want, norms = append(want, ref.LastStats().Loss), append(norms, n)
+	}
+	assert.Greater(t, norms[0], clip, "clipping acts")
+	groups := startGroups(t, R*S)
+	got := make([][]float64, R*S)
+	es := make([][][]float32, R*S)
+	errs := onRanks(R*S, func(proc int) error {
+		ctx := context.Background()
+		replica, rank := proc/S, proc%S
+		tr, err := pipeline.NewTCPTransport(ctx, groups[proc], "", 20*time.Second)
+		if err != nil {
+			return err
+		}
+		defer tr.Close()
+		run, err := pipeline.NewRunner(plan, mustSchedule(t, "1f1b", S, M), pipeline.RunnerConfig{Stage: sc, Transport: pipeline.ReplicaTransport(tr, replica*S),
+			Rank: rank, Group: groups[proc], Replicas: R, Replica: replica, RecvTimeout: 20 * time.Second, Zero: 2, NewOptimizer: newOpt})
+		if err != nil {
+			return err
+		}
+		for _, mbs := range batches {
+			if err := run.ForwardBackward(ctx, mbs[replica*M:(replica+1)*M]); err != nil {
+				return err
+			}
+			if _, err := run.ClipGradNorm(clip); err != nil {
+				return err
+			}
+			if err := run.Update(); err != nil {
+				return err
+			}
+			got[proc] = append(got[proc], run.LastStats().Loss)
+		}
+		for _, sp := range run.Stages {
+			if sp != nil {
+				es[proc] = append(es[proc], stageParam(sp, "E"))
+			}
+		}
+		return nil
+	})
+	for p, err := range errs {
+		require.NoError(t, err, "process %d", p)
+	}
+	wantE := stageParam(ref.Stages[0], "E")
+	assert.NotEqual(t, m.Graph.Initializers["E"].Float32s(), wantE, "E trains")
+	for p := range got {
+		for i := range want {
+			assert.InDelta(t, want[i], got[p][i], 1e-5*math.Abs(want[i]), "process %d step %d", p, i+1)
+		}
+		require.Len(t, es[p], 1, "process %d holds one stage", p)
+		for j := range wantE {
+			assert.InDelta(t, wantE[j], es[p][0][j], 1e-5, "process %d: E[%d]", p, j)
+		}
+	}
+}
+
+func mustSchedule(t *testing.T, name string, ranks, micro int) *pipeline.Schedule {
+	t.Helper()
+	s, err := pipeline.New(name, ranks, micro, 0)
+	require.NoError(t, err)
+	return s
+}
+
+// stageParam is the values of a stage's copy of a parameter.
+func stageParam(sp *pipeline.StageProgram, name string) []float32 {
+	for _, p := range sp.Params {
+		if p.Name == name {
+			return p.Value.Float32s()
+		}
+	}
+	return nil
 }

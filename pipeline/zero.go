@@ -3,8 +3,10 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 
+	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/train/optim"
 )
@@ -21,6 +23,22 @@ import (
 // of its rank updated). The optimizer updates each parameter from its own
 // gradient and state only, so the result is that of the unsharded run bit
 // for bit.
+//
+// ZeRO-2 (Zero 2) shards the gradients as well, over the same owners. At
+// the end of a step (after its last flush) each replica sends every other
+// replica of its rank the summed gradients of the parameters that replica
+// owns, and adds what it receives to its own, in replica order, divided by
+// the replicas: a reduce-scatter over the stage's data-parallel group,
+// over the pipeline's transport, in blocks of whole parameters. Each
+// replica then holds the averaged gradient of its own parameters only
+// (the others' Grad is nil); the whole-model gradient buffer the
+// replicas' all-reduce needs without ZeRO-2 (4 bytes per parameter of
+// the whole model, in every process) is never made. Clipping adds the
+// squared norms of the gradients each process keeps over the group;
+// tied weights (a parameter read by stages of several ranks) are summed
+// with one all-reduce over the group and averaged, as without ZeRO-2.
+// What stays whole is each stage's gradient sum over its micro-batches
+// (the stage program's state, written by its weight-gradient passes).
 
 // zeroOwners assigns each of params to one of replicas: the largest first,
 // each to the replica holding the fewest elements so far (the lowest
@@ -49,8 +67,11 @@ func zeroOwners(params []*optim.Param, replicas int) []int {
 
 // sharded reports whether this Runner shards its optimizer state.
 func (r *Runner) sharded() bool {
-	return r.cfg.Zero && r.cfg.Replicas > 1 && r.cfg.Group != nil
+	return r.cfg.Zero > 0 && r.cfg.Replicas > 1 && r.cfg.Group != nil
 }
+
+// zero2 reports whether this Runner also shards the gradients (ZeRO-2).
+func (r *Runner) zero2() bool { return r.sharded() && r.cfg.Zero >= 2 }
 
 // optimizerParams is what stage s's optimizer steps: all of ps, or with
 // ZeRO the parameters this replica owns (recorded for Update).
@@ -90,10 +111,17 @@ func (r *Runner) ownedNames(s int) map[string]bool {
 }
 
 // syncShards sends the parameters this replica updated to the other
-// replicas of its rank, and takes theirs (ZeRO only).
+// replicas of its rank, and takes theirs (ZeRO only): over the pipeline's
+// transport, each replica sending its own parameters to each other
+// replica of its rank (an all-gather within the stage's data-parallel
+// group, whole parameters as blocks), or without a transport through an
+// AllGatherObject over the whole group.
 func (r *Runner) syncShards(ctx context.Context) error {
 	if !r.sharded() {
 		return nil
+	}
+	if r.cfg.Transport != nil {
+		return r.gatherShards(ctx)
 	}
 	mine := map[string]*graph.Tensor{}
 	for s, ps := range r.owned {
@@ -136,4 +164,258 @@ func (r *Runner) syncShards(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// zeroStage marks the ZeRO-2 reduce-scatter's messages (collectiveStage,
+// -1, marks synchronised BatchNorm's).
+const zeroStage = -2
+
+// reduceScatterReplicas is finishReplicated's gradient average under
+// ZeRO-2 (after the last flush of a step only): each replica ends with the
+// mean over the replicas of the gradients of the parameters it owns.
+func (r *Runner) reduceScatterReplicas(ctx context.Context) error {
+	if !r.lastFlush() {
+		return nil
+	}
+	S, R, me := r.Schedule.Ranks, r.cfg.Replicas, r.cfg.Replica
+	inv := 1 / float32(R)
+	if err := r.averageTied(ctx, inv); err != nil {
+		return err
+	}
+	raw := r.cfg.Transport
+	if rt, ok := raw.(replicaTransport); ok {
+		raw = rt.Transport
+	}
+	owners := map[int][]int{}
+	out := make([]map[string]*graph.Tensor, R)
+	for q := range out {
+		out[q] = map[string]*graph.Tensor{}
+	}
+	for s := range r.params {
+		if r.Stages[s] == nil {
+			continue
+		}
+		owners[s] = zeroOwners(r.params[s], R)
+		for i, p := range r.params[s] {
+			if _, tied := r.Plan.Shared[p.Name]; tied {
+				continue
+			}
+			if o := owners[s][i]; o != me {
+				out[o][fmt.Sprintf("%d/%s", s, p.Name)] = r.grads[s][i]
+			}
+		}
+	}
+	k := MsgKey{Step: r.seq - 1, Kind: BackwardWeight, Stage: zeroStage}
+	for q := 0; q < R; q++ {
+		if q == me {
+			continue
+		}
+		if err := raw.Send(ctx, q*S+r.cfg.Rank, k, out[q]); err != nil {
+			return fmt.Errorf("pipeline: rank %d of replica %d: reduce-scattering gradients (ZeRO-2) to replica %d: %w", r.cfg.Rank, me, q, err)
+		}
+	}
+	in := make([]map[string]*graph.Tensor, R)
+	for q := 0; q < R; q++ {
+		if q == me {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
+		msg, err := raw.Recv(rctx, q*S+r.cfg.Rank, k)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("pipeline: rank %d of replica %d: reduce-scattering gradients (ZeRO-2), waiting %v for replica %d: %w", r.cfg.Rank, me, r.cfg.RecvTimeout, q, err)
+		}
+		in[q] = msg
+	}
+	defer func() {
+		for _, msg := range in {
+			recycle(raw, msg)
+		}
+	}()
+	for s := range r.params {
+		if r.Stages[s] == nil {
+			continue
+		}
+		for i, p := range r.params[s] {
+			_, tied := r.Plan.Shared[p.Name]
+			if owners[s][i] != me {
+				p.Grad = nil // another replica keeps it
+				continue
+			}
+			p.Grad = r.grads[s][i]
+			if tied {
+				continue // averaged by averageTied
+			}
+			// this replica's sum, then the others' in replica order
+			// (only the owner adds them: no other process needs the same
+			// rounding), in place
+			g := p.Grad.Float32s()
+			for q := 0; q < R; q++ {
+				if q == me {
+					continue
+				}
+				t := in[q][fmt.Sprintf("%d/%s", s, p.Name)]
+				if t == nil || len(t.Float32s()) != len(g) {
+					return fmt.Errorf("pipeline: stage %d: replica %d sent %v for the gradient of %s (ZeRO-2), want %d float32 values", s, q, t, p.Name, len(g))
+				}
+				for j, v := range t.Float32s() {
+					g[j] += v
+				}
+			}
+			for j := range g {
+				g[j] *= inv
+			}
+		}
+	}
+	return nil
+}
+
+// averageTied replaces the gradient of every tied weight (a parameter of
+// several stages) by its sum over the stages and replicas times inv: one
+// all-reduce over the group, each process adding its stages' copies.
+func (r *Runner) averageTied(ctx context.Context, inv float32) error {
+	if len(r.Plan.Shared) == 0 {
+		return nil
+	}
+	names := sortedNames(r.Plan.Shared)
+	total := 0
+	for _, name := range names {
+		total += r.Plan.g.Initializers[name].Size()
+	}
+	buf := make([]float32, total)
+	off := 0
+	for _, name := range names {
+		for _, s := range r.Plan.Shared[name] {
+			if r.Stages[s] == nil {
+				continue
+			}
+			for j, v := range r.grads[s][r.paramIndex(s, name)].Float32s() {
+				buf[off+j] += v
+			}
+		}
+		off += r.Plan.g.Initializers[name].Size()
+	}
+	if err := r.cfg.Group.AllReduce(ctx, buf, distrib.Sum); err != nil {
+		return fmt.Errorf("pipeline: rank %d: summing tied weights' gradients (ZeRO-2): %w", r.cfg.Rank, err)
+	}
+	off = 0
+	for _, name := range names {
+		n := r.Plan.g.Initializers[name].Size()
+		for _, s := range r.Plan.Shared[name] {
+			if r.Stages[s] == nil {
+				continue
+			}
+			g := r.grads[s][r.paramIndex(s, name)].Float32s()
+			for j := range g {
+				g[j] = buf[off+j] * inv
+			}
+		}
+		off += n
+	}
+	return nil
+}
+
+// clipZero2 is ClipGradNorm under ZeRO-2: every process adds the squared
+// norms of the gradients it keeps (a tied weight counted at its first
+// stage only), one all-reduce of the sum over the group gives the whole
+// gradient's norm, and each process scales what it keeps.
+func (r *Runner) clipZero2(ctx context.Context, maxNorm float64) (float64, error) {
+	var sq float64
+	for s := range r.params {
+		for _, p := range r.stepParams(s) {
+			if st, ok := r.Plan.Shared[p.Name]; ok && st[0] != s {
+				continue
+			}
+			if p.Grad == nil {
+				return 0, fmt.Errorf("pipeline: stage %d: parameter %s has no gradient to clip (ZeRO-2: run ForwardBackward first)", s, p.Name)
+			}
+			var acc float64
+			for _, x := range p.Grad.Float32s() {
+				acc += float64(x) * float64(x)
+			}
+			n := float64(float32(math.Sqrt(acc)))
+			sq += n * n
+		}
+	}
+	buf := []float32{float32(sq)}
+	if err := r.cfg.Group.AllReduce(ctx, buf, distrib.Sum); err != nil {
+		return 0, fmt.Errorf("pipeline: rank %d: gradient norm (ZeRO-2): %w", r.cfg.Rank, err)
+	}
+	total := float32(math.Sqrt(float64(buf[0])))
+	coef := (1 / (total + float32(1e-6))) * float32(maxNorm)
+	if coef < 1 {
+		for s := range r.params {
+			for _, p := range r.stepParams(s) {
+				v := p.Grad.Float32s()
+				for i := range v {
+					v[i] *= coef
+				}
+			}
+		}
+	}
+	return float64(total), nil
+}
+
+// gatherShards is syncShards over the transport: messages keyed by the
+// step, sent only between the replicas of this rank.
+func (r *Runner) gatherShards(ctx context.Context) error {
+	S, R, me := r.Schedule.Ranks, r.cfg.Replicas, r.cfg.Replica
+	raw := r.cfg.Transport
+	if rt, ok := raw.(replicaTransport); ok {
+		raw = rt.Transport
+	}
+	mine := map[string]*graph.Tensor{}
+	for s, ps := range r.owned {
+		for _, p := range ps {
+			mine[fmt.Sprintf("%d/%s", s, p.Name)] = p.Value
+		}
+	}
+	k := MsgKey{Step: r.seq - 1, Kind: Forward, Stage: zeroStage}
+	for q := 0; q < R; q++ {
+		if q == me {
+			continue
+		}
+		if err := raw.Send(ctx, q*S+r.cfg.Rank, k, mine); err != nil {
+			return fmt.Errorf("pipeline: rank %d of replica %d: sending the parameters it updated (ZeRO) to replica %d: %w", r.cfg.Rank, me, q, err)
+		}
+	}
+	for q := 0; q < R; q++ {
+		if q == me {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
+		ts, err := raw.Recv(rctx, q*S+r.cfg.Rank, k)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("pipeline: rank %d of replica %d: waiting %v for the parameters replica %d updated (ZeRO): %w", r.cfg.Rank, me, r.cfg.RecvTimeout, q, err)
+		}
+		for s := range r.params {
+			if r.Stages[s] == nil {
+				continue
+			}
+			for _, p := range r.params[s] {
+				t, ok := ts[fmt.Sprintf("%d/%s", s, p.Name)]
+				if !ok {
+					continue
+				}
+				src, dst := t.Float32s(), p.Value.Float32s()
+				if src == nil || dst == nil || len(src) != len(dst) {
+					return fmt.Errorf("pipeline: stage %d: parameter %s from replica %d (ZeRO): %v %v, want %v %v", s, p.Name, q, t.DType, t.Shape, p.Value.DType, p.Value.Shape)
+				}
+				copy(dst, src)
+			}
+		}
+		recycle(raw, ts)
+	}
+	return nil
+}
+
+// recycle gives a received message's buffers back to a transport that
+// reuses them (TCPTransport.Recycle).
+func recycle(t Transport, msg map[string]*graph.Tensor) {
+	if rc, ok := t.(interface {
+		Recycle(map[string]*graph.Tensor)
+	}); ok && msg != nil {
+		rc.Recycle(msg)
+	}
 }

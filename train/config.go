@@ -154,7 +154,8 @@ type Config struct {
 	// MicroBatches per optimizer step (0: --grad-accum), the Schedule
 	// (gpipe, 1f1b, interleaved, zb1p, zbv) with VirtualStages chunks per
 	// rank for interleaved, manual cuts (SplitAt, comma-separated node or
-	// initializer names) and the Devices of the ranks (cpu:0,cpu:1,...).
+	// initializer names) and the Devices of the ranks (cpu:0,cpu:1,...; cpu:0=3
+	// gives a device 3 workers instead of its share of the cores).
 	PipelineStages int    `yaml:"pipeline-stages"`
 	MicroBatches   int    `yaml:"micro-batches"`
 	Schedule       string `yaml:"schedule"`

@@ -181,7 +181,15 @@ func (t *trainLoop) evaluate(ctx context.Context, epoch int) (improved, stop boo
 		return false, false, err
 	}
 	t.onEval(ev)
-	metricName := t.cfg.SaveBest
+	return t.control.observe(t.cfg, ev, t.msg)
+}
+
+// observe tracks the best metric over an evaluation: it reports whether
+// the metric improved (with --save-best, the caller saves the checkpoint
+// named in Best) and whether early stopping ends the run (said on msg).
+// The pipelined run (pipeline_run.go) shares it.
+func (c *runControl) observe(cfg Config, ev EvalRecord, msg io.Writer) (improved, stop bool, err error) {
+	metricName := cfg.SaveBest
 	if metricName == "" {
 		metricName = "val_loss"
 	}
@@ -189,7 +197,6 @@ func (t *trainLoop) evaluate(ctx context.Context, epoch int) (improved, stop boo
 	if err != nil {
 		return false, false, err
 	}
-	c := t.control
 	if c.Best != nil && c.Best.Metric != metric.name {
 		// Resumed with another metric: the saved best does not compare.
 		c.Best, c.BadEvals = nil, 0
@@ -201,15 +208,15 @@ func (t *trainLoop) evaluate(ctx context.Context, epoch int) (improved, stop boo
 	}
 	if metric.better(v, best, c.Best != nil) {
 		c.Best = &BestRecord{Metric: metric.name, Value: v, Step: ev.Step}
-		if t.cfg.SaveBest != "" {
+		if cfg.SaveBest != "" {
 			c.Best.Checkpoint = CheckpointName(ev.Step)
 		}
 		c.BadEvals = 0
 		return true, false, nil
 	}
 	c.BadEvals++
-	if p := t.cfg.EarlyStoppingPatience; p > 0 && c.BadEvals >= p {
-		fmt.Fprintf(t.msg, "early stopping at step %d: %s has not improved on %.6g (step %d) for %d evaluations (--early-stopping-patience %d)\n",
+	if p := cfg.EarlyStoppingPatience; p > 0 && c.BadEvals >= p {
+		fmt.Fprintf(msg, "early stopping at step %d: %s has not improved on %.6g (step %d) for %d evaluations (--early-stopping-patience %d)\n",
 			ev.Step, metric.name, c.Best.Value, c.Best.Step, c.BadEvals, p)
 		return false, true, nil
 	}

@@ -31,7 +31,9 @@ type PipelineConfig struct {
 	// SplitAt cuts before these nodes (or the first reader of these
 	// initializers) instead of automatically.
 	SplitAt []string
-	// Devices of the ranks in one process ("cpu:0", "cpu:1", ...).
+	// Devices of the ranks in one process ("cpu:0", "cpu:1", ...); a
+	// worker count after '=' ("cpu:0=3") gives that CPU device a pool of
+	// that many workers instead of its even share of the cores.
 	Devices []string
 	// Partition balances the stages by the cost model ("estimate", the
 	// default) or by timing the model's pieces ("profile", which needs
@@ -55,6 +57,9 @@ type PipelineOptions struct {
 	// Profile are micro-batches to time the model's pieces on, for
 	// Partition "profile".
 	Profile []*data.Batch
+	// TrainOnly freezes every parameter whose name does not match (as
+	// ModelOptions.TrainOnly): frozen ones are constants of their stages.
+	TrainOnly string
 }
 
 // PipelineModel is a model prepared for pipeline parallelism: Step runs a
@@ -71,11 +76,14 @@ type PipelineModel struct {
 }
 
 // PreparePipeline cuts m into AcceleratorConfig.Pipeline.Stages ranks and
-// builds this process's stages. MixedPrecision bf16 autocasts the whole
-// graph before it is cut; fp16 (one loss scale over every stage) and ZeRO 2
-// are refused with pipelining; SyncBatchNorm sums each stage's batch
-// statistics over its replicas; ZeRO 1 shards each stage's
-// optimizer state over the data-parallel replicas of that stage.
+// builds this process's stages. MixedPrecision bf16 autocasts each stage
+// where the whole graph would be; fp16 adds the Accelerator's one loss
+// scale (GradScaler) to every stage's backward seed, and OptimizerStep
+// skips a step whose gradients hold an inf or NaN in any stage (of any
+// process), as the command's pipelined fp16 run does; SyncBatchNorm sums
+// each stage's batch statistics over its replicas; ZeRO 1 shards each
+// stage's optimizer state over the data-parallel replicas of that stage,
+// ZeRO 2 its averaged gradients too (reduce-scattered over them).
 func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss LossConfig, opts PipelineOptions) (*PipelineModel, error) {
 	pc := a.cfg.Pipeline
 	switch {
@@ -83,10 +91,6 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs Pipeline.Stages > 0, got %d", pc.Stages)
 	case opts.NewOptimizer == nil:
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs PipelineOptions.NewOptimizer (each stage steps its own parameters)")
-	case a.cfg.MixedPrecision == "fp16":
-		return nil, fmt.Errorf("accelerator: MixedPrecision fp16 is not supported by PreparePipeline yet (onnxtrain train --pipeline-stages scales the loss over every stage; use bf16 here)")
-	case a.cfg.Zero > 1:
-		return nil, fmt.Errorf("accelerator: Zero %d is not supported with pipelining (Zero 1 is: each stage's optimizer state sharded over its replicas)", a.cfg.Zero)
 	case pc.MicroBatches > 0 && a.cfg.GradAccum > 1 && pc.MicroBatches != a.cfg.GradAccum:
 		return nil, fmt.Errorf("accelerator: Pipeline.MicroBatches %d and GradAccum %d disagree (one step consumes MicroBatches; leave GradAccum at 1)", pc.MicroBatches, a.cfg.GradAccum)
 	}
@@ -108,7 +112,7 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 	pb := pipelineBuild{Stages: pc.Stages, Micro: M, Schedule: pc.Schedule, Virtual: pc.VirtualStages, SplitAt: pc.SplitAt,
 		Devices: strings.Join(pc.Devices, ","), Partition: pc.Partition, StageMemory: pc.StageMemory, BatchSize: batch,
 		Slots: opts.OptimizerSlots, Backend: a.cfg.Backend, Seed: a.cfg.Seed, Recompute: a.cfg.Recompute, MixedPrecision: a.cfg.MixedPrecision, Tuning: a.cfg.Tuning,
-		Zero: a.cfg.Zero == 1, SyncBatchNorm: a.cfg.SyncBatchNorm, NewOptimizer: opts.NewOptimizer}
+		Zero: a.cfg.Zero, TrainOnly: opts.TrainOnly, SyncBatchNorm: a.cfg.SyncBatchNorm, NewOptimizer: opts.NewOptimizer}
 	if len(opts.Profile) > 0 {
 		pb.First = func(context.Context) ([]pipeline.Batch, error) { return pipelineBatches(opts.Profile), nil }
 	}
@@ -133,6 +137,10 @@ func pipelineBatches(bs []*data.Batch) []pipeline.Batch {
 // over the micro-batches (and replicas). The gradients wait in the
 // stages for ClipGradNorm and OptimizerStep.
 func (p *PipelineModel) Step(ctx context.Context, micro []*data.Batch) (float64, error) {
+	if s := p.acc.amp.scaler; s != nil {
+		// fp16: every stage's seed carries the one loss scale (amp.go).
+		p.runner.SetLossScale(s.Scale())
+	}
 	if err := p.runner.ForwardBackwardPartial(ctx, pipelineBatches(micro)); err != nil {
 		return 0, err
 	}
@@ -141,18 +149,51 @@ func (p *PipelineModel) Step(ctx context.Context, micro []*data.Batch) (float64,
 
 // ClipGradNorm scales the gradients of every stage so that their joint
 // L2 norm is at most maxNorm (0: only measure) and returns the norm
-// before clipping.
+// before clipping. With fp16 the gradients are unscaled first (once per
+// step), so the norm is that of the true gradients.
 func (p *PipelineModel) ClipGradNorm(maxNorm float64) (float64, error) {
+	if err := p.unscale(); err != nil {
+		return 0, err
+	}
 	return p.runner.ClipGradNorm(maxNorm)
 }
 
+// unscale divides the step's gradients of every stage by the loss scale
+// and agrees, over every stage and process, whether any was inf or NaN
+// (fp16 only; once per step).
+func (p *PipelineModel) unscale() error {
+	s := p.acc.amp.scaler
+	if s == nil {
+		return nil
+	}
+	_, err := s.unscaleWith(func(inv float32) (bool, error) { return p.runner.UnscaleGrads(context.Background(), inv) })
+	return err
+}
+
 // OptimizerStep steps every stage's optimizer over its own parameters and
-// counts the step on the Accelerator.
+// counts the step on the Accelerator. With fp16 it unscales the gradients
+// (if ClipGradNorm did not), updates the loss scale, and skips the update
+// when any stage's gradients held an inf or NaN: every stage skips the
+// same step (Accelerator.StepWasSkipped tells; the step still counts).
 func (p *PipelineModel) OptimizerStep() error {
+	a := p.acc
+	a.amp.lastSkipped = false
+	if s := a.amp.scaler; s != nil {
+		if err := p.unscale(); err != nil {
+			return err
+		}
+		if s.Update() {
+			a.amp.skipped++
+			a.amp.lastSkipped = true
+			a.step++
+			a.log.WithField("step", a.step).Warnf("gradients hold inf/NaN at loss scale %g: step skipped in every stage, scale now %g", s.Scale()/s.cfg.BackoffFactor, s.Scale())
+			return nil
+		}
+	}
 	if err := p.runner.UpdateContext(context.Background()); err != nil {
 		return err
 	}
-	p.acc.step++
+	a.step++
 	return nil
 }
 

@@ -31,8 +31,9 @@ type pipelineBuild struct {
 	Seed                   int64
 	Recompute              bool
 	MixedPrecision         string         // "", "no", "bf16" or "fp16"
-	Zero                   bool           // ZeRO-1: each stage's optimizer state sharded over its replicas
+	Zero                   int            // 1: each stage's optimizer state sharded over its replicas; 2: its gradients too (pipeline/zero.go)
 	Eval                   bool           // compile the stages' evaluation programs (--val-data)
+	TrainOnly              string         // --train-only (with --freeze folded in): the others are frozen
 	SyncBatchNorm          bool           // batch statistics summed over each stage's replicas
 	Tuning                 backend.Tuning // passed to every stage compile
 	Timeout                time.Duration  // of one receive (0: the group's, or 5 minutes)
@@ -68,6 +69,9 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	if popts.OptimizerSlots == 0 {
 		popts.OptimizerSlots = 2
 	}
+	if popts.TrainOnly, err = TrainOnlyRegexp(pb.TrainOnly); err != nil {
+		return nil, err
+	}
 	if pb.StageMemory != "" {
 		if popts.StageMemory, err = pipeline.ParseBytes(pb.StageMemory); err != nil {
 			return nil, fmt.Errorf("--stage-memory: %w", err)
@@ -97,6 +101,15 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	plan, err := partitionFor(ctx, pb, m, popts, sc, group)
 	if err != nil {
 		return nil, err
+	}
+	if popts.TrainOnly != nil {
+		n := 0
+		for _, st := range plan.Stages {
+			n += len(st.Params)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("--train-only %q matches no parameter of the model; nothing would train", pb.TrainOnly)
+		}
 	}
 	var devices []string
 	if pb.Devices != "" {

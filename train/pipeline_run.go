@@ -49,12 +49,6 @@ func (c *Config) checkPipeline() error {
 	switch {
 	case c.MicroBatches < 0:
 		return fmt.Errorf("--micro-batches must be positive, got %d", c.MicroBatches)
-	case c.SaveBest != "" || c.EarlyStoppingPatience > 0:
-		return fmt.Errorf("--save-best and --early-stopping-patience are not supported with --pipeline-stages yet (--val-data and --eval-every are)")
-	case c.Zero > 1:
-		return fmt.Errorf("--zero %d is not supported with --pipeline-stages (each process holds only its stages' parameters and gradients; --zero 1 shards each stage's optimizer state over the data-parallel replicas of that stage)", c.Zero)
-	case c.TrainOnly != "":
-		return fmt.Errorf("--train-only is not supported with --pipeline-stages yet")
 	}
 	return nil
 }
@@ -65,7 +59,7 @@ func (c *Config) checkPipeline() error {
 // optimizer state. It logs, checkpoints and writes --output as Run does;
 // checkpoints hold the model under its ONNX names, so they resume with
 // another stage count or without pipelining, and the reverse.
-func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) {
+func runPipeline(ctx context.Context, cfg Config, onRestart bool, out, msg io.Writer) (*Summary, error) {
 	if err := cfg.checkPipeline(); err != nil {
 		return nil, err
 	}
@@ -89,9 +83,38 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			out, msg = io.Discard, io.Discard
 		}
 	}
+	// --output: refuse another run's folder, lock it, check it is
+	// writable, before anything is loaded, as one process does
+	// (outputdir.go); every process learns whether the main one refused.
+	releaseOutput, err := prepareOutput(cfg, onRestart, mainProcess, msg)
+	if group != nil && group.WorldSize() > 1 && cfg.Output != "" {
+		flag := []float32{0}
+		if err != nil {
+			flag[0] = 1
+		}
+		if rerr := group.AllReduce(ctx, flag, distrib.Sum); rerr != nil {
+			err = errors.Join(err, rerr)
+		} else if err == nil && flag[0] > 0 {
+			err = fmt.Errorf("--output %s: the main process refused it (its error says why)", cfg.Output)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer releaseOutput()
 	m, err := importer.Load(cfg.Model)
 	if err != nil {
 		return nil, err
+	}
+	// --num-classes, --freeze, --freeze-bn and a fixed-batch export, as
+	// one process prepares them (finetune.go); --train-only and --freeze
+	// reach the partitioner as one pattern.
+	ft, err := PrepareFineTune(m, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, note := range ft.Notes {
+		fmt.Fprintln(msg, note)
 	}
 	lc, err := ParseLoss(cfg.Loss)
 	if err != nil {
@@ -131,7 +154,7 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	pb := pipelineBuild{Stages: cfg.PipelineStages, Micro: M, Schedule: cfg.Schedule, Virtual: cfg.VirtualStages,
 		Devices: cfg.Devices, Partition: cfg.Partition, StageMemory: cfg.StageMemory, BatchSize: cfg.BatchSize,
 		Backend: cfg.Backend, Seed: cfg.Seed, Recompute: cfg.Recompute, Timeout: cfg.DistTimeout, MixedPrecision: cfg.MixedPrecision, Tuning: cfg.Tuning,
-		Zero: cfg.Zero == 1, Eval: cfg.ValData != "", SyncBatchNorm: cfg.SyncBatchNorm,
+		Zero: cfg.Zero, Eval: cfg.ValData != "", TrainOnly: ft.TrainOnly, SyncBatchNorm: cfg.SyncBatchNorm,
 		NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) { return NewOptimizer(cfg, ps) },
 		First:        func(ctx context.Context) ([]pipeline.Batch, error) { return firstMicroBatches(ctx, loader, M) }}
 	if cfg.SplitAt != "" {
@@ -162,6 +185,12 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 		return nil, err
 	}
 	step, startEpoch, skip, counter := 0, 0, 0, 0
+	// --save-best and --early-stopping-patience (control.go): the best
+	// evaluation, the evaluations since, carried by checkpoints as "run",
+	// with the data-order settings of the one-process run this one
+	// equals (--grad-accum R×K×M in one process), so that a resume in
+	// another layout compares like with like.
+	control := &runControl{BatchSize: cfg.BatchSize, GradAccum: W * replicas, World: 1, Seed: cfg.Seed, Shuffle: cfg.Shuffle}
 	if cfg.Resume != "" {
 		dir := cfg.Resume
 		if dir == "latest" {
@@ -187,6 +216,11 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 					return nil, fmt.Errorf("--resume %s: %w", dir, err)
 				}
 			}
+			if b, ok := st.Extra["run"]; ok {
+				if err := control.LoadStateDict(b); err != nil {
+					return nil, fmt.Errorf("--resume %s: %w", dir, err)
+				}
+			}
 			step, counter = st.Step, st.CheckpointCounter
 			startEpoch, skip = Position{Epoch: st.Epoch, BatchInEpoch: st.BatchInEpoch}.ResumePoint(loader.Len())
 			if cfg.LogFormat != "json" {
@@ -197,34 +231,57 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 	runner.SetLR(lrs.LR(step))
 	if cfg.LogFormat != "json" {
 		fmt.Fprintf(msg, "training %s in %d pipeline stages on %s (schedule %s, %d micro-batches of %d per step, %d replicas), %d optimizer steps\n",
-			cfg.Model, len(plan.Stages), strings.Join(runner.Devices, ","), sched.Name, M, cfg.BatchSize, replicas, total)
+			cfg.Model, len(plan.Stages), deviceList(runner), sched.Name, M, cfg.BatchSize, replicas, total)
 	}
-	sum := &Summary{}
 	enc := json.NewEncoder(out)
 	epochs := cfg.Epochs
 	if cfg.Steps > 0 {
 		epochs = math.MaxInt32
 	}
+	sum := &Summary{}
 	save := func(epoch, batchInEpoch int) error {
 		counter++
 		params, buffers, optState, err := gatherStages(ctx, group, runner)
 		if err != nil || !mainProcess {
 			return err
 		}
+		run, err := control.StateDict()
+		if err != nil {
+			return err
+		}
 		st := &State{Step: step, Epoch: epoch, BatchInEpoch: batchInEpoch, Params: params, Buffers: buffers,
 			Optimizer: optState, Schedule: map[string]any{"step": step, "lr": lrs.LR(step)},
 			RNG:               map[string][]byte{"data_seed": binary.LittleEndian.AppendUint64(nil, uint64(cfg.Seed))},
-			CheckpointCounter: counter, Extra: map[string]json.RawMessage{}, LossScaler: scalerState(scaler),
+			CheckpointCounter: counter, Extra: map[string]json.RawMessage{"run": run}, LossScaler: scalerState(scaler),
 			Versions: map[string]string{"pipeline": fmt.Sprintf("%d stages, %s", len(plan.Stages), sched.Name)}}
 		if err := SaveState(filepath.Join(cfg.Output, CheckpointName(step)), st); err != nil { // named by optimizer step, as train.Run names them
 			return err
 		}
 		if cfg.KeepLast > 0 {
-			return Prune(cfg.Output, cfg.KeepLast)
+			best := ""
+			if cfg.SaveBest != "" && control.Best != nil {
+				best = control.Best.Checkpoint // spared by pruning
+			}
+			return PruneKeeping(cfg.Output, cfg.KeepLast, best)
 		}
 		return nil
 	}
-	for epoch := startEpoch; epoch < epochs && !(cfg.Steps > 0 && step >= cfg.Steps); epoch++ {
+	// validate runs the pipelined validation pass, logs it and tracks the
+	// best metric (the same record on every process, so all of them
+	// agree on saving and stopping).
+	validate := func(epoch int) (improved, stop bool, err error) {
+		ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
+		if err != nil {
+			return false, false, err
+		}
+		sum.LastEval = &ev
+		if err := logEval(out, cfg, ev); err != nil {
+			return false, false, err
+		}
+		return control.observe(cfg, ev, msg)
+	}
+	stopped := false // early stopping
+	for epoch := startEpoch; epoch < epochs && !(cfg.Steps > 0 && step >= cfg.Steps) && !stopped; epoch++ {
 		var window []pipeline.Batch
 		samples := 0
 		started := time.Now()
@@ -315,36 +372,38 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 					rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, rec.SamplesPerS)
 			}
 			window, samples, started = window[:0], 0, time.Now()
+			improved := false
 			if val != nil && cfg.EvalEvery > 0 && step%cfg.EvalEvery == 0 {
-				ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
-				if err != nil {
+				if improved, stopped, err = validate(epoch); err != nil {
 					return sum, fmt.Errorf("step %d: validation: %w", step, err)
 				}
-				sum.LastEval = &ev
-				if err := logEval(out, cfg, ev); err != nil {
-					return sum, err
-				}
 			}
-			if every := cfg.CheckpointEvery; every > 0 && step%every == 0 {
+			every := cfg.CheckpointEvery
+			if cfg.Output != "" && ((every > 0 && step%every == 0) || (improved && cfg.SaveBest != "")) {
 				if err := save(epoch, index); err != nil {
 					return sum, err
 				}
 			}
-			if cfg.Steps > 0 && step >= cfg.Steps {
+			if stopped || (cfg.Steps > 0 && step >= cfg.Steps) {
 				break
 			}
 		}
 		skip = 0
-		if val != nil && cfg.EvalEvery == 0 {
-			ev, err := evaluatePipeline(ctx, runner, val, group, lc, replicas, replica, epoch, step)
-			if err != nil {
+		if val != nil && cfg.EvalEvery == 0 && !stopped {
+			improved := false
+			if improved, stopped, err = validate(epoch); err != nil {
 				return sum, fmt.Errorf("epoch %d: validation: %w", epoch, err)
 			}
-			sum.LastEval = &ev
-			if err := logEval(out, cfg, ev); err != nil {
-				return sum, err
+			if improved && cfg.SaveBest != "" && cfg.Output != "" {
+				if err := save(epoch, loader.Len()); err != nil {
+					return sum, err
+				}
 			}
 		}
+	}
+	if control.Best != nil && cfg.SaveBest != "" {
+		sum.Best = control.Best
+		fmt.Fprintf(msg, "best %s %.6g at step %d: %s\n", control.Best.Metric, control.Best.Value, control.Best.Step, filepath.Join(cfg.Output, control.Best.Checkpoint))
 	}
 	sum.Steps = step
 	if n := len(sum.Records); n > 0 {
@@ -376,6 +435,9 @@ func runPipeline(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary,
 			}
 			copyInto(dst, t)
 			prog.Buffers[name] = dst
+		}
+		if err := restoreFrozen(m, cfg); err != nil {
+			return sum, err
 		}
 		paths, err := SaveModel(cfg.Output, prog)
 		if err != nil {
@@ -469,4 +531,50 @@ func scalerState(s *GradScaler) map[string]float64 {
 		return nil
 	}
 	return s.State()
+}
+
+// deviceList names the runner's devices for the log, each with its worker
+// count where it has its own pool ("cpu:0=1,cpu:1=1", the --devices
+// syntax).
+func deviceList(r *pipeline.Runner) string {
+	out := make([]string, len(r.Devices))
+	for i, d := range r.Devices {
+		out[i] = d
+		if i < len(r.Workers) && r.Workers[i] > 0 {
+			out[i] = fmt.Sprintf("%s=%d", d, r.Workers[i])
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// restoreFrozen puts back the tensors ReleaseOtherStages left as
+// placeholders that no stage's weights returned: the frozen parameters
+// (--train-only, --freeze), read again from the model file and prepared
+// as the run prepared it (PrepareFineTune is seeded, so a new head comes
+// back as it was).
+func restoreFrozen(m *graph.Model, cfg Config) error {
+	var missing []string
+	for name, t := range m.Graph.Initializers {
+		if t != nil && t.Data == nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	again, err := importer.Load(cfg.Model)
+	if err != nil {
+		return fmt.Errorf("--output: reading the frozen parameters again: %w", err)
+	}
+	if _, err := PrepareFineTune(again, cfg); err != nil {
+		return fmt.Errorf("--output: reading the frozen parameters again: %w", err)
+	}
+	for _, name := range missing {
+		t := again.Graph.Initializers[name]
+		if t == nil || t.Data == nil || !graph.SameShape(t.Shape, m.Graph.Initializers[name].Shape) {
+			return fmt.Errorf("--output: %s holds no tensor %q of shape %v to write back", cfg.Model, name, m.Graph.Initializers[name].Shape)
+		}
+		m.Graph.Initializers[name] = t
+	}
+	return nil
 }

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
 )
@@ -146,9 +149,24 @@ func TestPipelineCheckpointsResumeInAnotherLayout(t *testing.T) {
 	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "gpipe", 1, 4
 	cfg.Resume = filepath.Join(single.Output, train.CheckpointName(2))
 	assertSameRecords(t, want[2:], runRecords(t, cfg))
+
+	// The pipelined checkpoint records the data order of the one-process
+	// run it equals (--grad-accum 4): resuming it in one process with
+	// --grad-accum 4 gives no warning; with --grad-accum 2 it does.
+	for _, c := range []struct {
+		accum int
+		warns bool
+	}{{4, false}, {2, true}} {
+		one := pipelineConfig(t.TempDir())
+		one.GradAccum, one.Resume, one.LogFormat, one.Steps = c.accum, ckpt, "text", 3
+		var msg bytes.Buffer
+		_, err := train.Run(context.Background(), one, io.Discard, &msg)
+		require.NoError(t, err)
+		assert.Equal(t, c.warns, strings.Contains(msg.String(), "the data order differs"), "--grad-accum %d: %s", c.accum, msg.String())
+	}
 }
 
-// Options the in-process pipeline does not support fail with the flag's name.
+// Bad pipelining options fail with the flag's name.
 func TestRunPipelineRejects(t *testing.T) {
 	cfg := pipelineConfig("")
 	cfg.PipelineStages, cfg.MicroBatches = 2, 2
@@ -159,15 +177,9 @@ func TestRunPipelineRejects(t *testing.T) {
 	cfg.Schedule, cfg.Devices = "1f1b", "cpu:0,cpu:1,cpu:2"
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "3 devices")
-	cfg.Devices, cfg.Zero = "", 2
+	cfg.Devices, cfg.MicroBatches = "", -1
 	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--zero 2 is not supported with --pipeline-stages")
-	cfg.Zero, cfg.ValData, cfg.SaveBest, cfg.Output = 0, cfg.Data, "val_loss", t.TempDir()
-	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--save-best and --early-stopping-patience are not supported with --pipeline-stages")
-	cfg.ValData, cfg.SaveBest, cfg.Output, cfg.TrainOnly = "", "", "", "block"
-	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
-	assert.ErrorContains(t, err, "--train-only is not supported with --pipeline-stages")
+	assert.ErrorContains(t, err, "--micro-batches must be positive")
 }
 
 // --mixed-precision bf16 with pipelining: each stage autocasts its lowered
@@ -225,7 +237,7 @@ func TestRunPipelinePartitionProfile(t *testing.T) {
 	cfg := pipelineConfig(t.TempDir())
 	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches, cfg.Partition = 2, "1f1b", 1, 4, "profile"
 	assertSameRecords(t, want, runRecords(t, cfg))
-	cfg.Partition = "guess"
+	cfg.Partition, cfg.Output = "guess", t.TempDir()
 	_, err := train.Run(context.Background(), cfg, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, `--partition must be estimate or profile, got "guess"`)
 }
@@ -353,4 +365,238 @@ func TestRunPipelineValData(t *testing.T) {
 			}
 		})
 	}
+}
+
+// --train-only and --freeze with pipelining: each stage trains only its
+// matching parameters; the frozen ones are constants of their stages. On
+// vit_tiny, with the first of two stages wholly frozen (--train-only
+// blocks.1 and the head) and with parts of a block frozen (--freeze), under
+// 1f1b and zbv (four stages), the losses and gradient norms equal one
+// process's with the same flag, --output holds the frozen parameters
+// unchanged and the trained ones as one process trains them, and the run
+// differs from training everything.
+func TestRunPipelineTrainOnly(t *testing.T) {
+	all := runRecords(t, pipelineConfig(""))
+	m, err := importer.Load("../models/vit_tiny/vit_tiny_train.onnx")
+	require.NoError(t, err)
+	orig := m.Graph.Initializers
+	for _, tc := range []struct {
+		name            string
+		trainOnly, frz  string
+		frozen, trained string // a parameter of each kind
+	}{
+		{"train-only", `^(blocks\.1\.|head\.)`, "", "blocks.0.mlp.0.weight", "blocks.1.mlp.0.weight"},
+		{"freeze", "", `^blocks\.0\.(attn|mlp)\.|^patch_embed\.`, "blocks.0.attn.qkv.weight", "blocks.0.norm1.weight"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			one := pipelineConfig(t.TempDir())
+			one.TrainOnly, one.Freeze = tc.trainOnly, tc.frz
+			want := runRecords(t, one)
+			require.Len(t, want, 4)
+			assert.NotEqual(t, all[3].Loss, want[3].Loss, "freezing changes the run")
+			ref, _, err := tensorio.ReadSafetensors(filepath.Join(one.Output, "model.safetensors"))
+			require.NoError(t, err)
+			for _, schedule := range []string{"1f1b", "zbv"} {
+				cfg := pipelineConfig(t.TempDir())
+				cfg.TrainOnly, cfg.Freeze = tc.trainOnly, tc.frz
+				cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, schedule, 1, 4
+				assertSameRecords(t, want, runRecords(t, cfg))
+				got, _, err := tensorio.ReadSafetensors(filepath.Join(cfg.Output, "model.safetensors"))
+				require.NoError(t, err)
+				exported, err := loadInit(filepath.Join(cfg.Output, "model.onnx"))
+				require.NoError(t, err)
+				assert.Equal(t, orig[tc.frozen].Float32s(), exported[tc.frozen].Float32s(), "%s: %s is frozen", schedule, tc.frozen)
+				assert.NotEqual(t, orig[tc.trained].Float32s(), exported[tc.trained].Float32s(), "%s: %s trains", schedule, tc.trained)
+				assert.Equal(t, len(ref), len(got), "%s: model.safetensors holds what one process's does", schedule)
+				for name, want := range ref {
+					require.Contains(t, got, name)
+					fa, fb := want.Float32s(), got[name].Float32s()
+					for i := range fa {
+						require.InDelta(t, fa[i], fb[i], 1e-5, "%s: %s[%d]", schedule, name, i)
+					}
+				}
+			}
+		})
+	}
+	cfg := pipelineConfig("")
+	cfg.PipelineStages, cfg.GradAccum, cfg.MicroBatches = 2, 1, 4
+	cfg.TrainOnly = `^nothing`
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, `--train-only "^nothing" matches no parameter`)
+}
+
+// runSummary runs cfg and returns its summary and JSON records (step and
+// validation records alike, as maps).
+func runSummary(t *testing.T, cfg train.Config) (*train.Summary, []map[string]float64, string) {
+	t.Helper()
+	var out, msg bytes.Buffer
+	sum, err := train.Run(context.Background(), cfg, &out, &msg)
+	require.NoError(t, err)
+	var recs []map[string]float64
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var r map[string]float64
+		require.NoError(t, dec.Decode(&r))
+		recs = append(recs, r)
+	}
+	return sum, recs, msg.String()
+}
+
+// checkpointNames lists the checkpoint folders under dir.
+func checkpointNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "checkpoint-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// --save-best and --early-stopping-patience with pipelining behave as in
+// one process: on vit_tiny (one optimizer step per epoch), validating after
+// every step (--eval-every 1, --save-best val_loss, --keep-last 2,
+// --checkpoint-every 5) and after every epoch (--save-best val_accuracy,
+// --early-stopping-patience 2), under 1f1b and zbv, the same validation
+// records, the same best (metric, value to 1e-5, step, checkpoint), the
+// same checkpoint folders after pruning, the best checkpoint's weights to
+// 1e-5, and the same early stop. A pipelined run stopped after 3 epochs
+// and resumed carries the best and the evaluations since it, and stops
+// where the uninterrupted run does.
+func TestRunPipelineSaveBestEarlyStopping(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*train.Config)
+		stop bool
+	}{
+		{"eval-every/val_loss", func(c *train.Config) {
+			c.EvalEvery, c.Steps, c.SaveBest, c.KeepLast, c.CheckpointEvery = 1, 12, "val_loss", 2, 5
+		}, false},
+		{"epoch/val_accuracy", func(c *train.Config) {
+			c.EvalEvery, c.Steps, c.Epochs, c.SaveBest, c.EarlyStoppingPatience = 0, 0, 12, "val_accuracy", 2
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := func() train.Config {
+				cfg := pipelineConfig(t.TempDir())
+				cfg.ValData, cfg.LR = cfg.Data, 3e-3
+				tc.set(&cfg)
+				return cfg
+			}
+			one := base()
+			wantSum, wantRecs, wantMsg := runSummary(t, one)
+			require.NotNil(t, wantSum.Best)
+			if tc.stop {
+				require.Contains(t, wantMsg, "early stopping at step")
+				require.Less(t, wantSum.Steps, 12, "the one-process run stops early")
+			}
+			wantCkpts := checkpointNames(t, one.Output)
+			require.Contains(t, wantCkpts, wantSum.Best.Checkpoint)
+			bestWeights, _, err := tensorio.ReadSafetensors(filepath.Join(one.Output, wantSum.Best.Checkpoint, "model.safetensors"))
+			require.NoError(t, err)
+			for _, schedule := range []string{"1f1b", "zbv"} {
+				cfg := base()
+				cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, schedule, 1, 4
+				sum, recs, msg := runSummary(t, cfg)
+				require.NotNil(t, sum.Best, schedule)
+				assert.Equal(t, wantSum.Steps, sum.Steps, schedule)
+				assert.Equal(t, wantSum.Best.Metric, sum.Best.Metric, schedule)
+				assert.Equal(t, wantSum.Best.Step, sum.Best.Step, schedule)
+				assert.Equal(t, wantSum.Best.Checkpoint, sum.Best.Checkpoint, schedule)
+				assert.InDelta(t, wantSum.Best.Value, sum.Best.Value, 1e-5*math.Abs(wantSum.Best.Value), schedule)
+				assert.Equal(t, tc.stop, strings.Contains(msg, "early stopping at step"), "%s: %s", schedule, msg)
+				assert.Contains(t, msg, "best "+sum.Best.Metric)
+				require.Len(t, recs, len(wantRecs), schedule)
+				for i := range wantRecs {
+					assert.Equal(t, wantRecs[i]["step"], recs[i]["step"], "%s record %d", schedule, i)
+					assert.InDelta(t, wantRecs[i]["loss"], recs[i]["loss"], 1e-5*math.Abs(wantRecs[i]["loss"]), "%s record %d", schedule, i)
+					assert.InDelta(t, wantRecs[i]["val_loss"], recs[i]["val_loss"], 1e-5*math.Abs(wantRecs[i]["val_loss"]), "%s record %d", schedule, i)
+				}
+				assert.Equal(t, wantCkpts, checkpointNames(t, cfg.Output), schedule)
+				got, _, err := tensorio.ReadSafetensors(filepath.Join(cfg.Output, sum.Best.Checkpoint, "model.safetensors"))
+				require.NoError(t, err)
+				require.Equal(t, len(bestWeights), len(got))
+				for name, w := range bestWeights {
+					fa, fb := w.Float32s(), got[name].Float32s()
+					for i := range fa {
+						require.InDelta(t, fa[i], fb[i], 1e-5, "%s: best checkpoint %s[%d]", schedule, name, i)
+					}
+				}
+			}
+			if !tc.stop {
+				return
+			}
+			// Stopped after 3 epochs (a checkpoint at step 3, written
+			// before that epoch's validation, as in one process), resumed:
+			// the best and the evaluations since come back, and the run
+			// stops where one process's stopped and resumed run does
+			// (without them it would stop later: a fresh best at step 4).
+			stopResume := func(cfg train.Config) *train.Summary {
+				cfg.Epochs, cfg.CheckpointEvery = 3, 3
+				_, _, _ = runSummary(t, cfg)
+				cfg.Epochs, cfg.Resume = 12, "latest"
+				sum, _, msg := runSummary(t, cfg)
+				assert.Contains(t, msg, "early stopping at step")
+				require.NotNil(t, sum.Best)
+				return sum
+			}
+			ref := stopResume(base())
+			cfg := base()
+			cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "1f1b", 1, 4
+			got := stopResume(cfg)
+			assert.Equal(t, ref.Steps, got.Steps)
+			assert.Equal(t, ref.Best.Step, got.Best.Step)
+			assert.Equal(t, wantSum.Best.Step, got.Best.Step, "the best of before the stop")
+		})
+	}
+}
+
+// The pipelined run prepares the model as one process does (--num-classes,
+// --freeze-bn, a fixed-batch export): with --num-classes 10 vit_tiny gets a
+// fresh head, seeded, before it is cut, and 2 stages (zb1p) log the
+// losses and gradient norms of one process with the same flag.
+func TestRunPipelineNumClasses(t *testing.T) {
+	plain := runRecords(t, pipelineConfig(""))
+	one := pipelineConfig("")
+	one.NumClasses = 10
+	want := runRecords(t, one)
+	assert.NotEqual(t, plain[0].Loss, want[0].Loss, "a fresh head changes the first loss")
+	cfg := pipelineConfig("")
+	cfg.NumClasses = 10
+	cfg.PipelineStages, cfg.Schedule, cfg.GradAccum, cfg.MicroBatches = 2, "zb1p", 1, 4
+	assertSameRecords(t, want, runRecords(t, cfg))
+}
+
+// A pipelined run takes one process's --output safety (outputdir.go): a
+// folder that holds another run is refused unless resumed or replaced
+// (--overwrite-output), and a folder locked by a live job is refused.
+func TestRunPipelineOutputSafety(t *testing.T) {
+	cfg := pipelineConfig(t.TempDir())
+	cfg.PipelineStages, cfg.GradAccum, cfg.MicroBatches, cfg.Steps = 2, 1, 4, 1
+	_, err := train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	require.NoError(t, err)
+	_, err = train.Run(context.Background(), cfg, io.Discard, io.Discard)
+	assert.ErrorIs(t, err, train.ErrOutputHoldsRun)
+	again := cfg
+	again.Resume = "latest"
+	_, err = train.Run(context.Background(), again, io.Discard, io.Discard)
+	assert.NoError(t, err, "a resume continues the run in its folder")
+	over := cfg
+	over.OverwriteOutput = true
+	_, err = train.Run(context.Background(), over, io.Discard, io.Discard)
+	assert.NoError(t, err, "--overwrite-output replaces it")
+
+	locked := pipelineConfig(t.TempDir())
+	locked.PipelineStages, locked.GradAccum, locked.MicroBatches, locked.Steps = 2, 1, 4, 1
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	lock, err := json.Marshal(map[string]any{"pid": os.Getppid(), "host": host, "started": "2026-12-04T00:00:00Z"}) // alive: the go command
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(locked.Output, train.LockFileName), lock, 0o644))
+	_, err = train.Run(context.Background(), locked, io.Discard, io.Discard)
+	assert.ErrorIs(t, err, train.ErrOutputInUse)
+	assert.NoFileExists(t, filepath.Join(locked.Output, "model.onnx"))
 }

@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config, out, msg io.Writer) (*Summary, error) 
 	}
 	onRestart := autoResume(&cfg, msg) // restart.go
 	if cfg.Pipelined() {
-		return runPipeline(ctx, cfg, out, msg) // pipeline_run.go
+		return runPipeline(ctx, cfg, onRestart, out, msg) // pipeline_run.go
 	}
 	start := time.Now()
 	r := &runner{cfg: cfg, out: out, msg: msg}

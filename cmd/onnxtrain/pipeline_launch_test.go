@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
@@ -40,8 +41,11 @@ func TestPipelineProcessesEqualGradAccum(t *testing.T) {
 		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2, nil, nil},
 		// and with each stage's AdamW state sharded over its 2 replicas
 		{transformerModel, transformerData, "output:loss", "1f1b", "estimate", 4, 2, 2, []string{"--zero", "1"}, nil},
+		// and with their averaged gradients sharded too (reduce-scattered)
+		{transformerModel, transformerData, "output:loss", "zb1p", "estimate", 4, 2, 2, []string{"--zero", "2"}, nil},
 		// fp16: one loss scale, the inf check agreed by the 4 processes
 		{transformerModel, transformerData, "output:loss", "zbv", "estimate", 4, 2, 2, []string{"--zero", "1"}, []string{"--mixed-precision", "fp16"}},
+		{transformerModel, transformerData, "output:loss", "1f1b", "estimate", 4, 2, 2, []string{"--zero", "2"}, []string{"--mixed-precision", "fp16"}},
 	} {
 		t.Run(fmt.Sprintf("%s/%d/%d/%s%v%v", filepath.Base(tc.model), tc.procs, tc.stages, tc.schedule, tc.extra, tc.both), func(t *testing.T) {
 			common := []string{"train", "--model", tc.model, "--data", tc.data, "--loss", tc.loss, "--optimizer", "adamw", "--lr", "0.001",
@@ -168,4 +172,43 @@ func TestPipelineFaults(t *testing.T) {
 			assert.LessOrEqual(t, math.Abs(r.Loss-want), 1e-5*math.Abs(want), "step %d: %.8f, uninterrupted %.8f", r.Step, r.Loss, want)
 		}
 	})
+}
+
+// TestPipelineProcessesTrainOnly: 2 launched processes, one stage each,
+// with --train-only (the first stage wholly frozen): each process releases
+// the loaded model's parameters, frozen ones included (its stages hold
+// their own copies), and rank 0 writes back the frozen ones from the model
+// file: the losses, model.safetensors and model.onnx's initializers equal
+// one process's with the same flag, and the frozen ones the file's.
+func TestPipelineProcessesTrainOnly(t *testing.T) {
+	testutil.SkipShort(t, "starts worker processes")
+	t.Setenv("ONNXTRAIN_TEST_AS_CLI", "1")
+	common := []string{"train", "--model", vitModel, "--data", vitData, "--optimizer", "adamw", "--lr", "0.001",
+		"--steps", "3", "--shuffle=false", "--log-format", "json", "--batch-size", "2", "--train-only", `^(blocks\.1\.|head\.)`}
+	ref := t.TempDir()
+	want := stepLosses(t, runCLI(t, append(common, "--grad-accum", "4", "--output", ref)...))
+	out := t.TempDir()
+	got := stepLosses(t, runCLI(t, launched(t, 2, nil, append(common, "--pipeline-stages", "2", "--micro-batches", "4", "--schedule", "1f1b", "--output", out)...)...))
+	assertLossesEqual(t, want, got, "pipelined over processes with --train-only")
+	a, err := importer.Load(filepath.Join(ref, "model.onnx"))
+	require.NoError(t, err)
+	b, err := importer.Load(filepath.Join(out, "model.onnx"))
+	require.NoError(t, err)
+	orig, err := importer.Load(vitModel)
+	require.NoError(t, err)
+	require.Equal(t, len(a.Graph.Initializers), len(b.Graph.Initializers))
+	for name, ta := range a.Graph.Initializers {
+		tb := b.Graph.Initializers[name]
+		require.NotNil(t, tb, name)
+		require.NotNil(t, tb.Data, name)
+		if fa, ok := ta.Data.([]float32); ok {
+			fb := tb.Float32s()
+			require.Len(t, fb, len(fa), name)
+			for i := range fa {
+				require.InDelta(t, fa[i], fb[i], 1e-5, "%s[%d]", name, i)
+			}
+		}
+	}
+	assert.Equal(t, orig.Graph.Initializers["blocks.0.mlp.0.weight"].Float32s(), b.Graph.Initializers["blocks.0.mlp.0.weight"].Float32s(), "frozen")
+	assert.NotEqual(t, orig.Graph.Initializers["head.weight"].Float32s(), b.Graph.Initializers["head.weight"].Float32s(), "trained")
 }
