@@ -646,7 +646,7 @@ func trainableParams(g *graph.Graph, trainOnly *regexp.Regexp) map[string]bool {
 	}
 	out := map[string]bool{}
 	for name, t := range g.Initializers {
-		if isInput[name] || buffers[name] || !read[name] || !t.DType.IsFloat() || t.Size() == 0 {
+		if isInput[name] || buffers[name] || !read[name] || !t.DType.IsFloat() || t.Size() == 0 || !t.AllFinite() {
 			continue
 		}
 		if trainOnly != nil && !trainOnly.MatchString(name) {

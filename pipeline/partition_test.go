@@ -306,3 +306,40 @@ func TestProfilePartition(t *testing.T) {
 	}
 	assert.Equal(t, len(est.Stages[0].Nodes)+len(est.Stages[1].Nodes), n)
 }
+
+// A float initializer holding -inf (a causal mask the export writes as an
+// initializer) is a constant in a pipelined run as in one process
+// (train.Build leaves it untrained): no stage lists it as a parameter, so
+// no stage's optimizer moves its zeros.
+func TestPartitionLeavesNonFiniteInitializersUntrained(t *testing.T) {
+	inf := float32(math.Inf(-1))
+	g := graph.NewGraph("masked")
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true,
+		Shape: []graph.Dim{{Param: "batch"}, {Value: 3, Known: true}}}}}
+	g.Initializers["w"] = graph.FromFloat32([]float32{0.5, -0.25, 1, 0.75, 0.1, -0.4, 0.3, 0.2, -0.6}, 3, 3)
+	g.Initializers["mask"] = graph.FromFloat32([]float32{0, inf, 0}, 3)
+	g.Initializers["w2"] = graph.FromFloat32([]float32{1, 0, 0, 0, 1, 0, 0, 0, 1}, 3, 3)
+	g.Nodes = []*graph.Node{
+		{Name: "mm", OpType: "MatMul", Inputs: []string{"x", "w"}, Outputs: []string{"h"}},
+		{Name: "add", OpType: "Add", Inputs: []string{"h", "mask"}, Outputs: []string{"y"}},
+		{Name: "mm2", OpType: "MatMul", Inputs: []string{"y", "w2"}, Outputs: []string{"z"}},
+	}
+	g.Outputs = []*graph.ValueInfo{{Name: "z"}}
+	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
+	for _, stages := range []int{1, 2} {
+		plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: stages, BatchSize: 2})
+		require.NoError(t, err)
+		var params []string
+		for _, st := range plan.Stages {
+			params = append(params, st.Params...)
+		}
+		assert.ElementsMatch(t, []string{"w", "w2"}, params, "%d stages: the mask is no stage's parameter", stages)
+	}
+	one, err := train.Build(m, train.ProgramConfig{Loss: train.LossConfig{Kind: "mse"}})
+	require.NoError(t, err)
+	var names []string
+	for _, p := range one.Params {
+		names = append(names, p.Name)
+	}
+	assert.ElementsMatch(t, []string{"w", "w2"}, names, "one process trains the same parameters")
+}

@@ -246,7 +246,7 @@ func (p *Program) markBuffersAndParams(g *graph.Graph) error {
 			p.Buffers[name] = t
 			continue
 		}
-		if !usedAsInput(g, name) || !allFinite(t) { // allFinite: params_nonfinite.go
+		if !usedAsInput(g, name) || !t.AllFinite() { // a -inf mask is a constant (graph.Tensor.AllFinite)
 			continue
 		}
 		if p.cfg.TrainOnly != nil && !p.cfg.TrainOnly.MatchString(name) {
