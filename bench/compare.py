@@ -379,6 +379,9 @@ def main():
                          "spinning, which on a loaded machine keeps PyTorch from slowing itself down 10x; "
                          "'inherit' leaves the environment alone)")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads and GOMAXPROCS")
+    ap.add_argument("--no-avx512", action="store_true",
+                    help="on an AVX-512 host, measure what a CPU without it gets: onnxtrain with ONNXTRAIN_NO_AVX512=1, "
+                         "PyTorch with OPENBLAS_CORETYPE=Haswell, ATEN_CPU_CAPABILITY=avx2 and ONEDNN/DNNL_MAX_CPU_ISA=AVX2")
     ap.add_argument("--binary", help="use this onnxtrain binary instead of building ./cmd/onnxtrain")
     ap.add_argument("--keep", help="export the ONNX files into this folder and keep them")
     ap.add_argument("--profile-dir", help="also write onnxtrain CPU profiles of the model cases here (CASE.pprof)")
@@ -423,6 +426,10 @@ def main():
     torch_env = dict(os.environ)
     if args.omp_wait_policy != "inherit":
         torch_env["OMP_WAIT_POLICY"] = args.omp_wait_policy.upper()
+    if args.no_avx512:
+        env["ONNXTRAIN_NO_AVX512"] = "1"
+        torch_env.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2",
+                         ONEDNN_MAX_CPU_ISA="AVX2", DNNL_MAX_CPU_ISA="AVX2")
 
     rows, errors, raw = [], [], {}
     agg = args.aggregate
@@ -509,8 +516,9 @@ def main():
             label, fmt_ms(r["pt_ms"]), fmt_ms(r["ot_ms"]), ratio(r["pt_ms"], r["ot_ms"]),
             fmt_mib(r["pt_rss"]), fmt_mib(r["ot_rss"]), ratio(r["pt_rss"], r["ot_rss"])))
     print()
-    print("%d threads per side; %d round(s), %s of the rounds' median times; PyTorch OMP_WAIT_POLICY=%s; load before: %s; after: %s"
-          % (args.threads, args.rounds, agg, torch_env.get("OMP_WAIT_POLICY", "(unset)"), load_before, load_after))
+    print("%d threads per side; %d round(s), %s of the rounds' median times; PyTorch OMP_WAIT_POLICY=%s; load before: %s; after: %s%s"
+          % (args.threads, args.rounds, agg, torch_env.get("OMP_WAIT_POLICY", "(unset)"), load_before, load_after,
+             "; AVX-512 off on both sides (--no-avx512)" if args.no_avx512 else ""))
     if errors:
         print()
         print("Errors:")

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -42,6 +43,7 @@ type cpuReport struct {
 	PhysicalCores int             `json:"physical_cores,omitempty"` // 0: unknown
 	GOMAXPROCS    int             `json:"gomaxprocs"`
 	Features      map[string]bool `json:"features"`
+	GEMMAVX512    bool            `json:"gemm_avx512"` // the GEMM's AVX-512 kernel is in use (ONNXTRAIN_NO_AVX512 turns it off)
 	featureOrder  []string
 }
 
@@ -169,6 +171,7 @@ func collectEnv() envReport {
 		r.CPU.Model = "unknown"
 	}
 	r.CPU.featureOrder, r.CPU.Features = cpuFeatures()
+	r.CPU.GEMMAVX512 = gemm.AVX512()
 
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		r.Memory = parseMemInfo(f)
@@ -407,6 +410,11 @@ func writeEnvText(w io.Writer, r envReport) {
 		feats = []string{"(none checked on " + r.Arch + ")"}
 	}
 	line("features", "%s", strings.Join(feats, " "))
+	if r.CPU.Features["avx512f"] && !r.CPU.GEMMAVX512 {
+		line("gemm", "AVX2 kernels (ONNXTRAIN_NO_AVX512 is set)")
+	} else if r.CPU.GEMMAVX512 {
+		line("gemm", "AVX-512 kernels (ONNXTRAIN_NO_AVX512=1 turns them off)")
+	}
 	line("memory", "%s total, %s available", formatBytes(r.Memory.TotalBytes), formatBytes(r.Memory.AvailableBytes))
 	line("backends", "%s", strings.Join(r.Backends, ", "))
 	line("gpu", "%s", r.GPU.Summary)

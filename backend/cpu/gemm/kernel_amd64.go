@@ -2,7 +2,11 @@
 
 package gemm
 
-import "golang.org/x/sys/cpu"
+import (
+	"os"
+
+	"golang.org/x/sys/cpu"
+)
 
 // avx2Kernel6x16 is the amd64 micro-kernel: a 6×16 tile held in twelve ymm
 // accumulators (6 rows × two 8-float vectors), updated per k step by two
@@ -17,8 +21,14 @@ var avx2Kernel6x16 = microKernel{name: "avx2fma6x16", mr: 6, nr: 16, mc: 144, kc
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // hasAVX512 reports whether the CPU (and OS, for the zmm state) support
-// the AVX-512 pair kernel.
-var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F
+// the AVX-512 pair kernel, and the environment does not turn it off:
+// ONNXTRAIN_NO_AVX512=1 runs the AVX2 kernels on an AVX-512 host, so that
+// one machine measures what a CPU without AVX-512 gets (bench/compare.py
+// --no-avx512 sets it, and the peers' equivalents, for both sides).
+var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F && os.Getenv("ONNXTRAIN_NO_AVX512") == ""
+
+// AVX512 reports whether the GEMM uses its AVX-512 kernel (onnxtrain env).
+func AVX512() bool { return hasAVX512 }
 
 func init() {
 	if hasAVX512 {
