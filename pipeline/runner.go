@@ -932,11 +932,7 @@ func (r *Runner) clipRemote(ctx context.Context, maxNorm float64) (float64, erro
 			if st, ok := r.Plan.Shared[p.Name]; ok && st[0] != s {
 				continue // a tied weight counts once, at its first stage
 			}
-			var acc float64
-			for _, x := range p.Grad.Float32s() {
-				acc += float64(x) * float64(x)
-			}
-			n := float64(float32(math.Sqrt(acc)))
+			n := paramNorm(p.Grad.Float32s())
 			sq += n * n
 		}
 	}
@@ -1064,17 +1060,24 @@ func (r *Runner) averageReplicas(ctx context.Context) error {
 	return nil
 }
 
+// paramNorm is one parameter's gradient norm as the one-process clip takes
+// it: summed in float64, rounded to float32 (the norms of all parameters
+// are then combined as PyTorch's clip_grad_norm_ does).
+func paramNorm(g []float32) float64 {
+	var acc float64
+	for _, x := range g {
+		acc += float64(x) * float64(x)
+	}
+	return float64(float32(math.Sqrt(acc)))
+}
+
 // clipReplicated clips with the norm of the whole averaged gradient,
 // which every rank holds after finishReplicated.
 func (r *Runner) clipReplicated(maxNorm float64) (float64, error) {
 	var sq float64
 	for _, name := range r.fullName {
 		off, n := r.fullOff[name], r.fullSize[name]
-		var acc float64
-		for _, x := range r.full[off : off+n] {
-			acc += float64(x) * float64(x)
-		}
-		v := float64(float32(math.Sqrt(acc)))
+		v := paramNorm(r.full[off : off+n])
 		sq += v * v
 	}
 	total := float32(math.Sqrt(sq))

@@ -146,21 +146,31 @@ func (r *Runner) syncShards(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("pipeline: the parameters of replica %d (ZeRO): %w", proc/ranks, err)
 		}
-		for s := range r.params {
-			if r.Stages[s] == nil {
+		if err := r.setParams(ts, proc/ranks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setParams copies the parameters another replica updated (ZeRO), named
+// "stage/param" in ts, into this rank's stages; a parameter ts does not
+// hold is left as it is.
+func (r *Runner) setParams(ts map[string]*graph.Tensor, replica int) error {
+	for s := range r.params {
+		if r.Stages[s] == nil {
+			continue
+		}
+		for _, p := range r.params[s] {
+			t, ok := ts[fmt.Sprintf("%d/%s", s, p.Name)]
+			if !ok {
 				continue
 			}
-			for _, p := range r.params[s] {
-				t, ok := ts[fmt.Sprintf("%d/%s", s, p.Name)]
-				if !ok {
-					continue
-				}
-				src, dst := t.Float32s(), p.Value.Float32s()
-				if src == nil || dst == nil || len(src) != len(dst) {
-					return fmt.Errorf("pipeline: stage %d: parameter %s from replica %d (ZeRO): %v %v, want %v %v", s, p.Name, proc/ranks, t.DType, t.Shape, p.Value.DType, p.Value.Shape)
-				}
-				copy(dst, src)
+			src, dst := t.Float32s(), p.Value.Float32s()
+			if src == nil || dst == nil || len(src) != len(dst) {
+				return fmt.Errorf("pipeline: stage %d: parameter %s from replica %d (ZeRO): %v %v, want %v %v", s, p.Name, replica, t.DType, t.Shape, p.Value.DType, p.Value.Shape)
 			}
+			copy(dst, src)
 		}
 	}
 	return nil
@@ -329,11 +339,7 @@ func (r *Runner) clipZero2(ctx context.Context, maxNorm float64) (float64, error
 			if p.Grad == nil {
 				return 0, fmt.Errorf("pipeline: stage %d: parameter %s has no gradient to clip (ZeRO-2: run ForwardBackward first)", s, p.Name)
 			}
-			var acc float64
-			for _, x := range p.Grad.Float32s() {
-				acc += float64(x) * float64(x)
-			}
-			n := float64(float32(math.Sqrt(acc)))
+			n := paramNorm(p.Grad.Float32s())
 			sq += n * n
 		}
 	}
@@ -389,21 +395,8 @@ func (r *Runner) gatherShards(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("pipeline: rank %d of replica %d: waiting %v for the parameters replica %d updated (ZeRO): %w", r.cfg.Rank, me, r.cfg.RecvTimeout, q, err)
 		}
-		for s := range r.params {
-			if r.Stages[s] == nil {
-				continue
-			}
-			for _, p := range r.params[s] {
-				t, ok := ts[fmt.Sprintf("%d/%s", s, p.Name)]
-				if !ok {
-					continue
-				}
-				src, dst := t.Float32s(), p.Value.Float32s()
-				if src == nil || dst == nil || len(src) != len(dst) {
-					return fmt.Errorf("pipeline: stage %d: parameter %s from replica %d (ZeRO): %v %v, want %v %v", s, p.Name, q, t.DType, t.Shape, p.Value.DType, p.Value.Shape)
-				}
-				copy(dst, src)
-			}
+		if err := r.setParams(ts, q); err != nil {
+			return err
 		}
 		recycle(raw, ts)
 	}
