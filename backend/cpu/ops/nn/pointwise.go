@@ -276,3 +276,18 @@ type planeGradPackers struct {
 	a outputRowPacker
 	b planeRowsT
 }
+
+// OneByOneScratch reports whether g's three passes take the 1×1 products
+// of this file, and how many float32 elements of scratch each of them
+// then requests (the compact batch of a strided window: X's read
+// positions, or dX's before the scatter; none with unit strides). Memory
+// estimates use it.
+func (g *Conv2D) OneByOneScratch() (ok bool, elems int) {
+	if !g.oneByOne() {
+		return false, 0
+	}
+	if g.unitOneByOne() {
+		return true, 0
+	}
+	return true, g.N * g.C * g.OH * g.OW
+}
