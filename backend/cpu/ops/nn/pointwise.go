@@ -130,7 +130,7 @@ func (g *Conv2D) forwardOneByOne(x, w, y []float32, accumulate bool) {
 	pp := gemm.PackedProduct{M: g.M, N: g.N * L, K: g.C,
 		A: w, LDA: g.C,
 		BPacker: pk,
-		C:       y, LDC: L, ColBlock: L, ColStride: g.M * L, Beta: beta, NC: implicitNC(g.M)}
+		C:       y, LDC: L, ColBlock: L, ColStride: g.M * L, Beta: beta, NC: pointwiseNC(g.C)}
 	pp.Run()
 	kern.PutBox(pk)
 }
@@ -189,7 +189,7 @@ func (g *Conv2D) inputGradOneByOne(dy, w, dx []float32) {
 	pp := gemm.PackedProduct{M: g.C, N: g.N * L, K: g.M,
 		A: w, LDA: g.C, TransA: true,
 		BPacker: pk,
-		C:       out, LDC: L, ColBlock: L, ColStride: g.C * L, NC: implicitNC(g.C)}
+		C:       out, LDC: L, ColBlock: L, ColStride: g.C * L, NC: pointwiseNC(g.M)}
 	pp.Run()
 	kern.PutBox(pk)
 	if unit {
@@ -201,6 +201,15 @@ func (g *Conv2D) inputGradOneByOne(dy, w, dx []float32) {
 	ParallelItemsOf(items, nnWorkers(items, per*g.H*g.W), false,
 		strideTask{g: *g, x: dx, xs: out, per: per, planes: planes, scatter: true})
 	release(out)
+}
+
+// pointwiseNC is the widest B panel of a 1×1 product whose shared
+// dimension is k: about 384 KiB of packed B at the GEMM's k block (at most
+// 256), so that the panel stays in L2 while every A block runs over it
+// (a per-image product of ResNet-50's 28×28 layers had that for free).
+// A is repacked once per panel, an m×k copy for every 2·m·NC·k of work.
+func pointwiseNC(k int) int {
+	return max(256, 96<<10/max(min(k, 256), 1))
 }
 
 // planeColumns is the PackB of a 1×1 product's forward pass and input
