@@ -262,7 +262,8 @@ func satMul(a, b int64) int64 {
 //   - ungrouped 2-D convolutions run as implicit GEMMs (ops/nn Conv2D):
 //     the forward pass and the filter gradient copy X with its padding,
 //     N·C·(H+pads)·(W+pads) elements, and the input gradient (stride 1)
-//     dY padded by kernel-1-pad;
+//     dY padded by kernel-1-pad; 1×1 windows copy nothing with unit
+//     strides and N·C·OH·OW elements otherwise (Conv2D.OneByOneScratch);
 //   - the others gather the im2col columns of nb images side by side (nb
 //     as many as fit twice the column budget, at least one) and a matrix
 //     of the other operand's rows as wide, both held at once.
@@ -426,6 +427,14 @@ func scratchBytes(p *plan, types map[string]*graph.Type, winograd nn.WinogradPol
 					SH: int(sh), SW: int(sw), DH: int(dh), DW: int(dw), PadTop: int(pads[0]), PadLeft: int(pads[1]), OH: int(dy[2]), OW: int(dy[3])}
 				g.Winograd = winograd
 				winoFwd, winoFilter, winoInput := g.WinogradPasses()
+				if ok, elems := g.OneByOneScratch(); ok {
+					// 1×1 windows: strided ones copy their read
+					// positions (or dX's) into a compact batch.
+					if elems > 0 {
+						fwd.call(int64(elems))
+					}
+					continue
+				}
 				switch {
 				case n.OpType == "Conv" && winoFwd, n.OpType == "ConvBackwardFilter" && winoFilter,
 					n.OpType == "ConvBackwardData" && winoInput:

@@ -617,3 +617,22 @@ func PackTransposedB(strip []float32, src []float32, ld, cols, kc int) {
 		}
 	}
 }
+
+// PackPanelB writes strips whole NR-wide B strips, kc deep, from a
+// row-major matrix whose rows are ld apart: strip s holds columns
+// [s·NR, (s+1)·NR) of rows [0, kc), element (q, j) at dst[s·NR·kc + q·NR
+// + j] = src[q·ld + s·NR + j] (the layout PackB produces). An implicit
+// PackB whose B columns are contiguous in memory for a stretch (a 1×1
+// convolution's window positions within one image plane) packs that
+// stretch with it, row by row, as the plain GEMM packs B.
+func PackPanelB(dst []float32, src []float32, ld, kc, strips int) {
+	if strips <= 0 || kc <= 0 {
+		return
+	}
+	nr := kernel.nr
+	if nr == 16 {
+		packPanel16Fn(dst, src, ld, kc, strips)
+		return
+	}
+	packPanelRows(dst, src, ld, kc, 0, strips, nr)
+}

@@ -198,3 +198,29 @@ func TestGatherTransposed(t *testing.T) {
 	require.Panics(t, func() { GatherTransposed(dst[:100], src, 0, make([]int, 16), 8) }, "dst too short")
 	require.Panics(t, func() { GatherTransposed(dst, src, 0, make([]int, 15), 8) }, "not 16 offsets")
 }
+
+// TestPackPanelB checks PackPanelB (assembly where available) against
+// the B strip layout written element by element, for depths that are and
+// are not multiples of the assembly's 4 rows, and that it leaves what
+// follows the strips alone.
+func TestPackPanelB(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	_, nr := KernelShape()
+	for _, tc := range []struct{ kc, strips, ld int }{{1, 1, 40}, {7, 3, 53}, {64, 2, 49}, {256, 4, 200}} {
+		src := randSlice(r, (tc.kc-1)*tc.ld+tc.strips*nr)
+		got := make([]float32, tc.strips*nr*tc.kc+3)
+		for i := range got {
+			got[i] = -1
+		}
+		want := append([]float32(nil), got...)
+		for s := 0; s < tc.strips; s++ {
+			for q := 0; q < tc.kc; q++ {
+				for j := 0; j < nr; j++ {
+					want[s*nr*tc.kc+q*nr+j] = src[q*tc.ld+s*nr+j]
+				}
+			}
+		}
+		PackPanelB(got, src, tc.ld, tc.kc, tc.strips)
+		require.Equal(t, want, got, "kc %d strips %d", tc.kc, tc.strips)
+	}
+}

@@ -278,6 +278,15 @@ func convColsToImage[T float32 | float64](p *convGradPlan, winograd nn.WinogradP
 	ck := ciG * win.kernelSize
 	L, I := win.outSize, win.inSize
 	items := p.batch * p.group
+	if qf, ok := any(q).([]float32); ok {
+		// The implicit GEMM over the whole batch: 1×1 windows (any
+		// stride) and stride-1 windows.
+		if g, ok := p.implicit(); ok && g.InputGradImplicit(win.padEnd[0], win.padEnd[1]) {
+			g.Winograd = winograd
+			g.InputGrad(qf, any(w).([]float32), any(img).([]float32))
+			return
+		}
+	}
 	if p.pointwise() {
 		workers := convGradItemWorkers(items, ck*cqG*L)
 		nn.ParallelItems(items, workers, false, func(_, item int) {
@@ -288,13 +297,6 @@ func convColsToImage[T float32 | float64](p *convGradPlan, winograd nn.WinogradP
 			gemmAcc(true, false, ck, L, cqG, wg, ck, qg, L, false, ig, I)
 		})
 		return
-	}
-	if qf, ok := any(q).([]float32); ok {
-		if g, ok := p.implicit(); ok && g.InputGradImplicit(win.padEnd[0], win.padEnd[1]) {
-			g.Winograd = winograd
-			g.InputGrad(qf, any(w).([]float32), any(img).([]float32))
-			return
-		}
 	}
 	if p.group == 1 {
 		if tw := p.transposedWindow(); tw != nil {

@@ -38,6 +38,12 @@ func TestConvGradImplicit(t *testing.T) {
 		{[]int{5, 48, 8, 8}, []int{40, 48, 1, 1}, 2, []int{0, 0, 0, 0}},
 		{[]int{2, 3, 20, 20}, []int{16, 3, 7, 7}, 2, []int{3, 3, 3, 3}},
 		{[]int{3, 6, 5, 4}, []int{7, 6, 1, 1}, 1, []int{0, 0, 0, 0}},
+		// 1×1 windows as one product over the batch: planes of 49
+		// positions with two k blocks of channels, one image, an odd
+		// strided plane.
+		{[]int{4, 300, 7, 7}, []int{24, 300, 1, 1}, 1, []int{0, 0, 0, 0}},
+		{[]int{1, 40, 14, 14}, []int{30, 40, 1, 1}, 1, []int{0, 0, 0, 0}},
+		{[]int{2, 20, 9, 7}, []int{10, 20, 1, 1}, 2, []int{0, 0, 0, 0}},
 		{[]int{3, 20, 7, 9}, []int{12, 20, 3, 2}, 1, []int{2, 0, 0, 1}},
 		{[]int{33, 64, 2, 2}, []int{40, 64, 3, 3}, 1, []int{1, 1, 1, 1}},
 		{[]int{2, 8, 6, 16}, []int{10, 8, 3, 3}, 1, []int{1, 1, 1, 1}},

@@ -143,8 +143,18 @@ func convRun[T convElem](cs *convShape, winograd WinogradPolicy, x, w, b, y []T)
 		return
 	}
 
+	// Ungrouped 2-D float32: one implicit GEMM over the whole batch (1×1
+	// windows included: their product's columns run across the images).
+	if xf, ok := any(x).([]float32); ok && cs.group == 1 && implicitConv {
+		if g, ok := Conv2DOf(win.export(), cs.n, cs.c, cs.m); ok {
+			g.Winograd = winograd
+			g.Forward(xf, any(w).([]float32), any(y).([]float32), accumulate)
+			return
+		}
+	}
+
 	// Pointwise: a 1x1 window with unit stride and no padding is a GEMM
-	// over the input itself.
+	// over the input itself, one per image and group.
 	pointwise := kSize == 1
 	for j := 0; j < win.rank(); j++ {
 		if win.strides[j] != 1 || win.padBegin[j] != 0 || win.padEnd[j] != 0 {
@@ -162,15 +172,6 @@ func convRun[T convElem](cs *convShape, winograd WinogradPolicy, x, w, b, y []T)
 			matmul(false, mg, outSize, cg, wg, cg, xg, inSize, accumulate, yg, outSize)
 		})
 		return
-	}
-
-	// Ungrouped 2-D float32: one implicit GEMM over the whole batch.
-	if xf, ok := any(x).([]float32); ok && cs.group == 1 && implicitConv {
-		if g, ok := Conv2DOf(win.export(), cs.n, cs.c, cs.m); ok {
-			g.Winograd = winograd
-			g.Forward(xf, any(w).([]float32), any(y).([]float32), accumulate)
-			return
-		}
 	}
 
 	// General: im2col over tiles of output rows, then GEMM into y.

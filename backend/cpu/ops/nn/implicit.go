@@ -50,6 +50,10 @@ func Conv2DOf(w Window, n, c, m int) (Conv2D, bool) {
 
 // Forward computes y = conv(x, w), or y += conv(x, w) when accumulate is set.
 func (g *Conv2D) Forward(x, w, y []float32, accumulate bool) {
+	if g.oneByOne() {
+		g.forwardOneByOne(x, w, y, accumulate)
+		return
+	}
 	if g.winoForward(x, w, y, accumulate) {
 		return
 	}
@@ -84,6 +88,10 @@ func (g *Conv2D) Forward(x, w, y []float32, accumulate bool) {
 // to dw when accumulate is set): the weight gradient, as one product
 // whose shared dimension runs over every window position of every image.
 func (g *Conv2D) FilterGrad(dy, x, dw []float32, accumulate bool) {
+	if g.oneByOne() {
+		g.filterGradOneByOne(dy, x, dw, accumulate)
+		return
+	}
 	if g.wgradUse() {
 		g.winogradFilterGrad(dy, x, dw, accumulate)
 		return
@@ -114,11 +122,15 @@ func (g *Conv2D) FilterGrad(dy, x, dw []float32, accumulate bool) {
 	pp.Run()
 }
 
-// InputGradImplicit reports whether InputGrad handles g: unit strides and
-// dilations, and pads below the kernel size on every side (padBottom and
+// InputGradImplicit reports whether InputGrad handles g: a 1×1 window
+// without padding (any strides; see pointwise.go), or unit strides and
+// dilations and pads below the kernel size on every side (padBottom and
 // padRight are the end pads), so that the input gradient is a plain
 // correlation of dy with the flipped kernel.
 func (g *Conv2D) InputGradImplicit(padBottom, padRight int) bool {
+	if g.oneByOne() {
+		return true
+	}
 	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 &&
 		g.PadTop < g.KH && g.PadLeft < g.KW && padBottom < g.KH && padRight < g.KW &&
 		g.PadTop >= 0 && g.PadLeft >= 0 && padBottom >= 0 && padRight >= 0
@@ -131,6 +143,12 @@ func (g *Conv2D) InputGradImplicit(padBottom, padRight int) bool {
 // neither the flipped kernel nor an im2col matrix is written, and dx is
 // overwritten in place.
 func (g *Conv2D) InputGrad(dy, w, dx []float32) {
+	if g.oneByOne() {
+		if g.N > 0 && g.C > 0 && g.H*g.W > 0 {
+			g.inputGradOneByOne(dy, w, dx)
+		}
+		return
+	}
 	if g.winoInputGrad(dy, w, dx) {
 		return
 	}

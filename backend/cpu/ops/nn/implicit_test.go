@@ -38,6 +38,22 @@ var implicitCases = []convCase{
 	// border, not as a whole).
 	{"implicit_large_planes", []int{2, 3, 40, 33}, []int{5, 3, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 2, 1, 0}, true},
 	{"implicit_phases_even_left_pad", []int{2, 6, 10, 15}, []int{18, 6, 3, 4}, 1, []int{2, 2}, []int{1, 1}, []int{1, 2, 0, 1}, true},
+	// 1×1 windows (pointwise.go): one product over the batch whose
+	// columns or shared dimension cross image boundaries. Planes of 49
+	// and 196 positions (not whole 16-column strips) with more than one
+	// k block of channels; planes of 400 (whole strips, runs of 8 for
+	// the filter gradient); one image; odd sizes; strided windows that
+	// read a compact copy of X and scatter dX back; a dilation (which
+	// a 1×1 window ignores); and an end pad, which reads outside the
+	// image and so takes the general implicit path.
+	{"pointwise_7x7_k_blocks", []int{3, 300, 7, 7}, []int{40, 300, 1, 1}, 1, []int{1, 1}, []int{1, 1}, []int{0, 0, 0, 0}, true},
+	{"pointwise_14x14_parallel", []int{5, 64, 14, 14}, []int{70, 64, 1, 1}, 1, []int{1, 1}, []int{1, 1}, []int{0, 0, 0, 0}, false},
+	{"pointwise_20x20_strips", []int{2, 20, 20, 20}, []int{24, 20, 1, 1}, 1, []int{1, 1}, []int{1, 1}, []int{0, 0, 0, 0}, true},
+	{"pointwise_batch1_odd", []int{1, 17, 5, 3}, []int{9, 17, 1, 1}, 1, []int{1, 1}, []int{1, 1}, []int{0, 0, 0, 0}, false},
+	{"1x1_stride2_odd", []int{3, 33, 9, 7}, []int{20, 33, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, true},
+	{"1x1_stride3x2_dilation", []int{2, 10, 8, 9}, []int{6, 10, 1, 1}, 1, []int{3, 2}, []int{2, 3}, []int{0, 0, 0, 0}, false},
+	{"1x1_stride2_k_blocks", []int{4, 280, 6, 6}, []int{32, 280, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, false},
+	{"1x1_end_pad", []int{2, 5, 4, 4}, []int{3, 5, 1, 1}, 1, []int{1, 1}, []int{1, 1}, []int{0, 0, 1, 1}, true},
 }
 
 // TestConv2DFilterGradMatchesDirect checks Conv2D.FilterGrad (float32)
@@ -189,7 +205,8 @@ func processCPU() int64 {
 // against the input gradient summed from its definition in float64,
 // dX[n, c, oh·SH + a·DH − PadTop, ow·SW + b·DW − PadLeft] +=
 // dy[n, m, oh, ow]·W[m, c, a, b], on the implicit cases it accepts
-// (unit strides and dilations, pads below the kernel), among them
+// (unit strides and dilations, pads below the kernel; 1×1 windows
+// without padding at any stride), among them
 // non-square kernels with uneven pads, where a wrongly flipped tap
 // would show.
 func TestConv2DInputGradMatchesDirect(t *testing.T) {
@@ -224,12 +241,12 @@ func TestConv2DInputGradMatchesDirect(t *testing.T) {
 							d := dy[((i*m+mi)*out[0]+oh)*out[1]+ow]
 							for ci := 0; ci < c; ci++ {
 								for a := 0; a < kh; a++ {
-									r := oh + a - g.PadTop
+									r := oh*g.SH + a*g.DH - g.PadTop
 									if r < 0 || r >= h {
 										continue
 									}
 									for b := 0; b < kw; b++ {
-										col := ow + b - g.PadLeft
+										col := ow*g.SW + b*g.DW - g.PadLeft
 										if col < 0 || col >= w {
 											continue
 										}

@@ -35,6 +35,17 @@ func BenchmarkWinogradShapes(b *testing.B) {
 	})
 }
 
+// BenchmarkWinogradResNet50 times ResNet-50's 3×3 stride-1 layers at
+// 224 px, batch 8 (the training benchmark's shapes).
+func BenchmarkWinogradResNet50(b *testing.B) {
+	benchWinograd(b, []winoBenchLayer{
+		{"c64_56x56", winoCase{8, 64, 64, 56, 56, 1, 1, 1, 1}},
+		{"c128_28x28", winoCase{8, 128, 128, 28, 28, 1, 1, 1, 1}},
+		{"c256_14x14", winoCase{8, 256, 256, 14, 14, 1, 1, 1, 1}},
+		{"c512_7x7", winoCase{8, 512, 512, 7, 7, 1, 1, 1, 1}},
+	})
+}
+
 type winoBenchLayer struct {
 	name string
 	tc   winoCase
