@@ -176,6 +176,7 @@ func Fusion(t *testing.T, name string) {
 		{"GemmRelu", k.fusedGemmRelu},
 		{"GeluErf", k.fusedGeluErf},
 		{"GeluErfGrad", k.fusedGeluErfGrad},
+		{"MLPGelu", k.fusedMLPGelu},
 		{"BatchNormRelu", k.fusedBatchNormRelu},
 	})
 }
