@@ -177,6 +177,7 @@ func Fusion(t *testing.T, name string) {
 		{"GeluErf", k.fusedGeluErf},
 		{"GeluErfGrad", k.fusedGeluErfGrad},
 		{"MLPGelu", k.fusedMLPGelu},
+		{"LayerNormGradAdd", k.fusedLayerNormGradAdd},
 		{"BatchNormRelu", k.fusedBatchNormRelu},
 	})
 }

@@ -30,6 +30,7 @@ const (
 	RecomputeGeluOut   = "recompute-gelu-output"
 	FuseMatMulGelu     = "fuse-matmul-gelu"
 	FuseMatMulGeluGrad = "fuse-matmul-gelu-grad"
+	FuseLNGradAdd      = "fuse-layernorm-grad-add"
 	LowerSpecialised   = "lower-specialised"
 )
 
@@ -141,11 +142,14 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseMatMulGeluGrad, Doc: "the GELU's gradient (GeluErfGradX) and the recomputed GELU output before the weight gradient applied in the epilogue of the product that makes dY (MatMulGeluErfGrad): X read once, dY never read back",
 			Fuses: []string{graph.MatMulGeluErfGrad}, Requires: []string{Specialize, RecomputeGeluGrad}, After: []string{RecomputeGeluOut, FuseMatMulGelu},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMatMulGeluErfGrad(g), nil }},
+		{Name: FuseLNGradAdd, Doc: "a residual gradient added to a LayerNormalizationGrad's dX as each row is written (LayerNormGradAdd), so dX is not read back; needs every shape",
+			Fuses: []string{graph.LayerNormGradAdd}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseLayerNormGradAdd(g), nil }},
 		{Name: DropSameShapeSum, Doc: "SumToShape(G, Like) of one known shape becomes Identity(G), so that Like (read for its shape only) is not kept alive for it; after the fusions that look through such SumToShapes",
 			After: []string{Specialize, FuseGeluErfGrad, FuseSliceGrad},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.DropSameShapeSumToShape(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseLNGradAdd, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
 	}
 }

@@ -114,6 +114,17 @@ func (ep *Epilogue) apply(c []float32, ldc, i0, i1, j0, j1 int) {
 	}
 }
 
+// AddRowVector adds v[j] to column j of rows rows of C (row stride ldc,
+// n columns), each sum rounded to float32: the bias epilogue on its own
+// (vectorised where the epilogue is), for kernels that add a row to data
+// they have just written.
+func AddRowVector(c []float32, ldc, rows, n int, v []float32) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	epilogueRowsFn(c, ldc, rows, n, v[:n], false)
+}
+
 // epilogueRowsFn is epilogueRowsGo, replaced by assembly where available.
 var epilogueRowsFn = epilogueRowsGo
 

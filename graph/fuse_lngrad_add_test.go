@@ -1,0 +1,51 @@
+package graph
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestFuseLayerNormGradAdd: Add(R, dX) of a LayerNormalizationGrad's dX
+// becomes one LayerNormGradAdd at the LayerNormalizationGrad's place (its
+// dScale/dBias readers unchanged); not when dX is read twice, when R is
+// made after the LayerNormalizationGrad, or when the shapes differ.
+func TestFuseLayerNormGradAdd(t *testing.T) {
+	build := func(edit func(g *Graph)) *Graph {
+		g := NewGraph("lngrad")
+		g.Inputs = []*ValueInfo{{Name: "dy", Type: f32(4, 8)}, {Name: "x", Type: f32(4, 8)}, {Name: "s", Type: f32(8)}, {Name: "r0", Type: f32(4, 8)}}
+		g.Nodes = []*Node{
+			{Name: "r", OpType: "Identity", Inputs: []string{"r0"}, Outputs: []string{"r"}},
+			{Name: "lg", OpType: "LayerNormalizationGrad", Domain: InternalDomain, Inputs: []string{"dy", "x", "s"}, Outputs: []string{"dx", "ds", "db"},
+				Attrs: map[string]*Attr{"axis": {Name: "axis", Type: AttrInt, I: -1}}},
+			{Name: "ds2", OpType: "Identity", Inputs: []string{"ds"}, Outputs: []string{"ds2"}},
+			{Name: "sum", OpType: "Add", Inputs: []string{"r", "dx"}, Outputs: []string{"sum"}},
+		}
+		g.Outputs = []*ValueInfo{{Name: "sum"}, {Name: "ds2"}, {Name: "db"}}
+		for _, n := range []string{"r", "dx", "sum"} {
+			g.ValueInfo[n] = &ValueInfo{Name: n, Type: f32(4, 8)}
+		}
+		if edit != nil {
+			edit(g)
+		}
+		return g
+	}
+	g := build(nil)
+	assert.Equal(t, 1, FuseLayerNormGradAdd(g))
+	var ops []string
+	for _, n := range g.Nodes {
+		ops = append(ops, n.OpType)
+	}
+	assert.Equal(t, []string{"Identity", LayerNormGradAdd, "Identity"}, ops)
+	f := g.Nodes[1]
+	assert.Equal(t, []string{"dy", "x", "s", "r"}, f.Inputs)
+	assert.Equal(t, []string{"sum", "ds", "db"}, f.Outputs)
+	assert.Equal(t, int64(-1), f.AttrInt("axis", 0))
+
+	g = build(func(g *Graph) { g.Outputs = append(g.Outputs, &ValueInfo{Name: "dx"}) })
+	assert.Equal(t, 0, FuseLayerNormGradAdd(g), "dX also an output")
+	g = build(func(g *Graph) { g.Nodes[0], g.Nodes[1] = g.Nodes[1], g.Nodes[0] })
+	assert.Equal(t, 0, FuseLayerNormGradAdd(g), "R made after the gradient")
+	g = build(func(g *Graph) { g.ValueInfo["r"] = &ValueInfo{Name: "r", Type: f32(1, 8)} })
+	assert.Equal(t, 0, FuseLayerNormGradAdd(g), "R broadcasts")
+}
