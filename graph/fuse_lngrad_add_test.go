@@ -49,3 +49,44 @@ func TestFuseLayerNormGradAdd(t *testing.T) {
 	g = build(func(g *Graph) { g.ValueInfo["r"] = &ValueInfo{Name: "r", Type: f32(1, 8)} })
 	assert.Equal(t, 0, FuseLayerNormGradAdd(g), "R broadcasts")
 }
+
+// TestFusePermutedMatMulBias: the in-projection's bias joins its
+// PermutedMatMul (attributes kept); not when the product is read twice,
+// when the bias is not a row vector, or for a gradient product.
+func TestFusePermutedMatMulBias(t *testing.T) {
+	build := func(edit func(g *Graph)) *Graph {
+		g := NewGraph("inproj")
+		g.Inputs = []*ValueInfo{{Name: "x", Type: f32(2, 5, 4)}, {Name: "w", Type: f32(6, 4)}, {Name: "b", Type: f32(6)}}
+		g.Nodes = []*Node{
+			{Name: "p", OpType: PermutedMatMul, Domain: FusedDomain, Inputs: []string{"x", "w"}, Outputs: []string{"p"},
+				Attrs: map[string]*Attr{"axes0": IntsAttr("axes0", 1, 0, 2), "axes1": IntsAttr("axes1", 1, 0)}},
+			{Name: "y", OpType: "Add", Inputs: []string{"b", "p"}, Outputs: []string{"y"}},
+		}
+		g.Outputs = []*ValueInfo{{Name: "y"}}
+		for _, n := range []string{"p", "y"} {
+			g.ValueInfo[n] = &ValueInfo{Name: n, Type: f32(5, 2, 6)}
+		}
+		for _, in := range g.Inputs {
+			g.ValueInfo[in.Name] = in
+		}
+		if edit != nil {
+			edit(g)
+		}
+		return g
+	}
+	g := build(nil)
+	assert.Equal(t, 1, FusePermutedMatMulBias(g))
+	assert.Len(t, g.Nodes, 1)
+	f := g.Nodes[0]
+	assert.Equal(t, PermutedMatMulAdd, f.OpType)
+	assert.Equal(t, []string{"x", "w", "b"}, f.Inputs)
+	assert.Equal(t, []string{"y"}, f.Outputs)
+	assert.Equal(t, []int64{1, 0, 2}, f.AttrInts("axes0", nil))
+
+	g = build(func(g *Graph) { g.Outputs = append(g.Outputs, &ValueInfo{Name: "p"}) })
+	assert.Equal(t, 0, FusePermutedMatMulBias(g), "the product is an output too")
+	g = build(func(g *Graph) { g.ValueInfo["b"] = &ValueInfo{Name: "b", Type: f32(5, 1, 6)} })
+	assert.Equal(t, 0, FusePermutedMatMulBias(g), "a bias that is not a row vector")
+	g = build(func(g *Graph) { g.Nodes[0].SetAttr(&Attr{Name: "grad", Type: AttrInt, I: 1}) })
+	assert.Equal(t, 0, FusePermutedMatMulBias(g), "a gradient product")
+}

@@ -178,6 +178,7 @@ func Fusion(t *testing.T, name string) {
 		{"GeluErfGrad", k.fusedGeluErfGrad},
 		{"MLPGelu", k.fusedMLPGelu},
 		{"LayerNormGradAdd", k.fusedLayerNormGradAdd},
+		{"PermutedMatMulBias", k.fusedPermutedMatMulBias},
 		{"BatchNormRelu", k.fusedBatchNormRelu},
 	})
 }

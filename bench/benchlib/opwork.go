@@ -81,7 +81,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		// dB = Aᵀ·dY summed over the batch: every element of A meets every
 		// column of dY.
 		flops = 2 * size(at(in, 1)) * last(at(in, 0), 1)
-	case graph.PermutedMatMul:
+	case graph.PermutedMatMul, graph.PermutedMatMulAdd:
 		v0 := viewShape(n, at(in, 0), "axes0")
 		k := 0.0
 		if len(v0) > 0 {

@@ -31,6 +31,7 @@ const (
 	FuseMatMulGelu     = "fuse-matmul-gelu"
 	FuseMatMulGeluGrad = "fuse-matmul-gelu-grad"
 	FuseLNGradAdd      = "fuse-layernorm-grad-add"
+	FusePermutedBias   = "fuse-permuted-matmul-bias"
 	LowerSpecialised   = "lower-specialised"
 )
 
@@ -142,6 +143,9 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseMatMulGeluGrad, Doc: "the GELU's gradient (GeluErfGradX) and the recomputed GELU output before the weight gradient applied in the epilogue of the product that makes dY (MatMulGeluErfGrad): X read once, dY never read back",
 			Fuses: []string{graph.MatMulGeluErfGrad}, Requires: []string{Specialize, RecomputeGeluGrad}, After: []string{RecomputeGeluOut, FuseMatMulGelu},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMatMulGeluErfGrad(g), nil }},
+		{Name: FusePermutedBias, Doc: "a bias added to a PermutedMatMul product of a weight matrix becomes its GEMM's epilogue (PermutedMatMulAdd: attention's in-projection); needs every shape",
+			Fuses: []string{graph.PermutedMatMulAdd}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FusePermutedMatMulBias(g), nil }},
 		{Name: FuseLNGradAdd, Doc: "a residual gradient added to a LayerNormalizationGrad's dX as each row is written (LayerNormGradAdd), so dX is not read back; needs every shape",
 			Fuses: []string{graph.LayerNormGradAdd}, Requires: []string{Specialize},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseLayerNormGradAdd(g), nil }},
@@ -149,7 +153,7 @@ func SpecialisedPasses() []Pass {
 			After: []string{Specialize, FuseGeluErfGrad, FuseSliceGrad},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.DropSameShapeSumToShape(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseLNGradAdd, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FusePermutedBias, FuseLNGradAdd, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
 	}
 }
