@@ -90,3 +90,44 @@ func TestFusePermutedMatMulBias(t *testing.T) {
 	g = build(func(g *Graph) { g.Nodes[0].SetAttr(&Attr{Name: "grad", Type: AttrInt, I: 1}) })
 	assert.Equal(t, 0, FusePermutedMatMulBias(g), "a gradient product")
 }
+
+// TestFuseMatMulAddResidual: Add(R, Dropout0(MatMulAdd(...))) becomes one
+// MatMulAddAdd at the Add's place, the zero-ratio Dropout dropped; not
+// when the product is read twice or R is made after the product.
+func TestFuseMatMulAddResidual(t *testing.T) {
+	build := func(edit func(g *Graph)) *Graph {
+		g := NewGraph("residual")
+		g.Inputs = []*ValueInfo{{Name: "x", Type: f32(3, 4)}, {Name: "w", Type: f32(4, 4)}, {Name: "b", Type: f32(4)}, {Name: "r0", Type: f32(3, 4)}}
+		g.Initializers = map[string]*Tensor{"ratio": FromFloat32([]float32{0})}
+		g.Nodes = []*Node{
+			{Name: "r", OpType: "Relu", Inputs: []string{"r0"}, Outputs: []string{"r"}},
+			{Name: "p", OpType: MatMulAdd, Domain: FusedDomain, Inputs: []string{"x", "w", "b"}, Outputs: []string{"p"},
+				Attrs: map[string]*Attr{"transB": {Name: "transB", Type: AttrInt, I: 1}}},
+			{Name: "d", OpType: "Dropout", Inputs: []string{"p", "ratio"}, Outputs: []string{"d"}},
+			{Name: "y", OpType: "Add", Inputs: []string{"r", "d"}, Outputs: []string{"y"}},
+		}
+		g.Outputs = []*ValueInfo{{Name: "y"}}
+		for _, n := range []string{"r", "p", "d", "y"} {
+			g.ValueInfo[n] = &ValueInfo{Name: n, Type: f32(3, 4)}
+		}
+		if edit != nil {
+			edit(g)
+		}
+		return g
+	}
+	g := build(nil)
+	assert.Equal(t, 1, FuseMatMulAddResidual(g))
+	assert.Len(t, g.Nodes, 2)
+	f := g.Nodes[1]
+	assert.Equal(t, MatMulAddAdd, f.OpType)
+	assert.Equal(t, []string{"x", "w", "b", "r"}, f.Inputs)
+	assert.Equal(t, []string{"y"}, f.Outputs)
+	assert.Equal(t, int64(1), f.AttrInt("transB", 0))
+
+	g = build(func(g *Graph) { g.Outputs = append(g.Outputs, &ValueInfo{Name: "p"}) })
+	assert.Equal(t, 0, FuseMatMulAddResidual(g), "the product is an output too")
+	g = build(func(g *Graph) { g.Nodes[0], g.Nodes[1] = g.Nodes[1], g.Nodes[0] })
+	assert.Equal(t, 0, FuseMatMulAddResidual(g), "R made after the product")
+	g = build(func(g *Graph) { g.Initializers["ratio"] = FromFloat32([]float32{0.1}) })
+	assert.Equal(t, 0, FuseMatMulAddResidual(g), "a Dropout that drops")
+}

@@ -23,9 +23,10 @@ import (
 // bit for bit, and the output and dX agree with a float64 evaluation of
 // the formulas. The shapes are large enough that the products run
 // blocked and split over the workers, with row blocks that do not divide
-// the rows.
+// the rows. The second layer's output is added to the block's input (a
+// residual connection), which runs in its GEMM's epilogue (MatMulAddAdd).
 func (kc checker) fusedMLPGelu(t *testing.T) {
-	const rows, in, hidden, out = 4 * 53, 72, 300, 40
+	const rows, in, hidden, out = 4 * 53, 72, 300, 72
 	g := graph.NewGraph("mlpgelu")
 	g.Inputs = []*graph.ValueInfo{
 		{Name: "x", Type: F32Type(4, 53, in)},
@@ -51,12 +52,13 @@ func (kc checker) fusedMLPGelu(t *testing.T) {
 		{Name: "t2", OpType: "Transpose", Inputs: []string{"w2"}, Outputs: []string{"w2t"}, Attrs: perm},
 		{Name: "m2", OpType: "MatMul", Inputs: []string{"g", "w2t"}, Outputs: []string{"p2"}},
 		{Name: "a2", OpType: "Add", Inputs: []string{"p2", "b2"}, Outputs: []string{"o"}},
+		{Name: "res", OpType: "Add", Inputs: []string{"x", "o"}, Outputs: []string{"res"}},
 	}
 	forward := len(g.Nodes)
 	wrt := []string{"x", "w1", "b1", "w2", "b2"}
-	grads, err := graph.Gradients(g, "o", wrt, "dy", 17)
+	grads, err := graph.Gradients(g, "res", wrt, "dy", 17)
 	require.NoError(t, err)
-	g.Outputs = []*graph.ValueInfo{{Name: "o"}}
+	g.Outputs = []*graph.ValueInfo{{Name: "res"}}
 	for _, gr := range grads {
 		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: gr})
 	}
@@ -79,7 +81,12 @@ func (kc checker) fusedMLPGelu(t *testing.T) {
 
 	fused, ops := kc.runPlanned(t, m, inputs, false)
 	plain, plainOps := kc.runPlanned(t, m, inputs, true)
-	assert.Zero(t, plainOps[graph.MatMulAddGeluErf]+plainOps[graph.MatMulGeluErfGrad], "no fused op under DisableFused: %v", plainOps)
+	assert.Zero(t, plainOps[graph.MatMulAddGeluErf]+plainOps[graph.MatMulGeluErfGrad]+plainOps[graph.MatMulAddAdd], "no fused op under DisableFused: %v", plainOps)
+	if kc.fuses(false, graph.MatMulAddAdd, graph.MatMulAdd) {
+		assert.Equal(t, 1, ops[graph.MatMulAddAdd], "the residual in the second layer's epilogue: %v", ops)
+	} else {
+		assert.Zero(t, ops[graph.MatMulAddAdd], "%v", ops)
+	}
 	switch {
 	case kc.fuses(false, graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad, graph.MatMulAdd, graph.GeluErf, graph.GeluErfGradX, graph.ErfGrad, graph.GeluErfGrad):
 		assert.Equal(t, 1, ops[graph.MatMulAddGeluErf], "%v", ops)
@@ -91,7 +98,7 @@ func (kc checker) fusedMLPGelu(t *testing.T) {
 	if !kc.fuses(false, graph.MatMulGeluErfGrad) {
 		assert.Zero(t, ops[graph.MatMulGeluErfGrad], "%v", ops)
 	}
-	for _, name := range append([]string{"o"}, grads...) {
+	for _, name := range append([]string{"res"}, grads...) {
 		require.NotNil(t, fused[name], name)
 		assert.True(t, sameBits(plain[name], fused[name]), "%s: fused and unfused differ", name)
 	}
@@ -111,11 +118,11 @@ func (kc checker) fusedMLPGelu(t *testing.T) {
 			h[j] = s
 		}
 		for j := 0; j < out; j++ {
-			s := float64(b2[j])
+			s := float64(b2[j]) + float64(x[r*in+j])
 			for k, v := range h {
 				s += 0.5 * v * (1 + math.Erf(v/math.Sqrt2)) * float64(w2[j*hidden+k])
 			}
-			assert.InDelta(t, s, float64(fused["o"].Float32s()[r*out+j]), 1e-4*math.Max(1, math.Abs(s)), "o[%d,%d]", r, j)
+			assert.InDelta(t, s, float64(fused["res"].Float32s()[r*out+j]), 1e-4*math.Max(1, math.Abs(s)), "res[%d,%d]", r, j)
 		}
 		for k, v := range h {
 			var dg float64
@@ -129,6 +136,7 @@ func (kc checker) fusedMLPGelu(t *testing.T) {
 			for k := range dh {
 				s += dh[k] * float64(w1[k*in+i])
 			}
+			s += float64(dy[r*out+i]) // the residual's gradient
 			assert.InDelta(t, s, float64(dx[r*in+i]), 1e-4*math.Max(1, math.Abs(s)), "dx[%d,%d]", r, i)
 		}
 	}

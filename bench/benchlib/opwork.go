@@ -62,7 +62,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		return float64(t.Shape[0])
 	}
 	switch n.OpType {
-	case "MatMul", graph.TransposedMatMul, graph.MatMulAdd, "Gemm", graph.GemmRelu, graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad:
+	case "MatMul", graph.TransposedMatMul, graph.MatMulAdd, "Gemm", graph.GemmRelu, graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad, graph.MatMulAddAdd:
 		// Y = op(A)·op(B): 2 flops per output element per shared index
 		// (the GELU epilogues' elementwise work is not counted).
 		a := at(in, 0)

@@ -32,6 +32,7 @@ const (
 	FuseMatMulGeluGrad = "fuse-matmul-gelu-grad"
 	FuseLNGradAdd      = "fuse-layernorm-grad-add"
 	FusePermutedBias   = "fuse-permuted-matmul-bias"
+	FuseResidual       = "fuse-matmul-add-residual"
 	LowerSpecialised   = "lower-specialised"
 )
 
@@ -143,6 +144,9 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseMatMulGeluGrad, Doc: "the GELU's gradient (GeluErfGradX) and the recomputed GELU output before the weight gradient applied in the epilogue of the product that makes dY (MatMulGeluErfGrad): X read once, dY never read back",
 			Fuses: []string{graph.MatMulGeluErfGrad}, Requires: []string{Specialize, RecomputeGeluGrad}, After: []string{RecomputeGeluOut, FuseMatMulGelu},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMatMulGeluErfGrad(g), nil }},
+		{Name: FuseResidual, Doc: "a Linear layer's output added to the residual stream: the residual added in the GEMM's epilogue after the bias (MatMulAddAdd); needs every shape",
+			Fuses: []string{graph.MatMulAddAdd}, Requires: []string{Specialize, FuseMatMulBias}, After: []string{PruneDropoutMasks, FuseMatMulGelu},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMatMulAddResidual(g), nil }},
 		{Name: FusePermutedBias, Doc: "a bias added to a PermutedMatMul product of a weight matrix becomes its GEMM's epilogue (PermutedMatMulAdd: attention's in-projection); needs every shape",
 			Fuses: []string{graph.PermutedMatMulAdd}, Requires: []string{Specialize},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FusePermutedMatMulBias(g), nil }},
@@ -153,7 +157,7 @@ func SpecialisedPasses() []Pass {
 			After: []string{Specialize, FuseGeluErfGrad, FuseSliceGrad},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.DropSameShapeSumToShape(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FusePermutedBias, FuseLNGradAdd, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
 	}
 }
