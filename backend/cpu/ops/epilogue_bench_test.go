@@ -4,6 +4,9 @@ import (
 	"math"
 	"runtime"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -16,9 +19,10 @@ import (
 //
 //	go test ./backend/cpu/ops -run XXX -bench 'Epilogue' -benchtime 1x -count 5 -cpu 1,2
 //
-// (bench/membound_minbench.sh takes the minimum of such single calls.)
-// b.SetBytes is the fused kernel's traffic, so MB/s compare the two as
-// times.
+// (bench/membound_minbench.sh takes the minimum of such single calls;
+// CPU=1 bench/epilogue_minbench.sh the minimum of their CPU times, which
+// what other processes take from the cores does not inflate.) b.SetBytes
+// is the fused kernel's traffic, so MB/s compare the two as times.
 
 // stage is one kernel of a chain: its node and its inputs, given the
 // outputs of the stages before it.
@@ -61,13 +65,28 @@ func benchChain(b *testing.B, bytes int64, stages ...stage) {
 	run() // sizes the storage
 	b.SetBytes(bytes)
 	b.ResetTimer()
+	var cpu time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		evictCaches()
 		b.StartTimer()
+		c0 := processCPU()
 		run()
+		cpu += processCPU() - c0
 	}
+	// CPU time per call (all threads): on a shared host, what another
+	// process takes from the cores does not count.
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	runtime.KeepAlive(bs)
+}
+
+// processCPU is the process's CPU time (every thread).
+func processCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 func transB() *graph.Attr { return &graph.Attr{Name: "transB", Type: graph.AttrInt, I: 1} }
