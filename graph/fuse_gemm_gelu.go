@@ -150,6 +150,9 @@ func FuseMatMulAddGeluErf(g *Graph) int {
 			continue
 		}
 		p := n.Inputs[0]
+		if _, d, ok := knownTensorType(g, p); !ok || d != Float32 {
+			continue // (MatMulAdd is float32 only; a rule for a typeless graph)
+		}
 		mm := ix.producer[p]
 		if mm == nil || mm.OpType != MatMulAdd || mm.Domain != FusedDomain || len(mm.Inputs) != 3 || len(mm.Outputs) != 1 ||
 			drop[mm] || ix.readBetween(p, ix.at[mm], i) {
@@ -174,7 +177,8 @@ func FuseMatMulAddGeluErf(g *Graph) int {
 // GeluErf of the same X and constants that writes Y alone and sits between
 // the product and the GeluErfGradX (RecomputeGeluErfOutput's copy before
 // the weight gradient) is absorbed too, its Y becoming the fused node's
-// second output. Nodes are in topological order. It returns the number of
+// second output. dY and X must be known to be float32. Nodes are in
+// topological order. It returns the number of
 // rewrites.
 func FuseMatMulGeluErfGrad(g *Graph) int {
 	ix := newFuseIndex(g)
@@ -192,6 +196,14 @@ func FuseMatMulGeluErfGrad(g *Graph) int {
 		}
 		at := ix.at[mm]
 		if replace[at] != nil {
+			continue
+		}
+		// float32 only: in a bfloat16 (autocast) graph the unfused
+		// GeluErfGradX reads the product rounded to bfloat16.
+		if _, d, ok := knownTensorType(g, dy); !ok || d != Float32 {
+			continue
+		}
+		if _, d, ok := knownTensorType(g, x); !ok || d != Float32 {
 			continue
 		}
 		ok := true

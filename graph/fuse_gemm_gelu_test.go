@@ -44,6 +44,7 @@ func TestFuseMatMulGelu(t *testing.T) {
 	g.Inputs = []*ValueInfo{{Name: "x"}, {Name: "w1"}, {Name: "b1"}, {Name: "w2"}, {Name: "dy"}}
 	g.Nodes = mlpGeluNodes("a/")
 	g.Outputs = []*ValueInfo{{Name: "a/o"}, {Name: "a/dw2"}, {Name: "a/dh"}}
+	typeAll(g)
 	assert.Equal(t, 1, FuseMatMulAddGeluErf(g))
 	assert.Equal(t, 1, FuseMatMulGeluErfGrad(g))
 	var ops []string
@@ -76,6 +77,7 @@ func TestFuseMatMulGeluLeavesOthers(t *testing.T) {
 		g.Inputs = []*ValueInfo{{Name: "x"}, {Name: "w1"}, {Name: "b1"}, {Name: "w2"}, {Name: "dy"}}
 		g.Nodes = mlpGeluNodes("a/")
 		g.Outputs = []*ValueInfo{{Name: "a/o"}, {Name: "a/dw2"}, {Name: "a/dh"}}
+		typeAll(g)
 		edit(g)
 		return g
 	}
@@ -100,6 +102,13 @@ func TestFuseMatMulGeluLeavesOthers(t *testing.T) {
 		g.Nodes = append(append([]*Node{g.Nodes[0], g.Nodes[1], g.Nodes[3], g.Nodes[4]}, k), g.Nodes[5:]...)
 	})
 	assert.Equal(t, 0, FuseMatMulGeluErfGrad(g))
+	// A bfloat16 dY (autocast).
+	g = build(func(g *Graph) {
+		bf := *f32(2, 3)
+		bf.DType = BFloat16
+		g.ValueInfo["a/dg"] = &ValueInfo{Name: "a/dg", Type: &bf}
+	})
+	assert.Equal(t, 0, FuseMatMulGeluErfGrad(g))
 	// No recomputed copy: the weight gradient reads the forward Y.
 	g = build(func(g *Graph) {
 		g.Nodes = append(g.Nodes[:5:5], g.Nodes[6:]...)
@@ -111,5 +120,17 @@ func TestFuseMatMulGeluLeavesOthers(t *testing.T) {
 			assert.Equal(t, []string{"a/dh", ""}, n.Outputs)
 		}
 		assert.NotEqual(t, GeluErfGradX, n.OpType)
+	}
+}
+
+// typeAll gives every value g's nodes read or write a float32 type (the
+// specialised graph's ValueInfo), where it has none.
+func typeAll(g *Graph) {
+	for _, n := range g.Nodes {
+		for _, v := range append(append([]string{}, n.Inputs...), n.Outputs...) {
+			if v != "" && g.ValueInfo[v] == nil {
+				g.ValueInfo[v] = &ValueInfo{Name: v, Type: f32(2, 3)}
+			}
+		}
 	}
 }

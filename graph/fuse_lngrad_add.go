@@ -19,8 +19,9 @@ func init() {
 }
 
 // FuseLayerNormGradAdd rewrites Add(R, dX), where dX is the first output
-// of a LayerNormalizationGrad read only by that Add and R has dX's known
-// shape and is defined before the LayerNormalizationGrad, into one
+// of a LayerNormalizationGrad read only by that Add, R has dX's known
+// shape, dY, X, dX, R and the sum are known to be float32, and R is defined
+// before the LayerNormalizationGrad, into one
 // LayerNormGradAdd at the LayerNormalizationGrad's place, writing the
 // Add's output (its dScale and dBias outputs unchanged). In a pre-norm
 // transformer block this is the gradient of every residual stream value
@@ -47,8 +48,15 @@ func FuseLayerNormGradAdd(g *Graph) int {
 			}
 			ds, dd, ok1 := knownTensorType(g, dx)
 			rs, rd, ok2 := knownTensorType(g, r)
-			os, _, ok3 := knownTensorType(g, n.Outputs[0])
-			if !ok1 || !ok2 || !ok3 || dd != rd || !SameShape(ds, rs) || !SameShape(ds, os) {
+			os, od, ok3 := knownTensorType(g, n.Outputs[0])
+			_, yd, ok4 := knownTensorType(g, ln.Inputs[0])
+			_, xd, ok5 := knownTensorType(g, ln.Inputs[1])
+			// float32 throughout: under autocast a bfloat16 R beside a
+			// float32 LayerNorm would make the kernel's half adapter
+			// round dScale and dBias too, and in bfloat16 the unfused
+			// Add reads dX rounded.
+			if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || dd != Float32 || rd != dd || od != dd || yd != dd || xd != dd ||
+				!SameShape(ds, rs) || !SameShape(ds, os) {
 				continue
 			}
 			outs := append([]string{n.Outputs[0]}, ln.Outputs[1:]...)

@@ -22,7 +22,7 @@ func TestFuseLayerNormGradAdd(t *testing.T) {
 			{Name: "sum", OpType: "Add", Inputs: []string{"r", "dx"}, Outputs: []string{"sum"}},
 		}
 		g.Outputs = []*ValueInfo{{Name: "sum"}, {Name: "ds2"}, {Name: "db"}}
-		for _, n := range []string{"r", "dx", "sum"} {
+		for _, n := range []string{"r", "dx", "sum", "dy", "x"} {
 			g.ValueInfo[n] = &ValueInfo{Name: n, Type: f32(4, 8)}
 		}
 		if edit != nil {
@@ -48,6 +48,12 @@ func TestFuseLayerNormGradAdd(t *testing.T) {
 	assert.Equal(t, 0, FuseLayerNormGradAdd(g), "R made after the gradient")
 	g = build(func(g *Graph) { g.ValueInfo["r"] = &ValueInfo{Name: "r", Type: f32(1, 8)} })
 	assert.Equal(t, 0, FuseLayerNormGradAdd(g), "R broadcasts")
+	g = build(func(g *Graph) {
+		bf := *f32(4, 8)
+		bf.DType = BFloat16
+		g.ValueInfo["r"] = &ValueInfo{Name: "r", Type: &bf}
+	})
+	assert.Equal(t, 0, FuseLayerNormGradAdd(g), "a bfloat16 R beside a float32 LayerNorm (autocast)")
 }
 
 // TestFusePermutedMatMulBias: the in-projection's bias joins its
