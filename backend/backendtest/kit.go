@@ -176,6 +176,9 @@ func Fusion(t *testing.T, name string) {
 		{"GemmRelu", k.fusedGemmRelu},
 		{"GeluErf", k.fusedGeluErf},
 		{"GeluErfGrad", k.fusedGeluErfGrad},
+		{"MLPGelu", k.fusedMLPGelu},
+		{"LayerNormGradAdd", k.fusedLayerNormGradAdd},
+		{"PermutedMatMulBias", k.fusedPermutedMatMulBias},
 		{"BatchNormRelu", k.fusedBatchNormRelu},
 	})
 }

@@ -10,6 +10,8 @@ var fusedOps = []string{
 	graph.TransposedMatMul, graph.PermutedMatMul, graph.GatherGradSum,
 	graph.ReluGrad, graph.ErfGrad, graph.GeluErf, graph.GeluErfGrad, graph.GeluErfGradX,
 	graph.GemmRelu, graph.BatchNormRelu, graph.BatchNormReluGrad, graph.MatMulAdd,
+	graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad, graph.LayerNormGradAdd,
+	graph.PermutedMatMulAdd, graph.MatMulAddAdd,
 }
 
 // FusedOps implements backend.FusedOpsDeclarer: every fused kernel, or

@@ -375,7 +375,7 @@ func scratchBytes(p *plan, types map[string]*graph.Type, winograd nn.WinogradPol
 			if len(dy) >= 3 {
 				panels = max(panels, gemm.PanelBytes(int(dy[0]*prod(dy[2:])), 1<<30))
 			}
-		case "MatMul", "Gemm", graph.TransposedMatMul, graph.MatMulAdd, graph.GemmRelu:
+		case "MatMul", "Gemm", graph.TransposedMatMul, graph.MatMulAdd, graph.GemmRelu, graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad, graph.MatMulAddAdd:
 			if y := dims(n.Outputs[0]); len(y) >= 1 {
 				panels = max(panels, gemm.PanelBytes(int(y[len(y)-1]), 1<<30))
 			}

@@ -62,8 +62,9 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		return float64(t.Shape[0])
 	}
 	switch n.OpType {
-	case "MatMul", graph.TransposedMatMul, graph.MatMulAdd, "Gemm", graph.GemmRelu:
-		// Y = op(A)·op(B): 2 flops per output element per shared index.
+	case "MatMul", graph.TransposedMatMul, graph.MatMulAdd, "Gemm", graph.GemmRelu, graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad, graph.MatMulAddAdd:
+		// Y = op(A)·op(B): 2 flops per output element per shared index
+		// (the GELU epilogues' elementwise work is not counted).
 		a := at(in, 0)
 		k := last(a, 1)
 		if n.AttrInt("transA", 0) != 0 {
@@ -80,7 +81,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		// dB = Aᵀ·dY summed over the batch: every element of A meets every
 		// column of dY.
 		flops = 2 * size(at(in, 1)) * last(at(in, 0), 1)
-	case graph.PermutedMatMul:
+	case graph.PermutedMatMul, graph.PermutedMatMulAdd:
 		v0 := viewShape(n, at(in, 0), "axes0")
 		k := 0.0
 		if len(v0) > 0 {

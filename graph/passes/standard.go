@@ -6,29 +6,34 @@ import (
 
 // Names of the standard compile-time passes.
 const (
-	InlineFunctions   = "inline-functions"
-	TopoSort          = "topo-sort"
-	ExpandGradientOps = "expand-gradient-ops"
-	Lower             = "lower"
-	FoldConstants     = "fold-constants"
-	FuseAttention     = "fuse-attention-views"
-	FuseWeight        = "fuse-weight-transpose"
-	FuseTransposed    = "fuse-transposed-matmul"
-	FuseReluGrad      = "fuse-relu-grad"
-	FuseErfGrad       = "fuse-erf-grad"
-	FuseGeluErf       = "fuse-gelu-erf"
-	FuseGemmRelu      = "fuse-gemm-relu"
-	FuseBatchNormRelu = "fuse-batchnorm-relu"
-	PruneFused        = "prune-fused"
-	Specialize        = "specialize"
-	FuseMatMulBias    = "fuse-matmul-bias"
-	FuseGeluErfGrad   = "fuse-gelu-erf-grad"
-	FuseSliceGrad     = "fuse-slice-grad-concat"
-	PruneDropoutMasks = "prune-dropout-masks"
-	DropSameShapeSum  = "drop-same-shape-sum-to-shape"
-	RecomputeGeluGrad = "recompute-gelu-grad"
-	RecomputeGeluOut  = "recompute-gelu-output"
-	LowerSpecialised  = "lower-specialised"
+	InlineFunctions    = "inline-functions"
+	TopoSort           = "topo-sort"
+	ExpandGradientOps  = "expand-gradient-ops"
+	Lower              = "lower"
+	FoldConstants      = "fold-constants"
+	FuseAttention      = "fuse-attention-views"
+	FuseWeight         = "fuse-weight-transpose"
+	FuseTransposed     = "fuse-transposed-matmul"
+	FuseReluGrad       = "fuse-relu-grad"
+	FuseErfGrad        = "fuse-erf-grad"
+	FuseGeluErf        = "fuse-gelu-erf"
+	FuseGemmRelu       = "fuse-gemm-relu"
+	FuseBatchNormRelu  = "fuse-batchnorm-relu"
+	PruneFused         = "prune-fused"
+	Specialize         = "specialize"
+	FuseMatMulBias     = "fuse-matmul-bias"
+	FuseGeluErfGrad    = "fuse-gelu-erf-grad"
+	FuseSliceGrad      = "fuse-slice-grad-concat"
+	PruneDropoutMasks  = "prune-dropout-masks"
+	DropSameShapeSum   = "drop-same-shape-sum-to-shape"
+	RecomputeGeluGrad  = "recompute-gelu-grad"
+	RecomputeGeluOut   = "recompute-gelu-output"
+	FuseMatMulGelu     = "fuse-matmul-gelu"
+	FuseMatMulGeluGrad = "fuse-matmul-gelu-grad"
+	FuseLNGradAdd      = "fuse-layernorm-grad-add"
+	FusePermutedBias   = "fuse-permuted-matmul-bias"
+	FuseResidual       = "fuse-matmul-add-residual"
+	LowerSpecialised   = "lower-specialised"
 )
 
 // fusions are the compile-time fusion passes, in the order they run.
@@ -133,11 +138,26 @@ func SpecialisedPasses() []Pass {
 		{Name: RecomputeGeluOut, Doc: "backward's reads of a GeluErf's Y (the next product's weight gradient) read a copy computed just before them, so Y dies after forward; X lives that long anyway",
 			Fuses: []string{graph.GeluErf, graph.GeluErfGradX}, Requires: []string{Specialize, RecomputeGeluGrad}, After: []string{PruneDropoutMasks},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.RecomputeGeluErfOutput(g), nil }},
+		{Name: FuseMatMulGelu, Doc: "the GELU after a Linear layer (writing Y alone) computed in the GEMM's epilogue (MatMulAddGeluErf), so Y is not a second pass over the product",
+			Fuses: []string{graph.MatMulAddGeluErf}, Requires: []string{Specialize, FuseMatMulBias, RecomputeGeluGrad}, After: []string{RecomputeGeluOut},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMatMulAddGeluErf(g), nil }},
+		{Name: FuseMatMulGeluGrad, Doc: "the GELU's gradient (GeluErfGradX) and the recomputed GELU output before the weight gradient applied in the epilogue of the product that makes dY (MatMulGeluErfGrad): X read once, dY never read back",
+			Fuses: []string{graph.MatMulGeluErfGrad}, Requires: []string{Specialize, RecomputeGeluGrad}, After: []string{RecomputeGeluOut, FuseMatMulGelu},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMatMulGeluErfGrad(g), nil }},
+		{Name: FuseResidual, Doc: "a Linear layer's output added to the residual stream: the residual added in the GEMM's epilogue after the bias (MatMulAddAdd); needs every shape",
+			Fuses: []string{graph.MatMulAddAdd}, Requires: []string{Specialize, FuseMatMulBias}, After: []string{PruneDropoutMasks, FuseMatMulGelu},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMatMulAddResidual(g), nil }},
+		{Name: FusePermutedBias, Doc: "a bias added to a PermutedMatMul product of a weight matrix becomes its GEMM's epilogue (PermutedMatMulAdd: attention's in-projection); needs every shape",
+			Fuses: []string{graph.PermutedMatMulAdd}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FusePermutedMatMulBias(g), nil }},
+		{Name: FuseLNGradAdd, Doc: "a residual gradient added to a LayerNormalizationGrad's dX as each row is written (LayerNormGradAdd), so dX is not read back; needs every shape",
+			Fuses: []string{graph.LayerNormGradAdd}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseLayerNormGradAdd(g), nil }},
 		{Name: DropSameShapeSum, Doc: "SumToShape(G, Like) of one known shape becomes Identity(G), so that Like (read for its shape only) is not kept alive for it; after the fusions that look through such SumToShapes",
 			After: []string{Specialize, FuseGeluErfGrad, FuseSliceGrad},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.DropSameShapeSumToShape(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
 	}
 }

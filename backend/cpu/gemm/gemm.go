@@ -53,6 +53,19 @@ type Epilogue struct {
 	// Relu replaces negative results by 0 (after the bias; NaN stays NaN,
 	// as Relu does).
 	Relu bool
+	// Block, if not nil, is applied last (after Bias and Relu) to each
+	// finished block of C, while it is in cache.
+	Block BlockEpilogue
+}
+
+// BlockEpilogue is an elementwise epilogue over blocks of C: ApplyBlock
+// gets the whole of C (row stride ldc) and rewrites rows [i0, i1) and
+// columns [j0, j1) of it, which hold their final product (bias and ReLU
+// applied). It may read and write other arrays of C's layout at the same
+// indices. Blocks are disjoint and may be applied from several workers at
+// once.
+type BlockEpilogue interface {
+	ApplyBlock(c []float32, ldc, i0, i1, j0, j1 int)
 }
 
 // SgemmEpilogue computes C = ep(alpha*op(A)*op(B) + beta*C): the result
@@ -80,18 +93,36 @@ func SgemmEpilogue(transA, transB bool, m, n, k int, alpha float32, a []float32,
 }
 
 // active reports whether the epilogue changes anything.
-func (ep *Epilogue) active() bool { return ep != nil && (ep.Bias != nil || ep.Relu) }
+func (ep *Epilogue) active() bool {
+	return ep != nil && (ep.Bias != nil || ep.Relu || ep.Block != nil)
+}
 
 // apply runs the epilogue over rows [i0, i1) and columns [j0, j1) of C.
 func (ep *Epilogue) apply(c []float32, ldc, i0, i1, j0, j1 int) {
 	if !ep.active() || i1 <= i0 || j1 <= j0 {
 		return
 	}
-	var bias []float32
-	if ep.Bias != nil {
-		bias = ep.Bias[j0:j1]
+	if ep.Bias != nil || ep.Relu {
+		var bias []float32
+		if ep.Bias != nil {
+			bias = ep.Bias[j0:j1]
+		}
+		epilogueRowsFn(c[i0*ldc+j0:], ldc, i1-i0, j1-j0, bias, ep.Relu)
 	}
-	epilogueRowsFn(c[i0*ldc+j0:], ldc, i1-i0, j1-j0, bias, ep.Relu)
+	if ep.Block != nil {
+		ep.Block.ApplyBlock(c, ldc, i0, i1, j0, j1)
+	}
+}
+
+// AddRowVector adds v[j] to column j of rows rows of C (row stride ldc,
+// n columns), each sum rounded to float32: the bias epilogue on its own
+// (vectorised where the epilogue is), for kernels that add a row to data
+// they have just written.
+func AddRowVector(c []float32, ldc, rows, n int, v []float32) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	epilogueRowsFn(c, ldc, rows, n, v[:n], false)
 }
 
 // epilogueRowsFn is epilogueRowsGo, replaced by assembly where available.

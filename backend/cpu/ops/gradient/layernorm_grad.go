@@ -3,6 +3,7 @@ package gradient
 import (
 	"math"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -26,12 +27,14 @@ const (
 // dscale and dbias in the element type and adds them to its chunk's
 // float64 sums; the chunks' sums are added in chunk order.
 func layerNormRowsBackward[F float](dy, x, dx []F, rows, size int, eps float64, scale, dscale, dbias []float64) {
-	layerNormRowsBackwardWith(new(lnGradTask[F]), dy, x, dx, rows, size, eps, scale, dscale, dbias)
+	layerNormRowsBackwardWith(new(lnGradTask[F]), dy, x, dx, nil, rows, size, eps, scale, dscale, dbias)
 }
 
 // layerNormRowsBackwardWith is layerNormRowsBackward with the work object
-// t (a node's, kept between runs).
-func layerNormRowsBackwardWith[F float](t *lnGradTask[F], dy, x, dx []F, rows, size int, eps float64, scale, dscale, dbias []float64) {
+// t (a node's, kept between runs); when res is not nil, each row of res
+// is added to its row of dx as soon as that row is written
+// (LayerNormGradAdd).
+func layerNormRowsBackwardWith[F float](t *lnGradTask[F], dy, x, dx, res []F, rows, size int, eps float64, scale, dscale, dbias []float64) {
 	if size == 0 || rows == 0 {
 		return
 	}
@@ -51,7 +54,7 @@ func layerNormRowsBackwardWith[F float](t *lnGradTask[F], dy, x, dx []F, rows, s
 		scaleF[i] = F(s)
 		scaleR[i] = float64(scaleF[i])
 	}
-	*t = lnGradTask[F]{dy: dy, x: x, dx: dx, buf: buf, scaleF: scaleF, partial: partial, scaleR: scaleR,
+	*t = lnGradTask[F]{dy: dy, x: x, dx: dx, res: res, buf: buf, scaleF: scaleF, partial: partial, scaleR: scaleR,
 		rows: rows, size: size, blocks: blocks, chunks: chunks, eps: eps}
 	kern.RunTask("LayerNormalizationGrad", chunks, workers, t)
 	*t = lnGradTask[F]{}
@@ -66,10 +69,10 @@ func layerNormRowsBackwardWith[F float](t *lnGradTask[F], dy, x, dx []F, rows, s
 
 // lnGradTask is layerNormRowsBackward's work over its chunks.
 type lnGradTask[F float] struct {
-	dy, x, dx, buf, scaleF     []F
-	partial, scaleR            []float64
-	rows, size, blocks, chunks int
-	eps                        float64
+	dy, x, dx, res, buf, scaleF []F
+	partial, scaleR             []float64
+	rows, size, blocks, chunks  int
+	eps                         float64
 }
 
 // Chunk runs chunks [lo, hi): their blocks of rows, each block's dscale
@@ -84,7 +87,12 @@ func (t *lnGradTask[F]) Chunk(lo, hi int) {
 		for b := c * blocks / chunks; b < (c+1)*blocks/chunks; b++ {
 			clear(ds)
 			clear(db)
-			layerNormRowsBackwardRange(t.dy, t.x, t.dx, b*layerNormRowsBlock, min((b+1)*layerNormRowsBlock, t.rows), size, t.eps, t.scaleR, t.scaleF, ds, db)
+			lo, hi := b*layerNormRowsBlock, min((b+1)*layerNormRowsBlock, t.rows)
+			layerNormRowsBackwardRange(t.dy, t.x, t.dx, lo, hi, size, t.eps, t.scaleR, t.scaleF, ds, db)
+			if t.res != nil {
+				// The block's rows of dx are still in cache.
+				addRows(t.dx[lo*size:hi*size], t.res[lo*size:hi*size])
+			}
 			for i := range pds {
 				pds[i] += float64(ds[i])
 				pdb[i] += float64(db[i])
@@ -144,6 +152,19 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	if err := sameFloat(n, dy, x, "dy"); err != nil {
 		return nil, err
 	}
+	var res *graph.Tensor
+	if n.OpType == graph.LayerNormGradAdd {
+		if err := kern.Need(n, in, 4); err != nil {
+			return nil, err
+		}
+		res = in[3]
+		if err := sameFloat(n, res, x, "R"); err != nil {
+			return nil, err
+		}
+		if !graph.SameShape(res.Shape, x.Shape) {
+			return nil, n.Errorf("R has shape %v, X %v: LayerNormGradAdd adds R to dX of X's shape", res.Shape, x.Shape)
+		}
+	}
 	rank := x.Rank()
 	if rank == 0 {
 		return nil, n.Errorf("X must have rank 1 or more")
@@ -185,9 +206,17 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	}
 	switch xs := x.Data.(type) {
 	case []float32:
-		layerNormRowsBackwardWith(kern.State[lnGradTask[float32]](n), dy.Data.([]float32), xs, dx.Data.([]float32), outer, size, eps, scale, dscale, dbias)
+		var rs []float32
+		if res != nil {
+			rs = res.Data.([]float32)
+		}
+		layerNormRowsBackwardWith(kern.State[lnGradTask[float32]](n), dy.Data.([]float32), xs, dx.Data.([]float32), rs, outer, size, eps, scale, dscale, dbias)
 	case []float64:
-		layerNormRowsBackwardWith(kern.State[lnGradTask[float64]](n), dy.Data.([]float64), xs, dx.Data.([]float64), outer, size, eps, scale, dscale, dbias)
+		var rs []float64
+		if res != nil {
+			rs = res.Data.([]float64)
+		}
+		layerNormRowsBackwardWith(kern.State[lnGradTask[float64]](n), dy.Data.([]float64), xs, dx.Data.([]float64), rs, outer, size, eps, scale, dscale, dbias)
 	}
 	ds, err := fromFloat64s(n, x.DType, normShape, dscale)
 	if err != nil {
@@ -203,3 +232,17 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 // layerNormGradState is what a LayerNormalizationGrad node keeps between
 // runs.
 type layerNormGradState struct{ scale []float64 }
+
+// addRows adds src to dst element by element, each sum rounded to the
+// element type as the Add kernel rounds it (float32 rows through the
+// GEMM's vectorised bias epilogue, which adds a row vector to rows of C).
+func addRows[F float](dst, src []F) {
+	switch d := any(dst).(type) {
+	case []float32:
+		gemm.AddRowVector(d, len(d), 1, len(d), any(src).([]float32))
+	default:
+		for i, v := range src[:len(dst)] {
+			dst[i] += v
+		}
+	}
+}

@@ -17,6 +17,7 @@ func init() {
 	register("LogSoftmaxGrad", softmaxGradKernel(true))
 	kern.RegisterSpec(graph.InternalDomain, "BatchNormalizationGrad", kern.Spec{Fn: batchNormGrad, Half: true})
 	register("LayerNormalizationGrad", layerNormGrad)
+	kern.RegisterSpec(graph.FusedDomain, graph.LayerNormGradAdd, kern.Spec{Fn: layerNormGrad})
 	register("GroupNormalizationGrad", groupNormGrad)
 	register("NegativeLogLikelihoodLossGrad", nllLossGrad)
 	register("SoftmaxCrossEntropyLossGrad", softmaxCrossEntropyLossGrad)

@@ -283,7 +283,7 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	if rb == 2 && ra > 2 && grad != 2 || grad == 2 && views[2].rank == 2 && views[1].rank > 2 {
 		// A 2-D right operand (a Linear layer's weight) shared by every
 		// product of the batch: one product over the batch's rows.
-		if out, ok, err := permutedFlat(n, in, views, grad, permY); err != nil || ok {
+		if out, ok, err := permutedFlat(n, in, views, grad, permY, nil); err != nil || ok {
 			return out, ok, err
 		}
 	}

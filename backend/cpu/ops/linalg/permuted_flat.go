@@ -122,7 +122,11 @@ func outputLayout(n *graph.Node, rShape []int, permY []int64) (yShape []int, rv 
 // first, and a result whose rows do not stack in the output is computed
 // into scratch and scattered. ok is false when the shapes do not suit
 // (the caller goes on with the other paths, which report errors).
-func permutedFlat(n *graph.Node, in []*graph.Tensor, views []strided, grad int64, permY []int64) ([]*graph.Tensor, bool, error) {
+//
+// bias, when not nil (grad 0 only, its length the product's column count,
+// and permY keeping the last axis last: the caller checks), is added to
+// every row in the GEMM's epilogue (PermutedMatMulAdd).
+func permutedFlat(n *graph.Node, in []*graph.Tensor, views []strided, grad int64, permY []int64, bias []float32) ([]*graph.Tensor, bool, error) {
 	alpha := n.AttrFloat("alpha", 1)
 	if grad == 2 {
 		return permutedFlatGradB(n, in, views, permY, alpha)
@@ -176,12 +180,16 @@ func permutedFlat(n *graph.Node, in []*graph.Tensor, views []strided, grad int64
 		av, lda = sa, max(k, 1)
 	}
 	y := out.Float32s()
+	if bias != nil && (grad != 0 || len(bias) != nn) {
+		return nil, false, n.Errorf("bias of %d elements for a product of %d columns (grad %d)", len(bias), nn, grad)
+	}
+	ep := gemm.Epilogue{Bias: bias}
 	if _, ldc, okC := rowsOf(&rv); okC {
-		gemm.Sgemm(false, tb, rows, nn, k, alpha, av, lda, xb[bv.off:], ldb, 0, y, ldc)
+		gemm.SgemmEpilogue(false, tb, rows, nn, k, alpha, av, lda, xb[bv.off:], ldb, 0, y, ldc, ep)
 	} else {
 		sc := kern.Scratch[float32](rows * nn)
 		defer kern.ReleaseScratch(sc)
-		gemm.Sgemm(false, tb, rows, nn, k, alpha, av, lda, xb[bv.off:], ldb, 0, sc, nn)
+		gemm.SgemmEpilogue(false, tb, rows, nn, k, alpha, av, lda, xb[bv.off:], ldb, 0, sc, nn, ep)
 		scatterView(y, sc, 0, &rv, false)
 	}
 	return kern.Results(n, out), true, nil
