@@ -22,7 +22,11 @@ type PipelineConfig struct {
 	// With AcceleratorConfig.Group, process p is rank p mod Stages of
 	// replica p div Stages; without it every rank runs in this process.
 	Stages int
-	// MicroBatches per optimizer step (0: AcceleratorConfig.GradAccum).
+	// MicroBatches per run of the schedule (0: AcceleratorConfig.GradAccum,
+	// and one run a step). With both set, as `--micro-batches M
+	// --grad-accum K`, one step is GradAccum runs of MicroBatches
+	// micro-batches each, their gradients summed: K×M micro-batches, as
+	// GradAccum = K×M would in one process.
 	MicroBatches int
 	// Schedule is gpipe, 1f1b (default), interleaved, zb1p or zbv;
 	// VirtualStages the chunks per rank of interleaved (0: 2).
@@ -69,6 +73,9 @@ type PipelineModel struct {
 	acc    *Accelerator
 	runner *pipeline.Runner
 	close  func()
+	// micro is the micro-batches of one run of the schedule, flushes the
+	// runs of one step (PipelineConfig.MicroBatches with GradAccum).
+	micro, flushes int
 	// Plan is the cut (stages, parameters, crossing tensors).
 	Plan *pipeline.Plan
 	// Schedule is the per-rank action lists the runner follows.
@@ -91,13 +98,16 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs Pipeline.Stages > 0, got %d", pc.Stages)
 	case opts.NewOptimizer == nil:
 		return nil, fmt.Errorf("accelerator: PreparePipeline needs PipelineOptions.NewOptimizer (each stage steps its own parameters)")
-	case pc.MicroBatches > 0 && a.cfg.GradAccum > 1 && pc.MicroBatches != a.cfg.GradAccum:
-		return nil, fmt.Errorf("accelerator: Pipeline.MicroBatches %d and GradAccum %d disagree (one step consumes MicroBatches; leave GradAccum at 1)", pc.MicroBatches, a.cfg.GradAccum)
+	case pc.MicroBatches < 0:
+		return nil, fmt.Errorf("accelerator: Pipeline.MicroBatches must be at least 1 (or 0: GradAccum), got %d", pc.MicroBatches)
 	}
-	M := pc.MicroBatches
+	M, K := pc.MicroBatches, 1
 	if M <= 0 {
 		M = a.cfg.GradAccum
+	} else if a.cfg.GradAccum > 1 {
+		K = a.cfg.GradAccum // K runs of the schedule a step (Step)
 	}
+	M = max(M, 1)
 	rank, replicas, replica := 0, 1, 0
 	if g := a.cfg.Group; g != nil {
 		if g.WorldSize()%pc.Stages != 0 {
@@ -120,7 +130,7 @@ func (a *Accelerator) PreparePipeline(ctx context.Context, m *graph.Model, loss 
 	if err != nil {
 		return nil, fmt.Errorf("accelerator: %w", err)
 	}
-	return &PipelineModel{acc: a, runner: built.runner, close: built.close, Plan: built.plan, Schedule: built.sched}, nil
+	return &PipelineModel{acc: a, runner: built.runner, close: built.close, micro: M, flushes: K, Plan: built.plan, Schedule: built.sched}, nil
 }
 
 func pipelineBatches(bs []*data.Batch) []pipeline.Batch {
@@ -134,17 +144,35 @@ func pipelineBatches(bs []*data.Batch) []pipeline.Batch {
 // Step runs one optimizer step's micro-batches (every process of a
 // replica passes the same ones; each stage reads what it needs) forward
 // and backward through the stages and returns the step's loss: the mean
-// over the micro-batches (and replicas). The gradients wait in the
+// over the micro-batches (and replicas). With MicroBatches M and GradAccum
+// K both set, the step's up to K×M micro-batches run as K runs of the
+// schedule of M each, their gradients summed. The gradients wait in the
 // stages for ClipGradNorm and OptimizerStep.
 func (p *PipelineModel) Step(ctx context.Context, micro []*data.Batch) (float64, error) {
 	if s := p.acc.amp.scaler; s != nil {
 		// fp16: every stage's seed carries the one loss scale (amp.go).
 		p.runner.SetLossScale(s.Scale())
 	}
-	if err := p.runner.ForwardBackwardPartial(ctx, pipelineBatches(micro)); err != nil {
-		return 0, err
+	if p.flushes <= 1 {
+		if err := p.runner.ForwardBackwardPartial(ctx, pipelineBatches(micro)); err != nil {
+			return 0, err
+		}
+		return p.runner.LastStats().Loss, nil
 	}
-	return p.runner.LastStats().Loss, nil
+	M := p.micro
+	if len(micro) == 0 || len(micro) > p.flushes*M {
+		return 0, fmt.Errorf("pipeline step: %d micro-batches, want 1 to %d (GradAccum %d runs of MicroBatches %d)", len(micro), p.flushes*M, p.flushes, M)
+	}
+	var loss float64
+	for k := 0; k*M < len(micro); k++ {
+		chunk := micro[k*M : min((k+1)*M, len(micro))]
+		p.runner.SetFlush(k == 0, (k+1)*M >= len(micro), p.flushes)
+		if err := p.runner.ForwardBackwardPartial(ctx, pipelineBatches(chunk)); err != nil {
+			return 0, err
+		}
+		loss += p.runner.LastStats().Loss * float64(len(chunk))
+	}
+	return loss / float64(len(micro)), nil
 }
 
 // ClipGradNorm scales the gradients of every stage so that their joint

@@ -87,6 +87,60 @@ func TestPreparePipelineMatchesGradAccum(t *testing.T) {
 	}
 }
 
+// MicroBatches 2 with GradAccum 2 in the Go API: each Step of 4
+// micro-batches runs the schedule twice, summing the gradients, and gives
+// the losses of `train --grad-accum 4` in one process, as the command's
+// `--micro-batches 2 --grad-accum 2` does; a step of 5 is refused.
+func TestPreparePipelineFlushes(t *testing.T) {
+	want := runRecords(t, transformerLossConfig())
+	require.Len(t, want, 3)
+	for _, schedule := range []string{"1f1b", "zbv"} {
+		t.Run(schedule, func(t *testing.T) {
+			ctx := context.Background()
+			acc, err := train.NewAccelerator(train.AcceleratorConfig{Seed: 0, GradAccum: 2,
+				Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 2, Schedule: schedule, Devices: []string{"cpu:0", "cpu:1"}}})
+			require.NoError(t, err)
+			m, err := importer.Load(transformerLossModel)
+			require.NoError(t, err)
+			pm, err := acc.PreparePipeline(ctx, m, train.LossConfig{Kind: "output", Output: "loss"}, train.PipelineOptions{BatchSize: 2,
+				NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) {
+					return train.NewOptimizer(transformerLossConfig(), ps)
+				}})
+			require.NoError(t, err)
+			defer pm.Close()
+			ds, err := data.OpenNPZ(transformerLossData, data.NPZOptions{NoLabels: true})
+			require.NoError(t, err)
+			loader, err := data.NewLoader(ds, data.LoaderConfig{BatchSize: 2})
+			require.NoError(t, err)
+			var got []float64
+			for epoch := 0; len(got) < len(want); epoch++ {
+				var window []*data.Batch
+				for b, err := range loader.Epoch(ctx, epoch, 0) {
+					require.NoError(t, err)
+					window = append(window, b)
+					if len(window) < 4 {
+						continue
+					}
+					if len(got) == 0 {
+						_, err := pm.Step(ctx, append(window[:4:4], b))
+						require.ErrorContains(t, err, "5 micro-batches, want 1 to 4")
+					}
+					loss, err := pm.Step(ctx, window)
+					require.NoError(t, err)
+					require.NoError(t, pm.OptimizerStep())
+					got, window = append(got, loss), nil
+					if len(got) == len(want) {
+						break
+					}
+				}
+			}
+			for i := range want {
+				assert.LessOrEqual(t, math.Abs(got[i]-want[i].Loss), 1e-5*math.Abs(want[i].Loss), "step %d: got %.8f, want %.8f", i+1, got[i], want[i].Loss)
+			}
+		})
+	}
+}
+
 // PreparePipeline refuses what pipelining does not do, naming it.
 func TestPreparePipelineRefusals(t *testing.T) {
 	ctx := context.Background()
@@ -101,7 +155,7 @@ func TestPreparePipelineRefusals(t *testing.T) {
 	}{
 		{train.AcceleratorConfig{}, train.PipelineOptions{NewOptimizer: newOpt}, "Pipeline.Stages > 0"},
 		{train.AcceleratorConfig{Pipeline: train.PipelineConfig{Stages: 2}}, train.PipelineOptions{}, "NewOptimizer"},
-		{train.AcceleratorConfig{GradAccum: 2, Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 4}}, train.PipelineOptions{NewOptimizer: newOpt}, "disagree"},
+		{train.AcceleratorConfig{Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: -1}}, train.PipelineOptions{NewOptimizer: newOpt}, "MicroBatches must be at least 1"},
 		{train.AcceleratorConfig{Pipeline: train.PipelineConfig{Stages: 2, Schedule: "round-robin"}}, train.PipelineOptions{NewOptimizer: newOpt}, "round-robin"},
 	} {
 		acc, err := train.NewAccelerator(tc.cfg)
