@@ -88,7 +88,8 @@ type Stage struct {
 	// EstSeconds is the estimated forward+backward time of one micro-batch.
 	EstSeconds float64 `json:"est_seconds"`
 	// ParamBytes, ActivationBytes (one micro-batch) and EstMemoryBytes
-	// (parameters, gradients, optimizer state, and the activations of the
+	// (parameters, gradients, optimizer state, the weights TrainOnly
+	// freezes that the stage reads, and the activations of the
 	// micro-batches in flight).
 	ParamBytes      int64 `json:"param_bytes"`
 	ActivationBytes int64 `json:"activation_bytes"`
@@ -198,6 +199,18 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 		}
 	}
 	params := trainableParams(g, opts.TrainOnly)
+	// frozen: the weights TrainOnly leaves out, constants of their stages
+	// that each stage still holds once (no gradient, no optimizer state)
+	frozen := map[string]bool{}
+	weights := params // trained or frozen: their transposes are no activations
+	if opts.TrainOnly != nil {
+		weights = trainableParams(g, nil)
+		for name := range weights {
+			if !params[name] {
+				frozen[name] = true
+			}
+		}
+	}
 	// Per-item cost and the tensors crossing each cut position k (between
 	// items[k-1] and items[k]).
 	n := len(items)
@@ -221,8 +234,8 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 				out += p.bytesOf(o)
 			}
 		}
-		if isWeightTranspose(nd, params) {
-			out = 0 // fused away in the stage programs (fuseWeightTransposes): never kept
+		if isWeightTranspose(nd, weights) {
+			out = 0 // fused away in the stage programs (fuseWeightTransposes), or a frozen weight's folded once: never kept per micro-batch
 		}
 		act[i+1] = act[i] + out
 		for _, in := range nd.Inputs {
@@ -262,17 +275,17 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 	for k := 1; k < n; k++ {
 		for _, v := range crossing(k) {
 			crossCost[k] += crossLatency + float64(p.bytesOf(v))/crossRate
-			if isWeightTranspose(items[pos[v]], params) {
+			if isWeightTranspose(items[pos[v]], weights) {
 				splitsTranspose[k] = true
 			}
 		}
 	}
-	paramBytes := func(a, b int) int64 { // params read by items[a:b]
+	bytesRead := func(a, b int, set map[string]bool) int64 { // the initializers of set read by items[a:b]
 		seen := map[string]bool{}
 		var tot int64
 		for _, nd := range items[a:b] {
 			for _, in := range nodeReads(nd) {
-				if params[in] && !seen[in] {
+				if set[in] && !seen[in] {
 					seen[in] = true
 					tot += int64(g.Initializers[in].Size()) * 4
 				}
@@ -280,6 +293,8 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 		}
 		return tot
 	}
+	paramBytes := func(a, b int) int64 { return bytesRead(a, b, params) }
+	frozenBytes := func(a, b int) int64 { return bytesRead(a, b, frozen) }
 	S := opts.Stages
 	inflight := func(s int) int {
 		if opts.InFlight != nil {
@@ -287,22 +302,28 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 		}
 		return S - s
 	}
-	// first-reader prefix sums of parameter bytes, for the search
+	// first-reader prefix sums of parameter (and frozen weight) bytes, for
+	// the search
 	paramPrefix := make([]int64, n+1)
+	frozenPrefix := make([]int64, n+1)
 	seenParam := map[string]bool{}
 	for i, nd := range items {
-		paramPrefix[i+1] = paramPrefix[i]
+		paramPrefix[i+1], frozenPrefix[i+1] = paramPrefix[i], frozenPrefix[i]
 		for _, in := range nodeReads(nd) {
-			if params[in] && !seenParam[in] {
+			if (params[in] || frozen[in]) && !seenParam[in] {
 				seenParam[in] = true
-				paramPrefix[i+1] += int64(g.Initializers[in].Size()) * 4
+				if params[in] {
+					paramPrefix[i+1] += int64(g.Initializers[in].Size()) * 4
+				} else {
+					frozenPrefix[i+1] += int64(g.Initializers[in].Size()) * 4
+				}
 			}
 		}
 	}
-	memWith := func(s, a, b int, pb int64) int64 {
-		return pb*int64(2+opts.OptimizerSlots) + (act[b]-act[a])*int64(inflight(s))
+	memWith := func(s, a, b int, pb, fb int64) int64 {
+		return pb*int64(2+opts.OptimizerSlots) + fb + (act[b]-act[a])*int64(inflight(s))
 	}
-	memOf := func(s, a, b int) int64 { return memWith(s, a, b, paramBytes(a, b)) }
+	memOf := func(s, a, b int) int64 { return memWith(s, a, b, paramBytes(a, b), frozenBytes(a, b)) }
 	var cuts []int // cuts[s] = first item of stage s+1
 	if len(opts.SplitAt) > 0 {
 		cuts, err = p.manualCuts(items, opts.SplitAt)
@@ -313,7 +334,7 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 		balance := func(keepTransposes bool) ([]int, error) {
 			return balancedCuts(n, S, func(s, a, b int) (float64, bool) {
 				t := cost[b] - cost[a] + crossCost[a] + crossCost[b]
-				if opts.StageMemory > 0 && memWith(s, a, b, paramPrefix[b]-paramPrefix[a]) > opts.StageMemory {
+				if opts.StageMemory > 0 && memWith(s, a, b, paramPrefix[b]-paramPrefix[a], frozenPrefix[b]-frozenPrefix[a]) > opts.StageMemory {
 					return t, false
 				}
 				if keepTransposes && (splitsTranspose[a] || splitsTranspose[b]) {

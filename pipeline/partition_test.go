@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -342,4 +343,31 @@ func TestPartitionLeavesNonFiniteInitializersUntrained(t *testing.T) {
 		names = append(names, p.Name)
 	}
 	assert.ElementsMatch(t, []string{"w", "w2"}, names, "one process trains the same parameters")
+}
+
+// With TrainOnly, the weights it freezes are constants of their stages,
+// held once (no gradient, no optimizer state): the stage's memory
+// estimate counts them so, where it counted nothing for them before.
+func TestPartitionCountsFrozenWeights(t *testing.T) {
+	m, err := importer.Load(filepath.Join("..", "models", "transformer_loss", "transformer_loss_train.onnx"))
+	require.NoError(t, err)
+	all, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 1, BatchSize: 2})
+	require.NoError(t, err)
+	var last string
+	for _, name := range all.Stages[0].Params {
+		last = name
+	}
+	require.NotEmpty(t, last)
+	only := regexp.MustCompile("^" + regexp.QuoteMeta(last) + "$")
+	part, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 1, BatchSize: 2, TrainOnly: only})
+	require.NoError(t, err)
+	st, whole := part.Stages[0], all.Stages[0]
+	require.Equal(t, []string{last}, st.Params)
+	require.Less(t, st.ParamBytes, whole.ParamBytes)
+	const slots = 2 // AdamW's, the default
+	frozen := whole.ParamBytes - st.ParamBytes
+	assert.Equal(t, whole.ActivationBytes, st.ActivationBytes)
+	assert.Equal(t, st.ParamBytes*(2+slots)+frozen+st.ActivationBytes, st.EstMemoryBytes,
+		"trained weights with gradient and slots, frozen ones once, activations")
+	assert.Equal(t, whole.ParamBytes*(2+slots)+whole.ActivationBytes, whole.EstMemoryBytes)
 }
