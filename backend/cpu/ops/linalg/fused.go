@@ -25,46 +25,50 @@ func matMulAddKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 	}
 	a, b, bias := in[0], in[1], in[2]
 	ta, tb := n.AttrInt("transA", 0) != 0, n.AttrInt("transB", 0) != 0
-	if a.DType == graph.Float32 && b.DType == graph.Float32 && bias.DType == graph.Float32 &&
-		(!ta || len(a.Shape) >= 2) && (!tb || len(b.Shape) >= 2) {
-		p, err := transposedPlan(n, a, b, ta, tb)
+	p, err := epiloguePlan(n, a, b, ta, tb)
+	if err != nil {
+		return nil, err
+	}
+	if p != nil && biasRow(bias, p.outShape) {
+		out, err := kern.NewUninit(n, graph.Float32, p.outShape) // every element is written
 		if err != nil {
 			return nil, err
 		}
-		row := len(bias.Shape) >= 1 && len(bias.Shape) <= len(p.outShape) && len(p.outShape) >= 1 &&
-			bias.Shape[len(bias.Shape)-1] == p.outShape[len(p.outShape)-1] && len(bias.Float32s()) == bias.Size()
-		for _, d := range bias.Shape[:max(len(bias.Shape)-1, 0)] {
-			row = row && d == 1
-		}
-		sa, aOK := affine(p.aIdx)
-		sb, bOK := affine(p.bIdx)
-		if row && !ta && aOK && sa == 1 && bOK && sb == 0 && len(a.Float32s()) == a.Size() && len(b.Float32s()) == b.Size() {
-			out, err := kern.NewUninit(n, graph.Float32, p.outShape) // every element is written
-			if err != nil {
-				return nil, err
-			}
-			ldb := p.n
-			if tb {
-				ldb = p.k
-			}
-			if p.batch > 0 && p.m > 0 && p.n > 0 {
-				// One tall product over the whole batch, the bias in its
-				// epilogue.
-				gemm.SgemmEpilogue(false, tb, p.batch*p.m, p.n, p.k, 1, a.Float32s(), p.k, b.Float32s(), ldb,
-					0, out.Float32s(), p.n, gemm.Epilogue{Bias: bias.Float32s()})
-			}
-			return kern.Results(n, out), nil
-		}
+		// One tall product over the whole batch, the bias in its epilogue.
+		runEpilogue(p, a, b, tb, out.Float32s(), gemm.Epilogue{Bias: bias.Float32s()})
+		return kern.Results(n, out), nil
 	}
 	prod, err := transposedMatMulKernel(ctx, n, in[:2])
 	if err != nil {
 		return nil, err
 	}
-	add, ok := kern.Lookup("", "Add", ctx.Opset)
-	if !ok {
-		return nil, n.Errorf("%w: no Add kernel", graph.ErrUnsupportedOp)
+	return runOp(ctx, n, "", "Add", prod[0], bias)
+}
+
+// biasRow reports whether bias is a dense float32 row vector for a
+// product of shape out: every dim but the last 1, the last out's last, as
+// a GEMM epilogue adds it.
+func biasRow(bias *graph.Tensor, out []int) bool {
+	if bias.DType != graph.Float32 || len(bias.Float32s()) != bias.Size() || len(bias.Shape) < 1 ||
+		len(out) < 1 || len(bias.Shape) > len(out) || bias.Shape[len(bias.Shape)-1] != out[len(out)-1] {
+		return false
 	}
-	return add.Fn(ctx, n, []*graph.Tensor{prod[0], bias})
+	for _, d := range bias.Shape[:len(bias.Shape)-1] {
+		if d != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// runOp runs the kernel registered for domain/op on n's context: the
+// fused kernels' general path through the kernels they fuse.
+func runOp(ctx *kern.Context, n *graph.Node, domain, op string, args ...*graph.Tensor) ([]*graph.Tensor, error) {
+	spec, ok := kern.Lookup(domain, op, ctx.Opset)
+	if !ok {
+		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
+	}
+	return spec.Fn(ctx, n, args)
 }
 
 // transposedMatMulKernel is graph.TransposedMatMul: MatMul(opA(A), opB(B))

@@ -111,19 +111,12 @@ func matMulAddGeluErfKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 	c1, ok1 := scalarF32(in[3])
 	c2, ok2 := scalarF32(in[4])
 	c3, ok3 := scalarF32(in[5])
-	if ok1 && ok2 && ok3 && bias.DType == graph.Float32 && len(bias.Float32s()) == bias.Size() {
+	if ok1 && ok2 && ok3 {
 		p, err := epiloguePlan(n, a, b, ta, tb)
 		if err != nil {
 			return nil, err
 		}
-		row := p != nil && len(bias.Shape) >= 1 && len(bias.Shape) <= len(p.outShape) && len(p.outShape) >= 1 &&
-			bias.Shape[len(bias.Shape)-1] == p.outShape[len(p.outShape)-1]
-		if row {
-			for _, d := range bias.Shape[:len(bias.Shape)-1] {
-				row = row && d == 1
-			}
-		}
-		if row {
+		if p != nil && biasRow(bias, p.outShape) {
 			prod, err := kern.NewUninit(n, graph.Float32, p.outShape) // every element is written
 			if err != nil {
 				return nil, err
@@ -201,11 +194,7 @@ func matMulGeluErfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tenso
 		return nil, err
 	}
 	dy := res[0]
-	gx, ok := kern.Lookup(graph.FusedDomain, graph.GeluErfGradX, ctx.Opset)
-	if !ok {
-		return nil, n.Errorf("%w: no GeluErfGradX kernel", graph.ErrUnsupportedOp)
-	}
-	res, err = gx.Fn(ctx, n, []*graph.Tensor{dy, x, in[3], in[4], in[5], in[6]})
+	res, err = runOp(ctx, n, graph.FusedDomain, graph.GeluErfGradX, dy, x, in[3], in[4], in[5], in[6])
 	if err != nil {
 		return nil, err
 	}
@@ -220,8 +209,8 @@ func matMulGeluErfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tenso
 }
 
 // geluY is GeluErf(x, c1, c2, c3)'s first output outside an epilogue:
-// vmath's pass for float32 x and scalar constants, otherwise the unfused
-// Div, Erf, Add, Mul, Mul kernels.
+// vmath's pass for float32 x and scalar constants, otherwise the GeluErf
+// kernel's first output.
 func geluY(ctx *kern.Context, n *graph.Node, x, c1, c2, c3 *graph.Tensor) (*graph.Tensor, error) {
 	v1, ok1 := scalarF32(c1)
 	v2, ok2 := scalarF32(c2)
@@ -239,32 +228,10 @@ func geluY(ctx *kern.Context, n *graph.Node, x, c1, c2, c3 *graph.Tensor) (*grap
 		}
 		return y, nil
 	}
-	step := func(op string, args ...*graph.Tensor) (*graph.Tensor, error) {
-		spec, ok := kern.Lookup("", op, ctx.Opset)
-		if !ok {
-			return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
-		}
-		out, err := spec.Fn(ctx, n, args)
-		if err != nil {
-			return nil, err
-		}
-		return out[0], nil
-	}
-	d, err := step("Div", x, c1)
+	// Anything else: the GeluErf kernel (its unfused chain), output Y.
+	res, err := runOp(ctx, n, graph.FusedDomain, graph.GeluErf, x, c1, c2, c3)
 	if err != nil {
 		return nil, err
 	}
-	e, err := step("Erf", d)
-	if err != nil {
-		return nil, err
-	}
-	a, err := step("Add", e, c2)
-	if err != nil {
-		return nil, err
-	}
-	m, err := step("Mul", x, a)
-	if err != nil {
-		return nil, err
-	}
-	return step("Mul", m, c3)
+	return res[0], nil
 }

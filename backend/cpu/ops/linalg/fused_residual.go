@@ -32,19 +32,12 @@ func matMulAddAddKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([
 	}
 	a, b, bias, r := in[0], in[1], in[2], in[3]
 	ta, tb := n.AttrInt("transA", 0) != 0, n.AttrInt("transB", 0) != 0
-	if bias.DType == graph.Float32 && len(bias.Float32s()) == bias.Size() && r.DType == graph.Float32 && len(r.Float32s()) == r.Size() {
+	if r.DType == graph.Float32 && len(r.Float32s()) == r.Size() {
 		p, err := epiloguePlan(n, a, b, ta, tb)
 		if err != nil {
 			return nil, err
 		}
-		row := p != nil && len(bias.Shape) >= 1 && len(bias.Shape) <= len(p.outShape) && len(p.outShape) >= 1 &&
-			bias.Shape[len(bias.Shape)-1] == p.outShape[len(p.outShape)-1] && graph.SameShape(r.Shape, p.outShape)
-		if row {
-			for _, d := range bias.Shape[:len(bias.Shape)-1] {
-				row = row && d == 1
-			}
-		}
-		if row {
+		if p != nil && biasRow(bias, p.outShape) && graph.SameShape(r.Shape, p.outShape) {
 			out, err := kern.NewUninit(n, graph.Float32, p.outShape) // every element is written
 			if err != nil {
 				return nil, err
@@ -60,10 +53,5 @@ func matMulAddAddKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([
 	if err != nil {
 		return nil, err
 	}
-	prod := res[0]
-	add, ok := kern.Lookup("", "Add", ctx.Opset)
-	if !ok {
-		return nil, n.Errorf("%w: no Add kernel", graph.ErrUnsupportedOp)
-	}
-	return add.Fn(ctx, n, []*graph.Tensor{r, prod})
+	return runOp(ctx, n, "", "Add", r, res[0])
 }

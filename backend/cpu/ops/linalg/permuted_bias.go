@@ -53,10 +53,5 @@ func permutedMatMulAddKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tenso
 	if err != nil {
 		return nil, err
 	}
-	prod := res[0]
-	add, ok := kern.Lookup("", "Add", ctx.Opset)
-	if !ok {
-		return nil, n.Errorf("%w: no Add kernel", graph.ErrUnsupportedOp)
-	}
-	return add.Fn(ctx, n, []*graph.Tensor{prod, bias})
+	return runOp(ctx, n, "", "Add", res[0], bias)
 }
