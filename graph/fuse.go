@@ -358,27 +358,11 @@ func FuseMatMulBias(g *Graph) int {
 					ps, pd, os, od, ok1, ok2 = bs, Float32, bs, Float32, true, true
 				}
 			}
-			if !ok1 || !ok2 || !ok3 || pd != Float32 || od != Float32 || bd != Float32 || !SameShape(ps, os) ||
-				len(ps) == 0 || len(bs) == 0 || len(bs) > len(ps) || bs[len(bs)-1] != ps[len(ps)-1] {
+			if !ok1 || !ok2 || !ok3 || pd != Float32 || od != Float32 || bd != Float32 || !SameShape(ps, os) || !isBiasRow(bs, ps) {
 				continue
-			}
-			row := true
-			for _, d := range bs[:len(bs)-1] {
-				row = row && d == 1
-			}
-			if !row {
-				continue
-			}
-			var ta, tb int64
-			if mm.OpType == TransposedMatMul {
-				ta, tb = mm.AttrInt("transA", 0), mm.AttrInt("transB", 0)
 			}
 			g.Nodes[i] = &Node{Name: n.Name, OpType: MatMulAdd, Domain: FusedDomain,
-				Inputs: []string{mm.Inputs[0], mm.Inputs[1], bias}, Outputs: []string{n.Outputs[0]},
-				Attrs: map[string]*Attr{
-					"transA": {Name: "transA", Type: AttrInt, I: ta},
-					"transB": {Name: "transB", Type: AttrInt, I: tb},
-				}}
+				Inputs: []string{mm.Inputs[0], mm.Inputs[1], bias}, Outputs: []string{n.Outputs[0]}, Attrs: productAttrs(mm)}
 			for _, j := range likes[pn] {
 				st := *g.Nodes[j]
 				st.Inputs = []string{st.Inputs[0], n.Outputs[0]}
@@ -393,6 +377,21 @@ func FuseMatMulBias(g *Graph) int {
 	}
 	removeNodes(g, drop)
 	return len(drop)
+}
+
+// isBiasRow reports whether a bias of shape bs is a row vector for a
+// product of shape ps: every dim but the last 1, the last ps's last (what
+// a GEMM epilogue adds, row by row).
+func isBiasRow(bs, ps []int) bool {
+	if len(ps) == 0 || len(bs) == 0 || len(bs) > len(ps) || bs[len(bs)-1] != ps[len(ps)-1] {
+		return false
+	}
+	for _, d := range bs[:len(bs)-1] {
+		if d != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // knownTensorType returns the fully known shape and the dtype g.ValueInfo

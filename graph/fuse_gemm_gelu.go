@@ -123,6 +123,19 @@ func (ix *fuseIndex) readBetween(name string, lo, hi int) bool {
 	return false
 }
 
+// replaceNodes puts each fused node of replace at its position, removes
+// the nodes of drop it absorbed, and returns the number of fused nodes.
+func replaceNodes(g *Graph, replace map[int]*Node, drop map[*Node]bool) int {
+	if len(replace) == 0 {
+		return 0
+	}
+	for at, n := range replace {
+		g.Nodes[at] = n
+	}
+	removeNodes(g, drop)
+	return len(replace)
+}
+
 // productAttrs are the transA/transB attributes of a product node
 // (MatMul: both 0).
 func productAttrs(n *Node) map[string]*Attr {
@@ -228,12 +241,5 @@ func FuseMatMulGeluErfGrad(g *Graph) int {
 			Outputs: []string{gx.Outputs[0], y}, Attrs: productAttrs(mm)}
 		drop[gx] = true
 	}
-	if len(replace) == 0 {
-		return 0
-	}
-	for at, n := range replace {
-		g.Nodes[at] = n
-	}
-	removeNodes(g, drop)
-	return len(replace)
+	return replaceNodes(g, replace, drop)
 }

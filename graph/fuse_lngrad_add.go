@@ -66,12 +66,5 @@ func FuseLayerNormGradAdd(g *Graph) int {
 			break
 		}
 	}
-	if len(replace) == 0 {
-		return 0
-	}
-	for at, n := range replace {
-		g.Nodes[at] = n
-	}
-	removeNodes(g, drop)
-	return len(replace)
+	return replaceNodes(g, replace, drop)
 }

@@ -47,14 +47,7 @@ func FusePermutedMatMulBias(g *Graph) int {
 			os, od, ok2 := knownTensorType(g, n.Outputs[0])
 			bs, bd, ok3 := knownTensorType(g, bias)
 			if !okW || len(ws) != 2 || !ok1 || !ok2 || !ok3 || pd != Float32 || od != Float32 || bd != Float32 ||
-				!SameShape(ps, os) || len(ps) == 0 || len(bs) == 0 || len(bs) > len(ps) || bs[len(bs)-1] != ps[len(ps)-1] {
-				continue
-			}
-			row := true
-			for _, d := range bs[:len(bs)-1] {
-				row = row && d == 1
-			}
-			if !row {
+				!SameShape(ps, os) || !isBiasRow(bs, ps) {
 				continue
 			}
 			g.Nodes[i] = &Node{Name: n.Name, OpType: PermutedMatMulAdd, Domain: FusedDomain,
