@@ -137,9 +137,7 @@ func (r *Runner) Evaluate(ctx context.Context, batches []Batch) ([]EvalResult, e
 			}
 			if s > 0 && acts == nil { // from another process
 				prev := r.Schedule.RankOf(s - 1)
-				rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
-				msg, err := tr.Recv(rctx, prev, MsgKey{Step: seq, Kind: Forward, Micro: b, Stage: s})
-				cancel()
+				msg, err := r.recvWithin(ctx, tr, prev, MsgKey{Step: seq, Kind: Forward, Micro: b, Stage: s})
 				if err != nil {
 					if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 						err = fmt.Errorf("%w: rank %d waited %v for the activations of evaluation batch %d, stage %d, from rank %d", ErrTimeout, rank, r.cfg.RecvTimeout, b, s, prev)

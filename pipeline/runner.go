@@ -843,38 +843,8 @@ func (r *Runner) finishRemote(ctx context.Context, losses []float64, wall time.D
 		if g == nil {
 			return fmt.Errorf("pipeline: tied weights across processes need the process group")
 		}
-		names := sortedNames(r.Plan.Shared)
-		total := 0
-		for _, name := range names {
-			total += r.Plan.g.Initializers[name].Size()
-		}
-		buf := make([]float32, total)
-		off := 0
-		for _, name := range names {
-			n := r.Plan.g.Initializers[name].Size()
-			for _, s := range r.Plan.Shared[name] {
-				if r.Stages[s] == nil {
-					continue
-				}
-				gr := r.grads[s][r.paramIndex(s, name)].Float32s()
-				for j := range gr {
-					buf[off+j] += gr[j]
-				}
-			}
-			off += n
-		}
-		if err := g.AllReduce(ctx, buf, distrib.Sum); err != nil {
-			return fmt.Errorf("pipeline: rank %d: summing tied weights' gradients: %w", r.cfg.Rank, err)
-		}
-		off = 0
-		for _, name := range names {
-			n := r.Plan.g.Initializers[name].Size()
-			for _, s := range r.Plan.Shared[name] {
-				if r.Stages[s] != nil {
-					copy(r.grads[s][r.paramIndex(s, name)].Float32s(), buf[off:off+n])
-				}
-			}
-			off += n
+		if err := r.averageTied(ctx, 1); err != nil { // zero.go
+			return err
 		}
 	}
 	for s := range r.params {

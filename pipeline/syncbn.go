@@ -52,9 +52,7 @@ func (c *replicaCollective) AllReduceSum(ctx context.Context, x []float32) error
 	for q := 0; q < R; q++ {
 		part := mine
 		if q != me {
-			rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
-			msg, err := c.raw.Recv(rctx, q*S+r.cfg.Rank, k)
-			cancel()
+			msg, err := r.recvWithin(ctx, c.raw, q*S+r.cfg.Rank, k)
 			if err != nil {
 				return fmt.Errorf("pipeline: rank %d of replica %d: synchronised BatchNorm, waiting for replica %d: %w", r.cfg.Rank, me, q, err)
 			}
@@ -75,9 +73,5 @@ func (r *Runner) withReplicaCollective(ctx context.Context, seq int64) context.C
 	if !r.cfg.SyncBatchNorm || r.cfg.Replicas <= 1 || r.cfg.Transport == nil {
 		return ctx
 	}
-	raw := r.cfg.Transport
-	if rt, ok := raw.(replicaTransport); ok {
-		raw = rt.Transport
-	}
-	return backend.WithCollective(ctx, &replicaCollective{r: r, raw: raw, seq: seq})
+	return backend.WithCollective(ctx, &replicaCollective{r: r, raw: r.rawTransport(), seq: seq})
 }

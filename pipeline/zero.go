@@ -192,10 +192,7 @@ func (r *Runner) reduceScatterReplicas(ctx context.Context) error {
 	if err := r.averageTied(ctx, inv); err != nil {
 		return err
 	}
-	raw := r.cfg.Transport
-	if rt, ok := raw.(replicaTransport); ok {
-		raw = rt.Transport
-	}
+	raw := r.rawTransport()
 	owners := map[int][]int{}
 	out := make([]map[string]*graph.Tensor, R)
 	for q := range out {
@@ -229,9 +226,7 @@ func (r *Runner) reduceScatterReplicas(ctx context.Context) error {
 		if q == me {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
-		msg, err := raw.Recv(rctx, q*S+r.cfg.Rank, k)
-		cancel()
+		msg, err := r.recvWithin(ctx, raw, q*S+r.cfg.Rank, k)
 		if err != nil {
 			return fmt.Errorf("pipeline: rank %d of replica %d: reduce-scattering gradients (ZeRO-2), waiting %v for replica %d: %w", r.cfg.Rank, me, r.cfg.RecvTimeout, q, err)
 		}
@@ -282,7 +277,8 @@ func (r *Runner) reduceScatterReplicas(ctx context.Context) error {
 
 // averageTied replaces the gradient of every tied weight (a parameter of
 // several stages) by its sum over the stages and replicas times inv: one
-// all-reduce over the group, each process adding its stages' copies.
+// all-reduce over the group, each process adding its stages' copies (inv
+// 1: the sum, for a single replica's stages in several processes).
 func (r *Runner) averageTied(ctx context.Context, inv float32) error {
 	if len(r.Plan.Shared) == 0 {
 		return nil
@@ -306,7 +302,7 @@ func (r *Runner) averageTied(ctx context.Context, inv float32) error {
 		off += r.Plan.g.Initializers[name].Size()
 	}
 	if err := r.cfg.Group.AllReduce(ctx, buf, distrib.Sum); err != nil {
-		return fmt.Errorf("pipeline: rank %d: summing tied weights' gradients (ZeRO-2): %w", r.cfg.Rank, err)
+		return fmt.Errorf("pipeline: rank %d: summing tied weights' gradients: %w", r.cfg.Rank, err)
 	}
 	off = 0
 	for _, name := range names {
@@ -366,10 +362,7 @@ func (r *Runner) clipZero2(ctx context.Context, maxNorm float64) (float64, error
 // step, sent only between the replicas of this rank.
 func (r *Runner) gatherShards(ctx context.Context) error {
 	S, R, me := r.Schedule.Ranks, r.cfg.Replicas, r.cfg.Replica
-	raw := r.cfg.Transport
-	if rt, ok := raw.(replicaTransport); ok {
-		raw = rt.Transport
-	}
+	raw := r.rawTransport()
 	mine := map[string]*graph.Tensor{}
 	for s, ps := range r.owned {
 		for _, p := range ps {
@@ -389,9 +382,7 @@ func (r *Runner) gatherShards(ctx context.Context) error {
 		if q == me {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
-		ts, err := raw.Recv(rctx, q*S+r.cfg.Rank, k)
-		cancel()
+		ts, err := r.recvWithin(ctx, raw, q*S+r.cfg.Rank, k)
 		if err != nil {
 			return fmt.Errorf("pipeline: rank %d of replica %d: waiting %v for the parameters replica %d updated (ZeRO): %w", r.cfg.Rank, me, r.cfg.RecvTimeout, q, err)
 		}
@@ -401,6 +392,23 @@ func (r *Runner) gatherShards(ctx context.Context) error {
 		recycle(raw, ts)
 	}
 	return nil
+}
+
+// rawTransport is the transport between processes, under the replica
+// adapter of a replicated pipeline (which the exchanges between replicas
+// address directly).
+func (r *Runner) rawTransport() Transport {
+	if rt, ok := r.cfg.Transport.(replicaTransport); ok {
+		return rt.Transport
+	}
+	return r.cfg.Transport
+}
+
+// recvWithin receives k from peer over tr, waiting at most RecvTimeout.
+func (r *Runner) recvWithin(ctx context.Context, tr Transport, peer int, k MsgKey) (map[string]*graph.Tensor, error) {
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
+	defer cancel()
+	return tr.Recv(rctx, peer, k)
 }
 
 // recycle gives a received message's buffers back to a transport that
