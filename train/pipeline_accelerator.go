@@ -163,16 +163,8 @@ func (p *PipelineModel) Step(ctx context.Context, micro []*data.Batch) (float64,
 	if len(micro) == 0 || len(micro) > p.flushes*M {
 		return 0, fmt.Errorf("pipeline step: %d micro-batches, want 1 to %d (GradAccum %d runs of MicroBatches %d)", len(micro), p.flushes*M, p.flushes, M)
 	}
-	var loss float64
-	for k := 0; k*M < len(micro); k++ {
-		chunk := micro[k*M : min((k+1)*M, len(micro))]
-		p.runner.SetFlush(k == 0, (k+1)*M >= len(micro), p.flushes)
-		if err := p.runner.ForwardBackwardPartial(ctx, pipelineBatches(chunk)); err != nil {
-			return 0, err
-		}
-		loss += p.runner.LastStats().Loss * float64(len(chunk))
-	}
-	return loss / float64(len(micro)), nil
+	stats, err := runFlushes(ctx, p.runner, pipelineBatches(micro), M, p.flushes)
+	return stats.Loss, err
 }
 
 // ClipGradNorm scales the gradients of every stage so that their joint

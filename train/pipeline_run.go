@@ -305,26 +305,13 @@ func runPipeline(ctx context.Context, cfg Config, onRestart bool, out, msg io.Wr
 			}
 			// --grad-accum K with --micro-batches M: K runs of the schedule
 			// (flushes), their gradients summed, make one step.
-			var stats pipeline.StepStats
 			if scaler != nil {
 				runner.SetLossScale(scaler.Scale())
 			}
-			for k := 0; k*M < len(mine); k++ {
-				chunk := mine[k*M : min((k+1)*M, len(mine))]
-				runner.SetFlush(k == 0, (k+1)*M >= len(mine), K)
-				if err := runner.ForwardBackwardPartial(ctx, chunk); err != nil {
-					return sum, fmt.Errorf("step %d, epoch %d: %w", step+1, epoch, err)
-				}
-				st := runner.LastStats()
-				if k == 0 {
-					stats = st
-					stats.Loss *= float64(len(chunk))
-				} else {
-					stats.Loss += st.Loss * float64(len(chunk))
-					stats.Losses = append(stats.Losses, st.Losses...)
-				}
+			stats, err := runFlushes(ctx, runner, mine, M, K)
+			if err != nil {
+				return sum, fmt.Errorf("step %d, epoch %d: %w", step+1, epoch, err)
 			}
-			stats.Loss /= float64(len(mine))
 			if math.IsNaN(stats.Loss) || math.IsInf(stats.Loss, 0) {
 				return sum, fmt.Errorf("train: step %d (epoch %d): %w (%v); try a lower --lr, --clip-grad-norm, or check the data for NaNs", step+1, epoch, ErrNaNLoss, stats.Loss)
 			}
@@ -577,4 +564,29 @@ func restoreFrozen(m *graph.Model, cfg Config) error {
 		m.Graph.Initializers[name] = t
 	}
 	return nil
+}
+
+// runFlushes runs one optimizer step's micro-batches as runs of the
+// schedule of m micro-batches each, of flushes runs a step (--grad-accum
+// with --micro-batches), their gradients summed: the step's stats, its
+// loss the mean over all the micro-batches.
+func runFlushes(ctx context.Context, runner *pipeline.Runner, micro []pipeline.Batch, m, flushes int) (pipeline.StepStats, error) {
+	var stats pipeline.StepStats
+	for k := 0; k*m < len(micro); k++ {
+		chunk := micro[k*m : min((k+1)*m, len(micro))]
+		runner.SetFlush(k == 0, (k+1)*m >= len(micro), flushes)
+		if err := runner.ForwardBackwardPartial(ctx, chunk); err != nil {
+			return stats, err
+		}
+		st := runner.LastStats()
+		if k == 0 {
+			stats = st
+			stats.Loss *= float64(len(chunk))
+		} else {
+			stats.Loss += st.Loss * float64(len(chunk))
+			stats.Losses = append(stats.Losses, st.Losses...)
+		}
+	}
+	stats.Loss /= float64(len(micro))
+	return stats, nil
 }
