@@ -1,5 +1,7 @@
 package pipeline
 
+import "github.com/onnxtrain/onnxtrain/graph"
+
 // SetListenHook makes NewTCPTransport call f with each rank's listener
 // address as soon as it listens; the returned function removes it.
 func SetListenHook(f func(rank int, addr string)) func() {
@@ -9,3 +11,10 @@ func SetListenHook(f func(rank int, addr string)) func() {
 
 // DeviceWorkers is deviceWorkers.
 var DeviceWorkers = deviceWorkers
+
+// DecodeTensorsInto is DecodeTensors with alloc serving float32 storage,
+// as TCPTransport's receive does with recycled buffers.
+func DecodeTensorsInto(b []byte, alloc func(n int) []float32) (map[string]*graph.Tensor, error) {
+	_, out, err := decodeMessage(&bytesReader{b: b}, alloc)
+	return out, err
+}

@@ -469,13 +469,24 @@ func decodeTensor(r io.Reader, alloc func(n int) []float32) (string, *graph.Tens
 	for i := range shape {
 		shape[i] = int(binary.LittleEndian.Uint64(db[8*i:]))
 	}
+	if br, ok := r.(*bytesReader); ok {
+		// A message in memory holds its tensors' bytes: a shape that
+		// needs more is corrupt, refused before anything is allocated.
+		if need, ok := tensorBytes(graph.DType(dt), shape); !ok || need > int64(len(br.b)-br.i) {
+			return "", nil, fmt.Errorf("tensor %q: shape %v of %v needs more than the %d bytes left in the message", nb, shape, graph.DType(dt), len(br.b)-br.i)
+		}
+	}
 	var t *graph.Tensor
 	if graph.DType(dt) == graph.Float32 && alloc != nil {
 		n := 1
 		for _, d := range shape {
+			if d < 0 || (d > 0 && n > math.MaxInt32/d) {
+				n = -1 // NewTensor below names the bad shape
+				break
+			}
 			n *= d
 		}
-		if buf := alloc(n); buf != nil {
+		if buf := alloc(n); n >= 0 && buf != nil {
 			t = graph.FromFloat32(buf, shape...)
 		}
 	}
@@ -548,6 +559,24 @@ type bytesBuffer struct{ b []byte }
 
 func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
 
+// tensorBytes is the size of a tensor of dtype d and shape (0 for a dtype
+// without a fixed size, which the decoder refuses by name), false when a
+// dimension is negative or the size overflows.
+func tensorBytes(d graph.DType, shape []int) (int64, bool) {
+	size := int64(d.Size())
+	if size <= 0 {
+		return 0, true
+	}
+	n := size
+	for _, x := range shape {
+		if x < 0 || (x > 0 && n > math.MaxInt64/int64(x)) {
+			return 0, false
+		}
+		n *= int64(x)
+	}
+	return n, true
+}
+
 type bytesReader struct {
 	b []byte
 	i int
@@ -566,9 +595,15 @@ func (r *bytesReader) Read(p []byte) (int, error) {
 // move through their buffer at a time.
 const floatChunk = 1 << 14
 
+// chunkBufs are writeFloat32s's and readFloat32s's buffers, shared so
+// that sending or receiving a tensor allocates nothing.
+var chunkBufs = sync.Pool{New: func() any { return new([4 * floatChunk]byte) }}
+
 // writeFloat32s writes s little-endian, a chunk at a time.
 func writeFloat32s(w io.Writer, s []float32) error {
-	buf := make([]byte, 4*min(len(s), floatChunk))
+	box := chunkBufs.Get().(*[4 * floatChunk]byte)
+	defer chunkBufs.Put(box)
+	buf := box[:]
 	for len(s) > 0 {
 		n := min(len(s), floatChunk)
 		for i, v := range s[:n] {
@@ -584,7 +619,9 @@ func writeFloat32s(w io.Writer, s []float32) error {
 
 // readFloat32s fills s from little-endian bytes, a chunk at a time.
 func readFloat32s(r io.Reader, s []float32) error {
-	buf := make([]byte, 4*min(len(s), floatChunk))
+	box := chunkBufs.Get().(*[4 * floatChunk]byte)
+	defer chunkBufs.Put(box)
+	buf := box[:]
 	for len(s) > 0 {
 		n := min(len(s), floatChunk)
 		if _, err := io.ReadFull(r, buf[:4*n]); err != nil {

@@ -1,7 +1,9 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"net"
@@ -542,4 +544,58 @@ func stageParam(sp *pipeline.StageProgram, name string) []float32 {
 		}
 	}
 	return nil
+}
+
+// A received tensor's shape is checked before a recycled buffer is used
+// for it: a shape with negative dimensions whose product matches a free
+// buffer's length is an error, as without one, never a tensor.
+func TestDecodeRecycledShapeChecked(t *testing.T) {
+	const n = 1 << 12
+	b, err := pipeline.EncodeTensors(map[string]*graph.Tensor{"g": graph.FromFloat32(make([]float32, n), 1, n)})
+	require.NoError(t, err)
+	free := func(k int) []float32 {
+		if k == n {
+			return make([]float32, n)
+		}
+		return nil
+	}
+	got, err := pipeline.DecodeTensorsInto(b, free)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, n}, got["g"].Shape)
+	// the same bytes with the shape (1, n) rewritten to (-1, -n)
+	bad := bytes.Clone(b)
+	var one, neg1, want, negN [8]byte
+	binary.LittleEndian.PutUint64(one[:], 1)
+	binary.LittleEndian.PutUint64(want[:], n)
+	binary.LittleEndian.PutUint64(neg1[:], uint64(1<<64-1))
+	binary.LittleEndian.PutUint64(negN[:], uint64(1<<64-n))
+	i := bytes.Index(bad, append(one[:], want[:]...))
+	require.GreaterOrEqual(t, i, 0, "the shape's bytes")
+	copy(bad[i:], append(neg1[:], negN[:]...))
+	_, err = pipeline.DecodeTensorsInto(bad, free)
+	require.Error(t, err)
+	_, err = pipeline.DecodeTensors(bad)
+	require.Error(t, err)
+}
+
+// FuzzDecodeTensors: whatever the bytes, decoding returns tensors or an
+// error, never a panic, with recycled storage or without.
+func FuzzDecodeTensors(f *testing.F) {
+	for _, m := range []map[string]*graph.Tensor{
+		{"x": graph.FromFloat32([]float32{1, 2, 3, 4}, 2, 2)},
+		{"i": graph.FromInt64([]int64{7}, 1), "y": graph.FromFloat32(make([]float32, 1<<12), 64, 64)},
+	} {
+		b, err := pipeline.EncodeTensors(m)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = pipeline.DecodeTensors(b)
+		_, _ = pipeline.DecodeTensorsInto(b, func(n int) []float32 {
+			if n == 1<<12 {
+				return make([]float32, n)
+			}
+			return nil
+		})
+	})
 }
