@@ -31,16 +31,7 @@ func (kc checker) fusedLayerNormGradAdd(t *testing.T) {
 		{Name: "m", OpType: "Mul", Inputs: []string{"ln", "w"}, Outputs: []string{"m"}},
 		{Name: "y", OpType: "Add", Inputs: []string{"x", "m"}, Outputs: []string{"y"}},
 	}
-	forward := len(g.Nodes)
-	grads, err := graph.Gradients(g, "y", []string{"x", "scale", "bias"}, "dy", 17)
-	require.NoError(t, err)
-	g.Outputs = []*graph.ValueInfo{{Name: "y"}}
-	for _, gr := range grads {
-		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: gr})
-	}
-	_, err = graph.Recompute(g, forward, 17, graph.RecomputeOptions{ReadsOnly: true})
-	require.NoError(t, err)
-	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
+	m, grads := trainingStepModel(t, g, "y", []string{"x", "scale", "bias"})
 	rng := rand.New(rand.NewPCG(41, 42))
 	inputs := NormalInputs(g, rng, 1)
 	for i := range inputs["x"].Float32s() {
@@ -88,4 +79,23 @@ func (kc checker) fusedLayerNormGradAdd(t *testing.T) {
 			assert.InDelta(t, want, float64(dx[r*width+i]), 1e-4*math.Max(1, math.Abs(want)), "dx[%d,%d]", r, i)
 		}
 	}
+}
+
+// trainingStepModel completes g (its forward nodes) as a training step
+// for the epilogue fusion checks: the gradients of y (seeded by the input
+// "dy") with respect to wrt as outputs beside y, the forward values the
+// backward reads recomputed as the training program does (ReadsOnly), at
+// opset 17; and the gradients' names, in wrt's order.
+func trainingStepModel(t *testing.T, g *graph.Graph, y string, wrt []string) (*graph.Model, []string) {
+	t.Helper()
+	forward := len(g.Nodes)
+	grads, err := graph.Gradients(g, y, wrt, "dy", 17)
+	require.NoError(t, err)
+	g.Outputs = []*graph.ValueInfo{{Name: y}}
+	for _, gr := range grads {
+		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: gr})
+	}
+	_, err = graph.Recompute(g, forward, 17, graph.RecomputeOptions{ReadsOnly: true})
+	require.NoError(t, err)
+	return &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}, grads
 }

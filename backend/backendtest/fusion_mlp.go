@@ -54,17 +54,8 @@ func (kc checker) fusedMLPGelu(t *testing.T) {
 		{Name: "a2", OpType: "Add", Inputs: []string{"p2", "b2"}, Outputs: []string{"o"}},
 		{Name: "res", OpType: "Add", Inputs: []string{"x", "o"}, Outputs: []string{"res"}},
 	}
-	forward := len(g.Nodes)
 	wrt := []string{"x", "w1", "b1", "w2", "b2"}
-	grads, err := graph.Gradients(g, "res", wrt, "dy", 17)
-	require.NoError(t, err)
-	g.Outputs = []*graph.ValueInfo{{Name: "res"}}
-	for _, gr := range grads {
-		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: gr})
-	}
-	_, err = graph.Recompute(g, forward, 17, graph.RecomputeOptions{ReadsOnly: true})
-	require.NoError(t, err)
-	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
+	m, grads := trainingStepModel(t, g, "res", wrt)
 	rng := rand.New(rand.NewPCG(31, 32))
 	inputs := NormalInputs(g, rng, 1)
 	// Weights at PyTorch's Linear scale, so the pre-activations spread

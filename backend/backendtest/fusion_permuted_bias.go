@@ -33,16 +33,7 @@ func (kc checker) fusedPermutedMatMulBias(t *testing.T) {
 		{Name: "p", OpType: "MatMul", Inputs: []string{"xt", "wt"}, Outputs: []string{"p"}},
 		{Name: "y", OpType: "Add", Inputs: []string{"b", "p"}, Outputs: []string{"y"}},
 	}
-	forward := len(g.Nodes)
-	grads, err := graph.Gradients(g, "y", []string{"x", "w", "b"}, "dy", 17)
-	require.NoError(t, err)
-	g.Outputs = []*graph.ValueInfo{{Name: "y"}}
-	for _, gr := range grads {
-		g.Outputs = append(g.Outputs, &graph.ValueInfo{Name: gr})
-	}
-	_, err = graph.Recompute(g, forward, 17, graph.RecomputeOptions{ReadsOnly: true})
-	require.NoError(t, err)
-	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
+	m, grads := trainingStepModel(t, g, "y", []string{"x", "w", "b"})
 	inputs := NormalInputs(g, rand.New(rand.NewPCG(61, 62)), 1)
 	fused, ops := kc.runPlanned(t, m, inputs, false)
 	plain, plainOps := kc.runPlanned(t, m, inputs, true)
