@@ -228,8 +228,11 @@ func geluY(ctx *kern.Context, n *graph.Node, x, c1, c2, c3 *graph.Tensor) (*grap
 		}
 		return y, nil
 	}
-	// Anything else: the GeluErf kernel (its unfused chain), output Y.
-	res, err := runOp(ctx, n, graph.FusedDomain, graph.GeluErf, x, c1, c2, c3)
+	// Anything else: the GeluErf kernel (its unfused chain), output Y, on a
+	// node of GeluErf's outputs (Y alone named).
+	sub := &graph.Node{Name: n.Name, OpType: graph.GeluErf, Domain: graph.FusedDomain,
+		Inputs: n.Inputs, Outputs: []string{"y", "", ""}}
+	res, err := runOp(ctx, sub, graph.FusedDomain, graph.GeluErf, x, c1, c2, c3)
 	if err != nil {
 		return nil, err
 	}
