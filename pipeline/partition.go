@@ -89,11 +89,16 @@ type Stage struct {
 	EstSeconds float64 `json:"est_seconds"`
 	// ParamBytes, ActivationBytes (one micro-batch) and EstMemoryBytes
 	// (parameters, gradients, optimizer state, the weights TrainOnly
-	// freezes that the stage reads, and the activations of the
-	// micro-batches in flight).
+	// freezes that the stage reads, the activations of the micro-batches
+	// in flight, and one micro-batch's activations more for the transient
+	// memory of the pass that runs beside them).
 	ParamBytes      int64 `json:"param_bytes"`
 	ActivationBytes int64 `json:"activation_bytes"`
-	EstMemoryBytes  int64 `json:"est_memory_bytes"`
+	// PassBytes is the most one pass holds at once beside the kept
+	// activations (its memory plan's peak), once Plan.RefineMemory has
+	// sized it from the stage's training graph; 0 before.
+	PassBytes      int64 `json:"pass_bytes,omitempty"`
+	EstMemoryBytes int64 `json:"est_memory_bytes"`
 
 	nodes []*graph.Node // with replicated constants, in graph order
 }
@@ -321,7 +326,7 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 		}
 	}
 	memWith := func(s, a, b int, pb, fb int64) int64 {
-		return pb*int64(2+opts.OptimizerSlots) + fb + (act[b]-act[a])*int64(inflight(s))
+		return pb*int64(2+opts.OptimizerSlots) + fb + (act[b]-act[a])*int64(inflight(s)+1)
 	}
 	memOf := func(s, a, b int) int64 { return memWith(s, a, b, paramBytes(a, b), frozenBytes(a, b)) }
 	var cuts []int // cuts[s] = first item of stage s+1
@@ -692,8 +697,12 @@ func (p *Plan) String() string {
 		if len(st.Nodes) > 0 {
 			first, last = st.Nodes[0], st.Nodes[len(st.Nodes)-1]
 		}
-		fmt.Fprintf(&b, "stage %d: %d nodes (%s .. %s), %d params (%s), %.3g GFLOP, est %.3g ms fwd+bwd, activations %s, est memory %s\n",
-			st.Index, len(st.Nodes), first, last, len(st.Params), humanBytes(st.ParamBytes), float64(st.FLOPs)/1e9, st.EstSeconds*1e3, humanBytes(st.ActivationBytes), humanBytes(st.EstMemoryBytes))
+		pass := ""
+		if st.PassBytes > 0 {
+			pass = ", a pass " + humanBytes(st.PassBytes)
+		}
+		fmt.Fprintf(&b, "stage %d: %d nodes (%s .. %s), %d params (%s), %.3g GFLOP, est %.3g ms fwd+bwd, activations %s%s, est memory %s\n",
+			st.Index, len(st.Nodes), first, last, len(st.Params), humanBytes(st.ParamBytes), float64(st.FLOPs)/1e9, st.EstSeconds*1e3, humanBytes(st.ActivationBytes), pass, humanBytes(st.EstMemoryBytes))
 		if len(st.DataInputs) > 0 {
 			fmt.Fprintf(&b, "  data: %s\n", strings.Join(st.DataInputs, ", "))
 		}

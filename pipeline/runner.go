@@ -106,6 +106,10 @@ type Runner struct {
 	passTime  [][4]time.Duration
 	passCount [][4]int
 	kept      []int64
+	// held: bytes the forward passes of the micro-batches in flight keep
+	// now, per stage; heldPeak its most; heldOf each micro-batch's share.
+	held, heldPeak []int64
+	heldOf         map[[2]int]int64
 	// cpuClock times passes by their thread's CPU time (MinStageSeconds
 	// on one-worker devices) instead of the wall clock.
 	cpuClock bool
@@ -138,6 +142,9 @@ type StageProfile struct {
 	// KeptBytes is the most bytes one micro-batch's forward pass left for
 	// the backward (activations, received inputs, outputs to send).
 	KeptBytes int64
+	// HeldPeakBytes is the most bytes the forward passes of the
+	// micro-batches in flight kept at once (what the schedule holds).
+	HeldPeakBytes int64
 }
 
 // Profile returns per-stage measurements since the last ResetProfile.
@@ -151,7 +158,7 @@ func (r *Runner) Profile() []StageProfile {
 			return r.passTime[s][k] / time.Duration(r.passCount[s][k])
 		}
 		out[s] = StageProfile{Forward: mean(Forward), Backward: mean(Backward), BackwardInput: mean(BackwardInput),
-			BackwardWeight: mean(BackwardWeight), KeptBytes: r.kept[s]}
+			BackwardWeight: mean(BackwardWeight), KeptBytes: r.kept[s], HeldPeakBytes: r.heldPeak[s]}
 	}
 	return out
 }
@@ -161,6 +168,8 @@ func (r *Runner) ResetProfile() {
 	r.passTime = make([][4]time.Duration, len(r.Stages))
 	r.passCount = make([][4]int, len(r.Stages))
 	r.kept = make([]int64, len(r.Stages))
+	r.held, r.heldPeak = make([]int64, len(r.Stages)), make([]int64, len(r.Stages))
+	r.heldOf = map[[2]int]int64{}
 }
 
 // StepStats is what one step measured.
@@ -224,7 +233,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 			return nil, fmt.Errorf("pipeline: %d replicas need the process group", cfg.Replicas)
 		}
 	}
-	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg}
+	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg, heldOf: map[[2]int]int64{}}
 	if cfg.Transport == nil {
 		w, err := deviceWorkers(devs, cfg.Workers, runtime.GOMAXPROCS(0))
 		if err != nil {
@@ -245,6 +254,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 			r.passTime = append(r.passTime, [4]time.Duration{})
 			r.passCount = append(r.passCount, [4]int{})
 			r.kept = append(r.kept, 0)
+			r.held, r.heldPeak = append(r.held, 0), append(r.heldPeak, 0)
 			continue
 		}
 		scfg := cfg.Stage
@@ -266,6 +276,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		r.passTime = append(r.passTime, [4]time.Duration{})
 		r.passCount = append(r.passCount, [4]int{})
 		r.kept = append(r.kept, 0)
+		r.held, r.heldPeak = append(r.held, 0), append(r.heldPeak, 0)
 		r.grads = append(r.grads, make([]*graph.Tensor, len(sp.Params)))
 		// Each micro-batch's parameter gradients are added into the
 		// step's sums inside the pass that computes them (AccumulateGrad
@@ -297,6 +308,56 @@ func (r *Runner) Optimizer(s int) optim.Optimizer {
 		return r.opts[s]
 	}
 	return nil
+}
+
+// StateBytes measures what stage s holds for the whole run, from the
+// tensors themselves: its parameters, their gradient sums and its
+// optimizer's state (0 for a stage this Runner does not run).
+func (r *Runner) StateBytes(s int) int64 {
+	if s >= len(r.Stages) || r.Stages[s] == nil {
+		return 0
+	}
+	size := func(t *graph.Tensor) int64 {
+		if t == nil {
+			return 0
+		}
+		return int64(t.Size() * max(t.DType.Size(), 1))
+	}
+	var n int64
+	sp := r.Stages[s]
+	for i, p := range sp.Params {
+		n += size(p.Value) + size(sp.gradSums[i])
+	}
+	if o := r.Optimizer(s); o != nil {
+		for k, t := range o.State() {
+			if k != "step" && k != "lr" {
+				n += size(t)
+			}
+		}
+	}
+	return n
+}
+
+// PassPeakBytes is the largest planned peak (the backend's memory plan of
+// the latest run, outputs included) of stage s's compiled passes: the
+// transient memory one pass needs beside what the stage holds. 0 where
+// the backend reports no plan.
+func (r *Runner) PassPeakBytes(s int) int64 {
+	if s >= len(r.Stages) || r.Stages[s] == nil {
+		return 0
+	}
+	type peaker interface{ PeakBytes() int64 }
+	var most int64
+	sp := r.Stages[s]
+	for _, ph := range []*phase{sp.fwd, sp.bwd, sp.bwdInput, sp.bwdWeight} {
+		if ph == nil || ph.exe == nil {
+			continue
+		}
+		if p, ok := ph.exe.(peaker); ok {
+			most = max(most, p.PeakBytes())
+		}
+	}
+	return most
 }
 
 // Params are stage s's parameters as its optimizer sees them; after Step
@@ -594,6 +655,9 @@ func (r *Runner) compute(ctx context.Context, sc *Schedule, a Action, micro []Ba
 			kept += int64(t.Size() * max(t.DType.Size(), 1))
 		}
 		r.kept[s] = max(r.kept[s], kept)
+		r.held[s] += kept - r.heldOf[[2]int{s, mb}]
+		r.heldOf[[2]int{s, mb}] = kept
+		r.heldPeak[s] = max(r.heldPeak[s], r.held[s])
 		if sp.Last {
 			l := env[sp.Loss]
 			if l == nil || l.Size() != 1 {
@@ -658,6 +722,8 @@ func (r *Runner) finish(s, mb int, envs [][]Env) {
 		}
 	}
 	envs[s][mb] = keep
+	r.held[s] -= r.heldOf[[2]int{s, mb}]
+	delete(r.heldOf, [2]int{s, mb})
 }
 
 // addInto adds src to dst elementwise (float32).

@@ -744,3 +744,28 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// InFlight is the most micro-batches whose forward pass of stage st has
+// run and whose last backward pass (Backward, or BackwardWeight in the
+// split schedules) has not, over the schedule: how many micro-batches'
+// activations the stage holds at once. The plan's memory estimate takes
+// it as PartitionOptions.InFlight.
+func (s *Schedule) InFlight(st int) int {
+	if st < 0 || st >= len(s.stageRank) {
+		return 0
+	}
+	n, most := 0, 0
+	for _, a := range s.Actions[s.stageRank[st]] {
+		if a.Stage != st {
+			continue
+		}
+		switch {
+		case a.Kind == Forward:
+			n++
+			most = max(most, n)
+		case a.Kind == Backward, a.Kind == BackwardWeight:
+			n--
+		}
+	}
+	return most
+}

@@ -134,12 +134,69 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 	if err != nil {
 		return nil, err
 	}
+	sg, err := buildStageGraph(plan, s, cfg, be)
+	if err != nil {
+		return nil, err
+	}
+	sp, g, m := sg.sp, sg.g, plan.model
+	fail := func(err error) (*StageProgram, error) {
+		return nil, fmt.Errorf("pipeline: stage %d: %w", s, err)
+	}
+	built, err := compilePhases(be, m, g, sg.phases, sg.phaseOuts, sg.sumState, backend.CompileOptions{Seed: cfg.Seed + int64(s)*7919, Tuning: cfg.Tuning})
+	if err != nil {
+		return fail(err)
+	}
+	for _, ph := range built {
+		if ph.sums {
+			st, ok := ph.exe.(backend.Stateful)
+			if !ok {
+				return fail(fmt.Errorf("the %s backend's programs keep no state (the gradient sums need it)", cfg.Backend))
+			}
+			sp.sumsExe, sp.sumsHost = st, true
+			for i, p := range sp.Params {
+				if h := st.HostState(gradSumPref + p.Name); h != nil {
+					sp.gradSums[i] = h
+				} else {
+					sp.sumsHost = false
+				}
+			}
+		}
+	}
+	sp.freshNext = true
+	sp.fwd = built[0]
+	sp.fwd.name = "forward"
+	if cfg.SplitBackward {
+		sp.bwdInput, sp.bwdWeight = built[1], built[2]
+		sp.bwdInput.name, sp.bwdWeight.name = "input gradient", "weight gradient"
+	} else {
+		sp.bwd = built[1]
+		sp.bwd.name = "backward"
+	}
+	return sp, nil
+}
+
+// stageGraph is a stage's whole training graph before compilation: the
+// program it will be (parameters, inputs, outputs), the graph, its nodes
+// by pass and each pass's outputs, and the gradient sums' state.
+type stageGraph struct {
+	sp        *StageProgram
+	g         *graph.Graph
+	phases    [][]int
+	phaseOuts [][]string
+	sumState  []backend.StateSpec
+}
+
+// buildStageGraph builds stage s's training graph: its forward nodes, the
+// objective, the gradients, recomputation and the split into passes. be
+// compiles the evaluation program when cfg.Eval is set (else it may be nil).
+func buildStageGraph(plan *Plan, s int, cfg StageConfig, be backend.Backend) (*stageGraph, error) {
+	var err error
 	st := plan.Stages[s]
 	m := plan.model
 	opset := m.Opset()
 	src := plan.g
 	sp := &StageProgram{Index: s, Last: s == len(plan.Stages)-1, Buffers: map[string]*graph.Tensor{}, bufferUpdates: map[string]string{}}
-	fail := func(err error) (*StageProgram, error) {
+	fail := func(err error) (*stageGraph, error) {
 		return nil, fmt.Errorf("pipeline: stage %d: %w", s, err)
 	}
 
@@ -232,7 +289,7 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		}
 	}
 
-	if cfg.Eval {
+	if cfg.Eval && be != nil {
 		if err := sp.buildEval(be, m, g, cfg, opset, cfg.Seed+int64(s)*7919+7); err != nil { // eval.go
 			return fail(err)
 		}
@@ -422,37 +479,7 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 		phases = append(phases, pick(ancestors(append(append([]string{}, inGrads...), wGrads...), isBwd)))
 		phaseOuts = append(phaseOuts, append(append([]string{}, inGrads...), wGrads...))
 	}
-	built, err := compilePhases(be, m, g, phases, phaseOuts, sumState, backend.CompileOptions{Seed: cfg.Seed + int64(s)*7919, Tuning: cfg.Tuning})
-	if err != nil {
-		return fail(err)
-	}
-	for _, ph := range built {
-		if ph.sums {
-			st, ok := ph.exe.(backend.Stateful)
-			if !ok {
-				return fail(fmt.Errorf("the %s backend's programs keep no state (the gradient sums need it)", cfg.Backend))
-			}
-			sp.sumsExe, sp.sumsHost = st, true
-			for i, p := range sp.Params {
-				if h := st.HostState(gradSumPref + p.Name); h != nil {
-					sp.gradSums[i] = h
-				} else {
-					sp.sumsHost = false
-				}
-			}
-		}
-	}
-	sp.freshNext = true
-	sp.fwd = built[0]
-	sp.fwd.name = "forward"
-	if cfg.SplitBackward {
-		sp.bwdInput, sp.bwdWeight = built[1], built[2]
-		sp.bwdInput.name, sp.bwdWeight.name = "input gradient", "weight gradient"
-	} else {
-		sp.bwd = built[1]
-		sp.bwd.name = "backward"
-	}
-	return sp, nil
+	return &stageGraph{sp: sp, g: g, phases: phases, phaseOuts: phaseOuts, sumState: sumState}, nil
 }
 
 // addGradSums turns the Identity node naming each parameter's gradient

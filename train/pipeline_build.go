@@ -65,7 +65,8 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	if err != nil {
 		return nil, fmt.Errorf("--schedule: %w", err)
 	}
-	popts := pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: pb.BatchSize, SplitAt: pb.SplitAt, OptimizerSlots: pb.Slots}
+	popts := pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: pb.BatchSize, SplitAt: pb.SplitAt, OptimizerSlots: pb.Slots,
+		InFlight: func(stage, _ int) int { return sched.InFlight(stage) }}
 	if popts.OptimizerSlots == 0 {
 		popts.OptimizerSlots = 2
 	}
@@ -100,6 +101,13 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	}
 	plan, err := partitionFor(ctx, pb, m, popts, sc, group)
 	if err != nil {
+		return nil, err
+	}
+	// The plan's activations per stage: what each stage's training graph
+	// keeps per micro-batch (recomputation, the loss, the fused weight
+	// transposes), rather than the cost model's sum of node outputs.
+	sc.SplitBackward = sched.SplitBackward()
+	if err := plan.RefineMemory(sc); err != nil {
 		return nil, err
 	}
 	if popts.TrainOnly != nil {

@@ -42,6 +42,7 @@ func main() {
 	write := flag.String("write", "", "instead of measuring, write the balanced model (DIR/model.onnx) and -examples rows of data (DIR/data.npz) for onnxtrain train")
 	examples := flag.Int("examples", 64, "rows of data -write writes")
 	fixture := flag.String("fixture", "", "instead, measure the partition of a committed fixture (DIR under models/: vit_tiny, transformer_loss or gpt, the small GPT export) into -ranks and 2×-ranks stages")
+	memOnly := flag.Bool("memory", false, "with -fixture, only the memory tables (plan's estimate per stage against the measured)")
 	devices := flag.Bool("devices", false, "instead, time a 2-rank 1f1b step of the balanced model with the ranks on cpu:0,cpu:1 (each device its share of the cores), on one device cpu:0,cpu:0, on two devices of all the cores each, and with no pipeline (the stages in turn on one device)")
 	flag.Parse()
 	if *devices {
@@ -52,7 +53,7 @@ func main() {
 		return
 	}
 	if *fixture != "" {
-		if err := measureFixture(*fixture, *ranks, *micro, *batch, *steps); err != nil {
+		if err := measureFixture(*fixture, *ranks, *micro, *batch, *steps, *memOnly); err != nil {
 			fmt.Fprintln(os.Stderr, "pipelineidle:", err)
 			os.Exit(1)
 		}
@@ -224,7 +225,7 @@ func writeModel(dir string, layers, width, n int) error {
 
 // measureFixture prints the plan's estimate and the measured time of each
 // stage (one stage at a time, sequential schedule) for a committed model.
-func measureFixture(name string, ranks, micro, batch, steps int) error {
+func measureFixture(name string, ranks, micro, batch, steps int, memOnly bool) error {
 	ctx := context.Background()
 	dir := filepath.Join("models", name)
 	cases := map[string]struct {
@@ -275,6 +276,9 @@ func measureFixture(name string, ranks, micro, batch, steps int) error {
 		stages  int
 		profile bool
 	}{{ranks, false}, {ranks, true}, {2 * ranks, false}, {2 * ranks, true}} {
+		if memOnly {
+			break
+		}
 		stages := c.stages
 		popts := pipeline.PartitionOptions{Stages: stages, BatchSize: batch}
 		plan, err := pipeline.Partition(m, popts)
@@ -314,6 +318,61 @@ func measureFixture(name string, ranks, micro, batch, steps int) error {
 		}
 		fmt.Printf("\nslowest stage above the mean: estimated %.1f%%, measured %.1f%%\n\n", (eworst/(esum/float64(stages))-1)*100, (worst/(sum/float64(stages))-1)*100)
 	}
+	for _, stages := range []int{ranks, 2 * ranks} {
+		if err := measureStageMemory(ctx, m, sc, mbs, stages, batch, steps); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measureStageMemory cuts m into stages for a 1F1B pipeline of that many
+// ranks in one process, trains it with AdamW, and prints the plan's memory
+// estimate per stage (refined from each stage's training graph) against
+// what the stage measured: its parameters, gradient sums and AdamW state
+// (the tensors' bytes), the most activations its micro-batches in flight
+// kept at once, and the largest planned peak of one of its passes.
+func measureStageMemory(ctx context.Context, m *graph.Model, sc pipeline.StageConfig, mbs []pipeline.Batch, stages, batch, steps int) error {
+	sched, err := pipeline.New("1f1b", stages, len(mbs), 1)
+	if err != nil {
+		return err
+	}
+	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: stages, BatchSize: batch, OptimizerSlots: 2,
+		InFlight: func(st, _ int) int { return sched.InFlight(st) }})
+	if err != nil {
+		return err
+	}
+	model := make([]int64, stages) // the cost model's activations, before refining
+	for s, st := range plan.Stages {
+		model[s] = st.ActivationBytes
+	}
+	if err := plan.RefineMemory(sc); err != nil {
+		return err
+	}
+	adamw := func(_ int, ps []*optim.Param) (optim.Optimizer, error) {
+		return optim.NewAdamW(optim.AdamConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+	}
+	r, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc, NewOptimizer: adamw})
+	if err != nil {
+		return err
+	}
+	for i := 0; i < steps; i++ {
+		if _, err := r.Step(ctx, mbs); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("1f1b, %d stages, AdamW: | stage | in flight | activations per micro-batch: cost model / from the stage graph / kept (measured) | held at once: estimated / measured | a pass's transient: estimated / largest planned peak | parameters + gradients + AdamW (measured) | est. memory / measured | off |\n|---|---|---|---|---|---|---|---|\n", stages)
+	for s, p := range r.Profile() {
+		st := plan.Stages[s]
+		inflight := sched.InFlight(s)
+		state := r.StateBytes(s)
+		pass := r.PassPeakBytes(s)
+		measured := state + p.HeldPeakBytes + pass
+		fmt.Printf("| %d | %d | %s / %s / %s | %s / %s | %s / %s | %s | %s / %s | %+.1f%% |\n", s, inflight, mib(model[s]), mib(st.ActivationBytes), mib(p.KeptBytes),
+			mib(st.ActivationBytes*int64(inflight)), mib(p.HeldPeakBytes), mib(st.PassBytes), mib(pass), mib(state), mib(st.EstMemoryBytes), mib(measured),
+			(float64(st.EstMemoryBytes)/float64(measured)-1)*100)
+	}
+	fmt.Println()
 	return nil
 }
 

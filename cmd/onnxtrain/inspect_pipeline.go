@@ -52,6 +52,11 @@ func inspectPipeline(w io.Writer, m *graph.Model, f pipelineInspectFlags, asJSON
 	if err != nil {
 		return err
 	}
+	// Activations: what each stage's training graph keeps per micro-batch
+	// (the loss is the model's first output), held by 1F1B's S-s.
+	if err := plan.RefineMemory(pipeline.StageConfig{}); err != nil {
+		return err
+	}
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

@@ -1,0 +1,129 @@
+package pipeline_test
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/pipeline"
+	"github.com/onnxtrain/onnxtrain/train"
+	"github.com/onnxtrain/onnxtrain/train/data"
+	"github.com/onnxtrain/onnxtrain/train/optim"
+)
+
+// In-flight micro-batches per stage, counted from the action lists: 1F1B
+// holds min(S-s, M) in stage s, GPipe all M everywhere.
+func TestScheduleInFlight(t *testing.T) {
+	for _, c := range []struct{ ranks, micro int }{{2, 4}, {4, 8}, {4, 2}} {
+		f, err := pipeline.New("1f1b", c.ranks, c.micro, 0)
+		require.NoError(t, err)
+		g, err := pipeline.New("gpipe", c.ranks, c.micro, 0)
+		require.NoError(t, err)
+		for s := 0; s < c.ranks; s++ {
+			assert.Equal(t, min(c.ranks-s, c.micro), f.InFlight(s), "1f1b %v stage %d", c, s)
+			assert.Equal(t, c.micro, g.InFlight(s), "gpipe %v stage %d", c, s)
+		}
+		assert.Zero(t, f.InFlight(c.ranks), "no such stage")
+	}
+	for _, name := range []string{"interleaved", "zb1p", "zbv"} {
+		sched, err := pipeline.New(name, 2, 4, 2)
+		require.NoError(t, err)
+		for s := 0; s < sched.Stages(); s++ {
+			n := sched.InFlight(s)
+			assert.True(t, n >= 1 && n <= 4, "%s stage %d: %d in flight", name, s, n)
+		}
+	}
+}
+
+// The plan's memory per stage, refined from each stage's training graph,
+// against what the stage measurably holds when it trains: its parameters,
+// gradient sums and AdamW state (the tensors), the most activations its
+// micro-batches in flight kept at once, and the largest planned peak of one
+// of its passes. On both fixtures, 2 and 4 stages, a split-backward and a
+// plain schedule: each stage within 15%, and the activations kept per
+// micro-batch as the runner counts them.
+func TestPlanMemoryMatchesStages(t *testing.T) {
+	for _, f := range fixtures {
+		cfg := f.config(4, 4, 2, "adamw")
+		m, err := importer.Load(cfg.Model)
+		require.NoError(t, err)
+		lc, err := train.ParseLoss(cfg.Loss)
+		require.NoError(t, err)
+		sc := pipeline.StageConfig{}
+		if lc.Kind == "output" {
+			sc.LossOutput = lc.Output
+		} else {
+			sc.Loss = train.LossAppender(m, lc)
+		}
+		ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{Inputs: f.inputs, NoLabels: !f.labels})
+		require.NoError(t, err)
+		var micro []pipeline.Batch
+		for i := 0; i < cfg.GradAccum; i++ {
+			idx := make([]int, cfg.BatchSize)
+			for k := range idx {
+				idx[k] = (i*cfg.BatchSize + k) % ds.Len()
+			}
+			in, labels, err := ds.Gather(0, idx)
+			require.NoError(t, err)
+			micro = append(micro, pipeline.Batch{Inputs: in, Labels: labels})
+		}
+		for _, c := range []struct {
+			schedule string
+			ranks    int
+		}{{"1f1b", 2}, {"1f1b", 4}, {"zb1p", 2}, {"gpipe", 4}} {
+			sched, err := pipeline.New(c.schedule, c.ranks, cfg.GradAccum, 0)
+			require.NoError(t, err)
+			plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: cfg.BatchSize, OptimizerSlots: 2,
+				InFlight: func(s, _ int) int { return sched.InFlight(s) }})
+			require.NoError(t, err)
+			sc.SplitBackward = sched.SplitBackward()
+			require.NoError(t, plan.RefineMemory(sc))
+			r, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: sc,
+				NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
+			require.NoError(t, err)
+			for step := 0; step < 2; step++ {
+				_, err := r.Step(context.Background(), micro)
+				require.NoError(t, err)
+			}
+			for s, p := range r.Profile() {
+				st := plan.Stages[s]
+				assert.InDelta(t, float64(p.KeptBytes), float64(st.ActivationBytes), 16,
+					"%s %s stage %d: activations kept per micro-batch (the last stage's env also holds the 4-byte loss scale)", f.name, c.schedule, s)
+				measured := r.StateBytes(s) + p.HeldPeakBytes + r.PassPeakBytes(s)
+				require.Positive(t, measured)
+				off := float64(st.EstMemoryBytes)/float64(measured) - 1
+				assert.Less(t, math.Abs(off), 0.15, "%s %s, %d stages, stage %d: estimated %d bytes, measured %d", f.name, c.schedule, sched.Stages(), s, st.EstMemoryBytes, measured)
+			}
+		}
+	}
+}
+
+// A stage memory limit that the cost model's estimate meets but the
+// refined one does not is refused by RefineMemory, naming the stage.
+func TestRefineMemoryChecksStageMemory(t *testing.T) {
+	m, err := importer.Load(filepath.Join("..", "models", "transformer_loss", "transformer_loss_train.onnx"))
+	require.NoError(t, err)
+	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: 4})
+	require.NoError(t, err)
+	before := plan.Stages[0].EstMemoryBytes
+	require.NoError(t, plan.RefineMemory(pipeline.StageConfig{LossOutput: "loss"}))
+	after := plan.Stages[0].EstMemoryBytes
+	require.NotEqual(t, before, after, "the refined estimate differs from the cost model's on this fixture")
+	require.Positive(t, plan.Stages[0].PassBytes)
+
+	limit := min(before, after) + (max(before, after)-min(before, after))/2
+	plan, err = pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: 4, StageMemory: limit, SplitAt: []string{plan.Stages[1].Nodes[0]}})
+	if before > after {
+		require.Error(t, err, "the cost model's estimate is over the limit")
+		return
+	}
+	require.NoError(t, err)
+	err = plan.RefineMemory(pipeline.StageConfig{LossOutput: "loss"})
+	require.ErrorIs(t, err, pipeline.ErrPartition)
+	assert.Contains(t, err.Error(), "stage 0")
+}
