@@ -469,12 +469,26 @@ func decodeTensor(r io.Reader, alloc func(n int) []float32) (string, *graph.Tens
 	for i := range shape {
 		shape[i] = int(binary.LittleEndian.Uint64(db[8*i:]))
 	}
+	need, valid := tensorBytes(graph.DType(dt), shape)
+	if !valid {
+		return "", nil, fmt.Errorf("tensor %q: shape %v of %v has no size", nb, shape, graph.DType(dt))
+	}
 	if br, ok := r.(*bytesReader); ok {
 		// A message in memory holds its tensors' bytes: a shape that
 		// needs more is corrupt, refused before anything is allocated.
-		if need, ok := tensorBytes(graph.DType(dt), shape); !ok || need > int64(len(br.b)-br.i) {
+		if need > int64(len(br.b)-br.i) {
 			return "", nil, fmt.Errorf("tensor %q: shape %v of %v needs more than the %d bytes left in the message", nb, shape, graph.DType(dt), len(br.b)-br.i)
 		}
+	} else if need > streamChunk {
+		// From a connection, a large tensor's bytes are read first (in
+		// chunks, as they arrive) and only then given a tensor: a corrupt
+		// header that claims more than the peer sends costs no more memory
+		// than the bytes that did arrive.
+		chunks, err := readChunks(r, need)
+		if err != nil {
+			return "", nil, fmt.Errorf("tensor %q: shape %v of %v (%d bytes): %w", nb, shape, graph.DType(dt), need, err)
+		}
+		r = io.MultiReader(chunks...)
 	}
 	var t *graph.Tensor
 	if graph.DType(dt) == graph.Float32 && alloc != nil {
@@ -575,6 +589,26 @@ func tensorBytes(d graph.DType, shape []int) (int64, bool) {
 		n *= int64(x)
 	}
 	return n, true
+}
+
+// streamChunk is the largest tensor decodeTensor gives storage before its
+// bytes have arrived from a connection, and the chunk size readChunks
+// reads larger ones in (a variable for the tests).
+var streamChunk int64 = 64 << 20
+
+// readChunks reads n bytes from r in chunks of at most streamChunk, each
+// allocated only once the previous one is full.
+func readChunks(r io.Reader, n int64) ([]io.Reader, error) {
+	var out []io.Reader
+	for n > 0 {
+		c := make([]byte, min(n, streamChunk))
+		if _, err := io.ReadFull(r, c); err != nil {
+			return nil, err
+		}
+		out = append(out, &bytesReader{b: c})
+		n -= int64(len(c))
+	}
+	return out, nil
 }
 
 type bytesReader struct {

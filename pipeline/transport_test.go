@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -598,4 +600,54 @@ func FuzzDecodeTensors(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// onlyReader hides a reader's type, as a connection's is hidden.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+// From a connection, a header that claims a tensor far larger than the
+// bytes that follow is an error naming the tensor, with no more memory
+// taken than what arrived; tensors above the chunk size arrive intact.
+func TestStreamDecodeBoundsClaimedSizes(t *testing.T) {
+	small, err := pipeline.EncodeTensors(map[string]*graph.Tensor{"act": graph.FromFloat32(make([]float32, 256), 16, 16)})
+	require.NoError(t, err)
+	// Patch the first dimension (after magic, key, count, name length,
+	// name, dtype, rank) to claim 2^40 rows: 64 TiB.
+	off := 25 + 4 + len("act") + 4 + 4
+	require.Equal(t, uint64(16), binary.LittleEndian.Uint64(small[off:]))
+	for _, rows := range []uint64{1 << 22, 1 << 40} { // 256 MiB, 64 TiB
+		binary.LittleEndian.PutUint64(small[off:], rows)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err = pipeline.DecodeStream(onlyReader{bytes.NewReader(small)}, 64<<20)
+		runtime.ReadMemStats(&after)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `tensor "act"`)
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(96<<20), "%d rows: allocated no more than a chunk", rows)
+	}
+
+	f32 := make([]float32, 3000)
+	for i := range f32 {
+		f32[i] = float32(i) * 0.5
+	}
+	i64 := make([]int64, 700)
+	for i := range i64 {
+		i64[i] = int64(i) - 350
+	}
+	f64 := make([]float64, 500)
+	for i := range f64 {
+		f64[i] = float64(i) / 3
+	}
+	msg := map[string]*graph.Tensor{"f": graph.FromFloat32(f32, 30, 100), "i": graph.FromInt64(i64, 700), "d": graph.FromFloat64(f64, 5, 100)}
+	b, err := pipeline.EncodeTensors(msg)
+	require.NoError(t, err)
+	got, err := pipeline.DecodeStream(onlyReader{bytes.NewReader(b)}, 1000) // every tensor in several chunks
+	require.NoError(t, err)
+	assert.Equal(t, f32, got["f"].Float32s())
+	assert.Equal(t, []int{30, 100}, got["f"].Shape)
+	assert.Equal(t, i64, got["i"].Data)
+	assert.Equal(t, f64, got["d"].Data)
 }
