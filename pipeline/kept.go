@@ -107,6 +107,10 @@ func (p *Plan) keptBytes(s int, cfg StageConfig) (kept, pass int64, err error) {
 		}
 		kept += n
 	}
+	inPlace := map[string]bool{} // the gradient sums' updates: their state's buffer, counted with the parameters
+	for _, st := range sg.sumState {
+		inPlace[st.UpdatedBy] = true
+	}
 	for k, idx := range sg.phases {
 		outs := map[string]bool{}
 		for _, v := range sg.phaseOuts[k] {
@@ -122,7 +126,7 @@ func (p *Plan) keptBytes(s int, cfg StageConfig) (kept, pass int64, err error) {
 		size := map[string]int64{}
 		for j, i := range idx {
 			for _, o := range g.Nodes[i].Outputs {
-				if o == "" {
+				if o == "" || inPlace[o] {
 					continue
 				}
 				n, _ := sizeOf(o) // an unsized value (a shape, a scalar) counts nothing
