@@ -14,4 +14,6 @@ func mapFile(*os.File, int) ([]byte, error) {
 
 func unmapFile([]byte) error { return nil }
 
+func dropPages([]byte) {}
+
 func allocAnon(int) ([]byte, error) { return nil, errors.New("no anonymous mappings on this platform") }

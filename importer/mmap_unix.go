@@ -16,6 +16,10 @@ func mapFile(f *os.File, n int) ([]byte, error) {
 
 func unmapFile(b []byte) error { return syscall.Munmap(b) }
 
+// dropPages releases the process's pages of a private file mapping (a
+// later access reads the file again).
+func dropPages(b []byte) { _ = syscall.Madvise(b, syscall.MADV_DONTNEED) }
+
 // allocAnon maps n bytes of zeroed anonymous memory, outside Go's
 // collected heap.
 func allocAnon(n int) ([]byte, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -20,8 +21,16 @@ type decoder struct {
 }
 
 // finish closes the files a load opened; failed says the load failed, so
-// that no mapping is kept for tensors that are never returned.
-func (d *decoder) finish(failed bool) {
+// that no mapping is kept for tensors that are never returned. The
+// mappings that stay (tensors alias them) are returned.
+func (d *decoder) finish(failed bool) (kept [][]byte) {
+	if !failed {
+		for _, df := range append([]*dataFile{d.src}, mapsOf(d.ext)...) {
+			if df != nil && df.data != nil && df.aliased {
+				kept = append(kept, df.data)
+			}
+		}
+	}
 	for _, df := range d.ext {
 		if failed {
 			df.discard()
@@ -38,6 +47,15 @@ func (d *decoder) finish(failed bool) {
 		}
 		d.src = nil
 	}
+	return kept
+}
+
+func mapsOf(m map[string]*dataFile) []*dataFile {
+	out := make([]*dataFile, 0, len(m))
+	for _, df := range m {
+		out = append(out, df)
+	}
+	return out
 }
 
 const maxGraphDepth = 64
@@ -80,11 +98,36 @@ func Load(path string) (*graph.Model, error) {
 	defer root.Close()
 	d.root = root
 	m, err := decodeModel(b, d)
-	d.finish(err != nil)
+	kept := d.finish(err != nil)
 	if err != nil {
 		return nil, fmt.Errorf("importer: %s: %w", path, err)
 	}
+	if len(kept) > 0 {
+		mappings.Store(m, kept)
+	}
 	return m, nil
+}
+
+// mappings holds, per model Load returned, the file mappings its tensors
+// alias (for DropPages).
+var mappings sync.Map // *graph.Model -> [][]byte
+
+// DropPages gives back to the system the pages of m's mapped files that
+// this process has touched (they stay in the page cache; a later read of a
+// tensor that aliases them faults them in again from the file). For a
+// process that has copied what it keeps of m — a pipeline stage keeps
+// copies of its own parameters — so that the file's pages it read while
+// loading and cutting no longer count in its resident memory. A tensor of
+// m that aliases a mapping and was written in place since the load would
+// read the file's bytes again: call it only when no such tensor is used.
+func DropPages(m *graph.Model) {
+	v, ok := mappings.Load(m)
+	if !ok {
+		return
+	}
+	for _, b := range v.([][]byte) {
+		dropPages(b)
+	}
 }
 
 // Decode parses a serialized ModelProto. Models with external data must be

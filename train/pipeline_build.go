@@ -13,6 +13,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/pipeline"
 	"github.com/onnxtrain/onnxtrain/train/optim"
 )
@@ -163,6 +164,12 @@ func buildPipeline(ctx context.Context, pb pipelineBuild, m *graph.Model, lc Los
 	// Each process keeps only its stages' parameters (the stages hold
 	// their own copies; the loaded model's other tensors can go).
 	runner.ReleaseOtherStages()
+	if group != nil {
+		// Nothing of this process aliases the model file's mapping any
+		// more: the pages it read while loading and cutting need not stay
+		// in its resident memory.
+		importer.DropPages(m)
+	}
 	debug.FreeOSMemory()
 	return &builtPipeline{runner: runner, plan: plan, sched: sched, close: closeFn}, nil
 }
