@@ -109,7 +109,7 @@ type Runner struct {
 	// held: bytes the forward passes of the micro-batches in flight keep
 	// now, per stage; heldPeak its most; heldOf each micro-batch's share.
 	held, heldPeak []int64
-	heldOf         map[[2]int]int64
+	heldOf         []map[int]int64 // per stage, touched by its rank's goroutine alone
 	// cpuClock times passes by their thread's CPU time (MinStageSeconds
 	// on one-worker devices) instead of the wall clock.
 	cpuClock bool
@@ -169,7 +169,10 @@ func (r *Runner) ResetProfile() {
 	r.passCount = make([][4]int, len(r.Stages))
 	r.kept = make([]int64, len(r.Stages))
 	r.held, r.heldPeak = make([]int64, len(r.Stages)), make([]int64, len(r.Stages))
-	r.heldOf = map[[2]int]int64{}
+	r.heldOf = make([]map[int]int64, len(r.Stages))
+	for s := range r.heldOf {
+		r.heldOf[s] = map[int]int64{}
+	}
 }
 
 // StepStats is what one step measured.
@@ -233,7 +236,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 			return nil, fmt.Errorf("pipeline: %d replicas need the process group", cfg.Replicas)
 		}
 	}
-	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg, heldOf: map[[2]int]int64{}}
+	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg}
 	if cfg.Transport == nil {
 		w, err := deviceWorkers(devs, cfg.Workers, runtime.GOMAXPROCS(0))
 		if err != nil {
@@ -254,7 +257,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 			r.passTime = append(r.passTime, [4]time.Duration{})
 			r.passCount = append(r.passCount, [4]int{})
 			r.kept = append(r.kept, 0)
-			r.held, r.heldPeak = append(r.held, 0), append(r.heldPeak, 0)
+			r.held, r.heldPeak, r.heldOf = append(r.held, 0), append(r.heldPeak, 0), append(r.heldOf, map[int]int64{})
 			continue
 		}
 		scfg := cfg.Stage
@@ -276,7 +279,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		r.passTime = append(r.passTime, [4]time.Duration{})
 		r.passCount = append(r.passCount, [4]int{})
 		r.kept = append(r.kept, 0)
-		r.held, r.heldPeak = append(r.held, 0), append(r.heldPeak, 0)
+		r.held, r.heldPeak, r.heldOf = append(r.held, 0), append(r.heldPeak, 0), append(r.heldOf, map[int]int64{})
 		r.grads = append(r.grads, make([]*graph.Tensor, len(sp.Params)))
 		// Each micro-batch's parameter gradients are added into the
 		// step's sums inside the pass that computes them (AccumulateGrad
@@ -655,8 +658,8 @@ func (r *Runner) compute(ctx context.Context, sc *Schedule, a Action, micro []Ba
 			kept += int64(t.Size() * max(t.DType.Size(), 1))
 		}
 		r.kept[s] = max(r.kept[s], kept)
-		r.held[s] += kept - r.heldOf[[2]int{s, mb}]
-		r.heldOf[[2]int{s, mb}] = kept
+		r.held[s] += kept - r.heldOf[s][mb]
+		r.heldOf[s][mb] = kept
 		r.heldPeak[s] = max(r.heldPeak[s], r.held[s])
 		if sp.Last {
 			l := env[sp.Loss]
@@ -722,8 +725,8 @@ func (r *Runner) finish(s, mb int, envs [][]Env) {
 		}
 	}
 	envs[s][mb] = keep
-	r.held[s] -= r.heldOf[[2]int{s, mb}]
-	delete(r.heldOf, [2]int{s, mb})
+	r.held[s] -= r.heldOf[s][mb]
+	delete(r.heldOf[s], mb)
 }
 
 // addInto adds src to dst elementwise (float32).
