@@ -64,6 +64,10 @@ const (
 	ln2Hi    = float32(math.Ln2)                  // k·ln2Hi is exact and x - k·ln2Hi too
 	ln2Lo    = float32(math.Ln2 - float64(ln2Hi)) // the rest of ln2
 	expBias  = 127
+	// expKMin: below 2^(expKMin+1) = 2^-150, half the smallest subnormal,
+	// e^x·2^k rounds to 0; the assembly zeroes those lanes rather than
+	// let the multiply underflow (the same bits, no microcode assist).
+	expKMin = -151
 )
 
 // expP: e^r = 1 + r + r²·P(r) for |r| ≤ 0.3467, P of degree 4 fitted

@@ -14,7 +14,7 @@ var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 // avxConst holds the eight-lane constants the assembly reads as memory
 // operands, one row of 32 bytes each, in the order of the K_* offsets in
 // vmath_amd64.s: broadcast constants, then erfTab's per-interval rows.
-var avxConst = func() (c [33][8]float32) {
+var avxConst = func() (c [34][8]float32) {
 	bits := func(v uint32) float32 { return math.Float32frombits(v) }
 	rows := []float32{expLo, expHi, invLn2, expMagic, ln2Hi, ln2Lo}
 	rows = append(rows, expP[:]...)
@@ -25,6 +25,11 @@ var avxConst = func() (c [33][8]float32) {
 	}
 	for i, r := range erfTab {
 		c[len(rows)+i] = r
+	}
+	kmin := int32(expKMin)
+	c[len(rows)+len(erfTab)] = [8]float32{}
+	for i := range c[len(rows)+len(erfTab)] {
+		c[len(rows)+len(erfTab)][i] = bits(uint32(kmin))
 	}
 	return c
 }()

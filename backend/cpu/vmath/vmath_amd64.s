@@ -36,6 +36,7 @@
 #define K_Q3 960
 #define K_Q4 992
 #define K_Q5 1024
+#define K_KMIN 1056
 
 // EXP_REDUCE: X holds the clamped argument. T = x/ln2 + magic (k in its
 // low bits), K = k as a float, X = x - k·ln2Hi (exact). R8 = avxConst.
@@ -48,6 +49,11 @@
 // EXP_FINISH: from EXP_REDUCE's X, T, K, P = e^x; X, T, K are clobbered.
 // r = X - k·ln2Lo, p = 1 + (r + r²·P(r)), then p·2^k1·2^k2 with k1 = k>>1,
 // k2 = k - k1 (so 2^k past the float32 exponent range still works).
+// Where k < -150 the product is below half the smallest subnormal (p <
+// 1.42) and rounds to +0: there 2^k2 becomes +0, so the last multiply
+// gives the same +0 (a NaN p passes) without underflowing, which x86
+// cores compute through a microcode assist costing about as much as a
+// whole block of eight.
 #define EXP_FINISH(X, T, K, P) \
 	VFNMADD231PS K_LN2LO(R8), K, X \
 	VPSUBD K_MAGIC(R8), T, T \
@@ -59,12 +65,14 @@
 	VFMADD213PS K_P4(R8), X, P \
 	VFMADD213PS X, K, P \
 	VADDPS K_ONE(R8), P, P \
+	VPCMPGTD K_KMIN(R8), T, X \
 	VPSRAD $1, T, K \
 	VPSUBD K, T, T \
 	VPADDD K_BIAS(R8), K, K \
 	VPSLLD $23, K, K \
 	VPADDD K_BIAS(R8), T, T \
 	VPSLLD $23, T, T \
+	VPAND X, T, T \
 	VMULPS K, P, P \
 	VMULPS T, P, P
 
