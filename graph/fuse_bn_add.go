@@ -155,3 +155,103 @@ func FuseAddReluGrad(g *Graph) int {
 	}
 	return replaceNodes(g, replace, drop)
 }
+
+// BatchNormAddReluGrad is the fused op of FuseBatchNormAddReluGrad: the
+// gradient of a residual block's end, an AddReluGrad whose result also
+// feeds the gradient of the BatchNormalization before the Add:
+//
+//	BatchNormAddReluGrad(A, B, R, X, scale, mean, var) = (dS, outputs of BatchNormalizationGrad(dS, X, scale, mean, var))
+//	dS = AddReluGrad(A, B, R)
+//
+// with the BatchNormalizationGrad's attributes. dS stays an output (the
+// residual path reads it too); a backend computes each channel's dS as the
+// gradient's sums read it, so dS is not read back from memory.
+const BatchNormAddReluGrad = "BatchNormAddReluGrad"
+
+func init() {
+	// dS like R; then BatchNormalizationGrad's outputs from (dS, X, scale,
+	// mean, var).
+	fusedInferRules[BatchNormAddReluGrad] = func(c *inferCall) error {
+		s, ok := c.shape(2)
+		c.setShapeOrUnranked(0, c.dtype(2), s, ok)
+		for i, j := range []int{3, 4, 4, 4, 4} { // BatchNormalizationGrad's rule: like X, then scale
+			if i+1 >= len(c.n.Outputs) || !c.has(j) {
+				continue
+			}
+			s, ok := c.shape(j)
+			c.setShapeOrUnranked(i+1, c.dtype(j), s, ok)
+		}
+		return nil
+	}
+}
+
+// FuseBatchNormAddReluGrad rewrites an AddReluGrad whose output dS is the
+// gradient a BatchNormalizationGrad (internal domain) reads, directly or
+// through an Identity that only it reads (a same-shape SumToShape after
+// DropSameShapeSumToShape), into one BatchNormAddReluGrad at the
+// AddReluGrad's place, writing dS (for its other readers) and the
+// BatchNormalizationGrad's outputs; the BatchNormalizationGrad's other
+// inputs must be defined there, and its X float32 of dS's known shape.
+// Nodes are in topological order. It returns the number of rewrites.
+func FuseBatchNormAddReluGrad(g *Graph) int {
+	ix := newFuseIndex(g)
+	replace := map[int]*Node{}
+	drop := map[*Node]bool{}
+	for i, n := range g.Nodes {
+		if n.OpType != AddReluGrad || n.Domain != FusedDomain || len(n.Inputs) != 3 || len(n.Outputs) != 1 || n.Outputs[0] == "" {
+			continue
+		}
+		ds := n.Outputs[0]
+		ss, sd, ok := knownTensorType(g, ds)
+		if !ok || sd != Float32 {
+			continue
+		}
+		// The BatchNormalizationGrad reading dS, or an Identity of it.
+		var bng, id *Node
+		for _, j := range ix.readAt[ds] {
+			r := g.Nodes[j]
+			switch {
+			case isBatchNormGrad(r) && r.Inputs[0] == ds:
+				bng = r
+			case r.OpType == "Identity" && isPlain(r) && len(r.Outputs) == 1 && r.Outputs[0] != "" &&
+				!ix.outputs[r.Outputs[0]] && len(ix.readAt[r.Outputs[0]]) == 1:
+				if c := g.Nodes[ix.readAt[r.Outputs[0]][0]]; isBatchNormGrad(c) && c.Inputs[0] == r.Outputs[0] {
+					bng, id = c, r
+				}
+			}
+			if bng != nil {
+				break
+			}
+		}
+		if bng == nil || drop[bng] {
+			continue
+		}
+		xs, xd, ok := knownTensorType(g, bng.Inputs[1])
+		if !ok || xd != Float32 || !SameShape(xs, ss) {
+			continue
+		}
+		defined := true
+		for _, in := range bng.Inputs[1:] {
+			if in != "" && !ix.definedBefore(in, i) {
+				defined = false
+			}
+		}
+		if !defined {
+			continue
+		}
+		replace[i] = &Node{Name: bng.Name, OpType: BatchNormAddReluGrad, Domain: FusedDomain,
+			Inputs:  append(append([]string{}, n.Inputs...), bng.Inputs[1:]...),
+			Outputs: append([]string{ds}, bng.Outputs...), Attrs: bng.Attrs}
+		drop[bng] = true
+		if id != nil {
+			drop[id] = true
+		}
+	}
+	return replaceNodes(g, replace, drop)
+}
+
+// isBatchNormGrad reports whether n is a BatchNormalizationGrad of the
+// internal domain with its five inputs.
+func isBatchNormGrad(n *Node) bool {
+	return n.OpType == "BatchNormalizationGrad" && n.Domain == InternalDomain && len(n.Inputs) == 5 && n.Inputs[0] != ""
+}

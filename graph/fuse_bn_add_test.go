@@ -145,3 +145,65 @@ func TestFuseAddReluGrad(t *testing.T) {
 		assert.Len(t, g.Nodes, 3, name)
 	}
 }
+
+// TestFuseBatchNormAddReluGrad: an AddReluGrad whose output a
+// BatchNormalizationGrad reads through an Identity (the same-shape
+// SumToShape) joins it as one BatchNormAddReluGrad at the AddReluGrad's
+// place, writing dS for the residual path's reader; the Identity goes.
+// Left alone: X of another shape, a scale defined after the AddReluGrad,
+// and an Identity with a second reader.
+func TestFuseBatchNormAddReluGrad(t *testing.T) {
+	build := func(edit func(g *Graph)) *Graph {
+		g := NewGraph("bngrad")
+		g.Inputs = []*ValueInfo{{Name: "a", Type: f32(2, 3, 4, 4)}, {Name: "b", Type: f32(2, 3, 4, 4)},
+			{Name: "o", Type: f32(2, 3, 4, 4)}, {Name: "x", Type: f32(2, 3, 4, 4)}, {Name: "s0", Type: f32(3)}}
+		g.Nodes = []*Node{
+			{Name: "s", OpType: "Identity", Inputs: []string{"s0"}, Outputs: []string{"s"}},
+			{Name: "arg", OpType: AddReluGrad, Domain: FusedDomain, Inputs: []string{"a", "b", "o"}, Outputs: []string{"ds"}},
+			{Name: "id1", OpType: "Identity", Inputs: []string{"ds"}, Outputs: []string{"g1"}},
+			{Name: "id2", OpType: "Identity", Inputs: []string{"ds"}, Outputs: []string{"g2"}},
+			{Name: "bng", OpType: "BatchNormalizationGrad", Domain: InternalDomain, Inputs: []string{"g1", "x", "s", "s", "s"},
+				Outputs: []string{"dx", "dsc", "db"}, Attrs: map[string]*Attr{"training_mode": {Name: "training_mode", Type: AttrInt, I: 1}}},
+			{Name: "res", OpType: "Neg", Inputs: []string{"g2"}, Outputs: []string{"r"}},
+		}
+		g.Outputs = []*ValueInfo{{Name: "dx"}, {Name: "dsc"}, {Name: "db"}, {Name: "r"}}
+		for _, n := range []string{"a", "b", "o", "x", "ds", "g1", "g2", "dx", "r"} {
+			g.ValueInfo[n] = &ValueInfo{Name: n, Type: f32(2, 3, 4, 4)}
+		}
+		if edit != nil {
+			edit(g)
+		}
+		return g
+	}
+	g := build(nil)
+	assert.Equal(t, 1, FuseBatchNormAddReluGrad(g))
+	var ops []string
+	for _, n := range g.Nodes {
+		ops = append(ops, n.OpType)
+	}
+	assert.Equal(t, []string{"Identity", BatchNormAddReluGrad, "Identity", "Neg"}, ops)
+	f := g.Nodes[1]
+	assert.Equal(t, []string{"a", "b", "o", "x", "s", "s", "s"}, f.Inputs)
+	assert.Equal(t, []string{"ds", "dx", "dsc", "db"}, f.Outputs)
+	assert.Equal(t, int64(1), f.AttrInt("training_mode", 0))
+	assert.Equal(t, []string{"ds"}, g.Nodes[2].Inputs, "the residual path still reads dS")
+
+	// Directly, without the Identity.
+	g = build(func(g *Graph) { g.Nodes[4].Inputs[0] = "ds" })
+	assert.Equal(t, 1, FuseBatchNormAddReluGrad(g))
+	assert.Len(t, g.Nodes, 5, "the unread Identity stays for dead-code removal")
+
+	refused := map[string]func(g *Graph){
+		"X of another shape":           func(g *Graph) { g.ValueInfo["x"] = &ValueInfo{Name: "x", Type: f32(2, 3, 4, 1)} },
+		"scale made after":             func(g *Graph) { g.Nodes[0], g.Nodes[1] = g.Nodes[1], g.Nodes[0] },
+		"the Identity read twice":      func(g *Graph) { g.Nodes[5].Inputs = []string{"g1"} },
+		"the Identity an output":       func(g *Graph) { g.Outputs = append(g.Outputs, &ValueInfo{Name: "g1"}) },
+		"dS of unknown shape":          func(g *Graph) { delete(g.ValueInfo, "ds") },
+		"an unfused Relu gradient sum": func(g *Graph) { g.Nodes[1].OpType = ReluGrad; g.Nodes[1].Inputs = []string{"a", "o"} },
+	}
+	for name, edit := range refused {
+		g := build(edit)
+		assert.Equal(t, 0, FuseBatchNormAddReluGrad(g), name)
+		assert.Len(t, g.Nodes, 6, name)
+	}
+}

@@ -23,7 +23,9 @@ import (
 // Where the backend declares them, the last three run as BatchNormAddRelu
 // and the gradients into o0, o1 and o2 (each the sum of the identity
 // path's, or the downsample branch's, and the next BatchNormalization's)
-// as AddReluGrad; the broadcast block keeps its Add and Relu. The output, every gradient and the running
+// as AddReluGrad, each with the gradient of the BatchNormalization that
+// reads it as one BatchNormAddReluGrad; the broadcast block keeps its Add
+// and Relu. The output, every gradient and the running
 // statistics equal, bit for bit, those of the same graph with the sums and
 // the gradient sums made graph outputs (which keeps every chain unfused),
 // and o1 agrees with a float64 evaluation. Two shapes: a spatial size of
@@ -117,7 +119,7 @@ func (kc checker) fusedBatchNormAddReluShape(t *testing.T, sh [4]int64) {
 	plain, plainOps := kc.runPlanned(t, ref, inputs, false)
 	_, offOps := kc.runPlanned(t, m, inputs, true)
 	for _, o := range []map[string]int{plainOps, offOps} {
-		assert.Zero(t, o[graph.BatchNormAddRelu]+o[graph.AddReluGrad], "%v", o)
+		assert.Zero(t, o[graph.BatchNormAddRelu]+o[graph.AddReluGrad]+o[graph.BatchNormAddReluGrad], "%v", o)
 	}
 	if kc.fuses(false, graph.BatchNormAddRelu) {
 		assert.Equal(t, 3, ops[graph.BatchNormAddRelu], "%v", ops)
@@ -126,10 +128,16 @@ func (kc checker) fusedBatchNormAddReluShape(t *testing.T, sh [4]int64) {
 	} else {
 		assert.Zero(t, ops[graph.BatchNormAddRelu], "%v", ops)
 	}
-	if kc.fuses(false, graph.AddReluGrad, graph.ReluGrad) {
-		assert.Equal(t, 3, ops[graph.AddReluGrad], "%v", ops)
-	} else {
+	switch {
+	case kc.fuses(false, graph.BatchNormAddReluGrad, graph.AddReluGrad, graph.ReluGrad):
+		assert.Equal(t, 3, ops[graph.BatchNormAddReluGrad], "%v", ops)
 		assert.Zero(t, ops[graph.AddReluGrad], "%v", ops)
+		assert.Equal(t, 2, ops["BatchNormalizationGrad"], "block 3's two: %v", ops)
+	case kc.fuses(false, graph.AddReluGrad, graph.ReluGrad):
+		assert.Equal(t, 3, ops[graph.AddReluGrad], "%v", ops)
+		assert.Zero(t, ops[graph.BatchNormAddReluGrad], "%v", ops)
+	default:
+		assert.Zero(t, ops[graph.AddReluGrad]+ops[graph.BatchNormAddReluGrad], "%v", ops)
 	}
 	for _, name := range append([]string{"o3", "bn1.rm", "bn1.rv", "bn3.rm", "bnd.rv"}, grads...) {
 		require.NotNil(t, fused[name], name)

@@ -21,7 +21,7 @@ import (
 
 // residualFusedOps are the fused ops of a residual block's end and its
 // gradient.
-var residualFusedOps = []string{graph.BatchNormAddRelu, graph.AddReluGrad}
+var residualFusedOps = []string{graph.BatchNormAddRelu, graph.AddReluGrad, graph.BatchNormAddReluGrad}
 
 func init() {
 	// The CPU backend with every fused op but those.
@@ -102,7 +102,7 @@ func TestResidualFusionsTrainAlike(t *testing.T) {
 				assert.Zero(t, plainOps[op], op)
 			}
 			assert.Positive(t, fusedOps[graph.BatchNormAddRelu], "%v", fusedOps)
-			assert.Positive(t, fusedOps[graph.AddReluGrad], "%v", fusedOps)
+			assert.Positive(t, fusedOps[graph.BatchNormAddReluGrad], "%v", fusedOps)
 			assert.Less(t, fusedOps["Add"], plainOps["Add"], "fused %v, plain %v", fusedOps, plainOps)
 			for s := range fused {
 				assert.Equal(t, plain[s].loss, fused[s].loss, "step %d loss", s)

@@ -35,6 +35,7 @@ const (
 	FuseResidual       = "fuse-matmul-add-residual"
 	FuseBatchNormAdd   = "fuse-batchnorm-add-relu"
 	FuseAddReluGrad    = "fuse-add-relu-grad"
+	FuseBatchNormGrad  = "fuse-batchnorm-add-relu-grad"
 	LowerSpecialised   = "lower-specialised"
 )
 
@@ -164,8 +165,11 @@ func SpecialisedPasses() []Pass {
 		{Name: DropSameShapeSum, Doc: "SumToShape(G, Like) of one known shape becomes Identity(G), so that Like (read for its shape only) is not kept alive for it; after the fusions that look through such SumToShapes",
 			After: []string{Specialize, FuseGeluErfGrad, FuseSliceGrad},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.DropSameShapeSumToShape(g), nil }},
+		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
+			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseBatchNormAdd, FuseAddReluGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseBatchNormAdd, FuseAddReluGrad, FuseBatchNormGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
 	}
 }

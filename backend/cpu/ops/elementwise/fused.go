@@ -73,6 +73,11 @@ func (t *addReluGradTask) Chunk(lo, hi int) {
 	addReluGradF32(t.d[lo:hi], t.a[lo:hi], t.b[lo:hi], t.x[lo:hi])
 }
 
+// AddReluGradF32 is AddReluGrad's float32 loop (d = x > 0 ? a + b : +0,
+// the sum rounded to float32), for the kernels that fuse it
+// (graph.BatchNormAddReluGrad).
+func AddReluGradF32(d, a, b, x []float32) { addReluGradF32(d, a, b, x) }
+
 // addReluGradF32 is d = x > 0 ? a + b : +0 (the sum rounded to float32),
 // reluGradF32's branch-free mask applied to the sum.
 func addReluGradF32(d, a, b, x []float32) {
