@@ -68,3 +68,29 @@ func BenchmarkResidualResNet50AddReluGrad(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkResidualResNet50BNAddReluGrad: the gradient sum at a block's
+// output masked by its Relu, then bn3's gradient (AddReluGrad,
+// BatchNormalizationGrad) against BatchNormAddReluGrad, which reads both
+// gradients, the Relu's output and X and writes dS and dX.
+func BenchmarkResidualResNet50BNAddReluGrad(b *testing.B) {
+	for _, s := range resnetBlockEnds {
+		b.Run(s.name, func(b *testing.B) {
+			sh := []int{8, s.c, s.side, s.side}
+			g1, g2, y, x := randn(6, sh...), randn(7, sh...), randn(8, sh...), randn(9, sh...)
+			params := []*graph.Tensor{filled(1.5, s.c), filled(0, s.c), filled(1, s.c)}
+			bytes := 24 * size(sh...)
+			attr := graph.IntAttr("training_mode", 1)
+			b.Run("unfused", func(b *testing.B) {
+				benchChain(b, bytes,
+					stage{mkNode(graph.FusedDomain, graph.AddReluGrad, 1), fixed(g1, g2, y)},
+					stage{mkNode(graph.InternalDomain, "BatchNormalizationGrad", 3, attr), func(p [][]*graph.Tensor) []*graph.Tensor {
+						return append([]*graph.Tensor{p[0][0], x}, params...)
+					}})
+			})
+			b.Run("fused", func(b *testing.B) {
+				benchChain(b, bytes, stage{mkNode(graph.FusedDomain, graph.BatchNormAddReluGrad, 4, attr), fixed(append([]*graph.Tensor{g1, g2, y, x}, params...)...)})
+			})
+		})
+	}
+}

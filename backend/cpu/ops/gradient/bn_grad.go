@@ -305,11 +305,24 @@ func (t *bnGradTask[F]) Item(_, part int) {
 		}
 		return
 	}
+	// With pre, dS is filled for a block of channels at a time (each
+	// sample's rows of the block lie next to each other), about
+	// bnFillElems elements, which stay in cache for the sums and dX.
+	block := 1
+	if t.pre != nil && b.outer*b.inner > 0 {
+		block = max(1, bnFillElems/(b.outer*b.inner))
+	}
 	for p := part * per; p < hi; p++ {
-		t.fill(p, p+1)
+		if (p-part*per)%block == 0 {
+			t.fill(p, min(p+block, hi))
+		}
 		bnBackwardChannel(t.dy, t.r, t.x, t.dx, b, p, t.count, t.scale, t.mean, t.variance, t.eps, t.training, t.g)
 	}
 }
+
+// bnFillElems is about how many elements of dS BatchNormAddReluGrad
+// computes at once before their channels' gradients read them (128 KiB).
+const bnFillElems = 32 << 10
 
 // bnShortBlock is the most channels bnBackwardShort takes at once, and
 // bnShortCoef the most elements of a sample in that block (its sums and
