@@ -180,6 +180,7 @@ func Fusion(t *testing.T, name string) {
 		{"LayerNormGradAdd", k.fusedLayerNormGradAdd},
 		{"PermutedMatMulBias", k.fusedPermutedMatMulBias},
 		{"BatchNormRelu", k.fusedBatchNormRelu},
+		{"BatchNormAddRelu", k.fusedBatchNormAddRelu},
 	})
 }
 

@@ -11,7 +11,8 @@ var fusedOps = []string{
 	graph.ReluGrad, graph.ErfGrad, graph.GeluErf, graph.GeluErfGrad, graph.GeluErfGradX,
 	graph.GemmRelu, graph.BatchNormRelu, graph.BatchNormReluGrad, graph.MatMulAdd,
 	graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad, graph.LayerNormGradAdd,
-	graph.PermutedMatMulAdd, graph.MatMulAddAdd,
+	graph.PermutedMatMulAdd, graph.MatMulAddAdd, graph.BatchNormAddRelu, graph.AddReluGrad,
+	graph.BatchNormAddReluGrad,
 }
 
 // FusedOps implements backend.FusedOpsDeclarer: every fused kernel, or

@@ -33,6 +33,9 @@ const (
 	FuseLNGradAdd      = "fuse-layernorm-grad-add"
 	FusePermutedBias   = "fuse-permuted-matmul-bias"
 	FuseResidual       = "fuse-matmul-add-residual"
+	FuseBatchNormAdd   = "fuse-batchnorm-add-relu"
+	FuseAddReluGrad    = "fuse-add-relu-grad"
+	FuseBatchNormGrad  = "fuse-batchnorm-add-relu-grad"
 	LowerSpecialised   = "lower-specialised"
 )
 
@@ -153,11 +156,20 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseLNGradAdd, Doc: "a residual gradient added to a LayerNormalizationGrad's dX as each row is written (LayerNormGradAdd), so dX is not read back; needs every shape",
 			Fuses: []string{graph.LayerNormGradAdd}, Requires: []string{Specialize},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseLayerNormGradAdd(g), nil }},
+		{Name: FuseBatchNormAdd, Doc: "a residual block's end, BatchNormalization then Add(residual) then Relu, in one pass that writes the Relu's output alone (BatchNormAddRelu), the Relu's gradient reading that output; needs every shape (a broadcast residual is left alone)",
+			Fuses: []string{graph.BatchNormAddRelu}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddRelu(g), nil }},
+		{Name: FuseAddReluGrad, Doc: "the sum of a Relu output's two gradients masked by the Relu in one pass (AddReluGrad: a residual block's output gradient); needs every shape",
+			Fuses: []string{graph.AddReluGrad}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseAddReluGrad(g), nil }},
 		{Name: DropSameShapeSum, Doc: "SumToShape(G, Like) of one known shape becomes Identity(G), so that Like (read for its shape only) is not kept alive for it; after the fusions that look through such SumToShapes",
 			After: []string{Specialize, FuseGeluErfGrad, FuseSliceGrad},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.DropSameShapeSumToShape(g), nil }},
+		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
+			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
+			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseBatchNormAdd, FuseAddReluGrad, FuseBatchNormGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
 	}
 }

@@ -11,6 +11,87 @@ import (
 func init() {
 	kern.RegisterSpec(graph.FusedDomain, graph.ReluGrad, kern.Spec{Fn: reluGradKernel})
 	kern.RegisterSpec(graph.FusedDomain, graph.ErfGrad, kern.Spec{Fn: erfGradKernel})
+	kern.RegisterSpec(graph.FusedDomain, graph.AddReluGrad, kern.Spec{Fn: addReluGradKernel})
+}
+
+// addReluGradKernel is graph.AddReluGrad(A, B, X) = ReluGrad(Add(A, B), X):
+// one pass (read three, write one) for float32 or float64 operands of one
+// type and shape, the sum rounded as the Add kernel rounds it; anything
+// else (operands that broadcast) runs the Add kernel and then ReluGrad's.
+func addReluGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	if err := validateData(n, in); err != nil {
+		return nil, err
+	}
+	a, b, x := in[0], in[1], in[2]
+	if a.DType == x.DType && b.DType == x.DType && graph.SameShape(a.Shape, x.Shape) && graph.SameShape(b.Shape, x.Shape) {
+		switch xs := x.Data.(type) {
+		case []float32:
+			out, err := kern.NewUninit(n, x.DType, x.Shape) // every element is written
+			if err != nil {
+				return nil, err
+			}
+			t := kern.State[addReluGradTask](n)
+			t.d, t.a, t.b, t.x = out.Float32s(), a.Float32s(), b.Float32s(), xs
+			parallelTask(len(t.d), parallelGrain, t)
+			*t = addReluGradTask{} // drop the operands
+			return kern.Results(n, out), nil
+		case []float64:
+			out, err := kern.NewUninit(n, x.DType, x.Shape)
+			if err != nil {
+				return nil, err
+			}
+			dst, as, bs := out.Data.([]float64), a.Data.([]float64), b.Data.([]float64)
+			parallelRange(len(dst), parallelGrain, func(lo, hi int) {
+				d, g, h, x := dst[lo:hi], as[lo:hi], bs[lo:hi], xs[lo:hi]
+				g, h, x = g[:len(d)], h[:len(d)], x[:len(d)]
+				for i := range d {
+					if x[i] > 0 {
+						d[i] = g[i] + h[i]
+					} else {
+						d[i] = 0
+					}
+				}
+			})
+			return one(out), nil
+		}
+	}
+	sum, err := unfusedStep(ctx, n, "Add", a, b)
+	if err != nil {
+		return nil, err
+	}
+	return reluGradKernel(ctx, n, []*graph.Tensor{sum, x})
+}
+
+// addReluGradTask is AddReluGrad's float32 pass as a kern.Chunker, kept in
+// the node's state so that a step fans it out without allocating.
+type addReluGradTask struct{ d, a, b, x []float32 }
+
+func (t *addReluGradTask) Chunk(lo, hi int) {
+	addReluGradF32(t.d[lo:hi], t.a[lo:hi], t.b[lo:hi], t.x[lo:hi])
+}
+
+// AddReluGradF32 is AddReluGrad's float32 loop (d = x > 0 ? a + b : +0,
+// the sum rounded to float32), for the kernels that fuse it
+// (graph.BatchNormAddReluGrad).
+func AddReluGradF32(d, a, b, x []float32) { addReluGradF32(d, a, b, x) }
+
+// addReluGradF32 is d = x > 0 ? a + b : +0 (the sum rounded to float32),
+// reluGradF32's branch-free mask applied to the sum.
+func addReluGradF32(d, a, b, x []float32) {
+	a, b, x = a[:len(d)], b[:len(d)], x[:len(d)]
+	k := addReluGradVecPrefix(d, a, b, x) // the same bits, 8 lanes at a time
+	d, a, b, x = d[k:], a[k:], b[k:], x[k:]
+	for i := range d {
+		var m uint32
+		if x[i] > 0 {
+			m = ^uint32(0)
+		}
+		s := a[i] + b[i]
+		d[i] = math.Float32frombits(math.Float32bits(s) & m)
+	}
 }
 
 // reluGradKernel is graph.ReluGrad(dY, X) = Where(Greater(X, 0), dY, 0):

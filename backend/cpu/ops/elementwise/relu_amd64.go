@@ -35,3 +35,16 @@ func reluGradVecPrefix(d, g, x []float32) int {
 	reluGradAVX2(&d[0], &g[:n][0], &x[:n][0], n)
 	return n
 }
+
+//go:noescape
+func addReluGradAVX2(d, a, b, x *float32, n int)
+
+// addReluGradVecPrefix is reluVecPrefix for addReluGradAVX2.
+func addReluGradVecPrefix(d, a, b, x []float32) int {
+	n := len(d) &^ 7
+	if !reluVec || n == 0 {
+		return 0
+	}
+	addReluGradAVX2(&d[0], &a[:n][0], &b[:n][0], &x[:n][0], n)
+	return n
+}

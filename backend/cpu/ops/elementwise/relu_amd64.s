@@ -79,3 +79,51 @@ rgrad8:
 rgradDone:
 	VZEROUPPER
 	RET
+
+// func addReluGradAVX2(d, a, b, x *float32, n int)
+//
+// d[i] = a[i] + b[i] (rounded to float32) where x[i] > 0 (ordered, so NaN
+// gives +0), else +0, over n elements (a multiple of 8).
+TEXT ·addReluGradAVX2(SB), NOSPLIT, $0-40
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), DX
+	MOVQ b+16(FP), R8
+	MOVQ x+24(FP), SI
+	MOVQ n+32(FP), CX
+	VXORPS Y15, Y15, Y15
+
+argrad16:
+	CMPQ CX, $16
+	JL   argrad8
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 32(DX), Y1
+	VADDPS 0(R8), Y0, Y0
+	VADDPS 32(R8), Y1, Y1
+	VMOVUPS 0(SI), Y2
+	VMOVUPS 32(SI), Y3
+	VCMPPS $14, Y15, Y2, Y2 // Y2 = x > 0
+	VCMPPS $14, Y15, Y3, Y3
+	VANDPS Y2, Y0, Y0
+	VANDPS Y3, Y1, Y1
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $64, DX
+	ADDQ $64, R8
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  argrad16
+
+argrad8:
+	CMPQ CX, $8
+	JL   argradDone
+	VMOVUPS 0(DX), Y0
+	VADDPS 0(R8), Y0, Y0
+	VMOVUPS 0(SI), Y2
+	VCMPPS $14, Y15, Y2, Y2
+	VANDPS Y2, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+
+argradDone:
+	VZEROUPPER
+	RET

@@ -7,3 +7,6 @@ func reluVecPrefix(dst, src []float32) int { return 0 }
 
 // reluGradVecPrefix does nothing without the assembly loops.
 func reluGradVecPrefix(d, g, x []float32) int { return 0 }
+
+// addReluGradVecPrefix does nothing without the assembly loops.
+func addReluGradVecPrefix(d, a, b, x []float32) int { return 0 }

@@ -4,12 +4,57 @@ import (
 	"math"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/elementwise"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
 func init() {
 	kern.RegisterSpec(graph.FusedDomain, graph.BatchNormReluGrad, kern.Spec{Fn: batchNormReluGrad, Half: true})
+	kern.RegisterSpec(graph.FusedDomain, graph.BatchNormAddReluGrad, kern.Spec{Fn: batchNormAddReluGrad, Half: true})
+}
+
+// batchNormAddReluGrad is graph.BatchNormAddReluGrad(A, B, R, X, scale,
+// mean, var) = (dS, BatchNormalizationGrad(dS, X, scale, mean, var)...)
+// with dS = AddReluGrad(A, B, R): for float32 A, B, R and X of one shape,
+// each channel's dS is computed (as the AddReluGrad kernel does) just
+// before the gradient's sums read it, so they find it in cache; the
+// results are bit for bit the two kernels'. Anything else runs the two
+// kernels.
+func batchNormAddReluGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 7); err != nil {
+		return nil, err
+	}
+	a, b, r, x := in[0], in[1], in[2], in[3]
+	fast := x.Rank() >= 2
+	for _, t := range []*graph.Tensor{a, b, r, x} {
+		fast = fast && t.DType == graph.Float32 && graph.SameShape(t.Shape, x.Shape) && len(t.Float32s()) == t.Size()
+	}
+	if fast {
+		ds, err := kern.NewUninit(n, graph.Float32, x.Shape) // the gradient task writes every element
+		if err != nil {
+			return nil, err
+		}
+		pre := kern.State[addReluPre](n)
+		*pre = addReluPre{a: a.Float32s(), b: b.Float32s(), r: r.Float32s(), ds: ds.Float32s()}
+		out, err := batchNormGradMasked(n, []*graph.Tensor{ds, x, in[4], in[5], in[6]}, nil, pre)
+		*pre = addReluPre{} // drop the operands
+		return out, err
+	}
+	spec, ok := kern.Lookup(graph.FusedDomain, graph.AddReluGrad, ctx.Opset)
+	if !ok {
+		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, graph.AddReluGrad)
+	}
+	dsOut, err := spec.Fn(ctx, n, in[:3])
+	if err != nil {
+		return nil, err
+	}
+	ds := dsOut[0]
+	grads, err := batchNormGrad(ctx, n, []*graph.Tensor{ds, x, in[4], in[5], in[6]})
+	if err != nil {
+		return nil, err
+	}
+	return append([]*graph.Tensor{ds}, grads...), nil
 }
 
 // batchNormGrad is BatchNormalizationGrad(dy, X, scale, mean, var) with
@@ -34,7 +79,7 @@ func batchNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	if err := kern.Need(n, in, 5); err != nil {
 		return nil, err
 	}
-	return batchNormGradMasked(n, in, nil)
+	return batchNormGradMasked(n, in, nil, nil)
 }
 
 // batchNormReluGrad is graph.BatchNormReluGrad(dR, R, X, scale, mean, var):
@@ -46,13 +91,15 @@ func batchNormReluGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 	if err := kern.Need(n, in, 6); err != nil {
 		return nil, err
 	}
-	return batchNormGradMasked(n, []*graph.Tensor{in[0], in[2], in[3], in[4], in[5]}, in[1])
+	return batchNormGradMasked(n, []*graph.Tensor{in[0], in[2], in[3], in[4], in[5]}, in[1], nil)
 }
 
 // batchNormGradMasked is BatchNormalizationGrad(dy, X, scale, mean, var)
 // for in = (dy, X, scale, mean, var), with dy masked by relu > 0 when relu
-// is not nil.
-func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor) ([]*graph.Tensor, error) {
+// is not nil. With pre (float32 X, relu nil), dy is pre.ds, which the
+// kernel first fills channel by channel with AddReluGrad(pre.a, pre.b,
+// pre.r), and which then comes first among the results.
+func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor, pre *addReluPre) ([]*graph.Tensor, error) {
 	dy, err := halfToFloat32(n, in[0])
 	if err != nil {
 		return nil, err
@@ -126,7 +173,7 @@ func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor) 
 		if r != nil {
 			rs = r.Data.([]float32)
 		}
-		bnBackwardMaskedInto(dy.Data.([]float32), rs, xs, dx.Data.([]float32), b, scale, mean, variance, eps, training, g)
+		bnBackwardPreInto(dy.Data.([]float32), rs, xs, dx.Data.([]float32), b, scale, mean, variance, eps, training, g, pre)
 	case []float64:
 		var rs []float64
 		if r != nil {
@@ -138,8 +185,12 @@ func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor) 
 	if err != nil {
 		return nil, n.Errorf("%v", err)
 	}
-	var outBuf [5]*graph.Tensor
-	outs := append(outBuf[:0], dxOut)
+	var outBuf [6]*graph.Tensor
+	outs := outBuf[:0]
+	if pre != nil {
+		outs = append(outs, in[0])
+	}
+	outs = append(outs, dxOut)
 	// dscale and dB take scale's dtype and shape (B's are the same), dmean
 	// and dvar those of mean and var.
 	likes := []*graph.Tensor{in[2], in[2], in[3], in[4]}
@@ -188,13 +239,24 @@ func bnBackwardMasked[F float](dy, r, x, dx []F, b layout, scale, mean, variance
 // bnBackwardMaskedInto is bnBackwardMasked into g, whose four slices hold
 // b.r elements each (cleared first).
 func bnBackwardMaskedInto[F float](dy, r, x, dx []F, b layout, scale, mean, variance []float64, eps float64, training bool, g *bnGrads) {
+	bnBackwardPreInto(dy, r, x, dx, b, scale, mean, variance, eps, training, g, nil)
+}
+
+// addReluPre is what BatchNormAddReluGrad computes before the gradient's
+// sums read it: ds = AddReluGrad(a, b, r), all float32 in X's layout.
+type addReluPre struct{ a, b, r, ds []float32 }
+
+// bnBackwardPreInto is bnBackwardMaskedInto, with dy first filled from pre
+// (nil for none) a channel, or a block of channels, at a time, just before
+// the sums read it (dy is then pre.ds, float32, and r nil).
+func bnBackwardPreInto[F float](dy, r, x, dx []F, b layout, scale, mean, variance []float64, eps float64, training bool, g *bnGrads, pre *addReluPre) {
 	clear(g.scale)
 	clear(g.bias)
 	clear(g.mean)
 	clear(g.variance)
 	workers := gradWorkers(b.r, 4*b.outer*b.inner)
 	t := bnGradTask[F]{dy: dy, r: r, x: x, dx: dx, b: b, scale: scale, mean: mean, variance: variance,
-		eps: eps, training: training, g: g, count: float64(b.outer * b.inner), per: (b.r + workers - 1) / workers}
+		eps: eps, training: training, g: g, count: float64(b.outer * b.inner), per: (b.r + workers - 1) / workers, pre: pre}
 	// Short float32 rows in training mode go channel block by channel
 	// block over whole samples (see bnBackwardShort).
 	_, t.short = any(x).([]float32)
@@ -212,6 +274,20 @@ type bnGradTask[F float] struct {
 	training, short       bool
 	per                   int
 	g                     *bnGrads
+	pre                   *addReluPre
+}
+
+// fill computes pre.ds = AddReluGrad(pre.a, pre.b, pre.r) over the
+// channels [lo, hi) of every sample (a no-op without pre).
+func (t *bnGradTask[F]) fill(lo, hi int) {
+	if t.pre == nil {
+		return
+	}
+	b, p := t.b, t.pre
+	for o := 0; o < b.outer; o++ {
+		from, to := (o*b.r+lo)*b.inner, (o*b.r+hi)*b.inner
+		elementwise.AddReluGradF32(p.ds[from:to], p.a[from:to], p.b[from:to], p.r[from:to])
+	}
 }
 
 func (t *bnGradTask[F]) Item(_, part int) {
@@ -224,14 +300,29 @@ func (t *bnGradTask[F]) Item(_, part int) {
 		r32, _ := any(t.r).([]float32)
 		block := min(bnShortBlock, bnShortCoef/b.inner)
 		for lo := part * per; lo < hi; lo += block {
+			t.fill(lo, min(lo+block, hi))
 			bnBackwardShort(dy32, r32, x32, dx32, b, lo, min(lo+block, hi), t.count, t.scale, t.eps, t.g)
 		}
 		return
 	}
+	// With pre, dS is filled for a block of channels at a time (each
+	// sample's rows of the block lie next to each other), about
+	// bnFillElems elements, which stay in cache for the sums and dX.
+	block := 1
+	if t.pre != nil && b.outer*b.inner > 0 {
+		block = max(1, bnFillElems/(b.outer*b.inner))
+	}
 	for p := part * per; p < hi; p++ {
+		if (p-part*per)%block == 0 {
+			t.fill(p, min(p+block, hi))
+		}
 		bnBackwardChannel(t.dy, t.r, t.x, t.dx, b, p, t.count, t.scale, t.mean, t.variance, t.eps, t.training, t.g)
 	}
 }
+
+// bnFillElems is about how many elements of dS BatchNormAddReluGrad
+// computes at once before their channels' gradients read them (128 KiB).
+const bnFillElems = 32 << 10
 
 // bnShortBlock is the most channels bnBackwardShort takes at once, and
 // bnShortCoef the most elements of a sample in that block (its sums and

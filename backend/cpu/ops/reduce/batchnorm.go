@@ -13,6 +13,47 @@ import (
 func init() {
 	kern.RegisterHalf("BatchNormalization", batchNorm)
 	kern.RegisterSpec(graph.FusedDomain, graph.BatchNormRelu, kern.Spec{Fn: batchNormRelu, Half: true})
+	kern.RegisterSpec(graph.FusedDomain, graph.BatchNormAddRelu, kern.Spec{Fn: batchNormAddRelu, Half: true})
+}
+
+// batchNormAddRelu is graph.BatchNormAddRelu(X, scale, B, mean, var, R):
+// BatchNormalization, R added to Y and a Relu applied as Y is written, bit
+// for bit the BatchNormalization, Add and Relu kernels' result. X and R of
+// one float32 or float64 type and shape take that one pass; anything else
+// (half types, a broadcast R) runs the three kernels.
+func batchNormAddRelu(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 6); err != nil {
+		return nil, err
+	}
+	x, r := in[0], in[5]
+	if (x.DType == graph.Float32 || x.DType == graph.Float64) && r.DType == x.DType && graph.SameShape(r.Shape, x.Shape) {
+		if err := checkFloat(n, r, "R"); err != nil {
+			return nil, err
+		}
+		return batchNormKernel(ctx, n, in[:5], true, r)
+	}
+	// The unfused chain.
+	outs, err := batchNormKernel(ctx, n, in[:5], false, nil)
+	if err != nil {
+		return nil, err
+	}
+	res := append([]*graph.Tensor(nil), outs...)
+	for _, op := range []struct {
+		name string
+		args []*graph.Tensor
+	}{{"Add", []*graph.Tensor{nil, r}}, {"Relu", []*graph.Tensor{nil}}} {
+		spec, ok := kern.Lookup("", op.name, ctx.Opset)
+		if !ok {
+			return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op.name)
+		}
+		op.args[0] = res[0]
+		y, err := spec.Fn(ctx, n, op.args)
+		if err != nil {
+			return nil, err
+		}
+		res[0] = y[0]
+	}
+	return res, nil
 }
 
 // batchNormRelu is graph.BatchNormRelu: BatchNormalization with a Relu on
@@ -22,7 +63,7 @@ func init() {
 // rounded to the half type, so a tiny negative value gives +0 where the
 // unfused ops give -0.
 func batchNormRelu(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
-	return batchNormKernel(ctx, n, in, true)
+	return batchNormKernel(ctx, n, in, true, nil)
 }
 
 // batchNorm is BatchNormalization with inputs X (N, C, D1, ...), scale, B,
@@ -42,12 +83,14 @@ func batchNormRelu(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 // (C, D1, ...); parameters of that size are accepted at any opset and then
 // statistics are taken over N only.
 func batchNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
-	return batchNormKernel(ctx, n, in, false)
+	return batchNormKernel(ctx, n, in, false, nil)
 }
 
 // batchNormKernel is BatchNormalization, followed by a Relu on Y when relu
-// is set (graph.BatchNormRelu).
-func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu bool) ([]*graph.Tensor, error) {
+// is set (graph.BatchNormRelu); with a residual res (X's float32 or
+// float64 type and shape, relu set) res is added to Y before the Relu
+// (graph.BatchNormAddRelu).
+func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu bool, res *graph.Tensor) ([]*graph.Tensor, error) {
 	if err := kern.Need(n, in, 5); err != nil {
 		return nil, err
 	}
@@ -122,12 +165,15 @@ func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu 
 	} else if y, err = graph.NewTensor(x.DType, x.Shape); err != nil {
 		return nil, n.Errorf("Y of shape %v: %w", x.Shape, err)
 	}
+	if res != nil && (res.DType != x.DType || !graph.SameShape(res.Shape, x.Shape) || !relu) {
+		return nil, n.Errorf("internal: residual %v%v for X %v%v", res.DType, res.Shape, x.DType, x.Shape)
+	}
 	if !training {
 		switch xs := x.Data.(type) {
 		case []float32:
-			bnApply(xs, y.Data.([]float32), b, scale, bias, mean, variance, eps, relu)
+			bnApply(xs, residual[float32](res), y.Data.([]float32), b, scale, bias, mean, variance, eps, relu)
 		case []float64:
-			bnApply(xs, y.Data.([]float64), b, scale, bias, mean, variance, eps, relu)
+			bnApply(xs, residual[float64](res), y.Data.([]float64), b, scale, bias, mean, variance, eps, relu)
 		}
 		out, err := castTo(n, y, xDType)
 		if err != nil {
@@ -141,9 +187,9 @@ func batchNormKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu 
 	batchMean, batchVar := st.batchMean, st.batchVar
 	switch xs := x.Data.(type) {
 	case []float32:
-		bnTrainInto(xs, y.Data.([]float32), b, scale, bias, eps, relu, batchMean, batchVar)
+		bnTrainInto(xs, residual[float32](res), y.Data.([]float32), b, scale, bias, eps, relu, batchMean, batchVar)
 	case []float64:
-		bnTrainInto(xs, y.Data.([]float64), b, scale, bias, eps, relu, batchMean, batchVar)
+		bnTrainInto(xs, residual[float64](res), y.Data.([]float64), b, scale, bias, eps, relu, batchMean, batchVar)
 	}
 	st.runMean, st.runVar = kern.Grow(st.runMean, params), kern.Grow(st.runVar, params)
 	runMean, runVar := st.runMean, st.runVar
@@ -189,29 +235,37 @@ type bnState struct {
 	runMean, runVar             []float64
 }
 
+// residual returns res's elements (nil for no residual).
+func residual[F float](res *graph.Tensor) []F {
+	if res == nil {
+		return nil
+	}
+	return res.Data.([]F)[:res.Size()]
+}
+
 // bnInputNames names BatchNormalization's inputs for errors.
 var bnInputNames = []string{"X", "scale", "B", "input_mean", "input_var"}
 
 // bnApply writes x normalised per parameter p of blocks b into y:
-// (x - mean[p]) / sqrt(variance[p] + eps) * scale[p] + bias[p], Relu'd
-// when relu is set. The parameters are split over the cores (each writes
-// its own channels).
-func bnApply[F float](x, y []F, b blocks, scale, bias, mean, variance []float64, eps float64, relu bool) {
+// (x - mean[p]) / sqrt(variance[p] + eps) * scale[p] + bias[p], plus r
+// (x's layout; nil for none) and Relu'd when relu is set. The parameters
+// are split over the cores (each writes its own channels).
+func bnApply[F float](x, r, y []F, b blocks, scale, bias, mean, variance []float64, eps float64, relu bool) {
 	if x32, ok := any(x).([]float32); ok && b.inner < bnVecMin {
-		parallelRowsOf(b.r, b.outer*b.inner, bnShortTask{x: x32, y: any(y).([]float32), b: b,
+		parallelRowsOf(b.r, b.outer*b.inner, bnShortTask{x: x32, r: any(r).([]float32), y: any(y).([]float32), b: b,
 			scale: scale, bias: bias, mean: mean, variance: variance, eps: eps, relu: relu})
 		return
 	}
-	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, y: y, b: b, scale: scale, bias: bias,
+	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, r: r, y: y, b: b, scale: scale, bias: bias,
 		mean: mean, variance: variance, eps: eps, relu: relu, apply: true})
 }
 
 // bnTask is the work of bnApply, bnTrainInto and bnStats over the
 // parameters [lo, hi): with stats set it computes their mean and
 // variance first (into mean and variance), with apply set it normalises
-// x into y.
+// x (plus r, when r is not nil) into y.
 type bnTask[F float] struct {
-	x, y                        []F
+	x, r, y                     []F
 	b                           blocks
 	scale, bias, mean, variance []float64
 	eps                         float64
@@ -224,7 +278,7 @@ func (t *bnTask[F]) Chunk(lo, hi int) {
 			t.mean[p], t.variance[p] = bnChannelStats(t.x, t.b, p)
 		}
 		if t.apply {
-			bnApplyChannel(t.x, t.y, t.b, p, t.scale[p], t.bias[p], t.mean[p], t.variance[p], t.eps, t.relu)
+			bnApplyChannelAdd(t.x, t.r, t.y, t.b, p, t.scale[p], t.bias[p], t.mean[p], t.variance[p], t.eps, t.relu)
 		}
 	}
 }
@@ -235,19 +289,20 @@ func (t *bnTask[F]) Chunk(lo, hi int) {
 // elements finds them in cache.
 func bnTrain[F float](x, y []F, b blocks, scale, bias []float64, eps float64, relu bool) (mean, variance []float64) {
 	mean, variance = make([]float64, b.r), make([]float64, b.r)
-	bnTrainInto(x, y, b, scale, bias, eps, relu, mean, variance)
+	bnTrainInto(x, nil, y, b, scale, bias, eps, relu, mean, variance)
 	return mean, variance
 }
 
-// bnTrainInto is bnTrain into mean and variance (b.r elements each).
-func bnTrainInto[F float](x, y []F, b blocks, scale, bias []float64, eps float64, relu bool, mean, variance []float64) {
+// bnTrainInto is bnTrain into mean and variance (b.r elements each), with
+// the residual r (x's layout; nil for none) added before the Relu.
+func bnTrainInto[F float](x, r, y []F, b blocks, scale, bias []float64, eps float64, relu bool, mean, variance []float64) {
 	if x32, ok := any(x).([]float32); ok && b.inner < bnVecMin {
 		// Short rows: blocks of channels at once (bnShortTask).
-		parallelRowsOf(b.r, b.outer*b.inner, bnShortTask{x: x32, y: any(y).([]float32), b: b,
+		parallelRowsOf(b.r, b.outer*b.inner, bnShortTask{x: x32, r: any(r).([]float32), y: any(y).([]float32), b: b,
 			scale: scale, bias: bias, mean: mean, variance: variance, eps: eps, relu: relu, stats: true})
 		return
 	}
-	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, y: y, b: b, scale: scale, bias: bias,
+	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, r: r, y: y, b: b, scale: scale, bias: bias,
 		mean: mean, variance: variance, eps: eps, relu: relu, stats: true, apply: true})
 }
 
@@ -260,11 +315,12 @@ const bnShortCols = 256
 // bnShortTask is batch normalisation of float32 rows shorter than
 // bnVecMin over the parameters [lo, hi): with stats set it computes their
 // mean and population variance first (into mean and variance), then it
-// normalises x into y. Rather than one channel's rows one after another
-// (a call per row of a few elements), it takes blocks of channels whose
-// rows lie next to each other in every sample (bnShortBlock).
+// normalises x (plus r, when r is not nil) into y. Rather than one
+// channel's rows one after another (a call per row of a few elements), it
+// takes blocks of channels whose rows lie next to each other in every
+// sample (bnShortBlock).
 type bnShortTask struct {
-	x, y                        []float32
+	x, r, y                     []float32
 	b                           blocks
 	scale, bias, mean, variance []float64
 	eps                         float64
@@ -330,6 +386,10 @@ func (t *bnShortTask) block(lo, hi int) {
 			mul[i], add[i] = m, c
 		}
 	}
+	if t.r != nil {
+		bnShortApplyAddRelu(y, x, t.r[base:base+span], stride, b.outer, mul[:n], add[:n])
+		return
+	}
 	bnShortApply(y, x, stride, b.outer, mul[:n], add[:n], t.relu)
 }
 
@@ -377,14 +437,51 @@ func bnShortApplyGo(y, x []float32, stride, rows int, mul, add []float32, relu b
 	}
 }
 
+// bnShortApplyAddReluGo is bnShortApplyAddRelu's loop in Go over the
+// columns [from, len(mul)): bnShortApplyGo's map with relu, r added to
+// each result (rounded) before the Relu, as the Add kernel adds.
+func bnShortApplyAddReluGo(y, x, r []float32, stride, rows int, mul, add []float32, from int) {
+	n := len(mul)
+	add = add[:n]
+	for o := 0; o < rows; o++ {
+		src := x[o*stride : o*stride+n]
+		res := r[o*stride : o*stride+n]
+		dst := y[o*stride : o*stride+n]
+		for j := from; j < n; j++ {
+			v := src[j]*mul[j] + add[j]
+			s := v + res[j]
+			var m uint32
+			if s < 0 {
+				m = ^uint32(0)
+			}
+			dst[j] = math.Float32frombits(math.Float32bits(s) &^ m)
+		}
+	}
+}
+
 // bnApplyChannel is bnApply for parameter p.
 func bnApplyChannel[F float](x, y []F, b blocks, p int, scale, bias, mean, variance, eps float64, relu bool) {
+	bnApplyChannelAdd(x, nil, y, b, p, scale, bias, mean, variance, eps, relu)
+}
+
+// bnApplyChannelAdd is bnApply for parameter p, with the residual r (nil
+// for none; with one, relu is set).
+func bnApplyChannelAdd[F float](x, r, y []F, b blocks, p int, scale, bias, mean, variance, eps float64, relu bool) {
 	a := scale / math.Sqrt(variance+eps)
 	mul, add := F(a), F(bias-mean*a)
 	x32, _ := any(x).([]float32)
 	y32, _ := any(y).([]float32)
+	r32, _ := any(r).([]float32)
 	for o := 0; o < b.outer; o++ {
 		off := (o*b.r + p) * b.inner
+		if x32 != nil && r32 != nil {
+			if b.inner >= bnVecMin {
+				bnRowApplyAddRelu(y32[off:off+b.inner], x32[off:off+b.inner], r32[off:off+b.inner], float32(mul), float32(add))
+			} else {
+				bnRowApplyAddReluGo(y32[off:off+b.inner], x32[off:off+b.inner], r32[off:off+b.inner], float32(mul), float32(add))
+			}
+			continue
+		}
 		if x32 != nil {
 			if b.inner >= bnVecMin {
 				bnRowApply(y32[off:off+b.inner], x32[off:off+b.inner], float32(mul), float32(add), relu)
@@ -396,6 +493,19 @@ func bnApplyChannel[F float](x, y []F, b blocks, p int, scale, bias, mean, varia
 		src := x[off : off+b.inner]
 		dst := y[off : off+b.inner]
 		dst = dst[:len(src)]
+		if r != nil {
+			res := r[off : off+b.inner]
+			res = res[:len(src)]
+			for i, v := range src {
+				t := v*mul + add
+				t += res[i]
+				if t < 0 {
+					t = 0
+				}
+				dst[i] = t
+			}
+			continue
+		}
 		for i, v := range src {
 			r := v*mul + add
 			if relu && r < 0 {
@@ -403,6 +513,23 @@ func bnApplyChannel[F float](x, y []F, b blocks, p int, scale, bias, mean, varia
 			}
 			dst[i] = r
 		}
+	}
+}
+
+// bnRowApplyAddReluGo is bnRowApplyAddRelu's loop in Go: dst =
+// Relu(src·mul + add + res), rounded after the product and each sum (the
+// BatchNormalization and Add kernels' roundings); negative sums become +0
+// (-0 and NaN stay, as the Relu kernel does).
+func bnRowApplyAddReluGo(dst, src, res []float32, mul, add float32) {
+	dst, res = dst[:len(src)], res[:len(src)]
+	for i, v := range src {
+		t := v*mul + add
+		s := t + res[i]
+		var m uint32
+		if s < 0 {
+			m = ^uint32(0)
+		}
+		dst[i] = math.Float32frombits(math.Float32bits(s) &^ m)
 	}
 }
 

@@ -97,3 +97,48 @@ func bnShortApply(y, x []float32, stride, rows int, mul, add []float32, relu boo
 		bnShortApplyGo(y, x, stride, rows, mul, add, relu, m)
 	}
 }
+
+// bnApplyAddReluAVX2 and bnShortApplyAddReluAVX2 are bnApplyAVX2's and
+// bnShortApplyAVX2's loops with relu and a residual added before the
+// Relu (batchnorm_amd64.s).
+//
+//go:noescape
+func bnApplyAddReluAVX2(dst, src, res *float32, n int, mul, add float32)
+
+//go:noescape
+func bnShortApplyAddReluAVX2(dst, src, res *float32, stride, rows, n int, mul, add *float32)
+
+// bnRowApplyAddRelu writes Relu(src·mul + add + res) into dst, rounded
+// after the product and each sum.
+func bnRowApplyAddRelu(dst, src, res []float32, mul, add float32) {
+	n := len(src) &^ 7
+	if !bnAVX2 || n == 0 {
+		bnRowApplyAddReluGo(dst, src, res, mul, add)
+		return
+	}
+	dst, res = dst[:len(src)], res[:len(src)]
+	bnApplyAddReluAVX2(&dst[0], &src[0], &res[0], n, mul, add)
+	if n < len(src) {
+		bnRowApplyAddReluGo(dst[n:], src[n:], res[n:], mul, add)
+	}
+}
+
+// bnShortApplyAddRelu is bnShortApply with relu and the residual r (y's
+// layout) added before the Relu.
+func bnShortApplyAddRelu(y, x, r []float32, stride, rows int, mul, add []float32) {
+	n := len(mul)
+	if rows <= 0 || n == 0 {
+		return
+	}
+	span := (rows-1)*stride + n
+	x, y, r, add = x[:span], y[:span], r[:span], add[:n]
+	m := n &^ 7
+	if !bnAVX2 || m == 0 {
+		m = 0
+	} else {
+		bnShortApplyAddReluAVX2(&y[0], &x[0], &r[0], stride, rows, m, &mul[0], &add[0])
+	}
+	if m < n {
+		bnShortApplyAddReluGo(y, x, r, stride, rows, mul, add, m)
+	}
+}

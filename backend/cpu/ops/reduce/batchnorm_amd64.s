@@ -288,3 +288,117 @@ shortRowDone:
 	JNZ  shortRow
 	VZEROUPPER
 	RET
+
+// func bnApplyAddReluAVX2(dst, src, res *float32, n int, mul, add float32)
+//
+// dst[i] = Relu(src[i]·mul + add + res[i]) in float32, rounded after the
+// product and each sum (as bnRowApplyAddReluGo), over n elements (a
+// multiple of 8); negative sums become +0 (bits cleared: -0 and NaN stay).
+TEXT ·bnApplyAddReluAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ res+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS mul+32(FP), Y14
+	VBROADCASTSS add+36(FP), Y15
+	VXORPS Y13, Y13, Y13
+
+addRelu16:
+	CMPQ CX, $16
+	JL   addRelu8
+	VMULPS 0(SI), Y14, Y0
+	VMULPS 32(SI), Y14, Y1
+	VADDPS Y15, Y0, Y0
+	VADDPS Y15, Y1, Y1
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VCMPPS $1, Y13, Y0, Y2 // Y2 = Y0 < 0 (ordered, so NaN gives 0)
+	VCMPPS $1, Y13, Y1, Y3
+	VANDNPS Y0, Y2, Y0     // Y0 &^ Y2
+	VANDNPS Y1, Y3, Y1
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  addRelu16
+
+addRelu8:
+	CMPQ CX, $8
+	JL   addReluDone
+	VMULPS 0(SI), Y14, Y0
+	VADDPS Y15, Y0, Y0
+	VADDPS 0(DX), Y0, Y0
+	VCMPPS $1, Y13, Y0, Y2
+	VANDNPS Y0, Y2, Y0
+	VMOVUPS Y0, 0(DI)
+
+addReluDone:
+	VZEROUPPER
+	RET
+
+// func bnShortApplyAddReluAVX2(dst, src, res *float32, stride, rows, n int, mul, add *float32)
+//
+// bnShortApplyAVX2 with relu set and res (dst's layout) added to each
+// result before the Relu: dst[j] = Relu(src[j]·mul[j] + add[j] + res[j]),
+// rounded after the product and each sum.
+TEXT ·bnShortApplyAddReluAVX2(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ res+16(FP), R12
+	MOVQ stride+24(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+32(FP), R9
+	MOVQ n+40(FP), R11
+	MOVQ mul+48(FP), DX
+	MOVQ add+56(FP), R10
+	VXORPS Y13, Y13, Y13
+
+shortAddRow:
+	XORQ BX, BX
+	MOVQ R11, CX
+
+shortAdd16:
+	CMPQ CX, $16
+	JL   shortAdd8
+	VMOVUPS 0(SI)(BX*1), Y0
+	VMOVUPS 32(SI)(BX*1), Y1
+	VMULPS 0(DX)(BX*1), Y0, Y0
+	VMULPS 32(DX)(BX*1), Y1, Y1
+	VADDPS 0(R10)(BX*1), Y0, Y0
+	VADDPS 32(R10)(BX*1), Y1, Y1
+	VADDPS 0(R12)(BX*1), Y0, Y0
+	VADDPS 32(R12)(BX*1), Y1, Y1
+	VCMPPS $1, Y13, Y0, Y2
+	VCMPPS $1, Y13, Y1, Y3
+	VANDNPS Y0, Y2, Y0
+	VANDNPS Y1, Y3, Y1
+	VMOVUPS Y0, 0(DI)(BX*1)
+	VMOVUPS Y1, 32(DI)(BX*1)
+	ADDQ $64, BX
+	SUBQ $16, CX
+	JMP  shortAdd16
+
+shortAdd8:
+	CMPQ CX, $8
+	JL   shortAddRowDone
+	VMOVUPS 0(SI)(BX*1), Y0
+	VMULPS 0(DX)(BX*1), Y0, Y0
+	VADDPS 0(R10)(BX*1), Y0, Y0
+	VADDPS 0(R12)(BX*1), Y0, Y0
+	VCMPPS $1, Y13, Y0, Y2
+	VANDNPS Y0, Y2, Y0
+	VMOVUPS Y0, 0(DI)(BX*1)
+	ADDQ $32, BX
+	SUBQ $8, CX
+	JMP  shortAdd8
+
+shortAddRowDone:
+	ADDQ R8, SI
+	ADDQ R8, DI
+	ADDQ R8, R12
+	DECQ R9
+	JNZ  shortAddRow
+	VZEROUPPER
+	RET

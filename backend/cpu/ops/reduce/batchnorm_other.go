@@ -23,3 +23,14 @@ func bnShortSums(x []float32, stride, rows int, x0, s, q []float64) {
 func bnShortApply(y, x []float32, stride, rows int, mul, add []float32, relu bool) {
 	bnShortApplyGo(y, x, stride, rows, mul, add, relu, 0)
 }
+
+// bnRowApplyAddRelu writes Relu(src·mul + add + res) into dst.
+func bnRowApplyAddRelu(dst, src, res []float32, mul, add float32) {
+	bnRowApplyAddReluGo(dst, src, res, mul, add)
+}
+
+// bnShortApplyAddRelu is bnShortApply with relu and the residual r (y's
+// layout) added before the Relu.
+func bnShortApplyAddRelu(y, x, r []float32, stride, rows int, mul, add []float32) {
+	bnShortApplyAddReluGo(y, x, r, stride, rows, mul, add, 0)
+}

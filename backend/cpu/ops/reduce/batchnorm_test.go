@@ -224,7 +224,7 @@ func TestBNTrainShortRows(t *testing.T) {
 				assert.Equal(t, math.Float64bits(variance1[p]), math.Float64bits(variance2[p]), "%v: variance[%d], 1 and 2 goroutines", b, p)
 			}
 			yi := make([]float32, len(x))
-			bnApply(x, yi, b, scale, bias, mean, variance, eps, relu)
+			bnApply(x, nil, yi, b, scale, bias, mean, variance, eps, relu)
 			for k := range y {
 				if !assert.Equal(t, math.Float32bits(want[k]), math.Float32bits(y[k]), "%v relu=%v: y[%d] = %v, per channel %v", b, relu, k, y[k], want[k]) ||
 					!assert.Equal(t, math.Float32bits(want[k]), math.Float32bits(yi[k]), "%v relu=%v: inference y[%d] = %v, per channel %v", b, relu, k, yi[k], want[k]) ||
