@@ -127,3 +127,45 @@ func TestRefineMemoryChecksStageMemory(t *testing.T) {
 	require.ErrorIs(t, err, pipeline.ErrPartition)
 	assert.Contains(t, err.Error(), "stage 0")
 }
+
+// The activations each rank holds at once, measured as the runner keeps
+// and drops them: GPipe holds every micro-batch's (M), 1F1B at most one
+// per stage from it to the last (min(S-s, M)) — the memory the schedules
+// are chosen for.
+func TestHeldActivationsFollowSchedule(t *testing.T) {
+	f := fixtures[1] // transformer_loss
+	cfg := f.config(4, 4, 1, "sgd")
+	m, err := importer.Load(cfg.Model)
+	require.NoError(t, err)
+	ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{Inputs: f.inputs, NoLabels: true})
+	require.NoError(t, err)
+	var micro []pipeline.Batch
+	for i := 0; i < cfg.GradAccum; i++ {
+		in, _, err := ds.Gather(0, []int{(4 * i) % ds.Len(), (4*i + 1) % ds.Len(), (4*i + 2) % ds.Len(), (4*i + 3) % ds.Len()})
+		require.NoError(t, err)
+		micro = append(micro, pipeline.Batch{Inputs: in})
+	}
+	for _, name := range []string{"gpipe", "1f1b"} {
+		sched, err := pipeline.New(name, 2, cfg.GradAccum, 0)
+		require.NoError(t, err)
+		plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: cfg.BatchSize})
+		require.NoError(t, err)
+		r, err := pipeline.NewRunner(plan, sched, pipeline.RunnerConfig{Stage: pipeline.StageConfig{LossOutput: "loss"},
+			NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }})
+		require.NoError(t, err)
+		_, err = r.Step(context.Background(), micro)
+		require.NoError(t, err)
+		prof, held := r.Profile(), r.HeldPeakByRank()
+		for s := range prof {
+			want := prof[s].KeptBytes * int64(sched.InFlight(s))
+			assert.Equal(t, want, held[s], "%s rank %d", name, s)
+			assert.Equal(t, want, prof[s].HeldPeakBytes, "%s stage %d", name, s)
+		}
+		if name == "gpipe" {
+			assert.Equal(t, 4, sched.InFlight(0))
+		} else {
+			assert.Equal(t, 2, sched.InFlight(0))
+			assert.Equal(t, 1, sched.InFlight(1))
+		}
+	}
+}

@@ -110,6 +110,9 @@ type Runner struct {
 	// now, per stage; heldPeak its most; heldOf each micro-batch's share.
 	held, heldPeak []int64
 	heldOf         []map[int]int64 // per stage, touched by its rank's goroutine alone
+	// the same summed over each rank's stages (interleaved and zbv ranks
+	// hold two or more), and its most
+	rankHeld, rankHeldPeak []int64
 	// cpuClock times passes by their thread's CPU time (MinStageSeconds
 	// on one-worker devices) instead of the wall clock.
 	cpuClock bool
@@ -163,6 +166,11 @@ func (r *Runner) Profile() []StageProfile {
 	return out
 }
 
+// HeldPeakByRank is, per rank, the most bytes the forward passes of its
+// stages' micro-batches in flight kept at once since the last
+// ResetProfile: the peak activation memory each rank's schedule holds.
+func (r *Runner) HeldPeakByRank() []int64 { return append([]int64(nil), r.rankHeldPeak...) }
+
 // ResetProfile clears the measurements.
 func (r *Runner) ResetProfile() {
 	r.passTime = make([][4]time.Duration, len(r.Stages))
@@ -170,6 +178,7 @@ func (r *Runner) ResetProfile() {
 	r.kept = make([]int64, len(r.Stages))
 	r.held, r.heldPeak = make([]int64, len(r.Stages)), make([]int64, len(r.Stages))
 	r.heldOf = make([]map[int]int64, len(r.Stages))
+	r.rankHeld, r.rankHeldPeak = make([]int64, r.Schedule.Ranks), make([]int64, r.Schedule.Ranks)
 	for s := range r.heldOf {
 		r.heldOf[s] = map[int]int64{}
 	}
@@ -237,6 +246,7 @@ func NewRunner(plan *Plan, sched *Schedule, cfg RunnerConfig) (*Runner, error) {
 		}
 	}
 	r := &Runner{Plan: plan, Schedule: sched, Devices: devs, cfg: cfg}
+	r.rankHeld, r.rankHeldPeak = make([]int64, sched.Ranks), make([]int64, sched.Ranks)
 	if cfg.Transport == nil {
 		w, err := deviceWorkers(devs, cfg.Workers, runtime.GOMAXPROCS(0))
 		if err != nil {
@@ -658,9 +668,12 @@ func (r *Runner) compute(ctx context.Context, sc *Schedule, a Action, micro []Ba
 			kept += int64(t.Size() * max(t.DType.Size(), 1))
 		}
 		r.kept[s] = max(r.kept[s], kept)
+		rk := r.Schedule.RankOf(s)
 		r.held[s] += kept - r.heldOf[s][mb]
+		r.rankHeld[rk] += kept - r.heldOf[s][mb]
 		r.heldOf[s][mb] = kept
 		r.heldPeak[s] = max(r.heldPeak[s], r.held[s])
+		r.rankHeldPeak[rk] = max(r.rankHeldPeak[rk], r.rankHeld[rk])
 		if sp.Last {
 			l := env[sp.Loss]
 			if l == nil || l.Size() != 1 {
@@ -726,6 +739,7 @@ func (r *Runner) finish(s, mb int, envs [][]Env) {
 	}
 	envs[s][mb] = keep
 	r.held[s] -= r.heldOf[s][mb]
+	r.rankHeld[r.Schedule.RankOf(s)] -= r.heldOf[s][mb]
 	delete(r.heldOf[s], mb)
 }
 

@@ -168,11 +168,11 @@ func run(ranks, micro, layers, width, batch, steps int) error {
 		costs[stages] = c
 	}
 
-	fmt.Printf("| schedule | rank | idle, measured | idle, simulated from measured pass costs | (p-1)/(m+p-1) | peak activations (chunks, simulated) | step ms |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| schedule | rank | idle, measured | idle, simulated from measured pass costs | (p-1)/(m+p-1) | peak activations (chunks, simulated) | peak activations held, measured | step ms |\n|---|---|---|---|---|---|---|---|\n")
 	for _, name := range pipeline.ScheduleNames() {
 		sched, err := pipeline.New(name, ranks, micro, 2)
 		if err != nil {
-			fmt.Printf("| %s | - | %v | | | | |\n", name, err)
+			fmt.Printf("| %s | - | %v | | | | | |\n", name, err)
 			continue
 		}
 		plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: batch})
@@ -203,8 +203,9 @@ func run(ranks, micro, layers, width, batch, steps int) error {
 			return err
 		}
 		formula := float64(ranks-1) / float64(micro+ranks-1)
+		held := r.HeldPeakByRank()
 		for k := 0; k < ranks; k++ {
-			fmt.Printf("| %s | %d | %.3f | %.3f | %.3f | %d | %.1f |\n", name, k, idle[k], sim.IdleFraction(k), formula, sim.PeakActivations[k], ms(wall)/float64(steps))
+			fmt.Printf("| %s | %d | %.3f | %.3f | %.3f | %d | %s | %.1f |\n", name, k, idle[k], sim.IdleFraction(k), formula, sim.PeakActivations[k], mib(held[k]), ms(wall)/float64(steps))
 		}
 	}
 	return nil
