@@ -1,0 +1,21 @@
+package gemm
+
+import (
+	"os"
+	"unsafe"
+)
+
+// streamMinBytes is the smallest result (M·N·4 bytes) that a product
+// writing it in one pass stores with non-temporal stores: twice the 2 MiB
+// L2 of one core, so that what streams past the cache would not have
+// stayed in it anyway.
+var streamMinBytes = 4 << 20
+
+// streamC turns the non-temporal stores on; ONNXTRAIN_GEMM_NO_STREAM=1
+// turns them off, so that one binary measures both.
+var streamC = os.Getenv("ONNXTRAIN_GEMM_NO_STREAM") == ""
+
+// aligned64 reports whether c[0] starts a 64-byte cache line.
+func aligned64(c []float32) bool {
+	return uintptr(unsafe.Pointer(&c[0]))%64 == 0
+}
