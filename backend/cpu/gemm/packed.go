@@ -375,7 +375,7 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 
 // streams reports whether blocked stores C's full tiles with the
 // kernel's non-temporal stores: C is written once (beta 0, one k block of
-// kc), it is far larger than the caches (at least streamMinBytes), and
+// kc) from a short shared dimension (at most streamMaxK), it is far larger than the caches (at least streamMinBytes), and
 // its rows (and column blocks) keep 64-byte alignment, so that each
 // tile's rows are whole cache lines; macro still checks each tile's
 // address. Such a result (a 1×1 convolution's output over the batch with
@@ -386,7 +386,7 @@ func (pp *PackedProduct) streams(mk microKernel, kc int) bool {
 	if !streamC || mk.pairNT == nil && mk.fnNT == nil {
 		return false
 	}
-	if pp.Beta != 0 || pp.K > kc || pp.LDC%16 != 0 || pp.ColBlock > 0 && pp.ColStride%16 != 0 {
+	if pp.Beta != 0 || pp.K > kc || pp.K > streamMaxK || pp.LDC%16 != 0 || pp.ColBlock > 0 && pp.ColStride%16 != 0 {
 		return false
 	}
 	return pp.M*pp.N >= streamMinBytes/4

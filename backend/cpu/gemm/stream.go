@@ -11,6 +11,13 @@ import (
 // stayed in it anyway.
 var streamMinBytes = 4 << 20
 
+// streamMaxK is the longest shared dimension whose products stream their
+// result: at k = 64 the kernel's arithmetic per stored line is a quarter
+// of what it is at 256, and a line read for ownership from memory
+// outweighs it (BenchmarkStreamColdC: 256×25088×64 1.2–1.4× faster
+// streamed, 512×6272×128 1.03–1.1×, 64×25088×256 0.97–1.01×).
+const streamMaxK = 128
+
 // streamC turns the non-temporal stores on; ONNXTRAIN_GEMM_NO_STREAM=1
 // turns them off, so that one binary measures both.
 var streamC = os.Getenv("ONNXTRAIN_GEMM_NO_STREAM") == ""

@@ -114,7 +114,8 @@ func TestPackedProductStreams(t *testing.T) {
 			{50, 192, 65, 48, 0, true},
 			{16, 2352, 64, 784, 0, true}, // blocks of 49 strips: pairs cross their ends
 			{64, 784, 64, 196, 0, false}, // LDC 196: rows not 64-byte aligned
-			{130, 1024, 256, 0, 0, true},
+			{130, 1024, 128, 0, 0, true},
+			{130, 1024, 256, 0, 0, false}, // k above streamMaxK
 			{37, 400, 64, 0, 1, false},
 			{24, 160, 300, 0, 0, false},
 			{20, 50, 64, 0, 0, false}, // LDC 50: rows not 64-byte aligned
