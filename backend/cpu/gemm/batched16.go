@@ -28,6 +28,25 @@ func PackedBlock(ms, ns, k int, ap, bp, c []float32, ldc int, beta float32) {
 		scaleC(ms*mr, ns*nr, beta, c, ldc)
 		return
 	}
+	if mk.pair != nil && k <= mk.kc {
+		// One k block: consecutive B strips are adjacent (strip s+1
+		// starts NR·k after strip s), as the pair kernel reads them, so
+		// two strips run together, bit for bit as two single tiles.
+		js := 0
+		for ; js+2 <= ns; js += 2 {
+			bs := bp[js*nr*k : (js+2)*nr*k]
+			for is := 0; is < ms; is++ {
+				mk.pair(k, ap[is*mr*k:(is+1)*mr*k], bs, c[is*mr*ldc+js*nr:], ldc, 1, beta)
+			}
+		}
+		for ; js < ns; js++ {
+			bs := bp[js*nr*k : (js+1)*nr*k]
+			for is := 0; is < ms; is++ {
+				mk.fn(k, ap[is*mr*k:(is+1)*mr*k], bs, c[is*mr*ldc+js*nr:], ldc, 1, beta)
+			}
+		}
+		return
+	}
 	for pc := 0; pc < k; pc += mk.kc {
 		kcur := min(mk.kc, k-pc)
 		b := beta

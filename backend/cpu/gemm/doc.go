@@ -29,6 +29,13 @@
 // strips (narrow C, as in attention) the kernel reads A in place instead of
 // packing it. The bias/ReLU epilogue is vectorised too.
 //
+// A PackedProduct that writes a large result in one pass from a short
+// shared dimension (beta 0, k ≤ 128, at least 4 MiB, rows 64-byte aligned:
+// ResNet-50's 1×1 convolutions at 56×56) stores its full tiles with
+// non-temporal stores (stream.go), saving the read for ownership of every
+// line of C; ONNXTRAIN_GEMM_NO_STREAM=1 turns that off. PackedBlock
+// (Winograd's products) runs the pair kernel when k is one k block.
+//
 // Small problems skip packing and run a direct loop. Large problems are split
 // over up to GOMAXPROCS workers of kern's persistent pool (kern.RunTask, no
 // goroutine started and nothing allocated per product) over the rows, the

@@ -36,6 +36,14 @@ type microKernel struct {
 	// for bit as two calls of fn: with wider vectors (AVX-512) it runs
 	// both tiles at the rate fn runs one.
 	pair func(kc int, ap, bp, c []float32, ldc int, alpha, beta float32)
+	// fnNT and pairNT, if not nil, are fn and pair with beta = 0 storing
+	// C with non-temporal stores (no read for ownership, the lines go to
+	// memory instead of the cache), bit for bit the same values. Every
+	// row of their tile must start on a 64-byte boundary (streamable),
+	// and storeFence must run before another goroutine reads C. A product
+	// that writes a result far larger than the caches in one pass (one k
+	// block, beta 0) uses them: see streamC.
+	fnNT, pairNT func(kc int, ap, bp, c []float32, ldc int, alpha float32)
 }
 
 // kernel is the micro-kernel Sgemm uses. Architecture files replace it in

@@ -33,7 +33,9 @@ func AVX512() bool { return hasAVX512 }
 func init() {
 	if hasAVX512 {
 		avx2Kernel6x16.pair = kernel6x32Pair
+		avx2Kernel6x16.pairNT = kernel6x32PairNT
 	}
+	avx2Kernel6x16.fnNT = kernel6x16NT
 	if hasAVX2FMA {
 		kernel = avx2Kernel6x16
 	}
@@ -110,3 +112,37 @@ func kernel6x8of16RowA(kc int, a []float32, lda int, bp, c []float32, ldc int, a
 	_ = c[5*ldc+7]
 	sgemmKernel6x8of16RowA(kc, &a[0], lda, &bp[0], &c[0], ldc, alpha, beta)
 }
+
+// sgemmKernel6x32PairNT is implemented in kernel512_amd64.s: the pair
+// kernel with beta = 0 and non-temporal stores of C (rows 64-byte aligned).
+//
+//go:noescape
+func sgemmKernel6x32PairNT(kc int, ap, bp, c *float32, ldc int, alpha float32)
+
+// kernel6x32PairNT checks the bounds the assembly relies on and calls it.
+func kernel6x32PairNT(kc int, ap, bp, c []float32, ldc int, alpha float32) {
+	_ = ap[6*kc-1]
+	_ = bp[32*kc-1]
+	_ = c[5*ldc+31]
+	sgemmKernel6x32PairNT(kc, &ap[0], &bp[0], &c[0], ldc, alpha)
+}
+
+// sgemmKernel6x16NT is implemented in kernel_amd64.s: sgemmKernel6x16 with
+// beta = 0 and non-temporal stores of C (rows 64-byte aligned).
+//
+//go:noescape
+func sgemmKernel6x16NT(kc int, ap, bp, c *float32, ldc int, alpha float32)
+
+// kernel6x16NT checks the bounds the assembly relies on and calls it.
+func kernel6x16NT(kc int, ap, bp, c []float32, ldc int, alpha float32) {
+	_ = ap[6*kc-1]
+	_ = bp[16*kc-1]
+	_ = c[5*ldc+15]
+	sgemmKernel6x16NT(kc, &ap[0], &bp[0], &c[0], ldc, alpha)
+}
+
+// storeFence is SFENCE: the non-temporal stores issued before it are
+// globally visible before any store after it (kernel_amd64.s).
+//
+//go:noescape
+func storeFence()

@@ -468,3 +468,96 @@ rhoverwrite:
 	VMOVUPS Y5, (R8)(SI*2)
 	VZEROUPPER
 	RET
+
+#define STREAMROW(lo, hi, addr, addr2) \
+	VMOVNTPS lo, addr;  \
+	VMOVNTPS hi, addr2
+
+// func sgemmKernel6x16NT(kc int, ap, bp, c *float32, ldc int, alpha float32)
+//
+// sgemmKernel6x16 with beta = 0, storing C with non-temporal stores
+// (VMOVNTPS: no read for ownership) and without prefetching C. Every row
+// of the tile must start on a 64-byte boundary (so that each row is one
+// whole cache line). Bit for bit sgemmKernel6x16's products; the caller
+// issues SFENCE before C is read elsewhere.
+TEXT ·sgemmKernel6x16NT(SB), NOSPLIT, $0-44
+	MOVQ kc+0(FP), CX
+	MOVQ ap+8(FP), AX
+	MOVQ bp+16(FP), BX
+	MOVQ c+24(FP), DI
+	MOVQ ldc+32(FP), SI
+	SHLQ $2, SI              // row stride in bytes
+	LEAQ (DI)(SI*2), R8
+	ADDQ SI, R8              // R8 = row 3
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	MOVQ CX, DX
+	SHRQ $3, DX
+	JZ   nttail
+
+ntloop8:
+	PREFETCHT0 384(AX)
+	STEP(0, 0)
+	STEP(24, 64)
+	STEP(48, 128)
+	STEP(72, 192)
+	PREFETCHT0 512(BX)
+	STEP(96, 256)
+	STEP(120, 320)
+	STEP(144, 384)
+	STEP(168, 448)
+	ADDQ $192, AX
+	ADDQ $512, BX
+	DECQ DX
+	JNZ  ntloop8
+
+nttail:
+	ANDQ $7, CX
+	JZ   ntstore
+
+ntloop1:
+	STEP(0, 0)
+	ADDQ $24, AX
+	ADDQ $64, BX
+	DECQ CX
+	JNZ  ntloop1
+
+ntstore:
+	VBROADCASTSS alpha+40(FP), Y14
+	VMULPS       Y14, Y0, Y0
+	VMULPS       Y14, Y1, Y1
+	VMULPS       Y14, Y2, Y2
+	VMULPS       Y14, Y3, Y3
+	VMULPS       Y14, Y4, Y4
+	VMULPS       Y14, Y5, Y5
+	VMULPS       Y14, Y6, Y6
+	VMULPS       Y14, Y7, Y7
+	VMULPS       Y14, Y8, Y8
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VMULPS       Y14, Y11, Y11
+	STREAMROW(Y0, Y1, (DI), 32(DI))
+	STREAMROW(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
+	STREAMROW(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))
+	STREAMROW(Y6, Y7, (R8), 32(R8))
+	STREAMROW(Y8, Y9, (R8)(SI*1), 32(R8)(SI*1))
+	STREAMROW(Y10, Y11, (R8)(SI*2), 32(R8)(SI*2))
+	VZEROUPPER
+	RET
+
+// func storeFence()
+TEXT ·storeFence(SB), NOSPLIT, $0-0
+	SFENCE
+	RET

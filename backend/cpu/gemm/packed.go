@@ -327,6 +327,7 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 	if pp.NC > 0 {
 		nc = min(nc, max(mk.nr, pp.NC/mk.nr*mk.nr))
 	}
+	stream := pp.streams(mk, kc)
 	for jc := j0; jc < j1; jc += nc {
 		ncur := min(nc, j1-jc)
 		nstrips := (ncur + mk.nr - 1) / mk.nr
@@ -363,10 +364,32 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				default:
 					plain.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 				}
-				pp.macro(mk, ic, mcur, jc, ncur, kcur, buf.a, arows, buf.b, beta, buf.tile[:])
+				pp.macro(mk, ic, mcur, jc, ncur, kcur, buf.a, arows, buf.b, beta, stream, buf.tile[:])
 			}
 		}
 	}
+	if stream {
+		storeFence() // C is read by other goroutines once Run returns
+	}
+}
+
+// streams reports whether blocked stores C's full tiles with the
+// kernel's non-temporal stores: C is written once (beta 0, one k block of
+// kc) from a short shared dimension (at most streamMaxK), it is far larger than the caches (at least streamMinBytes), and
+// its rows (and column blocks) keep 64-byte alignment, so that each
+// tile's rows are whole cache lines; macro still checks each tile's
+// address. Such a result (a 1×1 convolution's output over the batch with
+// a shared dimension of 64) is otherwise written through the cache: each
+// line read from memory for ownership, then written back, twice the
+// traffic, which at k = 64 the kernel's arithmetic does not hide.
+func (pp *PackedProduct) streams(mk microKernel, kc int) bool {
+	if !streamC || mk.pairNT == nil && mk.fnNT == nil {
+		return false
+	}
+	if pp.Beta != 0 || pp.K > kc || pp.K > streamMaxK || pp.LDC%16 != 0 || pp.ColBlock > 0 && pp.ColStride%16 != 0 {
+		return false
+	}
+	return pp.M*pp.N >= streamMinBytes/4
 }
 
 // cAt returns the offset in C of element (i, j) and the number of columns
@@ -388,7 +411,7 @@ func (pp *PackedProduct) cAt(i, j int) (off, run int) {
 // crosses blocks, goes through the scratch tile (at least MR×NR; MR×2NR
 // for the pair kernel to run). With a pair kernel (and A packed), two
 // full B strips whose columns are contiguous in C run together.
-func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows, bp []float32, beta float32, tile []float32) {
+func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows, bp []float32, beta float32, stream bool, tile []float32) {
 	mr, nr := mk.mr, mk.nr
 	for jr := 0; jr < nc; {
 		nb := min(nr, nc-jr)
@@ -398,6 +421,10 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows
 			for ir := 0; ir < mc; ir += mr {
 				if mc-ir >= mr {
 					off, _ := pp.cAt(ic+ir, jc+jr)
+					if stream && mk.pairNT != nil && aligned64(pp.C[off:]) {
+						mk.pairNT(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1)
+						continue
+					}
 					mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1, beta)
 					continue
 				}
@@ -412,7 +439,7 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows
 		}
 		bs := bp[jr*kc : jr*kc+nr*kc]
 		for ir := 0; ir < mc; ir += mr {
-			pp.tile(mk, ic, ir, mc, jc, jr, nb, kc, ap, arows, bs, run, beta, tile)
+			pp.tile(mk, ic, ir, mc, jc, jr, nb, kc, ap, arows, bs, run, beta, stream, tile)
 		}
 		jr += nr
 	}
@@ -420,16 +447,19 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows
 
 // tile computes the tile of macro's block at rows ir.. and columns jr..
 // (nb of them valid, run contiguous in C from jr) from the B strip bs.
-func (pp *PackedProduct) tile(mk microKernel, ic, ir, mc, jc, jr, nb, kc int, ap, arows, bs []float32, run int, beta float32, tile []float32) {
+func (pp *PackedProduct) tile(mk microKernel, ic, ir, mc, jc, jr, nb, kc int, ap, arows, bs []float32, run int, beta float32, stream bool, tile []float32) {
 	mr, nr := mk.mr, mk.nr
 	lda := pp.LDA
 	mb := min(mr, mc-ir)
 	inPlace := arows != nil && mb == mr
 	if mb == mr && nb == nr && run >= nr {
 		off, _ := pp.cAt(ic+ir, jc+jr)
-		if inPlace {
+		switch {
+		case inPlace:
 			mk.rowA(kc, arows[ir*lda:], lda, bs, pp.C[off:], pp.LDC, 1, beta)
-		} else {
+		case stream && mk.fnNT != nil && aligned64(pp.C[off:]):
+			mk.fnNT(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1)
+		default:
 			mk.fn(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1, beta)
 		}
 		return
