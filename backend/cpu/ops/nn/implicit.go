@@ -123,12 +123,18 @@ func (g *Conv2D) FilterGrad(dy, x, dw []float32, accumulate bool) {
 }
 
 // InputGradImplicit reports whether InputGrad handles g: a 1×1 window
-// without padding (any strides; see pointwise.go), or unit strides and
+// without padding (any strides; see pointwise.go), a strided window
+// without dilation whose stride phases are stride-1 correlations with
+// non-negative pads (see strided_grad.go), or unit strides and
 // dilations and pads below the kernel size on every side (padBottom and
 // padRight are the end pads), so that the input gradient is a plain
 // correlation of dy with the flipped kernel.
 func (g *Conv2D) InputGradImplicit(padBottom, padRight int) bool {
 	if g.oneByOne() {
+		return true
+	}
+	var ph [maxPhases]inputPhase
+	if _, ok := g.inputPhases(&ph); ok {
 		return true
 	}
 	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 &&
@@ -147,6 +153,11 @@ func (g *Conv2D) InputGrad(dy, w, dx []float32) {
 		if g.N > 0 && g.C > 0 && g.H*g.W > 0 {
 			g.inputGradOneByOne(dy, w, dx)
 		}
+		return
+	}
+	var ph [maxPhases]inputPhase
+	if n, ok := g.inputPhases(&ph); ok {
+		g.inputGradPhased(dy, w, dx, ph[:n])
 		return
 	}
 	if g.winoInputGrad(dy, w, dx) {
