@@ -282,6 +282,18 @@ func TestConv2DInputGradMatchesDirect(t *testing.T) {
 			}
 			g.InputGrad(toF32(dy), toF32(wt), dx)
 			assertClose(t, want, f32(tc.x, dx...), 1e-4)
+			if n > 2 {
+				// The phased path two images at a time (the
+				// last chunk one or two).
+				savedChunk := phasedChunk
+				phasedChunk = 2 * c * h * w
+				defer func() { phasedChunk = savedChunk }()
+				for i := range dx {
+					dx[i] = float32(math.NaN())
+				}
+				g.InputGrad(toF32(dy), toF32(wt), dx)
+				assertClose(t, want, f32(tc.x, dx...), 1e-4)
+			}
 		})
 	}
 	if tested < 5 {
@@ -314,9 +326,11 @@ func TestInputGradPhasedRefuses(t *testing.T) {
 	// column at the end, and the four phases' products (28×28 each).
 	g := Conv2D{N: 8, C: 128, H: 56, W: 56, M: 128, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 1, PadLeft: 1, OH: 28, OW: 28}
 	ok, pad, out, wts := g.PhasedInputGradScratch()
-	if !ok || pad != 8*128*29*29 || out != 8*128*56*56 || wts != 128*128*9 {
+	// (The phases' products of one image at a time: 128·56·56 is above
+	// phasedChunk.)
+	if !ok || pad != 8*128*29*29 || out != 128*56*56 || wts != 128*128*9 {
 		t.Errorf("ResNet-50 3×3/2: PhasedInputGradScratch = %v, %d, %d, %d; want true, %d, %d, %d",
-			ok, pad, out, wts, 8*128*29*29, 8*128*56*56, 128*128*9)
+			ok, pad, out, wts, 8*128*29*29, 128*56*56, 128*128*9)
 	}
 	// Where the phases do not pay, im2col: an RGB stem (three rows per
 	// phase product), ResNet-50's 3×3/2 at 28×28 and 14×14 (W above a

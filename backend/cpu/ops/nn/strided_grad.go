@@ -151,7 +151,8 @@ func (g *Conv2D) padGeometry(lay *phasedLayout) Conv2D {
 // PhasedInputGradScratch reports whether InputGrad takes the phased path
 // for g, and the float32 elements of the three scratch buffers it then
 // holds at once: dY padded for all phases (0 when dY serves unpadded), the
-// phases' products (N·C·H·W at most) and their kernels (M·C·KH·KW).
+// phases' products for phasedImages images (C·H·W each at most) and their
+// kernels (M·C·KH·KW).
 // Memory estimates use it.
 func (g *Conv2D) PhasedInputGradScratch() (ok bool, padElems, outElems, weightElems int) {
 	if g.oneByOne() {
@@ -166,7 +167,9 @@ func (g *Conv2D) PhasedInputGradScratch() (ok bool, padElems, outElems, weightEl
 	if lay.pt != 0 || lay.pl != 0 || lay.hp != g.OH || lay.wp != g.OW {
 		padElems = g.N * g.M * lay.hp * lay.wp
 	}
-	return true, padElems, max(1, lay.off[n]), max(1, lay.woff[n])
+	gc := *g
+	gc.N = g.phasedImages()
+	return true, padElems, max(1, gc.phasedLayoutOf(ph[:n]).off[n]), max(1, lay.woff[n])
 }
 
 // inputGradPhased is InputGrad for a strided window (see inputPhases):
@@ -184,37 +187,58 @@ func (g *Conv2D) inputGradPhased(dy, w, dx []float32, ph []inputPhase) {
 	gp := g.padGeometry(&lay)
 	dyp := gp.pad(dy)
 	defer dyp.release()
-	out := scratch[float32](max(1, lay.off[len(ph)]))
-	defer release(out)
+	nb := g.phasedImages()
 	wt := scratch[float32](max(1, lay.woff[len(ph)]))
 	defer release(wt)
 	g.phaseKernels(w, wt, ph, &lay)
+	gc := *g
+	gc.N = nb
+	out := scratch[float32](max(1, gc.phasedLayoutOf(ph).off[len(ph)]))
+	defer release(out)
 	pk := kern.TakeBox[columnPacker]()
 	defer kern.PutBox(pk)
-	for i := range ph {
-		p := &ph[i]
-		if !p.active() {
-			continue
+	plane := dyp.hp * dyp.wp
+	// nb images at a time: their phases' products stay in the outer
+	// caches until the interleave reads them.
+	for i0 := 0; i0 < g.N; i0 += nb {
+		gc.N = min(nb, g.N-i0)
+		lc := gc.phasedLayoutOf(ph)
+		for i := range ph {
+			p := &ph[i]
+			if !p.active() {
+				continue
+			}
+			gt := Conv2D{N: gc.N, C: g.M, H: g.OH, W: g.OW, M: g.C, KH: p.kh, KW: p.kw,
+				SH: 1, SW: 1, DH: 1, DW: 1, PadTop: p.pt, PadLeft: p.pl, OH: p.h, OW: p.w}
+			// The phase's pads are at most the layout's: its planes
+			// start (lay.pt − pt) rows and (lay.pl − pl) columns in.
+			at := i0*g.M*plane + (lay.pt-p.pt)*dyp.wp + lay.pl - p.pl
+			*pk = columnPacker{g: gt, xp: padded{x: dyp.x[at:], hp: dyp.hp, wp: dyp.wp, pw: dyp.wp}}
+			NL, K := gc.N*p.h*p.w, g.M*p.kh*p.kw
+			pp := gemm.PackedProduct{M: g.C, N: NL, K: K,
+				A: wt[lay.woff[i]:lay.woff[i+1]], LDA: K,
+				BPacker: pk,
+				C:       out[lc.off[i]:lc.off[i+1]], LDC: NL, NC: implicitNC(g.C)}
+			pp.Run()
 		}
-		gt := Conv2D{N: g.N, C: g.M, H: g.OH, W: g.OW, M: g.C, KH: p.kh, KW: p.kw,
-			SH: 1, SW: 1, DH: 1, DW: 1, PadTop: p.pt, PadLeft: p.pl, OH: p.h, OW: p.w}
-		// The phase's pads are at most the layout's: its planes start
-		// (lay.pt − pt) rows and (lay.pl − pl) columns in.
-		at := (lay.pt-p.pt)*dyp.wp + lay.pl - p.pl
-		*pk = columnPacker{g: gt, xp: padded{x: dyp.x[at:], hp: dyp.hp, wp: dyp.wp, pw: dyp.wp}}
-		NL, K := g.N*p.h*p.w, g.M*p.kh*p.kw
-		pp := gemm.PackedProduct{M: g.C, N: NL, K: K,
-			A: wt[lay.woff[i]:lay.woff[i+1]], LDA: K,
-			BPacker: pk,
-			C:       out[lay.off[i]:lay.off[i+1]], LDC: NL, NC: implicitNC(g.C)}
-		pp.Run()
+		planes := gc.N * g.C
+		per := max(1, padChunk/I)
+		items := (planes + per - 1) / per
+		t := interleaveTask{g: gc, out: out, dx: dx[i0*g.C*I:], per: per, planes: planes, lay: lc}
+		copy(t.ph[:], ph)
+		ParallelItemsOf(items, nnWorkers(items, per*I), false, t)
 	}
-	planes := g.N * g.C
-	per := max(1, padChunk/I)
-	items := (planes + per - 1) / per
-	t := interleaveTask{g: *g, out: out, dx: dx, per: per, planes: planes, lay: lay}
-	copy(t.ph[:], ph)
-	ParallelItemsOf(items, nnWorkers(items, per*I), false, t)
+}
+
+// phasedChunk is about how many float32 elements of dX the phased input
+// gradient computes between interleaves (1 MiB): the phases' products
+// are read back from the outer caches rather than memory. Tests lower it.
+var phasedChunk = 1 << 18
+
+// phasedImages is how many images the phased input gradient runs at a
+// time: as many as fit phasedChunk elements of dX, at least one.
+func (g *Conv2D) phasedImages() int {
+	return max(1, min(g.N, phasedChunk/max(1, g.C*g.H*g.W)))
 }
 
 // phaseKernels writes each phase's kernel into wt (phase p's at
