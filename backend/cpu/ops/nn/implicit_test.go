@@ -333,9 +333,10 @@ func TestInputGradPhasedRefuses(t *testing.T) {
 			ok, pad, out, wts, 8*128*29*29, 128*56*56, 128*128*9)
 	}
 	// Where the phases do not pay, im2col: an RGB stem (three rows per
-	// phase product), ResNet-50's 3×3/2 at 28×28 and 14×14 (W above a
-	// quarter of dX).
+	// phase product), ResNet-50's 3×3/2 at 28×28 and 14×14 and
+	// ResNet-18's at 16×16, batch 32 (W above an eighth of dX).
 	for _, g := range []Conv2D{
+		{N: 32, C: 64, H: 16, W: 16, M: 128, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 1, PadLeft: 1, OH: 8, OW: 8},
 		{N: 8, C: 3, H: 224, W: 224, M: 64, KH: 7, KW: 7, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 3, PadLeft: 3, OH: 112, OW: 112},
 		{N: 8, C: 256, H: 28, W: 28, M: 256, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 1, PadLeft: 1, OH: 14, OW: 14},
 		{N: 8, C: 512, H: 14, W: 14, M: 512, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 1, PadLeft: 1, OH: 7, OW: 7},

@@ -41,11 +41,12 @@ var phasedByCost = true
 // docs/large-models.md): at 56×56 with 128 channels (W a twentieth of dX)
 // the phases take 10.2 ms against 16.2 on two cores, at 28×28 with 256
 // (W 0.37 of dX) 9.7 against 8.2, at 14×14 with 512 (W 2.9 times dX)
-// 10.2 against 8.1. So: W at most a quarter of dX, and enough input
-// channels that the phases' products (C rows) are not a few rows (an
-// RGB stem's three).
+// 10.2 against 8.1; ResNet-18's at 16×16 with 64 channels, batch 32
+// (BenchmarkConvGradResNet64, W 0.14 of dX, 8×8 phases), 2.2 against
+// 1.9–2.1. So: W at most an eighth of dX, and enough input channels that
+// the phases' products (C rows) are not a few rows (an RGB stem's three).
 func (g *Conv2D) phasedPays() bool {
-	return !phasedByCost || g.C >= 16 && 4*g.M*g.KH*g.KW <= g.N*g.H*g.W
+	return !phasedByCost || g.C >= 16 && 8*g.M*g.KH*g.KW <= g.N*g.H*g.W
 }
 
 // inputPhase is one stride phase of dX: padded rows SH·(i0+u) + rho and
