@@ -24,8 +24,9 @@ var resnet50Strided = []struct {
 // and the input gradient of ResNet-50's strided 3×3 and 7×7 layers at
 // batch 8 through Conv2D, beside the 2048³ GEMM timed the same way (run
 // with -cpu 1 to read cpu-GFLOP/s as one core's throughput). The input
-// gradient of a strided window runs as its stride phases (see
-// strided_grad.go).
+// gradient is timed where Conv2D takes it (by stride phase, see
+// strided_grad.go: the 56×56 layer); package gradient's im2col path for
+// the others is timed by its BenchmarkConvGradResNet50Strided.
 func BenchmarkResNet50Strided(b *testing.B) {
 	const n = 8
 	rng := rand.New(rand.NewPCG(1, 2))
