@@ -262,7 +262,9 @@ func satMul(a, b int64) int64 {
 //   - ungrouped 2-D convolutions run as implicit GEMMs (ops/nn Conv2D):
 //     the forward pass and the filter gradient copy X with its padding,
 //     N·C·(H+pads)·(W+pads) elements, and the input gradient (stride 1)
-//     dY padded by kernel-1-pad; 1×1 windows copy nothing with unit
+//     dY padded by kernel-1-pad, (strided, by stride phase) dY padded
+//     once, the phases' products (N·C·H·W) and kernels (M·C·KH·KW)
+//     (Conv2D.PhasedInputGradScratch); 1×1 windows copy nothing with unit
 //     strides and N·C·OH·OW elements otherwise (Conv2D.OneByOneScratch);
 //   - the others gather the im2col columns of nb images side by side (nb
 //     as many as fit twice the column budget, at least one) and a matrix
@@ -444,6 +446,17 @@ func scratchBytes(p *plan, types map[string]*graph.Type, winograd nn.WinogradPol
 						fwd.call(padded(x[0], x[1], x[2], x[3], pads))
 					}
 					continue
+				case !unit:
+					// Strided windows by stride phase: dY padded
+					// once, the phases' products and their kernels.
+					if ok, pad, out, wts := g.PhasedInputGradScratch(); ok {
+						if pad > 0 {
+							fwd.call(int64(pad), int64(out), int64(wts))
+						} else {
+							fwd.call(int64(out), int64(wts))
+						}
+						continue
+					}
 				case unit:
 					kh, kw := w[2], w[3]
 					fwd.call(padded(dy[0], dy[1], dy[2], dy[3], []int64{kh - 1 - pads[0], kw - 1 - pads[1], kh - 1 - pads[2], kw - 1 - pads[3]}))

@@ -47,8 +47,13 @@ func TestConvGradImplicit(t *testing.T) {
 		{[]int{3, 20, 7, 9}, []int{12, 20, 3, 2}, 1, []int{2, 0, 0, 1}},
 		{[]int{33, 64, 2, 2}, []int{40, 64, 3, 3}, 1, []int{1, 1, 1, 1}},
 		{[]int{2, 8, 6, 16}, []int{10, 8, 3, 3}, 1, []int{1, 1, 1, 1}},
-		// Stride 3: by phases, and with a begin pad the phase split
-		// refuses (the GEMM into columns and col2im).
+		// Stride 2 by stride phase (nn/strided_grad.go: W small
+		// beside dX, 16 input channels), an odd plane with uneven pads.
+		{[]int{4, 16, 20, 18}, []int{8, 16, 3, 3}, 2, []int{1, 1, 1, 1}},
+		{[]int{3, 24, 17, 21}, []int{10, 24, 3, 3}, 2, []int{1, 0, 2, 1}},
+		// Stride 3 over four channels (too few for the phases) and
+		// with a begin pad the phase split refuses: the GEMM into
+		// columns and col2im.
 		{[]int{3, 4, 10, 11}, []int{7, 4, 2, 2}, 3, []int{0, 0, 1, 1}},
 		{[]int{3, 4, 10, 11}, []int{7, 4, 2, 2}, 3, []int{1, 0, 1, 1}},
 	} {
@@ -90,11 +95,7 @@ func TestConvGradImplicit(t *testing.T) {
 // implicit GEMM and through im2col; cpu-ms/op is the CPU time of the
 // process per operation (steadier than wall time on a loaded machine).
 func BenchmarkConvGradResNet64(b *testing.B) {
-	const batch = 32
-	for _, l := range []struct {
-		name               string
-		c, h, m, k, s, pad int
-	}{
+	benchConvGrad(b, 32, []convGradBenchLayer{
 		{"stem_7x7s2", 3, 64, 64, 7, 2, 3},
 		{"l1_3x3_64", 64, 16, 64, 3, 1, 1},
 		{"l2_3x3s2_128", 64, 16, 128, 3, 2, 1},
@@ -106,7 +107,32 @@ func BenchmarkConvGradResNet64(b *testing.B) {
 		{"l4_3x3s2_512", 256, 4, 512, 3, 2, 1},
 		{"l4_1x1s2_512", 256, 4, 512, 1, 2, 0},
 		{"l4_3x3_512", 512, 2, 512, 3, 1, 1},
-	} {
+	})
+}
+
+// BenchmarkConvGradResNet50Strided times the gradients of ResNet-50's
+// strided 3×3 layers and its 7×7/2 stem at 224 px, batch 8 (the training
+// benchmark's shapes), through the implicit GEMM (the input gradient by
+// stride phase) and through im2col; run with -cpu 1 to read cpu-ms/op as
+// one core's.
+func BenchmarkConvGradResNet50Strided(b *testing.B) {
+	benchConvGrad(b, 8, []convGradBenchLayer{
+		{"stem_7x7s2", 3, 224, 64, 7, 2, 3},
+		{"l2_3x3s2_128", 128, 56, 128, 3, 2, 1},
+		{"l3_3x3s2_256", 256, 28, 256, 3, 2, 1},
+		{"l4_3x3s2_512", 512, 14, 512, 3, 2, 1},
+	})
+}
+
+// convGradBenchLayer is a square convolution: c input channels of h×h, m
+// output channels, a k×k window at stride s with pad on every side.
+type convGradBenchLayer struct {
+	name               string
+	c, h, m, k, s, pad int
+}
+
+func benchConvGrad(b *testing.B, batch int, layers []convGradBenchLayer) {
+	for _, l := range layers {
 		xs, ws := []int{batch, l.c, l.h, l.h}, []int{l.m, l.c, l.k, l.k}
 		p, err := newConvGradPlan(convGradNode(l.s, []int{l.pad, l.pad, l.pad, l.pad}), xs, ws, false)
 		require.NoError(b, err)

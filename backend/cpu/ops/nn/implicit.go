@@ -123,12 +123,18 @@ func (g *Conv2D) FilterGrad(dy, x, dw []float32, accumulate bool) {
 }
 
 // InputGradImplicit reports whether InputGrad handles g: a 1×1 window
-// without padding (any strides; see pointwise.go), or unit strides and
+// without padding (any strides; see pointwise.go), a strided window
+// without dilation whose stride phases are stride-1 correlations with
+// non-negative pads (see strided_grad.go), or unit strides and
 // dilations and pads below the kernel size on every side (padBottom and
 // padRight are the end pads), so that the input gradient is a plain
 // correlation of dy with the flipped kernel.
 func (g *Conv2D) InputGradImplicit(padBottom, padRight int) bool {
 	if g.oneByOne() {
+		return true
+	}
+	var ph [maxPhases]inputPhase
+	if _, ok := g.inputPhases(&ph); ok {
 		return true
 	}
 	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 &&
@@ -147,6 +153,11 @@ func (g *Conv2D) InputGrad(dy, w, dx []float32) {
 		if g.N > 0 && g.C > 0 && g.H*g.W > 0 {
 			g.inputGradOneByOne(dy, w, dx)
 		}
+		return
+	}
+	var ph [maxPhases]inputPhase
+	if n, ok := g.inputPhases(&ph); ok {
+		g.inputGradPhased(dy, w, dx, ph[:n])
 		return
 	}
 	if g.winoInputGrad(dy, w, dx) {
@@ -455,9 +466,12 @@ func (g *Conv2D) rowRead(r int) bool {
 func deinterleave2(ev, od, in []float32, left int) {
 	// Pair i is logical columns 2i and 2i+1, image columns
 	// 2i − left and 2i + 1 − left: every value of ev and od is
-	// written once, zero outside the image.
+	// written once, zero outside the image in.
 	od = od[:len(ev)]
-	for i := range ev {
+	// Pairs [lo, hi) lie inside the image: no checks there.
+	lo := min((left+1)/2, len(ev))
+	hi := max(lo, min((len(in)+left)/2, len(ev)))
+	edge := func(i int) {
 		c := 2*i - left
 		var e, o float32
 		if uint(c) < uint(len(in)) {
@@ -467,6 +481,28 @@ func deinterleave2(ev, od, in []float32, left int) {
 			o = in[c+1]
 		}
 		ev[i], od[i] = e, o
+	}
+	for i := 0; i < lo; i++ {
+		edge(i)
+	}
+	if hi > lo {
+		e, o := ev[lo:hi], od[lo:hi]
+		s := in[2*lo-left : 2*hi-left]
+		s = s[:2*len(e)]
+		o = o[:len(e)]
+		for len(e) >= 4 {
+			p := (*[8]float32)(s)
+			e4, o4 := (*[4]float32)(e), (*[4]float32)(o)
+			e4[0], o4[0], e4[1], o4[1] = p[0], p[1], p[2], p[3]
+			e4[2], o4[2], e4[3], o4[3] = p[4], p[5], p[6], p[7]
+			e, o, s = e[4:], o[4:], s[8:]
+		}
+		for j := range e {
+			e[j], o[j] = s[2*j], s[2*j+1]
+		}
+	}
+	for i := hi; i < len(ev); i++ {
+		edge(i)
 	}
 }
 

@@ -206,14 +206,32 @@ func processCPU() int64 {
 // dX[n, c, oh·SH + a·DH − PadTop, ow·SW + b·DW − PadLeft] +=
 // dy[n, m, oh, ow]·W[m, c, a, b], on the implicit cases it accepts
 // (unit strides and dilations, pads below the kernel; 1×1 windows
-// without padding at any stride), among them
+// without padding at any stride; strided windows by stride phase), among them
 // non-square kernels with uneven pads, where a wrongly flipped tap
 // would show.
 func TestConv2DInputGradMatchesDirect(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
+	// The phased path on every geometry it handles (where it runs is
+	// a speed choice).
+	saved := phasedByCost
+	phasedByCost = false
+	defer func() { phasedByCost = saved }()
 	cases := append([]convCase{
 		{"input_grad_3x2_uneven_pads", []int{3, 7, 9, 7}, []int{11, 7, 3, 2}, 1, []int{1, 1}, []int{1, 1}, []int{2, 0, 0, 1}, false},
 		{"input_grad_2x5", []int{2, 9, 6, 12}, []int{13, 9, 2, 5}, 1, []int{1, 1}, []int{1, 1}, []int{1, 3, 0, 2}, false},
+		// Strided windows by stride phase (strided_grad.go): a 3×3/2
+		// whose largest phase crosses k blocks (70·4 taps) on odd
+		// planes, split over goroutines; one image without padding;
+		// stride 3 over a 2×2 kernel (phases with no taps, rows past
+		// the last window: zero); a stride on one axis only with
+		// uneven pads; a 5×4 kernel at strides 3×2; a 7×7/2 stem.
+		{"phased_3x3s2_k_blocks_odd", []int{3, 20, 13, 11}, []int{70, 20, 3, 3}, 1, []int{2, 2}, []int{1, 1}, []int{1, 1, 1, 1}, false},
+		{"phased_3x3s2_parallel", []int{4, 32, 16, 16}, []int{48, 32, 3, 3}, 1, []int{2, 2}, []int{1, 1}, []int{1, 1, 1, 1}, false},
+		{"phased_batch1_no_pad", []int{1, 5, 8, 9}, []int{6, 5, 3, 3}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, false},
+		{"phased_stride3_kernel2", []int{2, 4, 10, 11}, []int{5, 4, 2, 2}, 1, []int{3, 3}, []int{1, 1}, []int{0, 0, 0, 0}, false},
+		{"phased_stride2x1_uneven_pads", []int{2, 6, 9, 8}, []int{7, 6, 3, 2}, 1, []int{2, 1}, []int{1, 1}, []int{1, 0, 2, 1}, false},
+		{"phased_5x4_stride3x2", []int{2, 3, 15, 14}, []int{8, 3, 5, 4}, 1, []int{3, 2}, []int{1, 1}, []int{2, 1, 1, 2}, false},
+		{"phased_stem_7x7s2_odd", []int{2, 3, 23, 21}, []int{16, 3, 7, 7}, 1, []int{2, 2}, []int{1, 1}, []int{3, 3, 3, 3}, false},
 	}, implicitCases...)
 	tested := 0
 	for _, tc := range cases {
@@ -264,9 +282,67 @@ func TestConv2DInputGradMatchesDirect(t *testing.T) {
 			}
 			g.InputGrad(toF32(dy), toF32(wt), dx)
 			assertClose(t, want, f32(tc.x, dx...), 1e-4)
+			if n > 2 {
+				// The phased path two images at a time (the
+				// last chunk one or two).
+				savedChunk := phasedChunk
+				phasedChunk = 2 * c * h * w
+				defer func() { phasedChunk = savedChunk }()
+				for i := range dx {
+					dx[i] = float32(math.NaN())
+				}
+				g.InputGrad(toF32(dy), toF32(wt), dx)
+				assertClose(t, want, f32(tc.x, dx...), 1e-4)
+			}
 		})
 	}
 	if tested < 5 {
 		t.Fatalf("only %d cases took the implicit input gradient", tested)
+	}
+}
+
+// TestInputGradPhasedRefuses checks the strided windows that the phased
+// input gradient leaves to package gradient's im2col path: a dilation, a
+// begin pad that leaves a phase's correlation a negative pad (pad 1 over
+// a 2-tap kernel at stride 2: phase 0 has one tap and starts a row
+// late), and more than maxPhases phases.
+func TestInputGradPhasedRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		g    Conv2D
+	}{
+		{"dilation", Conv2D{N: 2, C: 3, H: 9, W: 9, M: 4, KH: 3, KW: 3, SH: 2, SW: 2, DH: 2, DW: 1, PadTop: 1, PadLeft: 1, OH: 4, OW: 5}},
+		{"negative_phase_pad", Conv2D{N: 2, C: 3, H: 6, W: 6, M: 4, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 1, PadLeft: 1, OH: 4, OW: 4}},
+		{"stride_5x5", Conv2D{N: 1, C: 3, H: 20, W: 20, M: 4, KH: 5, KW: 5, SH: 5, SW: 5, DH: 1, DW: 1, OH: 4, OW: 4}},
+	} {
+		if tc.g.InputGradImplicit(1, 1) {
+			t.Errorf("%s: InputGradImplicit accepts %+v", tc.name, tc.g)
+		}
+		if ok, _, _, _ := tc.g.PhasedInputGradScratch(); ok {
+			t.Errorf("%s: PhasedInputGradScratch accepts %+v", tc.name, tc.g)
+		}
+	}
+	// ResNet-50's 3×3/2 at 56×56: dY (28×28) padded by one row and
+	// column at the end, and the four phases' products (28×28 each).
+	g := Conv2D{N: 8, C: 128, H: 56, W: 56, M: 128, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 1, PadLeft: 1, OH: 28, OW: 28}
+	ok, pad, out, wts := g.PhasedInputGradScratch()
+	// (The phases' products of one image at a time: 128·56·56 is above
+	// phasedChunk.)
+	if !ok || pad != 8*128*29*29 || out != 128*56*56 || wts != 128*128*9 {
+		t.Errorf("ResNet-50 3×3/2: PhasedInputGradScratch = %v, %d, %d, %d; want true, %d, %d, %d",
+			ok, pad, out, wts, 8*128*29*29, 128*56*56, 128*128*9)
+	}
+	// Where the phases do not pay, im2col: an RGB stem (three rows per
+	// phase product), ResNet-50's 3×3/2 at 28×28 and 14×14 and
+	// ResNet-18's at 16×16, batch 32 (W above an eighth of dX).
+	for _, g := range []Conv2D{
+		{N: 32, C: 64, H: 16, W: 16, M: 128, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 1, PadLeft: 1, OH: 8, OW: 8},
+		{N: 8, C: 3, H: 224, W: 224, M: 64, KH: 7, KW: 7, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 3, PadLeft: 3, OH: 112, OW: 112},
+		{N: 8, C: 256, H: 28, W: 28, M: 256, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 1, PadLeft: 1, OH: 14, OW: 14},
+		{N: 8, C: 512, H: 14, W: 14, M: 512, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, PadTop: 1, PadLeft: 1, OH: 7, OW: 7},
+	} {
+		if g.InputGradImplicit(1, 1) {
+			t.Errorf("%+v: the input gradient takes the phased path", g)
+		}
 	}
 }
