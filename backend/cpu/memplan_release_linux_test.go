@@ -2,8 +2,10 @@ package cpu
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -115,4 +117,55 @@ func TestArenaPagesFaultBeforeTheKernels(t *testing.T) {
 		// The arena's two values are 2 × 2,048 pages.
 		assert.Less(t, kernelFaults.Load(), int64(64), "run %d: the kernels fault on the arena's pages", run)
 	}
+}
+
+// anonHugeBytes is the AnonHugePages of the mapping that holds addr, from
+// /proc/self/smaps.
+func anonHugeBytes(t *testing.T, addr uintptr) int64 {
+	data, err := os.ReadFile("/proc/self/smaps")
+	require.NoError(t, err)
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 && !strings.HasSuffix(f[0], ":") { // a mapping's header
+			var lo, hi uintptr
+			if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err == nil {
+				in = lo <= addr && addr < hi
+				continue
+			}
+		}
+		if in && strings.HasPrefix(line, "AnonHugePages:") {
+			var kb int64
+			_, err := fmt.Sscanf(strings.TrimPrefix(line, "AnonHugePages:"), "%d", &kb)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no mapping in /proc/self/smaps holds %#x", addr)
+	return 0
+}
+
+// TestPrefaultPagesAsksForHugePages: a fresh arena's storage comes in
+// transparent huge pages where the host gives them on request (THP
+// "madvise" or "always"; under "never" there is nothing to check), every
+// byte still zero.
+func TestPrefaultPagesAsksForHugePages(t *testing.T) {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || strings.Contains(string(mode), "[never]") {
+		t.Skipf("the host offers no transparent huge pages (%q, %v)", mode, err)
+	}
+	const n = 32 << 20
+	buf := make([]byte, n)
+	addr := uintptr(unsafe.Pointer(&buf[n/2]))
+	before := anonHugeBytes(t, addr)
+	prefaultPages(unsafe.Pointer(&buf[0]), n)
+	after := anonHugeBytes(t, addr)
+	t.Logf("AnonHugePages of the mapping: %d MiB before, %d MiB after", before>>20, after>>20)
+	assert.GreaterOrEqual(t, after-before, int64(n/2), "at least half of the 32 MiB in huge pages")
+	for i, b := range buf {
+		if b != 0 {
+			t.Fatalf("byte %d is %d after prefaultPages", i, b)
+		}
+	}
+	runtime.KeepAlive(buf)
 }
