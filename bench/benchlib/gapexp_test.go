@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -36,6 +37,7 @@ type gapRow struct {
 	bytes               float64
 	faults              int64
 	subIn, subOut, elts int64
+	handed, reclaimed   int64
 }
 
 func countSub(ts []*graph.Tensor) (sub, n int64) {
@@ -61,7 +63,9 @@ func countSub(ts []*graph.Tensor) (sub, n int64) {
 // TestGapExperiment prints, per op type of a training step (SGD with
 // momentum, 3 timed steps after 1 warm-up), the kernels' wall time and the
 // CPU time of the thread that runs the graph, the page faults it took, and
-// how many float32 inputs and outputs are subnormal, leaving out each
+// how many float32 inputs and outputs are subnormal, the chunks its kernels
+// handed to the worker pool and how many of those the caller ran itself
+// (kern.HandoffStats), leaving out each
 // node's first ONNXTRAIN_GAP_SKIP calls (default 1: the recording run; 2
 // also leaves out the arena's first run). An experiment for
 // docs/large-models.md ("Where the step-versus-isolated gap comes from"):
@@ -82,8 +86,10 @@ func TestGapExperiment(t *testing.T) {
 	skip, _ := strconv.Atoi(os.Getenv("ONNXTRAIN_GAP_SKIP")) // calls per node left out (default 1: the recording run)
 	skip = max(skip, 1)
 	lastCPU, lastF := threadCPU(), threadFaults()
+	_, lastH, lastR := kern.HandoffStats()
 	hook := func(n *graph.Node, in, out []*graph.Tensor, d time.Duration) {
 		c, f := threadCPU(), threadFaults()
+		_, h, rc := kern.HandoffStats()
 		if seen[n] >= skip {
 			r := rows[n.OpType]
 			if r == nil {
@@ -95,6 +101,8 @@ func TestGapExperiment(t *testing.T) {
 			r.wall += d
 			r.cpu += c - lastCPU
 			r.faults += f - lastF
+			r.handed += h - lastH
+			r.reclaimed += rc - lastR
 			r.bytes += bytes
 			si, ni := countSub(in)
 			so, no := countSub(out)
@@ -103,6 +111,7 @@ func TestGapExperiment(t *testing.T) {
 			r.elts += ni + no
 		}
 		seen[n]++
+		_, lastH, lastR = kern.HandoffStats()
 		lastCPU, lastF = threadCPU(), threadFaults()
 	}
 	ctx := backend.WithNodeCallTimer(context.Background(), hook)
@@ -122,12 +131,12 @@ func TestGapExperiment(t *testing.T) {
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].cpu > list[j].cpu })
 	fmt.Printf("model %s GOMAXPROCS=%d median step %.0f ms\n", path, runtime.GOMAXPROCS(0), res.MedianStepMS)
-	fmt.Printf("%-28s %6s %10s %10s %8s %8s %8s %10s %10s\n", "op", "calls", "wall ms", "cpu ms", "GB/s wall", "GB/s cpu", "faults", "sub in", "sub out")
+	fmt.Printf("%-28s %6s %10s %10s %8s %8s %8s %10s %10s %8s %8s\n", "op", "calls", "wall ms", "cpu ms", "GB/s wall", "GB/s cpu", "faults", "sub in", "sub out", "handed", "reclaim")
 	for _, r := range list {
 		if r.cpu < time.Millisecond {
 			continue
 		}
-		fmt.Printf("%-28s %6d %10.1f %10.1f %8.2f %8.2f %8d %10d %10d\n", r.op, r.calls, ms(r.wall), ms(r.cpu),
-			r.bytes/r.wall.Seconds()/1e9, r.bytes/r.cpu.Seconds()/1e9, r.faults, r.subIn, r.subOut)
+		fmt.Printf("%-28s %6d %10.1f %10.1f %8.2f %8.2f %8d %10d %10d %8d %8d\n", r.op, r.calls, ms(r.wall), ms(r.cpu),
+			r.bytes/r.wall.Seconds()/1e9, r.bytes/r.cpu.Seconds()/1e9, r.faults, r.subIn, r.subOut, r.handed, r.reclaimed)
 	}
 }
