@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -119,36 +120,42 @@ func TestArenaPagesFaultBeforeTheKernels(t *testing.T) {
 	}
 }
 
-// anonHugeBytes is the AnonHugePages of the mapping that holds addr, from
-// /proc/self/smaps.
-func anonHugeBytes(t *testing.T, addr uintptr) int64 {
+// smapsOf returns the AnonHugePages bytes and the VmFlags of the mapping
+// that holds addr, from /proc/self/smaps.
+func smapsOf(t *testing.T, addr uintptr) (huge int64, flags []string) {
 	data, err := os.ReadFile("/proc/self/smaps")
 	require.NoError(t, err)
-	in := false
+	in, found := false, false
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
 		if len(f) >= 5 && !strings.HasSuffix(f[0], ":") { // a mapping's header
 			var lo, hi uintptr
 			if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err == nil {
 				in = lo <= addr && addr < hi
+				found = found || in
 				continue
 			}
 		}
-		if in && strings.HasPrefix(line, "AnonHugePages:") {
-			var kb int64
-			_, err := fmt.Sscanf(strings.TrimPrefix(line, "AnonHugePages:"), "%d", &kb)
+		if !in || len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "AnonHugePages:":
+			kb, err := strconv.ParseInt(f[1], 10, 64)
 			require.NoError(t, err)
-			return kb << 10
+			huge = kb << 10
+		case "VmFlags:":
+			flags = f[1:]
 		}
 	}
-	t.Fatalf("no mapping in /proc/self/smaps holds %#x", addr)
-	return 0
+	require.True(t, found, "no mapping in /proc/self/smaps holds %#x", addr)
+	return huge, flags
 }
 
-// TestPrefaultPagesAsksForHugePages: a fresh arena's storage comes in
+// TestPrefaultPagesAsksForHugePages: a fresh arena's storage is advised for
 // transparent huge pages where the host gives them on request (THP
-// "madvise" or "always"; under "never" there is nothing to check), every
-// byte still zero.
+// "madvise" or "always"; under "never" there is nothing to check), and
+// every byte stays zero.
 func TestPrefaultPagesAsksForHugePages(t *testing.T) {
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil || strings.Contains(string(mode), "[never]") {
@@ -157,11 +164,14 @@ func TestPrefaultPagesAsksForHugePages(t *testing.T) {
 	const n = 32 << 20
 	buf := make([]byte, n)
 	addr := uintptr(unsafe.Pointer(&buf[n/2]))
-	before := anonHugeBytes(t, addr)
+	before, _ := smapsOf(t, addr)
 	prefaultPages(unsafe.Pointer(&buf[0]), n)
-	after := anonHugeBytes(t, addr)
-	t.Logf("AnonHugePages of the mapping: %d MiB before, %d MiB after", before>>20, after>>20)
-	assert.GreaterOrEqual(t, after-before, int64(n/2), "at least half of the 32 MiB in huge pages")
+	after, flags := smapsOf(t, addr)
+	// The advice is the mapping's "hg" flag; whether the kernel then
+	// finds free huge pages depends on the host's memory (logged: 0 to
+	// 30 MiB on the development machine).
+	t.Logf("AnonHugePages of the mapping: %d MiB before, %d MiB after; VmFlags %v", before>>20, after>>20, flags)
+	assert.Contains(t, flags, "hg", "the arena's mapping is advised for huge pages")
 	for i, b := range buf {
 		if b != 0 {
 			t.Fatalf("byte %d is %d after prefaultPages", i, b)
