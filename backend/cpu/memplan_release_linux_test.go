@@ -99,6 +99,9 @@ func init() {
 // faulted on every 4 KiB page of its output the first time (~1,800 faults
 // per ViT-B/16 Softmax call, half its time).
 func TestArenaPagesFaultBeforeTheKernels(t *testing.T) {
+	if RaceEnabled {
+		t.Skip("the race detector's shadow memory faults on the kernels' first accesses")
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	const size = 2 << 20 // 8 MiB per value: 2,048 pages
