@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -307,6 +308,9 @@ func (a *arena) serve(mp *memPlan) {
 		p = unsafe.Add(p, (arenaAlign-uintptr(p)%arenaAlign)%arenaAlign)
 		a.mem = unsafe.Slice((*byte)(p), size)
 		a.base = uintptr(p)
+		// Fault the pages in here, once, rather than in the kernels of
+		// the first run that writes each of them.
+		prefaultPages(p, int(size))
 	}
 	a.views = make([]any, len(mp.slots))
 	a.tensors = make([]graph.Tensor, len(mp.slots))
@@ -428,5 +432,17 @@ func (a *arena) endStep(s int, st *step, fr *frame) {
 		}
 		fr.vals[slot] = v.Clone()
 		a.m.rescues.Add(1)
+	}
+}
+
+// touchPages writes a zero to one byte of every page of the n bytes at p,
+// which must be zero already (fresh storage).
+func touchPages(p unsafe.Pointer, n int) {
+	page := os.Getpagesize()
+	for off := 0; off < n; off += page {
+		*(*byte)(unsafe.Add(p, off)) = 0
+	}
+	if n > 0 {
+		*(*byte)(unsafe.Add(p, n-1)) = 0
 	}
 }

@@ -228,6 +228,19 @@ func RunTask(label string, n, workers int, t Chunker) {
 	}
 }
 
+// Hand-off counters (HandoffStats), process-wide.
+var splitCalls, handedChunks, reclaimedChunks atomic.Int64
+
+// HandoffStats reports, since the process started, the RunTask calls split
+// into several chunks, the chunks they handed to pool goroutines, and how
+// many of those the caller ran itself because no pool goroutine had
+// started them when its own chunk ended (a parked or descheduled worker:
+// that call ran on fewer threads than it asked for). For profiles and
+// experiments; each split call costs two atomic adds.
+func HandoffStats() (calls, handed, reclaimed int64) {
+	return splitCalls.Load(), handedChunks.Load(), reclaimedChunks.Load()
+}
+
 // dispatch runs t over [0, n) in chunks chunks of step elements on b: chunks
 // 1.. go to jobs (or stay with the caller when the queue is full), the
 // caller takes chunk 0 and then any chunk no worker has started, and waits
@@ -252,12 +265,19 @@ func (b *chunkBatch) dispatch(t Chunker, n, step, chunks int, jobs chan<- *chunk
 	}
 	b.jobs[0].state.Store(1)
 	b.run(&b.jobs[0])
+	reclaimed := int64(0)
 	for c := 1; c < chunks; c++ {
 		if j := &b.jobs[c]; j.state.CompareAndSwap(0, 1) {
+			reclaimed++
 			b.run(j)
 			b.pending.Add(-1)
 			b.wg.Done()
 		}
+	}
+	splitCalls.Add(1)
+	handedChunks.Add(int64(chunks - 1))
+	if reclaimed > 0 {
+		reclaimedChunks.Add(reclaimed)
 	}
 	b.awaitPending()
 	b.wg.Wait()

@@ -2,6 +2,7 @@ package kern
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -38,4 +39,34 @@ func TestRunChunksRepanics(t *testing.T) {
 			}
 		})
 	})
+}
+
+// callerChunker counts the chunks after the first that ran on the calling
+// goroutine.
+type callerChunker struct {
+	caller uintptr
+	mine   atomic.Int64
+}
+
+func (c *callerChunker) Chunk(lo, hi int) {
+	if lo > 0 && curg() == c.caller {
+		c.mine.Add(1)
+	}
+}
+
+// HandoffStats counts every split call, every chunk handed out, and exactly
+// the handed chunks the caller ended up running itself.
+func TestHandoffStatsCountReclaimedChunks(t *testing.T) {
+	c := &callerChunker{caller: curg()}
+	calls0, handed0, reclaimed0 := HandoffStats()
+	const n = 300
+	for range n {
+		RunTask("test", 4, 4, c)
+	}
+	RunTask("test", 4, 1, c) // not split
+	calls, handed, reclaimed := HandoffStats()
+	assert.Equal(t, int64(n), calls-calls0)
+	assert.Equal(t, int64(3*n), handed-handed0)
+	assert.Equal(t, c.mine.Load(), reclaimed-reclaimed0, "chunks the caller ran itself")
+	t.Logf("the caller ran %d of %d handed chunks itself", reclaimed-reclaimed0, handed-handed0)
 }

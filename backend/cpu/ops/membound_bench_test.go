@@ -2,7 +2,9 @@ package ops_test
 
 import (
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -69,12 +71,30 @@ func BenchmarkTriad(b *testing.B) {
 
 // evictBuf is read between calls so that an op's operands come from
 // memory, as in a training step (the 32 MiB L3 of the host would otherwise
-// hold the smaller ViT and GPT tensors between calls).
-var evictBuf = make([]uint64, 96<<20/8)
+// hold the smaller ViT and GPT tensors between calls). ONNXTRAIN_BENCH_EVICT_MIB
+// sets its size (default 96; 0: no eviction); ONNXTRAIN_BENCH_EVICT_DIRTY=1 writes it
+// instead of reading it, so that the caches hold dirty lines when the
+// kernel starts, as after the op before it in a step.
+var evictBuf = make([]uint64, evictMiB()<<20/8)
+
+var evictDirty = os.Getenv("ONNXTRAIN_BENCH_EVICT_DIRTY") == "1"
+
+func evictMiB() int {
+	if v, err := strconv.Atoi(os.Getenv("ONNXTRAIN_BENCH_EVICT_MIB")); err == nil && v >= 0 {
+		return v
+	}
+	return 96
+}
 
 var evictSink uint64
 
 func evictCaches() {
+	if evictDirty {
+		for i := range evictBuf {
+			evictBuf[i] += uint64(i)
+		}
+		return
+	}
 	var s uint64
 	for _, v := range evictBuf {
 		s += v
