@@ -60,7 +60,7 @@ func countSub(ts []*graph.Tensor) (sub, n int64) {
 	return
 }
 
-// TestGapExperiment prints, per op type of a training step (SGD with
+// BenchmarkGapExperiment prints, per op type of a training step (SGD with
 // momentum, 3 timed steps after 1 warm-up), the kernels' wall time and the
 // CPU time of the thread that runs the graph, the page faults it took, and
 // how many float32 inputs and outputs are subnormal, the chunks its kernels
@@ -69,13 +69,14 @@ func countSub(ts []*graph.Tensor) (sub, n int64) {
 // node's first ONNXTRAIN_GAP_SKIP calls (default 1: the recording run; 2
 // also leaves out the arena's first run). An experiment for
 // docs/large-models.md ("Where the step-versus-isolated gap comes from"):
-// it runs only with ONNXTRAIN_GAP_MODEL=path (ONNXTRAIN_GAP_BATCH,
-// ONNXTRAIN_GAP_LOSS, ONNXTRAIN_GAP_INTHIGH as bench's flags), and is meant
-// for GOMAXPROCS=1, where the thread's CPU time is every kernel's.
-func TestGapExperiment(t *testing.T) {
+// a benchmark, so that only `go test -bench GapExperiment -benchtime 1x`
+// runs it, with ONNXTRAIN_GAP_MODEL=path (ONNXTRAIN_GAP_BATCH,
+// ONNXTRAIN_GAP_LOSS, ONNXTRAIN_GAP_INTHIGH as bench's flags); meant for
+// GOMAXPROCS=1, where the thread's CPU time is every kernel's.
+func BenchmarkGapExperiment(t *testing.B) {
 	path := os.Getenv("ONNXTRAIN_GAP_MODEL")
 	if path == "" {
-		t.Skip("experiment")
+		t.Fatal("set ONNXTRAIN_GAP_MODEL to the model to measure")
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

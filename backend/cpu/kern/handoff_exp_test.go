@@ -1,7 +1,6 @@
 package kern
 
 import (
-	"os"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -32,17 +31,15 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// TestHandoffExperiment measures the pool's hand-off (docs/large-models.md,
+// BenchmarkHandoffExperiment measures the pool's hand-off (docs/large-models.md,
 // "Where the step-versus-isolated gap comes from"): whether the second
 // chunk of a 2-chunk RunTask runs on a pool goroutine, back to back and
 // after an idle gap longer than spinWait; the cost of an empty call; and
 // process CPU against wall time at GOMAXPROCS 1 and 2. An experiment (its
-// figures are logged, and depend on the machine's load): it runs only with
-// ONNXTRAIN_KERN_HANDOFF=1, and checks only that every chunk ran once.
-func TestHandoffExperiment(t *testing.T) {
-	if os.Getenv("ONNXTRAIN_KERN_HANDOFF") != "1" {
-		t.Skip("experiment: ONNXTRAIN_KERN_HANDOFF=1")
-	}
+// figures are logged, and depend on the machine's load): a benchmark, so
+// that only `go test -bench HandoffExperiment -benchtime 1x -v` runs it;
+// it checks only that every chunk ran once.
+func BenchmarkHandoffExperiment(t *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	for _, work := range []time.Duration{50 * time.Microsecond, 500 * time.Microsecond} {
 		for _, gap := range []time.Duration{0, 100 * time.Microsecond, 2 * time.Millisecond} {
