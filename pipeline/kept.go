@@ -25,7 +25,7 @@ import (
 // places).
 func (p *Plan) keptBytes(s int, cfg StageConfig) (kept, pass int64, err error) {
 	cfg.Eval = false
-	sg, err := buildStageGraph(p, s, cfg, nil)
+	sg, err := buildStageGraph(p, s, cfg, nil, true)
 	if err != nil {
 		return 0, 0, err
 	}

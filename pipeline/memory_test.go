@@ -4,11 +4,13 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/pipeline"
 	"github.com/onnxtrain/onnxtrain/train"
@@ -167,5 +169,36 @@ func TestHeldActivationsFollowSchedule(t *testing.T) {
 			assert.Equal(t, 2, sched.InFlight(0))
 			assert.Equal(t, 1, sched.InFlight(1))
 		}
+	}
+}
+
+// Sizing the stages copies no weights: RefineMemory on a model whose two
+// 2048×2048 weights (32 MiB) dwarf everything else allocates a small
+// fraction of them (BuildStage would copy each and zero a gradient sum
+// beside it: 64 MiB).
+func TestRefineMemoryCopiesNoWeights(t *testing.T) {
+	const D = 2048
+	g := graph.NewGraph("wide")
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true,
+		Shape: []graph.Dim{{Param: "batch"}, {Known: true, Value: D}}}}}
+	g.Outputs = []*graph.ValueInfo{{Name: "loss", Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32}}}
+	g.Initializers["W1"] = graph.Zeros(graph.Float32, D, D)
+	g.Initializers["W2"] = graph.Zeros(graph.Float32, D, D)
+	g.Nodes = []*graph.Node{
+		{Name: "mm1", OpType: "MatMul", Inputs: []string{"x", "W1"}, Outputs: []string{"h1"}},
+		{Name: "act", OpType: "Relu", Inputs: []string{"h1"}, Outputs: []string{"h2"}},
+		{Name: "mm2", OpType: "MatMul", Inputs: []string{"h2", "W2"}, Outputs: []string{"h3"}},
+		{Name: "loss", OpType: "ReduceSum", Inputs: []string{"h3"}, Outputs: []string{"loss"}, Attrs: map[string]*graph.Attr{"keepdims": graph.IntAttr("keepdims", 0)}},
+	}
+	m := &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17}, Graph: g}
+	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: 2, BatchSize: 4})
+	require.NoError(t, err)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	require.NoError(t, plan.RefineMemory(pipeline.StageConfig{LossOutput: "loss"}))
+	runtime.ReadMemStats(&after)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated while sizing two 16 MiB weights' stages")
+	for _, st := range plan.Stages {
+		assert.Positive(t, st.PassBytes, "stage %d sized", st.Index)
 	}
 }

@@ -105,6 +105,8 @@ type StageProgram struct {
 	eval                             *phase
 	evalLoss, evalOutput, evalLabels string
 	evalLabelDType                   graph.DType
+	// sizeOnly: built by keptBytes to be sized, never run (no data).
+	sizeOnly bool
 }
 
 // phase is one compiled part of a stage program.
@@ -134,7 +136,7 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 	if err != nil {
 		return nil, err
 	}
-	sg, err := buildStageGraph(plan, s, cfg, be)
+	sg, err := buildStageGraph(plan, s, cfg, be, false)
 	if err != nil {
 		return nil, err
 	}
@@ -189,13 +191,23 @@ type stageGraph struct {
 // buildStageGraph builds stage s's training graph: its forward nodes, the
 // objective, the gradients, recomputation and the split into passes. be
 // compiles the evaluation program when cfg.Eval is set (else it may be nil).
-func buildStageGraph(plan *Plan, s int, cfg StageConfig, be backend.Backend) (*stageGraph, error) {
+// With sizeOnly the graph is only for sizing (keptBytes): parameters,
+// buffers and gradient sums are tensors of shape without data and the
+// constant initializers the model's own, so that sizing every stage of a
+// large model copies none of its weights.
+func buildStageGraph(plan *Plan, s int, cfg StageConfig, be backend.Backend, sizeOnly bool) (*stageGraph, error) {
 	var err error
 	st := plan.Stages[s]
 	m := plan.model
 	opset := m.Opset()
 	src := plan.g
-	sp := &StageProgram{Index: s, Last: s == len(plan.Stages)-1, Buffers: map[string]*graph.Tensor{}, bufferUpdates: map[string]string{}}
+	sp := &StageProgram{Index: s, Last: s == len(plan.Stages)-1, Buffers: map[string]*graph.Tensor{}, bufferUpdates: map[string]string{}, sizeOnly: sizeOnly}
+	copyOf := func(t *graph.Tensor) *graph.Tensor {
+		if sizeOnly {
+			return &graph.Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...)}
+		}
+		return t.Clone()
+	}
 	fail := func(err error) (*stageGraph, error) {
 		return nil, fmt.Errorf("pipeline: stage %d: %w", s, err)
 	}
@@ -241,7 +253,7 @@ func buildStageGraph(plan *Plan, s int, cfg StageConfig, be backend.Backend) (*s
 	isParam := map[string]bool{}
 	for _, name := range st.Params {
 		isParam[name] = true
-		v := src.Initializers[name].Clone()
+		v := copyOf(src.Initializers[name])
 		sp.Params = append(sp.Params, &Param{Name: name, Value: v})
 		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(v)})
 	}
@@ -262,7 +274,7 @@ func buildStageGraph(plan *Plan, s int, cfg StageConfig, be backend.Backend) (*s
 				continue
 			}
 			if _, dup := sp.Buffers[name]; !dup {
-				sp.Buffers[name] = t.Clone()
+				sp.Buffers[name] = copyOf(t)
 				g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: typeOf(t)})
 			}
 			n.SetAttr(graph.IntAttr(graph.UnbiasedVarAttr, 1))
@@ -274,7 +286,11 @@ func buildStageGraph(plan *Plan, s int, cfg StageConfig, be backend.Backend) (*s
 	for name := range reads {
 		if t, ok := src.Initializers[name]; ok && !isParam[name] {
 			if _, isBuf := sp.Buffers[name]; !isBuf {
-				g.Initializers[name] = t.Clone() // not a view of the model file's bytes
+				if sizeOnly {
+					g.Initializers[name] = t // read, never kept
+				} else {
+					g.Initializers[name] = t.Clone() // not a view of the model file's bytes
+				}
 			}
 		}
 	}
@@ -505,7 +521,11 @@ func (sp *StageProgram) addGradSums(g *graph.Graph, forwardNodes int) []backend.
 			continue
 		}
 		sum := gradSumPref + p.Name
-		sp.gradSums[i] = graph.Zeros(graph.Float32, p.Value.Shape...)
+		if sp.sizeOnly {
+			sp.gradSums[i] = &graph.Tensor{DType: graph.Float32, Shape: append([]int(nil), p.Value.Shape...)}
+		} else {
+			sp.gradSums[i] = graph.Zeros(graph.Float32, p.Value.Shape...)
+		}
 		g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: sum, Type: typeOf(sp.gradSums[i])})
 		n := g.Nodes[j]
 		g.Nodes[j] = &graph.Node{Name: "pipeline/accumulate/" + p.Name, OpType: graph.AccumulateGradOp, Domain: graph.InternalDomain,
