@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/pipeline"
 	"github.com/onnxtrain/onnxtrain/train"
@@ -54,6 +55,23 @@ func (f fixture) config(batch, accum, steps int, opt string) train.Config {
 	return cfg
 }
 
+// loadForStages loads cfg's model and the stage configuration of its loss
+// (the loss output, or the loss appended to the last stage).
+func loadForStages(t *testing.T, cfg train.Config) (*graph.Model, pipeline.StageConfig) {
+	t.Helper()
+	m, err := importer.Load(cfg.Model)
+	require.NoError(t, err)
+	lc, err := train.ParseLoss(cfg.Loss)
+	require.NoError(t, err)
+	sc := pipeline.StageConfig{}
+	if lc.Kind == "output" {
+		sc.LossOutput = lc.Output
+	} else {
+		sc.Loss = train.LossAppender(m, lc)
+	}
+	return m, sc
+}
+
 // reference trains with train.Run, the single-process path of
 // `onnxtrain train --batch-size b --grad-accum M`, and returns the
 // per-step losses.
@@ -76,20 +94,11 @@ func reference(t *testing.T, cfg train.Config) []float64 {
 // in-process runner on the named schedule.
 func pipelined(t *testing.T, f fixture, cfg train.Config, ranks int, schedule string, with ...func(*pipeline.RunnerConfig)) []float64 {
 	t.Helper()
-	m, err := importer.Load(cfg.Model)
-	require.NoError(t, err)
+	m, sc := loadForStages(t, cfg)
 	sched, err := pipeline.New(schedule, ranks, cfg.GradAccum, 2)
 	require.NoError(t, err)
 	plan, err := pipeline.Partition(m, pipeline.PartitionOptions{Stages: sched.Stages(), BatchSize: cfg.BatchSize})
 	require.NoError(t, err)
-	lc, err := train.ParseLoss(cfg.Loss)
-	require.NoError(t, err)
-	sc := pipeline.StageConfig{}
-	if lc.Kind == "output" {
-		sc.LossOutput = lc.Output
-	} else {
-		sc.Loss = train.LossAppender(m, lc)
-	}
 	rc := pipeline.RunnerConfig{Stage: sc,
 		NewOptimizer: func(_ int, ps []*optim.Param) (optim.Optimizer, error) { return train.NewOptimizer(cfg, ps) }}
 	for _, w := range with {
@@ -160,16 +169,7 @@ func TestPipelineWithDataParallel(t *testing.T) {
 			t.Run(f.name+"/"+name, func(t *testing.T) {
 				cfg := f.config(batch, R*accum, steps, "adamw")
 				want := reference(t, cfg)
-				m, err := importer.Load(cfg.Model)
-				require.NoError(t, err)
-				lc, err := train.ParseLoss(cfg.Loss)
-				require.NoError(t, err)
-				sc := pipeline.StageConfig{}
-				if lc.Kind == "output" {
-					sc.LossOutput = lc.Output
-				} else {
-					sc.Loss = train.LossAppender(m, lc)
-				}
+				m, sc := loadForStages(t, cfg)
 				var reps []*pipeline.Runner
 				for r := 0; r < R; r++ {
 					sched, err := pipeline.New(name, 2, accum, 0)

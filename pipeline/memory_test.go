@@ -52,16 +52,7 @@ func TestScheduleInFlight(t *testing.T) {
 func TestPlanMemoryMatchesStages(t *testing.T) {
 	for _, f := range fixtures {
 		cfg := f.config(4, 4, 2, "adamw")
-		m, err := importer.Load(cfg.Model)
-		require.NoError(t, err)
-		lc, err := train.ParseLoss(cfg.Loss)
-		require.NoError(t, err)
-		sc := pipeline.StageConfig{}
-		if lc.Kind == "output" {
-			sc.LossOutput = lc.Output
-		} else {
-			sc.Loss = train.LossAppender(m, lc)
-		}
+		m, sc := loadForStages(t, cfg)
 		ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{Inputs: f.inputs, NoLabels: !f.labels})
 		require.NoError(t, err)
 		var micro []pipeline.Batch

@@ -19,7 +19,6 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
-	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/pipeline"
 	"github.com/onnxtrain/onnxtrain/train"
 	"github.com/onnxtrain/onnxtrain/train/data"
@@ -90,16 +89,7 @@ func TestPipelineAcrossProcesses(t *testing.T) {
 		}{{2, "1f1b"}, {2, "zbv"}, {2, "interleaved"}, {4, "zb1p"}} {
 			t.Run(fmt.Sprintf("%s/p%d/%s", f.name, c.ranks, c.schedule), func(t *testing.T) {
 				groups := startGroups(t, c.ranks)
-				m, err := importer.Load(cfg.Model)
-				require.NoError(t, err)
-				lc, err := train.ParseLoss(cfg.Loss)
-				require.NoError(t, err)
-				sc := pipeline.StageConfig{}
-				if lc.Kind == "output" {
-					sc.LossOutput = lc.Output
-				} else {
-					sc.Loss = train.LossAppender(m, lc)
-				}
+				m, sc := loadForStages(t, cfg)
 				ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
 				require.NoError(t, err)
 				got := make([][]float64, c.ranks)
@@ -260,16 +250,7 @@ func TestReplicatedPipelineAcrossProcesses(t *testing.T) {
 				cfg.ClipGradNorm = 1
 				want := reference(t, cfg)
 				groups := startGroups(t, R*S)
-				m, err := importer.Load(cfg.Model)
-				require.NoError(t, err)
-				lc, err := train.ParseLoss(cfg.Loss)
-				require.NoError(t, err)
-				sc := pipeline.StageConfig{}
-				if lc.Kind == "output" {
-					sc.LossOutput = lc.Output
-				} else {
-					sc.Loss = train.LossAppender(m, lc)
-				}
+				m, sc := loadForStages(t, cfg)
 				ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
 				require.NoError(t, err)
 				got := make([][]float64, R*S)
