@@ -18,14 +18,22 @@ func releasePages(p unsafe.Pointer, n int) {
 	if n < releaseMinBytes {
 		return
 	}
+	if b := wholePages(p, n); b != nil {
+		_ = syscall.Madvise(b, syscall.MADV_DONTNEED)
+	}
+}
+
+// wholePages is the whole pages inside the n bytes at p (nil if none),
+// the range madvise may act on without touching the bytes around it.
+func wholePages(p unsafe.Pointer, n int) []byte {
 	page := uintptr(syscall.Getpagesize())
 	base := uintptr(p)
 	lo := (base + page - 1) &^ (page - 1)
 	hi := (base + uintptr(n)) &^ (page - 1)
 	if hi <= lo {
-		return
+		return nil
 	}
-	_ = syscall.Madvise(unsafe.Slice((*byte)(unsafe.Add(p, lo-base)), hi-lo), syscall.MADV_DONTNEED)
+	return unsafe.Slice((*byte)(unsafe.Add(p, lo-base)), hi-lo)
 }
 
 // madvPopulateWrite is Linux's MADV_POPULATE_WRITE (5.14 and later).
@@ -49,12 +57,7 @@ func prefaultPages(p unsafe.Pointer, n int) {
 	if n <= 0 {
 		return
 	}
-	page := uintptr(syscall.Getpagesize())
-	base := uintptr(p)
-	lo := (base + page - 1) &^ (page - 1)
-	hi := (base + uintptr(n)) &^ (page - 1)
-	if hi > lo {
-		b := unsafe.Slice((*byte)(unsafe.Add(p, lo-base)), hi-lo)
+	if b := wholePages(p, n); b != nil {
 		_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE)
 		if syscall.Madvise(b, madvPopulateWrite) == nil {
 			// The partial pages at the two ends.
