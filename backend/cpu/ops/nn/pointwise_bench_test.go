@@ -39,20 +39,7 @@ var resnet50OneByOne = []struct {
 func BenchmarkResNet50OneByOne(b *testing.B) {
 	const n = 8
 	rng := rand.New(rand.NewPCG(1, 2))
-	// The reference: the 2048³ GEMM, timed the same way.
-	const ref = 2048
-	ra, rb, rc := toF32(randF64(rng, ref*ref)), toF32(randF64(rng, ref*ref)), make([]float32, ref*ref)
-	b.Run("ref_2048", func(b *testing.B) {
-		c0 := processCPU()
-		for i := 0; i < b.N; i++ {
-			gemm.Sgemm(false, false, ref, ref, ref, 1, ra, ref, rb, ref, 0, rc, ref)
-		}
-		flops := 2 * float64(ref*ref*ref) * float64(b.N)
-		b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		if cpu := float64(processCPU()-c0) / 1e9; cpu > 0 {
-			b.ReportMetric(flops/cpu/1e9, "cpu-GFLOP/s")
-		}
-	})
+	benchRef2048(b, rng)
 	for _, l := range resnet50OneByOne {
 		oh := (l.h-1)/l.s + 1
 		g := Conv2D{N: n, C: l.c, H: l.h, W: l.h, M: l.m, KH: 1, KW: 1, SH: l.s, SW: l.s, DH: 1, DW: 1, OH: oh, OW: oh}
@@ -95,16 +82,7 @@ func BenchmarkResNet50OneByOne(b *testing.B) {
 				saved := oneByOneProducts
 				oneByOneProducts = !op.old
 				defer func() { oneByOneProducts = saved }()
-				op.run()
-				b.ResetTimer()
-				c0 := processCPU()
-				for i := 0; i < b.N; i++ {
-					op.run()
-				}
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if cpu := float64(processCPU()-c0) / 1e9; cpu > 0 {
-					b.ReportMetric(flops*float64(b.N)/cpu/1e9, "cpu-GFLOP/s")
-				}
+				timeFlops(b, flops, op.run)
 			})
 		}
 	}

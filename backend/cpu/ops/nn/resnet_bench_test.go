@@ -34,41 +34,7 @@ func BenchmarkResNet18Conv(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, l := range resnet18Layers {
 		oh := (l.h+2*l.p-l.k)/l.s + 1
-		g := Conv2D{N: n, C: l.c, H: l.h, W: l.h, M: l.m, KH: l.k, KW: l.k, SH: l.s, SW: l.s, DH: 1, DW: 1,
-			PadTop: l.p, PadLeft: l.p, OH: oh, OW: oh}
-		x := toF32(randF64(rng, n*l.c*l.h*l.h))
-		w := toF32(randF64(rng, l.m*l.c*l.k*l.k))
-		y := toF32(randF64(rng, n*l.m*oh*oh))
-		dw := make([]float32, len(w))
-		dx := make([]float32, len(x))
-		flops := 2 * float64(n*l.m*oh*oh*l.c*l.k*l.k)
-		padEnd := max(0, (oh-1)*l.s+l.k-l.p-l.h)
-		ops := []struct {
-			name string
-			run  func()
-			ok   bool
-		}{
-			{"fwd", func() { g.Forward(x, w, y, false) }, true},
-			{"dW", func() { g.FilterGrad(y, x, dw, false) }, true},
-			{"dX", func() { g.InputGrad(y, w, dx) }, g.InputGradImplicit(padEnd, padEnd)},
-		}
-		for _, op := range ops {
-			if !op.ok {
-				continue
-			}
-			b.Run(l.name+"/"+op.name, func(b *testing.B) {
-				op.run()
-				b.ResetTimer()
-				c0 := processCPU()
-				for i := 0; i < b.N; i++ {
-					op.run()
-				}
-				cpu := float64(processCPU()-c0) / 1e9
-				if cpu > 0 {
-					b.ReportMetric(flops*float64(b.N)/cpu/1e9, "cpu-GFLOP/s")
-					b.ReportMetric(cpu*1e3/float64(b.N), "cpu-ms/op")
-				}
-			})
-		}
+		benchConvPasses(b, rng, l.name, Conv2D{N: n, C: l.c, H: l.h, W: l.h, M: l.m, KH: l.k, KW: l.k, SH: l.s, SW: l.s, DH: 1, DW: 1,
+			PadTop: l.p, PadLeft: l.p, OH: oh, OW: oh})
 	}
 }

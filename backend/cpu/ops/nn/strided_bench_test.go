@@ -3,8 +3,6 @@ package nn
 import (
 	"math/rand/v2"
 	"testing"
-
-	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 )
 
 // resnet50Strided are ResNet-50's convolutions with a window larger than
@@ -30,55 +28,10 @@ var resnet50Strided = []struct {
 func BenchmarkResNet50Strided(b *testing.B) {
 	const n = 8
 	rng := rand.New(rand.NewPCG(1, 2))
-	const ref = 2048
-	ra, rb, rc := toF32(randF64(rng, ref*ref)), toF32(randF64(rng, ref*ref)), make([]float32, ref*ref)
-	b.Run("ref_2048", func(b *testing.B) {
-		c0 := processCPU()
-		for i := 0; i < b.N; i++ {
-			gemm.Sgemm(false, false, ref, ref, ref, 1, ra, ref, rb, ref, 0, rc, ref)
-		}
-		flops := 2 * float64(ref*ref*ref) * float64(b.N)
-		b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		if cpu := float64(processCPU()-c0) / 1e9; cpu > 0 {
-			b.ReportMetric(flops/cpu/1e9, "cpu-GFLOP/s")
-		}
-	})
+	benchRef2048(b, rng)
 	for _, l := range resnet50Strided {
 		oh := (l.h+2*l.p-l.k)/l.s + 1
-		g := Conv2D{N: n, C: l.c, H: l.h, W: l.h, M: l.m, KH: l.k, KW: l.k, SH: l.s, SW: l.s, DH: 1, DW: 1,
-			PadTop: l.p, PadLeft: l.p, OH: oh, OW: oh}
-		x := toF32(randF64(rng, n*l.c*l.h*l.h))
-		w := toF32(randF64(rng, l.m*l.c*l.k*l.k))
-		y := toF32(randF64(rng, n*l.m*oh*oh))
-		dw := make([]float32, len(w))
-		dx := make([]float32, len(x))
-		flops := 2 * float64(n*l.m*oh*oh*l.c*l.k*l.k)
-		padEnd := max(0, (oh-1)*l.s+l.k-l.p-l.h)
-		ops := []struct {
-			name string
-			run  func()
-			ok   bool
-		}{
-			{"fwd", func() { g.Forward(x, w, y, false) }, true},
-			{"dW", func() { g.FilterGrad(y, x, dw, false) }, true},
-			{"dX", func() { g.InputGrad(y, w, dx) }, g.InputGradImplicit(padEnd, padEnd)},
-		}
-		for _, op := range ops {
-			if !op.ok {
-				continue
-			}
-			b.Run(l.name+"/"+op.name, func(b *testing.B) {
-				op.run()
-				b.ResetTimer()
-				c0 := processCPU()
-				for i := 0; i < b.N; i++ {
-					op.run()
-				}
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if cpu := float64(processCPU()-c0) / 1e9; cpu > 0 {
-					b.ReportMetric(flops*float64(b.N)/cpu/1e9, "cpu-GFLOP/s")
-				}
-			})
-		}
+		benchConvPasses(b, rng, l.name, Conv2D{N: n, C: l.c, H: l.h, W: l.h, M: l.m, KH: l.k, KW: l.k, SH: l.s, SW: l.s, DH: 1, DW: 1,
+			PadTop: l.p, PadLeft: l.p, OH: oh, OW: oh})
 	}
 }
