@@ -44,44 +44,11 @@ func TestPreparePipelineMatchesGradAccum(t *testing.T) {
 	require.Len(t, want, 3)
 	for _, schedule := range []string{"gpipe", "1f1b", "interleaved", "zb1p", "zbv"} {
 		t.Run(schedule, func(t *testing.T) {
-			ctx := context.Background()
-			acc, err := train.NewAccelerator(train.AcceleratorConfig{Seed: 0,
-				Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 4, Schedule: schedule, Devices: []string{"cpu:0", "cpu:1"}}})
-			require.NoError(t, err)
-			m, err := importer.Load(transformerLossModel)
-			require.NoError(t, err)
-			pm, err := acc.PreparePipeline(ctx, m, train.LossConfig{Kind: "output", Output: "loss"}, train.PipelineOptions{BatchSize: 2,
-				NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) {
-					return train.NewOptimizer(transformerLossConfig(), ps)
-				}})
-			require.NoError(t, err)
-			defer pm.Close()
+			got, pm := preparedPipelineSteps(t, train.AcceleratorConfig{Seed: 0,
+				Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 4, Schedule: schedule, Devices: []string{"cpu:0", "cpu:1"}}}, len(want), nil)
 			require.Equal(t, schedule, pm.Schedule.Name)
-			ds, err := data.OpenNPZ(transformerLossData, data.NPZOptions{NoLabels: true})
-			require.NoError(t, err)
-			loader, err := data.NewLoader(ds, data.LoaderConfig{BatchSize: 2})
-			require.NoError(t, err)
-			var got []float64
-			for epoch := 0; len(got) < len(want); epoch++ {
-				var window []*data.Batch
-				for b, err := range loader.Epoch(ctx, epoch, 0) {
-					require.NoError(t, err)
-					window = append(window, b)
-					if len(window) < 4 {
-						continue
-					}
-					loss, err := pm.Step(ctx, window)
-					require.NoError(t, err)
-					require.NoError(t, pm.OptimizerStep())
-					got, window = append(got, loss), nil
-					if len(got) == len(want) {
-						break
-					}
-				}
-			}
-			assert.Equal(t, len(want), acc.Step())
 			for i := range want {
-				assert.LessOrEqual(t, math.Abs(got[i]-want[i].Loss), 1e-5*math.Abs(want[i].Loss), "step %d: got %.8f, want %.8f", i+1, got[i], want[i].Loss)
+				assert.LessOrEqual(t, math.Abs(got[i].loss-want[i].Loss), 1e-5*math.Abs(want[i].Loss), "step %d: got %.8f, want %.8f", i+1, got[i].loss, want[i].Loss)
 			}
 		})
 	}
@@ -96,47 +63,14 @@ func TestPreparePipelineFlushes(t *testing.T) {
 	require.Len(t, want, 3)
 	for _, schedule := range []string{"1f1b", "zbv"} {
 		t.Run(schedule, func(t *testing.T) {
-			ctx := context.Background()
-			acc, err := train.NewAccelerator(train.AcceleratorConfig{Seed: 0, GradAccum: 2,
-				Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 2, Schedule: schedule, Devices: []string{"cpu:0", "cpu:1"}}})
-			require.NoError(t, err)
-			m, err := importer.Load(transformerLossModel)
-			require.NoError(t, err)
-			pm, err := acc.PreparePipeline(ctx, m, train.LossConfig{Kind: "output", Output: "loss"}, train.PipelineOptions{BatchSize: 2,
-				NewOptimizer: func(ps []*optim.Param) (optim.Optimizer, error) {
-					return train.NewOptimizer(transformerLossConfig(), ps)
-				}})
-			require.NoError(t, err)
-			defer pm.Close()
-			ds, err := data.OpenNPZ(transformerLossData, data.NPZOptions{NoLabels: true})
-			require.NoError(t, err)
-			loader, err := data.NewLoader(ds, data.LoaderConfig{BatchSize: 2})
-			require.NoError(t, err)
-			var got []float64
-			for epoch := 0; len(got) < len(want); epoch++ {
-				var window []*data.Batch
-				for b, err := range loader.Epoch(ctx, epoch, 0) {
-					require.NoError(t, err)
-					window = append(window, b)
-					if len(window) < 4 {
-						continue
-					}
-					if len(got) == 0 {
-						_, err := pm.Step(ctx, append(window[:4:4], b))
-						require.ErrorContains(t, err, "5 micro-batches, want 1 to 4")
-					}
-					loss, err := pm.Step(ctx, window)
-					require.NoError(t, err)
-					require.NoError(t, pm.OptimizerStep())
-					got, window = append(got, loss), nil
-					if len(got) == len(want) {
-						break
-					}
-				}
-			}
+			got, pm := preparedPipelineSteps(t, train.AcceleratorConfig{Seed: 0, GradAccum: 2,
+				Pipeline: train.PipelineConfig{Stages: 2, MicroBatches: 2, Schedule: schedule, Devices: []string{"cpu:0", "cpu:1"}}}, len(want), nil)
 			for i := range want {
-				assert.LessOrEqual(t, math.Abs(got[i]-want[i].Loss), 1e-5*math.Abs(want[i].Loss), "step %d: got %.8f, want %.8f", i+1, got[i], want[i].Loss)
+				assert.LessOrEqual(t, math.Abs(got[i].loss-want[i].Loss), 1e-5*math.Abs(want[i].Loss), "step %d: got %.8f, want %.8f", i+1, got[i].loss, want[i].Loss)
 			}
+			batch := &data.Batch{}
+			_, err := pm.Step(context.Background(), []*data.Batch{batch, batch, batch, batch, batch})
+			require.ErrorContains(t, err, "5 micro-batches, want 1 to 4")
 		})
 	}
 }
