@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -30,30 +31,18 @@ func (p *Plan) keptBytes(s int, cfg StageConfig) (kept, pass int64, err error) {
 		return 0, 0, err
 	}
 	g, sp := sg.g, sg.sp
-	// The values the forward pass hands to the later passes.
-	fwd := map[int]bool{}
+	// The forward pass's outputs (compilePhases's): its targets and what
+	// the later passes read of it.
+	keep := handedOn(g, sg.phases)[0]
 	produced := map[string]bool{}
 	for _, i := range sg.phases[0] {
-		fwd[i] = true
 		for _, o := range g.Nodes[i].Outputs {
-			if o != "" {
-				produced[o] = true
-			}
+			produced[o] = true
 		}
 	}
-	keep := map[string]bool{}
 	for _, v := range sg.phaseOuts[0] {
 		if produced[v] {
 			keep[v] = true
-		}
-	}
-	for k := 1; k < len(sg.phases); k++ {
-		for _, i := range sg.phases[k] {
-			for _, in := range nodeReads(g.Nodes[i]) {
-				if produced[in] {
-					keep[in] = true
-				}
-			}
 		}
 	}
 	// What the runner puts in beside them: received activations, data,
@@ -75,10 +64,12 @@ func (p *Plan) keptBytes(s int, cfg StageConfig) (kept, pass int64, err error) {
 			known[in.Name] = p.types[in.Name]
 		case p.known[in.Name] != nil:
 			known[in.Name] = p.known[in.Name]
-		case len(in.Name) > len(gradOfPrefix) && in.Name[:len(gradOfPrefix)] == gradOfPrefix && p.types[in.Name[len(gradOfPrefix):]] != nil:
-			known[in.Name] = p.types[in.Name[len(gradOfPrefix):]]
+		case strings.HasPrefix(in.Name, gradOfPrefix) && p.types[strings.TrimPrefix(in.Name, gradOfPrefix)] != nil:
+			known[in.Name] = p.types[strings.TrimPrefix(in.Name, gradOfPrefix)] // an output's gradient
+		case in.Type != nil && in.Type.Kind == graph.KindTensor && in.Type.HasShape:
+			known[in.Name] = shapeType(in.Type.DType, boundShape(in.Type, p.opts.BatchSize))
 		case in.Type != nil:
-			known[in.Name] = p.bindBatch(in.Type)
+			known[in.Name] = in.Type
 		}
 	}
 	types, err := graph.InferShapes(g, p.model.Opset(), known)
@@ -152,26 +143,6 @@ func (p *Plan) keptBytes(s int, cfg StageConfig) (kept, pass int64, err error) {
 		pass = max(pass, most)
 	}
 	return kept, pass, nil
-}
-
-// bindBatch gives a declared type's symbolic dimensions the micro-batch
-// size on the first axis and 1 after it (as Partition binds graph inputs).
-func (p *Plan) bindBatch(t *graph.Type) *graph.Type {
-	if t.Kind != graph.KindTensor || !t.HasShape {
-		return t
-	}
-	shape := make([]int, len(t.Shape))
-	for i, d := range t.Shape {
-		switch {
-		case d.Known:
-			shape[i] = int(d.Value)
-		case i == 0:
-			shape[i] = p.opts.BatchSize
-		default:
-			shape[i] = 1
-		}
-	}
-	return shapeType(t.DType, shape)
 }
 
 // typeBytes is the size of a tensor of type t (false when its shape is

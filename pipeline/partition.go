@@ -161,16 +161,7 @@ func Partition(m *graph.Model, opts PartitionOptions) (*Plan, error) {
 			if in.Type == nil || !in.Type.HasShape {
 				return nil, fmt.Errorf("pipeline: %w: graph input %q has no shape; give it in InputShapes", ErrPartition, in.Name)
 			}
-			for i, d := range in.Type.Shape {
-				switch {
-				case d.Known:
-					shape = append(shape, int(d.Value))
-				case i == 0:
-					shape = append(shape, opts.BatchSize)
-				default:
-					shape = append(shape, 1)
-				}
-			}
+			shape = boundShape(in.Type, opts.BatchSize)
 		}
 		dt := graph.Float32
 		if in.Type != nil {
@@ -542,21 +533,32 @@ func knownShape(t *graph.Type) []int {
 	return s
 }
 
-// bytesOf is a value's size from the inferred shapes (0 if unknown).
+// bytesOf is a value's size from the inferred shapes: 0 if a dimension is
+// unknown, one element if the rank is.
 func (p *Plan) bytesOf(v string) int64 {
 	t := p.types[v]
-	if t == nil || t.Kind != graph.KindTensor {
-		return 0
+	if t != nil && t.Kind == graph.KindTensor && !t.HasShape {
+		return int64(max(t.DType.Size(), 1))
 	}
-	s := knownShape(t)
-	if s == nil && t.HasShape {
-		return 0
+	n, _ := typeBytes(t)
+	return n
+}
+
+// boundShape is a declared tensor shape with its symbolic dimensions bound:
+// the micro-batch size on the first axis, 1 after it.
+func boundShape(t *graph.Type, batch int) []int {
+	shape := make([]int, len(t.Shape))
+	for i, d := range t.Shape {
+		switch {
+		case d.Known:
+			shape[i] = int(d.Value)
+		case i == 0:
+			shape[i] = batch
+		default:
+			shape[i] = 1
+		}
 	}
-	n := int64(1)
-	for _, d := range s {
-		n *= int64(d)
-	}
-	return n * int64(max(t.DType.Size(), 1))
+	return shape
 }
 
 func (p *Plan) elems(v string) int64 {

@@ -608,16 +608,10 @@ func producesOrReceives(g *graph.Graph, v string) bool {
 	return false
 }
 
-// compilePhases compiles each node set of g as its own program. A phase
-// reads what earlier phases (or the stage's inputs) made and writes its
-// own targets and whatever later phases read.
-func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases [][]int, targets [][]string, state []backend.StateSpec, opts backend.CompileOptions) ([]*phase, error) {
-	seed := opts.Seed
-	stateOf, updates := map[string]backend.StateSpec{}, map[string]bool{}
-	for _, st := range state {
-		stateOf[st.Name] = st
-		updates[st.UpdatedBy] = true
-	}
+// handedOn is, per pass, the values it makes that a later pass reads:
+// what it must hand on (for the forward pass, what a micro-batch keeps
+// until its backward).
+func handedOn(g *graph.Graph, phases [][]int) []map[string]bool {
 	phaseOf := map[string]int{}
 	for k, idx := range phases {
 		for _, i := range idx {
@@ -628,19 +622,33 @@ func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases []
 			}
 		}
 	}
-	readLater := make([]map[string]bool, len(phases))
+	later := make([]map[string]bool, len(phases))
 	for k := range phases {
-		readLater[k] = map[string]bool{}
+		later[k] = map[string]bool{}
 	}
 	for k, idx := range phases {
 		for _, i := range idx {
 			for _, in := range nodeReads(g.Nodes[i]) {
 				if p, ok := phaseOf[in]; ok && p < k {
-					readLater[p][in] = true
+					later[p][in] = true
 				}
 			}
 		}
 	}
+	return later
+}
+
+// compilePhases compiles each node set of g as its own program. A phase
+// reads what earlier phases (or the stage's inputs) made and writes its
+// own targets and whatever later phases read.
+func compilePhases(be backend.Backend, m *graph.Model, g *graph.Graph, phases [][]int, targets [][]string, state []backend.StateSpec, opts backend.CompileOptions) ([]*phase, error) {
+	seed := opts.Seed
+	stateOf, updates := map[string]backend.StateSpec{}, map[string]bool{}
+	for _, st := range state {
+		stateOf[st.Name] = st
+		updates[st.UpdatedBy] = true
+	}
+	readLater := handedOn(g, phases)
 	types := map[string]*graph.Type{}
 	for _, in := range g.Inputs {
 		types[in.Name] = in.Type
