@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/graph"
 )
 
 // residentKiB is the Rss of the mapping that holds address a, from
@@ -57,7 +62,7 @@ func TestDropPagesReleasesMappedPages(t *testing.T) {
 	ref, err := Load(gptSmall) // read, not mapped
 	require.NoError(t, err)
 
-	v, registered := mappings.Load(m)
+	v, registered := mappings.Load(weak.Make(m))
 	require.True(t, registered, "Load recorded the model's mapping")
 	file := v.([][]byte)[0]
 	lo := uintptr(unsafe.Pointer(&file[0]))
@@ -83,4 +88,30 @@ func TestDropPagesReleasesMappedPages(t *testing.T) {
 	assert.Less(t, after, before/4, "resident KiB of the mapping: %d before, %d after", before, after)
 	requireSameInitializers(t, ref, m)
 	DropPages(ref) // a model that maps nothing: nothing happens
+}
+
+// Recording a loaded model's mappings for DropPages does not keep the
+// model alive: once nothing else holds it, it is collected and its entry
+// removed.
+func TestMappingsDoNotKeepModelsAlive(t *testing.T) {
+	withMapping(t)
+	b, err := os.ReadFile(gptSmall)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "gpt.onnx")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	key := func() weak.Pointer[graph.Model] {
+		m, err := Load(path)
+		require.NoError(t, err)
+		_, registered := mappings.Load(weak.Make(m))
+		require.True(t, registered)
+		return weak.Make(m)
+	}()
+	gone := func() bool { _, ok := mappings.Load(key); return key.Value() == nil && !ok }
+	for i := 0; i < 100 && !gone(); i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Nil(t, key.Value(), "the model was collected")
+	_, still := mappings.Load(key)
+	assert.False(t, still, "its entry was removed")
 }

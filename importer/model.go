@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"weak"
 
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -103,14 +105,17 @@ func Load(path string) (*graph.Model, error) {
 		return nil, fmt.Errorf("importer: %s: %w", path, err)
 	}
 	if len(kept) > 0 {
-		mappings.Store(m, kept)
+		key := weak.Make(m)
+		mappings.Store(key, kept)
+		runtime.AddCleanup(m, func(k weak.Pointer[graph.Model]) { mappings.Delete(k) }, key)
 	}
 	return m, nil
 }
 
 // mappings holds, per model Load returned, the file mappings its tensors
-// alias (for DropPages).
-var mappings sync.Map // *graph.Model -> [][]byte
+// alias (for DropPages), keyed weakly: an entry goes when its model is
+// collected, so holding it never keeps a model alive.
+var mappings sync.Map // weak.Pointer[graph.Model] -> [][]byte
 
 // DropPages gives back to the system the pages of m's mapped files that
 // this process has touched (they stay in the page cache; a later read of a
@@ -121,7 +126,7 @@ var mappings sync.Map // *graph.Model -> [][]byte
 // m that aliases a mapping and was written in place since the load would
 // read the file's bytes again: call it only when no such tensor is used.
 func DropPages(m *graph.Model) {
-	v, ok := mappings.Load(m)
+	v, ok := mappings.Load(weak.Make(m))
 	if !ok {
 		return
 	}
