@@ -28,6 +28,13 @@ func DeclaredFusedOps(b Backend, opts CompileOptions) map[string]bool {
 	return out
 }
 
+// PeakReporter is implemented by executables whose memory plan knows its
+// peak: the most bytes the latest Run's input shapes hold at once (0
+// before their first run).
+type PeakReporter interface {
+	PeakBytes() int64
+}
+
 // PlanInspector is implemented by executables that show the nodes they
 // run, after every compile-time pass. The backend test kit
 // (backend/backendtest) reads it to check which fusions applied.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/distrib"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/train/optim"
@@ -325,7 +326,9 @@ func (r *Runner) Optimizer(s int) optim.Optimizer {
 
 // StateBytes measures what stage s holds for the whole run, from the
 // tensors themselves: its parameters, their gradient sums and its
-// optimizer's state (0 for a stage this Runner does not run).
+// optimizer's state (0 for a stage this Runner does not run). It reads
+// the optimizer's state through State, which copies it: a measurement,
+// not for a step's path.
 func (r *Runner) StateBytes(s int) int64 {
 	if s >= len(r.Stages) || r.Stages[s] == nil {
 		return 0
@@ -359,14 +362,13 @@ func (r *Runner) PassPeakBytes(s int) int64 {
 	if s >= len(r.Stages) || r.Stages[s] == nil {
 		return 0
 	}
-	type peaker interface{ PeakBytes() int64 }
 	var most int64
 	sp := r.Stages[s]
 	for _, ph := range []*phase{sp.fwd, sp.bwd, sp.bwdInput, sp.bwdWeight} {
 		if ph == nil || ph.exe == nil {
 			continue
 		}
-		if p, ok := ph.exe.(peaker); ok {
+		if p, ok := ph.exe.(backend.PeakReporter); ok {
 			most = max(most, p.PeakBytes())
 		}
 	}

@@ -862,7 +862,7 @@ func copyInto(dst, src *graph.Tensor) {
 // backend's memory plan measured it on the latest step; 0 before the first
 // step or on backends that do not plan memory.
 func (p *Program) PlannedBytes() int64 {
-	if s, ok := p.trainExe.(interface{ PeakBytes() int64 }); ok {
+	if s, ok := p.trainExe.(backend.PeakReporter); ok {
 		return s.PeakBytes()
 	}
 	return 0

@@ -394,4 +394,7 @@ func (e *Executable) StateTraffic() backend.StateTraffic {
 	}
 }
 
-var _ backend.Stateful = (*Executable)(nil)
+var (
+	_ backend.Stateful     = (*Executable)(nil)
+	_ backend.PeakReporter = (*Executable)(nil)
+)
