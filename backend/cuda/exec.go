@@ -582,11 +582,11 @@ var (
 	_ backend.RandomState = (*Executable)(nil)
 )
 
+var _ backend.PeakReporter = (*Executable)(nil)
+
 // PeakBytes is the arena size of the largest plan so far: the planned
 // device-memory peak of activations and temporaries (bench's
 // planned_peak_bytes), state and constants apart.
-var _ backend.PeakReporter = (*Executable)(nil)
-
 func (e *Executable) PeakBytes() int64 {
 	a, _, _ := e.MemoryStats()
 	return a
