@@ -173,7 +173,7 @@ func New(name string, ranks, micro, virtual int) (*Schedule, error) {
 		}
 		tot := make([]int, ranks)
 		for r := range tot {
-			tot[r] = 2*ranks + 1
+			tot[r] = 2 * ranks
 		}
 		order = zeroBubbleOrder(s, lim, tot)
 	default:
@@ -313,9 +313,9 @@ func interleavedOrder(p, m, v int) [][]compute {
 // zeroBubbleOrder builds a zero-bubble schedule (ZB-H1 for one chunk per
 // rank, ZB-V for the V placement) by list scheduling with unit costs:
 // whenever a rank is free it runs, in this order of preference, a ready
-// input-gradient pass (later stages first), a ready forward while rank r
-// holds fewer than limit[r] chunk activations awaiting their input
-// gradient and fewer than total[r] awaiting their weight gradient, and a
+// input-gradient pass (of two chunks, the first's), a ready forward while
+// rank r holds fewer than limit[r] chunk activations awaiting their input
+// gradient and fewer than total[r] awaiting either gradient, and a
 // pending weight-gradient pass. Weight-gradient passes thus fill the time
 // a rank would otherwise wait.
 func zeroBubbleOrder(s *Schedule, limit, total []int) [][]compute {
@@ -351,9 +351,13 @@ func zeroBubbleOrder(s *Schedule, limit, total []int) [][]compute {
 		var now []started
 		for r := 0; r < p; r++ {
 			stages := s.StagesOf(r)
-			// input gradient: highest stage first, lowest micro first
+			// input gradient: lowest micro first; of two ready stages
+			// (ZB-V), the first chunk's: with unit costs that order
+			// reaches the least possible idle time (p-1 units per rank)
+			// holding at most 2p chunks, where later-chunk-first needed
+			// 2p+1 (TestZeroBubbleVIsTight)
 			var pick *compute
-			for k := len(stages) - 1; k >= 0 && pick == nil; k-- {
+			for k := 0; k < len(stages) && pick == nil; k++ {
 				st := stages[k]
 				for i := 0; i < m; i++ {
 					if bDone[i][st] != notDone || fDone[i][st] == notDone || fDone[i][st] > t {
