@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
@@ -115,8 +116,21 @@ func ScheduleNames() []string { return []string{"gpipe", "1f1b", "interleaved", 
 
 // New builds a schedule for ranks ranks and micro micro-batches. virtual is
 // the number of chunks per rank for "interleaved" (at least 2; 0 means 2)
-// and is ignored by the others (zbv always has 2).
+// and is ignored by the others (zbv always has 2). The zero-bubble
+// schedules are planned with unit costs (NewWithCosts plans them with
+// measured ones).
 func New(name string, ranks, micro, virtual int) (*Schedule, error) {
+	return NewWithCosts(name, ranks, micro, virtual, Costs{})
+}
+
+// NewWithCosts is New, with the zero-bubble schedules (zb1p, zbv) planned
+// for the given pass costs per stage (Simulate's Costs; the stages are
+// ranks × chunks, 2×ranks for zbv) instead of unit costs: where a rank's
+// passes take unequal times (a first stage without an input gradient, a
+// last one with the loss, a forward cheaper than a backward) the list
+// scheduler then fills the waits it will actually meet. The other
+// schedules' orders do not depend on costs.
+func NewWithCosts(name string, ranks, micro, virtual int, costs Costs) (*Schedule, error) {
 	if ranks < 1 {
 		return nil, fmt.Errorf("pipeline: schedule %s: %d ranks (want at least 1)", name, ranks)
 	}
@@ -157,7 +171,13 @@ func New(name string, ranks, micro, virtual int) (*Schedule, error) {
 		for r := range tot {
 			tot[r] = ranks + 1
 		}
-		order = zeroBubbleOrder(s, oneFOneBLimits(ranks), tot)
+		if err := costs.check(s); err != nil {
+			return nil, err
+		}
+		var err error
+		if order, err = zeroBubbleOrder(s, oneFOneBLimits(ranks), tot, costs); err != nil {
+			return nil, err
+		}
 	case "zbv":
 		s.Chunks = 2
 		s.stageRank = make([]int, 2*ranks)
@@ -175,7 +195,13 @@ func New(name string, ranks, micro, virtual int) (*Schedule, error) {
 		for r := range tot {
 			tot[r] = 2 * ranks
 		}
-		order = zeroBubbleOrder(s, lim, tot)
+		if err := costs.check(s); err != nil {
+			return nil, err
+		}
+		var err error
+		if order, err = zeroBubbleOrder(s, lim, tot, costs); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("pipeline: unknown schedule %q (want one of %s)", name, strings.Join(ScheduleNames(), ", "))
 	}
@@ -311,112 +337,161 @@ func interleavedOrder(p, m, v int) [][]compute {
 }
 
 // zeroBubbleOrder builds a zero-bubble schedule (ZB-H1 for one chunk per
-// rank, ZB-V for the V placement) by list scheduling with unit costs:
-// whenever a rank is free it runs, in this order of preference, a ready
-// input-gradient pass (of two chunks, the first's), a ready forward while
-// rank r holds fewer than limit[r] chunk activations awaiting their input
-// gradient and fewer than total[r] awaiting either gradient, and a
-// pending weight-gradient pass. Weight-gradient passes thus fill the time
-// a rank would otherwise wait.
-func zeroBubbleOrder(s *Schedule, limit, total []int) [][]compute {
+// rank, ZB-V for the V placement) by list scheduling with the given pass
+// costs (unit costs when they are zero): whenever a rank is free it runs,
+// in this order of preference, a ready input-gradient pass (of two chunks,
+// the first's), a ready forward while rank r holds fewer than limit[r]
+// chunk activations awaiting their input gradient and fewer than total[r]
+// awaiting either gradient, and a pending weight-gradient pass. Weight-
+// gradient passes thus fill the time a rank would otherwise wait. A pass
+// is ready on another rank costs.Comm after it finishes.
+func zeroBubbleOrder(s *Schedule, limit, total []int, costs Costs) ([][]compute, error) {
 	p, m, S := s.Ranks, s.Micro, s.Stages()
-	const (
-		notDone = -1
-	)
-	// done time of F and BI per (micro, stage); available to a rank at
-	// that time (communication is free in the planning model).
-	fDone := make([][]int, m)
-	bDone := make([][]int, m)
+	const notDone = -1.0
+	// finish time of F and BI per (micro, stage)
+	fDone := make([][]float64, m)
+	bDone := make([][]float64, m)
 	for i := range fDone {
-		fDone[i] = make([]int, S)
-		bDone[i] = make([]int, S)
+		fDone[i] = make([]float64, S)
+		bDone[i] = make([]float64, S)
 		for j := range fDone[i] {
 			fDone[i][j], bDone[i][j] = notDone, notDone
 		}
 	}
+	// ready reports whether pass (of stage from, finished at t0) is
+	// usable by stage to at time t.
+	ready := func(t0 float64, from, to int, t float64) bool {
+		if t0 == notDone {
+			return false
+		}
+		if s.stageRank[from] != s.stageRank[to] {
+			t0 += costs.Comm
+		}
+		return t0 <= t+1e-12
+	}
 	out := make([][]compute, p)
 	inflight := make([]int, p)
 	held := make([]int, p)
-	var pendingW = make([][]compute, p)
+	pendingW := make([][]compute, p)
 	nextF := make([][]int, p) // per rank, per local chunk: next micro to forward
+	stagesOf := make([][]int, p)
 	for r := range nextF {
 		nextF[r] = make([]int, s.Chunks)
+		stagesOf[r] = s.StagesOf(r)
 	}
+	free := make([]float64, p) // when each rank is free
+	// tried[r]: rank r found nothing to start at free[r] (since the last
+	// start anywhere)
+	tried := make([]bool, p)
+	var finishes []float64 // finish times of the passes started, to wait for
 	remaining := m * S * 3
-	for t, horizon := 0, 4*remaining+4*S; remaining > 0 && t < horizon; t++ {
-		type started struct {
-			r int
-			c compute
+	for guard := (remaining + 1) * (4*p + 4) * 4; remaining > 0 && guard > 0; guard-- {
+		// the rank free earliest decides next: of equals, one that has
+		// not tried at this time, the lowest
+		r := 0
+		for k := 1; k < p; k++ {
+			if free[k] < free[r]-1e-12 || free[k] <= free[r]+1e-12 && tried[r] && !tried[k] {
+				r = k
+			}
 		}
-		var now []started
-		for r := 0; r < p; r++ {
-			stages := s.StagesOf(r)
-			// input gradient: lowest micro first; of two ready stages
-			// (ZB-V), the first chunk's: with unit costs that order
-			// reaches the least possible idle time (p-1 units per rank)
-			// holding at most 2p chunks, where later-chunk-first needed
-			// 2p+1 (TestZeroBubbleVIsTight)
-			var pick *compute
-			for k := 0; k < len(stages) && pick == nil; k++ {
+		t := free[r]
+		stages := stagesOf[r]
+		var pick *compute
+		for k := 0; k < len(stages) && pick == nil; k++ {
+			st := stages[k]
+			for i := 0; i < m; i++ {
+				if bDone[i][st] != notDone || !ready(fDone[i][st], st, st, t) {
+					continue
+				}
+				if st == S-1 || ready(bDone[i][st+1], st+1, st, t) {
+					pick = &compute{BackwardInput, i, st}
+				}
+				break // input gradients of a stage go in micro order
+			}
+		}
+		if pick == nil && inflight[r] < limit[r] && held[r] < total[r] {
+			// forward: the chunk that is furthest along first, so that
+			// micro-batches drain
+			for k := len(stages) - 1; k >= 0 && pick == nil; k-- {
 				st := stages[k]
-				for i := 0; i < m; i++ {
-					if bDone[i][st] != notDone || fDone[i][st] == notDone || fDone[i][st] > t {
-						continue
-					}
-					if st == S-1 || (bDone[i][st+1] != notDone && bDone[i][st+1] <= t) {
-						pick = &compute{BackwardInput, i, st}
-					}
-					break // input gradients of a stage go in micro order
+				i := nextF[r][k]
+				if i >= m {
+					continue
+				}
+				if k < len(stages)-1 && (inflight[r] >= limit[r]-1 || held[r] >= total[r]-1) {
+					// the last slot is the last chunk's: were it an
+					// earlier chunk's, every activation the rank holds
+					// could be waiting for a forward it has no room for
+					continue
+				}
+				if st == 0 || ready(fDone[i][st-1], st-1, st, t) {
+					pick = &compute{Forward, i, st}
 				}
 			}
-			if pick == nil && inflight[r] < limit[r] && held[r] < total[r] {
-				// forward: the chunk that is furthest along first for
-				// ZB-V's second chunk, so micro-batches drain.
-				for k := len(stages) - 1; k >= 0 && pick == nil; k-- {
-					st := stages[k]
-					i := nextF[r][k]
-					if i >= m {
-						continue
-					}
-					if st == 0 || (fDone[i][st-1] != notDone && fDone[i][st-1] <= t) {
-						pick = &compute{Forward, i, st}
-					}
-				}
-			}
-			if pick == nil && len(pendingW[r]) > 0 {
-				w := pendingW[r][0]
-				pendingW[r] = pendingW[r][1:]
-				pick = &w
-			}
-			if pick == nil {
-				continue
-			}
-			now = append(now, started{r, *pick})
 		}
-		for _, st := range now {
-			c := st.c
-			out[st.r] = append(out[st.r], c)
-			remaining--
-			switch c.kind {
-			case Forward:
-				fDone[c.micro][c.stage] = t + 1
-				inflight[st.r]++
-				held[st.r]++
-				for k, x := range s.StagesOf(st.r) {
-					if x == c.stage {
-						nextF[st.r][k]++
-					}
+		if pick == nil && len(pendingW[r]) > 0 {
+			w := pendingW[r][0]
+			pendingW[r] = pendingW[r][1:]
+			pick = &w
+		}
+		if pick == nil && !tried[r] {
+			tried[r] = true // let the other ranks free at t decide first
+			continue
+		}
+		if pick == nil {
+			// every rank free at t tried: wait for the next event (a
+			// pass to finish and reach this rank, or another rank to
+			// decide)
+			next := -1.0
+			later := func(at float64) {
+				if at > t+1e-12 && (next < 0 || at < next) {
+					next = at
 				}
-			case BackwardInput:
-				bDone[c.micro][c.stage] = t + 1
-				inflight[st.r]--
-				pendingW[st.r] = append(pendingW[st.r], compute{BackwardWeight, c.micro, c.stage})
-			case BackwardWeight:
-				held[st.r]--
 			}
+			for _, f := range finishes {
+				later(f)
+				later(f + costs.Comm)
+			}
+			for _, f := range free {
+				later(f)
+			}
+			if next < 0 {
+				break // nothing will change: the caller's lists are incomplete
+			}
+			free[r], tried[r] = next, false
+			continue
+		}
+		for k := range tried {
+			tried[k] = false // a start may make a pass ready at once
+		}
+		c := *pick
+		end := t + costs.of(c.kind, c.stage)
+		free[r] = end
+		finishes = append(finishes, end)
+		out[r] = append(out[r], c)
+		remaining--
+		switch c.kind {
+		case Forward:
+			fDone[c.micro][c.stage] = end
+			inflight[r]++
+			held[r]++
+			for k, x := range stages {
+				if x == c.stage {
+					nextF[r][k]++
+				}
+			}
+		case BackwardInput:
+			bDone[c.micro][c.stage] = end
+			inflight[r]--
+			pendingW[r] = append(pendingW[r], compute{BackwardWeight, c.micro, c.stage})
+		case BackwardWeight:
+			held[r]--
 		}
 	}
-	return out
+	if remaining > 0 {
+		return nil, fmt.Errorf("pipeline: schedule %s: the list scheduler placed %d of %d passes and can place no more (%d ranks, %d micro-batches)", s.Name, m*S*3-remaining, m*S*3, p, m)
+	}
+	return out, nil
 }
 
 // withComm inserts the sends and receives: a receive right before the
@@ -479,6 +554,28 @@ type Costs struct {
 	Forward, BackwardInput, BackwardWeight []float64
 	// Comm is the time from a send to its receive being possible.
 	Comm float64
+}
+
+// check refuses costs that do not fit schedule s: a slice with another
+// length than its stages, or a negative or non-finite cost.
+func (c Costs) check(s *Schedule) error {
+	for _, v := range []struct {
+		name string
+		c    []float64
+	}{{"forward", c.Forward}, {"input-gradient", c.BackwardInput}, {"weight-gradient", c.BackwardWeight}} {
+		if v.c != nil && len(v.c) != s.Stages() {
+			return fmt.Errorf("pipeline: schedule %s: %s costs for %d stages, the schedule has %d", s.Name, v.name, len(v.c), s.Stages())
+		}
+		for st, x := range v.c {
+			if !(x >= 0) || math.IsInf(x, 0) {
+				return fmt.Errorf("pipeline: schedule %s: stage %d's %s cost is %v (want a finite time, at least 0)", s.Name, st, v.name, x)
+			}
+		}
+	}
+	if !(c.Comm >= 0) || math.IsInf(c.Comm, 0) {
+		return fmt.Errorf("pipeline: schedule %s: communication cost %v (want a finite time, at least 0)", s.Name, c.Comm)
+	}
+	return nil
 }
 
 func (c Costs) of(k Kind, stage int) float64 {
