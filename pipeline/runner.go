@@ -119,6 +119,9 @@ type Runner struct {
 	cpuClock bool
 	// lossScale is the factor the backward seeds carry (amp.go).
 	lossScale float64
+	// trace: record every action's start and end (SetTrace, Trace)
+	tracing bool
+	trace   [][]TraceEvent
 	// flushes: several runs of the schedule make one optimizer step
 	// (SetFlush); whether the next run is the step's first and last.
 	flushes                     int
@@ -183,6 +186,62 @@ func (r *Runner) ResetProfile() {
 	for s := range r.heldOf {
 		r.heldOf[s] = map[int]int64{}
 	}
+}
+
+// TraceEvent is one action a rank ran in a traced step: its wall-clock
+// start and end since the step began. For a receive the span is the
+// wait for the message; for a send, handing it on.
+type TraceEvent struct {
+	Rank       int
+	Action     Action
+	Start, End time.Duration
+}
+
+// SetTrace makes every following step record each rank's timeline of
+// actions (Trace); off, nothing is recorded.
+func (r *Runner) SetTrace(on bool) { r.tracing = on }
+
+// Trace is the timeline of the last traced step: per rank (of this
+// process), its actions in the order they ran. Nil when tracing is off.
+func (r *Runner) Trace() [][]TraceEvent {
+	out := make([][]TraceEvent, len(r.trace))
+	for i, t := range r.trace {
+		out[i] = append([]TraceEvent(nil), t...)
+	}
+	return out
+}
+
+// Replan replaces a zero-bubble schedule (zb1p, zbv) by the same
+// schedule planned for the mean pass times this Runner measured since the
+// last ResetProfile (NewWithCosts): the list scheduler then fills the
+// waits the passes' real, unequal costs make, where the unit-cost plan
+// fills those of equal ones. Gradients and losses stay the same (each
+// stage's weight gradients still sum in micro-batch order). Other
+// schedules' orders do not depend on costs: Replan leaves them. It needs
+// every stage's times, so the ranks must run in this process, and at
+// least one step run since ResetProfile.
+func (r *Runner) Replan() error {
+	sc := r.Schedule
+	if !sc.SplitBackward() || sc.Name == "sequential" {
+		return nil
+	}
+	if r.cfg.Transport != nil {
+		return fmt.Errorf("pipeline: Replan needs every stage's pass times; this process runs rank %d only", r.cfg.Rank)
+	}
+	prof := r.Profile()
+	c := Costs{Forward: make([]float64, len(prof)), BackwardInput: make([]float64, len(prof)), BackwardWeight: make([]float64, len(prof))}
+	for s, p := range prof {
+		if r.passCount[s][Forward] == 0 {
+			return fmt.Errorf("pipeline: Replan: stage %d has run no forward pass since the profile was reset", s)
+		}
+		c.Forward[s], c.BackwardInput[s], c.BackwardWeight[s] = p.Forward.Seconds(), p.BackwardInput.Seconds(), p.BackwardWeight.Seconds()
+	}
+	planned, err := NewWithCosts(sc.Name, sc.Ranks, sc.Micro, sc.Chunks, c)
+	if err != nil {
+		return err
+	}
+	r.Schedule = planned
+	return nil
 }
 
 // StepStats is what one step measured.
@@ -472,6 +531,13 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 	losses := make([]float64, M)
 	busy := make([]time.Duration, sc.Ranks)
 	scale := float32(r.seedScale() / float64(divisor)) // amp.go: fp16's loss scale
+	r.trace = nil
+	if r.tracing {
+		r.trace = make([][]TraceEvent, sc.Ranks)
+		for rank := range r.trace {
+			r.trace[rank] = make([]TraceEvent, 0, len(sc.Actions[rank]))
+		}
+	}
 	start := time.Now()
 
 	runRank := func(rank int) error {
@@ -483,9 +549,17 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 				clock = now
 			}
 		}
+		var trace *[]TraceEvent
+		if r.trace != nil {
+			trace = &r.trace[rank] // touched by this rank's goroutine alone
+		}
 		for _, a := range sc.Actions[rank] {
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			var began time.Duration
+			if trace != nil {
+				began = time.Since(start)
 			}
 			switch a.Kind {
 			case SendAct:
@@ -527,6 +601,9 @@ func (r *Runner) forwardBackward(ctx context.Context, sc *Schedule, micro []Batc
 				busy[rank] += d
 				r.passTime[a.Stage][a.Kind] += d // a stage's passes run on one rank
 				r.passCount[a.Stage][a.Kind]++
+			}
+			if trace != nil {
+				*trace = append(*trace, TraceEvent{Rank: rank, Action: a, Start: began, End: time.Since(start)})
 			}
 		}
 		return nil

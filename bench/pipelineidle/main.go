@@ -169,8 +169,22 @@ func run(ranks, micro, layers, width, batch, steps int) error {
 	}
 
 	fmt.Printf("| schedule | rank | idle, measured | idle, simulated from measured pass costs | (p-1)/(m+p-1) | peak activations (chunks, simulated) | peak activations held, measured | step ms |\n|---|---|---|---|---|---|---|---|\n")
+	var traces []string
+	type entry struct {
+		name    string
+		planned bool // zb1p, zbv planned for the measured pass costs
+	}
+	var entries []entry
 	for _, name := range pipeline.ScheduleNames() {
+		entries = append(entries, entry{name, false})
+	}
+	entries = append(entries, entry{"zb1p", true}, entry{"zbv", true})
+	for _, e := range entries {
+		name := e.name
 		sched, err := pipeline.New(name, ranks, micro, 2)
+		if e.planned {
+			name += " (replanned)"
+		}
 		if err != nil {
 			fmt.Printf("| %s | - | %v | | | | | |\n", name, err)
 			continue
@@ -186,8 +200,28 @@ func run(ranks, micro, layers, width, batch, steps int) error {
 		if _, err := r.Step(ctx, data); err != nil {
 			return err
 		}
+		if e.planned {
+			// two steps of the unit-cost plan measure the passes in this
+			// run; Replan plans for their mean times
+			r.ResetProfile()
+			for i := 0; i < 2; i++ {
+				if _, err := r.Step(ctx, data); err != nil {
+					return err
+				}
+			}
+			if err := r.Replan(); err != nil {
+				return err
+			}
+			sched = r.Schedule
+			r.ResetProfile()
+			if _, err := r.Step(ctx, data); err != nil {
+				return err
+			}
+		}
 		idle := make([]float64, ranks)
 		var wall time.Duration
+		r.SetTrace(true)
+		var tl timelines
 		for i := 0; i < steps; i++ {
 			st, err := r.Step(ctx, data)
 			if err != nil {
@@ -197,7 +231,13 @@ func run(ranks, micro, layers, width, batch, steps int) error {
 			for k := range idle {
 				idle[k] += st.IdleFraction(k) / float64(steps)
 			}
+			tl.add(r.Trace(), st.Wall)
 		}
+		tr, err := tl.table(name, sched)
+		if err != nil {
+			return err
+		}
+		traces = append(traces, tr)
 		sim, err := pipeline.Simulate(sched, costs[sched.Stages()])
 		if err != nil {
 			return err
@@ -208,7 +248,182 @@ func run(ranks, micro, layers, width, batch, steps int) error {
 			fmt.Printf("| %s | %d | %.3f | %.3f | %.3f | %d | %s | %.1f |\n", name, k, idle[k], sim.IdleFraction(k), formula, sim.PeakActivations[k], mib(held[k]), ms(wall)/float64(steps))
 		}
 	}
+	fmt.Printf("\nWhere each rank's step time goes (traced, mean over the steps, fractions of the step's wall time): compute; waiting in receives; sends; the runner between actions; after the rank's last action. Replayed: the idle fraction Simulate gives for the same action lists with each pass costing its mean in this run and free communication (what the order of passes alone costs).\n\n")
+	fmt.Printf("| schedule | rank | step ms | passes | mean pass ms | compute | recv wait | of it, delivery | send | between actions | after last | idle, replayed (mean costs) | idle, replayed (each pass as traced) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, t := range traces {
+		fmt.Print(t)
+	}
 	return nil
+}
+
+// timelines sums the traced steps of one schedule.
+type timelines struct {
+	steps int
+	wall  time.Duration
+	// per rank
+	compute, recv, send, between, after []time.Duration
+	passes                              []int
+	// per stage and pass kind: time and count, for the replay
+	passTime  map[[2]int]time.Duration
+	passCount map[[2]int]int
+	// per rank: delivery latency summed over its receives; idle time of
+	// the exact replay (each pass its traced duration, free messages)
+	latency, exact []time.Duration
+	exactWall      time.Duration
+}
+
+// replayExact replays one traced step: every compute action takes the
+// time it took, in the order each rank ran it, and a message is there the
+// moment its send begins (no delivery cost). It returns each rank's idle
+// time in that replay (its makespan less the rank's compute).
+func replayExact(trace [][]pipeline.TraceEvent) []time.Duration {
+	n := len(trace)
+	clock := make([]time.Duration, n)
+	busy := make([]time.Duration, n)
+	pc := make([]int, n)
+	sent := map[[3]int]time.Duration{}
+	for {
+		progress, done := false, true
+		for r := 0; r < n; r++ {
+			for pc[r] < len(trace[r]) {
+				e := trace[r][pc[r]]
+				a := e.Action
+				switch a.Kind {
+				case pipeline.SendAct, pipeline.SendGrad:
+					sent[[3]int{int(a.Kind), a.Micro, a.Stage}] = clock[r]
+				case pipeline.RecvAct, pipeline.RecvGrad:
+					sk := pipeline.SendAct
+					if a.Kind == pipeline.RecvGrad {
+						sk = pipeline.SendGrad
+					}
+					at, ok := sent[[3]int{int(sk), a.Micro, a.Stage}]
+					if !ok {
+						goto blocked
+					}
+					clock[r] = max(clock[r], at)
+				default:
+					clock[r] += e.End - e.Start
+					busy[r] += e.End - e.Start
+				}
+				pc[r]++
+				progress = true
+			}
+		blocked:
+			done = done && pc[r] == len(trace[r])
+		}
+		if done || !progress {
+			break
+		}
+	}
+	var span time.Duration
+	for _, c := range clock {
+		span = max(span, c)
+	}
+	idle := make([]time.Duration, n)
+	for r := range idle {
+		idle[r] = span - busy[r]
+	}
+	return idle
+}
+
+func (t *timelines) add(trace [][]pipeline.TraceEvent, wall time.Duration) {
+	if t.passTime == nil {
+		n := len(trace)
+		t.compute, t.recv, t.send, t.between, t.after = make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
+		t.passes = make([]int, n)
+		t.passTime, t.passCount = map[[2]int]time.Duration{}, map[[2]int]int{}
+	}
+	t.steps++
+	t.wall += wall
+	if t.latency == nil {
+		t.latency = make([]time.Duration, len(trace))
+		t.exact = make([]time.Duration, len(trace))
+	}
+	// delivery: from the end of a send to the end of its receive, when
+	// the receive was already waiting (else from the receive's start)
+	sentAt := map[[3]int]time.Duration{}
+	for _, evs := range trace {
+		for _, e := range evs {
+			if k := e.Action.Kind; k == pipeline.SendAct || k == pipeline.SendGrad {
+				sentAt[[3]int{int(k), e.Action.Micro, e.Action.Stage}] = e.End
+			}
+		}
+	}
+	for rank, evs := range trace {
+		for _, e := range evs {
+			k := e.Action.Kind
+			if k != pipeline.RecvAct && k != pipeline.RecvGrad {
+				continue
+			}
+			sk := pipeline.SendAct
+			if k == pipeline.RecvGrad {
+				sk = pipeline.SendGrad
+			}
+			if at, ok := sentAt[[3]int{int(sk), e.Action.Micro, e.Action.Stage}]; ok {
+				t.latency[rank] += e.End - max(at, e.Start)
+			}
+		}
+	}
+	for rank, d := range replayExact(trace) {
+		t.exact[rank] += d
+	}
+	for rank, evs := range trace {
+		var prev time.Duration
+		for _, e := range evs {
+			t.between[rank] += e.Start - prev
+			prev = e.End
+			d := e.End - e.Start
+			switch k := e.Action.Kind; {
+			case k.IsCompute():
+				t.compute[rank] += d
+				t.passes[rank]++
+				key := [2]int{e.Action.Stage, int(k)}
+				t.passTime[key] += d
+				t.passCount[key]++
+			case k == pipeline.RecvAct || k == pipeline.RecvGrad:
+				t.recv[rank] += d
+			default:
+				t.send[rank] += d
+			}
+		}
+		t.after[rank] += wall - prev
+	}
+}
+
+// table prints the breakdown rows of one schedule, and replays its lists
+// with this run's mean pass costs.
+func (t *timelines) table(name string, sched *pipeline.Schedule) (string, error) {
+	n := sched.Stages()
+	c := pipeline.Costs{Forward: make([]float64, n), BackwardInput: make([]float64, n), BackwardWeight: make([]float64, n)}
+	mean := func(st int, k pipeline.Kind) float64 {
+		key := [2]int{st, int(k)}
+		if t.passCount[key] == 0 {
+			return 0
+		}
+		return ms(t.passTime[key]) / float64(t.passCount[key])
+	}
+	for st := 0; st < n; st++ {
+		c.Forward[st] = mean(st, pipeline.Forward)
+		if sched.SplitBackward() {
+			c.BackwardInput[st], c.BackwardWeight[st] = mean(st, pipeline.BackwardInput), mean(st, pipeline.BackwardWeight)
+		} else {
+			c.BackwardInput[st] = mean(st, pipeline.Backward) // Backward costs BI + BW
+		}
+	}
+	sim, err := pipeline.Simulate(sched, c)
+	if err != nil {
+		return "", err
+	}
+	wall := float64(t.wall)
+	frac := func(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/wall) }
+	out := ""
+	for rank := range t.compute {
+		// the exact replay's idle over its own makespan (compute + idle)
+		ex := float64(t.exact[rank]) / float64(t.exact[rank]+t.compute[rank])
+		out += fmt.Sprintf("| %s | %d | %.1f | %d | %.2f | %s | %s | %s | %s | %s | %s | %.3f | %.3f |\n", name, rank, ms(t.wall)/float64(t.steps), t.passes[rank]/t.steps,
+			ms(t.compute[rank])/float64(t.passes[rank]), frac(t.compute[rank]), frac(t.recv[rank]), frac(t.latency[rank]), frac(t.send[rank]), frac(t.between[rank]), frac(t.after[rank]), sim.IdleFraction(rank), ex)
+	}
+	return out, nil
 }
 
 // writeModel saves the balanced model and random inputs, for measuring
