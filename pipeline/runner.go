@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -217,24 +218,68 @@ func (r *Runner) Trace() [][]TraceEvent {
 // waits the passes' real, unequal costs make, where the unit-cost plan
 // fills those of equal ones. Gradients and losses stay the same (each
 // stage's weight gradients still sum in micro-batch order). Other
-// schedules' orders do not depend on costs: Replan leaves them. It needs
-// every stage's times, so the ranks must run in this process, and at
-// least one step run since ResetProfile.
-func (r *Runner) Replan() error {
+// schedules' orders do not depend on costs: Replan leaves them. Every
+// stage must have run since ResetProfile. Across processes (a Transport)
+// every process of the Group must call Replan at the same point: the
+// processes exchange their stages' times (AllGatherObject; replicas of a
+// stage averaged) and all plan the same lists.
+func (r *Runner) Replan() error { return r.ReplanContext(context.Background()) }
+
+// ReplanContext is Replan, its exchange of pass times bounded by ctx.
+func (r *Runner) ReplanContext(ctx context.Context) error {
 	sc := r.Schedule
 	if !sc.SplitBackward() || sc.Name == "sequential" {
 		return nil
 	}
-	if r.cfg.Transport != nil {
-		return fmt.Errorf("pipeline: Replan needs every stage's pass times; this process runs rank %d only", r.cfg.Rank)
+	S := sc.Stages()
+	// per stage: summed mean times of F, BI, BW, and how many processes
+	// measured the stage
+	type stageTimes struct {
+		Seconds [3]float64
+		N       int
 	}
+	times := make([]stageTimes, S)
 	prof := r.Profile()
-	c := Costs{Forward: make([]float64, len(prof)), BackwardInput: make([]float64, len(prof)), BackwardWeight: make([]float64, len(prof))}
-	for s, p := range prof {
-		if r.passCount[s][Forward] == 0 {
-			return fmt.Errorf("pipeline: Replan: stage %d has run no forward pass since the profile was reset", s)
+	for s := range prof {
+		if r.Stages[s] == nil || r.passCount[s][Forward] == 0 {
+			continue
 		}
-		c.Forward[s], c.BackwardInput[s], c.BackwardWeight[s] = p.Forward.Seconds(), p.BackwardInput.Seconds(), p.BackwardWeight.Seconds()
+		times[s] = stageTimes{Seconds: [3]float64{prof[s].Forward.Seconds(), prof[s].BackwardInput.Seconds(), prof[s].BackwardWeight.Seconds()}, N: 1}
+	}
+	if r.cfg.Transport != nil {
+		if r.cfg.Group == nil {
+			return fmt.Errorf("pipeline: Replan across processes needs the Group to exchange the stages' pass times")
+		}
+		b, err := json.Marshal(times)
+		if err != nil {
+			return err
+		}
+		parts, err := r.cfg.Group.AllGatherObject(ctx, b)
+		if err != nil {
+			return fmt.Errorf("pipeline: Replan: exchanging pass times: %w", err)
+		}
+		sum := make([]stageTimes, S)
+		for p, part := range parts {
+			var got []stageTimes
+			if err := json.Unmarshal(part, &got); err != nil || len(got) != S {
+				return fmt.Errorf("pipeline: Replan: process %d sent pass times for %d stages (want %d): %v", p, len(got), S, err)
+			}
+			for s, st := range got {
+				for k := range st.Seconds {
+					sum[s].Seconds[k] += st.Seconds[k]
+				}
+				sum[s].N += st.N
+			}
+		}
+		times = sum
+	}
+	c := Costs{Forward: make([]float64, S), BackwardInput: make([]float64, S), BackwardWeight: make([]float64, S)}
+	for s, st := range times {
+		if st.N == 0 {
+			return fmt.Errorf("pipeline: Replan: stage %d has run no pass since the profile was reset", s)
+		}
+		n := float64(st.N)
+		c.Forward[s], c.BackwardInput[s], c.BackwardWeight[s] = st.Seconds[0]/n, st.Seconds[1]/n, st.Seconds[2]/n
 	}
 	planned, err := NewWithCosts(sc.Name, sc.Ranks, sc.Micro, sc.Chunks, c)
 	if err != nil {

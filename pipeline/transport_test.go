@@ -78,6 +78,9 @@ func onRanks(n int, f func(rank int) error) []error {
 // broadcast from the last stage: per-step losses equal one process with
 // --grad-accum M.
 func TestPipelineAcrossProcesses(t *testing.T) {
+	// (after the first step every process calls ReplanContext: zb1p and
+	// zbv continue on lists planned for the pass times all of them
+	// measured, the same on every rank, and the losses stay the same)
 	const batch, accum, steps = 2, 4, 3
 	for _, f := range fixtures {
 		cfg := f.config(batch, accum, steps, "adamw")
@@ -93,6 +96,7 @@ func TestPipelineAcrossProcesses(t *testing.T) {
 				ds, err := data.OpenNPZ(cfg.Data, data.NPZOptions{NoLabels: !f.labels, Inputs: f.inputs})
 				require.NoError(t, err)
 				got := make([][]float64, c.ranks)
+				plans := make([]string, c.ranks)
 				errs := onRanks(c.ranks, func(rank int) error {
 					ctx := context.Background()
 					g := groups[rank]
@@ -142,11 +146,22 @@ func TestPipelineAcrossProcesses(t *testing.T) {
 							return err
 						}
 						got[rank] = append(got[rank], run.LastStats().Loss)
+						if step == 0 {
+							// the zero-bubble schedules replanned for the
+							// pass times every process measured
+							if err := run.ReplanContext(ctx); err != nil {
+								return err
+							}
+							plans[rank] = run.Schedule.String()
+						}
 					}
 					return nil
 				})
 				for r, err := range errs {
 					require.NoError(t, err, "rank %d", r)
+				}
+				for r := range plans {
+					assert.Equal(t, plans[0], plans[r], "rank %d planned other lists than rank 0", r)
 				}
 				for r := range got {
 					require.Len(t, got[r], steps)

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
 
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu"
@@ -43,6 +44,7 @@ func main() {
 	examples := flag.Int("examples", 64, "rows of data -write writes")
 	fixture := flag.String("fixture", "", "instead, measure the partition of a committed fixture (DIR under models/: vit_tiny, transformer_loss or gpt, the small GPT export) into -ranks and 2×-ranks stages")
 	memOnly := flag.Bool("memory", false, "with -fixture, only the memory tables (plan's estimate per stage against the measured)")
+	only := flag.String("schedules", "", "comma-separated schedules to measure (default all; zb1p+ and zbv+ are zb1p and zbv replanned for the pass times measured in the run)")
 	devices := flag.Bool("devices", false, "instead, time a 2-rank 1f1b step of the balanced model with the ranks on cpu:0,cpu:1 (each device its share of the cores), on one device cpu:0,cpu:0, on two devices of all the cores each, and with no pipeline (the stages in turn on one device)")
 	flag.Parse()
 	if *devices {
@@ -66,7 +68,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(*ranks, *micro, *layers, *width, *batch, *steps); err != nil {
+	if err := run(*ranks, *micro, *layers, *width, *batch, *steps, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "pipelineidle:", err)
 		os.Exit(1)
 	}
@@ -118,7 +120,7 @@ func sgd(_ int, _ []*optim.Param) (optim.Optimizer, error) {
 	return optim.NewSGD(optim.SGDConfig{LR: 1e-3})
 }
 
-func run(ranks, micro, layers, width, batch, steps int) error {
+func run(ranks, micro, layers, width, batch, steps int, only string) error {
 	ctx := context.Background()
 	m := balanced(layers, width)
 	data := batches(micro, batch, width, 1)
@@ -179,6 +181,19 @@ func run(ranks, micro, layers, width, batch, steps int) error {
 		entries = append(entries, entry{name, false})
 	}
 	entries = append(entries, entry{"zb1p", true}, entry{"zbv", true})
+	if only != "" {
+		want := map[string]bool{}
+		for _, n := range strings.Split(only, ",") {
+			want[strings.TrimSpace(n)] = true
+		}
+		var keep []entry
+		for _, e := range entries {
+			if e.planned && want[e.name+"+"] || !e.planned && want[e.name] {
+				keep = append(keep, e)
+			}
+		}
+		entries = keep
+	}
 	for _, e := range entries {
 		name := e.name
 		sched, err := pipeline.New(name, ranks, micro, 2)
