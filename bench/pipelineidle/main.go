@@ -263,8 +263,8 @@ func run(ranks, micro, layers, width, batch, steps int, only string) error {
 			fmt.Printf("| %s | %d | %.3f | %.3f | %.3f | %d | %s | %.1f |\n", name, k, idle[k], sim.IdleFraction(k), formula, sim.PeakActivations[k], mib(held[k]), ms(wall)/float64(steps))
 		}
 	}
-	fmt.Printf("\nWhere each rank's step time goes (traced, mean over the steps, fractions of the step's wall time): compute; waiting in receives; sends; the runner between actions; after the rank's last action. Replayed: the idle fraction Simulate gives for the same action lists with each pass costing its mean in this run and free communication (what the order of passes alone costs).\n\n")
-	fmt.Printf("| schedule | rank | step ms | passes | mean pass ms | compute | recv wait | of it, delivery | send | between actions | after last | idle, replayed (mean costs) | idle, replayed (each pass as traced) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("\nWhere each rank's step time goes (traced, mean over the steps, fractions of the step's wall time): compute; waiting in receives; sends; the runner between actions; after the rank's last action. Replayed: the idle fraction Simulate gives for the same action lists with each pass costing its mean in this run, or each pass what it took, and free communication (what the order of passes alone costs). The last column is the idle the ranks' unequal work alone forces.\n\n")
+	fmt.Printf("| schedule | rank | step ms | passes | mean pass ms | compute | recv wait | of it, delivery | send | between actions | after last | idle, replayed (mean costs) | idle, replayed (each pass as traced) | 1 − compute / busiest rank's compute |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, t := range traces {
 		fmt.Print(t)
 	}
@@ -431,12 +431,19 @@ func (t *timelines) table(name string, sched *pipeline.Schedule) (string, error)
 	}
 	wall := float64(t.wall)
 	frac := func(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/wall) }
+	var most time.Duration
+	for _, c := range t.compute {
+		most = max(most, c)
+	}
 	out := ""
 	for rank := range t.compute {
 		// the exact replay's idle over its own makespan (compute + idle)
 		ex := float64(t.exact[rank]) / float64(t.exact[rank]+t.compute[rank])
-		out += fmt.Sprintf("| %s | %d | %.1f | %d | %.2f | %s | %s | %s | %s | %s | %s | %.3f | %.3f |\n", name, rank, ms(t.wall)/float64(t.steps), t.passes[rank]/t.steps,
-			ms(t.compute[rank])/float64(t.passes[rank]), frac(t.compute[rank]), frac(t.recv[rank]), frac(t.latency[rank]), frac(t.send[rank]), frac(t.between[rank]), frac(t.after[rank]), sim.IdleFraction(rank), ex)
+		// the idle the ranks' unequal work alone makes: this rank's
+		// compute against the busiest rank's
+		imb := 1 - float64(t.compute[rank])/float64(most)
+		out += fmt.Sprintf("| %s | %d | %.1f | %d | %.2f | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.3f |\n", name, rank, ms(t.wall)/float64(t.steps), t.passes[rank]/t.steps,
+			ms(t.compute[rank])/float64(t.passes[rank]), frac(t.compute[rank]), frac(t.recv[rank]), frac(t.latency[rank]), frac(t.send[rank]), frac(t.between[rank]), frac(t.after[rank]), sim.IdleFraction(rank), ex, imb)
 	}
 	return out, nil
 }
