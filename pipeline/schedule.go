@@ -175,7 +175,7 @@ func NewWithCosts(name string, ranks, micro, virtual int, costs Costs) (*Schedul
 			return nil, err
 		}
 		var err error
-		if order, err = zeroBubbleOrder(s, oneFOneBLimits(ranks), tot, costs); err != nil {
+		if order, err = bestZeroBubbleOrder(s, oneFOneBLimits(ranks), tot, costs); err != nil {
 			return nil, err
 		}
 	case "zbv":
@@ -199,7 +199,7 @@ func NewWithCosts(name string, ranks, micro, virtual int, costs Costs) (*Schedul
 			return nil, err
 		}
 		var err error
-		if order, err = zeroBubbleOrder(s, lim, tot, costs); err != nil {
+		if order, err = bestZeroBubbleOrder(s, lim, tot, costs); err != nil {
 			return nil, err
 		}
 	default:
@@ -336,6 +336,65 @@ func interleavedOrder(p, m, v int) [][]compute {
 	return out
 }
 
+// zbPolicy varies the list scheduler's preferences (zeroBubbleOrder).
+type zbPolicy struct {
+	// lastChunkInputGradFirst: of two ready input gradients, the second
+	// chunk's (else the first's).
+	lastChunkInputGradFirst bool
+	// firstChunkForwardFirst: of two ready forwards, the first chunk's
+	// (else the second's, so that micro-batches drain).
+	firstChunkForwardFirst bool
+	// waitForInputGrad: rather than start a weight-gradient pass, wait for
+	// an input gradient that becomes ready within this fraction of the
+	// weight pass's cost (the critical path goes first).
+	waitForInputGrad float64
+}
+
+// zbPolicies are the preferences bestZeroBubbleOrder tries, the default
+// (the one that meets the unit-cost bound) first.
+func zbPolicies(chunks int) []zbPolicy {
+	var out []zbPolicy
+	for _, wait := range []float64{0, 0.5} {
+		for _, lastBI := range []bool{false, true} {
+			for _, firstF := range []bool{false, true} {
+				if chunks == 1 && (lastBI || firstF) {
+					continue // one chunk: no choice between chunks
+				}
+				out = append(out, zbPolicy{lastChunkInputGradFirst: lastBI, firstChunkForwardFirst: firstF, waitForInputGrad: wait})
+			}
+		}
+	}
+	return out
+}
+
+// bestZeroBubbleOrder plans the schedule under each of zbPolicies and
+// keeps the one whose simulated makespan with costs is least (of equals,
+// the first tried): a greedy list scheduler's preferences that fit equal
+// costs do not fit every unequal ones.
+func bestZeroBubbleOrder(s *Schedule, limit, total []int, costs Costs) ([][]compute, error) {
+	var best [][]compute
+	bestSpan := math.Inf(1)
+	var firstErr error
+	for _, pol := range zbPolicies(s.Chunks) {
+		order, err := zeroBubbleOrder(s, limit, total, costs, pol)
+		if err == nil {
+			trial := *s
+			trial.Actions = trial.withComm(order)
+			var res *SimResult
+			if res, err = Simulate(&trial, costs); err == nil && res.Makespan < bestSpan-1e-9 {
+				best, bestSpan = order, res.Makespan
+			}
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if best == nil {
+		return nil, firstErr
+	}
+	return best, nil
+}
+
 // zeroBubbleOrder builds a zero-bubble schedule (ZB-H1 for one chunk per
 // rank, ZB-V for the V placement) by list scheduling with the given pass
 // costs (unit costs when they are zero): whenever a rank is free it runs,
@@ -345,7 +404,7 @@ func interleavedOrder(p, m, v int) [][]compute {
 // awaiting either gradient, and a pending weight-gradient pass. Weight-
 // gradient passes thus fill the time a rank would otherwise wait. A pass
 // is ready on another rank costs.Comm after it finishes.
-func zeroBubbleOrder(s *Schedule, limit, total []int, costs Costs) ([][]compute, error) {
+func zeroBubbleOrder(s *Schedule, limit, total []int, costs Costs, pol zbPolicy) ([][]compute, error) {
 	p, m, S := s.Ranks, s.Micro, s.Stages()
 	const notDone = -1.0
 	// finish time of F and BI per (micro, stage)
@@ -397,7 +456,11 @@ func zeroBubbleOrder(s *Schedule, limit, total []int, costs Costs) ([][]compute,
 		t := free[r]
 		stages := stagesOf[r]
 		var pick *compute
-		for k := 0; k < len(stages) && pick == nil; k++ {
+		for kk := 0; kk < len(stages) && pick == nil; kk++ {
+			k := kk
+			if pol.lastChunkInputGradFirst {
+				k = len(stages) - 1 - kk
+			}
 			st := stages[k]
 			for i := 0; i < m; i++ {
 				if bDone[i][st] != notDone || !ready(fDone[i][st], st, st, t) {
@@ -412,7 +475,11 @@ func zeroBubbleOrder(s *Schedule, limit, total []int, costs Costs) ([][]compute,
 		if pick == nil && inflight[r] < limit[r] && held[r] < total[r] {
 			// forward: the chunk that is furthest along first, so that
 			// micro-batches drain
-			for k := len(stages) - 1; k >= 0 && pick == nil; k-- {
+			for kk := 0; kk < len(stages) && pick == nil; kk++ {
+				k := len(stages) - 1 - kk
+				if pol.firstChunkForwardFirst {
+					k = kk
+				}
 				st := stages[k]
 				i := nextF[r][k]
 				if i >= m {
@@ -427,6 +494,40 @@ func zeroBubbleOrder(s *Schedule, limit, total []int, costs Costs) ([][]compute,
 				if st == 0 || ready(fDone[i][st-1], st-1, st, t) {
 					pick = &compute{Forward, i, st}
 				}
+			}
+		}
+		if pick == nil && len(pendingW[r]) > 0 && pol.waitForInputGrad > 0 {
+			// an input gradient about to be ready goes before a weight pass
+			soon := -1.0
+			for _, st := range stages {
+				for i := 0; i < m; i++ {
+					if bDone[i][st] != notDone {
+						continue
+					}
+					at := fDone[i][st]
+					if at == notDone {
+						break
+					}
+					if st < S-1 {
+						up := bDone[i][st+1]
+						if up == notDone {
+							break
+						}
+						if s.stageRank[st+1] != r {
+							up += costs.Comm
+						}
+						at = max(at, up)
+					}
+					if soon < 0 || at < soon {
+						soon = at
+					}
+					break
+				}
+			}
+			w := pendingW[r][0]
+			if soon > t && soon-t < pol.waitForInputGrad*costs.of(BackwardWeight, w.stage) {
+				free[r], tried[r] = soon, false
+				continue
 			}
 		}
 		if pick == nil && len(pendingW[r]) > 0 {
