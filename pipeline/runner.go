@@ -225,6 +225,11 @@ func (r *Runner) Trace() [][]TraceEvent {
 // stage averaged) and all plan the same lists.
 func (r *Runner) Replan() error { return r.ReplanContext(context.Background()) }
 
+// ErrNotReplanned is what ReplanContext returns (wrapped) when no list
+// could be planned for the measured costs; the runner keeps its schedule,
+// which stays correct.
+var ErrNotReplanned = errors.New("pipeline: no schedule planned for the measured pass times")
+
 // ReplanContext is Replan, its exchange of pass times bounded by ctx.
 func (r *Runner) ReplanContext(ctx context.Context) error {
 	sc := r.Schedule
@@ -283,7 +288,7 @@ func (r *Runner) ReplanContext(ctx context.Context) error {
 	}
 	planned, err := NewWithCosts(sc.Name, sc.Ranks, sc.Micro, sc.Chunks, c)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrNotReplanned, err)
 	}
 	r.Schedule = planned
 	return nil

@@ -76,6 +76,7 @@ type PipelineModel struct {
 	// micro is the micro-batches of one run of the schedule, flushes the
 	// runs of one step (PipelineConfig.MicroBatches with GradAccum).
 	micro, flushes int
+	replan         zeroBubbleReplan
 	// Plan is the cut (stages, parameters, crossing tensors).
 	Plan *pipeline.Plan
 	// Schedule is the per-rank action lists the runner follows.
@@ -207,14 +208,22 @@ func (p *PipelineModel) OptimizerStep() error {
 			a.amp.lastSkipped = true
 			a.step++
 			a.log.WithField("step", a.step).Warnf("gradients hold inf/NaN at loss scale %g: step skipped in every stage, scale now %g", s.Scale()/s.cfg.BackoffFactor, s.Scale())
-			return nil
+			return p.afterStep()
 		}
 	}
 	if err := p.runner.UpdateContext(context.Background()); err != nil {
 		return err
 	}
 	a.step++
-	return nil
+	return p.afterStep()
+}
+
+// afterStep replans a zero-bubble schedule for the measured pass times
+// once (zeroBubbleReplan); Schedule follows the runner's.
+func (p *PipelineModel) afterStep() error {
+	err := p.replan.afterStep(context.Background(), p.runner, func(f string, args ...any) { p.acc.log.Infof(f, args...) })
+	p.Schedule = p.runner.Schedule
+	return err
 }
 
 // SetLR sets the learning rate of every stage's optimizer.

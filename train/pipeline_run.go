@@ -281,6 +281,7 @@ func runPipeline(ctx context.Context, cfg Config, onRestart bool, out, msg io.Wr
 		return control.observe(cfg, ev, msg)
 	}
 	stopped := false // early stopping
+	var replan zeroBubbleReplan
 	for epoch := startEpoch; epoch < epochs && !(cfg.Steps > 0 && step >= cfg.Steps) && !stopped; epoch++ {
 		var window []pipeline.Batch
 		samples := 0
@@ -338,6 +339,9 @@ func runPipeline(ctx context.Context, cfg Config, onRestart bool, out, msg io.Wr
 			}
 			step++
 			runner.SetLR(lrs.LR(step))
+			if err := replan.afterStep(ctx, runner, func(f string, a ...any) { fmt.Fprintf(msg, f+"\n", a...) }); err != nil {
+				return sum, fmt.Errorf("step %d, epoch %d: %w", step, epoch, err)
+			}
 			rec := StepRecord{Step: step, Epoch: epoch, Loss: stats.Loss, LR: lr, GradNorm: norm, Samples: samples,
 				SamplesPerS: float64(samples) / time.Since(started).Seconds()}
 			if scaler != nil {
