@@ -7,6 +7,10 @@ package vmath
 // pass over memory. y, d and a must be at least as long as x.
 func GeluErf32(y, d, a, x []float32, c1, c2, c3 float32) {
 	y, d, a = y[:len(x)], d[:len(x)], a[:len(x)]
+	if hasAVX512 {
+		wideGeluErf(y, d, a, x, c1, c2, c3)
+		return
+	}
 	n := len(x) &^ (block - 1)
 	if n > 0 {
 		geluErf(y[:n], d[:n], a[:n], x[:n], c1, c2, c3)
@@ -27,6 +31,10 @@ func GeluErf32(y, d, a, x []float32, c1, c2, c3 float32) {
 // must be at least as long as x.
 func ErfGrad32(dst, dy, x []float32, c float32) {
 	dst, dy = dst[:len(x)], dy[:len(x)]
+	if hasAVX512 {
+		wideErfGrad(dst, dy, x, c)
+		return
+	}
 	n := len(x) &^ (block - 1)
 	if n > 0 {
 		erfGrad(dst[:n], dy[:n], x[:n], c)
@@ -69,6 +77,10 @@ func erfGradGo(dst, dy, x []float32, c float32) {
 // long as dst.
 func GeluErfGrad32(dst, dy, x, d, a []float32, c1, c3, k float32) {
 	dy, x, d, a = dy[:len(dst)], x[:len(dst)], d[:len(dst)], a[:len(dst)]
+	if hasAVX512 {
+		wideGeluErfGrad(dst, dy, x, d, a, c1, c3, k)
+		return
+	}
 	n := len(dst) &^ (block - 1)
 	if n > 0 {
 		geluErfGrad(dst[:n], dy[:n], x[:n], d[:n], a[:n], c1, c3, k)

@@ -2,15 +2,21 @@ package vmath
 
 import "math"
 
-// block is how many elements the assembly loops take per step; the
-// wrappers run a shorter tail through a padded block (ExpShift32: masked
-// loads and stores) so that every element goes through the same code.
+// block is how many elements the AVX2 loops take per step; the wrappers
+// run a shorter tail through a padded block (ExpShift32: masked loads and
+// stores) so that every element goes through the same code. The AVX-512
+// loops (sixteen lanes, where hasAVX512) take any length, the tail through
+// masked loads and stores.
 const block = 8
 
 // Exp32 sets dst[i] = e^src[i] for i < len(src); dst must be at least as
 // long as src (it may be src).
 func Exp32(dst, src []float32) {
 	dst = dst[:len(src)]
+	if hasAVX512 {
+		wideExp(dst, src)
+		return
+	}
 	n := len(src) &^ (block - 1)
 	if n > 0 {
 		exp(dst[:n], src[:n])
@@ -43,6 +49,10 @@ func ExpShift32(dst, src []float32, m float64) float64 {
 // Erf32 sets dst[i] = erf(src[i]); dst may be src.
 func Erf32(dst, src []float32) {
 	dst = dst[:len(src)]
+	if hasAVX512 {
+		wideErf(dst, src)
+		return
+	}
 	n := len(src) &^ (block - 1)
 	if n > 0 {
 		erf(dst[:n], src[:n])

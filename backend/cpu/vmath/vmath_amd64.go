@@ -58,6 +58,9 @@ func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32) float64
 
 // sumExpShift is SumExpShift32's loop over len(src), a multiple of 8.
 func sumExpShift(src []float32, m float32) float64 {
+	if hasAVX512 {
+		return sumExpShift512(&src[0], len(src), m, &avx512Const[0])
+	}
 	if !hasAVX2FMA {
 		return sumExpShiftGo(src, m)
 	}
@@ -74,6 +77,9 @@ func exp(dst, src []float32) {
 
 // expShiftAll is ExpShift32 for any len(src) > 0.
 func expShiftAll(dst, src []float32, mh, ml float32) float64 {
+	if hasAVX512 {
+		return expShift512(&dst[0], &src[0], len(src), mh, ml, &avx512Const[0])
+	}
 	if !hasAVX2FMA {
 		return expShiftGo(dst, src, mh, ml)
 	}
