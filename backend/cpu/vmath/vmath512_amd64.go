@@ -104,3 +104,33 @@ func wideGeluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
 		geluErfGrad512(&dst[0], &dy[0], &x[0], &d[0], &a[0], len(dst), c1, c3, k, &avx512Const[0])
 	}
 }
+
+//go:noescape
+func geluErfBias512(y, p, bias *float32, n int, c1, c2, c3 float32, consts *[16]float32)
+
+//go:noescape
+func geluErfGradX512(dst, y, dy, x *float32, n int, c1, c2, c3, k float32, consts *[16]float32)
+
+// wideGeluErfBias: bias nil or as long as p.
+func wideGeluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
+	if len(p) == 0 {
+		return
+	}
+	var bp *float32
+	if bias != nil {
+		bp = &bias[0]
+	}
+	geluErfBias512(&y[0], &p[0], bp, len(p), c1, c2, c3, &avx512Const[0])
+}
+
+// wideGeluErfGradX: y nil or as long as x.
+func wideGeluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
+	if len(x) == 0 {
+		return
+	}
+	var yp *float32
+	if y != nil {
+		yp = &y[0]
+	}
+	geluErfGradX512(&dst[0], yp, &dy[0], &x[0], len(x), c1, c2, c3, k, &avx512Const[0])
+}

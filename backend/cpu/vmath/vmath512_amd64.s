@@ -516,3 +516,105 @@ ggLoop:
 ggDone:
 	VZEROUPPER
 	RET
+
+// func geluErfBias512(y, p, bias *float32, n int, c1, c2, c3 float32, consts *[16]float32)
+// p = p + bias (where bias is not nil; stored), then y = GeluErf32's y of
+// p: d = p/c1, a = erf(d) + c2, y = (p·a)·c3, each operation rounded.
+TEXT ·geluErfBias512(SB), NOSPLIT, $0-56
+	MOVQ y+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ bias+16(FP), R10
+	MOVQ n+24(FP), CX
+	VBROADCASTSS c1+32(FP), Z9
+	VBROADCASTSS c2+36(FP), Z10
+	VBROADCASTSS c3+40(FP), Z11
+	MOVQ consts+48(FP), R8
+	ERF_CONSTS16
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE gbLoop
+	TAILK
+
+gbLoop:
+	VMOVUPS.Z (SI), K1, Z8
+	TESTQ R10, R10
+	JZ gbNoBias
+	VMOVUPS.Z (R10), K1, Z7
+	VADDPS Z7, Z8, Z8
+	VMOVUPS Z8, K1, (SI)
+	ADDQ $64, R10
+
+gbNoBias:
+	VDIVPS Z9, Z8, Z0
+	ERF16
+	VADDPS Z10, Z5, Z5
+	VMULPS Z5, Z8, Z5
+	VMULPS Z11, Z5, Z5
+	VMOVUPS Z5, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	NEXT16(gbLoop, gbDone)
+
+gbDone:
+	VZEROUPPER
+	RET
+
+// func geluErfGradX512(dst, y, dy, x *float32, n int, c1, c2, c3, k float32, consts *[16]float32)
+// geluErf512 and geluErfGrad512 in one pass, d and a kept in registers: d
+// = x/c1, a = erf(d) + c2, y = (x·a)·c3 (stored where y is not nil), m =
+// dy·c3, dst = m·a + ((m·x)·(k·e^-(d·d)))/c1, each operation rounded.
+// dst may be dy.
+TEXT ·geluErfGradX512(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), DI
+	MOVQ y+8(FP), BX
+	MOVQ dy+16(FP), DX
+	MOVQ x+24(FP), SI
+	MOVQ n+32(FP), CX
+	VBROADCASTSS c1+40(FP), Z9
+	VBROADCASTSS c2+44(FP), Z10
+	VBROADCASTSS c3+48(FP), Z11
+	VBROADCASTSS k+52(FP), Z12
+	MOVQ consts+56(FP), R8
+	ERF_CONSTS16
+	EXP_CONSTS
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z13
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE gxLoop
+	TAILK
+
+gxLoop:
+	VMOVUPS.Z (SI), K1, Z8
+	VDIVPS Z9, Z8, Z0
+	VMOVAPS Z0, Z14 // d
+	ERF16
+	VADDPS Z10, Z5, Z15 // a
+	TESTQ BX, BX
+	JZ gxNoY
+	VMULPS Z15, Z8, Z5
+	VMULPS Z11, Z5, Z5
+	VMOVUPS Z5, K1, (BX)
+	ADDQ $64, BX
+
+gxNoY:
+	VMULPS Z14, Z14, Z0
+	VPXORD Z13, Z0, Z0 // -(d·d)
+	EXP16(Z0, Z1, Z2, Z3)
+	VMULPS Z12, Z3, Z3 // k·e
+	VMOVUPS.Z (DX), K1, Z16
+	VMULPS Z11, Z16, Z16 // m = dy·c3
+	VMULPS Z8, Z16, Z4 // m·x
+	VMULPS Z3, Z4, Z4
+	VDIVPS Z9, Z4, Z4
+	VMULPS Z15, Z16, Z5 // m·a
+	VADDPS Z4, Z5, Z5
+	VMOVUPS Z5, K1, (DI)
+	ADDQ $64, DI
+	ADDQ $64, DX
+	ADDQ $64, SI
+	NEXT16(gxLoop, gxDone)
+
+gxDone:
+	VZEROUPPER
+	RET

@@ -360,3 +360,48 @@ func TestNoAVX512EnvironmentVmath(t *testing.T) {
 	require.NoError(t, err, "child: %s", out)
 	assert.Contains(t, string(out), "PASS")
 }
+
+// The one-pass AVX-512 loops for the GEMM epilogues give the separate
+// calls' bits, masked tails and the subnormal band included, and write
+// nothing past the end.
+func TestGeluFused512MatchGo(t *testing.T) {
+	needAVX512(t)
+	rng := rand.New(rand.NewPCG(33, 34))
+	c1, c2, c3, k := float32(math.Sqrt2), float32(1), float32(0.5), float32(2/math.Sqrt(math.Pi))
+	for n := 1; n <= 70; n++ {
+		x, dy, bias := specialsAt(n, rng, 5), specialsAt(n, rng, 1), specialsAt(n, rng, 1)
+		for i := range x {
+			if i%7 == 2 {
+				x[i] = float32(13.2+rng.Float64()*1.2) * float32(1-2*(i%2)) // e^-(d·d) subnormal
+			}
+		}
+		p := append(append([]float32(nil), x...), -7)
+		y := make([]float32, n+16)
+		for i := range y {
+			y[i] = -7
+		}
+		geluErfBias512(&y[0], &p[0], &bias[0], n, c1, c2, c3, &avx512Const[0])
+		wantP := append([]float32(nil), x...)
+		for i := range wantP {
+			wantP[i] += bias[i]
+		}
+		wantY, _ := geluRef(wantP, nil, c1, c2, c3, k)
+		for i := range wantP {
+			sameBits32(t, "bias p", i, x[i], p[i], wantP[i])
+			sameBits32(t, "bias y", i, x[i], y[i], wantY[i])
+		}
+		require.True(t, p[n] == -7 && y[n] == -7, "n=%d: past the end written", n)
+
+		wantY, wantD := geluRef(x, dy, c1, c2, c3, k)
+		dst := make([]float32, n+16)
+		for i := range y {
+			y[i], dst[i] = -7, -7
+		}
+		geluErfGradX512(&dst[0], &y[0], &dy[0], &x[0], n, c1, c2, c3, k, &avx512Const[0])
+		for i := range x {
+			sameBits32(t, "gradX y", i, x[i], y[i], wantY[i])
+			sameBits32(t, "gradX dst", i, x[i], dst[i], wantD[i])
+		}
+		require.True(t, dst[n] == -7 && y[n] == -7, "n=%d: past the end written", n)
+	}
+}

@@ -36,3 +36,11 @@ func wideErfGrad(dst, dy, x []float32, c float32) { erfGradGo(dst, dy, x, c) }
 func wideGeluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
 	geluErfGradGo(dst, dy, x, d, a, c1, c3, k)
 }
+
+func wideGeluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
+	geluErfBiasBlocks(y, p, bias, c1, c2, c3)
+}
+
+func wideGeluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
+	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
+}
