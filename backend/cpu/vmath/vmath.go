@@ -78,6 +78,10 @@ const (
 	// e^x·2^k rounds to 0; the assembly zeroes those lanes rather than
 	// let the multiply underflow (the same bits, no microcode assist).
 	expKMin = -151
+	// expKSub: where expKMin < k < expKSub the result may be subnormal
+	// (p·2^k with p < 1.42 is below 2^-126 only if k ≤ -126); the
+	// assembly then rounds it without a subnormal multiply (EXP_FINISH).
+	expKSub = -125
 )
 
 // expP: e^r = 1 + r + r²·P(r) for |r| ≤ 0.3467, P of degree 4 fitted

@@ -3,7 +3,6 @@
 package vmath
 
 import (
-	"math"
 	"os"
 
 	"golang.org/x/sys/cpu"
@@ -21,29 +20,15 @@ var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F && os.Getenv("ONNXTRAIN_NO_AVX5
 // AVX512 reports whether vmath's kernels run their AVX-512 loops.
 func AVX512() bool { return hasAVX512 }
 
-// Rows of avx512Const, in the order of the Z_* offsets in
-// vmath512_amd64.s: the broadcast constants of avxConst, sixteen lanes
-// each, erfTab's rows twice over (VPERMPS on zmm indexes sixteen lanes;
-// the indices stay below 8), then the rows only the AVX-512 loops use.
-const (
-	z512IOne    = len(avxConst)     // int32 1 (avxConst ends with expKMin as an int32)
-	z512MinNorm = len(avxConst) + 1 // the bits of 2^-126, the smallest normal float32
-	z512Rows    = len(avxConst) + 2
-)
-
-var avx512Const = func() (c [z512Rows][16]float32) {
+// avx512Const is avxConst with every row sixteen lanes wide, in the order
+// of the Z_* offsets in vmath512_amd64.s (erfTab's rows twice over:
+// VPERMPS on zmm indexes sixteen lanes; the indices stay below 8).
+var avx512Const = func() (c [len(avxConst)][16]float32) {
 	for i := range avxConst {
 		for j := range c[i] {
 			c[i][j] = avxConst[i][j%8]
 		}
 	}
-	fill := func(row int, bits uint32) {
-		for j := range c[row] {
-			c[row][j] = math.Float32frombits(bits)
-		}
-	}
-	fill(z512IOne, 1)
-	fill(z512MinNorm, 0x00800000)
 	return c
 }()
 

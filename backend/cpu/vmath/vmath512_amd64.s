@@ -9,7 +9,7 @@
 // assist (EXP_FINISH16).
 //
 // Offsets of the rows of avx512Const (sixteen float32 lanes, 64 bytes
-// each): avxConst's rows widened, then Z_IONE and Z_MINNORM.
+// each): avxConst's rows widened.
 #define Z_LO 0
 #define Z_HI 64
 #define Z_INVLN2 128
@@ -44,8 +44,9 @@
 #define Z_Q4 1984
 #define Z_Q5 2048
 #define Z_KMIN 2112
-#define Z_IONE 2176
-#define Z_MINNORM 2240
+#define Z_KSUB 2176
+#define Z_I128 2240
+#define Z_MINNORM 2304
 
 // EXP_REDUCE16 is EXP_REDUCE on sixteen lanes.
 #define EXP_REDUCE16(X, T, K) \
@@ -54,23 +55,13 @@
 	VSUBPS Z_MAGIC(R8), T, K \
 	VFNMADD231PS Z_LN2HI(R8), K, X
 
-// EXP_FINISH16 is EXP_FINISH on sixteen lanes (K3 and K4 clobbered), with
-// one more case. As there, p = 1 + (r + r²·P(r)) and the result is
-// p·2^k1·2^k2 (k1 = k>>1, k2 = k - k1), with 2^k2 replaced by +0 where k ≤
-// -151 (K3 clear). Where the result is subnormal (K4: k > -151 and the
-// exponent of p·2^k, (p's biased exponent) + k, below 1) the last multiply
-// would take the assist; there it is an FMA that adds 2^-126 instead,
-//
-//	q = p·2^k1·2^k2 + 2^-126 (one rounding; p·2^k1 and 2^k2 normal),
-//
-// whose result lies in [2^-126, 2^-125], where float32's spacing is 2^-149,
-// the subnormals': q's bits minus those of 2^-126 are those of p·2^k
-// rounded to nearest even among the subnormals (a carry into the smallest
-// normal included), the bits the multiply gives, with no subnormal in or
-// out. Elsewhere the FMA adds +0 and subtracts nothing: the multiply's
-// bits (the sum p·2^k1·2^k2 + 0 is rounded once, and is positive, +Inf or
-// NaN).
-#define EXP_FINISH16(X, T, K, P) \
+// EXP_FINISH16 is EXP_FINISH on sixteen lanes (K3, K4 and the flags
+// clobbered; LM, LD labels unique to the use), the same operations: 2^k2
+// replaced by +0 where k ≤ -151 (K3 clear), and in blocks where some lane
+// has -151 < k < -125 (K4) the last multiply made an FMA that adds 2^-126
+// in the lanes whose result is subnormal, then takes 2^-126's bits off
+// (see EXP_FINISH): no subnormal multiply, the same bits.
+#define EXP_FINISH16(X, T, K, P, LM, LD) \
 	VFNMADD231PS Z_LN2LO(R8), K, X \
 	VPSUBD Z_MAGIC(R8), T, T \
 	VMULPS X, X, K \
@@ -82,9 +73,7 @@
 	VFMADD213PS X, K, P \
 	VADDPS Z_ONE(R8), P, P \
 	VPCMPD $6, Z_KMIN(R8), T, K3 \
-	VPSRLD $23, P, X \
-	VPADDD T, X, X \
-	VPCMPD $1, Z_IONE(R8), X, K3, K4 \
+	VPCMPD $1, Z_KSUB(R8), T, K3, K4 \
 	VPSRAD $1, T, K \
 	VPSUBD K, T, T \
 	VPADDD Z_BIAS(R8), K, K \
@@ -93,17 +82,27 @@
 	VPSLLD $23, T, T \
 	VMOVDQU32.Z T, K3, T \
 	VMULPS K, P, P \
+	KORTESTW K4, K4 \
+	JZ LM \
+	VPSRLD $23, P, X \
+	VPSRLD $23, T, K \
+	VPADDD K, X, X \
+	VPCMPD $1, Z_I128(R8), X, K4 \
 	VMOVDQU32.Z Z_MINNORM(R8), K4, X \
 	VFMADD213PS X, T, P \
-	VPSUBD X, P, P
+	VPSUBD X, P, P \
+	JMP LD \
+LM: \
+	VMULPS T, P, P \
+LD:
 
-// EXP16 sets P = e^X for sixteen lanes (X, T, K clobbered): the clamp to
+// EXP16 sets P = e^X for sixteen lanes (X, T, K clobbered; LM, LD labels): the clamp to
 // [Z30, Z31] = [expLo, expHi] with x as the second source (a NaN passes).
-#define EXP16(X, T, K, P) \
+#define EXP16(X, T, K, P, LM, LD) \
 	VMAXPS X, Z30, X \
 	VMINPS X, Z31, X \
 	EXP_REDUCE16(X, T, K) \
-	EXP_FINISH16(X, T, K, P)
+	EXP_FINISH16(X, T, K, P, LM, LD)
 
 // TAILK sets K1 to the first CX (1-15) lanes; AX is clobbered.
 #define TAILK \
@@ -129,8 +128,8 @@ exp32:
 	JLT exp16
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z4
-	EXP16(Z0, Z1, Z2, Z3)
-	EXP16(Z4, Z5, Z6, Z7)
+	EXP16(Z0, Z1, Z2, Z3, zm1, zd1)
+	EXP16(Z4, Z5, Z6, Z7, zm2, zd2)
 	VMOVUPS Z3, (DI)
 	VMOVUPS Z7, 64(DI)
 	ADDQ $128, SI
@@ -148,7 +147,7 @@ exp16:
 
 expBody:
 	VMOVUPS.Z (SI), K1, Z0
-	EXP16(Z0, Z1, Z2, Z3)
+	EXP16(Z0, Z1, Z2, Z3, zm3, zd3)
 	VMOVUPS Z3, K1, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
@@ -160,8 +159,8 @@ expDone:
 	RET
 
 // EXPSHIFT16R is EXPSHIFT8R on sixteen lanes: O = e^(I - m), m = mh + ml
-// in Z13 and Z12 (I, A, B, C clobbered; K5 too).
-#define EXPSHIFT16R(I, A, B, C, O) \
+// in Z13 and Z12 (I, A, B, C clobbered; K5 too; LM, LD labels).
+#define EXPSHIFT16R(I, A, B, C, O, LM, LD) \
 	VSUBPS Z13, I, A \
 	VSUBPS I, A, B \
 	VSUBPS B, A, C \
@@ -175,7 +174,7 @@ expDone:
 	VMOVDQU32.Z C, K5, C \
 	EXP_REDUCE16(I, A, B) \
 	VADDPS C, I, I \
-	EXP_FINISH16(I, A, B, O)
+	EXP_FINISH16(I, A, B, O, LM, LD)
 
 // SUM16 adds the sixteen float32 lanes of ZR (YR its low half), widened to
 // float64, to the eight float64 lane sums in Z10: lanes 0-7 first, then
@@ -206,8 +205,8 @@ shift32:
 	JLT shift16
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z5
-	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4)
-	EXPSHIFT16R(Z5, Z6, Z7, Z8, Z9)
+	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, zm4, zd4)
+	EXPSHIFT16R(Z5, Z6, Z7, Z8, Z9, zm5, zd5)
 	VMOVUPS Z4, (DI)
 	VMOVUPS Z9, 64(DI)
 	SUM16(Z4, Y4, Z0, Y0)
@@ -229,7 +228,7 @@ shift16:
 
 shiftBody:
 	VMOVUPS.Z (SI), K1, Z0
-	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4)
+	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, zm6, zd6)
 	VMOVUPS.Z Z4, K1, Z4
 	VMOVUPS Z4, K1, (DI)
 	SUM16(Z4, Y4, Z0, Y0)
@@ -271,8 +270,8 @@ sumExp32:
 	VMOVUPS 64(SI), Z4
 	VSUBPS Z13, Z0, Z0
 	VSUBPS Z13, Z4, Z4
-	EXP16(Z0, Z1, Z2, Z3)
-	EXP16(Z4, Z5, Z6, Z7)
+	EXP16(Z0, Z1, Z2, Z3, zm7, zd7)
+	EXP16(Z4, Z5, Z6, Z7, zm8, zd8)
 	VADDPS Z3, Z10, Z10
 	VADDPS Z7, Z10, Z10
 	ADDQ $128, SI
@@ -290,7 +289,7 @@ sumExp16:
 sumExpBody:
 	VMOVUPS.Z (SI), K1, Z0
 	VSUBPS Z13, Z0, Z0
-	EXP16(Z0, Z1, Z2, Z3)
+	EXP16(Z0, Z1, Z2, Z3, zm9, zd9)
 	VADDPS Z3, Z10, K1, Z10
 	ADDQ $64, SI
 	SUBQ $16, CX
@@ -456,7 +455,7 @@ gradLoop:
 	VMOVUPS.Z (SI), K1, Z0
 	VMULPS Z0, Z0, Z0
 	VPXORD Z11, Z0, Z0 // -(x·x)
-	EXP16(Z0, Z1, Z2, Z3)
+	EXP16(Z0, Z1, Z2, Z3, zm10, zd10)
 	VMULPS Z10, Z3, Z3
 	VMOVUPS.Z (DX), K1, Z4
 	VMULPS Z4, Z3, Z3
@@ -494,7 +493,7 @@ ggLoop:
 	VMOVUPS.Z (BX), K1, Z0
 	VMULPS Z0, Z0, Z0
 	VPXORD Z11, Z0, Z0 // -(d·d)
-	EXP16(Z0, Z1, Z2, Z3)
+	EXP16(Z0, Z1, Z2, Z3, zm11, zd11)
 	VMULPS Z12, Z3, Z3 // k·e
 	VMOVUPS.Z (DX), K1, Z8
 	VMULPS Z10, Z8, Z8 // m = dy·c3
@@ -600,7 +599,7 @@ gxLoop:
 gxNoY:
 	VMULPS Z14, Z14, Z0
 	VPXORD Z13, Z0, Z0 // -(d·d)
-	EXP16(Z0, Z1, Z2, Z3)
+	EXP16(Z0, Z1, Z2, Z3, zm12, zd12)
 	VMULPS Z12, Z3, Z3 // k·e
 	VMOVUPS.Z (DX), K1, Z16
 	VMULPS Z11, Z16, Z16 // m = dy·c3

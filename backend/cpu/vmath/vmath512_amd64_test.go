@@ -106,6 +106,52 @@ func TestExp512MatchesGo(t *testing.T) {
 	assert.Equal(t, math.Float32bits(want[0]), math.Float32bits(one[0]), "AVX-512 rounds up to 2^-126")
 }
 
+// The AVX2 loops round the subnormal band the same way (EXP_FINISH's FMA
+// with 2^-126): every float32 there gives expGo's bits, through exp, the
+// exact shift (the carry into 2^-126 included) and erfGrad's e^-(x·x).
+func TestAVX2SubnormalBandMatchesGo(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2/FMA on this CPU (missing hardware)")
+	}
+	xs := band(-87.2, -104.1)
+	n := len(xs) &^ 7
+	got, want := make([]float32, len(xs)), make([]float32, len(xs))
+	expAVX2(&got[0], &xs[0], n, &avxConst[0])
+	expGo(want, xs)
+	for i := range n {
+		sameBits32(t, "expAVX2", i, xs[i], got[i], want[i])
+	}
+	sh := make([]float32, len(xs))
+	for i := range sh {
+		sh[i] = xs[i] + 10
+	}
+	expShiftAVX2(&got[0], &sh[0], len(sh), 10, 1e-7, &avxConst[0], &tailMask[0])
+	expShiftGo(want, sh, 10, 1e-7)
+	for i := range sh {
+		sameBits32(t, "expShiftAVX2", i, sh[i], got[i], want[i])
+	}
+	m := 126*math.Ln2 + 3e-8
+	mh := float32(m)
+	ml := float32(m - float64(mh))
+	zero := []float32{0}
+	var one [1]float32
+	expShiftAVX2(&one[0], &zero[0], 1, mh, ml, &avxConst[0], &tailMask[0])
+	assert.Equal(t, float32(0x1p-126), one[0], "AVX2 rounds up to 2^-126")
+	// x in [13.2, 14.4]: -(x·x) in the band.
+	gx := band(13.2, 14.4)
+	gx = gx[:len(gx)&^7]
+	dy := make([]float32, len(gx))
+	for i := range dy {
+		dy[i] = 1.5
+	}
+	g, gg := make([]float32, len(gx)), make([]float32, len(gx))
+	erfGradAVX2(&g[0], &dy[0], &gx[0], len(gx), 1.25, &avxConst[0])
+	erfGradGo(gg, dy, gx, 1.25)
+	for i := range gx {
+		sameBits32(t, "erfGradAVX2", i, gx[i], g[i], gg[i])
+	}
+}
+
 // Every length from 1 to 80 (whole blocks of 16 and 32, masked tails) at
 // every offset: the Go bits, nothing written past the end.
 func TestExp512Lengths(t *testing.T) {
