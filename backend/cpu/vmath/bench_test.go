@@ -97,3 +97,24 @@ func BenchmarkExp32SubnormalBand(b *testing.B) {
 		Exp32(d, x)
 	}
 }
+
+func BenchmarkGeluErfGradX32(b *testing.B) {
+	x := benchInput()
+	y, dy, g := make([]float32, len(x)), make([]float32, len(x)), make([]float32, len(x))
+	for i := range dy {
+		dy[i] = float32(i%13)*0.1 - 0.6
+	}
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		GeluErfGradX32(g, y, dy, x, 1.4142135, 1, 0.5, 1.1283792)
+	}
+}
+
+func BenchmarkGeluErfBias32(b *testing.B) {
+	x := benchInput()
+	y := make([]float32, len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		GeluErfBias32(y, x, nil, 1.4142135, 1, 0.5)
+	}
+}
