@@ -7,6 +7,10 @@ package vmath
 // pass over memory. y, d and a must be at least as long as x.
 func GeluErf32(y, d, a, x []float32, c1, c2, c3 float32) {
 	y, d, a = y[:len(x)], d[:len(x)], a[:len(x)]
+	if hasAVX512 {
+		wideGeluErf(y, d, a, x, c1, c2, c3)
+		return
+	}
 	n := len(x) &^ (block - 1)
 	if n > 0 {
 		geluErf(y[:n], d[:n], a[:n], x[:n], c1, c2, c3)
@@ -27,6 +31,10 @@ func GeluErf32(y, d, a, x []float32, c1, c2, c3 float32) {
 // must be at least as long as x.
 func ErfGrad32(dst, dy, x []float32, c float32) {
 	dst, dy = dst[:len(x)], dy[:len(x)]
+	if hasAVX512 {
+		wideErfGrad(dst, dy, x, c)
+		return
+	}
 	n := len(x) &^ (block - 1)
 	if n > 0 {
 		erfGrad(dst[:n], dy[:n], x[:n], c)
@@ -69,6 +77,10 @@ func erfGradGo(dst, dy, x []float32, c float32) {
 // long as dst.
 func GeluErfGrad32(dst, dy, x, d, a []float32, c1, c3, k float32) {
 	dy, x, d, a = dy[:len(dst)], x[:len(dst)], d[:len(dst)], a[:len(dst)]
+	if hasAVX512 {
+		wideGeluErfGrad(dst, dy, x, d, a, c1, c3, k)
+		return
+	}
 	n := len(dst) &^ (block - 1)
 	if n > 0 {
 		geluErfGrad(dst[:n], dy[:n], x[:n], d[:n], a[:n], c1, c3, k)
@@ -91,5 +103,71 @@ func geluErfGradGo(dst, dy, x, d, a []float32, c1, c3, k float32) {
 		e := expCore(-(d[i] * d[i]), 0, false)
 		dd := (m * x[i]) * (k * e)
 		dst[i] = float32(m*a[i]) + float32(dd/c1)
+	}
+}
+
+// fusedBlock is how many elements GeluErfBias32 and GeluErfGradX32 take at
+// a time where they run GeluErf32 and GeluErfGrad32 one after the other
+// (without AVX-512): the intermediates live in stack scratch, in L1.
+const fusedBlock = 256
+
+// GeluErfBias32 is a bias add followed by GeluErf32's y, as a GEMM's
+// epilogue applies them to a row: for i < len(p), p[i] = p[i] + bias[i]
+// (rounded; p is left as it is when bias is nil) and y[i] = GeluErf32's
+// y of the new p[i], in one pass without the intermediates d and a. y and
+// bias (when not nil) must be at least as long as p.
+func GeluErfBias32(y, p, bias []float32, c1, c2, c3 float32) {
+	y = y[:len(p)]
+	if bias != nil {
+		bias = bias[:len(p)]
+	}
+	if hasAVX512 {
+		wideGeluErfBias(y, p, bias, c1, c2, c3)
+		return
+	}
+	geluErfBiasBlocks(y, p, bias, c1, c2, c3)
+}
+
+func geluErfBiasBlocks(y, p, bias []float32, c1, c2, c3 float32) {
+	var d, a [fusedBlock]float32
+	for i := 0; i < len(p); i += fusedBlock {
+		j := min(i+fusedBlock, len(p))
+		if bias != nil {
+			for k, b := range bias[i:j] {
+				p[i+k] += b
+			}
+		}
+		GeluErf32(y[i:j], d[:j-i], a[:j-i], p[i:j], c1, c2, c3)
+	}
+}
+
+// GeluErfGradX32 is GeluErf32 followed by GeluErfGrad32 on its
+// intermediates, in one pass without them: for i < len(x), with d = x/c1
+// and a = erf(d) + c2 rounded as GeluErf32 rounds them, y[i] = (x[i]·a)·c3
+// when y is not nil, and dst[i] = m·a + ((m·x[i])·(k·e^-(d·d)))/c1 with m
+// = dy[i]·c3, the bits of the two calls. dst may be dy; dst, dy and y
+// (when not nil) must be at least as long as x.
+func GeluErfGradX32(dst, y, dy, x []float32, c1, c2, c3, k float32) {
+	dst, dy = dst[:len(x)], dy[:len(x)]
+	if y != nil {
+		y = y[:len(x)]
+	}
+	if hasAVX512 {
+		wideGeluErfGradX(dst, y, dy, x, c1, c2, c3, k)
+		return
+	}
+	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
+}
+
+func geluErfGradXBlocks(dst, y, dy, x []float32, c1, c2, c3, k float32) {
+	var ys, d, a [fusedBlock]float32
+	for i := 0; i < len(x); i += fusedBlock {
+		j := min(i+fusedBlock, len(x))
+		yb := ys[:j-i]
+		if y != nil {
+			yb = y[i:j]
+		}
+		GeluErf32(yb, d[:j-i], a[:j-i], x[i:j], c1, c2, c3)
+		GeluErfGrad32(dst[i:j], dy[i:j], x[i:j], d[:j-i], a[:j-i], c1, c3, k)
 	}
 }

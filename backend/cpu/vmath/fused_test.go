@@ -148,3 +148,75 @@ func TestNoAllocations(t *testing.T) {
 		require.Zero(t, testing.AllocsPerRun(10, f), name)
 	}
 }
+
+// geluRef is GeluErf32's y, d, a and GeluErfGrad32's dst by the pure-Go
+// loops, one element at a time: the bits GeluErfBias32 and GeluErfGradX32
+// must give.
+func geluRef(x, dy []float32, c1, c2, c3, k float32) (y, dst []float32) {
+	y, dst = make([]float32, len(x)), make([]float32, len(x))
+	d, a := make([]float32, len(x)), make([]float32, len(x))
+	geluErfGo(y, d, a, x, c1, c2, c3)
+	if dy != nil {
+		geluErfGradGo(dst, dy, x, d, a, c1, c3, k)
+	}
+	return y, dst
+}
+
+// GeluErfBias32 and GeluErfGradX32 give the bits of the bias add, GeluErf32
+// and GeluErfGrad32 run one after another: at every length from 0 to 40
+// and at a few long ones (blocks of fusedBlock and their tails), with and
+// without the bias and y, dst over dy; both the dispatched form and the
+// blocked one (what a CPU without AVX-512 runs).
+func TestGeluErfBiasAndGradXMatchTheSeparateCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	c1, c2, c3, k := float32(math.Sqrt2), float32(1), float32(0.5), float32(2/math.Sqrt(math.Pi))
+	var lengths []int
+	for n := 0; n <= 40; n++ {
+		lengths = append(lengths, n)
+	}
+	lengths = append(lengths, 255, 256, 257, 1000)
+	type biasFn func(y, p, bias []float32, c1, c2, c3 float32)
+	type gradFn func(dst, y, dy, x []float32, c1, c2, c3, k float32)
+	forms := []struct {
+		name string
+		bias biasFn
+		grad gradFn
+	}{{"dispatched", GeluErfBias32, GeluErfGradX32}, {"blocked", geluErfBiasBlocks, geluErfGradXBlocks}}
+	for _, f := range forms {
+		for _, n := range lengths {
+			x, dy, bias := fusedInputs(n, rng), fusedInputs(n, rng), fusedInputs(n, rng)
+			for _, withBias := range []bool{false, true} {
+				p := append([]float32(nil), x...)
+				wantP := append([]float32(nil), x...)
+				var b []float32
+				if withBias {
+					b = bias
+					for i := range wantP {
+						wantP[i] += bias[i]
+					}
+				}
+				wantY, _ := geluRef(wantP, nil, c1, c2, c3, k)
+				y := make([]float32, n)
+				f.bias(y, p, b, c1, c2, c3)
+				for i := range p {
+					sameBits(t, f.name+" bias p", i, x[i], p[i], wantP[i])
+					sameBits(t, f.name+" bias y", i, x[i], y[i], wantY[i])
+				}
+			}
+			wantY, wantD := geluRef(x, dy, c1, c2, c3, k)
+			y, dst := make([]float32, n), make([]float32, n)
+			f.grad(dst, y, dy, x, c1, c2, c3, k)
+			g := append([]float32(nil), dy...)
+			f.grad(g, nil, g, x, c1, c2, c3, k) // no y, dst over dy
+			for i := range x {
+				sameBits(t, f.name+" gradX y", i, x[i], y[i], wantY[i])
+				sameBits(t, f.name+" gradX dst", i, x[i], dst[i], wantD[i])
+				sameBits(t, f.name+" gradX in place", i, x[i], g[i], wantD[i])
+			}
+		}
+	}
+	// -0 stays -0 without a bias (adding +0 would make it +0).
+	p, y := []float32{float32(math.Copysign(0, -1))}, []float32{1}
+	GeluErfBias32(y, p, nil, c1, c2, c3)
+	require.True(t, math.Signbit(float64(p[0])), "p = -0 is left as it is")
+}

@@ -2,15 +2,21 @@ package vmath
 
 import "math"
 
-// block is how many elements the assembly loops take per step; the
-// wrappers run a shorter tail through a padded block (ExpShift32: masked
-// loads and stores) so that every element goes through the same code.
+// block is how many elements the AVX2 loops take per step; the wrappers
+// run a shorter tail through a padded block (ExpShift32: masked loads and
+// stores) so that every element goes through the same code. The AVX-512
+// loops (sixteen lanes, where hasAVX512) take any length, the tail through
+// masked loads and stores.
 const block = 8
 
 // Exp32 sets dst[i] = e^src[i] for i < len(src); dst must be at least as
 // long as src (it may be src).
 func Exp32(dst, src []float32) {
 	dst = dst[:len(src)]
+	if hasAVX512 {
+		wideExp(dst, src)
+		return
+	}
 	n := len(src) &^ (block - 1)
 	if n > 0 {
 		exp(dst[:n], src[:n])
@@ -43,6 +49,10 @@ func ExpShift32(dst, src []float32, m float64) float64 {
 // Erf32 sets dst[i] = erf(src[i]); dst may be src.
 func Erf32(dst, src []float32) {
 	dst = dst[:len(src)]
+	if hasAVX512 {
+		wideErf(dst, src)
+		return
+	}
 	n := len(src) &^ (block - 1)
 	if n > 0 {
 		erf(dst[:n], src[:n])
@@ -68,6 +78,10 @@ const (
 	// e^x·2^k rounds to 0; the assembly zeroes those lanes rather than
 	// let the multiply underflow (the same bits, no microcode assist).
 	expKMin = -151
+	// expKSub: where expKMin < k < expKSub the result may be subnormal
+	// (p·2^k with p < 1.42 is below 2^-126 only if k ≤ -126); the
+	// assembly then rounds it without a subnormal multiply (EXP_FINISH).
+	expKSub = -125
 )
 
 // expP: e^r = 1 + r + r²·P(r) for |r| ≤ 0.3467, P of degree 4 fitted

@@ -13,8 +13,10 @@ var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // avxConst holds the eight-lane constants the assembly reads as memory
 // operands, one row of 32 bytes each, in the order of the K_* offsets in
-// vmath_amd64.s: broadcast constants, then erfTab's per-interval rows.
-var avxConst = func() (c [34][8]float32) {
+// vmath_amd64.s: broadcast constants, then erfTab's per-interval rows, then
+// the int32 rows of the exponential's last step (expKMin, expKSub, 128 and
+// the bits of 2^-126).
+var avxConst = func() (c [37][8]float32) {
 	bits := func(v uint32) float32 { return math.Float32frombits(v) }
 	rows := []float32{expLo, expHi, invLn2, expMagic, ln2Hi, ln2Lo}
 	rows = append(rows, expP[:]...)
@@ -26,10 +28,9 @@ var avxConst = func() (c [34][8]float32) {
 	for i, r := range erfTab {
 		c[len(rows)+i] = r
 	}
-	kmin := int32(expKMin)
-	c[len(rows)+len(erfTab)] = [8]float32{}
-	for i := range c[len(rows)+len(erfTab)] {
-		c[len(rows)+len(erfTab)][i] = bits(uint32(kmin))
+	kmin, ksub := int32(expKMin), int32(expKSub)
+	for i, v := range []float32{bits(uint32(kmin)), bits(uint32(ksub)), bits(128), bits(0x00800000)} {
+		c[len(rows)+len(erfTab)+i] = [8]float32{v, v, v, v, v, v, v, v}
 	}
 	return c
 }()
@@ -58,6 +59,9 @@ func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32) float64
 
 // sumExpShift is SumExpShift32's loop over len(src), a multiple of 8.
 func sumExpShift(src []float32, m float32) float64 {
+	if hasAVX512 {
+		return sumExpShift512(&src[0], len(src), m, &avx512Const[0])
+	}
 	if !hasAVX2FMA {
 		return sumExpShiftGo(src, m)
 	}
@@ -74,6 +78,9 @@ func exp(dst, src []float32) {
 
 // expShiftAll is ExpShift32 for any len(src) > 0.
 func expShiftAll(dst, src []float32, mh, ml float32) float64 {
+	if hasAVX512 {
+		return expShift512(&dst[0], &src[0], len(src), mh, ml, &avx512Const[0])
+	}
 	if !hasAVX2FMA {
 		return expShiftGo(dst, src, mh, ml)
 	}

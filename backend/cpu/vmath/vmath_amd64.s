@@ -37,6 +37,9 @@
 #define K_Q4 992
 #define K_Q5 1024
 #define K_KMIN 1056
+#define K_KSUB 1088
+#define K_I128 1120
+#define K_MINNORM 1152
 
 // EXP_REDUCE: X holds the clamped argument. T = x/ln2 + magic (k in its
 // low bits), K = k as a float, X = x - k·ln2Hi (exact). R8 = avxConst.
@@ -46,7 +49,8 @@
 	VSUBPS K_MAGIC(R8), T, K \
 	VFNMADD231PS K_LN2HI(R8), K, X
 
-// EXP_FINISH: from EXP_REDUCE's X, T, K, P = e^x; X, T, K are clobbered.
+// EXP_FINISH: from EXP_REDUCE's X, T, K, P = e^x; X, T, K are clobbered,
+// and the flags; LM and LD are two labels unique to the use.
 // r = X - k·ln2Lo, p = 1 + (r + r²·P(r)), then p·2^k1·2^k2 with k1 = k>>1,
 // k2 = k - k1 (so 2^k past the float32 exponent range still works).
 // Where k < -150 the product is below half the smallest subnormal (p <
@@ -54,7 +58,23 @@
 // gives the same +0 (a NaN p passes) without underflowing, which x86
 // cores compute through a microcode assist costing about as much as a
 // whole block of eight.
-#define EXP_FINISH(X, T, K, P) \
+//
+// Where -150 ≤ k ≤ -126 in some lane (the VPTEST; rare outside softmax's
+// tails) the result may be subnormal, and the last multiply would take
+// the assist: those blocks compute it as an FMA that adds 2^-126,
+//
+//	q = p·2^k1·2^k2 + 2^-126 (one rounding; p·2^k1 and 2^k2 normal),
+//
+// in the lanes whose result is below 2^-126 (the biased exponents of
+// p·2^k1 and 2^k2 summing to less than 128; the lanes with k < -150, whose
+// 2^k2 is +0, give q = 2^-126 and +0 in the end). q lies in [2^-126,
+// 2^-125], where float32's spacing is 2^-149, the subnormals': q's bits
+// minus those of 2^-126 are those of p·2^k rounded to nearest even among
+// the subnormals (a carry into the smallest normal included), the bits the
+// multiply gives, with no subnormal in or out. The other lanes add +0 and
+// subtract nothing: the multiply's bits (p·2^k1·2^k2 + 0 is rounded once,
+// and is positive, +Inf or NaN; a NaN's exponent field sums to 255 or more).
+#define EXP_FINISH(X, T, K, P, LM, LD) \
 	VFNMADD231PS K_LN2LO(R8), K, X \
 	VPSUBD K_MAGIC(R8), T, T \
 	VMULPS X, X, K \
@@ -66,6 +86,9 @@
 	VFMADD213PS X, K, P \
 	VADDPS K_ONE(R8), P, P \
 	VPCMPGTD K_KMIN(R8), T, X \
+	VMOVDQU K_KSUB(R8), K \
+	VPCMPGTD T, K, K \
+	VPTEST X, K \
 	VPSRAD $1, T, K \
 	VPSUBD K, T, T \
 	VPADDD K_BIAS(R8), K, K \
@@ -74,7 +97,19 @@
 	VPSLLD $23, T, T \
 	VPAND X, T, T \
 	VMULPS K, P, P \
-	VMULPS T, P, P
+	JZ LM \
+	VPSRLD $23, P, X \
+	VPSRLD $23, T, K \
+	VPADDD K, X, X \
+	VMOVDQU K_I128(R8), K \
+	VPCMPGTD X, K, X \
+	VPAND K_MINNORM(R8), X, X \
+	VFMADD213PS X, T, P \
+	VPSUBD X, P, P \
+	JMP LD \
+LM: \
+	VMULPS T, P, P \
+LD:
 
 // func expAVX2(dst, src *float32, n int, consts *[8]float32)
 TEXT ·expAVX2(SB), NOSPLIT, $0-32
@@ -98,8 +133,8 @@ exp2:
 	VMINPS Y4, Y15, Y4
 	EXP_REDUCE(Y0, Y1, Y2)
 	EXP_REDUCE(Y4, Y5, Y6)
-	EXP_FINISH(Y0, Y1, Y2, Y3)
-	EXP_FINISH(Y4, Y5, Y6, Y7)
+	EXP_FINISH(Y0, Y1, Y2, Y3, expM1, expD1)
+	EXP_FINISH(Y4, Y5, Y6, Y7, expM2, expD2)
 	VMOVUPS Y3, (DI)
 	VMOVUPS Y7, 32(DI)
 	ADDQ $64, SI
@@ -114,7 +149,7 @@ exp1:
 	VMAXPS Y0, Y14, Y0
 	VMINPS Y0, Y15, Y0
 	EXP_REDUCE(Y0, Y1, Y2)
-	EXP_FINISH(Y0, Y1, Y2, Y3)
+	EXP_FINISH(Y0, Y1, Y2, Y3, expM3, expD3)
 	VMOVUPS Y3, (DI)
 
 expDone:
@@ -124,9 +159,9 @@ expDone:
 // EXPSHIFT8R sets O = e^(I - m) for eight lanes, m = mh + ml in Y13 and
 // Y12: a two-sum gives s = x - mh and lo = (its rounding error) - ml; s is
 // clamped (a NaN passes) and lo counts only where s was not clamped. I, A,
-// B and C are clobbered; needs Y14, Y15 = the clamp bounds and R8 =
-// avxConst.
-#define EXPSHIFT8R(I, A, B, C, O) \
+// B and C are clobbered (and the flags); needs Y14, Y15 = the clamp bounds
+// and R8 = avxConst; LM and LD are EXP_FINISH's labels.
+#define EXPSHIFT8R(I, A, B, C, O, LM, LD) \
 	VSUBPS Y13, I, A \
 	VSUBPS I, A, B \
 	VSUBPS B, A, C \
@@ -140,10 +175,10 @@ expDone:
 	VANDPS B, C, C \
 	EXP_REDUCE(I, A, B) \
 	VADDPS C, I, I \
-	EXP_FINISH(I, A, B, O)
+	EXP_FINISH(I, A, B, O, LM, LD)
 
 // EXPSHIFT8 is EXPSHIFT8R from Y0 into Y4 (Y1-Y3 clobbered).
-#define EXPSHIFT8 EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4)
+#define EXPSHIFT8(LM, LD) EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4, LM, LD)
 
 // SUM8R adds the eight float32 lanes of YR (XR its low half), widened to
 // float64, to Y10 (low four) and Y11 (high four); YT is clobbered.
@@ -191,8 +226,8 @@ shiftLoop2:
 	JLT shiftLoop1
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y5
-	EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4)
-	EXPSHIFT8R(Y5, Y6, Y7, Y8, Y9)
+	EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4, shiftM1, shiftD1)
+	EXPSHIFT8R(Y5, Y6, Y7, Y8, Y9, shiftM2, shiftD2)
 	VMOVUPS Y4, (DI)
 	VMOVUPS Y9, 32(DI)
 	SUM8R(X4, Y4, X0, Y0)
@@ -206,7 +241,7 @@ shiftLoop1:
 	TESTQ CX, CX
 	JZ shiftTail
 	VMOVUPS (SI), Y0
-	EXPSHIFT8
+	EXPSHIFT8(shiftM3, shiftD3)
 	VMOVUPS Y4, (DI)
 	SUM8
 	ADDQ $32, SI
@@ -219,7 +254,7 @@ shiftTail:
 	JZ shiftSum
 	TAILMASK(masks+40)
 	VMASKMOVPS (SI), Y9, Y0
-	EXPSHIFT8
+	EXPSHIFT8(shiftM4, shiftD4)
 	VANDPS Y9, Y4, Y4
 	VMASKMOVPS Y4, Y9, (DI)
 	SUM8
@@ -263,8 +298,8 @@ sumExp2:
 	VMINPS Y4, Y15, Y4
 	EXP_REDUCE(Y0, Y1, Y2)
 	EXP_REDUCE(Y4, Y5, Y6)
-	EXP_FINISH(Y0, Y1, Y2, Y3)
-	EXP_FINISH(Y4, Y5, Y6, Y7)
+	EXP_FINISH(Y0, Y1, Y2, Y3, sumExpM1, sumExpD1)
+	EXP_FINISH(Y4, Y5, Y6, Y7, sumExpM2, sumExpD2)
 	VADDPS Y3, Y10, Y10
 	VADDPS Y7, Y11, Y11
 	ADDQ $64, SI
@@ -279,7 +314,7 @@ sumExp1:
 	VMAXPS Y0, Y14, Y0
 	VMINPS Y0, Y15, Y0
 	EXP_REDUCE(Y0, Y1, Y2)
-	EXP_FINISH(Y0, Y1, Y2, Y3)
+	EXP_FINISH(Y0, Y1, Y2, Y3, sumExpM3, sumExpD3)
 	VADDPS Y3, Y10, Y10
 
 sumExpFold:
@@ -432,7 +467,7 @@ gradLoop:
 	VMAXPS Y0, Y14, Y0
 	VMINPS Y0, Y15, Y0
 	EXP_REDUCE(Y0, Y1, Y2)
-	EXP_FINISH(Y0, Y1, Y2, Y3)
+	EXP_FINISH(Y0, Y1, Y2, Y3, gradM, gradD)
 	VMULPS Y10, Y3, Y3
 	VMULPS (DX), Y3, Y3
 	VMOVUPS Y3, (DI)
@@ -474,7 +509,7 @@ ggLoop:
 	VMAXPS Y0, Y14, Y0
 	VMINPS Y0, Y15, Y0
 	EXP_REDUCE(Y0, Y1, Y2)
-	EXP_FINISH(Y0, Y1, Y2, Y3)
+	EXP_FINISH(Y0, Y1, Y2, Y3, ggM, ggD)
 	VMULPS Y12, Y3, Y3 // k·e
 	VMOVUPS (DX), Y8
 	VMULPS Y10, Y8, Y8 // m = dy·c3

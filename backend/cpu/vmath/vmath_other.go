@@ -17,3 +17,30 @@ func geluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
 }
 
 func sumExpShift(src []float32, m float32) float64 { return sumExpShiftGo(src, m) }
+
+// hasAVX512 is false off amd64 (and with purego): the wide* functions are
+// never called there.
+const hasAVX512 = false
+
+// AVX512 reports whether vmath's kernels run their AVX-512 loops.
+func AVX512() bool { return false }
+
+func wideExp(dst, src []float32) { expGo(dst, src) }
+
+func wideErf(dst, src []float32) { erfGo(dst, src) }
+
+func wideGeluErf(y, d, a, x []float32, c1, c2, c3 float32) { geluErfGo(y, d, a, x, c1, c2, c3) }
+
+func wideErfGrad(dst, dy, x []float32, c float32) { erfGradGo(dst, dy, x, c) }
+
+func wideGeluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
+	geluErfGradGo(dst, dy, x, d, a, c1, c3, k)
+}
+
+func wideGeluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
+	geluErfBiasBlocks(y, p, bias, c1, c2, c3)
+}
+
+func wideGeluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
+	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
+}

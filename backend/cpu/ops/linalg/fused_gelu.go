@@ -12,43 +12,38 @@ func init() {
 	kern.RegisterSpec(graph.FusedDomain, graph.MatMulGeluErfGrad, kern.Spec{Fn: matMulGeluErfGradKernel})
 }
 
-// geluEpilogueBlock is how many elements of a row the GELU epilogues
-// compute at a time: the intermediates D and A (and Y where it is not
-// kept) live in per-call scratch on the stack, in L1.
-const geluEpilogueBlock = 512
-
 // geluEpilogue is the GELU epilogue of a GEMM (gemm.BlockEpilogue), kept in
 // the node's state so that a step allocates nothing. Forward
-// (MatMulAddGeluErf): y = GeluErf(C), C (the product plus bias) left as
-// it is. Gradient (MatMulGeluErfGrad): C = GeluErfGradX(C, x) in place and,
-// when y is not nil, y = GeluErf(x). Each element is computed by vmath's
-// GeluErf32 and GeluErfGrad32, the functions the GeluErf and GeluErfGradX
-// kernels run, so the bits are theirs. y and x have C's layout, row stride
-// ldc.
+// (MatMulAddGeluErf): C = C + bias (the bias row added here rather than
+// by the GEMM's own bias pass, so that C is read once), y = GeluErf(C).
+// Gradient (MatMulGeluErfGrad): C = GeluErfGradX(C, x) in place and, when
+// y is not nil, y = GeluErf(x). Each row of a block is one call of
+// vmath's GeluErfBias32 or GeluErfGradX32 (one pass, the intermediates d
+// and a in registers), which give the bits of the bias add and of the
+// GeluErf32 and GeluErfGrad32 functions the GeluErf and GeluErfGradX
+// kernels run. y, x have C's layout, row stride ldc; bias has C's columns.
 type geluEpilogue struct {
 	grad          bool
-	y, x          []float32
+	y, x, bias    []float32
 	c1, c2, c3, k float32
 }
 
 func (e *geluEpilogue) ApplyBlock(c []float32, ldc, i0, i1, j0, j1 int) {
-	var ys, d, a [geluEpilogueBlock]float32
+	var bias []float32
+	if e.bias != nil {
+		bias = e.bias[j0:j1]
+	}
 	for i := i0; i < i1; i++ {
-		for j := j0; j < j1; j += geluEpilogueBlock {
-			lo, hi := i*ldc+j, i*ldc+min(j+geluEpilogueBlock, j1)
-			m := hi - lo
-			if !e.grad {
-				vmath.GeluErf32(e.y[lo:hi], d[:m], a[:m], c[lo:hi], e.c1, e.c2, e.c3)
-				continue
-			}
-			y := ys[:m]
-			if e.y != nil {
-				y = e.y[lo:hi]
-			}
-			x := e.x[lo:hi]
-			vmath.GeluErf32(y, d[:m], a[:m], x, e.c1, e.c2, e.c3)
-			vmath.GeluErfGrad32(c[lo:hi], c[lo:hi], x, d[:m], a[:m], e.c1, e.c3, e.k)
+		lo, hi := i*ldc+j0, i*ldc+j1
+		if !e.grad {
+			vmath.GeluErfBias32(e.y[lo:hi], c[lo:hi], bias, e.c1, e.c2, e.c3)
+			continue
 		}
+		var y []float32
+		if e.y != nil {
+			y = e.y[lo:hi]
+		}
+		vmath.GeluErfGradX32(c[lo:hi], y, c[lo:hi], e.x[lo:hi], e.c1, e.c2, e.c3, e.k)
 	}
 }
 
@@ -71,9 +66,11 @@ func epiloguePlan(n *graph.Node, a, b *graph.Tensor, ta, tb bool) (*matmulPlan, 
 	if err != nil {
 		return nil, err
 	}
+	// A's matrices one after another (a stride of 1 matrix; one matrix
+	// has none), B the same matrix for every product.
 	sa, aOK := affine(p.aIdx)
 	sb, bOK := affine(p.bIdx)
-	if !aOK || sa != 1 || !bOK || sb != 0 || len(a.Float32s()) != a.Size() || len(b.Float32s()) != b.Size() {
+	if !aOK || (sa != 1 && len(p.aIdx) > 1) || !bOK || sb != 0 || len(a.Float32s()) != a.Size() || len(b.Float32s()) != b.Size() {
 		return nil, nil
 	}
 	return p, nil
@@ -126,8 +123,8 @@ func matMulAddGeluErfKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 				return nil, err
 			}
 			e := kern.State[geluEpilogue](n)
-			*e = geluEpilogue{y: y.Float32s(), c1: c1, c2: c2, c3: c3}
-			runEpilogue(p, a, b, tb, prod.Float32s(), gemm.Epilogue{Bias: bias.Float32s(), Block: e})
+			*e = geluEpilogue{y: y.Float32s(), bias: bias.Float32s(), c1: c1, c2: c2, c3: c3}
+			runEpilogue(p, a, b, tb, prod.Float32s(), gemm.Epilogue{Block: e})
 			*e = geluEpilogue{} // drop the operands
 			return kern.Results(n, prod, y), nil
 		}
@@ -220,12 +217,8 @@ func geluY(ctx *kern.Context, n *graph.Node, x, c1, c2, c3 *graph.Tensor) (*grap
 		if err != nil {
 			return nil, err
 		}
-		xs, ys := x.Float32s(), y.Float32s()
-		var d, a [geluEpilogueBlock]float32
-		for i := 0; i < len(xs); i += geluEpilogueBlock {
-			j := min(i+geluEpilogueBlock, len(xs))
-			vmath.GeluErf32(ys[i:j], d[:j-i], a[:j-i], xs[i:j], v1, v2, v3)
-		}
+		// x is only read (no bias).
+		vmath.GeluErfBias32(y.Float32s(), x.Float32s(), nil, v1, v2, v3)
 		return y, nil
 	}
 	// Anything else: the GeluErf kernel (its unfused chain), output Y, on a

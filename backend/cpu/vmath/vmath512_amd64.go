@@ -1,0 +1,121 @@
+//go:build amd64 && !purego
+
+package vmath
+
+import (
+	"os"
+
+	"golang.org/x/sys/cpu"
+)
+
+// hasAVX512 reports whether the sixteen-lane AVX-512F loops run: the CPU
+// and OS support them (zmm state) and ONNXTRAIN_NO_AVX512 is not set in
+// the environment (read once, at start-up, as the GEMM reads it), so that
+// one machine can measure what a CPU without AVX-512 gets. They give the
+// same bits as the eight-lane AVX2 loops and the pure-Go reference, sums
+// included (the float64 lane sums of ExpShift32 and the float32 lane sums
+// of SumExpShift32 are added in the AVX2 loops' order).
+var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F && os.Getenv("ONNXTRAIN_NO_AVX512") == ""
+
+// AVX512 reports whether vmath's kernels run their AVX-512 loops.
+func AVX512() bool { return hasAVX512 }
+
+// avx512Const is avxConst with every row sixteen lanes wide, in the order
+// of the Z_* offsets in vmath512_amd64.s (erfTab's rows twice over:
+// VPERMPS on zmm indexes sixteen lanes; the indices stay below 8).
+var avx512Const = func() (c [len(avxConst)][16]float32) {
+	for i := range avxConst {
+		for j := range c[i] {
+			c[i][j] = avxConst[i][j%8]
+		}
+	}
+	return c
+}()
+
+// The AVX-512 loops take any n ≥ 1 (the last n mod 16 elements through
+// masked loads and stores) but sumExpShift512, whose n is a multiple of 8
+// (at most sumExpChunk).
+
+//go:noescape
+func exp512(dst, src *float32, n int, consts *[16]float32)
+
+//go:noescape
+func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32) float64
+
+//go:noescape
+func sumExpShift512(src *float32, n int, m float32, consts *[16]float32) float64
+
+//go:noescape
+func erf512(dst, src *float32, n int, consts *[16]float32)
+
+//go:noescape
+func geluErf512(y, d, a, x *float32, n int, c1, c2, c3 float32, consts *[16]float32)
+
+//go:noescape
+func erfGrad512(dst, dy, x *float32, n int, c float32, consts *[16]float32)
+
+//go:noescape
+func geluErfGrad512(dst, dy, x, d, a *float32, n int, c1, c3, k float32, consts *[16]float32)
+
+// The wide* functions run the AVX-512 loops over slices of any length
+// (the callers check hasAVX512 and pass equal lengths).
+
+func wideExp(dst, src []float32) {
+	if len(src) > 0 {
+		exp512(&dst[0], &src[0], len(src), &avx512Const[0])
+	}
+}
+
+func wideErf(dst, src []float32) {
+	if len(src) > 0 {
+		erf512(&dst[0], &src[0], len(src), &avx512Const[0])
+	}
+}
+
+func wideGeluErf(y, d, a, x []float32, c1, c2, c3 float32) {
+	if len(x) > 0 {
+		geluErf512(&y[0], &d[0], &a[0], &x[0], len(x), c1, c2, c3, &avx512Const[0])
+	}
+}
+
+func wideErfGrad(dst, dy, x []float32, c float32) {
+	if len(x) > 0 {
+		erfGrad512(&dst[0], &dy[0], &x[0], len(x), c, &avx512Const[0])
+	}
+}
+
+func wideGeluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
+	if len(dst) > 0 {
+		geluErfGrad512(&dst[0], &dy[0], &x[0], &d[0], &a[0], len(dst), c1, c3, k, &avx512Const[0])
+	}
+}
+
+//go:noescape
+func geluErfBias512(y, p, bias *float32, n int, c1, c2, c3 float32, consts *[16]float32)
+
+//go:noescape
+func geluErfGradX512(dst, y, dy, x *float32, n int, c1, c2, c3, k float32, consts *[16]float32)
+
+// wideGeluErfBias: bias nil or as long as p.
+func wideGeluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
+	if len(p) == 0 {
+		return
+	}
+	var bp *float32
+	if bias != nil {
+		bp = &bias[0]
+	}
+	geluErfBias512(&y[0], &p[0], bp, len(p), c1, c2, c3, &avx512Const[0])
+}
+
+// wideGeluErfGradX: y nil or as long as x.
+func wideGeluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
+	if len(x) == 0 {
+		return
+	}
+	var yp *float32
+	if y != nil {
+		yp = &y[0]
+	}
+	geluErfGradX512(&dst[0], yp, &dy[0], &x[0], len(x), c1, c2, c3, k, &avx512Const[0])
+}

@@ -1,0 +1,619 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The AVX-512F forms of vmath_amd64.s's loops: sixteen lanes per zmm
+// register, the same instructions in the same order per lane (so the same
+// bits), the last n mod 16 elements through masked loads and stores (K1),
+// and products that would be subnormal computed without the microcode
+// assist (EXP_FINISH16).
+//
+// Offsets of the rows of avx512Const (sixteen float32 lanes, 64 bytes
+// each): avxConst's rows widened.
+#define Z_LO 0
+#define Z_HI 64
+#define Z_INVLN2 128
+#define Z_MAGIC 192
+#define Z_LN2HI 256
+#define Z_LN2LO 320
+#define Z_P0 384
+#define Z_P1 448
+#define Z_P2 512
+#define Z_P3 576
+#define Z_P4 640
+#define Z_ONE 704
+#define Z_BIAS 768
+#define Z_ABS 832
+#define Z_SPLIT 896
+#define Z_TOP 960
+#define Z_IDXMUL 1024
+#define Z_IDXADD 1088
+#define Z_IDXMAX 1152
+#define Z_R0 1216
+#define Z_R1 1280
+#define Z_R2 1344
+#define Z_R3 1408
+#define Z_R4 1472
+#define Z_CENTRE 1536
+#define Z_C0H 1600
+#define Z_C0L 1664
+#define Z_Q0 1728
+#define Z_Q1 1792
+#define Z_Q2 1856
+#define Z_Q3 1920
+#define Z_Q4 1984
+#define Z_Q5 2048
+#define Z_KMIN 2112
+#define Z_KSUB 2176
+#define Z_I128 2240
+#define Z_MINNORM 2304
+
+// EXP_REDUCE16 is EXP_REDUCE on sixteen lanes.
+#define EXP_REDUCE16(X, T, K) \
+	VMOVUPS Z_MAGIC(R8), T \
+	VFMADD231PS Z_INVLN2(R8), X, T \
+	VSUBPS Z_MAGIC(R8), T, K \
+	VFNMADD231PS Z_LN2HI(R8), K, X
+
+// EXP_FINISH16 is EXP_FINISH on sixteen lanes (K3, K4 and the flags
+// clobbered; LM, LD labels unique to the use), the same operations: 2^k2
+// replaced by +0 where k ≤ -151 (K3 clear), and in blocks where some lane
+// has -151 < k < -125 (K4) the last multiply made an FMA that adds 2^-126
+// in the lanes whose result is subnormal, then takes 2^-126's bits off
+// (see EXP_FINISH): no subnormal multiply, the same bits.
+#define EXP_FINISH16(X, T, K, P, LM, LD) \
+	VFNMADD231PS Z_LN2LO(R8), K, X \
+	VPSUBD Z_MAGIC(R8), T, T \
+	VMULPS X, X, K \
+	VMOVUPS Z_P0(R8), P \
+	VFMADD213PS Z_P1(R8), X, P \
+	VFMADD213PS Z_P2(R8), X, P \
+	VFMADD213PS Z_P3(R8), X, P \
+	VFMADD213PS Z_P4(R8), X, P \
+	VFMADD213PS X, K, P \
+	VADDPS Z_ONE(R8), P, P \
+	VPCMPD $6, Z_KMIN(R8), T, K3 \
+	VPCMPD $1, Z_KSUB(R8), T, K3, K4 \
+	VPSRAD $1, T, K \
+	VPSUBD K, T, T \
+	VPADDD Z_BIAS(R8), K, K \
+	VPSLLD $23, K, K \
+	VPADDD Z_BIAS(R8), T, T \
+	VPSLLD $23, T, T \
+	VMOVDQU32.Z T, K3, T \
+	VMULPS K, P, P \
+	KORTESTW K4, K4 \
+	JZ LM \
+	VPSRLD $23, P, X \
+	VPSRLD $23, T, K \
+	VPADDD K, X, X \
+	VPCMPD $1, Z_I128(R8), X, K4 \
+	VMOVDQU32.Z Z_MINNORM(R8), K4, X \
+	VFMADD213PS X, T, P \
+	VPSUBD X, P, P \
+	JMP LD \
+LM: \
+	VMULPS T, P, P \
+LD:
+
+// EXP16 sets P = e^X for sixteen lanes (X, T, K clobbered; LM, LD labels): the clamp to
+// [Z30, Z31] = [expLo, expHi] with x as the second source (a NaN passes).
+#define EXP16(X, T, K, P, LM, LD) \
+	VMAXPS X, Z30, X \
+	VMINPS X, Z31, X \
+	EXP_REDUCE16(X, T, K) \
+	EXP_FINISH16(X, T, K, P, LM, LD)
+
+// TAILK sets K1 to the first CX (1-15) lanes; AX is clobbered.
+#define TAILK \
+	MOVL $1, AX \
+	SHLL CX, AX \
+	DECL AX \
+	KMOVW AX, K1
+
+#define EXP_CONSTS \
+	VMOVUPS Z_LO(R8), Z30 \
+	VMOVUPS Z_HI(R8), Z31
+
+// func exp512(dst, src *float32, n int, consts *[16]float32)
+TEXT ·exp512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ consts+24(FP), R8
+	EXP_CONSTS
+
+exp32:
+	CMPQ CX, $32
+	JLT exp16
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z4
+	EXP16(Z0, Z1, Z2, Z3, zm1, zd1)
+	EXP16(Z4, Z5, Z6, Z7, zm2, zd2)
+	VMOVUPS Z3, (DI)
+	VMOVUPS Z7, 64(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP exp32
+
+exp16:
+	TESTQ CX, CX
+	JLE expDone
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE expBody
+	TAILK
+
+expBody:
+	VMOVUPS.Z (SI), K1, Z0
+	EXP16(Z0, Z1, Z2, Z3, zm3, zd3)
+	VMOVUPS Z3, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP exp16
+
+expDone:
+	VZEROUPPER
+	RET
+
+// EXPSHIFT16R is EXPSHIFT8R on sixteen lanes: O = e^(I - m), m = mh + ml
+// in Z13 and Z12 (I, A, B, C clobbered; K5 too; LM, LD labels).
+#define EXPSHIFT16R(I, A, B, C, O, LM, LD) \
+	VSUBPS Z13, I, A \
+	VSUBPS I, A, B \
+	VSUBPS B, A, C \
+	VSUBPS C, I, C \
+	VADDPS Z13, B, B \
+	VSUBPS B, C, C \
+	VSUBPS Z12, C, C \
+	VMAXPS A, Z30, I \
+	VMINPS I, Z31, I \
+	VCMPPS $0, A, I, K5 \
+	VMOVDQU32.Z C, K5, C \
+	EXP_REDUCE16(I, A, B) \
+	VADDPS C, I, I \
+	EXP_FINISH16(I, A, B, O, LM, LD)
+
+// SUM16 adds the sixteen float32 lanes of ZR (YR its low half), widened to
+// float64, to the eight float64 lane sums in Z10: lanes 0-7 first, then
+// 8-15, so that lane sum j takes elements j, j+8, j+16, ... in order, as
+// the AVX2 loop's Y10 (j < 4) and Y11 do. ZT (YT its low half) is
+// clobbered.
+#define SUM16(ZR, YR, ZT, YT) \
+	VCVTPS2PD YR, ZT \
+	VADDPD ZT, Z10, Z10 \
+	VEXTRACTF64X4 $1, ZR, YT \
+	VCVTPS2PD YT, ZT \
+	VADDPD ZT, Z10, Z10
+
+// func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32) float64
+// Any n > 0.
+TEXT ·expShift512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS mh+24(FP), Z13
+	VBROADCASTSS ml+28(FP), Z12
+	MOVQ consts+32(FP), R8
+	EXP_CONSTS
+	VPXORQ Z10, Z10, Z10
+
+shift32:
+	CMPQ CX, $32
+	JLT shift16
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z5
+	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, zm4, zd4)
+	EXPSHIFT16R(Z5, Z6, Z7, Z8, Z9, zm5, zd5)
+	VMOVUPS Z4, (DI)
+	VMOVUPS Z9, 64(DI)
+	SUM16(Z4, Y4, Z0, Y0)
+	SUM16(Z9, Y9, Z5, Y5)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP shift32
+
+shift16:
+	// The last blocks through masked loads and stores; lanes past the end
+	// are zero (+0 leaves a lane sum as it is: they are never -0).
+	TESTQ CX, CX
+	JLE shiftSum
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE shiftBody
+	TAILK
+
+shiftBody:
+	VMOVUPS.Z (SI), K1, Z0
+	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, zm6, zd6)
+	VMOVUPS.Z Z4, K1, Z4
+	VMOVUPS Z4, K1, (DI)
+	SUM16(Z4, Y4, Z0, Y0)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP shift16
+
+shiftSum:
+	// Fold as the AVX2 loop does: (s0+s4, s1+s5, s2+s6, s3+s7), then the
+	// two halves of that, then the two lanes left.
+	VEXTRACTF64X4 $1, Z10, Y0
+	VADDPD Y0, Y10, Y10
+	VEXTRACTF128 $1, Y10, X0
+	VADDPD X0, X10, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VMOVSD X0, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func sumExpShift512(src *float32, n int, m float32, consts *[16]float32) float64
+// n a multiple of 8. The float32 lane sums of sumExpShiftAVX2's Y10 (even
+// blocks of eight) and Y11 (odd blocks) are Z10's low and high halves: a
+// block of sixteen adds its first eight terms to the first and its last
+// eight to the second, and a last block of eight only to the first.
+TEXT ·sumExpShift512(SB), NOSPLIT, $0-40
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Z13
+	MOVQ consts+24(FP), R8
+	EXP_CONSTS
+	VPXORD Z10, Z10, Z10
+
+sumExp32:
+	CMPQ CX, $32
+	JLT sumExp16
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z4
+	VSUBPS Z13, Z0, Z0
+	VSUBPS Z13, Z4, Z4
+	EXP16(Z0, Z1, Z2, Z3, zm7, zd7)
+	EXP16(Z4, Z5, Z6, Z7, zm8, zd8)
+	VADDPS Z3, Z10, Z10
+	VADDPS Z7, Z10, Z10
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP sumExp32
+
+sumExp16:
+	TESTQ CX, CX
+	JLE sumExpFold
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE sumExpBody
+	TAILK
+
+sumExpBody:
+	VMOVUPS.Z (SI), K1, Z0
+	VSUBPS Z13, Z0, Z0
+	EXP16(Z0, Z1, Z2, Z3, zm9, zd9)
+	VADDPS Z3, Z10, K1, Z10
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP sumExp16
+
+sumExpFold:
+	VCVTPS2PD Y10, Z0
+	VEXTRACTF64X4 $1, Z10, Y2
+	VCVTPS2PD Y2, Z2
+	VEXTRACTF64X4 $1, Z0, Y1
+	VEXTRACTF64X4 $1, Z2, Y3
+	VADDPD Y1, Y0, Y0
+	VADDPD Y3, Y2, Y2
+	VADDPD Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VMOVSD X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// ERF16 is ERF8 on sixteen lanes: Z5 = erf(Z0); Z0-Z4, Z6, Z7 and K2 are
+// clobbered. Needs Z29 = |x| mask, Z28 = 4, Z27 = 0 and R8 = avx512Const.
+#define ERF16 \
+	VPANDD Z29, Z0, Z1 \
+	VPXORD Z1, Z0, Z0 \
+	VMINPS Z1, Z28, Z2 \
+	VMOVUPS Z_IDXMUL(R8), Z3 \
+	VFMADD213PS Z_IDXADD(R8), Z2, Z3 \
+	VCVTTPS2DQ Z3, Z3 \
+	VPMAXSD Z27, Z3, Z3 \
+	VPMINSD Z_IDXMAX(R8), Z3, Z3 \
+	VPERMPS Z_CENTRE(R8), Z3, Z4 \
+	VSUBPS Z4, Z2, Z4 \
+	VPERMPS Z_Q0(R8), Z3, Z5 \
+	VPERMPS Z_Q1(R8), Z3, Z6 \
+	VFMADD213PS Z6, Z4, Z5 \
+	VPERMPS Z_Q2(R8), Z3, Z6 \
+	VFMADD213PS Z6, Z4, Z5 \
+	VPERMPS Z_Q3(R8), Z3, Z6 \
+	VFMADD213PS Z6, Z4, Z5 \
+	VPERMPS Z_Q4(R8), Z3, Z6 \
+	VFMADD213PS Z6, Z4, Z5 \
+	VPERMPS Z_Q5(R8), Z3, Z6 \
+	VFMADD213PS Z6, Z4, Z5 \
+	VPERMPS Z_C0L(R8), Z3, Z6 \
+	VFMADD213PS Z6, Z4, Z5 \
+	VPERMPS Z_C0H(R8), Z3, Z6 \
+	VADDPS Z6, Z5, Z5 \
+	VMULPS Z1, Z1, Z2 \
+	VMOVUPS Z_R0(R8), Z6 \
+	VFMADD213PS Z_R1(R8), Z2, Z6 \
+	VFMADD213PS Z_R2(R8), Z2, Z6 \
+	VFMADD213PS Z_R3(R8), Z2, Z6 \
+	VFMADD213PS Z_R4(R8), Z2, Z6 \
+	VFMADD213PS Z1, Z1, Z6 \
+	VCMPPS $1, Z_SPLIT(R8), Z1, K2 \
+	VMOVAPS Z6, K2, Z5 \
+	VPORD Z0, Z5, Z5
+
+#define ERF_CONSTS16 \
+	VMOVUPS Z_ABS(R8), Z29 \
+	VMOVUPS Z_TOP(R8), Z28 \
+	VPXORD Z27, Z27, Z27
+
+// NEXT16 ends a loop body over CX (> 0) elements, which starts at top with
+// K1 set for its first block: all ones, or TAILK's mask when CX < 16. It
+// counts 16 off and goes to done, or back to top, with TAILK's mask before
+// the last, short, block.
+#define NEXT16(top, done) \
+	SUBQ $16, CX \
+	JLE done \
+	CMPQ CX, $16 \
+	JGE top \
+	TAILK \
+	JMP top
+
+// func erf512(dst, src *float32, n int, consts *[16]float32)
+TEXT ·erf512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ consts+24(FP), R8
+	ERF_CONSTS16
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE erfLoop
+	TAILK
+
+erfLoop:
+	VMOVUPS.Z (SI), K1, Z0
+	ERF16
+	VMOVUPS Z5, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	NEXT16(erfLoop, erfDone)
+
+erfDone:
+	VZEROUPPER
+	RET
+
+// func geluErf512(y, d, a, x *float32, n int, c1, c2, c3 float32, consts *[16]float32)
+// d = x/c1, a = erf(d) + c2, y = (x·a)·c3, each operation rounded.
+TEXT ·geluErf512(SB), NOSPLIT, $0-64
+	MOVQ y+0(FP), DI
+	MOVQ d+8(FP), DX
+	MOVQ a+16(FP), BX
+	MOVQ x+24(FP), SI
+	MOVQ n+32(FP), CX
+	VBROADCASTSS c1+40(FP), Z9
+	VBROADCASTSS c2+44(FP), Z10
+	VBROADCASTSS c3+48(FP), Z11
+	MOVQ consts+56(FP), R8
+	ERF_CONSTS16
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE geluLoop
+	TAILK
+
+geluLoop:
+	VMOVUPS.Z (SI), K1, Z8
+	VDIVPS Z9, Z8, Z0
+	VMOVUPS Z0, K1, (DX)
+	ERF16
+	VADDPS Z10, Z5, Z5
+	VMOVUPS Z5, K1, (BX)
+	VMULPS Z5, Z8, Z5
+	VMULPS Z11, Z5, Z5
+	VMOVUPS Z5, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $64, DX
+	ADDQ $64, BX
+	NEXT16(geluLoop, geluDone)
+
+geluDone:
+	VZEROUPPER
+	RET
+
+// SIGN16 sets Z11 to the float32 sign bit in every lane (AX clobbered).
+#define SIGN16 \
+	MOVL $0x80000000, AX \
+	VPBROADCASTD AX, Z11
+
+// func erfGrad512(dst, dy, x *float32, n int, c float32, consts *[16]float32)
+// dst = dy·(c·e^-(x·x)), each operation rounded.
+TEXT ·erfGrad512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	VBROADCASTSS c+32(FP), Z10
+	MOVQ consts+40(FP), R8
+	EXP_CONSTS
+	SIGN16
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE gradLoop
+	TAILK
+
+gradLoop:
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS Z0, Z0, Z0
+	VPXORD Z11, Z0, Z0 // -(x·x)
+	EXP16(Z0, Z1, Z2, Z3, zm10, zd10)
+	VMULPS Z10, Z3, Z3
+	VMOVUPS.Z (DX), K1, Z4
+	VMULPS Z4, Z3, Z3
+	VMOVUPS Z3, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	NEXT16(gradLoop, gradDone)
+
+gradDone:
+	VZEROUPPER
+	RET
+
+// func geluErfGrad512(dst, dy, x, d, a *float32, n int, c1, c3, k float32, consts *[16]float32)
+// m = dy·c3; dst = m·a + ((m·x)·(k·e^-(d·d)))/c1, each operation rounded.
+TEXT ·geluErfGrad512(SB), NOSPLIT, $0-72
+	MOVQ dst+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ d+24(FP), BX
+	MOVQ a+32(FP), R9
+	MOVQ n+40(FP), CX
+	VBROADCASTSS c1+48(FP), Z9
+	VBROADCASTSS c3+52(FP), Z10
+	VBROADCASTSS k+56(FP), Z12
+	MOVQ consts+64(FP), R8
+	EXP_CONSTS
+	SIGN16
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE ggLoop
+	TAILK
+
+ggLoop:
+	VMOVUPS.Z (BX), K1, Z0
+	VMULPS Z0, Z0, Z0
+	VPXORD Z11, Z0, Z0 // -(d·d)
+	EXP16(Z0, Z1, Z2, Z3, zm11, zd11)
+	VMULPS Z12, Z3, Z3 // k·e
+	VMOVUPS.Z (DX), K1, Z8
+	VMULPS Z10, Z8, Z8 // m = dy·c3
+	VMOVUPS.Z (SI), K1, Z4
+	VMULPS Z4, Z8, Z4 // m·x
+	VMULPS Z3, Z4, Z4
+	VDIVPS Z9, Z4, Z4
+	VMOVUPS.Z (R9), K1, Z5
+	VMULPS Z5, Z8, Z5 // m·a
+	VADDPS Z4, Z5, Z5
+	VMOVUPS Z5, K1, (DI)
+	ADDQ $64, DI
+	ADDQ $64, DX
+	ADDQ $64, SI
+	ADDQ $64, BX
+	ADDQ $64, R9
+	NEXT16(ggLoop, ggDone)
+
+ggDone:
+	VZEROUPPER
+	RET
+
+// func geluErfBias512(y, p, bias *float32, n int, c1, c2, c3 float32, consts *[16]float32)
+// p = p + bias (where bias is not nil; stored), then y = GeluErf32's y of
+// p: d = p/c1, a = erf(d) + c2, y = (p·a)·c3, each operation rounded.
+TEXT ·geluErfBias512(SB), NOSPLIT, $0-56
+	MOVQ y+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ bias+16(FP), R10
+	MOVQ n+24(FP), CX
+	VBROADCASTSS c1+32(FP), Z9
+	VBROADCASTSS c2+36(FP), Z10
+	VBROADCASTSS c3+40(FP), Z11
+	MOVQ consts+48(FP), R8
+	ERF_CONSTS16
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE gbLoop
+	TAILK
+
+gbLoop:
+	VMOVUPS.Z (SI), K1, Z8
+	TESTQ R10, R10
+	JZ gbNoBias
+	VMOVUPS.Z (R10), K1, Z7
+	VADDPS Z7, Z8, Z8
+	VMOVUPS Z8, K1, (SI)
+	ADDQ $64, R10
+
+gbNoBias:
+	VDIVPS Z9, Z8, Z0
+	ERF16
+	VADDPS Z10, Z5, Z5
+	VMULPS Z5, Z8, Z5
+	VMULPS Z11, Z5, Z5
+	VMOVUPS Z5, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	NEXT16(gbLoop, gbDone)
+
+gbDone:
+	VZEROUPPER
+	RET
+
+// func geluErfGradX512(dst, y, dy, x *float32, n int, c1, c2, c3, k float32, consts *[16]float32)
+// geluErf512 and geluErfGrad512 in one pass, d and a kept in registers: d
+// = x/c1, a = erf(d) + c2, y = (x·a)·c3 (stored where y is not nil), m =
+// dy·c3, dst = m·a + ((m·x)·(k·e^-(d·d)))/c1, each operation rounded.
+// dst may be dy.
+TEXT ·geluErfGradX512(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), DI
+	MOVQ y+8(FP), BX
+	MOVQ dy+16(FP), DX
+	MOVQ x+24(FP), SI
+	MOVQ n+32(FP), CX
+	VBROADCASTSS c1+40(FP), Z9
+	VBROADCASTSS c2+44(FP), Z10
+	VBROADCASTSS c3+48(FP), Z11
+	VBROADCASTSS k+52(FP), Z12
+	MOVQ consts+56(FP), R8
+	ERF_CONSTS16
+	EXP_CONSTS
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z13
+	KXNORW K1, K1, K1
+	CMPQ CX, $16
+	JGE gxLoop
+	TAILK
+
+gxLoop:
+	VMOVUPS.Z (SI), K1, Z8
+	VDIVPS Z9, Z8, Z0
+	VMOVAPS Z0, Z14 // d
+	ERF16
+	VADDPS Z10, Z5, Z15 // a
+	TESTQ BX, BX
+	JZ gxNoY
+	VMULPS Z15, Z8, Z5
+	VMULPS Z11, Z5, Z5
+	VMOVUPS Z5, K1, (BX)
+	ADDQ $64, BX
+
+gxNoY:
+	VMULPS Z14, Z14, Z0
+	VPXORD Z13, Z0, Z0 // -(d·d)
+	EXP16(Z0, Z1, Z2, Z3, zm12, zd12)
+	VMULPS Z12, Z3, Z3 // k·e
+	VMOVUPS.Z (DX), K1, Z16
+	VMULPS Z11, Z16, Z16 // m = dy·c3
+	VMULPS Z8, Z16, Z4 // m·x
+	VMULPS Z3, Z4, Z4
+	VDIVPS Z9, Z4, Z4
+	VMULPS Z15, Z16, Z5 // m·a
+	VADDPS Z4, Z5, Z5
+	VMOVUPS Z5, K1, (DI)
+	ADDQ $64, DI
+	ADDQ $64, DX
+	ADDQ $64, SI
+	NEXT16(gxLoop, gxDone)
+
+gxDone:
+	VZEROUPPER
+	RET
