@@ -19,6 +19,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -43,7 +44,8 @@ type cpuReport struct {
 	PhysicalCores int             `json:"physical_cores,omitempty"` // 0: unknown
 	GOMAXPROCS    int             `json:"gomaxprocs"`
 	Features      map[string]bool `json:"features"`
-	GEMMAVX512    bool            `json:"gemm_avx512"` // the GEMM's AVX-512 kernel is in use (ONNXTRAIN_NO_AVX512 turns it off)
+	GEMMAVX512    bool            `json:"gemm_avx512"`  // the GEMM's AVX-512 kernel is in use (ONNXTRAIN_NO_AVX512 turns it off)
+	VMathAVX512   bool            `json:"vmath_avx512"` // exp, erf and GELU run their AVX-512 loops (same bits as AVX2; ONNXTRAIN_NO_AVX512 turns them off)
 	featureOrder  []string
 }
 
@@ -172,6 +174,7 @@ func collectEnv() envReport {
 	}
 	r.CPU.featureOrder, r.CPU.Features = cpuFeatures()
 	r.CPU.GEMMAVX512 = gemm.AVX512()
+	r.CPU.VMathAVX512 = vmath.AVX512()
 
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		r.Memory = parseMemInfo(f)
@@ -414,6 +417,11 @@ func writeEnvText(w io.Writer, r envReport) {
 		line("gemm", "AVX2 kernels (ONNXTRAIN_NO_AVX512 is set)")
 	} else if r.CPU.GEMMAVX512 {
 		line("gemm", "AVX-512 kernels (ONNXTRAIN_NO_AVX512=1 turns them off)")
+	}
+	if r.CPU.VMathAVX512 {
+		line("vmath", "AVX-512 loops for exp, erf and GELU (the AVX2 loops' bits)")
+	} else if r.CPU.Features["avx512f"] {
+		line("vmath", "AVX2 loops (ONNXTRAIN_NO_AVX512 is set)")
 	}
 	line("memory", "%s total, %s available", formatBytes(r.Memory.TotalBytes), formatBytes(r.Memory.AvailableBytes))
 	line("backends", "%s", strings.Join(r.Backends, ", "))

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
 )
 
 func runEnv(t *testing.T, args ...string) string {
@@ -35,6 +36,9 @@ func TestEnvText(t *testing.T) {
 	assert.Regexp(t, `(?m)^backends: .*\bcpu\b`, out)
 	if runtime.GOARCH == "amd64" {
 		assert.Regexp(t, `(?m)^features: .*[+-]avx2 .*[+-]fma .*[+-]avx512f `, out)
+	}
+	if vmath.AVX512() {
+		assert.Regexp(t, `(?m)^vmath: +AVX-512 loops`, out)
 	}
 	if slices.Contains(backend.Names(), "cuda") {
 		assert.Contains(t, out, "CUDA backend registered")
@@ -62,6 +66,7 @@ func TestEnvJSON(t *testing.T) {
 		for _, f := range []string{"avx2", "fma", "avx512f"} {
 			assert.IsType(t, true, feats[f], "feature %s", f)
 		}
+		assert.Equal(t, vmath.AVX512(), c["vmath_avx512"])
 	}
 	if runtime.GOOS == "linux" {
 		m := r["memory"].(map[string]any)
