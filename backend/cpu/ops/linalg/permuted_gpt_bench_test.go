@@ -161,7 +161,7 @@ func benchAttentionVsGEMM(b *testing.B, T, BH, D int) {
 			n := permutedNode(c.grad, c.permY, c.bases, c.steps)
 			kern.Bind(n, &kern.Binding{Allocator: &reuseAlloc{}})
 			defer kern.Unbind(n)
-			defer func() { prefetchNextProduct = true }()
+			defer func(was bool) { prefetchNextProduct = was }(prefetchNextProduct)
 			var on, off, ref time.Duration
 			refRuns := 0
 			for i := 0; i < b.N; i++ {
