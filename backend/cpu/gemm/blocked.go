@@ -335,7 +335,7 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	kc := blockSize(p.k, mk.kc, 1)
-	mc := blockSize(i1-i0, mk.mc, mk.mr)
+	mc := aBlockRows(mk, i1-i0, min(kc, p.k))
 	for jc := j0; jc < j1; jc += mk.nc {
 		ncur := min(mk.nc, j1-jc)
 		nstrips := (ncur + mk.nr - 1) / mk.nr
@@ -352,6 +352,24 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				mstrips := (mcur + mk.mr - 1) / mk.mr
 				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
 				var arows []float32
+				if mk.pairA != nil && !p.transA && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0 {
+					// Every column step a pair, and at most two of
+					// them: the pair kernel reads A's full strips in
+					// place; only the last, partial strip is packed.
+					// (A transposed A, read in place with rs = 1 and
+					// ks = lda, ran 2-5% slower than packed: a k step's
+					// six values use 24 bytes of each line it loads.)
+					ain, rs, ks := p.a[ic*p.lda+pc:], p.lda, 1
+					if full := mcur / mk.mr * mk.mr; full < mcur {
+						p.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
+					}
+					next := p.nextRegions(mk, ic, mc, i1, pc, kc, jc, j1, ncur, i0)
+					macroKernelA(mk, mcur, ncur, kcur, buf.a, ain, rs, ks, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+					if p.ep.active() && pc+kcur >= p.k {
+						p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur)
+					}
+					continue
+				}
 				if !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
 					// Few B strips use this A block: the kernel
 					// reads its full strips in place, and only the
@@ -363,29 +381,7 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				} else {
 					p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 				}
-				// While this block computes, fetch what the next
-				// packing steps read: the next A block, or after the
-				// last one the next k slice of B and the first A block
-				// of that slice, as far as the budget allows.
-				var next [2]region
-				switch {
-				case ic+mc < i1:
-					next[0] = p.aRegion(ic+mc, min(mc, i1-ic-mc), pc, kcur)
-				case pc+kc >= p.k && jc+mk.nc >= j1:
-					// The product's last block: fetch the next
-					// product's operands, if the caller named them.
-					next = p.after
-				case pc+kc < p.k:
-					knext := min(kc, p.k-pc-kc)
-					budget, used := prefetchBudget/4, 0
-					for _, r := range [2]region{p.bRegion(pc+kc, knext, jc, ncur), p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)} {
-						if r.rows*r.width <= budget {
-							budget -= r.rows * r.width
-							next[used] = r
-							used++
-						}
-					}
-				}
+				next := p.nextRegions(mk, ic, mc, i1, pc, kc, jc, j1, ncur, i0)
 				macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
 				if p.ep.active() && pc+kcur >= p.k {
 					p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur) // the block is final
@@ -394,6 +390,65 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 		}
 	}
 }
+
+// aBlockRows is the height of blocked's A blocks for rows rows of C and
+// a k block kc deep: the kernel's mc, evened out (blockSize), except that
+// rows whose packed A fits in oneBlockABytes make one block (attention's
+// 197-row heads ran 3-5% faster packed whole than as 102 + 95 rows).
+func aBlockRows(mk microKernel, rows, kc int) int {
+	if rows > mk.mc && rows*kc*4 <= oneBlockABytes {
+		return (rows + mk.mr - 1) / mk.mr * mk.mr
+	}
+	return blockSize(rows, mk.mc, mk.mr)
+}
+
+// nextRegions is what blocked prefetches while the block of rows
+// [ic, ic+mc) and shared indices [pc, pc+kc) computes: what the next
+// packing steps read, the next A block, or after the last one the next k
+// slice of B and the first A block of that slice, as far as the budget
+// allows; during the product's last block, the next product's operands
+// if the caller named them (p.after).
+func (p *problem) nextRegions(mk microKernel, ic, mc, i1, pc, kc, jc, j1, ncur, i0 int) [2]region {
+	var next [2]region
+	kcur := min(kc, p.k-pc)
+	switch {
+	case ic+mc < i1:
+		next[0] = p.aRegion(ic+mc, min(mc, i1-ic-mc), pc, kcur)
+	case pc+kc >= p.k && jc+mk.nc >= j1:
+		next = p.after
+	case pc+kc < p.k:
+		knext := min(kc, p.k-pc-kc)
+		budget, used := prefetchBudget/4, 0
+		for _, r := range [2]region{p.bRegion(pc+kc, knext, jc, ncur), p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)} {
+			if r.rows*r.width <= budget {
+				budget -= r.rows * r.width
+				next[used] = r
+				used++
+			}
+		}
+	}
+	return next
+}
+
+// pairAMaxCols is the widest column block whose row-major A block the
+// pair kernel reads in place (pairA) instead of packing: with one or two
+// strip pairs A is read at most twice, the second time from cache, and
+// the copy that packing makes of it first (attention's P and dS, 155 KiB
+// a head, from memory) cost more than the kernel's reads of six rows in
+// place, which the hardware prefetchers follow while the FMAs run
+// (BenchmarkAttentionWallViT at -cpu 1: P·V 0.77 → 0.85-0.87 of the 2048³
+// GEMM, dS·K 0.75 → 0.83-0.86).
+const pairAMaxCols = 64
+
+// oneBlockABytes is the largest packed A block that blocked keeps whole
+// when its rows exceed the kernel's mc: an eighth of this host's 2 MiB
+// L2, so that the B strips and C tiles stay in cache beside it. One
+// block of a 197-row head (155 KiB at k = 197, 50 KiB at k = 64) is
+// packed in one sequential pass and swept once per B strip pair, where
+// two blocks of 102 and 95 rows paid the packing's start and the sweeps'
+// loop twice (BenchmarkAttentionWallViT at -cpu 1: P·V, dV, dQ, dK 0.73
+// → 0.76 of the 2048³ GEMM, QKᵀ 0.70 → 0.72, dO·Vᵀ unchanged).
+var oneBlockABytes = 256 << 10 // a variable: tests turn it off to compare
 
 // rowACols is the widest column block for which blocked reads a row-major
 // A in place (the kernel's rowA) instead of packing it: packing A costs
@@ -515,6 +570,48 @@ func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, b
 			edgeTile(mk, mb, nb, kc, as, ar, lda, bs, c[ir*ldc+jr:], ldc, alpha, beta, tile)
 		}
 		jr += width
+	}
+}
+
+// macroKernelA is macroKernel for a block whose every column step is a
+// pair of full B strips (nc a multiple of 2·nr) and whose full A strips
+// the pair kernel reads in place (mk.pairA): strip ir's element (i, q) at
+// ain[(ir+i)*rs + q*ks]. A last, partial row strip comes packed from ap
+// (at ap[ir*kc:], as macroKernel's), computed into scratch and merged.
+// The next regions are prefetched spread over the tiles as macroKernel
+// does.
+func macroKernelA(mk microKernel, mc, nc, kc int, ap, ain []float32, rs, ks int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, next [2]region) {
+	mr, nr := mk.mr, mk.nr
+	tiles := ((mc + mr - 1) / mr) * (nc / (2 * nr))
+	pfRows := next[0].rows + next[1].rows
+	pfPerTile := (pfRows + tiles - 1) / max(tiles, 1)
+	pfRow := 0
+	for jr := 0; jr < nc; jr += 2 * nr {
+		bs := bp[jr*kc : jr*kc+2*nr*kc]
+		for ir := 0; ir < mc; ir += mr {
+			if pfRow < pfRows {
+				rows := min(pfPerTile, pfRows-pfRow)
+				for r, left := pfRow, rows; left > 0; {
+					gi, gr := 0, r
+					for gr >= next[gi].rows {
+						gr -= next[gi].rows
+						gi++
+					}
+					g := next[gi]
+					n := min(left, g.rows-gr)
+					prefetchRowsFn(g.src[gr*g.ld:], g.ld, n, g.width)
+					r += n
+					left -= n
+				}
+				pfRow += rows
+			}
+			if mb := min(mr, mc-ir); mb < mr {
+				mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, 2*nr, alpha, 0)
+				storeRun(c[ir*ldc+jr:], ldc, tile, 2*nr, mb, 2*nr, beta)
+				continue
+			}
+			mk.pairA(kc, ain[ir*rs:], rs, ks, bs, c[ir*ldc+jr:], ldc, alpha, beta)
+		}
 	}
 }
 

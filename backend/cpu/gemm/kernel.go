@@ -36,6 +36,12 @@ type microKernel struct {
 	// for bit as two calls of fn: with wider vectors (AVX-512) it runs
 	// both tiles at the rate fn runs one.
 	pair func(kc int, ap, bp, c []float32, ldc int, alpha, beta float32)
+	// pairA, if not nil, is pair reading A in place instead of from a
+	// packed strip, bit for bit as pair: element (i, q) of the mr×kc
+	// strip at a[i*rs + q*ks] (a row-major A: rs = lda, ks = 1; a
+	// transposed one: rs = 1, ks = lda). Products whose A block is used
+	// by at most pairAMaxCols columns of B skip packing it.
+	pairA func(kc int, a []float32, rs, ks int, bp, c []float32, ldc int, alpha, beta float32)
 	// fnNT and pairNT, if not nil, are fn and pair with beta = 0 storing
 	// C with non-temporal stores (no read for ownership, the lines go to
 	// memory instead of the cache), bit for bit the same values. Every

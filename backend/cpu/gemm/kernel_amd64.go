@@ -33,6 +33,7 @@ func AVX512() bool { return hasAVX512 }
 func init() {
 	if hasAVX512 {
 		avx2Kernel6x16.pair = kernel6x32Pair
+		avx2Kernel6x16.pairA = kernel6x32PairA
 		avx2Kernel6x16.pairNT = kernel6x32PairNT
 	}
 	avx2Kernel6x16.fnNT = kernel6x16NT
@@ -54,6 +55,22 @@ func kernel6x32Pair(kc int, ap, bp, c []float32, ldc int, alpha, beta float32) {
 	_ = bp[32*kc-1]
 	_ = c[5*ldc+31]
 	sgemmKernel6x32Pair(kc, &ap[0], &bp[0], &c[0], ldc, alpha, beta)
+}
+
+// sgemmKernel6x32PairA is implemented in kernel512a_amd64.s (AVX-512F):
+// sgemmKernel6x32Pair reading the A strip in place, element (i, q) at
+// a[i*rs + q*ks], bit for bit what the pair kernel stores from the same
+// values packed.
+//
+//go:noescape
+func sgemmKernel6x32PairA(kc int, a *float32, rs, ks int, bp, c *float32, ldc int, alpha, beta float32)
+
+// kernel6x32PairA checks the bounds the assembly relies on and calls it.
+func kernel6x32PairA(kc int, a []float32, rs, ks int, bp, c []float32, ldc int, alpha, beta float32) {
+	_ = a[5*rs+(kc-1)*ks]
+	_ = bp[32*kc-1]
+	_ = c[5*ldc+31]
+	sgemmKernel6x32PairA(kc, &a[0], rs, ks, &bp[0], &c[0], ldc, alpha, beta)
 }
 
 // sgemmKernel6x16 is implemented in kernel_amd64.s. It stores

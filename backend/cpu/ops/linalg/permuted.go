@@ -160,8 +160,13 @@ func (p *permutedState) Chunk(lo, hi int) {
 }
 
 // prefetchNextProduct makes each product of a serial batch prefetch the
-// next one's operands (benchmarks switch it off to compare).
-var prefetchNextProduct = true
+// next one's operands while its last block computes (benchmarks switch it
+// on to compare). Off: on the AVX-512 Xeon the burst of prefetches (up to
+// 200 KiB of the next head in the last block's few tiles) held the line
+// fill buffers that the kernel's own loads and stores wait on, and every
+// attention product ran 2-8% slower with it (BenchmarkAttentionWallViT,
+// -cpu 1 and 2, CPU time against the 2048³ GEMM, 4 December 2026).
+var prefetchNextProduct = false
 
 // offsets are where product idx's A, B and C start.
 func (p *permutedState) offsets(idx *[maxViewRank]int) (oa, ob, oc int) {
@@ -444,9 +449,12 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 // over the cores and every product runs whole on one of them (no packing
 // repeated per core, no fan-out per product: attention's 48 products of
 // 128×128×64 each split over the cores ran at a third of the GEMM's
-// rate); four chunks per core, taken as the cores free up, so that a core
+// rate); eight chunks per core, taken as the cores free up, so that a core
 // another process holds for a while delays one small chunk, not half the
-// batch. With fewer products, one big enough to split itself does so (1
+// batch, and the cores finish within a few products of each other (48
+// attention heads as 16 chunks of 3 rather than 8 of 6: ViT-B/16's six
+// products 0.57 → 0.64 of the 2048³ GEMM in wall time at two threads,
+// BenchmarkAttentionWallViT, three alternating rounds). With fewer products, one big enough to split itself does so (1
 // is returned); smaller ones are still spread by batch, and a batch of
 // tiny products runs in sequence.
 func batchWorkers(batch, work, procs int) int {
@@ -460,7 +468,7 @@ func batchWorkers(batch, work, procs int) int {
 		// cores: split each instead of leaving a core idle at the end.
 		return 1
 	}
-	return min(4*procs, batch)
+	return min(8*procs, batch)
 }
 
 // permutedFallbacks counts the PermutedMatMul calls that took the

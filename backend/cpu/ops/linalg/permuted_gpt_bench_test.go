@@ -161,7 +161,7 @@ func benchAttentionVsGEMM(b *testing.B, T, BH, D int) {
 			n := permutedNode(c.grad, c.permY, c.bases, c.steps)
 			kern.Bind(n, &kern.Binding{Allocator: &reuseAlloc{}})
 			defer kern.Unbind(n)
-			defer func() { prefetchNextProduct = true }()
+			defer func(was bool) { prefetchNextProduct = was }(prefetchNextProduct)
 			var on, off, ref time.Duration
 			refRuns := 0
 			for i := 0; i < b.N; i++ {
@@ -206,4 +206,96 @@ func threadCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ts.Nano())
+}
+
+// BenchmarkAttentionWallViT times attention's six product kinds at
+// ViT-B/16's shapes as PermutedMatMul runs them in a step (output storage
+// reused, as the memory plan does), in wall-clock time with the kernel
+// pool's GOMAXPROCS workers, interleaved with the 2048³ GEMM (also wall
+// time, also split over the cores; one call per 32 products, so both
+// sample the same minutes of the machine's load): "of-ref" is the step's
+// ratio (`--op-profile`'s GFLOP/s over `bench --gemm`'s). The same ratio
+// in CPU time ("cpu-of-ref": the thread's at -cpu 1, the process's at
+// more), which other processes on a busy machine disturb less, beside it.
+func BenchmarkAttentionWallViT(b *testing.B) { benchAttentionWall(b, 197, 48, 64) }
+
+// BenchmarkAttentionWallGPT is BenchmarkAttentionWallViT at the GPT's
+// shapes (T=128, batch 4 × 12 heads of 64).
+func BenchmarkAttentionWallGPT(b *testing.B) { benchAttentionWall(b, 128, 48, 64) }
+
+func benchAttentionWall(b *testing.B, T, BH, D int) {
+	// The CPU time that other processes disturb least: the locked
+	// thread's on one core, the process's (every worker's, their spinning
+	// included) on more.
+	cpuClock := threadCPU
+	if runtime.GOMAXPROCS(0) > 1 {
+		cpuClock = cpuTime
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	// The step's layouts (`--op-profile-by-shape` of ViT-B/16): q, k, v
+	// and dO as [T, B·H, D] (q also as [B·H, T, D] after its scaling),
+	// the scores and their gradient as [B·H, T, T].
+	q, k := randF32(r, T, BH, D), randF32(r, T, BH, D)
+	qc := randF32(r, BH, T, D)
+	p := randF32(r, BH, T, T)
+	ctx := &kern.Context{Opset: 17}
+	heads := viewSteps{perm: []int64{1, 0, 2}}
+	headsT := viewSteps{perm: []int64{1, 2, 0}}
+	flop := float64(2 * BH * T * T * D)
+	cases := []struct {
+		name  string
+		grad  int64
+		permY []int64
+		bases []*graph.Tensor
+		steps []viewSteps
+	}{
+		{"qkT", 0, nil, []*graph.Tensor{qc, k}, []viewSteps{{}, headsT}},
+		{"pv_permY", 0, []int64{1, 0, 2}, []*graph.Tensor{p, k}, []viewSteps{{}, heads}},
+		{"dP", 1, nil, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}},
+		{"dV_permY", 2, []int64{1, 0, 2}, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}},
+		{"dQ", 1, nil, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}},
+		{"dK_permY", 2, []int64{2, 0, 1}, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}},
+	}
+	const M = 2048
+	x, y, z := randF32(r, M, M), randF32(r, M, M), make([]float32, M*M)
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			runtime.LockOSThread() // for the thread's CPU time at -cpu 1
+			defer runtime.UnlockOSThread()
+			n := permutedNode(c.grad, c.permY, c.bases, c.steps)
+			kern.Bind(n, &kern.Binding{Allocator: &reuseAlloc{}})
+			defer kern.Unbind(n)
+			before := permutedFallbacks.Load()
+			var on, ref, onCPU, refCPU time.Duration
+			refRuns := 0
+			for i := 0; i < b.N; i++ {
+				t0, c0 := time.Now(), cpuClock()
+				if _, err := permutedMatMulKernel(ctx, n, c.bases); err != nil {
+					b.Fatal(err)
+				}
+				on += time.Since(t0)
+				onCPU += cpuClock() - c0
+				if i%32 == 0 {
+					t0, c0 := time.Now(), cpuClock()
+					gemm.Sgemm(false, false, M, M, M, 1, x.Float32s(), M, y.Float32s(), M, 0, z, M)
+					ref += time.Since(t0)
+					refCPU += cpuClock() - c0
+					refRuns++
+				}
+			}
+			if permutedFallbacks.Load() != before {
+				b.Fatal("the materialising fallback ran")
+			}
+			refRate := float64(2*M*M*M) * float64(refRuns) / ref.Seconds() / 1e9
+			rate := flop * float64(b.N) / on.Seconds() / 1e9
+			b.ReportMetric(rate, "GFLOP/s")
+			b.ReportMetric(refRate, "ref2048-GFLOP/s")
+			b.ReportMetric(rate/refRate, "of-ref")
+			if onCPU > 0 && refCPU > 0 {
+				cpuRate := flop * float64(b.N) / onCPU.Seconds() / 1e9
+				b.ReportMetric(cpuRate, "GFLOP/cpu-s")
+				b.ReportMetric(cpuRate/(float64(2*M*M*M)*float64(refRuns)/refCPU.Seconds()/1e9), "cpu-of-ref")
+			}
+		})
+	}
 }

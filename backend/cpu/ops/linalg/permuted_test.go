@@ -445,12 +445,13 @@ func TestPermutedMatMulSharedWeight(t *testing.T) {
 // idle at the end) run one at a time.
 func TestBatchWorkers(t *testing.T) {
 	const attention = 128 * 128 * 64 // GPT-2-small: 48 of them per call
-	assert.Equal(t, 8, batchWorkers(48, attention, 2))
+	assert.Equal(t, 16, batchWorkers(48, attention, 2), "three heads a chunk")
 	assert.Equal(t, 1, batchWorkers(48, attention, 1), "one core")
 	assert.Equal(t, 1, batchWorkers(3, attention, 2), "fewer than two per core, each splits itself")
 	assert.Equal(t, 3, batchWorkers(3, 64*64*32, 2), "small products: by batch")
 	assert.Equal(t, 1, batchWorkers(4, 8, 2), "tiny: in sequence")
 	assert.Equal(t, 4, batchWorkers(4, 1024*1024*1024, 2), "large, even: one per core")
 	assert.Equal(t, 1, batchWorkers(5, 1024*1024*1024, 2), "large, uneven: each splits itself")
-	assert.Equal(t, 8, batchWorkers(17, 1024*1024*1024, 2), "many: the uneven tail is small")
+	assert.Equal(t, 16, batchWorkers(17, 1024*1024*1024, 2), "many: the uneven tail is small")
+	assert.Equal(t, 12, batchWorkers(12, attention, 2), "one product a chunk")
 }

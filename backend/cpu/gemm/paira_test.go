@@ -1,0 +1,195 @@
+package gemm
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPairAKernel: the pair kernel reading A in place stores bit for bit
+// what the pair kernel stores from the same strip packed, for a row-major
+// A (rs = lda, ks = 1) and a transposed one (rs = 1, ks = lda), at depths
+// that are and are not multiples of its 8-step unroll, alpha and beta 0,
+// 1 and others; within rounding of float64; nothing beside its 6×32 tile
+// written, and C never read when beta is 0 (NaN there does not show).
+func TestPairAKernel(t *testing.T) {
+	mk := kernel
+	if mk.pairA == nil {
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no in-place pair kernel (it needs AVX-512F)", mk.name)
+	}
+	mr, nr := mk.mr, mk.nr
+	r := rand.New(rand.NewPCG(71, 72))
+	for _, kc := range []int{1, 2, 7, 8, 9, 16, 63, 64, 65, 197, 256} {
+		for _, transposed := range []bool{false, true} {
+			for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.5, 1}, {-2, 0.25}} {
+				alpha, beta := ab[0], ab[1]
+				// A in place: a strip of a larger matrix, so that rows
+				// (or columns) beside it are there to be misread.
+				var a []float32
+				var rs, ks, off int
+				if transposed {
+					lda := mr + 5
+					a, rs, ks, off = randSlice(r, (kc+1)*lda), 1, lda, lda+2
+				} else {
+					lda := kc + 3
+					a, rs, ks, off = randSlice(r, (mr+2)*lda), lda, 1, lda+1
+				}
+				ap := make([]float32, mr*kc) // the same strip packed
+				for i := 0; i < mr; i++ {
+					for q := 0; q < kc; q++ {
+						ap[q*mr+i] = a[off+i*rs+q*ks]
+					}
+				}
+				bp := randSlice(r, 2*nr*kc)
+				ldc := 2*nr + 5
+				c0 := randSlice(r, (mr+1)*ldc)
+				if beta == 0 {
+					for i := range c0 {
+						if i%ldc < 2*nr && i < mr*ldc {
+							c0[i] = float32(math.NaN())
+						}
+					}
+				}
+				want := append([]float32(nil), c0...)
+				mk.pair(kc, ap, bp, want, ldc, alpha, beta)
+				got := append([]float32(nil), c0...)
+				mk.pairA(kc, a[off:], rs, ks, bp, got, ldc, alpha, beta)
+				for i := 0; i <= mr; i++ {
+					for j := 0; j < ldc; j++ {
+						g := got[i*ldc+j]
+						if i == mr || j >= 2*nr {
+							require.Equal(t, math.Float32bits(c0[i*ldc+j]), math.Float32bits(g),
+								"kc=%d transposed=%v: C[%d][%d] outside the tile was written", kc, transposed, i, j)
+							continue
+						}
+						require.Equal(t, math.Float32bits(want[i*ldc+j]), math.Float32bits(g),
+							"kc=%d transposed=%v alpha=%v beta=%v: C[%d][%d] differs from the packed pair kernel", kc, transposed, alpha, beta, i, j)
+						strip, col := j/nr, j%nr
+						var s float64
+						for q := 0; q < kc; q++ {
+							s += float64(a[off+i*rs+q*ks]) * float64(bp[strip*nr*kc+q*nr+col])
+						}
+						s *= float64(alpha)
+						if beta != 0 {
+							s += float64(beta) * float64(c0[i*ldc+j])
+						}
+						require.InDelta(t, s, float64(g), 1e-5*float64(kc+1), "kc=%d C[%d][%d]", kc, i, j)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSgemmPairAMatchesPacked: whole products whose column blocks are one
+// or two strip pairs (attention's P·V and dS·K: 197×64×197) read their
+// row-major A in place and store bit for bit what the same products store
+// with A packed: odd row counts (a last, partial strip packed), shared
+// dimensions that are not multiples of the unroll, B transposed or not,
+// alpha and beta 0, 1 and others, on one goroutine (SgemmSerial, as
+// attention's heads run) and split over two (Sgemm); within rounding of
+// float64. Products with a transposed A, or wider column blocks, take
+// the packed path and are compared the same way.
+func TestSgemmPairAMatchesPacked(t *testing.T) {
+	if kernel.pairA == nil {
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no in-place pair kernel (it needs AVX-512F)", kernel.name)
+	}
+	packed := kernel
+	packed.pairA = nil
+	r := rand.New(rand.NewPCG(73, 74))
+	shapes := [][3]int{{197, 64, 197}, {197, 32, 64}, {13, 64, 9}, {300, 64, 65}, {128, 64, 128}, {197, 96, 30}, {61, 33, 17}}
+	for _, procs := range []int{1, 2} {
+		prev := runtime.GOMAXPROCS(procs)
+		for _, sz := range shapes {
+			m, n, k := sz[0], sz[1], sz[2]
+			for _, tA := range []bool{false, true} {
+				for _, tB := range []bool{false, true} {
+					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.5, 1}, {-2, 0.25}} {
+						for _, serial := range []bool{true, false} {
+							alpha, beta := ab[0], ab[1]
+							lda, arows := k+2, m
+							if tA {
+								lda, arows = m+1, k
+							}
+							ldb, brows := n+1, k
+							if tB {
+								ldb, brows = k+3, n
+							}
+							ldc := n + 2
+							a, b := randSlice(r, arows*lda), randSlice(r, brows*ldb)
+							c0 := randSlice(r, m*ldc)
+							if beta == 0 {
+								for i := range c0 {
+									c0[i] = float32(math.NaN())
+								}
+							}
+							run := func() []float32 {
+								c := append([]float32(nil), c0...)
+								if serial {
+									SgemmSerial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+								} else {
+									Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+								}
+								return c
+							}
+							got := run()
+							restore := useKernel(packed)
+							want := run()
+							restore()
+							ref := refGemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c0, ldc)
+							for i := 0; i < m; i++ {
+								for j := 0; j < ldc; j++ {
+									g := got[i*ldc+j]
+									if j >= n {
+										require.Equal(t, math.Float32bits(c0[i*ldc+j]), math.Float32bits(g), "%v: C[%d][%d] past n written", sz, i, j)
+										continue
+									}
+									require.Equal(t, math.Float32bits(want[i*ldc+j]), math.Float32bits(g),
+										"procs=%d %v tA=%v tB=%v alpha=%v beta=%v serial=%v: C[%d][%d] differs from the packed product", procs, sz, tA, tB, alpha, beta, serial, i, j)
+									require.InDelta(t, ref[i*n+j], float64(g), 1e-5*float64(k+1), "%v: C[%d][%d]", sz, i, j)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+		runtime.GOMAXPROCS(prev)
+	}
+}
+
+// TestPairAPathTaken: the in-place path runs for a row-major A under
+// column blocks of one or two pairs, and not otherwise (a counting pairA
+// in place of the kernel's).
+func TestPairAPathTaken(t *testing.T) {
+	if kernel.pairA == nil {
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no in-place pair kernel (it needs AVX-512F)", kernel.name)
+	}
+	counting, inPlace := kernel, kernel.pairA
+	calls := 0
+	counting.pairA = func(kc int, a []float32, rs, ks int, bp, c []float32, ldc int, alpha, beta float32) {
+		calls++
+		inPlace(kc, a, rs, ks, bp, c, ldc, alpha, beta)
+	}
+	defer useKernel(counting)()
+	r := rand.New(rand.NewPCG(75, 76))
+	count := func(tA bool, m, n, k int) int {
+		calls = 0
+		a, b, c := randSlice(r, m*k), randSlice(r, k*n), make([]float32, m*n)
+		lda := k
+		if tA {
+			lda = m
+		}
+		SgemmSerial(tA, false, m, n, k, 1, a, lda, b, n, 0, c, n)
+		return calls
+	}
+	require.Equal(t, 32*2, count(false, 197, 64, 197), "P·V: 32 full strips × 2 pairs in place")
+	require.Equal(t, 32, count(false, 197, 32, 64), "one pair")
+	require.Zero(t, count(true, 197, 64, 197), "transposed A: packed")
+	require.Zero(t, count(false, 197, 96, 64), "three pairs: packed")
+	require.Zero(t, count(false, 197, 48, 64), "a pair and a single strip: packed")
+}
