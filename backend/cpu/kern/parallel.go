@@ -106,9 +106,18 @@ func putBatch(b *chunkBatch) {
 	batchMu.Unlock()
 }
 
-// ensurePool starts pool goroutines until there are at least n.
+// ensurePool starts pool goroutines until there are at least n, and never
+// more than GOMAXPROCS-1 (so never more than may spin at once, spinPoll's
+// limit). More would cost a hand-off its spinning worker: a channel send
+// gives the job to a goroutine parked in the receive, not to the one
+// polling the queue, and the parked one waits to be woken (it is readied
+// on the sender's own P, which is busy with its chunk) while the poller
+// spins on an empty queue. With as many goroutines as may spin, an idle
+// pool's goroutines are all spinning (for spinWait) or all parked.
+// A task of more chunks than that runs them in turn on the same goroutines
+// (the caller takes any no worker has started), as nested tasks did.
 func ensurePool(n int) {
-	n = min(n, maxPool)
+	n = min(n, maxPool, runtime.GOMAXPROCS(0)-1)
 	if int(poolSize.Load()) >= n {
 		return
 	}
