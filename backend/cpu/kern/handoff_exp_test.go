@@ -1,7 +1,10 @@
 package kern
 
 import (
+	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -81,5 +84,69 @@ func BenchmarkHandoffExperiment(t *testing.B) {
 		}
 		wall, cpu := time.Since(w0), cpuTime()-u0
 		t.Logf("GOMAXPROCS=%d Workers()=%d: wall %v, process CPU %v (%.2f×), chunks elsewhere %d", procs, Workers(), wall.Round(time.Millisecond), cpu.Round(time.Millisecond), cpu.Seconds()/wall.Seconds(), c.other.Load())
+	}
+}
+
+// delayChunker records when a chunk that another goroutine runs starts,
+// after the call's start, and spins for work.
+type delayChunker struct {
+	caller uintptr
+	t0     time.Time
+	start  atomic.Int64
+	work   time.Duration
+}
+
+func (c *delayChunker) Chunk(lo, hi int) {
+	if curg() != c.caller {
+		c.start.Store(int64(time.Since(c.t0)))
+	}
+	end := time.Now().Add(c.work)
+	for time.Now().Before(end) {
+	}
+}
+
+// BenchmarkHandoffAfterWideTask measures (docs/large-models.md, "The
+// memory-bound row ops and the shape ops on two threads") a 2-chunk call's
+// hand-off after a task of ONNXTRAIN_HANDOFF_WIDE chunks (default 8, as a
+// GEMM's pieces) has run: how often the second chunk runs on a pool
+// goroutine, the median delay until it starts, and the median call time,
+// back to back or after ONNXTRAIN_HANDOFF_GAP of idle time (a duration). An
+// experiment: it checks nothing but logs; run it in a fresh process
+// (`-bench HandoffAfterWideTask -benchtime 1x -v`), since the pool's
+// goroutines live as long as the process.
+func BenchmarkHandoffAfterWideTask(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	wide := 8
+	if v, err := strconv.Atoi(os.Getenv("ONNXTRAIN_HANDOFF_WIDE")); err == nil {
+		wide = v
+	}
+	gap, _ := time.ParseDuration(os.Getenv("ONNXTRAIN_HANDOFF_GAP"))
+	RunTask("exp", wide, wide, &spinChunker{caller: curg(), work: time.Microsecond})
+	for _, work := range []time.Duration{50 * time.Microsecond, 200 * time.Microsecond} {
+		const calls = 400
+		c := &delayChunker{caller: curg(), work: work}
+		var starts, walls []time.Duration
+		for range calls {
+			if gap > 0 {
+				end := time.Now().Add(gap)
+				for time.Now().Before(end) {
+				}
+			}
+			c.start.Store(-1)
+			c.t0 = time.Now()
+			RunTask("exp", 2, 2, c)
+			walls = append(walls, time.Since(c.t0))
+			if d := c.start.Load(); d >= 0 {
+				starts = append(starts, time.Duration(d))
+			}
+		}
+		slices.Sort(starts)
+		slices.Sort(walls)
+		med := time.Duration(-1)
+		if len(starts) > 0 {
+			med = starts[len(starts)/2]
+		}
+		b.Logf("after a %d-chunk task (%d pool goroutines), idle gap %v, chunks of %v: chunk 1 on a pool goroutine in %d/%d calls, starting a median %.1f µs into the call; call median %.1f µs",
+			wide, poolSize.Load(), gap, work, len(starts), calls, float64(med.Nanoseconds())/1e3, float64(walls[len(walls)/2].Nanoseconds())/1e3)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,24 @@ func TestHandoffStatsCountReclaimedChunks(t *testing.T) {
 	assert.Equal(t, int64(3*n), handed-handed0)
 	assert.Equal(t, c.mine.Load(), reclaimed-reclaimed0, "chunks the caller ran itself")
 	t.Logf("the caller ran %d of %d handed chunks itself", reclaimed-reclaimed0, handed-handed0)
+}
+
+// A split call made when no pool goroutine has polled the queue for
+// longer than spinWait counts as cold; a call that is not split never does.
+func TestColdHandoffsCountCallsToAParkedPool(t *testing.T) {
+	c := &callerChunker{caller: curg()}
+	RunTask("test", 2, 2, c) // the pool has a goroutine (where GOMAXPROCS > 1)
+	for range 3 {
+		// Every goroutine gives up polling (within spinWait, unless the
+		// machine is loaded).
+		for end := time.Now().Add(5 * time.Second); spinners.Load() > 0 && time.Now().Before(end); {
+			time.Sleep(spinWait)
+		}
+		require.Zero(t, spinners.Load(), "goroutines still polling")
+		cold0 := ColdHandoffs()
+		RunTask("test", 2, 1, c) // not split
+		assert.Equal(t, cold0, ColdHandoffs(), "a call that is not split")
+		RunTask("test", 2, 2, c)
+		assert.Equal(t, cold0+1, ColdHandoffs(), "a split call to a parked pool")
+	}
 }

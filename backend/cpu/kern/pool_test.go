@@ -147,3 +147,31 @@ func TestNodeScratch(t *testing.T) {
 	}), "allocations of a bound node's scratch")
 	runtime.KeepAlive(b) // the binding is weak
 }
+
+// The process-wide pool never has more goroutines than may spin at once
+// (GOMAXPROCS-1), however many chunks a task asks for: a goroutine parked
+// in the queue's receive would take each hand-off from the spinning one
+// (a channel send goes to a waiting receiver first) and start the chunk
+// only once woken, long after the spinner could have.
+func TestPoolGoroutinesAtMostSpinners(t *testing.T) {
+	// (Other tests of this package set GOMAXPROCS to 1 or 2 only.)
+	procs := max(runtime.GOMAXPROCS(0), 2)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	for _, chunks := range []int{2, 8, maxChunks} {
+		ck := &countChunker{seen: make([]atomic.Int32, 1000)}
+		RunTask("test", len(ck.seen), chunks, ck)
+		for i := range ck.seen {
+			require.Equal(t, int32(1), ck.seen[i].Load(), "chunks %d index %d", chunks, i)
+		}
+		assert.LessOrEqual(t, int(poolSize.Load()), procs-1, "pool goroutines after a task of %d chunks at GOMAXPROCS=%d", chunks, procs)
+	}
+	// Nested fan-out finishes without extra goroutines.
+	var total atomic.Int64
+	RunChunks("outer", 8, 8, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			RunChunks("inner", 8, 8, func(lo, hi int) { total.Add(int64(hi - lo)) })
+		}
+	})
+	assert.Equal(t, int64(64), total.Load())
+	assert.LessOrEqual(t, int(poolSize.Load()), procs-1)
+}

@@ -117,14 +117,15 @@ func identityMaps(shape []int) []axisMap {
 }
 
 // gatherInto allocates the output of dtype d and shape and fills it from
-// src through maps (see gatherView). gatherView writes every element
-// (gathered or fill), so the output is not zeroed first.
+// src through maps (see gatherView), split over the kernel pool when it is
+// large (gatherTask). Every element is written (gathered or fill), so the
+// output is not zeroed first.
 func gatherInto(n *graph.Node, src *graph.Tensor, shape []int, base int, maps []axisMap, fill any) (*graph.Tensor, error) {
 	out, err := kern.NewUninit(n, src.DType, shape)
 	if err != nil {
 		return nil, err
 	}
-	if err := gatherView(out.Data, src.Data, base, maps, fill); err != nil {
+	if err := gatherIntoNode(n, out.Data, src.Data, base, maps, fill); err != nil {
 		return nil, n.Errorf("%v", err)
 	}
 	return out, nil

@@ -61,7 +61,7 @@ func concatKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 		}
 		shape[ax] += t.Shape[ax]
 	}
-	out, err := kern.New(n, first.DType, shape)
+	out, err := kern.NewUninit(n, first.DType, shape) // every element is written
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func concatKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 		runs = append(runs, t.Shape[ax]*inner)
 	}
 	st.srcs, st.runs = srcs, runs
-	err = concatInto(out.Data, srcs, runs, outer)
+	err = st.run(out.Data, outer)
 	clear(srcs) // (the inputs' data is not kept past the call)
 	if err != nil {
 		return nil, n.Errorf("%v", err)
@@ -81,10 +81,38 @@ func concatKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 	return kern.Results(n, out), nil
 }
 
-// concatState is what a Concat node keeps between runs.
+// concatState is what a Concat node keeps between runs, and its copy in
+// flight: a chunk copies a range of the output's elements.
 type concatState struct {
 	shape, runs []int
 	srcs        []any
+	dst         any
+	outer       int
+}
+
+// run copies st.srcs into dst (concatInto), split into contiguous element
+// ranges over the kernel pool when the output is large.
+func (st *concatState) run(dst any, outer int) error {
+	size := dataLen(dst)
+	w := copyWorkers(size, size)
+	if w <= 1 {
+		return concatInto(dst, st.srcs, st.runs, outer)
+	}
+	// The element types are checked once here, not in the chunks.
+	if err := concatRange(dst, st.srcs, st.runs, outer, 0, 0); err != nil {
+		return err
+	}
+	st.dst, st.outer = dst, outer
+	kern.RunTask("shape worker", size, w, st)
+	st.dst = nil
+	return nil
+}
+
+// Chunk copies the output elements [lo, hi).
+func (st *concatState) Chunk(lo, hi int) {
+	if err := concatRange(st.dst, st.srcs, st.runs, st.outer, lo, hi); err != nil {
+		panic(err) // (checked by run)
+	}
 }
 
 // splitKernel implements Split. The part sizes come from input 1 (opset 13

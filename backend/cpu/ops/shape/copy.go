@@ -6,38 +6,44 @@ import (
 
 // concatInto copies srcs into dst, which is laid out as outer rows; row o of
 // dst holds, one after another, row o of each source (runs[i] elements of
-// source i). Every source must hold dst's element type.
+// source i). Every source must hold dst's element type. Every element of
+// dst is written.
 func concatInto(dst any, srcs []any, runs []int, outer int) error {
+	return concatRange(dst, srcs, runs, outer, 0, dataLen(dst))
+}
+
+// concatRange is concatInto for the elements [lo, hi) of dst only.
+func concatRange(dst any, srcs []any, runs []int, outer, lo, hi int) error {
 	switch d := dst.(type) {
 	case []float32:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []float64:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []int8:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []int16:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []int32:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []int64:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []uint8:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []uint16:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []uint32:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []uint64:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []bool:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	case []string:
-		return concatOf(d, srcs, runs, outer)
+		return concatOf(d, srcs, runs, outer, lo, hi)
 	}
 	return fmt.Errorf("tensor data of Go type %T is not supported", dst)
 }
 
-func concatOf[T any](dst []T, srcAny []any, runs []int, outer int) error {
+func concatOf[T any](dst []T, srcAny []any, runs []int, outer, lo, hi int) error {
 	var buf [8][]T // (on the stack for up to 8 inputs)
 	srcs := buf[:0]
 	if len(srcAny) <= len(buf) {
@@ -54,16 +60,28 @@ func concatOf[T any](dst []T, srcAny []any, runs []int, outer int) error {
 		srcs[i] = t
 		row += runs[i]
 	}
-	p := 0
-	for o := 0; o < outer; o++ {
-		for i, s := range srcs {
+	if row == 0 || lo >= hi {
+		return nil
+	}
+	// Start at the run of row lo/row that holds element lo.
+	o, p := lo/row, lo
+	i, off := 0, lo%row
+	for off >= runs[i] {
+		off -= runs[i]
+		i++
+	}
+	for p < hi && o < outer {
+		for ; i < len(srcs) && p < hi; i++ {
 			r := runs[i]
-			if r == 0 {
-				continue
+			k := min(r-off, hi-p)
+			if k > 0 {
+				copy(dst[p:p+k], srcs[i][o*r+off:o*r+off+k])
+				p += k
 			}
-			copy(dst[p:p+r], s[o*r:o*r+r])
-			p += r
+			off = 0
 		}
+		i = 0
+		o++
 	}
 	return nil
 }

@@ -175,24 +175,79 @@ func gatherViewOf[T any](dst []T, srcAny any, base int, maps []axisMap, fillAny 
 	}
 	// Scratch of up to stackRank axes lives on the stack.
 	var mapBuf [stackRank]axisMap
-	b0, maps, empty := simplifyMaps(mapBuf[:], maps)
-	if empty {
+	var g gatherPlan
+	if !g.init(mapBuf[:], base, maps) {
 		return nil
 	}
-	base += b0
-	if len(maps) == 0 {
-		if base < 0 {
+	gatherUnits(dst, src, fill, &g, 0, g.units)
+	return nil
+}
+
+// gatherPlan is a gather after simplifyMaps, cut into units that can be
+// copied independently (a pool's chunks take contiguous ranges of them):
+// rows of the innermost output axis, or, for a transpose that tileTranspose
+// copies in square tiles, tileBlock-row strips of one plane.
+type gatherPlan struct {
+	base int
+	maps []axisMap
+	// tiled: the units are strips of the planes over axes c × innermost;
+	// tiles is the strips of one plane.
+	tiled    bool
+	c, tiles int
+	// units, and the output elements of one (for the split's grain).
+	units, unitElems int
+}
+
+// init simplifies maps into buf and cuts the work into units; it reports
+// false when the output holds no element.
+func (g *gatherPlan) init(buf []axisMap, base int, maps []axisMap) bool {
+	b0, ms, empty := simplifyMaps(buf, maps)
+	if empty {
+		return false
+	}
+	*g = gatherPlan{base: base + b0, maps: ms}
+	switch r := len(ms); {
+	case r == 0:
+		g.units, g.unitElems = 1, 1
+	case r >= 2 && tileAxis(ms) >= 0:
+		g.tiled, g.c = true, tileAxis(ms)
+		g.tiles = (ms[g.c].n + tileBlock - 1) / tileBlock
+		g.units = g.tiles
+		for a := 0; a < r-1; a++ {
+			if a != g.c {
+				g.units *= ms[a].n
+			}
+		}
+		g.unitElems = tileBlock * ms[r-1].n
+	default:
+		g.units, g.unitElems = 1, ms[r-1].n
+		for _, m := range ms[:r-1] {
+			g.units *= m.n
+		}
+	}
+	return true
+}
+
+// gatherUnits copies units [lo, hi) of g from src into dst.
+func gatherUnits[T any](dst, src []T, fill T, g *gatherPlan, lo, hi int) {
+	switch {
+	case lo >= hi:
+	case len(g.maps) == 0:
+		if g.base < 0 {
 			dst[0] = fill
 		} else {
-			dst[0] = src[base]
+			dst[0] = src[g.base]
 		}
-		return nil
+	case g.tiled:
+		tileStrips(dst, src, g.base, g.maps, g.c, g.tiles, lo, hi)
+	default:
+		gatherRows(dst, src, fill, g.base, g.maps, lo, hi)
 	}
-	if len(maps) >= 2 {
-		if tileTranspose(dst, src, base, maps) {
-			return nil
-		}
-	}
+}
+
+// gatherRows fills rows [lo, hi) of the innermost output axis (maps
+// simplified, at least one axis).
+func gatherRows[T any](dst, src []T, fill T, base int, maps []axisMap, lo, hi int) {
 	inner := &maps[len(maps)-1]
 	outer := maps[:len(maps)-1]
 	n := inner.n
@@ -218,11 +273,18 @@ func gatherViewOf[T any](dst []T, srcAny any, base int, maps []axisMap, fillAny 
 	} else {
 		idx, partial = make([]int, len(outer)), make([]int, len(outer)+1)
 	}
+	// The odometer at row lo (the last outer axis turns fastest).
+	rem := lo
+	for a := len(outer) - 1; a >= 0; a-- {
+		idx[a] = rem % outer[a].n
+		rem /= outer[a].n
+	}
 	partial[0] = base
 	for a := range outer {
-		partial[a+1] = partial[a] + outer[a].at(0)
+		partial[a+1] = partial[a] + outer[a].at(idx[a])
 	}
-	for p := 0; p < len(dst); p += n {
+	for row := lo; row < hi; row++ {
+		p := row * n
 		readRow(dst[p:p+n], src, partial[len(outer)], inner, spans, elementwise, fill)
 		// Advance the odometer over the outer axes.
 		a := len(outer) - 1
@@ -240,7 +302,6 @@ func gatherViewOf[T any](dst []T, srcAny any, base int, maps []axisMap, fillAny 
 			partial[k+1] = partial[k] + outer[k].at(idx[k])
 		}
 	}
-	return nil
 }
 
 // readRow fills one row of the innermost output axis from source offset b
@@ -284,35 +345,40 @@ func readRow[T any](row, src []T, b int, inner *axisMap, spans []span, elementwi
 // float32 rows of 32 elements stay in L1 while both sides are walked.
 const tileBlock = 32
 
-// tileTranspose handles the transpose-like case where the innermost output
-// axis strides through the source while an outer output axis walks it
-// contiguously: copying element by element would load a source cache line
-// per element, so it copies square tiles instead. It reports false (and
-// does nothing) when the maps are not of that form.
-func tileTranspose[T any](dst, src []T, base int, maps []axisMap) bool {
+// tileAxis returns the axis of a transpose-like gather that tileStrips
+// copies in square tiles, or -1. That is the case where the innermost output
+// axis strides through the source while an outer output axis (the one
+// returned) walks it contiguously: copying element by element would load a
+// source cache line per element. maps are simplified, at least two.
+func tileAxis(maps []axisMap) int {
 	r := len(maps)
 	inner := &maps[r-1]
 	if inner.table != nil || inner.stride == 1 {
-		return false
+		return -1
 	}
-	// Find the outer axis that walks the source contiguously.
 	c := -1
 	for a := 0; a < r-1; a++ {
-		if maps[a].table == nil && maps[a].stride == 1 && maps[a].n >= tileBlock {
+		if maps[a].table != nil {
+			return -1
+		}
+		if maps[a].stride == 1 && maps[a].n >= tileBlock {
 			c = a
 		}
 	}
-	if c < 0 {
-		return false
-	}
-	for a := 0; a < r-1; a++ {
-		if maps[a].table != nil {
-			return false
-		}
-	}
+	return c
+}
+
+// tileStrips copies strips [lo, hi) of a transpose-like gather (tileAxis
+// is c): strip u is rows [t·tileBlock, (t+1)·tileBlock) of axis c, t = u mod
+// tiles, of the plane (axis c × the innermost axis) at index u / tiles of
+// the other outer axes (the last one turning fastest), copied in square
+// tiles.
+func tileStrips[T any](dst, src []T, base int, maps []axisMap, c, tiles, lo, hi int) {
+	r := len(maps)
+	inner := &maps[r-1]
 	// Output strides (dst is contiguous over maps); the scratch of up to
 	// stackRank axes lives on the stack.
-	var strideBuf, restBuf, idxBuf [stackRank]int
+	var strideBuf, restBuf [stackRank]int
 	dstStride, rest := strideBuf[:0], restBuf[:0]
 	if r <= stackRank {
 		dstStride = strideBuf[:r]
@@ -324,58 +390,40 @@ func tileTranspose[T any](dst, src []T, base int, maps []axisMap) bool {
 		dstStride[a] = acc
 		acc *= maps[a].n
 	}
-	// Iterate over every axis except c and the innermost; for each, copy
-	// the 2-D plane (axis c × innermost) in tiles.
 	for a := 0; a < r-1; a++ {
 		if a != c {
 			rest = append(rest, a)
 		}
 	}
-	idx := idxBuf[:0]
-	if len(rest) <= stackRank {
-		idx = idxBuf[:len(rest)]
-	} else {
-		idx = make([]int, len(rest))
-	}
 	nc, ni := maps[c].n, inner.n
-	dsc := dstStride[c]
-	ssi := inner.stride
-	for {
+	dsc, ssi := dstStride[c], inner.stride
+	for u := lo; u < hi; u++ {
+		plane, t := u/tiles, u%tiles
 		so, do := base+maps[c].start+inner.start, 0
-		for k, a := range rest {
-			so += maps[a].at(idx[k])
-			do += idx[k] * dstStride[a]
+		for k := len(rest) - 1; k >= 0; k-- {
+			a := rest[k]
+			i := plane % maps[a].n
+			plane /= maps[a].n
+			so += maps[a].at(i)
+			do += i * dstStride[a]
 		}
-		transposePlane(dst, src, do, so, nc, ni, dsc, ssi)
-		k := len(rest) - 1
-		for ; k >= 0; k-- {
-			idx[k]++
-			if idx[k] < maps[rest[k]].n {
-				break
-			}
-			idx[k] = 0
-		}
-		if k < 0 {
-			return true
-		}
+		i0 := t * tileBlock
+		transposePlane(dst, src, do, so, i0, min(i0+tileBlock, nc), ni, dsc, ssi)
 	}
 }
 
-// transposePlane copies an nc×ni plane in square tiles: dst[do+i*dsc+j] =
-// src[so+i+j*ssi]. It is kept small so that its loop variables stay in
-// registers.
-func transposePlane[T any](dst, src []T, do, so, nc, ni, dsc, ssi int) {
-	for i0 := 0; i0 < nc; i0 += tileBlock {
-		i1 := min(i0+tileBlock, nc)
-		for j0 := 0; j0 < ni; j0 += tileBlock {
-			j1 := min(j0+tileBlock, ni)
-			for i := i0; i < i1; i++ {
-				d := dst[do+i*dsc+j0 : do+i*dsc+j1]
-				s := so + i + j0*ssi
-				for j := range d {
-					d[j] = src[s]
-					s += ssi
-				}
+// transposePlane copies rows [i0, i1) (at most tileBlock) of an nc×ni
+// plane in square tiles: dst[do+i*dsc+j] = src[so+i+j*ssi]. It is kept
+// small so that its loop variables stay in registers.
+func transposePlane[T any](dst, src []T, do, so, i0, i1, ni, dsc, ssi int) {
+	for j0 := 0; j0 < ni; j0 += tileBlock {
+		j1 := min(j0+tileBlock, ni)
+		for i := i0; i < i1; i++ {
+			d := dst[do+i*dsc+j0 : do+i*dsc+j1]
+			s := so + i + j0*ssi
+			for j := range d {
+				d[j] = src[s]
+				s += ssi
 			}
 		}
 	}
