@@ -224,6 +224,12 @@ def torch_train_worker(name, steps, warmup, threads):
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         forward_loss = lambda: F.cross_entropy(model(x), y)  # noqa: E731
     model.train()
+    # a model's module must not change the peer's set-up (export_gpt.py
+    # once set one thread at import: every GPT row before 5 December ran
+    # PyTorch on one thread)
+    if torch.get_num_threads() != threads or torch.are_deterministic_algorithms_enabled():
+        raise SystemExit("compare.py: building %s left PyTorch at %d threads (want %d), deterministic algorithms %s" % (
+            name, torch.get_num_threads(), threads, torch.are_deterministic_algorithms_enabled()))
 
     def step():
         opt.zero_grad(set_to_none=True)

@@ -57,8 +57,6 @@ OPSET = 17
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_LIMIT = 2 * 1024 ** 3  # protobuf's 2 GB message limit
 
-torch.set_num_threads(1)
-torch.use_deterministic_algorithms(True)
 warnings.filterwarnings("ignore", category=UserWarning)
 
 
@@ -322,6 +320,10 @@ def main(argv):
     p.add_argument("--golden", action="store_true",
                    help="also write train_case.npz and train_golden.json (PyTorch losses) beside --out")
     args = p.parse_args(argv)
+    # the goldens: one thread, deterministic kernels (set here, not at
+    # import, so that a script importing GPT keeps its own thread count)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
     if args.small:
         args.layers, args.width, args.heads, args.vocab, args.seq = 2, 64, 4, 256, 16
         if args.out is None:
