@@ -63,3 +63,32 @@ func TestGeluErfRangeRoundsLikeTheUnfusedOps(t *testing.T) {
 		require.Equal(t, math.Float32bits(yv), math.Float32bits(y[i]), "y at x = %g", v)
 	}
 }
+
+// TestGeluErfGradXMatchesGeluErfThenGrad: GeluErfGradX's float32 pass
+// (D and A recomputed in the same pass) gives the bits of GeluErf's kernel
+// followed by GeluErfGrad's on its D and A, over a length that is no
+// multiple of any vector width and both signs' tails.
+func TestGeluErfGradXMatchesGeluErfThenGrad(t *testing.T) {
+	const n = 4099
+	x, dy := make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i] = float32(i-2049) / 211
+		dy[i] = float32((i*37)%101-50) / 13
+	}
+	c1, c2, c3, k := float32(math.Sqrt2), float32(1), float32(0.5), float32(2/math.Sqrt(math.Pi))
+	f := func(v float32) *graph.Tensor { return graph.FromFloat32([]float32{v}) }
+	ctx := &kern.Context{Opset: 17}
+	fw, err := geluErfKernel(ctx, geluNode("y", "d", "a"), []*graph.Tensor{tensorOf(graph.Float32, x, n), f(c1), f(c2), f(c3)})
+	require.NoError(t, err)
+	gradNode := &graph.Node{Name: "g", OpType: graph.GeluErfGrad, Domain: graph.FusedDomain, Inputs: []string{"dy", "x", "d", "a", "c1", "c3", "k"}, Outputs: []string{"dx"}}
+	want, err := geluErfGradKernel(ctx, gradNode, []*graph.Tensor{tensorOf(graph.Float32, dy, n), tensorOf(graph.Float32, x, n), fw[1], fw[2], f(c1), f(c3), f(k)})
+	require.NoError(t, err)
+	xNode := &graph.Node{Name: "gx", OpType: graph.GeluErfGradX, Domain: graph.FusedDomain, Inputs: []string{"dy", "x", "c1", "c2", "c3", "k"}, Outputs: []string{"dx"}}
+	got, err := geluErfGradXKernel(ctx, xNode, []*graph.Tensor{tensorOf(graph.Float32, dy, n), tensorOf(graph.Float32, x, n), f(c1), f(c2), f(c3), f(k)})
+	require.NoError(t, err)
+	w, g := want[0].Data.([]float32), got[0].Data.([]float32)
+	require.Len(t, g, n)
+	for i := range w {
+		require.Equal(t, math.Float32bits(w[i]), math.Float32bits(g[i]), "dx at x = %g, dy = %g", x[i], dy[i])
+	}
+}

@@ -16,9 +16,10 @@ func init() {
 const geluRecomputeBlock = 512
 
 // geluErfGradXKernel is graph.GeluErfGradX(dY, X, C1, C2, C3, K): D =
-// X/C1 and A = Erf(D)+C2 recomputed as GeluErf computes them (vmath's
-// GeluErf32, block by block in registers and L1), then GeluErfGrad's pass
-// over them, so dX is GeluErfGrad's with the forward's D and A bit for bit.
+// X/C1 and A = Erf(D)+C2 recomputed as GeluErf computes them and
+// GeluErfGrad's formula applied in the same pass (vmath.GeluErfGradX32,
+// D and A in registers), so dX is GeluErfGrad's with the forward's D and
+// A bit for bit.
 // Anything but float32 operands of one shape and scalar float32 constants
 // computes D and A with the unfused kernels and runs GeluErfGrad's kernel.
 func geluErfGradXKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
@@ -61,13 +62,7 @@ type geluErfGradXTask struct {
 }
 
 func (t *geluErfGradXTask) Chunk(lo, hi int) {
-	var y, d, a [geluRecomputeBlock]float32
-	for i := lo; i < hi; i += geluRecomputeBlock {
-		j := min(i+geluRecomputeBlock, hi)
-		m := j - i
-		vmath.GeluErf32(y[:m], d[:m], a[:m], t.x[i:j], t.c1, t.c2, t.c3)
-		vmath.GeluErfGrad32(t.dst[i:j], t.dy[i:j], t.x[i:j], d[:m], a[:m], t.c1, t.c3, t.k)
-	}
+	vmath.GeluErfGradX32(t.dst[lo:hi], nil, t.dy[lo:hi], t.x[lo:hi], t.c1, t.c2, t.c3, t.k)
 }
 
 // geluErfYTask is GeluErf's float32 pass when only Y is kept (the D and A
