@@ -118,7 +118,9 @@ func assertAllClose(t *testing.T, want, got []float64, tol float64, what string)
 	require.Len(t, got, len(want), what)
 	bad := 0
 	for i := range want {
-		if math.Abs(want[i]-got[i]) > tol*(1+math.Abs(want[i])) {
+		// (Written so that a NaN, which compares false, counts as a
+		// difference.)
+		if !(math.Abs(want[i]-got[i]) <= tol*(1+math.Abs(want[i]))) {
 			if bad < 3 {
 				assert.InDelta(t, want[i], got[i], tol*(1+math.Abs(want[i])), "%s[%d]", what, i)
 			}

@@ -2,6 +2,7 @@ package gradient
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"syscall"
 	"testing"
@@ -81,12 +82,69 @@ func TestConvGradImplicit(t *testing.T) {
 				_, ok := p.implicit()
 				require.Equal(t, implicit, ok)
 				dx32, dw32 := make([]float32, len(x)), make([]float32, len(w))
+				// Where the kernel takes its output uncleared
+				// (overwrites), it comes filled with NaN here.
+				poisoned := 0
+				for _, o := range []struct {
+					out    []float32
+					filter bool
+				}{{dx32, false}, {dw32, true}} {
+					if p.overwrites(graph.Float32, false, o.filter) {
+						poisoned++
+						for i := range o.out {
+							o.out[i] = float32(math.NaN())
+						}
+					}
+				}
+				if implicit {
+					// The filter gradient always; the input
+					// gradient except through col2im.
+					require.GreaterOrEqual(t, poisoned, 1)
+				} else {
+					require.Zero(t, poisoned)
+				}
 				convGradRun(p, nn.WinogradAuto, false, false, to32(dy), to32(w), dx32)
 				convGradRun(p, nn.WinogradAuto, false, true, to32(dy), to32(x), dw32)
 				assertAllClose(t, wantDX, to64(dx32), 2e-4, "dX float32")
 				assertAllClose(t, wantDW, to64(dw32), 2e-4, "dW float32")
 			})
 		}
+	}
+}
+
+// TestConvGradOverwrites checks which Conv gradients take their output
+// storage uncleared (convGradPlan.overwrites): float32 passes of package
+// nn's implicit GEMM only, not col2im's scatter-add (which adds into a
+// zeroed dX), float64, grouped windows or ConvTranspose.
+func TestConvGradOverwrites(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		xs, ws       []int
+		stride       int
+		pads         []int
+		group        int
+		transpose    bool
+		dt           graph.DType
+		data, filter bool // want, for the input and the filter gradient
+	}{
+		{"3x3", []int{2, 8, 9, 9}, []int{6, 8, 3, 3}, 1, []int{1, 1, 1, 1}, 1, false, graph.Float32, true, true},
+		{"1x1_stride2", []int{2, 8, 9, 9}, []int{6, 8, 1, 1}, 2, []int{0, 0, 0, 0}, 1, false, graph.Float32, true, true},
+		{"phased_3x3s2", []int{4, 16, 20, 18}, []int{8, 16, 3, 3}, 2, []int{1, 1, 1, 1}, 1, false, graph.Float32, true, true},
+		// ResNet-50's 3×3/2 at 28×28: the input gradient through col2im.
+		{"col2im_3x3s2", []int{8, 256, 28, 28}, []int{256, 256, 3, 3}, 2, []int{1, 1, 1, 1}, 1, false, graph.Float32, false, true},
+		{"float64", []int{2, 8, 9, 9}, []int{6, 8, 3, 3}, 1, []int{1, 1, 1, 1}, 1, false, graph.Float64, false, false},
+		{"grouped", []int{2, 8, 9, 9}, []int{6, 4, 3, 3}, 2, []int{1, 1, 1, 1}, 2, false, graph.Float32, false, false},
+		{"transpose", []int{2, 8, 9, 9}, []int{8, 6, 3, 3}, 1, []int{1, 1, 1, 1}, 1, true, graph.Float32, false, false},
+		{"empty_batch", []int{0, 8, 9, 9}, []int{6, 8, 3, 3}, 1, []int{1, 1, 1, 1}, 1, false, graph.Float32, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := convGradNode(tc.stride, tc.pads)
+			n.SetAttr(&graph.Attr{Name: "group", Type: graph.AttrInt, I: int64(tc.group)})
+			p, err := newConvGradPlan(n, tc.xs, tc.ws, tc.transpose)
+			require.NoError(t, err)
+			require.Equal(t, tc.data, p.overwrites(tc.dt, tc.transpose, false), "input gradient")
+			require.Equal(t, tc.filter, p.overwrites(tc.dt, tc.transpose, true), "filter gradient")
+		})
 	}
 }
 

@@ -102,6 +102,9 @@ func TestConv2DFilterGradMatchesDirect(t *testing.T) {
 				}
 			}
 			dw := make([]float32, len(want))
+			for i := range dw {
+				dw[i] = float32(math.NaN()) // overwritten, never read
+			}
 			g.FilterGrad(toF32(dy), toF32(x), dw, false)
 			assertClose(t, want, f32(tc.w, dw...), 1e-4)
 			// Accumulating adds the same gradient again.
@@ -139,6 +142,88 @@ func TestConvImplicitMatchesDirect(t *testing.T) {
 			}
 			y := mustRun(t, 17, n, in...)[0]
 			assertClose(t, want, y, 1e-4)
+		})
+	}
+}
+
+// TestConv2DForwardOverwrites checks that Conv2D.Forward without
+// accumulate writes every output element and reads none (the Conv
+// kernel then takes its output storage uncleared, convOverwrites): y
+// filled with NaN beforehand, on the implicit cases (the general
+// implicit GEMM, 1×1 windows at unit and larger strides, phase-split
+// rows) and on Winograd's transform, against refConv.
+func TestConv2DForwardOverwrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	cases := append([]convCase{
+		{"winograd_3x3", []int{3, 20, 9, 11}, []int{13, 20, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, false},
+		{"winograd_3x3_uneven_pads", []int{2, 140, 13, 11}, []int{70, 140, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 0, 2, 1}, false},
+	}, implicitCases...)
+	for _, tc := range cases {
+		for _, pol := range []WinogradPolicy{WinogradOff, WinogradForce} {
+			t.Run(fmt.Sprintf("%s/winograd%d", tc.name, pol), func(t *testing.T) {
+				n, c, h, w := tc.x[0], tc.x[1], tc.x[2], tc.x[3]
+				m, kh, kw := tc.w[0], tc.w[2], tc.w[3]
+				out := make([]int, 2)
+				for j := 0; j < 2; j++ {
+					dk := (tc.w[j+2]-1)*tc.dilations[j] + 1
+					out[j] = (tc.x[j+2]+tc.pads[j]+tc.pads[j+2]-dk)/tc.strides[j] + 1
+				}
+				g := Conv2D{N: n, C: c, H: h, W: w, M: m, KH: kh, KW: kw,
+					SH: tc.strides[0], SW: tc.strides[1], DH: tc.dilations[0], DW: tc.dilations[1],
+					PadTop: tc.pads[0], PadLeft: tc.pads[1], OH: out[0], OW: out[1], Winograd: pol}
+				x, wt := randF64(rng, prod(tc.x)), randF64(rng, prod(tc.w))
+				want := refConv(x, tc.x, wt, tc.w, nil, 1, convGeom{tc.strides, tc.dilations, tc.pads[:2]}, out)
+				y := make([]float32, n*m*out[0]*out[1])
+				for i := range y {
+					y[i] = float32(math.NaN())
+				}
+				g.Forward(toF32(x), toF32(wt), y, false)
+				assertClose(t, want, f32([]int{n, m, out[0], out[1]}, y...), 1e-4)
+			})
+		}
+	}
+}
+
+// TestConvOverwrites checks which Conv nodes take their output storage
+// uncleared (convOverwrites): the implicit GEMM's route only.
+func TestConvOverwrites(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		x, w     []int
+		group    int
+		dt       graph.DType
+		implicit bool
+		want     bool
+	}{
+		{"3x3", []int{2, 4, 8, 8}, []int{6, 4, 3, 3}, 1, graph.Float32, true, true},
+		{"1x1_stride2", []int{2, 4, 8, 8}, []int{6, 4, 1, 1}, 1, graph.Float32, true, true},
+		{"implicit_off", []int{2, 4, 8, 8}, []int{6, 4, 3, 3}, 1, graph.Float32, false, false},
+		{"grouped", []int{2, 4, 8, 8}, []int{6, 2, 3, 3}, 2, graph.Float32, true, false},
+		{"depthwise", []int{2, 4, 8, 8}, []int{4, 1, 3, 3}, 4, graph.Float32, true, false},
+		{"float64", []int{2, 4, 8, 8}, []int{6, 4, 3, 3}, 1, graph.Float64, true, false},
+		{"1d", []int{2, 4, 8}, []int{6, 4, 3}, 1, graph.Float32, true, false},
+		{"no_channels", []int{2, 0, 8, 8}, []int{6, 0, 3, 3}, 1, graph.Float32, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			saved := implicitConv
+			implicitConv = tc.implicit
+			defer func() { implicitConv = saved }()
+			x, err := graph.NewTensor(tc.dt, tc.x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := graph.NewTensor(tc.dt, tc.w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := testNode("Conv", 1, aInt("group", int64(tc.group)))
+			cs, err := readConvShape(n, x, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := convOverwrites(cs, x, w); got != tc.want {
+				t.Errorf("convOverwrites = %v, want %v", got, tc.want)
+			}
 		})
 	}
 }

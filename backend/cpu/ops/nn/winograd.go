@@ -120,10 +120,10 @@ func winoConvOf(n, c, h, w, m, oh, ow, pt, pl int) (winoConv, bool) {
 	// c + mp values per tile) take about winoBlockFloats: they stay in
 	// L2 between the transforms and the products.
 	tb := winoBlockFloats / (16 * (c + cv.mp)) / nr * nr
-	tb = max(nr, min(tb, winoMaxBlock))
+	tb = max(winoMinBlock(c, nr), min(tb, winoMaxBlock))
 	// Enough blocks for every worker to get a few.
 	workers := kern.Workers()
-	for tb > nr && (cv.tiles+tb-1)/tb < 4*workers {
+	for tb > winoMinBlock(c, nr) && (cv.tiles+tb-1)/tb < 4*workers {
 		tb -= nr
 	}
 	cv.tb = tb
@@ -141,6 +141,28 @@ const (
 	// winoMaxBlock caps a block's tiles.
 	winoMaxBlock = 256
 )
+
+// winoMinBlock is the fewest tiles of a block over c channels: one B
+// strip (nr tiles), or two where the GEMM has its AVX-512 pair kernel and
+// the channels are one of its k blocks, so that gemm.PackedBlock runs the
+// 16 products two strips at a time (each A strip read once for both).
+// Above 128 channels the budget of winoBlockFloats leaves one strip, and
+// the 16 products then ran the 6×16 kernel alone, reading each transformed
+// kernel from L2 once per 16 tiles: ResNet-50's 128-channel 28×28 and
+// 256-channel 14×14 layers at batch 8 took 10.1–10.5 and 9.5–11.1 ms per
+// forward call on one core with one strip, 6.8–7.8 and 6.3–6.7 with two
+// (BenchmarkWinogradResNet50, docs/large-models.md). With the AVX2 kernel
+// alone a second strip gained nothing, and one is kept.
+func winoMinBlock(c, nr int) int {
+	if gemm.AVX512() && c <= winoPairMaxK {
+		return 2 * nr
+	}
+	return nr
+}
+
+// winoPairMaxK is the deepest shared dimension gemm.PackedBlock runs
+// through the pair kernel (the AVX-512 kernel's k block).
+const winoPairMaxK = 256
 
 // uSize is the size of the transformed kernels: 16 positions of mp × c.
 func (cv *winoConv) uSize() int { return 16 * cv.us }

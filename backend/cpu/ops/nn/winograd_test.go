@@ -49,6 +49,13 @@ var winoCases = []winoCase{
 	{2, 300, 14, 3, 4, 1, 1, 1, 1},
 	{1, 17, 270, 4, 3, 1, 1, 1, 1},
 	{3, 33, 19, 31, 29, 1, 1, 1, 1},
+	// Channels past 128 on one side, whose block holds one strip of
+	// tiles within the budget and two where the pair kernel runs
+	// (winoMinBlock): 84 tiles (blocks of 32, 32, 20) and 35 tiles (a
+	// last block of one partial strip), for the forward product and for
+	// the input gradient (whose channels are m).
+	{2, 140, 70, 13, 11, 1, 1, 1, 1},
+	{1, 200, 130, 14, 10, 1, 0, 1, 2},
 }
 
 // directConv is the float64 correlation of the forward product, with
@@ -294,6 +301,40 @@ func TestWinogradPolicy(t *testing.T) {
 		_, grad := g.winoInputGradConv()
 		assert.False(t, fwd, name)
 		assert.False(t, grad, name)
+	}
+}
+
+// TestWinogradBlockStrips: with the AVX-512 pair kernel a block holds at
+// least two strips of tiles when the channels are one k block, so that
+// the 16 products run two strips at a time; one strip otherwise (the
+// AVX2 kernel, or channels past the k block).
+func TestWinogradBlockStrips(t *testing.T) {
+	_, nr := gemm.KernelShape()
+	for _, tc := range []struct {
+		l               winoCase
+		grad            bool // the input gradient (channels m) instead of the forward product
+		withPair, plain int  // tiles a block holds with and without the pair kernel
+	}{
+		// ResNet-50 at batch 8: 256 channels at 14×14, 128 at 28×28.
+		{winoCase{8, 256, 256, 14, 14, 1, 1, 1, 1}, false, 2 * nr, nr},
+		{winoCase{8, 256, 256, 14, 14, 1, 1, 1, 1}, true, 2 * nr, nr},
+		{winoCase{8, 128, 128, 28, 28, 1, 1, 1, 1}, false, 2 * nr, nr},
+		{winoCase{2, 140, 70, 13, 11, 1, 1, 1, 1}, true, 2 * nr, nr},
+		// 512 or 300 channels: past the k block, one strip as before.
+		{winoCase{8, 512, 512, 7, 7, 1, 1, 1, 1}, false, nr, nr},
+		{winoCase{2, 300, 14, 3, 4, 1, 1, 1, 1}, false, nr, nr},
+	} {
+		g := tc.l.conv()
+		cv, ok := g.winoForwardConv()
+		if tc.grad {
+			cv, ok = g.winoInputGradConv()
+		}
+		require.True(t, ok)
+		want := tc.plain
+		if gemm.AVX512() {
+			want = tc.withPair
+		}
+		assert.Equal(t, want, cv.tb, "%v, input gradient %v", tc.l, tc.grad)
 	}
 }
 
