@@ -494,6 +494,40 @@ func (p *problem) bRegion(p0, kc, j0, nc int) region {
 // prefetchRowsFn prefetches rows of a region; a no-op without assembly.
 var prefetchRowsFn = func(src []float32, ld, rows, width int) {}
 
+// spreadPrefetch prefetches the rows of the next two regions, taken end
+// to end, spread evenly over a block's tiles: the macro-kernels call step
+// once before each tile.
+type spreadPrefetch struct {
+	next                [2]region
+	rows, perTile, done int
+}
+
+func newSpreadPrefetch(next [2]region, tiles int) spreadPrefetch {
+	rows := next[0].rows + next[1].rows
+	return spreadPrefetch{next: next, rows: rows, perTile: (rows + tiles - 1) / max(tiles, 1)}
+}
+
+// step prefetches the next tile's share of the rows.
+func (p *spreadPrefetch) step() {
+	if p.done >= p.rows {
+		return
+	}
+	rows := min(p.perTile, p.rows-p.done)
+	for r, left := p.done, rows; left > 0; {
+		gi, gr := 0, r
+		for gr >= p.next[gi].rows {
+			gr -= p.next[gi].rows
+			gi++
+		}
+		g := p.next[gi]
+		n := min(left, g.rows-gr)
+		prefetchRowsFn(g.src[gr*g.ld:], g.ld, n, g.width)
+		r += n
+		left -= n
+	}
+	p.done += rows
+}
+
 // macroKernel runs the micro-kernel over every tile of an mc×nc block of C
 // from packed A (mc rows) and B (nc columns) panels kc deep, storing
 // C = alpha*A·B + beta*C. When arows is not nil, the full mr-row strips of
@@ -511,10 +545,7 @@ func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, b
 		pairs = nc / (2 * nr)
 	}
 	steps := pairs + (nc-pairs*2*nr+nr-1)/nr // column steps: pairs, then single strips
-	tiles := ((mc + mr - 1) / mr) * steps
-	pfRows := next[0].rows + next[1].rows
-	pfPerTile := (pfRows + tiles - 1) / tiles
-	pfRow := 0
+	pf := newSpreadPrefetch(next, ((mc+mr-1)/mr)*steps)
 	for jr := 0; jr < nc; {
 		width := nr
 		if jr < pairs*2*nr {
@@ -523,23 +554,7 @@ func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, b
 		nb := min(nr, nc-jr)
 		bs := bp[jr*kc : jr*kc+width*kc]
 		for ir := 0; ir < mc; ir += mr {
-			if pfRow < pfRows {
-				// Rows pfRow.. of the two regions taken end to end.
-				rows := min(pfPerTile, pfRows-pfRow)
-				for r, left := pfRow, rows; left > 0; {
-					gi, gr := 0, r
-					for gr >= next[gi].rows {
-						gr -= next[gi].rows
-						gi++
-					}
-					g := next[gi]
-					n := min(left, g.rows-gr)
-					prefetchRowsFn(g.src[gr*g.ld:], g.ld, n, g.width)
-					r += n
-					left -= n
-				}
-				pfRow += rows
-			}
+			pf.step()
 			mb := min(mr, mc-ir)
 			if width > nr {
 				if mb == mr {
@@ -582,29 +597,11 @@ func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, b
 // does.
 func macroKernelA(mk microKernel, mc, nc, kc int, ap, ain []float32, rs, ks int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, next [2]region) {
 	mr, nr := mk.mr, mk.nr
-	tiles := ((mc + mr - 1) / mr) * (nc / (2 * nr))
-	pfRows := next[0].rows + next[1].rows
-	pfPerTile := (pfRows + tiles - 1) / max(tiles, 1)
-	pfRow := 0
+	pf := newSpreadPrefetch(next, ((mc+mr-1)/mr)*(nc/(2*nr)))
 	for jr := 0; jr < nc; jr += 2 * nr {
 		bs := bp[jr*kc : jr*kc+2*nr*kc]
 		for ir := 0; ir < mc; ir += mr {
-			if pfRow < pfRows {
-				rows := min(pfPerTile, pfRows-pfRow)
-				for r, left := pfRow, rows; left > 0; {
-					gi, gr := 0, r
-					for gr >= next[gi].rows {
-						gr -= next[gi].rows
-						gi++
-					}
-					g := next[gi]
-					n := min(left, g.rows-gr)
-					prefetchRowsFn(g.src[gr*g.ld:], g.ld, n, g.width)
-					r += n
-					left -= n
-				}
-				pfRow += rows
-			}
+			pf.step()
 			if mb := min(mr, mc-ir); mb < mr {
 				mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, 2*nr, alpha, 0)
 				storeRun(c[ir*ldc+jr:], ldc, tile, 2*nr, mb, 2*nr, beta)
