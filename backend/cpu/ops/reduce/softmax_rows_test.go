@@ -180,3 +180,36 @@ func TestRowKernelsEveryLength(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkSoftmaxRowPaths times float32 Softmax on one goroutine over
+// 4096 rows of the GPT export's attention (128 keys) and of ViT-B/16's
+// (197), through the AVX-512 forms of the largest element and the scaling
+// and through the AVX2 ones (vmath's exponentials dispatch as they do in
+// a step in both).
+func BenchmarkSoftmaxRowPaths(b *testing.B) {
+	saved := use512
+	defer func() { use512 = saved }()
+	for _, size := range []int{128, 197} {
+		const rows = 4096
+		rng := rand.New(rand.NewPCG(uint64(size), 9))
+		x, y := make([]float32, rows*size), make([]float32, rows*size)
+		for i := range x {
+			x[i] = float32(3 * rng.NormFloat64())
+		}
+		for _, z := range []bool{true, false} {
+			if z && !saved {
+				continue
+			}
+			name := map[bool]string{true: "avx512", false: "avx2"}[z]
+			b.Run(fmt.Sprintf("size%d/%s", size, name), func(b *testing.B) {
+				use512 = z
+				b.SetBytes(int64(rows * size * 8))
+				for b.Loop() {
+					for r := 0; r < rows; r++ {
+						softmaxRow(kindSoftmax, x[r*size:(r+1)*size], y[r*size:(r+1)*size])
+					}
+				}
+			})
+		}
+	}
+}
