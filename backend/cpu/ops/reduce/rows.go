@@ -15,6 +15,9 @@ import (
 // maxRow32 returns the largest element of a non-empty row. A NaN may or
 // may not win; Softmax turns a row holding one into NaNs either way.
 func maxRow32(x []float32) float32 {
+	if use512 && len(x) >= 16 {
+		return maxRow512(&x[0], len(x))
+	}
 	m, i := x[0], 0
 	if useAVX2 && len(x) >= 8 {
 		i = len(x) &^ 7
@@ -31,6 +34,10 @@ func maxRow32(x []float32) float32 {
 // scaleRow32 sets x[i] = float32(float64(x[i])·s), the product rounded
 // once.
 func scaleRow32(x []float32, s float64) {
+	if use512 && len(x) > 0 {
+		scaleRow512(&x[0], len(x), s)
+		return
+	}
 	i := 0
 	if useAVX2 && len(x) >= 8 {
 		i = len(x) &^ 7

@@ -146,3 +146,121 @@ affineNoBias:
 	JNZ     affineNoBias
 	VZEROUPPER
 	RET
+
+// The AVX-512F forms of maxRowAVX2 and scaleRowAVX2 (sixteen lanes per
+// zmm register): n ≥ 16 for maxRow512 and n ≥ 1 for scaleRow512, the
+// last elements through masked loads and stores (K1), so that a row needs
+// no Go tail. The maximum is exact in any order; each product is the same
+// float64 multiply rounded once to float32 as in the AVX2 loop: the same
+// bits.
+
+// func maxRow512(x *float32, n int) float32
+TEXT ·maxRow512(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+
+max64z:
+	CMPQ   CX, $64
+	JLT    max16z
+	VMAXPS (SI), Z0, Z0
+	VMAXPS 64(SI), Z1, Z1
+	VMAXPS 128(SI), Z2, Z2
+	VMAXPS 192(SI), Z3, Z3
+	ADDQ   $256, SI
+	SUBQ   $64, CX
+	JMP    max64z
+
+max16z:
+	CMPQ   CX, $16
+	JLT    maxTailz
+	VMAXPS (SI), Z1, Z1
+	ADDQ   $64, SI
+	SUBQ   $16, CX
+	JMP    max16z
+
+maxTailz:
+	// The last 1-15 elements merged into Z2's lanes (the others keep
+	// theirs; masked-off lanes of the load do not fault).
+	TESTQ  CX, CX
+	JLE    maxFoldz
+	MOVL   $1, AX
+	SHLL   CX, AX
+	DECL   AX
+	KMOVW  AX, K1
+	VMAXPS (SI), Z2, K1, Z2
+
+maxFoldz:
+	VMAXPS        Z1, Z0, Z0
+	VMAXPS        Z3, Z2, Z2
+	VMAXPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0x4E, X0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0xB1, X0, X1
+	VMAXPS        X1, X0, X0
+	VMOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func scaleRow512(x *float32, n int, s float64)
+TEXT ·scaleRow512(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSD s+16(FP), Z2
+
+scale32z:
+	CMPQ       CX, $32
+	JLT        scale8z
+	VCVTPS2PD  (SI), Z0
+	VCVTPS2PD  32(SI), Z1
+	VCVTPS2PD  64(SI), Z3
+	VCVTPS2PD  96(SI), Z4
+	VMULPD     Z2, Z0, Z0
+	VMULPD     Z2, Z1, Z1
+	VMULPD     Z2, Z3, Z3
+	VMULPD     Z2, Z4, Z4
+	VCVTPD2PS  Z0, Y0
+	VCVTPD2PS  Z1, Y1
+	VCVTPD2PS  Z3, Y3
+	VCVTPD2PS  Z4, Y4
+	VMOVUPS    Y0, (SI)
+	VMOVUPS    Y1, 32(SI)
+	VMOVUPS    Y3, 64(SI)
+	VMOVUPS    Y4, 96(SI)
+	ADDQ       $128, SI
+	SUBQ       $32, CX
+	JMP        scale32z
+
+scale8z:
+	// Eight lanes at a time, the last 1-7 through the mask K1.
+	TESTQ      CX, CX
+	JLE        scaleDonez
+	MOVL       $0xff, AX
+	CMPQ       CX, $8
+	JGE        scaleStepz
+	MOVL       $1, AX
+	SHLL       CX, AX
+	DECL       AX
+
+scaleStepz:
+	KMOVW      AX, K1
+	VCVTPS2PD.Z (SI), K1, Z0
+	VMULPD     Z2, Z0, Z0
+	VCVTPD2PS  Z0, Y0
+	VMOVUPS    Y0, K1, (SI)
+	ADDQ       $32, SI
+	SUBQ       $8, CX
+	JMP        scale8z
+
+scaleDonez:
+	VZEROUPPER
+	RET

@@ -11,31 +11,41 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// forEachRowPath runs test through the assembly row kernels (where the CPU
-// has them) and through their Go fallbacks.
+// forEachRowPath runs test through the AVX-512 forms of the row kernels
+// (where vmath runs its AVX-512 loops), the AVX2 assembly (where the CPU
+// has it) and their Go fallbacks; rowPath names the path running.
 func forEachRowPath(t *testing.T, test func(t *testing.T)) {
-	saved := useAVX2
-	defer func() { useAVX2 = saved }()
-	for _, asm := range []bool{true, false} {
-		if asm && !saved {
+	saved, saved512 := useAVX2, use512
+	defer func() { useAVX2, use512 = saved, saved512 }()
+	for _, p := range []struct {
+		name     string
+		avx2, z  bool
+		possible bool
+	}{{"avx512", true, true, saved512}, {"avx2", true, false, saved}, {"go", false, false, true}} {
+		if !p.possible {
 			continue
 		}
-		useAVX2 = asm
-		t.Run(fmt.Sprintf("asm=%v", asm), test)
+		useAVX2, use512 = p.avx2, p.z
+		rowPath = p.name
+		t.Run("path="+p.name, test)
 	}
 }
 
+// rowPath is the path forEachRowPath runs.
+var rowPath string
+
 // TestSoftmaxRowsFloat32 checks float32 Softmax over contiguous rows
 // against e^(x−max)/Σe^(x−max) evaluated in float64 on the same inputs,
-// for row lengths around the 8-element steps of the row kernels (1, 7, 8,
-// 9, 65, 130), rows centred at 0, at −50 and at 10⁴ (where e^x alone would
+// for row lengths around the 8- and 16-element steps of the row kernels
+// (1, 7, 8, 9, 15, 16, 17, 33, 65, 128, 130, 197), rows centred at 0, at −50 and at 10⁴ (where e^x alone would
 // overflow), one row holding −Inf (masked: exactly 0 there), with rows
 // enough that both goroutines work; through the assembly row kernels and
-// through their Go fallbacks, which must agree bit for bit.
+// through their Go fallbacks, and through the AVX-512 forms of the largest
+// element and the scaling: all must agree bit for bit.
 func TestSoftmaxRowsFloat32(t *testing.T) {
 	old := runtime.GOMAXPROCS(2)
 	defer runtime.GOMAXPROCS(old)
-	for _, size := range []int{1, 7, 8, 9, 65, 130} {
+	for _, size := range []int{1, 7, 8, 9, 15, 16, 17, 33, 65, 128, 130, 197} {
 		for _, offset := range []float64{0, -50, 1e4} {
 			rows := max(64, 4*parallelGrain/size)
 			rng := rand.New(rand.NewPCG(uint64(size), 17))
@@ -63,7 +73,7 @@ func TestSoftmaxRowsFloat32(t *testing.T) {
 				}
 			}
 			t.Run(fmt.Sprintf("size%d_offset%g", size, offset), func(t *testing.T) {
-				paths := map[bool][]float32{}
+				paths := map[string][]float32{}
 				forEachRowPath(t, func(t *testing.T) {
 					y := make([]float32, len(x))
 					softmaxBlocks(kindSoftmax, x, y, blocks{outer: rows, r: size, inner: 1})
@@ -72,10 +82,12 @@ func TestSoftmaxRowsFloat32(t *testing.T) {
 							require.InDelta(t, w, float64(y[i]), 3e-7*w, "y[%d] (row %d)", i, i/size)
 						}
 					}
-					paths[useAVX2] = y
+					paths[rowPath] = y
 				})
-				if a, g := paths[true], paths[false]; a != nil && g != nil {
-					require.Equal(t, g, a, "assembly and Go agree")
+				for _, p := range []string{"avx512", "avx2"} {
+					if a := paths[p]; a != nil {
+						require.Equal(t, paths["go"], a, "%s and Go agree", p)
+					}
 				}
 			})
 		}
@@ -131,4 +143,73 @@ func BenchmarkLayerNormViTRows(b *testing.B) {
 	mean, inv := make([]float64, rows), make([]float64, rows)
 	b.SetBytes(int64(rows * size * 8))
 	cpuLoop(b, func() { layerNormRows(x, y, rows, size, scale, bias, 1e-5, mean, inv) })
+}
+
+// TestRowKernelsEveryLength checks maxRow32 and scaleRow32 on every row
+// length from 1 to 300 (each tail of the 16- and 64-element steps),
+// on rows wholly below zero (a masked lane read as 0 would win the
+// maximum), against the plain Go loop: the maximum exactly, each product
+// float32(float64(x)·s) bit for bit, and the elements after the row
+// untouched; through every row path.
+func TestRowKernelsEveryLength(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const s = 1.0 / 3
+	forEachRowPath(t, func(t *testing.T) {
+		for n := 1; n <= 300; n++ {
+			buf := make([]float32, n+20)
+			for i := range buf {
+				buf[i] = float32(-100 + 10*rng.NormFloat64())
+			}
+			x := buf[1 : 1+n] // not 64-byte aligned
+			want := x[0]
+			for _, v := range x {
+				want = max(want, v)
+			}
+			require.Equal(t, want, maxRow32(x), "max of %d elements", n)
+			orig := append([]float32(nil), buf...)
+			scaleRow32(x, s)
+			for i, v := range buf {
+				w := orig[i]
+				if i >= 1 && i < 1+n {
+					w = float32(float64(w) * s)
+				}
+				if math.Float32bits(v) != math.Float32bits(w) {
+					t.Fatalf("n=%d: element %d is %v, want %v", n, i-1, v, w)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkSoftmaxRowPaths times float32 Softmax on one goroutine over
+// 4096 rows of the GPT export's attention (128 keys) and of ViT-B/16's
+// (197), through the AVX-512 forms of the largest element and the scaling
+// and through the AVX2 ones (vmath's exponentials dispatch as they do in
+// a step in both).
+func BenchmarkSoftmaxRowPaths(b *testing.B) {
+	saved := use512
+	defer func() { use512 = saved }()
+	for _, size := range []int{128, 197} {
+		const rows = 4096
+		rng := rand.New(rand.NewPCG(uint64(size), 9))
+		x, y := make([]float32, rows*size), make([]float32, rows*size)
+		for i := range x {
+			x[i] = float32(3 * rng.NormFloat64())
+		}
+		for _, z := range []bool{true, false} {
+			if z && !saved {
+				continue
+			}
+			name := map[bool]string{true: "avx512", false: "avx2"}[z]
+			b.Run(fmt.Sprintf("size%d/%s", size, name), func(b *testing.B) {
+				use512 = z
+				b.SetBytes(int64(rows * size * 8))
+				for b.Loop() {
+					for r := 0; r < rows; r++ {
+						softmaxRow(kindSoftmax, x[r*size:(r+1)*size], y[r*size:(r+1)*size])
+					}
+				}
+			})
+		}
+	}
 }
