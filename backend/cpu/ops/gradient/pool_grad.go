@@ -2,7 +2,6 @@ package gradient
 
 import (
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -223,10 +222,8 @@ func maxPoolBackward[T float32 | float64](p *poolGradPlan, dy, x, dx []T, planes
 		cols, colsOK := p.spanCache.Get(1, p.spans)
 		x32, _ := any(x).([]float32)
 		separable := x32 != nil && rowsOK && colsOK && separableFits(rows, cols, p.win.in[1])
-		_, f32 := any(dx).([]float32)
-		stream := f32 && poolGradStream && len(dx)*4 >= poolStreamMinBytes && inSize*4 <= poolStreamMaxPlane
 		nn.ParallelItemsOf(planes, workers, false, maxPoolBackward2DTask[T]{p: p, dy: dy, x: x, dx: dx, x32: x32,
-			rows: rows, cols: cols, spans: rowsOK && colsOK, separable: separable, stream: stream,
+			rows: rows, cols: cols, spans: rowsOK && colsOK, separable: separable,
 			twoByTwo: rowsOK && colsOK && pairsFromZero(rows) && pairsFromZero(cols)})
 		return
 	}
@@ -258,26 +255,7 @@ type maxPoolBackward2DTask[T float32 | float64] struct {
 	rows, cols       []tapSpan
 	spans, separable bool
 	twoByTwo         bool // 2x2 windows at stride 2 from the origin, no padding
-	stream           bool // float32 planes built in a cached buffer, then streamed to dx
 }
-
-// The streamed MaxPoolGrad path: a float32 dX of at least
-// poolStreamMinBytes (twice a core's 2 MiB L2, so that it would not have
-// stayed in the cache anyway) whose planes are at most poolStreamMaxPlane
-// bytes has each plane cleared and scattered into in a buffer that stays
-// in the cache, then copied to dX with non-temporal stores
-// (nn.PoolStreamCopy): dX's lines are written once, without being read
-// for ownership first. ONNXTRAIN_POOL_NO_STREAM=1 turns it off, so that
-// one binary measures both.
-const (
-	poolStreamMinBytes = 4 << 20
-	poolStreamMaxPlane = 512 << 10
-)
-
-var poolGradStream = os.Getenv("ONNXTRAIN_POOL_NO_STREAM") == ""
-
-// planeBufPool keeps the streamed path's plane buffers.
-var planeBufPool = sync.Pool{New: func() any { return new([]float32) }}
 
 // pairsFromZero reports whether window o's taps along an axis are 2o and
 // 2o+1 for every o (a 2-wide window at stride 2, unpadded).
@@ -322,30 +300,9 @@ func maxPoolBackward2x2[T float32 | float64](dy, x, dx []T, iw, oh, ow int) {
 }
 
 func (t *maxPoolBackward2DTask[T]) Item(_, c int) {
-	inSize := t.p.win.inSize
-	dxp := t.dx[c*inSize : (c+1)*inSize]
-	if t.stream {
-		buf := planeBufPool.Get().(*[]float32)
-		if cap(*buf) < inSize {
-			*buf = make([]float32, inSize)
-		}
-		s := (*buf)[:inSize]
-		t.plane(c, any(s).([]T))
-		if !nn.PoolStreamCopy(any(dxp).([]float32), s) {
-			copy(any(dxp).([]float32), s)
-		}
-		planeBufPool.Put(buf)
-		return
-	}
-	t.plane(c, dxp)
-}
-
-// plane computes plane c of dX into dxp (its contents on entry do not
-// matter).
-func (t *maxPoolBackward2DTask[T]) plane(c int, dxp []T) {
-	p, dy, x := t.p, t.dy, t.x
+	p, dy, x, dx := t.p, t.dy, t.x, t.dx
 	inSize, outSize := p.win.inSize, p.win.outSize
-	dyp := dy[c*outSize : (c+1)*outSize]
+	dyp, dxp := dy[c*outSize:(c+1)*outSize], dx[c*inSize:(c+1)*inSize]
 	clear(dxp)
 	if t.twoByTwo {
 		maxPoolBackward2x2(dyp, x[c*inSize:(c+1)*inSize], dxp, p.win.in[1], len(t.rows), len(t.cols))

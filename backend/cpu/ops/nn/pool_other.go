@@ -31,6 +31,3 @@ func PoolArgmaxScatter3x3S2(dx, dy, x []float32, s1, s2 int) (ok, nan bool) { re
 // PoolScatterLoop reports whether PoolArgmaxScatter3x3S2 has a vector
 // loop: not here.
 func PoolScatterLoop() bool { return false }
-
-// PoolStreamCopy has no non-temporal loop here: it copies nothing.
-func PoolStreamCopy(dst, src []float32) bool { return false }
