@@ -592,6 +592,27 @@ func addBorderWindow(x, dx []float32, iw, n int, cs tapSpan, g float32) bool {
 	if cs.n == 0 {
 		return true
 	}
+	if cs.n == 2 && (n == 2 || n == 3) {
+		// A 3×3 window cut by the padding to two columns (ResNet's
+		// stem): the row-major scan, which picks what firstEqual picks
+		// when no tap is NaN, with the tap index moved by pickIf.
+		w := x[cs.lo : cs.lo+(n-1)*iw+2]
+		nan := w[0] != w[0] || w[1] != w[1] || w[iw] != w[iw] || w[iw+1] != w[iw+1]
+		k := 0
+		k = pickIf(w[1] > w[k], 1, k)
+		k = pickIf(w[iw] > w[k], iw, k)
+		k = pickIf(w[iw+1] > w[k], iw+1, k)
+		if n == 3 {
+			nan = nan || w[2*iw] != w[2*iw] || w[2*iw+1] != w[2*iw+1]
+			k = pickIf(w[2*iw] > w[k], 2*iw, k)
+			k = pickIf(w[2*iw+1] > w[k], 2*iw+1, k)
+		}
+		if nan {
+			return false
+		}
+		dx[cs.lo+k] += g
+		return true
+	}
 	t := x[cs.lo]
 	for i := 0; i < n; i++ {
 		for _, u := range x[i*iw+cs.lo : i*iw+cs.lo+cs.n] {
