@@ -28,9 +28,7 @@ func TestMaxPoolGradSpans(t *testing.T) {
 			x[i] = float32(math.NaN())
 		}
 	}
-	for _, tc := range []struct {
-		k, s, d, pads []int
-	}{
+	for _, tc := range []poolCase{
 		{[]int{2, 2}, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}},
 		{[]int{3, 3}, []int{2, 2}, []int{1, 1}, []int{1, 1, 1, 1}},
 		{[]int{3, 3}, []int{1, 1}, []int{1, 1}, []int{0, 0, 0, 0}},
@@ -39,49 +37,74 @@ func TestMaxPoolGradSpans(t *testing.T) {
 		{[]int{2, 2}, []int{2, 1}, []int{2, 2}, []int{0, 1, 1, 0}},
 	} {
 		t.Run(fmt.Sprintf("k%v_s%v_d%v_p%v", tc.k, tc.s, tc.d, tc.pads), func(t *testing.T) {
-			oh := (h+tc.pads[0]+tc.pads[2]-tc.d[0]*(tc.k[0]-1)-1)/tc.s[0] + 1
-			ow := (w+tc.pads[1]+tc.pads[3]-tc.d[1]*(tc.k[1]-1)-1)/tc.s[1] + 1
+			oh, ow := tc.outSize(h, w)
 			dy := make([]float32, n*c*oh*ow)
 			for i := range dy {
 				dy[i] = float32(rng.IntN(100) + 1)
 			}
-			want := make([]float32, len(x))
-			for p := 0; p < n*c; p++ {
-				for r := 0; r < oh; r++ {
-					for q := 0; q < ow; q++ {
-						best, at := float32(0), -1
-						for a := 0; a < tc.k[0]; a++ {
-							i := r*tc.s[0] - tc.pads[0] + a*tc.d[0]
-							for b := 0; b < tc.k[1]; b++ {
-								j := q*tc.s[1] - tc.pads[1] + b*tc.d[1]
-								if i < 0 || i >= h || j < 0 || j >= w {
-									continue
-								}
-								if v := x[p*h*w+i*w+j]; at < 0 || v > best {
-									best, at = v, p*h*w+i*w+j
-								}
-							}
+			want := maxPoolGradByDefinition(tc, x, dy, n*c, h, w, oh, ow)
+			require.Equal(t, want, runMaxPoolGrad(t, tc, x, dy, n, c, h, w, oh, ow))
+		})
+	}
+}
+
+// poolCase is a 2-D max pool's window: kernel, strides, dilations, pads
+// (begin H, begin W, end H, end W).
+type poolCase struct{ k, s, d, pads []int }
+
+// outSize is the pooled size of an h×w plane.
+func (tc poolCase) outSize(h, w int) (oh, ow int) {
+	oh = (h+tc.pads[0]+tc.pads[2]-tc.d[0]*(tc.k[0]-1)-1)/tc.s[0] + 1
+	ow = (w+tc.pads[1]+tc.pads[3]-tc.d[1]*(tc.k[1]-1)-1)/tc.s[1] + 1
+	return oh, ow
+}
+
+// maxPoolGradByDefinition is dX of a max pool over planes h×w planes by
+// its definition: each dY element goes to the first tap of its window, in
+// row-major order, that no later tap strictly exceeds (the first tap
+// taken even when NaN).
+func maxPoolGradByDefinition(tc poolCase, x, dy []float32, planes, h, w, oh, ow int) []float32 {
+	want := make([]float32, len(x))
+	for p := 0; p < planes; p++ {
+		for r := 0; r < oh; r++ {
+			for q := 0; q < ow; q++ {
+				best, at := float32(0), -1
+				for a := 0; a < tc.k[0]; a++ {
+					i := r*tc.s[0] - tc.pads[0] + a*tc.d[0]
+					for b := 0; b < tc.k[1]; b++ {
+						j := q*tc.s[1] - tc.pads[1] + b*tc.d[1]
+						if i < 0 || i >= h || j < 0 || j >= w {
+							continue
 						}
-						if at >= 0 {
-							want[at] += dy[(p*oh+r)*ow+q]
+						if v := x[p*h*w+i*w+j]; at < 0 || v > best {
+							best, at = v, p*h*w+i*w+j
 						}
 					}
 				}
-			}
-			node := &graph.Node{Name: "pool", OpType: "MaxPoolGrad", Outputs: []string{"dx"}}
-			for name, v := range map[string][]int{"kernel_shape": tc.k, "strides": tc.s, "dilations": tc.d, "pads": tc.pads} {
-				ints := make([]int64, len(v))
-				for i, e := range v {
-					ints[i] = int64(e)
+				if at >= 0 {
+					want[at] += dy[(p*oh+r)*ow+q]
 				}
-				node.SetAttr(&graph.Attr{Name: name, Type: graph.AttrInts, Ints: ints})
 			}
-			out, err := maxPoolGrad(nil, node, []*graph.Tensor{
-				graph.FromFloat32(dy, n, c, oh, ow), graph.FromFloat32(x, n, c, h, w)})
-			require.NoError(t, err)
-			require.Equal(t, want, out[0].Data.([]float32))
-		})
+		}
 	}
+	return want
+}
+
+// runMaxPoolGrad runs the MaxPoolGrad kernel (no Indices) with tc's
+// attributes on dY (n×c×oh×ow) and X (n×c×h×w).
+func runMaxPoolGrad(t testing.TB, tc poolCase, x, dy []float32, n, c, h, w, oh, ow int) []float32 {
+	t.Helper()
+	node := &graph.Node{Name: "pool", OpType: "MaxPoolGrad", Outputs: []string{"dx"}}
+	for name, v := range map[string][]int{"kernel_shape": tc.k, "strides": tc.s, "dilations": tc.d, "pads": tc.pads} {
+		ints := make([]int64, len(v))
+		for i, e := range v {
+			ints[i] = int64(e)
+		}
+		node.SetAttr(&graph.Attr{Name: name, Type: graph.AttrInts, Ints: ints})
+	}
+	out, err := maxPoolGrad(nil, node, []*graph.Tensor{graph.FromFloat32(dy, n, c, oh, ow), graph.FromFloat32(x, n, c, h, w)})
+	require.NoError(t, err)
+	return out[0].Float32s()
 }
 
 // BenchmarkMaxPoolGradResNetStem times MaxPoolGrad (argmax recomputed from

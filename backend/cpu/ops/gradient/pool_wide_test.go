@@ -5,10 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/stretchr/testify/require"
-
-	"github.com/onnxtrain/onnxtrain/graph"
 )
 
 // TestMaxPoolGradWide checks MaxPoolGrad without Indices on planes wide
@@ -30,9 +26,8 @@ func TestMaxPoolGradWide(t *testing.T) {
 				x[i] = float32(math.NaN())
 			}
 		}
-		for _, tc := range []struct {
-			k, s, d, pads []int
-		}{
+		for _, tc := range []poolCase{
+
 			{[]int{2, 2}, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}},
 			{[]int{3, 3}, []int{2, 2}, []int{1, 1}, []int{1, 1, 1, 1}},
 			{[]int{3, 3}, []int{2, 2}, []int{1, 1}, []int{0, 1, 1, 0}},
@@ -41,50 +36,13 @@ func TestMaxPoolGradWide(t *testing.T) {
 			{[]int{2, 2}, []int{2, 1}, []int{2, 2}, []int{0, 1, 1, 0}},
 		} {
 			t.Run(fmt.Sprintf("nan%v_k%v_s%v_d%v_p%v", nan, tc.k, tc.s, tc.d, tc.pads), func(t *testing.T) {
-				oh := (h+tc.pads[0]+tc.pads[2]-tc.d[0]*(tc.k[0]-1)-1)/tc.s[0] + 1
-				ow := (w+tc.pads[1]+tc.pads[3]-tc.d[1]*(tc.k[1]-1)-1)/tc.s[1] + 1
+				oh, ow := tc.outSize(h, w)
 				dy := make([]float32, n*c*oh*ow)
 				for i := range dy {
 					dy[i] = float32(rng.IntN(100) + 1)
 				}
-				want := make([]float32, len(x))
-				for p := 0; p < n*c; p++ {
-					for r := 0; r < oh; r++ {
-						for q := 0; q < ow; q++ {
-							best, at := float32(0), -1
-							for a := 0; a < tc.k[0]; a++ {
-								i := r*tc.s[0] - tc.pads[0] + a*tc.d[0]
-								for b := 0; b < tc.k[1]; b++ {
-									j := q*tc.s[1] - tc.pads[1] + b*tc.d[1]
-									if i < 0 || i >= h || j < 0 || j >= w {
-										continue
-									}
-									if v := x[p*h*w+i*w+j]; at < 0 || v > best {
-										best, at = v, p*h*w+i*w+j
-									}
-								}
-							}
-							if at >= 0 {
-								want[at] += dy[(p*oh+r)*ow+q]
-							}
-						}
-					}
-				}
-				run := func() []float32 {
-					node := &graph.Node{Name: "pool", OpType: "MaxPoolGrad", Outputs: []string{"dx"}}
-					for name, v := range map[string][]int{"kernel_shape": tc.k, "strides": tc.s, "dilations": tc.d, "pads": tc.pads} {
-						ints := make([]int64, len(v))
-						for i, e := range v {
-							ints[i] = int64(e)
-						}
-						node.SetAttr(&graph.Attr{Name: name, Type: graph.AttrInts, Ints: ints})
-					}
-					out, err := maxPoolGrad(nil, node, []*graph.Tensor{
-						graph.FromFloat32(dy, n, c, oh, ow), graph.FromFloat32(x, n, c, h, w)})
-					require.NoError(t, err)
-					return out[0].Float32s()
-				}
-				got := run()
+				want := maxPoolGradByDefinition(tc, x, dy, n*c, h, w, oh, ow)
+				got := runMaxPoolGrad(t, tc, x, dy, n, c, h, w, oh, ow)
 				for i := range want {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 						t.Fatalf("dx[%d] = %v, want %v", i, got[i], want[i])
