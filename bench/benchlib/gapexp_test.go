@@ -37,6 +37,7 @@ type gapRow struct {
 	bytes               float64
 	faults              int64
 	subIn, subOut, elts int64
+	split, cold         int64 // split calls, and those that found no pool goroutine polling
 	handed, reclaimed   int64
 }
 
@@ -63,34 +64,40 @@ func countSub(ts []*graph.Tensor) (sub, n int64) {
 // BenchmarkGapExperiment prints, per op type of a training step (SGD with
 // momentum, 3 timed steps after 1 warm-up), the kernels' wall time and the
 // CPU time of the thread that runs the graph, the page faults it took, and
-// how many float32 inputs and outputs are subnormal, the chunks its kernels
-// handed to the worker pool and how many of those the caller ran itself
-// (kern.HandoffStats), leaving out each
-// node's first ONNXTRAIN_GAP_SKIP calls (default 1: the recording run; 2
-// also leaves out the arena's first run). An experiment for
-// docs/large-models.md ("Where the step-versus-isolated gap comes from"):
-// a benchmark, so that only `go test -bench GapExperiment -benchtime 1x`
-// runs it, with ONNXTRAIN_GAP_MODEL=path (ONNXTRAIN_GAP_BATCH,
-// ONNXTRAIN_GAP_LOSS, ONNXTRAIN_GAP_INTHIGH as bench's flags); meant for
-// GOMAXPROCS=1, where the thread's CPU time is every kernel's.
+// how many float32 inputs and outputs are subnormal, the calls its kernels
+// split over the worker pool, those that found no pool goroutine polling
+// (kern.ColdHandoffs), the chunks handed out and how many of those the
+// caller ran itself (kern.HandoffStats), leaving out each node's first
+// ONNXTRAIN_GAP_SKIP calls (default 1: the recording run; 2 also leaves
+// out the arena's first run). An experiment for docs/large-models.md
+// ("Where the step-versus-isolated gap comes from", "The row ops and the
+// shape ops on two threads"): a benchmark, so that only `go test -bench
+// GapExperiment -benchtime 1x` runs it, on ONNXTRAIN_GAP_MODEL=path
+// (default the committed vit_tiny; ONNXTRAIN_GAP_BATCH, ONNXTRAIN_GAP_LOSS,
+// ONNXTRAIN_GAP_INTHIGH as bench's flags). At -cpu 1 the thread's CPU
+// time is every kernel's; the pool's columns mean something at -cpu 2.
 func BenchmarkGapExperiment(t *testing.B) {
-	path := os.Getenv("ONNXTRAIN_GAP_MODEL")
+	path, batch := os.Getenv("ONNXTRAIN_GAP_MODEL"), 0
 	if path == "" {
-		t.Fatal("set ONNXTRAIN_GAP_MODEL to the model to measure")
+		path, batch = "../../models/vit_tiny/vit_tiny_train.onnx", 64 // a committed model, when none is named
+	}
+	if b, err := strconv.Atoi(os.Getenv("ONNXTRAIN_GAP_BATCH")); err == nil {
+		batch = b
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	batch, _ := strconv.Atoi(os.Getenv("ONNXTRAIN_GAP_BATCH"))
 	ih, _ := strconv.ParseInt(os.Getenv("ONNXTRAIN_GAP_INTHIGH"), 10, 64)
 	rows := map[string]*gapRow{}
 	seen := map[*graph.Node]int{}
 	skip, _ := strconv.Atoi(os.Getenv("ONNXTRAIN_GAP_SKIP")) // calls per node left out (default 1: the recording run)
 	skip = max(skip, 1)
 	lastCPU, lastF := threadCPU(), threadFaults()
-	_, lastH, lastR := kern.HandoffStats()
+	lastS, lastH, lastR := kern.HandoffStats()
+	lastCold := kern.ColdHandoffs()
 	hook := func(n *graph.Node, in, out []*graph.Tensor, d time.Duration) {
 		c, f := threadCPU(), threadFaults()
-		_, h, rc := kern.HandoffStats()
+		sp, h, rc := kern.HandoffStats()
+		cold := kern.ColdHandoffs()
 		if seen[n] >= skip {
 			r := rows[n.OpType]
 			if r == nil {
@@ -102,6 +109,8 @@ func BenchmarkGapExperiment(t *testing.B) {
 			r.wall += d
 			r.cpu += c - lastCPU
 			r.faults += f - lastF
+			r.split += sp - lastS
+			r.cold += cold - lastCold
 			r.handed += h - lastH
 			r.reclaimed += rc - lastR
 			r.bytes += bytes
@@ -112,13 +121,13 @@ func BenchmarkGapExperiment(t *testing.B) {
 			r.elts += ni + no
 		}
 		seen[n]++
-		_, lastH, lastR = kern.HandoffStats()
+		lastS, lastH, lastR = kern.HandoffStats()
+		lastCold = kern.ColdHandoffs()
 		lastCPU, lastF = threadCPU(), threadFaults()
 	}
 	ctx := backend.WithNodeCallTimer(context.Background(), hook)
-	o := ModelOptions{Model: path, BatchSize: max(batch, 1), Steps: 1, Warmup: 1, Optimizer: "sgd", LR: 0.01, Momentum: 0.9,
+	o := ModelOptions{Model: path, BatchSize: max(batch, 1), Steps: 3, Warmup: 1, Optimizer: "sgd", LR: 0.01, Momentum: 0.9,
 		Loss: os.Getenv("ONNXTRAIN_GAP_LOSS"), IntHigh: ih}
-	o.Steps, o.Warmup = 3, 1
 	res, err := RunModel(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -132,12 +141,12 @@ func BenchmarkGapExperiment(t *testing.B) {
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].cpu > list[j].cpu })
 	fmt.Printf("model %s GOMAXPROCS=%d median step %.0f ms\n", path, runtime.GOMAXPROCS(0), res.MedianStepMS)
-	fmt.Printf("%-28s %6s %10s %10s %8s %8s %8s %10s %10s %8s %8s\n", "op", "calls", "wall ms", "cpu ms", "GB/s wall", "GB/s cpu", "faults", "sub in", "sub out", "handed", "reclaim")
+	fmt.Printf("%-28s %6s %10s %10s %8s %8s %8s %10s %10s %7s %7s %8s %8s\n", "op", "calls", "wall ms", "cpu ms", "GB/s wall", "GB/s cpu", "faults", "sub in", "sub out", "split", "cold", "handed", "reclaim")
 	for _, r := range list {
 		if r.cpu < time.Millisecond {
 			continue
 		}
-		fmt.Printf("%-28s %6d %10.1f %10.1f %8.2f %8.2f %8d %10d %10d %8d %8d\n", r.op, r.calls, ms(r.wall), ms(r.cpu),
-			r.bytes/r.wall.Seconds()/1e9, r.bytes/r.cpu.Seconds()/1e9, r.faults, r.subIn, r.subOut, r.handed, r.reclaimed)
+		fmt.Printf("%-28s %6d %10.1f %10.1f %8.2f %8.2f %8d %10d %10d %7d %7d %8d %8d\n", r.op, r.calls, ms(r.wall), ms(r.cpu),
+			r.bytes/r.wall.Seconds()/1e9, r.bytes/r.cpu.Seconds()/1e9, r.faults, r.subIn, r.subOut, r.split, r.cold, r.handed, r.reclaimed)
 	}
 }
