@@ -1,7 +1,7 @@
 package gemm
 
 import (
-	"math"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -38,49 +38,15 @@ func TestSgemmOneABlock(t *testing.T) {
 		for _, tA := range []bool{false, true} {
 			for _, tB := range []bool{false, true} {
 				for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.5, 1}, {-2, 0.25}} {
+					p := newVariantProduct(r, m, n, k, tA, tB, ab[0], ab[1])
 					for _, serial := range []bool{true, false} {
-						alpha, beta := ab[0], ab[1]
-						lda, arows := k+1, m
-						if tA {
-							lda, arows = m+2, k
-						}
-						ldb, brows := n+3, k
-						if tB {
-							ldb, brows = k, n
-						}
-						ldc := n + 1
-						a, b := randSlice(r, arows*lda), randSlice(r, brows*ldb)
-						c0 := randSlice(r, m*ldc)
-						if beta == 0 {
-							for i := range c0 {
-								c0[i] = float32(math.NaN())
-							}
-						}
 						run := func(limit int) []float32 {
 							defer func(was int) { oneBlockABytes = was }(oneBlockABytes)
 							oneBlockABytes = limit
-							c := append([]float32(nil), c0...)
-							if serial {
-								SgemmSerial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-							} else {
-								Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-							}
-							return c
+							return p.run(serial)
 						}
 						blocks, one := run(0), run(oneBlockABytes)
-						want := refGemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c0, ldc)
-						for i := 0; i < m; i++ {
-							for j := 0; j < ldc; j++ {
-								g := one[i*ldc+j]
-								if j >= n {
-									require.Equal(t, math.Float32bits(c0[i*ldc+j]), math.Float32bits(g), "%v: C[%d][%d] past n written", sz, i, j)
-									continue
-								}
-								require.Equal(t, math.Float32bits(blocks[i*ldc+j]), math.Float32bits(g),
-									"%v tA=%v tB=%v alpha=%v beta=%v serial=%v: C[%d][%d] differs from the mc blocks' result", sz, tA, tB, alpha, beta, serial, i, j)
-								require.InDelta(t, want[i*n+j], float64(g), 1e-5*float64(k+1), "%v: C[%d][%d]", sz, i, j)
-							}
-						}
+						p.requireSame(t, one, blocks, fmt.Sprintf("serial=%v, one A block against the mc blocks", serial))
 					}
 				}
 			}

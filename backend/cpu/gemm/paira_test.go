@@ -1,6 +1,7 @@
 package gemm
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -109,50 +110,13 @@ func TestSgemmPairAMatchesPacked(t *testing.T) {
 			for _, tA := range []bool{false, true} {
 				for _, tB := range []bool{false, true} {
 					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.5, 1}, {-2, 0.25}} {
+						p := newVariantProduct(r, m, n, k, tA, tB, ab[0], ab[1])
 						for _, serial := range []bool{true, false} {
-							alpha, beta := ab[0], ab[1]
-							lda, arows := k+2, m
-							if tA {
-								lda, arows = m+1, k
-							}
-							ldb, brows := n+1, k
-							if tB {
-								ldb, brows = k+3, n
-							}
-							ldc := n + 2
-							a, b := randSlice(r, arows*lda), randSlice(r, brows*ldb)
-							c0 := randSlice(r, m*ldc)
-							if beta == 0 {
-								for i := range c0 {
-									c0[i] = float32(math.NaN())
-								}
-							}
-							run := func() []float32 {
-								c := append([]float32(nil), c0...)
-								if serial {
-									SgemmSerial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-								} else {
-									Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-								}
-								return c
-							}
-							got := run()
+							got := p.run(serial)
 							restore := useKernel(packed)
-							want := run()
+							want := p.run(serial)
 							restore()
-							ref := refGemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c0, ldc)
-							for i := 0; i < m; i++ {
-								for j := 0; j < ldc; j++ {
-									g := got[i*ldc+j]
-									if j >= n {
-										require.Equal(t, math.Float32bits(c0[i*ldc+j]), math.Float32bits(g), "%v: C[%d][%d] past n written", sz, i, j)
-										continue
-									}
-									require.Equal(t, math.Float32bits(want[i*ldc+j]), math.Float32bits(g),
-										"procs=%d %v tA=%v tB=%v alpha=%v beta=%v serial=%v: C[%d][%d] differs from the packed product", procs, sz, tA, tB, alpha, beta, serial, i, j)
-									require.InDelta(t, ref[i*n+j], float64(g), 1e-5*float64(k+1), "%v: C[%d][%d]", sz, i, j)
-								}
-							}
+							p.requireSame(t, got, want, fmt.Sprintf("procs=%d serial=%v, A in place against A packed", procs, serial))
 						}
 					}
 				}
