@@ -165,58 +165,22 @@ func checkMaxPoolGradSeparable(t *testing.T, n, c, h, w int) {
 	for _, i := range []int{3*h*w + 0, 3*h*w + 2*w + 5, 17*h*w + 4*w + 1, 17*h*w + (h-4)*w + 10, 30*h*w + 6*w, 35*h*w + 7} {
 		x[i] = float32(math.NaN())
 	}
-	for _, tc := range []struct {
-		k, s, pads []int
-	}{
-		{[]int{3, 3}, []int{2, 2}, []int{1, 1, 1, 1}},
-		{[]int{2, 2}, []int{2, 2}, []int{0, 0, 0, 0}},
-		{[]int{3, 3}, []int{1, 1}, []int{0, 0, 0, 0}},
-		{[]int{4, 5}, []int{3, 2}, []int{2, 1, 1, 2}},
-		{[]int{5, 1}, []int{2, 1}, []int{2, 0, 2, 0}},
-		{[]int{1, 2}, []int{3, 3}, []int{0, 1, 0, 1}},
+	for _, tc := range []poolCase{
+		{[]int{3, 3}, []int{2, 2}, []int{1, 1}, []int{1, 1, 1, 1}},
+		{[]int{2, 2}, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}},
+		{[]int{3, 3}, []int{1, 1}, []int{1, 1}, []int{0, 0, 0, 0}},
+		{[]int{4, 5}, []int{3, 2}, []int{1, 1}, []int{2, 1, 1, 2}},
+		{[]int{5, 1}, []int{2, 1}, []int{1, 1}, []int{2, 0, 2, 0}},
+		{[]int{1, 2}, []int{3, 3}, []int{1, 1}, []int{0, 1, 0, 1}},
 	} {
 		t.Run(fmt.Sprintf("k%v_s%v_p%v", tc.k, tc.s, tc.pads), func(t *testing.T) {
-			oh := (h+tc.pads[0]+tc.pads[2]-tc.k[0])/tc.s[0] + 1
-			ow := (w+tc.pads[1]+tc.pads[3]-tc.k[1])/tc.s[1] + 1
+			oh, ow := tc.outSize(h, w)
 			dy := make([]float32, n*c*oh*ow)
 			for i := range dy {
 				dy[i] = float32(rng.NormFloat64())
 			}
-			want := make([]float32, len(x))
-			for p := 0; p < n*c; p++ {
-				for r := 0; r < oh; r++ {
-					for q := 0; q < ow; q++ {
-						best, at := float32(0), -1
-						for a := 0; a < tc.k[0]; a++ {
-							i := r*tc.s[0] - tc.pads[0] + a
-							for b := 0; b < tc.k[1]; b++ {
-								j := q*tc.s[1] - tc.pads[1] + b
-								if i < 0 || i >= h || j < 0 || j >= w {
-									continue
-								}
-								if v := x[p*h*w+i*w+j]; at < 0 || v > best {
-									best, at = v, p*h*w+i*w+j
-								}
-							}
-						}
-						if at >= 0 {
-							want[at] += dy[(p*oh+r)*ow+q]
-						}
-					}
-				}
-			}
-			node := &graph.Node{Name: "pool", OpType: "MaxPoolGrad", Outputs: []string{"dx"}}
-			for name, v := range map[string][]int{"kernel_shape": tc.k, "strides": tc.s, "pads": tc.pads} {
-				ints := make([]int64, len(v))
-				for i, e := range v {
-					ints[i] = int64(e)
-				}
-				node.SetAttr(&graph.Attr{Name: name, Type: graph.AttrInts, Ints: ints})
-			}
-			out, err := maxPoolGrad(nil, node, []*graph.Tensor{
-				graph.FromFloat32(dy, n, c, oh, ow), graph.FromFloat32(x, n, c, h, w)})
-			require.NoError(t, err)
-			require.Equal(t, want, out[0].Data.([]float32))
+			want := maxPoolGradByDefinition(tc, x, dy, n*c, h, w, oh, ow)
+			require.Equal(t, want, runMaxPoolGrad(t, tc, x, dy, n, c, h, w, oh, ow))
 		})
 	}
 }

@@ -179,16 +179,7 @@ func TestLargeShapeOpsSplitOverThePool(t *testing.T) {
 		{[]int{4, 768, 196}, []int{0, 2, 1}},       // the patch embedding (tiled)
 		{[]int{3, 101, 37, 29}, []int{3, 1, 0, 2}},
 	} {
-		x := graph.Zeros(graph.Float32, c.shape...)
-		for i := range x.Float32s() {
-			x.Float32s()[i] = rng.Float32()
-		}
-		perm := make([]int64, len(c.perm))
-		for i, p := range c.perm {
-			perm[i] = int64(p)
-		}
-		y := call1(t, "Transpose", 13, []*graph.Attr{graph.IntsAttr("perm", perm...)}, x)
-		assert.Equal(t, naiveTranspose(x.Float32s(), c.shape, c.perm), y.Float32s(), "shape %v perm %v", c.shape, c.perm)
+		checkTransposeNaive(t, rng, c.shape, c.perm)
 	}
 	// A Slice of the last axis of a [197, 4, 2304] in-projection output.
 	x := iota32(197, 4, 2304)

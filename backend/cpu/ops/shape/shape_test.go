@@ -416,17 +416,24 @@ func TestTransposeMatchesNaive(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, c := range cases {
-		x := graph.Zeros(graph.Float32, c.shape...)
-		for i := range x.Float32s() {
-			x.Float32s()[i] = rng.Float32()
-		}
-		perm := make([]int64, len(c.perm))
-		for i, p := range c.perm {
-			perm[i] = int64(p)
-		}
-		y := call1(t, "Transpose", 13, []*graph.Attr{graph.IntsAttr("perm", perm...)}, x)
-		assert.Equal(t, naiveTranspose(x.Float32s(), c.shape, c.perm), y.Float32s(), "shape %v perm %v", c.shape, c.perm)
+		checkTransposeNaive(t, rng, c.shape, c.perm)
 	}
+}
+
+// checkTransposeNaive transposes random float32 data of shape by perm and
+// compares it with naiveTranspose.
+func checkTransposeNaive(t *testing.T, rng *rand.Rand, shape, perm []int) {
+	t.Helper()
+	x := graph.Zeros(graph.Float32, shape...)
+	for i := range x.Float32s() {
+		x.Float32s()[i] = rng.Float32()
+	}
+	p64 := make([]int64, len(perm))
+	for i, p := range perm {
+		p64[i] = int64(p)
+	}
+	y := call1(t, "Transpose", 13, []*graph.Attr{graph.IntsAttr("perm", p64...)}, x)
+	assert.Equal(t, naiveTranspose(x.Float32s(), shape, perm), y.Float32s(), "shape %v perm %v", shape, perm)
 }
 
 func TestReverseSequenceAndCompress(t *testing.T) {
