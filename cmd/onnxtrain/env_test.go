@@ -39,6 +39,8 @@ func TestEnvText(t *testing.T) {
 	}
 	if vmath.AVX512() {
 		assert.Regexp(t, `(?m)^vmath: +AVX-512 loops`, out)
+	} else {
+		assert.NotRegexp(t, `(?m)^vmath: +AVX-512 loops`, out)
 	}
 	if slices.Contains(backend.Names(), "cuda") {
 		assert.Contains(t, out, "CUDA backend registered")
