@@ -159,21 +159,29 @@ func TestExp512Lengths(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for n := 1; n <= 80; n++ {
 		for off := 0; off < 16; off += 5 {
-			src := specialsAt(off+n, rng, 40)[off:]
-			got := make([]float32, n+17)
-			for i := range got {
-				got[i] = -7
-			}
-			want := make([]float32, n)
-			exp512(&got[0], &src[0], n, &avx512Const[0])
-			expGo(want, src)
-			for i := range want {
-				sameBits32(t, "exp", i, src[i], got[i], want[i])
-			}
-			for i := n; i < len(got); i++ {
-				require.Equal(t, float32(-7), got[i], "n=%d: [%d] past the end written", n, i)
-			}
+			checkUnary512(t, "exp", specialsAt(off+n, rng, 40)[off:], exp512, expGo)
 		}
+	}
+}
+
+// checkUnary512 runs an AVX-512 loop over src into a buffer 17 longer
+// and checks every element has the Go function's bits and nothing past
+// the end is written.
+func checkUnary512(t *testing.T, name string, src []float32, loop func(dst, src *float32, n int, c *[16]float32), ref func(dst, src []float32)) {
+	t.Helper()
+	n := len(src)
+	got := make([]float32, n+17)
+	for i := range got {
+		got[i] = -7
+	}
+	want := make([]float32, n)
+	loop(&got[0], &src[0], n, &avx512Const[0])
+	ref(want, src)
+	for i := range want {
+		sameBits32(t, name, i, src[i], got[i], want[i])
+	}
+	for i := n; i < len(got); i++ {
+		require.Equal(t, float32(-7), got[i], "%s n=%d: [%d] past the end written", name, n, i)
 	}
 }
 
@@ -188,20 +196,7 @@ func TestErf512MatchesGo(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(23, 24))
 	for n := 1; n <= 50; n++ {
-		src := specialsAt(n, rng, 2)
-		got := make([]float32, n+16)
-		for i := range got {
-			got[i] = -7
-		}
-		want := make([]float32, n)
-		erf512(&got[0], &src[0], n, &avx512Const[0])
-		erfGo(want, src)
-		for i := range want {
-			sameBits32(t, "erf", i, src[i], got[i], want[i])
-		}
-		for i := n; i < len(got); i++ {
-			require.Equal(t, float32(-7), got[i], "n=%d: [%d] past the end written", n, i)
-		}
+		checkUnary512(t, "erf", specialsAt(n, rng, 2), erf512, erfGo)
 	}
 }
 
