@@ -65,16 +65,8 @@ func TestConv2DFilterGradMatchesDirect(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, tc := range implicitCases {
 		t.Run(tc.name, func(t *testing.T) {
-			n, c, h, w := tc.x[0], tc.x[1], tc.x[2], tc.x[3]
-			m, kh, kw := tc.w[0], tc.w[2], tc.w[3]
-			out := make([]int, 2)
-			for j := 0; j < 2; j++ {
-				dk := (tc.w[j+2]-1)*tc.dilations[j] + 1
-				out[j] = (tc.x[j+2]+tc.pads[j]+tc.pads[j+2]-dk)/tc.strides[j] + 1
-			}
-			g := Conv2D{N: n, C: c, H: h, W: w, M: m, KH: kh, KW: kw,
-				SH: tc.strides[0], SW: tc.strides[1], DH: tc.dilations[0], DW: tc.dilations[1],
-				PadTop: tc.pads[0], PadLeft: tc.pads[1], OH: out[0], OW: out[1]}
+			g, out := tc.conv2D()
+			n, c, h, w, m, kh, kw := g.N, g.C, g.H, g.W, g.M, g.KH, g.KW
 			x, dy := randF64(rng, prod(tc.x)), randF64(rng, n*m*out[0]*out[1])
 			want := make([]float64, prod(tc.w))
 			for i := 0; i < n; i++ {
@@ -128,11 +120,7 @@ func TestConvImplicitMatchesDirect(t *testing.T) {
 			if tc.bias {
 				b = randF64(rng, tc.w[0])
 			}
-			out := make([]int, 2)
-			for j := 0; j < 2; j++ {
-				dk := (tc.w[j+2]-1)*tc.dilations[j] + 1
-				out[j] = (tc.x[j+2]+tc.pads[j]+tc.pads[j+2]-dk)/tc.strides[j] + 1
-			}
+			_, out := tc.conv2D()
 			want := refConv(x, tc.x, w, tc.w, b, 1, convGeom{tc.strides, tc.dilations, tc.pads[:2]}, out)
 			n := testNode("Conv", 1, aInts("strides", toI64(tc.strides)...),
 				aInts("dilations", toI64(tc.dilations)...), aInts("pads", toI64(tc.pads)...))
@@ -161,16 +149,9 @@ func TestConv2DForwardOverwrites(t *testing.T) {
 	for _, tc := range cases {
 		for _, pol := range []WinogradPolicy{WinogradOff, WinogradForce} {
 			t.Run(fmt.Sprintf("%s/winograd%d", tc.name, pol), func(t *testing.T) {
-				n, c, h, w := tc.x[0], tc.x[1], tc.x[2], tc.x[3]
-				m, kh, kw := tc.w[0], tc.w[2], tc.w[3]
-				out := make([]int, 2)
-				for j := 0; j < 2; j++ {
-					dk := (tc.w[j+2]-1)*tc.dilations[j] + 1
-					out[j] = (tc.x[j+2]+tc.pads[j]+tc.pads[j+2]-dk)/tc.strides[j] + 1
-				}
-				g := Conv2D{N: n, C: c, H: h, W: w, M: m, KH: kh, KW: kw,
-					SH: tc.strides[0], SW: tc.strides[1], DH: tc.dilations[0], DW: tc.dilations[1],
-					PadTop: tc.pads[0], PadLeft: tc.pads[1], OH: out[0], OW: out[1], Winograd: pol}
+				g, out := tc.conv2D()
+				n, m := g.N, g.M
+				g.Winograd = pol
 				x, wt := randF64(rng, prod(tc.x)), randF64(rng, prod(tc.w))
 				want := refConv(x, tc.x, wt, tc.w, nil, 1, convGeom{tc.strides, tc.dilations, tc.pads[:2]}, out)
 				y := make([]float32, n*m*out[0]*out[1])
@@ -320,16 +301,8 @@ func TestConv2DInputGradMatchesDirect(t *testing.T) {
 	}, implicitCases...)
 	tested := 0
 	for _, tc := range cases {
-		n, c, h, w := tc.x[0], tc.x[1], tc.x[2], tc.x[3]
-		m, kh, kw := tc.w[0], tc.w[2], tc.w[3]
-		out := make([]int, 2)
-		for j := 0; j < 2; j++ {
-			dk := (tc.w[j+2]-1)*tc.dilations[j] + 1
-			out[j] = (tc.x[j+2]+tc.pads[j]+tc.pads[j+2]-dk)/tc.strides[j] + 1
-		}
-		g := Conv2D{N: n, C: c, H: h, W: w, M: m, KH: kh, KW: kw,
-			SH: tc.strides[0], SW: tc.strides[1], DH: tc.dilations[0], DW: tc.dilations[1],
-			PadTop: tc.pads[0], PadLeft: tc.pads[1], OH: out[0], OW: out[1]}
+		g, out := tc.conv2D()
+		n, c, h, w, m, kh, kw := g.N, g.C, g.H, g.W, g.M, g.KH, g.KW
 		if !g.InputGradImplicit(tc.pads[2], tc.pads[3]) {
 			continue
 		}
@@ -430,4 +403,16 @@ func TestInputGradPhasedRefuses(t *testing.T) {
 			t.Errorf("%+v: the input gradient takes the phased path", g)
 		}
 	}
+}
+
+// conv2D is the case's single-group geometry and its output size (OH, OW).
+func (tc convCase) conv2D() (Conv2D, []int) {
+	out := make([]int, 2)
+	for j := 0; j < 2; j++ {
+		dk := (tc.w[j+2]-1)*tc.dilations[j] + 1
+		out[j] = (tc.x[j+2]+tc.pads[j]+tc.pads[j+2]-dk)/tc.strides[j] + 1
+	}
+	return Conv2D{N: tc.x[0], C: tc.x[1], H: tc.x[2], W: tc.x[3], M: tc.w[0], KH: tc.w[2], KW: tc.w[3],
+		SH: tc.strides[0], SW: tc.strides[1], DH: tc.dilations[0], DW: tc.dilations[1],
+		PadTop: tc.pads[0], PadLeft: tc.pads[1], OH: out[0], OW: out[1]}, out
 }
