@@ -123,6 +123,10 @@ type permutedState struct {
 	// serial: each product runs on the goroutine that took it (the batch
 	// is spread over the cores instead of each product).
 	serial bool
+	// tri: the triangular structure each product's blocks follow
+	// (permuted_causal.go), fill: what the skipped part of C gets.
+	tri  triKind
+	fill float32
 }
 
 // Chunk runs products [lo, hi) of the batch.
@@ -147,7 +151,9 @@ func (p *permutedState) Chunk(lo, hi int) {
 				next = &nx
 			}
 		}
-		if p.serial {
+		if p.tri != triNone {
+			p.causalProduct(oa, ob, oc)
+		} else if p.serial {
 			// Each product whole on this goroutine; while its last
 			// block computes, the next product's operands are fetched
 			// (attention's heads come from memory: 3-10% on one core).
@@ -439,6 +445,12 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	// One core, or products spread over the cores: each runs whole on
 	// the goroutine that takes it.
 	p.serial = workers > 1 || procs < 2
+	if p.serial && (n.Attr("lowerY") != nil || n.Attr("lower") != nil) {
+		if kind, fill := causalKind(n, grad, views, tc); p.causalUsable(kind) {
+			p.tri, p.fill = kind, fill
+			causalCuts.Add(1)
+		}
+	}
 	kern.RunTask("PermutedMatMul", batch, min(workers, batch), p)
 	p.a, p.b, p.c = nil, nil, nil
 	return kern.Results(n, out), true, nil

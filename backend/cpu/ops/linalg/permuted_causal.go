@@ -1,0 +1,211 @@
+package linalg
+
+import (
+	"sync/atomic"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// Causal attention's products (graph.MarkCausalAttention) skip the half
+// of each T×T matrix that the mask makes exactly zero or that no reader
+// uses. The node's attributes lower (inputs whose matrices are zero
+// strictly above the diagonal) and lowerY (only R's elements on or below
+// the diagonal are read; fillY goes above) are hints: ignoring them gives
+// the same result. The kernel follows them where each product runs whole
+// on one goroutine (the serial batch of attention's heads), as a few GEMMs
+// over blocks of rows or columns, each of which sums its shared indices in
+// the order the whole product would (so results are bit for bit the full
+// product's while the shared dimension fits one k block of the GEMM).
+
+// triKind is the structure a product's blocks follow, in the coordinates
+// of the product the GEMM computes (C = op(A)·op(B), after any swap of
+// the operands for a column-major C).
+type triKind uint8
+
+const (
+	triNone   triKind = iota
+	triALower         // op(A)[i, l] = 0 for l > i: row block [i0, i1) sums l < i1
+	triAUpper         // op(A)[i, l] = 0 for l < i: row block [i0, i1) sums l ≥ i0
+	triBLower         // op(B)[l, j] = 0 for j > l: column block [j0, j1) sums l ≥ j0
+	triBUpper         // op(B)[l, j] = 0 for l > j: column block [j0, j1) sums l < j1
+	triCLower         // C[i, j] read only for j ≤ i: row block [i0, i1) computes j < i1
+	triCUpper         // C[i, j] read only for j ≥ i: row block [i0, i1) computes j ≥ i0
+)
+
+// transposed is the structure of the transposed product Cᵀ = op(B)ᵀ·op(A)ᵀ.
+func (k triKind) transposed() triKind {
+	switch k {
+	case triALower:
+		return triBUpper
+	case triAUpper:
+		return triBLower
+	case triBLower:
+		return triAUpper
+	case triBUpper:
+		return triALower
+	case triCLower:
+		return triCUpper
+	case triCUpper:
+		return triCLower
+	}
+	return triNone
+}
+
+// causalBlock is the height (or width) of the blocks a triangular product
+// is cut into: smaller blocks skip more of the zero half but run the GEMM
+// on thinner problems. (A variable: benchmarks compare sizes.)
+var causalBlockSize = 32
+
+// causalCuts counts the PermutedMatMul calls that followed a hint (tests
+// check that the cut path ran, or did not).
+var causalCuts atomic.Int64
+
+// causalMinSize is the smallest T whose triangular products are cut.
+const causalMinSize = 64
+
+// gemmRunsDirect mirrors the condition under which gemm.Sgemm computes a
+// product with its direct loops instead of the packed kernel (whose sums
+// run in another order): a block that would run there is not cut out.
+func gemmRunsDirect(m, n, k int) bool { return m*n*k <= 16*16*8 || m < 2 || n < 2 }
+
+// causalKind reads the node's hints for a product of grad kind grad
+// whose views are views (before the swap for a column-major C) and
+// returns the structure to follow in the computed product's coordinates
+// (tc: C is computed transposed), and the value for the skipped part of
+// C. It returns triNone when there is no usable hint.
+func causalKind(n *graph.Node, grad int64, views []strided, tc bool) (triKind, float32) {
+	lower := n.AttrInts("lower", nil)
+	kind := triNone
+	if n.AttrInt("lowerY", 0) == 1 {
+		kind = triCLower
+	}
+	for _, i := range lower {
+		if kind != triNone {
+			break
+		}
+		if i < 0 || int(i) >= len(views) {
+			continue
+		}
+		if a, f := viewAttrs(int(i)); n.Attr(a) != nil || n.Attr(f) != nil {
+			continue // the hint is about the tensor, not a view of it
+		}
+		switch {
+		case grad == 0 && i == 0, grad == 1 && i == 0:
+			kind = triALower
+		case grad == 0 && i == 1, grad == 2 && i == 0:
+			kind = triBLower
+		case grad == 1 && i == 2: // op(B) = B's view transposed
+			kind = triBUpper
+		case grad == 2 && i == 1: // op(A) = A's view transposed
+			kind = triAUpper
+		}
+	}
+	if tc {
+		kind = kind.transposed()
+	}
+	return kind, n.AttrFloat("fillY", 0)
+}
+
+// causalBlock is one GEMM of a cut product: rows [i0, i0+m) and columns
+// [j0, j0+n) of C, summing shared indices [l0, l0+k); the columns
+// [f0, f1) of those rows get the fill.
+type causalBlock struct{ i0, j0, l0, m, n, k, f0, f1 int }
+
+// causalBlocks calls f with the blocks of a product of kind over the
+// plan's m, n and k, in order.
+func (p *permutedState) causalBlocks(kind triKind, f func(causalBlock)) {
+	bs := causalBlockSize
+	switch kind {
+	case triALower, triAUpper, triCLower, triCUpper:
+		for i0 := 0; i0 < p.m; {
+			i1 := blockEnd(i0, p.m, bs)
+			b := causalBlock{i0: i0, m: i1 - i0, n: p.n, k: p.k}
+			switch kind {
+			case triALower:
+				b.k = i1
+			case triAUpper:
+				b.l0, b.k = i0, p.k-i0
+			case triCLower:
+				b.n, b.f0, b.f1 = i1, i1, p.n
+			case triCUpper:
+				b.j0, b.n, b.f0, b.f1 = i0, p.n-i0, 0, i0
+			}
+			f(b)
+			i0 = i1
+		}
+	case triBLower, triBUpper:
+		for j0 := 0; j0 < p.n; {
+			j1 := blockEnd(j0, p.n, bs)
+			b := causalBlock{j0: j0, m: p.m, n: j1 - j0, k: j1}
+			if kind == triBLower {
+				b.l0, b.k = j0, p.k-j0
+			}
+			f(b)
+			j0 = j1
+		}
+	}
+}
+
+// blockEnd is where the block that starts at i0 of a side t cut into
+// blocks of bs ends: a last piece shorter than bs/2 joins the block
+// before it, so that no block is a sliver.
+func blockEnd(i0, t, bs int) int {
+	if t-i0 < bs+bs/2 {
+		return t
+	}
+	return i0 + bs
+}
+
+// causalUsable reports whether the plan's products can be cut as kind
+// says: the structured matrix square, at least causalMinSize on a side,
+// and every block a packed-kernel GEMM (as the whole product is).
+func (p *permutedState) causalUsable(kind triKind) bool {
+	var t int
+	switch kind {
+	case triALower, triAUpper:
+		t = p.m
+		if p.m != p.k {
+			return false
+		}
+	case triBLower, triBUpper:
+		t = p.n
+		if p.k != p.n {
+			return false
+		}
+	case triCLower, triCUpper:
+		t = p.m
+		if p.m != p.n {
+			return false
+		}
+	default:
+		return false
+	}
+	if t < causalMinSize || causalBlockSize < 2 || gemmRunsDirect(p.m, p.n, p.k) {
+		return false
+	}
+	ok := true
+	p.causalBlocks(kind, func(b causalBlock) { ok = ok && !gemmRunsDirect(b.m, b.n, b.k) })
+	return ok
+}
+
+// causalProduct computes one product of the batch (A, B and C at offsets
+// oa, ob and oc) as the blocks that skip the zero or unread half.
+func (p *permutedState) causalProduct(oa, ob, oc int) {
+	p.causalBlocks(p.tri, func(b causalBlock) {
+		ao, bo, co := oa+b.i0*p.lda+b.l0, ob+b.l0*p.ldb+b.j0, oc+b.i0*p.ldc+b.j0
+		if p.ta {
+			ao = oa + b.l0*p.lda + b.i0
+		}
+		if p.tb {
+			bo = ob + b.j0*p.ldb + b.l0
+		}
+		gemm.SgemmSerialNext(p.ta, p.tb, b.m, b.n, b.k, p.alpha, p.a[ao:], p.lda, p.b[bo:], p.ldb, 0, p.c[co:], p.ldc, nil)
+		for i := b.i0; i < b.i0+b.m && b.f0 < b.f1; i++ {
+			row := p.c[oc+i*p.ldc+b.f0 : oc+i*p.ldc+b.f1]
+			for j := range row {
+				row[j] = p.fill
+			}
+		}
+	})
+}
