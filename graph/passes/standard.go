@@ -37,6 +37,7 @@ const (
 	FuseAddReluGrad    = "fuse-add-relu-grad"
 	FuseBatchNormGrad  = "fuse-batchnorm-add-relu-grad"
 	LowerSpecialised   = "lower-specialised"
+	MarkCausal         = "mark-causal-attention"
 )
 
 // fusions are the compile-time fusion passes, in the order they run.
@@ -171,6 +172,9 @@ func SpecialisedPasses() []Pass {
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
 			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseBatchNormAdd, FuseAddReluGrad, FuseBatchNormGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
+		{Name: MarkCausal, Doc: "the products of attention with a constant causal mask told which half of each T×T matrix is exact zeros or unread (PermutedMatMul's lower, lowerY and fillY hints), so that they skip it; after every pass that rewrites those products",
+			Requires: []string{Specialize}, After: []string{LowerSpecialised},
+			Run: func(g *graph.Graph, env *Env) (int, error) { return graph.MarkCausalAttention(g, env.Opset), nil }},
 	}
 }
 

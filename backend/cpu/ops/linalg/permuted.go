@@ -445,7 +445,7 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	// One core, or products spread over the cores: each runs whole on
 	// the goroutine that takes it.
 	p.serial = workers > 1 || procs < 2
-	if p.serial && (n.Attr("lowerY") != nil || n.Attr("lower") != nil) {
+	if p.serial && followCausalHints && (n.Attr(graph.CausalLowerYAttr) != nil || n.Attr(graph.CausalLowerAttr) != nil) {
 		if kind, fill := causalKind(n, grad, views, tc); p.causalUsable(kind) {
 			p.tri, p.fill = kind, fill
 			causalCuts.Add(1)

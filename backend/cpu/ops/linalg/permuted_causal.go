@@ -57,6 +57,9 @@ func (k triKind) transposed() triKind {
 // on thinner problems. (A variable: benchmarks compare sizes.)
 var causalBlockSize = 32
 
+// followCausalHints switches the hints off (tests compare).
+var followCausalHints = true
+
 // causalCuts counts the PermutedMatMul calls that followed a hint (tests
 // check that the cut path ran, or did not).
 var causalCuts atomic.Int64
@@ -75,9 +78,9 @@ func gemmRunsDirect(m, n, k int) bool { return m*n*k <= 16*16*8 || m < 2 || n < 
 // (tc: C is computed transposed), and the value for the skipped part of
 // C. It returns triNone when there is no usable hint.
 func causalKind(n *graph.Node, grad int64, views []strided, tc bool) (triKind, float32) {
-	lower := n.AttrInts("lower", nil)
+	lower := n.AttrInts(graph.CausalLowerAttr, nil)
 	kind := triNone
-	if n.AttrInt("lowerY", 0) == 1 {
+	if n.AttrInt(graph.CausalLowerYAttr, 0) == 1 {
 		kind = triCLower
 	}
 	for _, i := range lower {
@@ -104,7 +107,7 @@ func causalKind(n *graph.Node, grad int64, views []strided, tc bool) (triKind, f
 	if tc {
 		kind = kind.transposed()
 	}
-	return kind, n.AttrFloat("fillY", 0)
+	return kind, n.AttrFloat(graph.CausalFillYAttr, 0)
 }
 
 // causalBlock is one GEMM of a cut product: rows [i0, i0+m) and columns

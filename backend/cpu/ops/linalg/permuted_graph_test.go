@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,6 +26,13 @@ import (
 // through an Identity, so that no view reaches them: the unfused graph,
 // otherwise run by the same kernels.
 func attentionGraph(t *testing.T, b, n, h, d int64, barrier bool) *graph.Model {
+	t.Helper()
+	return maskedAttentionGraph(t, b, n, h, d, barrier, nil)
+}
+
+// maskedAttentionGraph is attentionGraph with mask (if not nil, an
+// initializer) added to the scaled scores before the Softmax.
+func maskedAttentionGraph(t *testing.T, b, n, h, d int64, barrier bool, mask *graph.Tensor) *graph.Model {
 	t.Helper()
 	c := h * d
 	g := graph.NewGraph("attention")
@@ -55,6 +63,10 @@ func attentionGraph(t *testing.T, b, n, h, d int64, barrier bool) *graph.Model {
 		return nd
 	}
 	axis0 := &graph.Attr{Name: "axis", Type: graph.AttrInt, I: 0}
+	scores := "ss"
+	if mask != nil {
+		scores = "sm"
+	}
 	g.Nodes = []*graph.Node{
 		node("Reshape", []string{"x", "shape5"}, "r"),
 		node("Transpose", []string{"r"}, "p", graph.IntsAttr("perm", 2, 0, 3, 1, 4)),
@@ -64,10 +76,14 @@ func attentionGraph(t *testing.T, b, n, h, d int64, barrier bool) *graph.Model {
 		node("Transpose", []string{"k"}, "kt", graph.IntsAttr("perm", 0, 1, 3, 2)),
 		node("MatMul", []string{"q", "kt"}, "s"),
 		node("Mul", []string{"s", "scale"}, "ss"),
-		node("Softmax", []string{"ss"}, "a", &graph.Attr{Name: "axis", Type: graph.AttrInt, I: -1}),
+		node("Softmax", []string{scores}, "a", &graph.Attr{Name: "axis", Type: graph.AttrInt, I: -1}),
 		node("MatMul", []string{"a", "v"}, "o"),
 		node("Transpose", []string{"o"}, "ot", graph.IntsAttr("perm", 0, 2, 1, 3)),
 		node("Reshape", []string{"ot", "shape3"}, "y"),
+	}
+	if mask != nil {
+		g.Initializers["mask"] = mask
+		g.Nodes = slices.Insert(g.Nodes, 8, node("Add", []string{"ss", "mask"}, "sm"))
 	}
 	grads, err := graph.Gradients(g, "y", []string{"x"}, "dy", 17)
 	require.NoError(t, err)
