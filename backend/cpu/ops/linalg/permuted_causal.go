@@ -52,10 +52,24 @@ func (k triKind) transposed() triKind {
 	return triNone
 }
 
-// causalBlock is the height (or width) of the blocks a triangular product
-// is cut into: smaller blocks skip more of the zero half but run the GEMM
-// on thinner problems. (A variable: benchmarks compare sizes.)
-var causalBlockSize = 32
+// causalBlockSize is the height (or width) of the blocks a triangular
+// product is cut into (at most; a side below two blocks is cut in two):
+// smaller blocks skip more of the zero half, but each block is a GEMM
+// call of its own, which packs its operands again and costs its setup.
+// At the GPT's T = 128 (two blocks of 64: 3/4 of the work) the cut
+// products ran at 0.84-0.97 of the whole ones' time, blocks of 24-48 no
+// better (BenchmarkAttentionCausalGPT, 5 December 2026, a loaded
+// machine): the calls' overhead eats most of what is skipped. (A
+// variable: benchmarks compare sizes.)
+var causalBlockSize = 64
+
+// blockSize is the block size for a square of side t.
+func blockSize(t int) int {
+	if t < 2*causalBlockSize {
+		return max(t/2, 1)
+	}
+	return causalBlockSize
+}
 
 // followCausalHints switches the hints off (tests compare).
 var followCausalHints = true
@@ -111,38 +125,44 @@ func causalKind(n *graph.Node, grad int64, views []strided, tc bool) (triKind, f
 }
 
 // causalBlock is one GEMM of a cut product: rows [i0, i0+m) and columns
-// [j0, j0+n) of C, summing shared indices [l0, l0+k); the columns
-// [f0, f1) of those rows get the fill.
-type causalBlock struct{ i0, j0, l0, m, n, k, f0, f1 int }
+// [j0, j0+n) of C, summing shared indices [l0, l0+k); then rows
+// [fi0, fi1) of columns [fj0, fj1) get the fill.
+type causalBlock struct{ i0, j0, l0, m, n, k, fi0, fi1, fj0, fj1 int }
 
 // causalBlocks calls f with the blocks of a product of kind over the
-// plan's m, n and k, in order.
+// plan's m, n and k, in order. A structure of A cuts C into blocks of
+// rows (each packs the part of B it reads: B is packed up to twice over
+// in all); the others into blocks of columns (B packed once in all, A
+// read in place).
 func (p *permutedState) causalBlocks(kind triKind, f func(causalBlock)) {
-	bs := causalBlockSize
 	switch kind {
-	case triALower, triAUpper, triCLower, triCUpper:
+	case triALower, triAUpper:
+		bs := blockSize(p.m)
 		for i0 := 0; i0 < p.m; {
 			i1 := blockEnd(i0, p.m, bs)
-			b := causalBlock{i0: i0, m: i1 - i0, n: p.n, k: p.k}
-			switch kind {
-			case triALower:
-				b.k = i1
-			case triAUpper:
+			b := causalBlock{i0: i0, m: i1 - i0, n: p.n, k: i1}
+			if kind == triAUpper {
 				b.l0, b.k = i0, p.k-i0
-			case triCLower:
-				b.n, b.f0, b.f1 = i1, i1, p.n
-			case triCUpper:
-				b.j0, b.n, b.f0, b.f1 = i0, p.n-i0, 0, i0
 			}
 			f(b)
 			i0 = i1
 		}
-	case triBLower, triBUpper:
+	case triBLower, triBUpper, triCLower, triCUpper:
+		bs := blockSize(p.n)
 		for j0 := 0; j0 < p.n; {
 			j1 := blockEnd(j0, p.n, bs)
-			b := causalBlock{j0: j0, m: p.m, n: j1 - j0, k: j1}
-			if kind == triBLower {
+			b := causalBlock{j0: j0, m: p.m, n: j1 - j0, k: p.k}
+			switch kind {
+			case triBLower:
 				b.l0, b.k = j0, p.k-j0
+			case triBUpper:
+				b.k = j1
+			case triCLower: // rows i ≥ j0 only
+				b.i0, b.m = j0, p.m-j0
+				b.fi0, b.fi1, b.fj0, b.fj1 = 0, j0, j0, j1
+			case triCUpper: // rows i < j1 only
+				b.m = j1
+				b.fi0, b.fi1, b.fj0, b.fj1 = j1, p.m, j0, j1
 			}
 			f(b)
 			j0 = j1
@@ -184,7 +204,7 @@ func (p *permutedState) causalUsable(kind triKind) bool {
 	default:
 		return false
 	}
-	if t < causalMinSize || causalBlockSize < 2 || gemmRunsDirect(p.m, p.n, p.k) {
+	if t < causalMinSize || blockSize(t) < 2 || gemmRunsDirect(p.m, p.n, p.k) {
 		return false
 	}
 	ok := true
@@ -204,8 +224,12 @@ func (p *permutedState) causalProduct(oa, ob, oc int) {
 			bo = ob + b.j0*p.ldb + b.l0
 		}
 		gemm.SgemmSerialNext(p.ta, p.tb, b.m, b.n, b.k, p.alpha, p.a[ao:], p.lda, p.b[bo:], p.ldb, 0, p.c[co:], p.ldc, nil)
-		for i := b.i0; i < b.i0+b.m && b.f0 < b.f1; i++ {
-			row := p.c[oc+i*p.ldc+b.f0 : oc+i*p.ldc+b.f1]
+		for i := b.fi0; i < b.fi1; i++ {
+			row := p.c[oc+i*p.ldc+b.fj0 : oc+i*p.ldc+b.fj1]
+			if p.fill == 0 {
+				clear(row)
+				continue
+			}
 			for j := range row {
 				row[j] = p.fill
 			}

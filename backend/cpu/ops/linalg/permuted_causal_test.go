@@ -4,10 +4,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -155,5 +157,72 @@ func TestPermutedMatMulCausalIgnored(t *testing.T) {
 			assert.Equal(t, cuts, causalCuts.Load(), "not cut")
 			assert.Equal(t, want.Float32s(), got.Float32s())
 		})
+	}
+}
+
+// BenchmarkAttentionCausalGPT times attention's six products at the GPT's
+// shapes (T=128, batch 4 × 12 heads of 64, as the step lays them out)
+// whole and cut by the causal hints at several block sizes, alternately;
+// the metrics: the whole product's GFLOP/s and the cut one's time over
+// the whole one's.
+func BenchmarkAttentionCausalGPT(b *testing.B) {
+	const T, BH, D = 128, 48, 64
+	r := rand.New(rand.NewPCG(1, 2))
+	q, k := randF32(r, T, BH, D), randF32(r, T, BH, D)
+	qc := randF32(r, BH, T, D)
+	p := lowerTriangular(r, BH, T)
+	ctx := &kern.Context{Opset: 17}
+	heads := viewSteps{perm: []int64{1, 0, 2}}
+	headsT := viewSteps{perm: []int64{1, 2, 0}}
+	flop := float64(2 * BH * T * T * D)
+	cases := []struct {
+		name  string
+		grad  int64
+		permY []int64
+		bases []*graph.Tensor
+		steps []viewSteps
+		hint  *graph.Attr
+	}{
+		{"qkT", 0, nil, []*graph.Tensor{qc, k}, []viewSteps{{}, headsT}, graph.IntAttr(graph.CausalLowerYAttr, 1)},
+		{"pv", 0, []int64{1, 0, 2}, []*graph.Tensor{p, k}, []viewSteps{{}, heads}, graph.IntsAttr(graph.CausalLowerAttr, 0)},
+		{"dP", 1, nil, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}, graph.IntAttr(graph.CausalLowerYAttr, 1)},
+		{"dV", 2, []int64{1, 0, 2}, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}, graph.IntsAttr(graph.CausalLowerAttr, 1)},
+		{"dQ", 1, nil, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}, graph.IntsAttr(graph.CausalLowerAttr, 0)},
+		{"dK", 2, []int64{2, 0, 1}, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}, graph.IntsAttr(graph.CausalLowerAttr, 0)},
+	}
+	for _, c := range cases {
+		for _, bs := range []int{24, 32, 48, 64} {
+			b.Run(c.name+"/block"+itoa(bs), func(b *testing.B) {
+				whole := permutedNode(c.grad, c.permY, c.bases, c.steps)
+				cut := permutedNode(c.grad, c.permY, c.bases, c.steps)
+				cut.SetAttr(c.hint)
+				defer func(old int) { causalBlockSize = old }(causalBlockSize)
+				causalBlockSize = bs
+				for _, n := range []*graph.Node{whole, cut} {
+					kern.Bind(n, &kern.Binding{Allocator: &reuseAlloc{}})
+					defer kern.Unbind(n)
+				}
+				cuts := causalCuts.Load()
+				// Alternating, so that a disturbance hits both.
+				var tWhole, tCut time.Duration
+				for i := 0; i < b.N; i++ {
+					t0 := time.Now()
+					if _, err := permutedMatMulKernel(ctx, whole, c.bases); err != nil {
+						b.Fatal(err)
+					}
+					t1 := time.Now()
+					if _, err := permutedMatMulKernel(ctx, cut, c.bases); err != nil {
+						b.Fatal(err)
+					}
+					tWhole += t1.Sub(t0)
+					tCut += time.Since(t1)
+				}
+				if causalCuts.Load()-cuts != int64(b.N) {
+					b.Fatal("not cut")
+				}
+				b.ReportMetric(flop*float64(b.N)/tWhole.Seconds()/1e9, "whole-GFLOP/s")
+				b.ReportMetric(tCut.Seconds()/tWhole.Seconds(), "cut/whole")
+			})
+		}
 	}
 }
