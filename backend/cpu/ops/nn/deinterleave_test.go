@@ -35,3 +35,39 @@ func TestDeinterleave2(t *testing.T) {
 		}
 	}
 }
+
+// TestInterleave2 checks the pairing of two column phases into a row
+// against its definition, d[2v] = ev[v], d[2v+1] = od[v], with ev as long
+// as od or one longer, for lengths around the unrolled loop's edges; the
+// values past the row stay untouched.
+func TestInterleave2(t *testing.T) {
+	for n := 0; n <= 13; n++ {
+		for extra := 0; extra <= 1; extra++ {
+			ev, od := make([]float32, n+extra), make([]float32, n)
+			for i := range ev {
+				ev[i] = float32(100 + i)
+			}
+			for i := range od {
+				od[i] = float32(-1 - i)
+			}
+			d := make([]float32, 2*n+extra+2)
+			for i := range d {
+				d[i] = 7
+			}
+			interleave2(d[:2*n+extra], ev, od)
+			for i, v := range d {
+				want := float32(7)
+				switch {
+				case i >= 2*n+extra:
+				case i%2 == 0:
+					want = ev[i/2]
+				default:
+					want = od[i/2]
+				}
+				if v != want {
+					t.Fatalf("length %d, ev one longer %v: d[%d] = %v, want %v", n, extra == 1, i, v, want)
+				}
+			}
+		}
+	}
+}
