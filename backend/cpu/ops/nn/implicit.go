@@ -490,6 +490,9 @@ func deinterleave2(ev, od, in []float32, left int) {
 		s := in[2*lo-left : 2*hi-left]
 		s = s[:2*len(e)]
 		o = o[:len(e)]
+		if k := deinterleave2Blocks(e, o, s); k > 0 {
+			e, o, s = e[k:], o[k:], s[2*k:]
+		}
 		for len(e) >= 4 {
 			p := (*[8]float32)(s)
 			e4, o4 := (*[4]float32)(e), (*[4]float32)(o)

@@ -422,6 +422,9 @@ func interleave2(d, ev, od []float32) {
 	n := len(od)
 	d = d[:len(ev)+n]
 	e, o, s := ev[:n], od, d[:2*n]
+	if k := interleave2Blocks(s, e, o); k > 0 {
+		e, o, s = e[k:], o[k:], s[2*k:]
+	}
 	for len(e) >= 4 {
 		p := (*[8]float32)(s)
 		e4, o4 := (*[4]float32)(e), (*[4]float32)(o)
