@@ -827,6 +827,18 @@ func (pk *columnTPacker) PackB(dst []float32, p0, kc, j0, nc int) {
 	// positions, or strided runs): staging them costs a call per run
 	// and tap, so each strip row is gathered straight from the taps.
 	short := !direct && len(segs) > 0 && kc <= 4*len(segs)
+	// Runs not all multiples of 8 but mostly whole eights (output rows
+	// of 28 or 12 positions): the eights are gathered and transposed as
+	// in direct, the rest of each run position by position, instead of
+	// staging every run and transposing the block.
+	mixed := false
+	if !direct && !short && sw == 1 && nr == 16 {
+		eights := 0
+		for _, sg := range segs {
+			eights += sg.n / 8 * 8
+		}
+		mixed = 4*eights >= 3*kc
+	}
 	for s := 0; s*nr < nc; s++ {
 		cols := min(nr, nc-s*nr)
 		offs := g.tapOffsets(sc.offs[:0], xp, j0+s*nr, cols)
@@ -839,6 +851,21 @@ func (pk *columnTPacker) PackB(dst []float32, p0, kc, j0, nc int) {
 		}
 		if cols == 16 && nr == 16 && short {
 			gatherTaps16(dst[s*nr*kc:(s+1)*nr*kc], x, segs, offs, sw)
+			continue
+		}
+		if mixed && cols == 16 {
+			strip := dst[s*nr*kc : (s+1)*nr*kc]
+			o := (*[16]int)(offs[:16])
+			hi := maxOffset(o)
+			for _, sg := range segs {
+				n8 := sg.n / 8 * 8
+				if n8 > 0 {
+					gemm.GatherTransposed(strip[sg.dst*16:], x, sg.src, offs, n8)
+				}
+				if n8 < sg.n {
+					gatherTapsRun16(strip, x, posSeg{src: sg.src + n8, dst: sg.dst + n8, n: sg.n - n8}, o, hi, 1)
+				}
+			}
 			continue
 		}
 		if sw == 1 {
@@ -864,20 +891,32 @@ func (pk *columnTPacker) PackB(dst []float32, p0, kc, j0, nc int) {
 // what the position reads with tap (0, 0) (positions of a run sw apart).
 func gatherTaps16(strip, x []float32, segs []posSeg, offs []int, sw int) {
 	o := (*[16]int)(offs[:16])
+	hi := maxOffset(o)
+	for _, sg := range segs {
+		gatherTapsRun16(strip, x, sg, o, hi, sw)
+	}
+}
+
+// maxOffset is the largest of 16 tap offsets.
+func maxOffset(o *[16]int) int {
 	hi := 0
 	for _, v := range o {
 		hi = max(hi, v)
 	}
-	for _, sg := range segs {
-		for i := 0; i < sg.n; i++ {
-			b := sg.src + i*sw
-			xs := x[b : b+hi+1]
-			d := (*[16]float32)(strip[(sg.dst+i)*16 : (sg.dst+i)*16+16])
-			d[0], d[1], d[2], d[3] = xs[o[0]], xs[o[1]], xs[o[2]], xs[o[3]]
-			d[4], d[5], d[6], d[7] = xs[o[4]], xs[o[5]], xs[o[6]], xs[o[7]]
-			d[8], d[9], d[10], d[11] = xs[o[8]], xs[o[9]], xs[o[10]], xs[o[11]]
-			d[12], d[13], d[14], d[15] = xs[o[12]], xs[o[13]], xs[o[14]], xs[o[15]]
-		}
+	return hi
+}
+
+// gatherTapsRun16 is gatherTaps16 for one run of positions; hi is the
+// largest offset of o.
+func gatherTapsRun16(strip, x []float32, sg posSeg, o *[16]int, hi, sw int) {
+	for i := 0; i < sg.n; i++ {
+		b := sg.src + i*sw
+		xs := x[b : b+hi+1]
+		d := (*[16]float32)(strip[(sg.dst+i)*16 : (sg.dst+i)*16+16])
+		d[0], d[1], d[2], d[3] = xs[o[0]], xs[o[1]], xs[o[2]], xs[o[3]]
+		d[4], d[5], d[6], d[7] = xs[o[4]], xs[o[5]], xs[o[6]], xs[o[7]]
+		d[8], d[9], d[10], d[11] = xs[o[8]], xs[o[9]], xs[o[10]], xs[o[11]]
+		d[12], d[13], d[14], d[15] = xs[o[12]], xs[o[13]], xs[o[14]], xs[o[15]]
 	}
 }
 
