@@ -46,3 +46,40 @@ func interleave2Blocks(d, e, o []float32) int {
 	interleave2AVX2(&d[0], &e[0], &o[0], n)
 	return 8 * n
 }
+
+// evens2AVX2 writes d[v] = s[2v] for blocks·8 values.
+//
+//go:noescape
+func evens2AVX2(d, s *float32, blocks int)
+
+// spread2AVX2 writes d[2v] = s[v] and d[2v+1] = 0 for blocks·8 values
+// of s.
+//
+//go:noescape
+func spread2AVX2(d, s *float32, blocks int)
+
+// evens2Blocks writes d[v] = s[2v] for the first 8·k values of d with
+// the assembly loop, k the whole blocks of 8 that d holds and s holds
+// twice (s is read in blocks of 16), and returns 8·k: 0 without AVX2.
+func evens2Blocks(d, s []float32) int {
+	n := min(len(d)/8, len(s)/16)
+	if !pairsAVX2 || n == 0 {
+		return 0
+	}
+	_ = s[16*n-1]
+	evens2AVX2(&d[0], &s[0], n)
+	return 8 * n
+}
+
+// spread2Blocks writes d[2v] = s[v], d[2v+1] = 0 for the first 8·k
+// values of s with the assembly loop, k the whole blocks of 8 that s
+// holds and d holds twice, and returns 8·k: 0 without AVX2.
+func spread2Blocks(d, s []float32) int {
+	n := min(len(s)/8, len(d)/16)
+	if !pairsAVX2 || n == 0 {
+		return 0
+	}
+	_ = d[16*n-1]
+	spread2AVX2(&d[0], &s[0], n)
+	return 8 * n
+}

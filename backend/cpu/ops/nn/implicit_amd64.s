@@ -65,3 +65,57 @@ iloop:
 
 inone:
 	RET
+
+// func evens2AVX2(d, s *float32, blocks int)
+//
+// d[v] = s[2v] for blocks·8 values: deinterleave2AVX2's even half.
+TEXT ·evens2AVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ blocks+16(FP), CX
+	TESTQ CX, CX
+	JLE  enone
+
+eloop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VSHUFPS $0x88, Y1, Y0, Y2
+	VPERMPD $0xD8, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  eloop
+	VZEROUPPER
+
+enone:
+	RET
+
+// func spread2AVX2(d, s *float32, blocks int)
+//
+// d[2v] = s[v], d[2v+1] = 0 for blocks·8 values of s: interleave2AVX2
+// with a zero odd half.
+TEXT ·spread2AVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ blocks+16(FP), CX
+	TESTQ CX, CX
+	JLE  snone
+	VXORPS Y1, Y1, Y1
+
+sloop:
+	VMOVUPS (SI), Y0
+	VUNPCKLPS Y1, Y0, Y2
+	VUNPCKHPS Y1, Y0, Y3
+	VPERM2F128 $0x20, Y3, Y2, Y4
+	VPERM2F128 $0x31, Y3, Y2, Y5
+	VMOVUPS Y4, (DI)
+	VMOVUPS Y5, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  sloop
+	VZEROUPPER
+
+snone:
+	RET

@@ -7,3 +7,7 @@ package nn
 func deinterleave2Blocks(e, o, s []float32) int { return 0 }
 
 func interleave2Blocks(d, e, o []float32) int { return 0 }
+
+func evens2Blocks(d, s []float32) int { return 0 }
+
+func spread2Blocks(d, s []float32) int { return 0 }
