@@ -664,6 +664,10 @@ func (pk *columnPacker) PackB(dst []float32, p0, kc, j0, nc int) {
 	}
 	offs := g.tapOffsets(sc.offs[:0], xp, p0, kc)
 	x, sw := xp.x, xp.colStep(g.SW)
+	hiOff := 0
+	for _, o := range offs {
+		hiOff = max(hiOff, o)
+	}
 	for first, strip := 0, 0; first < len(segs); strip++ {
 		end := first
 		for at := strip * nr; end < len(segs) && at < (strip+1)*nr; end++ {
@@ -683,7 +687,17 @@ func (pk *columnPacker) PackB(dst []float32, p0, kc, j0, nc int) {
 			continue
 		}
 		if sw == 1 {
+			// A run of 5 to 7 positions (output rows of 7: the
+			// 7×7 layers) is copied 8 wide with GatherRows when the
+			// runs after it in the strip overwrite the extra lanes
+			// (they are packed after it) and the extra values lie
+			// in x: one vector move per tap instead of two.
+			filled := ss[len(ss)-1].dst + ss[len(ss)-1].n
 			for _, s := range ss {
+				if nr == 16 && s.n > 4 && s.n < 8 && s.dst+8 <= filled && s.src+hiOff+8 <= len(x) {
+					gemm.GatherRows(sd[s.dst:], nr, x, s.src, offs, 8)
+					continue
+				}
 				packRun(sd, nr, x, offs, s)
 			}
 			continue

@@ -27,6 +27,10 @@ var implicitCases = []convCase{
 	{"implicit_rows_of_2", []int{9, 24, 2, 2}, []int{10, 24, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
 	{"implicit_rows_of_4", []int{5, 20, 4, 4}, []int{12, 20, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
 	{"implicit_rows_of_8", []int{3, 16, 8, 8}, []int{10, 16, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, false},
+	// Output rows of 7 and 6 positions (runs packed 8 wide where the
+	// next runs overwrite the extra lanes), past a k block.
+	{"implicit_rows_of_7", []int{5, 40, 7, 7}, []int{24, 40, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
+	{"implicit_rows_of_6", []int{3, 30, 6, 8}, []int{12, 30, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 0, 0}, false},
 	{"implicit_pad_beyond_image", []int{2, 5, 3, 2}, []int{7, 5, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{3, 2, 2, 3}, true},
 	// Column strides above 1 with phase-split rows: three phases all
 	// read (dilation 2 over stride 3), one phase of two read (dilation 2
