@@ -58,10 +58,12 @@ var implicitCases = []convCase{
 	{"1x1_stride3x2_dilation", []int{2, 10, 8, 9}, []int{6, 10, 1, 1}, 1, []int{3, 2}, []int{2, 3}, []int{0, 0, 0, 0}, false},
 	{"1x1_stride2_k_blocks", []int{4, 280, 6, 6}, []int{32, 280, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, false},
 	// Stride-2 rows long enough for the assembly's blocks of 8 read
-	// positions (19 on an odd width, 20 on an even one), with a row
-	// stride of 3 on the second.
+	// positions (19 on an odd width, 20 on an even one, 16: whole
+	// blocks, nothing left for the Go loop), with a row stride of 3 on
+	// the second.
 	{"1x1_stride2_rows_of_19", []int{3, 12, 11, 37}, []int{10, 12, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, false},
 	{"1x1_stride3x2_rows_of_20", []int{2, 9, 8, 40}, []int{7, 9, 1, 1}, 1, []int{3, 2}, []int{1, 1}, []int{0, 0, 0, 0}, true},
+	{"1x1_stride2_rows_of_16", []int{2, 6, 6, 32}, []int{5, 6, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, false},
 	{"1x1_end_pad", []int{2, 5, 4, 4}, []int{3, 5, 1, 1}, 1, []int{1, 1}, []int{1, 1}, []int{0, 0, 1, 1}, true},
 }
 

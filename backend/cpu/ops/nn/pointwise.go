@@ -128,9 +128,11 @@ func (t *strideTask) plane2(full, compact []float32) {
 		j := spread2Blocks(row, c)
 		tail := row[2*j:]
 		clear(tail)
-		tail = tail[:2*(len(c)-j-1)+1]
-		for i, v := range c[j:] {
-			tail[2*i] = v
+		if j < len(c) {
+			tail = tail[:2*(len(c)-j-1)+1]
+			for i, v := range c[j:] {
+				tail[2*i] = v
+			}
 		}
 		// The rows up to the next read row (after the last, to the
 		// plane's end) are not read.
