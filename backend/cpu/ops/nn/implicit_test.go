@@ -27,6 +27,10 @@ var implicitCases = []convCase{
 	{"implicit_rows_of_2", []int{9, 24, 2, 2}, []int{10, 24, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
 	{"implicit_rows_of_4", []int{5, 20, 4, 4}, []int{12, 20, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
 	{"implicit_rows_of_8", []int{3, 16, 8, 8}, []int{10, 16, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, false},
+	// Output rows of 7 and 6 positions (runs packed 8 wide where the
+	// next runs overwrite the extra lanes), past a k block.
+	{"implicit_rows_of_7", []int{5, 40, 7, 7}, []int{24, 40, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
+	{"implicit_rows_of_6", []int{3, 30, 6, 8}, []int{12, 30, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 0, 0}, false},
 	{"implicit_pad_beyond_image", []int{2, 5, 3, 2}, []int{7, 5, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{3, 2, 2, 3}, true},
 	// Column strides above 1 with phase-split rows: three phases all
 	// read (dilation 2 over stride 3), one phase of two read (dilation 2
@@ -53,6 +57,13 @@ var implicitCases = []convCase{
 	{"1x1_stride2_odd", []int{3, 33, 9, 7}, []int{20, 33, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, true},
 	{"1x1_stride3x2_dilation", []int{2, 10, 8, 9}, []int{6, 10, 1, 1}, 1, []int{3, 2}, []int{2, 3}, []int{0, 0, 0, 0}, false},
 	{"1x1_stride2_k_blocks", []int{4, 280, 6, 6}, []int{32, 280, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, false},
+	// Stride-2 rows long enough for the assembly's blocks of 8 read
+	// positions (19 on an odd width, 20 on an even one, 16: whole
+	// blocks, nothing left for the Go loop), with a row stride of 3 on
+	// the second.
+	{"1x1_stride2_rows_of_19", []int{3, 12, 11, 37}, []int{10, 12, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, false},
+	{"1x1_stride3x2_rows_of_20", []int{2, 9, 8, 40}, []int{7, 9, 1, 1}, 1, []int{3, 2}, []int{1, 1}, []int{0, 0, 0, 0}, true},
+	{"1x1_stride2_rows_of_16", []int{2, 6, 6, 32}, []int{5, 6, 1, 1}, 1, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}, false},
 	{"1x1_end_pad", []int{2, 5, 4, 4}, []int{3, 5, 1, 1}, 1, []int{1, 1}, []int{1, 1}, []int{0, 0, 1, 1}, true},
 }
 

@@ -84,6 +84,10 @@ func (t *strideTask) Item(_, it int) {
 	for p := it * t.per; p < min((it+1)*t.per, t.planes); p++ {
 		full := t.x[p*I : (p+1)*I]
 		compact := t.xs[p*L : (p+1)*L]
+		if g.SW == 2 {
+			t.plane2(full, compact)
+			continue
+		}
 		if t.scatter {
 			clear(full)
 		}
@@ -100,6 +104,43 @@ func (t *strideTask) Item(_, it int) {
 				c[j] = row[j*g.SW]
 			}
 		}
+	}
+}
+
+// plane2 is Item's work on one plane for a column stride of 2: a gather
+// takes the even columns of each read row, a scatter writes each read row
+// whole (its values at the even columns, zero between and after them) and
+// clears the rows between, so that every value of the plane is written
+// once, in order.
+func (t *strideTask) plane2(full, compact []float32) {
+	g := &t.g
+	for r := 0; r < g.OH; r++ {
+		row := full[r*g.SH*g.W : (r*g.SH+1)*g.W]
+		c := compact[r*g.OW : (r+1)*g.OW]
+		if !t.scatter {
+			row = row[:2*(g.OW-1)+1]
+			j := evens2Blocks(c, row)
+			for ; j < len(c); j++ {
+				c[j] = row[2*j]
+			}
+			continue
+		}
+		j := spread2Blocks(row, c)
+		tail := row[2*j:]
+		clear(tail)
+		if j < len(c) {
+			tail = tail[:2*(len(c)-j-1)+1]
+			for i, v := range c[j:] {
+				tail[2*i] = v
+			}
+		}
+		// The rows up to the next read row (after the last, to the
+		// plane's end) are not read.
+		next := min((r+1)*g.SH, g.H)
+		if r == g.OH-1 {
+			next = g.H
+		}
+		clear(full[(r*g.SH+1)*g.W : next*g.W])
 	}
 }
 

@@ -333,6 +333,11 @@ func (t *interleaveTask) Item(_, it int) {
 			if p.h == 0 || p.w == 0 {
 				continue
 			}
+			if g.SW == 2 && k%2 == 0 && t.pairRows(plane, n, c, k) {
+				// Both column phases of this row phase, done.
+				k++
+				continue
+			}
 			// Rows ih = SH·(i0+u) + ρ − PadTop, columns iw =
 			// SW·(j0+v) + σ − PadLeft.
 			top := g.SH*p.i0 + p.rho - g.PadTop
@@ -369,5 +374,70 @@ func (t *interleaveTask) Item(_, it int) {
 				}
 			}
 		}
+	}
+}
+
+// pairRows writes the two column phases k and k+1 of a row phase (SW = 2)
+// into their rows of plane (image n, channel c) in one pass per row, the
+// columns of one phase interleaved with the other's: each dX row is then
+// written once, in order, instead of every other value by each phase.
+// It reports false, having written nothing, where the two phases do not
+// tile their rows' columns as alternating pairs (a phase without taps,
+// rows or columns; the phases' columns not next to each other), which the
+// per-phase loop then handles.
+func (t *interleaveTask) pairRows(plane []float32, n, c, k int) bool {
+	g, lay := &t.g, &t.lay
+	p, q := &t.ph[k], &t.ph[k+1]
+	if !p.active() || !q.active() || p.h != q.h || p.i0 != q.i0 {
+		return false
+	}
+	// Column phase σ's values lie at columns 2·(j0+v) + σ − PadLeft;
+	// lo is the phase whose first column comes first.
+	lo, hi := p, q
+	loK, hiK := k, k+1
+	fp, fq := 2*p.j0+p.sigma-g.PadLeft, 2*q.j0+q.sigma-g.PadLeft
+	if fq < fp {
+		lo, hi, loK, hiK, fp, fq = q, p, k+1, k, fq, fp
+	}
+	if fq != fp+1 || lo.w != hi.w && lo.w != hi.w+1 {
+		return false
+	}
+	top := g.SH*p.i0 + p.rho - g.PadTop
+	// Each phase's products are (channel, image) blocks of h·w.
+	ll, lh := lo.h*lo.w, hi.h*hi.w
+	srcLo := t.out[lay.off[loK]+(c*g.N+n)*ll : lay.off[loK]+(c*g.N+n+1)*ll]
+	srcHi := t.out[lay.off[hiK]+(c*g.N+n)*lh : lay.off[hiK]+(c*g.N+n+1)*lh]
+	for u := 0; u < p.h; u++ {
+		at := (top+u*g.SH)*g.W + fp
+		d := plane[at : at+lo.w+hi.w]
+		interleave2(d, srcLo[u*lo.w:(u+1)*lo.w], srcHi[u*hi.w:(u+1)*hi.w])
+	}
+	return true
+}
+
+// interleave2 writes d[2v] = ev[v] and d[2v+1] = od[v] for v < len(od),
+// and d[2·len(od)] = ev[len(od)] when ev is one longer (len(d) is
+// len(ev) + len(od)): the inverse of deinterleave2 inside the image.
+func interleave2(d, ev, od []float32) {
+	n := len(od)
+	d = d[:len(ev)+n]
+	e, o, s := ev[:n], od, d[:2*n]
+	if k := interleave2Blocks(s, e, o); k > 0 {
+		e, o, s = e[k:], o[k:], s[2*k:]
+	}
+	for len(e) >= 4 {
+		p := (*[8]float32)(s)
+		e4, o4 := (*[4]float32)(e), (*[4]float32)(o)
+		p[0], p[1], p[2], p[3] = e4[0], o4[0], e4[1], o4[1]
+		p[4], p[5], p[6], p[7] = e4[2], o4[2], e4[3], o4[3]
+		e, o, s = e[4:], o[4:], s[8:]
+	}
+	o = o[:len(e)]
+	s = s[:2*len(e)]
+	for j := range e {
+		s[2*j], s[2*j+1] = e[j], o[j]
+	}
+	if len(ev) > n {
+		d[2*n] = ev[n]
 	}
 }
