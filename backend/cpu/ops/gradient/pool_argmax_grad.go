@@ -1,0 +1,149 @@
+package gradient
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// MaxPoolArgmaxGrad(dY, Codes, Shape(X)) = dX (graph.MaxPoolArgmaxGrad):
+// MaxPoolGrad(dY, X) with each window's argmax read from the one-byte
+// codes its forward MaxPoolArgmax wrote instead of found again in X. Each
+// plane of dX is cleared by the worker that adds into it (while it is in
+// cache), then each window's dY goes to the tap its code names, window
+// after window in row-major order as MaxPoolGrad adds them, so the sums
+// are the same bits. A code that names no tap of its window (or 255 for a
+// window that has taps) is an error naming the output.
+
+func init() {
+	kern.RegisterSpec(graph.FusedDomain, graph.MaxPoolArgmaxGrad, kern.Spec{Fn: maxPoolArgmaxGrad})
+}
+
+// argmaxGradState is what a MaxPoolArgmaxGrad node keeps between runs:
+// the forward input shape in, its window's spans along both axes, and per
+// code its tap's row and column within the window and its offset from
+// the window's first tap in a plane iw wide.
+type argmaxGradState struct {
+	in         []int
+	win        *gradWindow
+	rows, cols []tapSpan
+	row, col   [256]uint8
+	off        [256]int32
+}
+
+// maxPoolArgmaxGrad implements graph.MaxPoolArgmaxGrad.
+func maxPoolArgmaxGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	dy, codes, shapeT := in[0], in[1], in[2]
+	if !shapeT.DType.IsInt() || len(shapeT.Shape) != 1 {
+		return nil, n.Errorf("input 2 must be a 1-D integer shape, has %v of shape %v", shapeT.DType, shapeT.Shape)
+	}
+	st := kern.State[argmaxGradState](n)
+	if shape := shapeT.Ints(); st.win == nil || !slices.Equal(st.in, shape) {
+		if len(shape) != 4 {
+			return nil, n.Errorf("the forward input must have rank 4 (N, C, H, W), has shape %v", shape)
+		}
+		w, err := poolGradWindow(n, shape)
+		if err != nil {
+			return nil, err
+		}
+		if w.kernelSize > graph.MaxPoolNoTap {
+			return nil, n.Errorf("kernel_shape %v has more than %d taps, too many for a one-byte code", w.kernel, graph.MaxPoolNoTap)
+		}
+		p := newPoolGradPlan(w)
+		rows, ok1 := p.spans(0)
+		cols, ok2 := p.spans(1)
+		if !ok1 || !ok2 {
+			return nil, n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", w.dilations)
+		}
+		st.in = append(st.in[:0], shape...)
+		st.win, st.rows, st.cols = w, rows, cols
+		kh, kw := w.kernel[0], w.kernel[1]
+		for c := range 256 {
+			st.row[c], st.col[c], st.off[c] = 255, 255, 0
+			if c < kh*kw {
+				st.row[c], st.col[c] = uint8(c/kw), uint8(c%kw)
+				st.off[c] = int32(c/kw*w.in[1] + c%kw)
+			}
+		}
+	}
+	w := st.win
+	if dy.DType != graph.Float32 {
+		return nil, n.Errorf("dtype %v is not supported (float32)", dy.DType)
+	}
+	if err := checkPoolGrad(n, dy, st.in, w); err != nil {
+		return nil, err
+	}
+	if codes.DType != graph.Uint8 || !graph.SameShape(codes.Shape, dy.Shape) {
+		return nil, n.Errorf("codes have %v of shape %v, want uint8 of shape %v", codes.DType, codes.Shape, dy.Shape)
+	}
+	// Each plane is cleared by the worker that adds into it.
+	dx, err := kern.NewUninit(n, graph.Float32, st.in)
+	if err != nil {
+		return nil, err
+	}
+	planes := st.in[0] * st.in[1]
+	var bad atomic.Int64
+	bad.Store(-1)
+	nn.ParallelItemsOf(planes, gradWorkers(planes, w.inSize/4+w.outSize), false, argmaxGradTask{st: st,
+		dy: dy.Float32s(), codes: codes.Data.([]uint8), dx: dx.Float32s(), bad: &bad})
+	if at := bad.Load(); at >= 0 {
+		return nil, n.Errorf("code %d of output %d names no tap of its window", codes.Data.([]uint8)[at], at)
+	}
+	return kern.Results(n, dx), nil
+}
+
+// argmaxGradTask is maxPoolArgmaxGrad's work: item c is plane c. bad
+// receives the flat index of an output whose code names no tap of its
+// window.
+type argmaxGradTask struct {
+	st     *argmaxGradState
+	dy, dx []float32
+	codes  []uint8
+	bad    *atomic.Int64
+}
+
+func (t *argmaxGradTask) Item(_, c int) {
+	st := t.st
+	inSize, outSize, iw, ow := st.win.inSize, st.win.outSize, st.win.in[1], len(st.cols)
+	dx := t.dx[c*inSize : (c+1)*inSize]
+	clear(dx)
+	if at := argmaxScatterPlane(st, t.dy[c*outSize:(c+1)*outSize], t.codes[c*outSize:(c+1)*outSize], dx, iw, ow); at >= 0 {
+		t.bad.CompareAndSwap(-1, int64(c*outSize+at))
+	}
+}
+
+// argmaxScatterPlane adds each window's dy (the plane's outputs in
+// row-major order) to dx at the tap its code names, and returns -1, or
+// the index of the first output whose code names no tap of its window
+// (the windows before it added).
+func argmaxScatterPlane(st *argmaxGradState, dy []float32, codes []uint8, dx []float32, iw, ow int) int {
+	for r, rs := range st.rows {
+		g, cr := dy[r*ow:(r+1)*ow], codes[r*ow:(r+1)*ow]
+		if rs.n == 0 {
+			for q, code := range cr {
+				if code != graph.MaxPoolNoTap {
+					return r*ow + q
+				}
+			}
+			continue
+		}
+		base := rs.lo * iw
+		for q, cs := range st.cols {
+			code := cr[q]
+			if int(st.row[code]) >= rs.n || int(st.col[code]) >= cs.n {
+				if code == graph.MaxPoolNoTap && cs.n == 0 {
+					continue
+				}
+				return r*ow + q
+			}
+			dx[base+cs.lo+int(st.off[code])] += g[q]
+		}
+	}
+	return -1
+}
