@@ -87,9 +87,11 @@ func TestFuseMaxPoolArgmax(t *testing.T) {
 		"float64": func(g *Graph) {
 			g.ValueInfo["x"] = &ValueInfo{Name: "x", Type: &Type{Kind: KindTensor, DType: Float64, Shape: []Dim{knownDim(2), knownDim(3), knownDim(9), knownDim(9)}, HasShape: true}}
 		},
-		"unknown shape":    func(g *Graph) { delete(g.ValueInfo, "x"); g.Inputs[0].Type = nil },
-		"other attributes": func(g *Graph) { g.Nodes[2].Attrs["strides"] = &Attr{Name: "strides", Type: AttrInts, Ints: []int64{1, 1}} },
-		"no gradient":      func(g *Graph) { g.Nodes = g.Nodes[:2]; g.Outputs = g.Outputs[:2] },
+		"unknown shape": func(g *Graph) { delete(g.ValueInfo, "x"); g.Inputs[0].Type = nil },
+		"other attributes": func(g *Graph) {
+			g.Nodes[2].Attrs["strides"] = &Attr{Name: "strides", Type: AttrInts, Ints: []int64{1, 1}}
+		},
+		"no gradient": func(g *Graph) { g.Nodes = g.Nodes[:2]; g.Outputs = g.Outputs[:2] },
 		"gradient first": func(g *Graph) {
 			g.Nodes[0], g.Nodes[2] = g.Nodes[2], g.Nodes[0]
 		},
