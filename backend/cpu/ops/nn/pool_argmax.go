@@ -3,7 +3,6 @@ package nn
 import (
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -16,9 +15,10 @@ import (
 // gradient (ops/gradient, MaxPoolArgmaxGrad) need not read X. The argmax
 // is the row-major scan's (the first tap taken, replaced only by a
 // strictly greater value), and Y is the value at it: MaxPool's Y bit for
-// bit. Runs of 3×3 windows two columns apart find their taps with
-// PoolArgmax3x3S2 (AVX2); a NaN in such a run, and every other window,
-// take the scan.
+// bit. Runs of 3×3 windows two columns apart take the same scan eight
+// windows at a time (poolArgmaxMax3x3S2, AVX2: codes and values in one
+// pass, NaNs and signed zeros as the scan orders them); every other
+// window takes the scan in Go.
 
 func init() {
 	kern.RegisterSpec(graph.FusedDomain, graph.MaxPoolArgmax, kern.Spec{Fn: maxPoolArgmaxKernel})
@@ -115,38 +115,23 @@ type maxPoolArgmaxTask struct {
 	vector          bool
 }
 
-// argmaxBufPool keeps the int32 tap buffers of PoolArgmax3x3S2 between
-// calls.
-var argmaxBufPool = sync.Pool{New: func() any { return new([sepWidth]int32) }}
-
 func (t *maxPoolArgmaxTask) Item(_, c int) {
 	rows, cols, iw, kw, qa, qb, vector := t.rows, t.cols, t.iw, t.kw, t.qa, t.qb, t.vector
 	x, y, codes := t.x[c*t.inSize:(c+1)*t.inSize], t.y[c*t.outSize:(c+1)*t.outSize], t.codes[c*t.outSize:(c+1)*t.outSize]
 	ow := len(cols)
-	var ib *[sepWidth]int32
-	if vector {
-		ib = argmaxBufPool.Get().(*[sepWidth]int32)
-		defer argmaxBufPool.Put(ib)
-	}
-	tapOff := [9]int{0, 1, 2, iw, iw + 1, iw + 2, 2 * iw, 2*iw + 1, 2*iw + 2}
 	for r, rs := range rows {
 		yr, cr := y[r*ow:(r+1)*ow], codes[r*ow:(r+1)*ow]
 		xr := x[int(rs.lo)*iw:]
 		if vector && (rs.n == 2 || rs.n == 3) {
 			// With s2 = 0 a window of two rows reads its second row twice
-			// (and, first equal tap winning, never picks the copy).
+			// (and, the first equal tap winning, never picks the copy).
 			s2 := iw
 			if rs.n == 2 {
 				s2 = 0
 			}
-			dst := ib[qa:qb]
-			if ok, nan := PoolArgmax3x3S2(dst, xr[cols[qa].lo:], iw, s2); ok && !nan {
+			if poolArgmaxMax3x3S2(cr[qa:qb], yr[qa:qb], xr[cols[qa].lo:], iw, s2) {
 				for q := 0; q < qa; q++ {
 					cr[q], yr[q] = argmaxWindow(xr, iw, kw, int(rs.n), cols[q])
-				}
-				for q := qa; q < qb; q++ {
-					tap := dst[q-qa]
-					cr[q], yr[q] = uint8(tap), xr[int(cols[q].lo)+tapOff[tap]]
 				}
 				for q := qb; q < ow; q++ {
 					cr[q], yr[q] = argmaxWindow(xr, iw, kw, int(rs.n), cols[q])
