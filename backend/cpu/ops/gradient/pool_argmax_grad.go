@@ -32,6 +32,10 @@ type argmaxGradState struct {
 	rows, cols []tapSpan
 	row, col   [256]uint8
 	off        [256]int32
+	// [qa, qb) is the run of 3-wide windows two columns apart of a
+	// 3-wide kernel (ResNet's stem pool), whose codes are checked by one
+	// comparison (qb = qa: none).
+	qa, qb int
 }
 
 // maxPoolArgmaxGrad implements graph.MaxPoolArgmaxGrad.
@@ -64,6 +68,11 @@ func maxPoolArgmaxGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 		st.in = append(st.in[:0], shape...)
 		st.win, st.rows, st.cols = w, rows, cols
 		kh, kw := w.kernel[0], w.kernel[1]
+		qa, qb, k := nn.PoolStride2Run(len(cols), func(i int) (int, int) { return cols[i].lo, cols[i].n })
+		st.qa, st.qb = 0, 0
+		if k == 3 && kw == 3 {
+			st.qa, st.qb = qa, qb
+		}
 		for c := range 256 {
 			st.row[c], st.col[c], st.off[c] = 255, 255, 0
 			if c < kh*kw {
@@ -134,16 +143,47 @@ func argmaxScatterPlane(st *argmaxGradState, dy []float32, codes []uint8, dx []f
 			continue
 		}
 		base := rs.lo * iw
-		for q, cs := range st.cols {
-			code := cr[q]
-			if int(st.row[code]) >= rs.n || int(st.col[code]) >= cs.n {
-				if code == graph.MaxPoolNoTap && cs.n == 0 {
-					continue
-				}
-				return r*ow + q
+		qa, qb := st.qa, st.qb
+		if qb > qa {
+			// The run (kernel 3 wide): a code names a tap of its 3-wide
+			// window iff it is below 3·rs.n.
+			if at := argmaxScatterWindows(st, rs.n, g[:qa], cr[:qa], st.cols[:qa], dx[base:]); at >= 0 {
+				return r*ow + at
 			}
-			dx[base+cs.lo+int(st.off[code])] += g[q]
+			lim := uint8(3 * rs.n)
+			d, gr := dx[base+st.cols[qa].lo:], g[qa:qb]
+			for i, code := range cr[qa:qb] {
+				if code >= lim {
+					return r*ow + qa + i
+				}
+				d[2*i+int(st.off[code])] += gr[i]
+			}
+			if at := argmaxScatterWindows(st, rs.n, g[qb:], cr[qb:], st.cols[qb:], dx[base:]); at >= 0 {
+				return r*ow + qb + at
+			}
+			continue
 		}
+		if at := argmaxScatterWindows(st, rs.n, g, cr, st.cols, dx[base:]); at >= 0 {
+			return r*ow + at
+		}
+	}
+	return -1
+}
+
+// argmaxScatterWindows adds each g[q] to dx (from the first input row of
+// the windows, which have rn rows) at the tap codes[q] names in the window
+// of columns cols[q], in order, and returns -1, or the first q whose code
+// names no tap of its window (255 is the code of a window with no column).
+func argmaxScatterWindows(st *argmaxGradState, rn int, g []float32, codes []uint8, cols []tapSpan, dx []float32) int {
+	for q, cs := range cols {
+		code := codes[q]
+		if int(st.row[code]) >= rn || int(st.col[code]) >= cs.n {
+			if code == graph.MaxPoolNoTap && cs.n == 0 {
+				continue
+			}
+			return q
+		}
+		dx[cs.lo+int(st.off[code])] += g[q]
 	}
 	return -1
 }

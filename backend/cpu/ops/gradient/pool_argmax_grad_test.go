@@ -178,7 +178,7 @@ func TestMaxPoolArgmaxGradBadInput(t *testing.T) {
 	for _, bad := range []struct {
 		at   int
 		code uint8
-	}{{0, 2}, {0, 6}, {30, 9}, {31, graph.MaxPoolNoTap}, {49, 200}} {
+	}{{0, 2}, {0, 6}, {2, 7}, {30, 9}, {31, graph.MaxPoolNoTap}, {49, 200}} {
 		_, err := runKernel(t, tc.poolNode(graph.FusedDomain, graph.MaxPoolArgmaxGrad), 1, dy, codes(bad.at, bad.code), shape)
 		require.Error(t, err, "code %d at %d", bad.code, bad.at)
 		assert.Contains(t, err.Error(), fmt.Sprintf("code %d of output %d", bad.code, bad.at))
