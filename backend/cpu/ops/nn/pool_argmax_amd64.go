@@ -2,10 +2,23 @@
 
 package nn
 
-// The loop is in pool_argmax_amd64.s.
+import (
+	"os"
+
+	"golang.org/x/sys/cpu"
+)
+
+// poolAVX512 reports whether the AVX-512 loop of poolArgmaxMax3x3S2 may
+// run: the CPU has AVX-512F and ONNXTRAIN_NO_AVX512 is not set.
+var poolAVX512 = poolAVX2 && cpu.X86.HasAVX512F && os.Getenv("ONNXTRAIN_NO_AVX512") == ""
+
+// The loops are in pool_argmax_amd64.s.
 //
 //go:noescape
 func poolArgmaxMax3x3S2AVX2(codes *uint8, y, x *float32, s1, s2 int, blocks int)
+
+//go:noescape
+func poolArgmaxMax3x3S2AVX512(codes *uint8, y, x *float32, s1, s2 int, blocks int)
 
 // poolArgmaxMax3x3S2 sets, for the len(codes) 3×3 windows whose top-left
 // taps are x[2i] and whose rows start at x, x[s1:] and x[s1+s2:],
@@ -20,6 +33,26 @@ func poolArgmaxMax3x3S2(codes []uint8, y, x []float32, s1, s2 int) bool {
 	n := len(codes)
 	if !poolAVX2 || n < 8 || len(y) < n || len(x) < s1+s2+2*n+1 {
 		return false
+	}
+	done := 0
+	if poolAVX512 {
+		// Sixteen windows read x up to x[32·blocks+1] in each row.
+		z := min(n, (len(x)-s1-s2-2)/2) / 16
+		if z > 0 {
+			poolArgmaxMax3x3S2AVX512(&codes[0], &y[0], &x[0], s1, s2, z)
+			done = 16 * z
+		}
+		if done == n {
+			return true
+		}
+		if n-done < 8 {
+			// The last eight windows again, overlapping those done.
+			last := n - 8
+			poolArgmaxMax3x3S2AVX2(&codes[last], &y[last], &x[2*last], s1, s2, 1)
+			return true
+		}
+		codes, y, x = codes[done:], y[done:], x[2*done:]
+		n -= done
 	}
 	blocks := n / 8
 	poolArgmaxMax3x3S2AVX2(&codes[0], &y[0], &x[0], s1, s2, blocks)

@@ -109,3 +109,104 @@ amm:
 ammDone:
 	VZEROUPPER
 	RET
+
+// argmaxIdx512 holds VPERMT2PS's indices picking the even (0, 2, ..., 30)
+// and then the odd (1, 3, ..., 31) floats of two zmm registers.
+DATA argmaxIdx512<>+0(SB)/8, $0x0000000200000000
+DATA argmaxIdx512<>+8(SB)/8, $0x0000000600000004
+DATA argmaxIdx512<>+16(SB)/8, $0x0000000a00000008
+DATA argmaxIdx512<>+24(SB)/8, $0x0000000e0000000c
+DATA argmaxIdx512<>+32(SB)/8, $0x0000001200000010
+DATA argmaxIdx512<>+40(SB)/8, $0x0000001600000014
+DATA argmaxIdx512<>+48(SB)/8, $0x0000001a00000018
+DATA argmaxIdx512<>+56(SB)/8, $0x0000001e0000001c
+DATA argmaxIdx512<>+64(SB)/8, $0x0000000300000001
+DATA argmaxIdx512<>+72(SB)/8, $0x0000000700000005
+DATA argmaxIdx512<>+80(SB)/8, $0x0000000b00000009
+DATA argmaxIdx512<>+88(SB)/8, $0x0000000f0000000d
+DATA argmaxIdx512<>+96(SB)/8, $0x0000001300000011
+DATA argmaxIdx512<>+104(SB)/8, $0x0000001700000015
+DATA argmaxIdx512<>+112(SB)/8, $0x0000001b00000019
+DATA argmaxIdx512<>+120(SB)/8, $0x0000001f0000001d
+GLOBL argmaxIdx512<>(SB), RODATA|NOPTR, $128
+
+// Tap vectors of one window row for 16 windows two columns apart: left
+// (x[2i]), middle (x[2i+1]) and right (x[2i+2]), in order, from the row
+// at R (reads x[0..33]).
+#define ZTAPS(R, L, M, RT) \
+	VMOVUPS 0(R), L \
+	VPERMT2PS 64(R), Z11, L \
+	VMOVUPS 0(R), M \
+	VPERMT2PS 64(R), Z12, M \
+	VMOVUPS 8(R), RT \
+	VPERMT2PS 72(R), Z11, RT
+
+// The scan's step for tap T: where T > Z9 (ordered), Z9 = T and the code
+// Z10 = C.
+#define ZSTEP(T, C) \
+	VCMPPS $0x1E, Z9, T, K1 \
+	VMOVAPS T, K1, Z9 \
+	VMOVDQA32 C, K1, Z10
+
+// func poolArgmaxMax3x3S2AVX512(codes *uint8, y, x *float32, s1, s2 int, blocks int)
+//
+// poolArgmaxMax3x3S2AVX2 for 16·blocks windows, sixteen at a time; it
+// reads x up to x[32·blocks+1] in each window row.
+TEXT ·poolArgmaxMax3x3S2AVX512(SB), NOSPLIT, $0-48
+	MOVQ codes+0(FP), DI
+	MOVQ y+8(FP), R9
+	MOVQ x+16(FP), SI
+	MOVQ s1+24(FP), DX
+	SHLQ $2, DX
+	MOVQ s2+32(FP), BX
+	SHLQ $2, BX
+	MOVQ blocks+40(FP), CX
+	VMOVDQU32 argmaxIdx512<>+0(SB), Z11
+	VMOVDQU32 argmaxIdx512<>+64(SB), Z12
+	MOVL $1, AX
+	VPBROADCASTD AX, Z21
+	MOVL $2, AX
+	VPBROADCASTD AX, Z22
+	MOVL $3, AX
+	VPBROADCASTD AX, Z23
+	MOVL $4, AX
+	VPBROADCASTD AX, Z24
+	MOVL $5, AX
+	VPBROADCASTD AX, Z25
+	MOVL $6, AX
+	VPBROADCASTD AX, Z26
+	MOVL $7, AX
+	VPBROADCASTD AX, Z27
+	MOVL $8, AX
+	VPBROADCASTD AX, Z28
+
+zmm:
+	TESTQ CX, CX
+	JE    zmmDone
+	MOVQ SI, R8
+	ZTAPS(R8, Z0, Z1, Z2)
+	ADDQ DX, R8
+	ZTAPS(R8, Z3, Z4, Z5)
+	ADDQ BX, R8
+	ZTAPS(R8, Z6, Z7, Z8)
+	VMOVAPS Z0, Z9
+	VPXORD Z10, Z10, Z10
+	ZSTEP(Z1, Z21)
+	ZSTEP(Z2, Z22)
+	ZSTEP(Z3, Z23)
+	ZSTEP(Z4, Z24)
+	ZSTEP(Z5, Z25)
+	ZSTEP(Z6, Z26)
+	ZSTEP(Z7, Z27)
+	ZSTEP(Z8, Z28)
+	VMOVUPS Z9, (R9)
+	VPMOVDB Z10, (DI)
+	ADDQ $128, SI
+	ADDQ $16, DI
+	ADDQ $64, R9
+	DECQ CX
+	JMP  zmm
+
+zmmDone:
+	VZEROUPPER
+	RET
