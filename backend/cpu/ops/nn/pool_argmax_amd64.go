@@ -18,7 +18,7 @@ var poolAVX512 = poolAVX2 && cpu.X86.HasAVX512F && os.Getenv("ONNXTRAIN_NO_AVX51
 func poolArgmaxMax3x3S2AVX2(codes *uint8, y, x *float32, s1, s2 int, blocks int)
 
 //go:noescape
-func poolArgmaxMax3x3S2AVX512(codes *uint8, y, x *float32, s1, s2 int, blocks int)
+func poolArgmaxMax3x3S2AVX512(codes *uint8, y, x *float32, s1, s2 int, n int)
 
 // poolArgmaxMax3x3S2 sets, for the len(codes) 3×3 windows whose top-left
 // taps are x[2i] and whose rows start at x, x[s1:] and x[s1+s2:],
@@ -34,25 +34,28 @@ func poolArgmaxMax3x3S2(codes []uint8, y, x []float32, s1, s2 int) bool {
 	if !poolAVX2 || n < 8 || len(y) < n || len(x) < s1+s2+2*n+1 {
 		return false
 	}
-	done := 0
 	if poolAVX512 {
-		// Sixteen windows read x up to x[32·blocks+1] in each row.
-		z := min(n, (len(x)-s1-s2-2)/2) / 16
-		if z > 0 {
+		// Sixteen windows at a time (the last block masked) read x up to
+		// x[32·⌈n/16⌉+1] in each row; where that is past x, the full
+		// blocks, and the rest as below.
+		if s1+s2+32*((n+15)/16)+2 <= len(x) {
+			poolArgmaxMax3x3S2AVX512(&codes[0], &y[0], &x[0], s1, s2, n)
+			return true
+		}
+		if z := 16 * (min(n, (len(x)-s1-s2-2)/2) / 16); z > 0 {
 			poolArgmaxMax3x3S2AVX512(&codes[0], &y[0], &x[0], s1, s2, z)
-			done = 16 * z
+			if z == n {
+				return true
+			}
+			if n-z < 8 {
+				// The last eight windows again, overlapping those done.
+				last := n - 8
+				poolArgmaxMax3x3S2AVX2(&codes[last], &y[last], &x[2*last], s1, s2, 1)
+				return true
+			}
+			codes, y, x = codes[z:], y[z:], x[2*z:]
+			n -= z
 		}
-		if done == n {
-			return true
-		}
-		if n-done < 8 {
-			// The last eight windows again, overlapping those done.
-			last := n - 8
-			poolArgmaxMax3x3S2AVX2(&codes[last], &y[last], &x[2*last], s1, s2, 1)
-			return true
-		}
-		codes, y, x = codes[done:], y[done:], x[2*done:]
-		n -= done
 	}
 	blocks := n / 8
 	poolArgmaxMax3x3S2AVX2(&codes[0], &y[0], &x[0], s1, s2, blocks)

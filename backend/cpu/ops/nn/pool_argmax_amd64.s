@@ -148,10 +148,11 @@ GLOBL argmaxIdx512<>(SB), RODATA|NOPTR, $128
 	VMOVAPS T, K1, Z9 \
 	VMOVDQA32 C, K1, Z10
 
-// func poolArgmaxMax3x3S2AVX512(codes *uint8, y, x *float32, s1, s2 int, blocks int)
+// func poolArgmaxMax3x3S2AVX512(codes *uint8, y, x *float32, s1, s2 int, n int)
 //
-// poolArgmaxMax3x3S2AVX2 for 16·blocks windows, sixteen at a time; it
-// reads x up to x[32·blocks+1] in each window row.
+// poolArgmaxMax3x3S2AVX2 for n windows, sixteen at a time, the last block
+// storing only its windows below n; it reads x up to x[32·⌈n/16⌉+1] in
+// each window row.
 TEXT ·poolArgmaxMax3x3S2AVX512(SB), NOSPLIT, $0-48
 	MOVQ codes+0(FP), DI
 	MOVQ y+8(FP), R9
@@ -160,7 +161,7 @@ TEXT ·poolArgmaxMax3x3S2AVX512(SB), NOSPLIT, $0-48
 	SHLQ $2, DX
 	MOVQ s2+32(FP), BX
 	SHLQ $2, BX
-	MOVQ blocks+40(FP), CX
+	MOVQ n+40(FP), CX
 	VMOVDQU32 argmaxIdx512<>+0(SB), Z11
 	VMOVDQU32 argmaxIdx512<>+64(SB), Z12
 	MOVL $1, AX
@@ -179,10 +180,21 @@ TEXT ·poolArgmaxMax3x3S2AVX512(SB), NOSPLIT, $0-48
 	VPBROADCASTD AX, Z27
 	MOVL $8, AX
 	VPBROADCASTD AX, Z28
+	MOVL $0xFFFF, AX
+	KMOVW AX, K2
 
 zmm:
 	TESTQ CX, CX
-	JE    zmmDone
+	JLE   zmmDone
+	CMPQ  CX, $16
+	JGE   zmmFull
+	// The last block: K2 keeps its CX windows.
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+
+zmmFull:
 	MOVQ SI, R8
 	ZTAPS(R8, Z0, Z1, Z2)
 	ADDQ DX, R8
@@ -199,12 +211,12 @@ zmm:
 	ZSTEP(Z6, Z26)
 	ZSTEP(Z7, Z27)
 	ZSTEP(Z8, Z28)
-	VMOVUPS Z9, (R9)
-	VPMOVDB Z10, (DI)
+	VMOVUPS Z9, K2, (R9)
+	VPMOVDB Z10, K2, (DI)
 	ADDQ $128, SI
 	ADDQ $16, DI
 	ADDQ $64, R9
-	DECQ CX
+	SUBQ $16, CX
 	JMP  zmm
 
 zmmDone:
