@@ -36,6 +36,9 @@ type argmaxGradState struct {
 	// 3-wide kernel (ResNet's stem pool), whose codes are checked by one
 	// comparison (qb = qa: none).
 	qa, qb int
+	// bad is the flat index of the first output met whose code names no
+	// tap of its window, or -1 (set by the workers of a call).
+	bad atomic.Int64
 }
 
 // maxPoolArgmaxGrad implements graph.MaxPoolArgmaxGrad.
@@ -48,7 +51,8 @@ func maxPoolArgmaxGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 		return nil, n.Errorf("input 2 must be a 1-D integer shape, has %v of shape %v", shapeT.DType, shapeT.Shape)
 	}
 	st := kern.State[argmaxGradState](n)
-	if shape := shapeT.Ints(); st.win == nil || !slices.Equal(st.in, shape) {
+	if st.win == nil || !shapeHolds(shapeT, st.in) {
+		shape := shapeT.Ints()
 		if len(shape) != 4 {
 			return nil, n.Errorf("the forward input must have rank 4 (N, C, H, W), has shape %v", shape)
 		}
@@ -97,24 +101,22 @@ func maxPoolArgmaxGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 		return nil, err
 	}
 	planes := st.in[0] * st.in[1]
-	var bad atomic.Int64
-	bad.Store(-1)
+	st.bad.Store(-1)
 	nn.ParallelItemsOf(planes, gradWorkers(planes, w.inSize/4+w.outSize), false, argmaxGradTask{st: st,
-		dy: dy.Float32s(), codes: codes.Data.([]uint8), dx: dx.Float32s(), bad: &bad})
-	if at := bad.Load(); at >= 0 {
+		dy: dy.Float32s(), codes: codes.Data.([]uint8), dx: dx.Float32s()})
+	if at := st.bad.Load(); at >= 0 {
 		return nil, n.Errorf("code %d of output %d names no tap of its window", codes.Data.([]uint8)[at], at)
 	}
 	return kern.Results(n, dx), nil
 }
 
-// argmaxGradTask is maxPoolArgmaxGrad's work: item c is plane c. bad
+// argmaxGradTask is maxPoolArgmaxGrad's work: item c is plane c. st.bad
 // receives the flat index of an output whose code names no tap of its
 // window.
 type argmaxGradTask struct {
 	st     *argmaxGradState
 	dy, dx []float32
 	codes  []uint8
-	bad    *atomic.Int64
 }
 
 func (t *argmaxGradTask) Item(_, c int) {
@@ -123,7 +125,7 @@ func (t *argmaxGradTask) Item(_, c int) {
 	dx := t.dx[c*inSize : (c+1)*inSize]
 	clear(dx)
 	if at := argmaxScatterPlane(st, t.dy[c*outSize:(c+1)*outSize], t.codes[c*outSize:(c+1)*outSize], dx, iw, ow); at >= 0 {
-		t.bad.CompareAndSwap(-1, int64(c*outSize+at))
+		st.bad.CompareAndSwap(-1, int64(c*outSize+at))
 	}
 }
 
@@ -186,4 +188,21 @@ func argmaxScatterWindows(st *argmaxGradState, rn int, g []float32, codes []uint
 		dx[cs.lo+int(st.off[code])] += g[q]
 	}
 	return -1
+}
+
+// shapeHolds reports whether the 1-D integer tensor t holds shape, reading
+// an int64 tensor in place (no copy per step).
+func shapeHolds(t *graph.Tensor, shape []int) bool {
+	if v, ok := t.Data.([]int64); ok {
+		if len(v) != len(shape) {
+			return false
+		}
+		for i, d := range v {
+			if int(d) != shape[i] {
+				return false
+			}
+		}
+		return true
+	}
+	return slices.Equal(t.Ints(), shape)
 }

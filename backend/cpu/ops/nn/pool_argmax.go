@@ -57,6 +57,8 @@ func maxPoolArgmaxKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 		st.out = concatShape(x.Shape[:2], w.out)
 		st.plan = plan
 		st.kw = kernel[1]
+		cols, _ := plan.spanCache.Get(1, plan.spans)
+		st.qa, st.qb, st.k = PoolStride2Run(len(cols), func(i int) (int, int) { return int(cols[i].lo), int(cols[i].n) })
 	}
 	y, err := kern.NewUninit(n, graph.Float32, st.out)
 	if err != nil {
@@ -70,18 +72,20 @@ func maxPoolArgmaxKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 	rows, _ := plan.spanCache.Get(0, plan.spans)
 	cols, _ := plan.spanCache.Get(1, plan.spans)
 	planes := x.Shape[0] * x.Shape[1]
-	maxPoolArgmaxPlanes(rows, cols, plan.in[1], st.kw, x.Float32s(), y.Float32s(), codes.Data.([]uint8), planes,
-		nnWorkers(planes, plan.poolCost()))
+	maxPoolArgmaxPlanes(rows, cols, plan.in[1], st.kw, st.qa, st.qb, st.k, x.Float32s(), y.Float32s(), codes.Data.([]uint8),
+		planes, nnWorkers(planes, plan.poolCost()))
 	return kern.Results(n, y, codes), nil
 }
 
 // argmaxPoolState is what a MaxPoolArgmax node keeps between runs: the
 // input shape in, the output shape out, the window plan made for them and
-// the kernel's width kw.
+// the kernel's width kw; [qa, qb) is the run of k-wide windows two columns
+// apart (PoolStride2Run).
 type argmaxPoolState struct {
-	in, out []int
-	plan    *poolPlan
-	kw      int
+	in, out   []int
+	plan      *poolPlan
+	kw        int
+	qa, qb, k int
 }
 
 // negInf32 is what MaxPool writes for a window with no tap.
@@ -90,13 +94,13 @@ var negInf32 = float32(math.Inf(-1))
 // maxPoolArgmaxPlanes computes planes planes of graph.MaxPoolArgmax: the
 // window of output (r, q) covers the rows rows[r] and the columns cols[q]
 // of its plane of x (len(x)/planes values, rows iw wide); kw is the
-// kernel's width (the code's row stride). y and codes get
+// kernel's width (the code's row stride); [qa, qb) is the run of k-wide
+// windows two columns apart (PoolStride2Run of cols). y and codes get
 // len(rows)·len(cols) values per plane.
-func maxPoolArgmaxPlanes(rows, cols []span, iw, kw int, x, y []float32, codes []uint8, planes, workers int) {
+func maxPoolArgmaxPlanes(rows, cols []span, iw, kw, qa, qb, k int, x, y []float32, codes []uint8, planes, workers int) {
 	if planes == 0 {
 		return
 	}
-	qa, qb, k := PoolStride2Run(len(cols), func(i int) (int, int) { return int(cols[i].lo), int(cols[i].n) })
 	ParallelItemsOf(planes, workers, false, maxPoolArgmaxTask{rows: rows, cols: cols, iw: iw, kw: kw, x: x, y: y,
 		codes: codes, inSize: len(x) / planes, outSize: len(rows) * len(cols),
 		qa: qa, qb: qb, vector: kw == 3 && k == 3 && qb-qa >= 8 && len(cols) <= sepWidth})
