@@ -16,10 +16,12 @@
 
 // The row-major scan's step for tap T (index t): where T is strictly
 // greater than the running maximum Y9 (never for a NaN T, nor over a NaN
-// Y9), Y9 = T and the code Y10 = t.
+// Y9), Y9 = T and the code Y10 = t. VMAXPS gives Y9 that blend: it
+// returns its second source, Y9, for a NaN in either and for equal
+// values (zeros of both signs too), and T only where T > Y9.
 #define ASTEP(T, t) \
 	VCMPPS $0x1E, Y9, T, Y12 \
-	VBLENDVPS Y12, T, Y9, Y9 \
+	VMAXPS Y9, T, Y9 \
 	VBLENDVPS Y12, argmaxTap<>+(32*(t-1))(SB), Y10, Y10
 
 // argmaxTap holds eight int32 vectors: 1s, 2s, ..., 8s.
