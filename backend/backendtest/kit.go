@@ -181,6 +181,7 @@ func Fusion(t *testing.T, name string) {
 		{"PermutedMatMulBias", k.fusedPermutedMatMulBias},
 		{"BatchNormRelu", k.fusedBatchNormRelu},
 		{"BatchNormAddRelu", k.fusedBatchNormAddRelu},
+		{"MaxPoolArgmax", k.fusedMaxPoolArgmax},
 	})
 }
 

@@ -12,7 +12,7 @@ var fusedOps = []string{
 	graph.GemmRelu, graph.BatchNormRelu, graph.BatchNormReluGrad, graph.MatMulAdd,
 	graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad, graph.LayerNormGradAdd,
 	graph.PermutedMatMulAdd, graph.MatMulAddAdd, graph.BatchNormAddRelu, graph.AddReluGrad,
-	graph.BatchNormAddReluGrad,
+	graph.BatchNormAddReluGrad, graph.MaxPoolArgmax, graph.MaxPoolArgmaxGrad,
 }
 
 // FusedOps implements backend.FusedOpsDeclarer: every fused kernel, or

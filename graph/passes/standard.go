@@ -36,6 +36,7 @@ const (
 	FuseBatchNormAdd   = "fuse-batchnorm-add-relu"
 	FuseAddReluGrad    = "fuse-add-relu-grad"
 	FuseBatchNormGrad  = "fuse-batchnorm-add-relu-grad"
+	FuseMaxPoolArgmax  = "fuse-maxpool-argmax"
 	LowerSpecialised   = "lower-specialised"
 	MarkCausal         = "mark-causal-attention"
 )
@@ -169,8 +170,11 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
 			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},
+		{Name: FuseMaxPoolArgmax, Doc: "a 2-D float32 MaxPool writes each window's argmax tap as a byte (MaxPoolArgmax) and its gradient routes dY through those codes (MaxPoolArgmaxGrad), so the backward does not read X; needs every shape",
+			Fuses: []string{graph.MaxPoolArgmax, graph.MaxPoolArgmaxGrad}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMaxPoolArgmax(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
-			After: []string{Specialize, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseBatchNormAdd, FuseAddReluGrad, FuseBatchNormGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
+			After: []string{Specialize, FuseMaxPoolArgmax, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseBatchNormAdd, FuseAddReluGrad, FuseBatchNormGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},
 		{Name: MarkCausal, Doc: "the products of attention with a constant causal mask told which half of each T×T matrix is exact zeros or unread (PermutedMatMul's lower, lowerY and fillY hints), so that they skip it; after every pass that rewrites those products",
 			Requires: []string{Specialize}, After: []string{LowerSpecialised},

@@ -1,0 +1,208 @@
+package gradient
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+// MaxPoolArgmaxGrad(dY, Codes, Shape(X)) = dX (graph.MaxPoolArgmaxGrad):
+// MaxPoolGrad(dY, X) with each window's argmax read from the one-byte
+// codes its forward MaxPoolArgmax wrote instead of found again in X. Each
+// plane of dX is cleared by the worker that adds into it (while it is in
+// cache), then each window's dY goes to the tap its code names, window
+// after window in row-major order as MaxPoolGrad adds them, so the sums
+// are the same bits. A code that names no tap of its window (or 255 for a
+// window that has taps) is an error naming the output.
+
+func init() {
+	kern.RegisterSpec(graph.FusedDomain, graph.MaxPoolArgmaxGrad, kern.Spec{Fn: maxPoolArgmaxGrad})
+}
+
+// argmaxGradState is what a MaxPoolArgmaxGrad node keeps between runs:
+// the forward input shape in, its window's spans along both axes, and per
+// code its tap's row and column within the window and its offset from
+// the window's first tap in a plane iw wide.
+type argmaxGradState struct {
+	in         []int
+	win        *gradWindow
+	rows, cols []tapSpan
+	row, col   [256]uint8
+	off        [256]int32
+	// [qa, qb) is the run of 3-wide windows two columns apart of a
+	// 3-wide kernel (ResNet's stem pool), whose codes are checked by one
+	// comparison (qb = qa: none).
+	qa, qb int
+	// bad is the flat index of the first output met whose code names no
+	// tap of its window, or -1 (set by the workers of a call).
+	bad atomic.Int64
+}
+
+// maxPoolArgmaxGrad implements graph.MaxPoolArgmaxGrad.
+func maxPoolArgmaxGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	dy, codes, shapeT := in[0], in[1], in[2]
+	if !shapeT.DType.IsInt() || len(shapeT.Shape) != 1 {
+		return nil, n.Errorf("input 2 must be a 1-D integer shape, has %v of shape %v", shapeT.DType, shapeT.Shape)
+	}
+	st := kern.State[argmaxGradState](n)
+	if st.win == nil || !shapeHolds(shapeT, st.in) {
+		shape := shapeT.Ints()
+		if len(shape) != 4 {
+			return nil, n.Errorf("the forward input must have rank 4 (N, C, H, W), has shape %v", shape)
+		}
+		w, err := poolGradWindow(n, shape)
+		if err != nil {
+			return nil, err
+		}
+		if w.kernelSize > graph.MaxPoolNoTap {
+			return nil, n.Errorf("kernel_shape %v has more than %d taps, too many for a one-byte code", w.kernel, graph.MaxPoolNoTap)
+		}
+		p := newPoolGradPlan(w)
+		rows, ok1 := p.spans(0)
+		cols, ok2 := p.spans(1)
+		if !ok1 || !ok2 {
+			return nil, n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", w.dilations)
+		}
+		st.in = append(st.in[:0], shape...)
+		st.win, st.rows, st.cols = w, rows, cols
+		kh, kw := w.kernel[0], w.kernel[1]
+		qa, qb, k := nn.PoolStride2Run(len(cols), func(i int) (int, int) { return cols[i].lo, cols[i].n })
+		st.qa, st.qb = 0, 0
+		if k == 3 && kw == 3 {
+			st.qa, st.qb = qa, qb
+		}
+		for c := range 256 {
+			st.row[c], st.col[c], st.off[c] = 255, 255, 0
+			if c < kh*kw {
+				st.row[c], st.col[c] = uint8(c/kw), uint8(c%kw)
+				st.off[c] = int32(c/kw*w.in[1] + c%kw)
+			}
+		}
+	}
+	w := st.win
+	if dy.DType != graph.Float32 {
+		return nil, n.Errorf("dtype %v is not supported (float32)", dy.DType)
+	}
+	if err := checkPoolGrad(n, dy, st.in, w); err != nil {
+		return nil, err
+	}
+	if codes.DType != graph.Uint8 || !graph.SameShape(codes.Shape, dy.Shape) {
+		return nil, n.Errorf("codes have %v of shape %v, want uint8 of shape %v", codes.DType, codes.Shape, dy.Shape)
+	}
+	// Each plane is cleared by the worker that adds into it.
+	dx, err := kern.NewUninit(n, graph.Float32, st.in)
+	if err != nil {
+		return nil, err
+	}
+	planes := st.in[0] * st.in[1]
+	st.bad.Store(-1)
+	nn.ParallelItemsOf(planes, gradWorkers(planes, w.inSize/4+w.outSize), false, argmaxGradTask{st: st,
+		dy: dy.Float32s(), codes: codes.Data.([]uint8), dx: dx.Float32s()})
+	if at := st.bad.Load(); at >= 0 {
+		return nil, n.Errorf("code %d of output %d names no tap of its window", codes.Data.([]uint8)[at], at)
+	}
+	return kern.Results(n, dx), nil
+}
+
+// argmaxGradTask is maxPoolArgmaxGrad's work: item c is plane c. st.bad
+// receives the flat index of an output whose code names no tap of its
+// window.
+type argmaxGradTask struct {
+	st     *argmaxGradState
+	dy, dx []float32
+	codes  []uint8
+}
+
+func (t *argmaxGradTask) Item(_, c int) {
+	st := t.st
+	inSize, outSize, iw, ow := st.win.inSize, st.win.outSize, st.win.in[1], len(st.cols)
+	dx := t.dx[c*inSize : (c+1)*inSize]
+	clear(dx)
+	if at := argmaxScatterPlane(st, t.dy[c*outSize:(c+1)*outSize], t.codes[c*outSize:(c+1)*outSize], dx, iw, ow); at >= 0 {
+		st.bad.CompareAndSwap(-1, int64(c*outSize+at))
+	}
+}
+
+// argmaxScatterPlane adds each window's dy (the plane's outputs in
+// row-major order) to dx at the tap its code names, and returns -1, or
+// the index of the first output whose code names no tap of its window
+// (the windows before it added).
+func argmaxScatterPlane(st *argmaxGradState, dy []float32, codes []uint8, dx []float32, iw, ow int) int {
+	for r, rs := range st.rows {
+		g, cr := dy[r*ow:(r+1)*ow], codes[r*ow:(r+1)*ow]
+		if rs.n == 0 {
+			for q, code := range cr {
+				if code != graph.MaxPoolNoTap {
+					return r*ow + q
+				}
+			}
+			continue
+		}
+		base := rs.lo * iw
+		qa, qb := st.qa, st.qb
+		if qb > qa {
+			// The run (kernel 3 wide): a code names a tap of its 3-wide
+			// window iff it is below 3·rs.n.
+			if at := argmaxScatterWindows(st, rs.n, g[:qa], cr[:qa], st.cols[:qa], dx[base:]); at >= 0 {
+				return r*ow + at
+			}
+			lim := uint8(3 * rs.n)
+			d, gr := dx[base+st.cols[qa].lo:], g[qa:qb]
+			for i, code := range cr[qa:qb] {
+				if code >= lim {
+					return r*ow + qa + i
+				}
+				d[2*i+int(st.off[code])] += gr[i]
+			}
+			if at := argmaxScatterWindows(st, rs.n, g[qb:], cr[qb:], st.cols[qb:], dx[base:]); at >= 0 {
+				return r*ow + qb + at
+			}
+			continue
+		}
+		if at := argmaxScatterWindows(st, rs.n, g, cr, st.cols, dx[base:]); at >= 0 {
+			return r*ow + at
+		}
+	}
+	return -1
+}
+
+// argmaxScatterWindows adds each g[q] to dx (from the first input row of
+// the windows, which have rn rows) at the tap codes[q] names in the window
+// of columns cols[q], in order, and returns -1, or the first q whose code
+// names no tap of its window (255 is the code of a window with no column).
+func argmaxScatterWindows(st *argmaxGradState, rn int, g []float32, codes []uint8, cols []tapSpan, dx []float32) int {
+	for q, cs := range cols {
+		code := codes[q]
+		if int(st.row[code]) >= rn || int(st.col[code]) >= cs.n {
+			if code == graph.MaxPoolNoTap && cs.n == 0 {
+				continue
+			}
+			return q
+		}
+		dx[cs.lo+int(st.off[code])] += g[q]
+	}
+	return -1
+}
+
+// shapeHolds reports whether the 1-D integer tensor t holds shape, reading
+// an int64 tensor in place (no copy per step).
+func shapeHolds(t *graph.Tensor, shape []int) bool {
+	if v, ok := t.Data.([]int64); ok {
+		if len(v) != len(shape) {
+			return false
+		}
+		for i, d := range v {
+			if int(d) != shape[i] {
+				return false
+			}
+		}
+		return true
+	}
+	return slices.Equal(t.Ints(), shape)
+}
