@@ -1,0 +1,77 @@
+package gemm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
+)
+
+// benchGelu is the transformer MLP's GELU epilogue as the linalg kernels
+// run it (MatMulAddGeluErf: y = GeluErf(C + bias); MatMulGeluErfGrad:
+// C = GeluErfGradX(C, x), y = GeluErf(x)), one vmath call per row of a
+// block.
+type benchGelu struct {
+	grad       bool
+	y, x, bias []float32
+}
+
+func (e *benchGelu) ApplyBlock(c []float32, ldc, i0, i1, j0, j1 int) {
+	for i := i0; i < i1; i++ {
+		lo, hi := i*ldc+j0, i*ldc+j1
+		if e.grad {
+			vmath.GeluErfGradX32(c[lo:hi], e.y[lo:hi], c[lo:hi], e.x[lo:hi], 1.4142135, 1, 0.5, 1.1283792)
+			continue
+		}
+		vmath.GeluErfBias32(e.y[lo:hi], c[lo:hi], e.bias[j0:j1], 1.4142135, 1, 0.5)
+	}
+}
+
+// BenchmarkGeluEpilogue times the GPT's (512 rows) and ViT-B/16's (788
+// rows) MLP up-projection, forward with its bias+GELU epilogue (B
+// transposed, as the exports store the weight) and its input gradient with
+// the GELU-gradient epilogue, beside the same products without an
+// epilogue: the difference is what the epilogue costs inside the GEMM
+// (wholeblock: applied to each whole block of C, not chunk by chunk).
+func BenchmarkGeluEpilogue(b *testing.B) {
+	for _, m := range []int{512, 788} {
+		n, k := 3072, 768
+		r := rand.New(rand.NewPCG(7, 8))
+		a, w := randSlice(r, m*k), randSlice(r, k*n)
+		c, y, x, bias := make([]float32, m*n), make([]float32, m*n), randSlice(r, m*n), randSlice(r, n)
+		for _, v := range []struct {
+			name  string
+			tb    bool
+			ep    BlockEpilogue
+			chunk int
+		}{
+			{"forward_plain", true, nil, 0},
+			{"forward_gelu", true, &benchGelu{y: y, bias: bias}, 0},
+			{"forward_gelu_wholeblock", true, &benchGelu{y: y, bias: bias}, 1 << 30},
+			{"grad_plain", false, nil, 0},
+			{"grad_gelu", false, &benchGelu{grad: true, y: y, x: x}, 0},
+			{"grad_gelu_wholeblock", false, &benchGelu{grad: true, y: y, x: x}, 1 << 30},
+		} {
+			ldb := n
+			if v.tb {
+				ldb = k
+			}
+			b.Run(fmt.Sprintf("M%dN%dK%d_%s", m, n, k, v.name), func(b *testing.B) {
+				run := func() {
+					SgemmEpilogue(false, v.tb, m, n, k, 1, a, k, w, ldb, 0, c, n, Epilogue{Block: v.ep})
+				}
+				if v.chunk > 0 {
+					defer func(old int) { epilogueChunkCols = old }(epilogueChunkCols)
+					epilogueChunkCols = v.chunk
+				}
+				run()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					run()
+				}
+				b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
