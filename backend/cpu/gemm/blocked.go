@@ -385,19 +385,9 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 					p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 				}
 				next := p.nextRegions(mk, ic, mc, i1, pc, kc, jc, j1, ncur, i0)
-				cblock := p.c[ic*p.ldc+jc:]
-				pf := newSpreadPrefetch(next, macroTiles(mk, mcur, ncur, arows, len(buf.tile)))
-				if !p.ep.active() || pc+kcur < p.k {
-					macroKernelCols(mk, mcur, ncur, 0, ncur, kcur, buf.a, arows, p.lda, buf.b, cblock, p.ldc, p.alpha, beta, buf.tile[:], &pf)
-					continue
-				}
-				// The last k slice: the epilogue follows the kernel
-				// chunk by chunk of columns, so that each chunk of the
-				// finished block is still in cache when it runs.
-				for j := 0; j < ncur; j += epilogueChunkCols {
-					je := min(ncur, j+epilogueChunkCols)
-					macroKernelCols(mk, mcur, ncur, j, je, kcur, buf.a, arows, p.lda, buf.b, cblock, p.ldc, p.alpha, beta, buf.tile[:], &pf)
-					p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc+j, jc+je)
+				macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+				if p.ep.active() && pc+kcur >= p.k {
+					p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur) // the block is final
 				}
 			}
 		}
@@ -479,7 +469,7 @@ const rowACols = 128
 const prefetchBudget = 512 << 10
 
 // region is a rows×width block of a row-major matrix, starting at src[0]
-// with rows ld apart: the source of one packing step, which macroKernelCols
+// with rows ld apart: the source of one packing step, which macroKernel
 // prefetches while it computes the previous block. Zero rows: nothing.
 type region struct {
 	src             []float32
@@ -541,48 +531,25 @@ func (p *spreadPrefetch) step() {
 	p.done += rows
 }
 
-// epilogueChunkCols is the width of the column chunks of a block's last
-// k slice after which blocked applies the epilogue (a multiple of every
-// kernel's 2·nr, so that pair kernels pair the same strips): the block is
-// final chunk by chunk, and a chunk of at most mc rows (132 KiB at 132
-// rows) is still in L2 when the epilogue reads it, where a whole block
-// (mc × 1536 columns of the MLP's 3072-wide products, 0.8 MiB, beside the
-// 1.5 MiB B panel) was partly evicted by then (a variable: tests narrow
-// it to cover more chunk edges).
-var epilogueChunkCols = 256
-
-// macroTiles is the number of micro-kernel calls (tiles and tile pairs)
-// macroKernelCols makes over an mc×nc block: what its prefetch spreads over.
-func macroTiles(mk microKernel, mc, nc int, arows []float32, tileLen int) int {
-	mr, nr := mk.mr, mk.nr
-	pairs := 0
-	if mk.pair != nil && arows == nil && 2*mr*nr <= tileLen {
-		pairs = nc / (2 * nr)
-	}
-	steps := pairs + (nc-pairs*2*nr+nr-1)/nr // column steps: pairs, then single strips
-	return ((mc + mr - 1) / mr) * steps
-}
-
-// macroKernelCols runs the micro-kernel over the tiles of columns
-// [j0, j1) (j0 a multiple of 2·nr, or 0) of an mc×nc block of C from
-// packed A (mc rows) and B (nc columns) panels kc deep, storing
-// C = alpha*A·B + beta*C; a tile is computed the same way whichever
-// column range it is run in (the same strips paired). When arows is not
-// nil, the full mr-row strips of A are read in place from arows
-// (row-major, lda apart) and only a last, partial strip comes from ap.
-// With a pair kernel (and A packed), two adjacent full B strips run
-// together, so that each A strip is loaded once for both. tile is scratch
-// for edge tiles: at least mr×nr, and mr×2nr for the pair kernel to run.
-// Before each tile it steps the block's prefetch pf (newSpreadPrefetch
-// over macroTiles), so that the next packing steps find their source in
-// cache instead of waiting for memory.
-func macroKernelCols(mk microKernel, mc, nc, j0, j1, kc int, ap, arows []float32, lda int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, pf *spreadPrefetch) {
+// macroKernel runs the micro-kernel over every tile of an mc×nc block of C
+// from packed A (mc rows) and B (nc columns) panels kc deep, storing
+// C = alpha*A·B + beta*C. When arows is not nil, the full mr-row strips of
+// A are read in place from arows (row-major, lda apart) and only a last,
+// partial strip comes from ap. With a pair kernel (and A packed), two
+// adjacent full B strips run together, so that each A strip is loaded
+// once for both. tile is scratch for edge tiles: at least mr×nr, and
+// mr×2nr for the pair kernel to run. Between tiles it prefetches the rows of the next
+// regions, spread evenly over the tiles, so that the next packing steps
+// find their source in cache instead of waiting for memory.
+func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, next [2]region) {
 	mr, nr := mk.mr, mk.nr
 	pairs := 0
 	if mk.pair != nil && arows == nil && 2*mr*nr <= len(tile) {
 		pairs = nc / (2 * nr)
 	}
-	for jr := j0; jr < j1; {
+	steps := pairs + (nc-pairs*2*nr+nr-1)/nr // column steps: pairs, then single strips
+	pf := newSpreadPrefetch(next, ((mc+mr-1)/mr)*steps)
+	for jr := 0; jr < nc; {
 		width := nr
 		if jr < pairs*2*nr {
 			width = 2 * nr
@@ -624,12 +591,12 @@ func macroKernelCols(mk microKernel, mc, nc, j0, j1, kc int, ap, arows []float32
 	}
 }
 
-// macroKernelA is macroKernelCols for a block whose every column step is a
+// macroKernelA is macroKernel for a block whose every column step is a
 // pair of full B strips (nc a multiple of 2·nr) and whose full A strips
 // the pair kernel reads in place (mk.pairA): strip ir's element (i, q) at
 // ain[(ir+i)*rs + q*ks]. A last, partial row strip comes packed from ap
-// (at ap[ir*kc:], as macroKernelCols's), computed into scratch and merged.
-// The next regions are prefetched spread over the tiles as macroKernelCols
+// (at ap[ir*kc:], as macroKernel's), computed into scratch and merged.
+// The next regions are prefetched spread over the tiles as macroKernel
 // does.
 func macroKernelA(mk microKernel, mc, nc, kc int, ap, ain []float32, rs, ks int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, next [2]region) {
 	mr, nr := mk.mr, mk.nr

@@ -37,8 +37,7 @@ func (e *countingBlock) ApplyBlock(c []float32, ldc, i0, i1, j0, j1 int) {
 // once, after the bias and ReLU, with the final product (so the result is
 // Sgemm's, then the bias, the ReLU and the block function, bit for bit),
 // on shapes that take the direct loops, one blocked product, the row and
-// column splits and the shared-dimension split, with 1 and 4 workers and
-// the epilogue applied in column chunks of two widths.
+// column splits and the shared-dimension split, with 1 and 4 workers.
 func TestSgemmEpilogueBlock(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	fill := func(n int) []float32 {
@@ -48,43 +47,37 @@ func TestSgemmEpilogueBlock(t *testing.T) {
 		}
 		return s
 	}
-	defer func(old int) { epilogueChunkCols = old }(epilogueChunkCols)
 	for _, procs := range []int{1, 4} {
 		func() {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-			// The chunk width blocked applies the epilogue in, and a
-			// narrow one (more chunk edges, partial last chunks).
-			for _, chunk := range []int{epilogueChunkCols, 32} {
-				epilogueChunkCols = chunk
-				for _, sh := range [][3]int{{5, 7, 3}, {37, 50, 20}, {300, 301, 64}, {788, 96, 128}, {64, 3000, 100}, {40, 48, 4096}} {
-					m, n, k := sh[0], sh[1], sh[2]
-					for _, tb := range []bool{false, true} {
-						a, b, bias := fill(m*k), fill(k*n), fill(n)
-						ldb := n
-						if tb {
-							ldb = k
+			for _, sh := range [][3]int{{5, 7, 3}, {37, 50, 20}, {300, 301, 64}, {788, 96, 128}, {64, 3000, 100}, {40, 48, 4096}} {
+				m, n, k := sh[0], sh[1], sh[2]
+				for _, tb := range []bool{false, true} {
+					a, b, bias := fill(m*k), fill(k*n), fill(n)
+					ldb := n
+					if tb {
+						ldb = k
+					}
+					for _, relu := range []bool{false, true} {
+						want := make([]float32, m*n)
+						Sgemm(false, tb, m, n, k, 1, a, k, b, ldb, 0, want, n)
+						wantSide := make([]float32, m*n)
+						for i := range want {
+							v := want[i] + bias[i%n]
+							if relu && v < 0 {
+								v = 0
+							}
+							wantSide[i] = v
+							want[i] = 3*v + 1
 						}
-						for _, relu := range []bool{false, true} {
-							want := make([]float32, m*n)
-							Sgemm(false, tb, m, n, k, 1, a, k, b, ldb, 0, want, n)
-							wantSide := make([]float32, m*n)
-							for i := range want {
-								v := want[i] + bias[i%n]
-								if relu && v < 0 {
-									v = 0
-								}
-								wantSide[i] = v
-								want[i] = 3*v + 1
-							}
-							ep := &countingBlock{visits: make([]int, m*n), side: make([]float32, m*n), n: n}
-							got := fill(m * n)
-							SgemmEpilogue(false, tb, m, n, k, 1, a, k, b, ldb, 0, got, n, Epilogue{Bias: bias, Relu: relu, Block: ep})
-							msg := []any{"procs=%d chunk=%d m=%d n=%d k=%d transB=%v relu=%v", procs, chunk, m, n, k, tb, relu}
-							require.Equal(t, want, got, msg...)
-							require.Equal(t, wantSide, ep.side, msg...)
-							for i, v := range ep.visits {
-								require.Equal(t, 1, v, append([]any{"element %d visited %d times; " + msg[0].(string), i, v}, msg[1:]...)...)
-							}
+						ep := &countingBlock{visits: make([]int, m*n), side: make([]float32, m*n), n: n}
+						got := fill(m * n)
+						SgemmEpilogue(false, tb, m, n, k, 1, a, k, b, ldb, 0, got, n, Epilogue{Bias: bias, Relu: relu, Block: ep})
+						msg := []any{"procs=%d m=%d n=%d k=%d transB=%v relu=%v", procs, m, n, k, tb, relu}
+						require.Equal(t, want, got, msg...)
+						require.Equal(t, wantSide, ep.side, msg...)
+						for i, v := range ep.visits {
+							require.Equal(t, 1, v, append([]any{"element %d visited %d times; " + msg[0].(string), i, v}, msg[1:]...)...)
 						}
 					}
 				}
