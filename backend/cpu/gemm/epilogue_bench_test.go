@@ -88,3 +88,53 @@ func BenchmarkGeluEpilogue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRowC times the attention out-projection's Gemm (B transposed,
+// a bias row as C) of the GPT (512 rows) and ViT-B/16 (788): SgemmRowC,
+// which writes the bias into each block of C just before the kernel reads
+// it, against the broadcast pass over C followed by SgemmEpilogue with
+// beta 1 (what the Gemm kernel ran before), and the product without C.
+func BenchmarkRowC(b *testing.B) {
+	for _, m := range []int{512, 788} {
+		n, k := 768, 768
+		r := rand.New(rand.NewPCG(9, 10))
+		a, w, row := randSlice(r, m*k), randSlice(r, n*k), randSlice(r, n)
+		c := make([]float32, m*n)
+		for _, v := range []struct {
+			name string
+			run  func()
+		}{
+			{"plain", func() { Sgemm(false, true, m, n, k, 1, a, k, w, k, 0, c, n) }},
+			{"fill_then_beta1", func() {
+				for i := 0; i < m; i++ {
+					copy(c[i*n:(i+1)*n], row)
+				}
+				SgemmEpilogue(false, true, m, n, k, 1, a, k, w, k, 1, c, n, Epilogue{})
+			}},
+			{"rowc", func() { SgemmRowC(false, true, m, n, k, 1, a, k, w, k, 1, row, c, n, Epilogue{}) }},
+		} {
+			b.Run(fmt.Sprintf("M%dN%dK%d_%s", m, n, k, v.name), func(b *testing.B) {
+				oneThread := runtime.GOMAXPROCS(0) == 1
+				if oneThread {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+				}
+				v.run()
+				b.ResetTimer()
+				cpu0, proc0 := threadCPUTime(), processCPUTime()
+				for i := 0; i < b.N; i++ {
+					v.run()
+				}
+				cpu, proc := threadCPUTime()-cpu0, processCPUTime()-proc0
+				flop := 2 * float64(m) * float64(n) * float64(k) * float64(b.N)
+				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				if oneThread && cpu0 >= 0 && cpu > 0 {
+					b.ReportMetric(flop/cpu.Seconds()/1e9, "cpu-GFLOP/s")
+				}
+				if !oneThread && proc0 >= 0 && proc > 0 {
+					b.ReportMetric(flop/proc.Seconds()/1e9, "proc-cpu-GFLOP/s")
+				}
+			})
+		}
+	}
+}
