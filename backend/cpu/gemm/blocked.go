@@ -222,7 +222,7 @@ func (t *kSplitTask) at(w int) {
 		sub := p.kSlice(t.bounds[w], t.bounds[w+1])
 		sub.ep = Epilogue{} // applied once the partial products are summed
 		if w > 0 {
-			sub.c, sub.ldc, sub.beta = *t.held[w], p.n, 0
+			sub.c, sub.ldc, sub.beta, sub.cRow = *t.held[w], p.n, 0, nil
 		}
 		sub.blocked(t.mk, 0, p.m, 0, p.n)
 		return
@@ -350,6 +350,9 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 			for ic := i0; ic < i1; ic += mc {
 				mcur := min(mc, i1-ic)
 				mstrips := (mcur + mk.mr - 1) / mk.mr
+				if pc == 0 && p.cRow != nil && beta != 0 {
+					fillRows(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur, p.cRow)
+				}
 				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
 				var arows []float32
 				if mk.pairA != nil && !p.transA && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0 {

@@ -1,6 +1,7 @@
 package gemm
 
 import (
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -77,6 +78,60 @@ func TestSgemmEpilogueBlock(t *testing.T) {
 						require.Equal(t, wantSide, ep.side, msg...)
 						for i, v := range ep.visits {
 							require.Equal(t, 1, v, append([]any{"element %d visited %d times; " + msg[0].(string), i, v}, msg[1:]...)...)
+						}
+					}
+				}
+			}
+		}()
+	}
+}
+
+// TestSgemmRowC: SgemmRowC gives, bit for bit, what filling every row of C
+// with the row and then calling SgemmEpilogue gives (the bias added on
+// the first k slice, before the later slices' sums), for beta 1, 0.5 and
+// 0 (C overwritten, row unread: a NaN row must not show), alpha 1 and
+// 0.75, with and without a ReLU, on shapes that take the direct loops,
+// one blocked product (one and several k slices), the row and column
+// splits and the shared-dimension split, with 1 and 4 workers.
+func TestSgemmRowC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(53, 54))
+	fill := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(rng.NormFloat64())
+		}
+		return s
+	}
+	for _, procs := range []int{1, 4} {
+		func() {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			for _, sh := range [][3]int{{5, 7, 3}, {37, 50, 20}, {300, 301, 64}, {512, 768, 768}, {64, 3000, 100}, {40, 48, 4096}} {
+				m, n, k := sh[0], sh[1], sh[2]
+				for _, tb := range []bool{false, true} {
+					a, b, row := fill(m*k), fill(k*n), fill(n)
+					ldb := n
+					if tb {
+						ldb = k
+					}
+					for _, ab := range [][2]float32{{1, 1}, {0.75, 0.5}, {1, 0}} {
+						alpha, beta := ab[0], ab[1]
+						for _, relu := range []bool{false, true} {
+							msg := []any{"procs=%d m=%d n=%d k=%d transB=%v alpha=%v beta=%v relu=%v", procs, m, n, k, tb, alpha, beta, relu}
+							want := fill(m * n)
+							for i := 0; i < m; i++ {
+								copy(want[i*n:(i+1)*n], row)
+							}
+							SgemmEpilogue(false, tb, m, n, k, alpha, a, k, b, ldb, beta, want, n, Epilogue{Relu: relu})
+							got := fill(m * n)
+							r := row
+							if beta == 0 {
+								r = make([]float32, n)
+								for j := range r {
+									r[j] = float32(math.NaN())
+								}
+							}
+							SgemmRowC(false, tb, m, n, k, alpha, a, k, b, ldb, beta, r, got, n, Epilogue{Relu: relu})
+							require.Equal(t, want, got, msg...)
 						}
 					}
 				}

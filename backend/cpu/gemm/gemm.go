@@ -73,6 +73,27 @@ type BlockEpilogue interface {
 // (each step rounded), so that the result is bit for bit Sgemm's followed
 // by adding the bias and applying the activation in separate passes.
 func SgemmEpilogue(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, ep Epilogue) {
+	sgemmEpilogue(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc, ep)
+}
+
+// SgemmRowC computes C = ep(alpha*op(A)*op(B) + beta*R), where every row
+// of the m×n matrix R is row (n elements; Gemm's bias as ONNX broadcasts
+// it): bit for bit what filling each row of C with row and then calling
+// SgemmEpilogue with beta gives, without that separate pass over C. Each
+// block of C is filled just before its first k slice reads it, while the
+// kernel is about to use it. beta 0 ignores row (C is overwritten).
+func SgemmRowC(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, row, c []float32, ldc int, ep Epilogue) {
+	if m > 0 && n > 0 && beta != 0 {
+		_ = row[n-1] // bounds, before any work
+	} else {
+		row = nil
+	}
+	sgemmEpilogue(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, row, c, ldc, ep)
+}
+
+// sgemmEpilogue is SgemmEpilogue, with C's rows first set to cRow when
+// cRow is not nil (SgemmRowC).
+func sgemmEpilogue(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, cRow, c []float32, ldc int, ep Epilogue) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -80,6 +101,9 @@ func SgemmEpilogue(transA, transB bool, m, n, k int, alpha float32, a []float32,
 		_ = ep.Bias[n-1] // bounds, before any work
 	}
 	if k <= 0 || m*n*k <= smallWork || m < 2 || n < 2 {
+		if cRow != nil {
+			fillRows(c, ldc, 0, m, 0, n, cRow)
+		}
 		Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		ep.apply(c, ldc, 0, m, 0, n)
 		return
@@ -87,9 +111,18 @@ func SgemmEpilogue(transA, transB bool, m, n, k int, alpha float32, a []float32,
 	p := &problem{
 		transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
-		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, ep: ep,
+		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, ep: ep, cRow: cRow,
 	}
 	p.run()
+}
+
+// fillRows sets rows [i0, i1) and columns [j0, j1) of C (row stride ldc)
+// to row[j0:j1].
+func fillRows(c []float32, ldc, i0, i1, j0, j1 int, row []float32) {
+	src := row[j0:j1]
+	for i := i0; i < i1; i++ {
+		copy(c[i*ldc+j0:i*ldc+j1], src)
+	}
 }
 
 // active reports whether the epilogue changes anything.
@@ -272,6 +305,10 @@ type problem struct {
 	// value, so that a product handed to other workers does not move
 	// the caller's Epilogue to the heap).
 	ep Epilogue
+	// cRow, if not nil, is C's every row before the product (n
+	// elements, SgemmRowC): blocked writes it into each block of C
+	// before the block's first k slice reads C (beta not 0).
+	cRow []float32
 	// after is what the last block prefetches while it computes: the
 	// operands of the product the caller runs next (SgemmSerialNext),
 	// or nothing.

@@ -274,12 +274,20 @@ func gemmRun(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu bool) ([
 	switch ad := a.Data.(type) {
 	case []float32:
 		y := out.Data.([]float32)
+		bd := b.Data.([]float32)
+		if useC && biasRowOf(c.Shape, nn) {
+			// A bias row (the linear layers' C): the GEMM writes it
+			// into each block of Y just before reading it, instead
+			// of a separate pass over Y first (same bits).
+			gemm.SgemmRowC(transA, transB, m, nn, k, alpha, ad, a.Shape[1], bd, b.Shape[1], beta, c.Data.([]float32), y, nn, gemm.Epilogue{Relu: relu})
+			return kern.Results(n, out), nil
+		}
 		cBeta := float32(0)
 		if useC {
 			fillBroadcastRows(y, c.Data.([]float32), c.Shape, m, nn)
 			cBeta = beta
 		}
-		gemm.SgemmEpilogue(transA, transB, m, nn, k, alpha, ad, a.Shape[1], b.Data.([]float32), b.Shape[1], cBeta, y, nn, gemm.Epilogue{Relu: relu})
+		gemm.SgemmEpilogue(transA, transB, m, nn, k, alpha, ad, a.Shape[1], bd, b.Shape[1], cBeta, y, nn, gemm.Epilogue{Relu: relu})
 		return kern.Results(n, out), nil
 	case []float64:
 		gemmGeneric(ad, b.Data.([]float64), c, out.Data.([]float64), m, nn, k, transA, transB, alpha, beta, bcast)
@@ -309,6 +317,18 @@ func gemmRun(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, relu bool) ([
 
 // gemmState is what a Gemm node keeps between runs.
 type gemmState struct{ outShape []int }
+
+// biasRowOf reports whether Gemm's C of shape cs broadcasts as one row of
+// n elements repeated over every row of Y ([n] or [1, n]).
+func biasRowOf(cs []int, n int) bool {
+	switch len(cs) {
+	case 1:
+		return cs[0] == n
+	case 2:
+		return cs[0] == 1 && cs[1] == n
+	}
+	return false
+}
 
 // fillBroadcastRows writes C, of a shape gemmCheckC accepted (rank ≤ 2,
 // each dim 1 or the output's), broadcast to the m×n matrix y, row by row
