@@ -330,6 +330,12 @@ func TestWinogradBlockStrips(t *testing.T) {
 			cv, ok = g.winoInputGradConv()
 		}
 		require.True(t, ok)
+		if nr != 16 {
+			// The portable kernel's narrow strips: the block budget, not
+			// the pair minimum, sets the size; it stays whole strips.
+			assert.True(t, cv.tb >= nr && cv.tb%nr == 0, "%v, input gradient %v: %d tiles with %d-wide strips", tc.l, tc.grad, cv.tb, nr)
+			continue
+		}
 		want := tc.plain
 		if gemm.AVX512() {
 			want = tc.withPair
