@@ -23,16 +23,17 @@ func AVX512() bool { return hasAVX512 }
 // avx512Const is avxConst with every row sixteen lanes wide, in the order
 // of the Z_* offsets in vmath512_amd64.s (erfTab's rows twice over:
 // VPERMPS on zmm indexes sixteen lanes; the indices stay below 8), then
-// the rows only EXP_FINISH16 reads: expKMin and expKSub as floats (it
-// compares k as a float), 64, 2^-64 and 2^-62 (its subnormal band: p·2^k
-// = (p·2^(k+64))·2^-64, subnormal where p·2^(k+64) < 2^-62).
-var avx512Const = func() (c [len(avxConst) + 5][16]float32) {
+// the rows only EXP_FINISH16 reads: expKSub as a float (it compares k as
+// a float, as with avxConst's expKMin row), 64, 2^-64 and 2^-62 (its
+// subnormal band: p·2^k = (p·2^(k+64))·2^-64, subnormal where p·2^(k+64)
+// < 2^-62).
+var avx512Const = func() (c [len(avxConst) + 4][16]float32) {
 	for i := range avxConst {
 		for j := range c[i] {
 			c[i][j] = avxConst[i][j%8]
 		}
 	}
-	for i, v := range []float32{expKMin, expKSub, 64, 0x1p-64, 0x1p-62} {
+	for i, v := range []float32{expKSub, 64, 0x1p-64, 0x1p-62} {
 		for j := range c[len(avxConst)+i] {
 			c[len(avxConst)+i][j] = v
 		}

@@ -48,10 +48,11 @@
 #define Z_I128 2240
 #define Z_MINNORM 2304
 #define Z_KMINF 2368
-#define Z_KSUBF 2432
-#define Z_K64 2496
-#define Z_M64 2560
-#define Z_TINY 2624
+#define Z_KRANGE 2432
+#define Z_KSUBF 2496
+#define Z_K64 2560
+#define Z_M64 2624
+#define Z_TINY 2688
 
 // EXP_REDUCE16 is EXP_REDUCE on sixteen lanes.
 #define EXP_REDUCE16(X, T, K) \
