@@ -329,8 +329,14 @@ sumExpFold:
 	VZEROUPPER
 	RET
 
-// ERF16 is ERF8 on sixteen lanes: Z5 = erf(Z0); Z0-Z4, Z6, Z7 and K2 are
-// clobbered. Needs Z29 = |x| mask, Z28 = 4, Z27 = 0 and R8 = avx512Const.
+// ERF16 is ERF8 on sixteen lanes, without its clamp of the interval
+// index: Z5 = erf(Z0); Z0-Z4, Z6, Z7 and K2 are clobbered. Needs Z29 =
+// |x| mask, Z28 = 4 and R8 = avx512Const. The index trunc((b - 0.5)·8/3.5)
+// is 0-8 where a ≥ 0.5 (8 only at b = 4), -1 or 0 where a < 0.5 (those
+// lanes take the small form) and 0x80000000 for a NaN; VPERMPS on zmm reads
+// its low four bits, and avx512Const's interval rows hold interval 7 in
+// lanes 8-15 (see there), so every lane reads ERF8's clamped interval
+// (0 for a NaN) or a lane the small form replaces.
 #define ERF16 \
 	VPANDD Z29, Z0, Z1 \
 	VPXORD Z1, Z0, Z0 \
@@ -338,8 +344,6 @@ sumExpFold:
 	VMOVUPS Z_IDXMUL(R8), Z3 \
 	VFMADD213PS Z_IDXADD(R8), Z2, Z3 \
 	VCVTTPS2DQ Z3, Z3 \
-	VPMAXSD Z27, Z3, Z3 \
-	VPMINSD Z_IDXMAX(R8), Z3, Z3 \
 	VPERMPS Z_CENTRE(R8), Z3, Z4 \
 	VSUBPS Z4, Z2, Z4 \
 	VPERMPS Z_Q0(R8), Z3, Z5 \
@@ -370,8 +374,7 @@ sumExpFold:
 
 #define ERF_CONSTS16 \
 	VMOVUPS Z_ABS(R8), Z29 \
-	VMOVUPS Z_TOP(R8), Z28 \
-	VPXORD Z27, Z27, Z27
+	VMOVUPS Z_TOP(R8), Z28
 
 // NEXT16 ends a loop body over CX (> 0) elements, which starts at top with
 // K1 set for its first block: all ones, or TAILK's mask when CX < 16. It
