@@ -21,12 +21,26 @@ var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F && os.Getenv("ONNXTRAIN_NO_AVX5
 func AVX512() bool { return hasAVX512 }
 
 // avx512Const is avxConst with every row sixteen lanes wide, in the order
-// of the Z_* offsets in vmath512_amd64.s (erfTab's rows twice over:
-// VPERMPS on zmm indexes sixteen lanes; the indices stay below 8).
-var avx512Const = func() (c [len(avxConst)][16]float32) {
+// of the Z_* offsets in vmath512_amd64.s (erfTab's rows with interval 7
+// in lanes 8-15: VPERMPS on zmm indexes sixteen lanes, and ERF16 leaves
+// the index unclamped, 8 at the top of the range), then
+// the rows only EXP_FINISH16 reads: expKSub as a float (it compares k as
+// a float, as with avxConst's expKMin row), 64, 2^-64 and 2^-62 (its
+// subnormal band: p·2^k = (p·2^(k+64))·2^-64, subnormal where p·2^(k+64)
+// < 2^-62).
+var avx512Const = func() (c [len(avxConst) + 4][16]float32) {
+	const firstTab = len(avxConst) - len(erfTab) - 6 // erfTab's rows (then the exponential's six)
 	for i := range avxConst {
 		for j := range c[i] {
 			c[i][j] = avxConst[i][j%8]
+			if i >= firstTab && i < firstTab+len(erfTab) && j >= 8 {
+				c[i][j] = avxConst[i][7]
+			}
+		}
+	}
+	for i, v := range []float32{expKSub, 64, 0x1p-64, 0x1p-62} {
+		for j := range c[len(avxConst)+i] {
+			c[len(avxConst)+i][j] = v
 		}
 	}
 	return c

@@ -47,6 +47,12 @@
 #define Z_KSUB 2176
 #define Z_I128 2240
 #define Z_MINNORM 2304
+#define Z_KMINF 2368
+#define Z_KRANGE 2432
+#define Z_KSUBF 2496
+#define Z_K64 2560
+#define Z_M64 2624
+#define Z_TINY 2688
 
 // EXP_REDUCE16 is EXP_REDUCE on sixteen lanes.
 #define EXP_REDUCE16(X, T, K) \
@@ -55,54 +61,67 @@
 	VSUBPS Z_MAGIC(R8), T, K \
 	VFNMADD231PS Z_LN2HI(R8), K, X
 
-// EXP_FINISH16 is EXP_FINISH on sixteen lanes (K3, K4 and the flags
-// clobbered; LM, LD labels unique to the use), the same operations: 2^k2
-// replaced by +0 where k ≤ -151 (K3 clear), and in blocks where some lane
-// has -151 < k < -125 (K4) the last multiply made an FMA that adds 2^-126
-// in the lanes whose result is subnormal, then takes 2^-126's bits off
-// (see EXP_FINISH): no subnormal multiply, the same bits.
-#define EXP_FINISH16(X, T, K, P, LM, LD) \
+// EXP_FINISH16 ends EXP_FINISH's computation on sixteen lanes with the
+// same bits and fewer instructions (K3-K6 and the flags clobbered; LF, LD
+// labels unique to the use): r = X - k·ln2Lo, p = 1 + (r + r²·P(r)) as
+// there, then p·2^k rounded once by one VSCALEFPS with k = K (a float).
+// That is the bits of EXP_FINISH's p·2^k1·2^k2: p·2^k1 is exact and the
+// second multiply rounds once, to +Inf past MaxFloat32 and to nearest
+// among the subnormals below 2^-126. VSCALEFPS takes the microcode assist
+// where its result is below 2^-126 (zero included) unless the lane is
+// masked off, so:
+//
+//   - K3 is the lanes with k > -151 or NaN (VCMPPS NLE_US: a NaN k, from a
+//     NaN x, keeps p's NaN as the multiply does); the others are below half
+//     the smallest subnormal (p < 1.42) and become +0 through the zeroing
+//     mask, as EXP_FINISH's 2^k2 = +0 makes them;
+//   - K4 is the lanes of K3 with k < -125 (the band where the result may be
+//     subnormal); in blocks with none (one KORTESTW, the common path) the
+//     masked VSCALEFPS is all. Otherwise the band lanes take EXP_FINISH's
+//     FMA: t = p·2^(k+64) (normal and exact), q = t·2^-64 + c rounded once
+//     with c = 2^-126 where t < 2^-62 (the result subnormal) and +0
+//     elsewhere, and q's bits minus c's: p·2^k rounded to nearest even
+//     among the subnormals, carry into 2^-126 included (see EXP_FINISH);
+//     the other lanes of K3 take VSCALEFPS. No subnormal in or out of any
+//     unmasked lane.
+//
+// EXP_REDUCE16's T (x/ln2 + magic) is not used.
+#define EXP_FINISH16(X, T, K, P, LF, LD) \
 	VFNMADD231PS Z_LN2LO(R8), K, X \
-	VPSUBD Z_MAGIC(R8), T, T \
-	VMULPS X, X, K \
+	VMULPS X, X, T \
 	VMOVUPS Z_P0(R8), P \
 	VFMADD213PS Z_P1(R8), X, P \
 	VFMADD213PS Z_P2(R8), X, P \
 	VFMADD213PS Z_P3(R8), X, P \
 	VFMADD213PS Z_P4(R8), X, P \
-	VFMADD213PS X, K, P \
-	VADDPS Z_ONE(R8), P, P \
-	VPCMPD $6, Z_KMIN(R8), T, K3 \
-	VPCMPD $1, Z_KSUB(R8), T, K3, K4 \
-	VPSRAD $1, T, K \
-	VPSUBD K, T, T \
-	VPADDD Z_BIAS(R8), K, K \
-	VPSLLD $23, K, K \
-	VPADDD Z_BIAS(R8), T, T \
-	VPSLLD $23, T, T \
-	VMOVDQU32.Z T, K3, T \
-	VMULPS K, P, P \
-	KORTESTW K4, K4 \
-	JZ LM \
-	VPSRLD $23, P, X \
-	VPSRLD $23, T, K \
-	VPADDD K, X, X \
-	VPCMPD $1, Z_I128(R8), X, K4 \
-	VMOVDQU32.Z Z_MINNORM(R8), K4, X \
 	VFMADD213PS X, T, P \
-	VPSUBD X, P, P \
+	VADDPS Z_ONE(R8), P, P \
+	VCMPPS $6, Z_KMINF(R8), K, K3 \
+	VCMPPS $1, Z_KSUBF(R8), K, K3, K4 \
+	KORTESTW K4, K4 \
+	JZ LF \
+	KANDNW K3, K4, K5 \
+	VADDPS Z_K64(R8), K, T \
+	VSCALEFPS.Z T, P, K4, T \
+	VSCALEFPS.Z K, P, K5, P \
+	VCMPPS $1, Z_TINY(R8), T, K4, K6 \
+	VMOVDQU32.Z Z_MINNORM(R8), K6, K \
+	VFMADD132PS Z_M64(R8), K, T \
+	VPSUBD K, T, T \
+	VMOVAPS T, K4, P \
 	JMP LD \
-LM: \
-	VMULPS T, P, P \
+LF: \
+	VSCALEFPS.Z K, P, K3, P \
 LD:
 
-// EXP16 sets P = e^X for sixteen lanes (X, T, K clobbered; LM, LD labels): the clamp to
-// [Z30, Z31] = [expLo, expHi] with x as the second source (a NaN passes).
-#define EXP16(X, T, K, P, LM, LD) \
-	VMAXPS X, Z30, X \
+// EXP16 sets P = e^X for sixteen lanes (X, T, K clobbered; LF, LD labels):
+// X is clamped to expHi with x as the second source (a NaN passes); below
+// expLo EXP_FINISH16's K3 makes the result +0 (what clamping to expLo
+// gives), whatever the reduction made of such an x (-Inf included).
+#define EXP16(X, T, K, P, LF, LD) \
 	VMINPS X, Z31, X \
 	EXP_REDUCE16(X, T, K) \
-	EXP_FINISH16(X, T, K, P, LM, LD)
+	EXP_FINISH16(X, T, K, P, LF, LD)
 
 // TAILK sets K1 to the first CX (1-15) lanes; AX is clobbered.
 #define TAILK \
@@ -112,7 +131,6 @@ LD:
 	KMOVW AX, K1
 
 #define EXP_CONSTS \
-	VMOVUPS Z_LO(R8), Z30 \
 	VMOVUPS Z_HI(R8), Z31
 
 // func exp512(dst, src *float32, n int, consts *[16]float32)
@@ -159,7 +177,8 @@ expDone:
 	RET
 
 // EXPSHIFT16R is EXPSHIFT8R on sixteen lanes: O = e^(I - m), m = mh + ml
-// in Z13 and Z12 (I, A, B, C clobbered; K5 too; LM, LD labels).
+// in Z13 and Z12 (I, A, B, C clobbered; K3-K6 too; LM, LD labels): the
+// rounding error C is added where the clamp to expHi left s as it was.
 #define EXPSHIFT16R(I, A, B, C, O, LM, LD) \
 	VSUBPS Z13, I, A \
 	VSUBPS I, A, B \
@@ -168,12 +187,10 @@ expDone:
 	VADDPS Z13, B, B \
 	VSUBPS B, C, C \
 	VSUBPS Z12, C, C \
-	VMAXPS A, Z30, I \
-	VMINPS I, Z31, I \
+	VMINPS A, Z31, I \
 	VCMPPS $0, A, I, K5 \
-	VMOVDQU32.Z C, K5, C \
 	EXP_REDUCE16(I, A, B) \
-	VADDPS C, I, I \
+	VADDPS C, I, K5, I \
 	EXP_FINISH16(I, A, B, O, LM, LD)
 
 // SUM16 adds the sixteen float32 lanes of ZR (YR its low half), widened to
@@ -312,8 +329,14 @@ sumExpFold:
 	VZEROUPPER
 	RET
 
-// ERF16 is ERF8 on sixteen lanes: Z5 = erf(Z0); Z0-Z4, Z6, Z7 and K2 are
-// clobbered. Needs Z29 = |x| mask, Z28 = 4, Z27 = 0 and R8 = avx512Const.
+// ERF16 is ERF8 on sixteen lanes, without its clamp of the interval
+// index: Z5 = erf(Z0); Z0-Z4, Z6, Z7 and K2 are clobbered. Needs Z29 =
+// |x| mask, Z28 = 4 and R8 = avx512Const. The index trunc((b - 0.5)·8/3.5)
+// is 0-8 where a ≥ 0.5 (8 only at b = 4), -1 or 0 where a < 0.5 (those
+// lanes take the small form) and 0x80000000 for a NaN; VPERMPS on zmm reads
+// its low four bits, and avx512Const's interval rows hold interval 7 in
+// lanes 8-15 (see there), so every lane reads ERF8's clamped interval
+// (0 for a NaN) or a lane the small form replaces.
 #define ERF16 \
 	VPANDD Z29, Z0, Z1 \
 	VPXORD Z1, Z0, Z0 \
@@ -321,8 +344,6 @@ sumExpFold:
 	VMOVUPS Z_IDXMUL(R8), Z3 \
 	VFMADD213PS Z_IDXADD(R8), Z2, Z3 \
 	VCVTTPS2DQ Z3, Z3 \
-	VPMAXSD Z27, Z3, Z3 \
-	VPMINSD Z_IDXMAX(R8), Z3, Z3 \
 	VPERMPS Z_CENTRE(R8), Z3, Z4 \
 	VSUBPS Z4, Z2, Z4 \
 	VPERMPS Z_Q0(R8), Z3, Z5 \
@@ -353,8 +374,7 @@ sumExpFold:
 
 #define ERF_CONSTS16 \
 	VMOVUPS Z_ABS(R8), Z29 \
-	VMOVUPS Z_TOP(R8), Z28 \
-	VPXORD Z27, Z27, Z27
+	VMOVUPS Z_TOP(R8), Z28
 
 // NEXT16 ends a loop body over CX (> 0) elements, which starts at top with
 // K1 set for its first block: all ones, or TAILK's mask when CX < 16. It

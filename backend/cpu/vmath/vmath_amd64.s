@@ -40,6 +40,8 @@
 #define K_KSUB 1088
 #define K_I128 1120
 #define K_MINNORM 1152
+#define K_KMINF 1184
+#define K_KRANGE 1216
 
 // EXP_REDUCE: X holds the clamped argument. T = x/ln2 + magic (k in its
 // low bits), K = k as a float, X = x - k·ln2Hi (exact). R8 = avxConst.
@@ -49,8 +51,8 @@
 	VSUBPS K_MAGIC(R8), T, K \
 	VFNMADD231PS K_LN2HI(R8), K, X
 
-// EXP_FINISH: from EXP_REDUCE's X, T, K, P = e^x; X, T, K are clobbered,
-// and the flags; LM and LD are two labels unique to the use.
+// EXP_FINISH: from EXP_REDUCE's X, T, K, P = e^x; X, T, K and E are
+// clobbered, and the flags; LF and LD are two labels unique to the use.
 // r = X - k·ln2Lo, p = 1 + (r + r²·P(r)), then p·2^k1·2^k2 with k1 = k>>1,
 // k2 = k - k1 (so 2^k past the float32 exponent range still works).
 // Where k < -150 the product is below half the smallest subnormal (p <
@@ -59,9 +61,9 @@
 // cores compute through a microcode assist costing about as much as a
 // whole block of eight.
 //
-// Where -150 ≤ k ≤ -126 in some lane (the VPTEST; rare outside softmax's
-// tails) the result may be subnormal, and the last multiply would take
-// the assist: those blocks compute it as an FMA that adds 2^-126,
+// Where -150 ≤ k ≤ -126 the result may be subnormal, and the last
+// multiply would take the assist: the blocks with such a lane (rare
+// outside softmax's tails) compute it as an FMA that adds 2^-126,
 //
 //	q = p·2^k1·2^k2 + 2^-126 (one rounding; p·2^k1 and 2^k2 normal),
 //
@@ -74,21 +76,36 @@
 // multiply gives, with no subnormal in or out. The other lanes add +0 and
 // subtract nothing: the multiply's bits (p·2^k1·2^k2 + 0 is rounded once,
 // and is positive, +Inf or NaN; a NaN's exponent field sums to 255 or more).
-#define EXP_FINISH(X, T, K, P, LM, LD) \
+//
+// The common blocks take a shorter road to the same bits (E is one more
+// register clobbered; the labels LF, LD): where every lane has k ≤ -151
+// (and no NaN) or -125 ≤ k ≤ 127, p·2^k is normal (p in [0.707, 1.415))
+// or rounds to +0, and the exponent field of p plus k gives it exactly:
+// t's bits shifted left by 23 are k's (magic's low nine bits are zero), one
+// VPADDD adds them to p's, and the lanes with k ≤ -151 are zeroed. The
+// test takes two compares, a subtraction and an AND on k as a float (the
+// lanes with k > -151 or NaN; those with |k - 1| < 126.5) and a VPTEST
+// (its carry: no lane in the first and not the second); other blocks (the subnormal band,
+// k = 128, a NaN) run the FMA form above, which gives the multiply's bits in
+// every lane.
+#define EXP_FINISH(X, T, K, P, E, LF, LD) \
 	VFNMADD231PS K_LN2LO(R8), K, X \
-	VPSUBD K_MAGIC(R8), T, T \
-	VMULPS X, X, K \
+	VMULPS X, X, E \
 	VMOVUPS K_P0(R8), P \
 	VFMADD213PS K_P1(R8), X, P \
 	VFMADD213PS K_P2(R8), X, P \
 	VFMADD213PS K_P3(R8), X, P \
 	VFMADD213PS K_P4(R8), X, P \
-	VFMADD213PS X, K, P \
+	VFMADD213PS X, E, P \
 	VADDPS K_ONE(R8), P, P \
+	VCMPPS $6, K_KMINF(R8), K, X \
+	VSUBPS K_ONE(R8), K, E \
+	VANDPS K_ABS(R8), E, E \
+	VCMPPS $1, K_KRANGE(R8), E, E \
+	VPTEST X, E \
+	JCS LF \
+	VPSUBD K_MAGIC(R8), T, T \
 	VPCMPGTD K_KMIN(R8), T, X \
-	VMOVDQU K_KSUB(R8), K \
-	VPCMPGTD T, K, K \
-	VPTEST X, K \
 	VPSRAD $1, T, K \
 	VPSUBD K, T, T \
 	VPADDD K_BIAS(R8), K, K \
@@ -97,7 +114,6 @@
 	VPSLLD $23, T, T \
 	VPAND X, T, T \
 	VMULPS K, P, P \
-	JZ LM \
 	VPSRLD $23, P, X \
 	VPSRLD $23, T, K \
 	VPADDD K, X, X \
@@ -107,8 +123,10 @@
 	VFMADD213PS X, T, P \
 	VPSUBD X, P, P \
 	JMP LD \
-LM: \
-	VMULPS T, P, P \
+LF: \
+	VPSLLD $23, T, T \
+	VPADDD T, P, P \
+	VANDPS X, P, P \
 LD:
 
 // func expAVX2(dst, src *float32, n int, consts *[8]float32)
@@ -133,8 +151,8 @@ exp2:
 	VMINPS Y4, Y15, Y4
 	EXP_REDUCE(Y0, Y1, Y2)
 	EXP_REDUCE(Y4, Y5, Y6)
-	EXP_FINISH(Y0, Y1, Y2, Y3, expM1, expD1)
-	EXP_FINISH(Y4, Y5, Y6, Y7, expM2, expD2)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y8, expM1, expD1)
+	EXP_FINISH(Y4, Y5, Y6, Y7, Y9, expM2, expD2)
 	VMOVUPS Y3, (DI)
 	VMOVUPS Y7, 32(DI)
 	ADDQ $64, SI
@@ -149,7 +167,7 @@ exp1:
 	VMAXPS Y0, Y14, Y0
 	VMINPS Y0, Y15, Y0
 	EXP_REDUCE(Y0, Y1, Y2)
-	EXP_FINISH(Y0, Y1, Y2, Y3, expM3, expD3)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y8, expM3, expD3)
 	VMOVUPS Y3, (DI)
 
 expDone:
@@ -175,7 +193,7 @@ expDone:
 	VANDPS B, C, C \
 	EXP_REDUCE(I, A, B) \
 	VADDPS C, I, I \
-	EXP_FINISH(I, A, B, O, LM, LD)
+	EXP_FINISH(I, A, B, O, C, LM, LD)
 
 // EXPSHIFT8 is EXPSHIFT8R from Y0 into Y4 (Y1-Y3 clobbered).
 #define EXPSHIFT8(LM, LD) EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4, LM, LD)
@@ -298,8 +316,8 @@ sumExp2:
 	VMINPS Y4, Y15, Y4
 	EXP_REDUCE(Y0, Y1, Y2)
 	EXP_REDUCE(Y4, Y5, Y6)
-	EXP_FINISH(Y0, Y1, Y2, Y3, sumExpM1, sumExpD1)
-	EXP_FINISH(Y4, Y5, Y6, Y7, sumExpM2, sumExpD2)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y8, sumExpM1, sumExpD1)
+	EXP_FINISH(Y4, Y5, Y6, Y7, Y9, sumExpM2, sumExpD2)
 	VADDPS Y3, Y10, Y10
 	VADDPS Y7, Y11, Y11
 	ADDQ $64, SI
@@ -314,7 +332,7 @@ sumExp1:
 	VMAXPS Y0, Y14, Y0
 	VMINPS Y0, Y15, Y0
 	EXP_REDUCE(Y0, Y1, Y2)
-	EXP_FINISH(Y0, Y1, Y2, Y3, sumExpM3, sumExpD3)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y8, sumExpM3, sumExpD3)
 	VADDPS Y3, Y10, Y10
 
 sumExpFold:
@@ -467,7 +485,7 @@ gradLoop:
 	VMAXPS Y0, Y14, Y0
 	VMINPS Y0, Y15, Y0
 	EXP_REDUCE(Y0, Y1, Y2)
-	EXP_FINISH(Y0, Y1, Y2, Y3, gradM, gradD)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y4, gradM, gradD)
 	VMULPS Y10, Y3, Y3
 	VMULPS (DX), Y3, Y3
 	VMOVUPS Y3, (DI)
@@ -509,7 +527,7 @@ ggLoop:
 	VMAXPS Y0, Y14, Y0
 	VMINPS Y0, Y15, Y0
 	EXP_REDUCE(Y0, Y1, Y2)
-	EXP_FINISH(Y0, Y1, Y2, Y3, ggM, ggD)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y4, ggM, ggD)
 	VMULPS Y12, Y3, Y3 // k·e
 	VMOVUPS (DX), Y8
 	VMULPS Y10, Y8, Y8 // m = dy·c3
