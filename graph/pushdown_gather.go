@@ -74,7 +74,7 @@ func PushDownGather(g *Graph, opset int64) (int, error) {
 		}
 		moved++
 	}
-	RemoveDeadNodes(g)
+	ps.dropUnreadConstants()
 	if err := TopoSort(g); err != nil {
 		return moved, fmt.Errorf("pushdown-gather: %w", err)
 	}
@@ -101,6 +101,8 @@ type pushState struct {
 	// pending are nodes a plan made (Reshape's new target) that go in
 	// with the moved op.
 	pending []*Node
+	// made are the constants the pass added.
+	made []string
 }
 
 // refresh recomputes readers, producers and the inferred types; it
@@ -172,6 +174,7 @@ func (ps *pushState) shapeOf(name string) ([]Dim, bool) {
 func (ps *pushState) constName(base string, v ...int64) string {
 	name := ps.fresh(base)
 	ps.g.Initializers[name] = FromInt64(v, len(v))
+	ps.made = append(ps.made, name)
 	return name
 }
 
@@ -270,6 +273,7 @@ func (ps *pushState) mergeSelections() {
 	}
 	first := map[key]string{}
 	rename := map[string]string{}
+	drop := map[*Node]bool{}
 	for _, n := range ps.g.Nodes {
 		sel, ok := ps.selectionOf(n)
 		if !ok {
@@ -278,6 +282,7 @@ func (ps *pushState) mergeSelections() {
 		k := key{n.Inputs[0], sel}
 		if f, ok := first[k]; ok && !ps.outputs[n.Outputs[0]] {
 			rename[n.Outputs[0]] = f
+			drop[n] = true
 			continue
 		}
 		first[k] = n.Outputs[0]
@@ -292,7 +297,19 @@ func (ps *pushState) mergeSelections() {
 			}
 		}
 	}
-	RemoveDeadNodes(ps.g)
+	removeNodes(ps.g, drop)
+}
+
+// dropUnreadConstants deletes the constants the pass made that nothing
+// reads any more (those of merged selections).
+func (ps *pushState) dropUnreadConstants() {
+	read := map[string]bool{}
+	forEachName(ps.g, func(name string) { read[name] = true })
+	for _, name := range ps.made {
+		if !read[name] {
+			delete(ps.g.Initializers, name)
+		}
+	}
 }
 
 // movableOp names the rule that moves a selection above n's op, or "".
