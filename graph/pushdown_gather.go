@@ -74,6 +74,7 @@ func PushDownGather(g *Graph, opset int64) (int, error) {
 		}
 		moved++
 	}
+	ps.restoreUnmoved()
 	ps.dropUnreadConstants()
 	if err := TopoSort(g); err != nil {
 		return moved, fmt.Errorf("pushdown-gather: %w", err)
@@ -103,6 +104,33 @@ type pushState struct {
 	pending []*Node
 	// made are the constants the pass added.
 	made []string
+	// canon are the Gathers rewritten into Slice (+ Squeeze).
+	canon []canonGather
+}
+
+// canonGather is a Gather and what replaced it.
+type canonGather struct {
+	gather, slice, squeeze *Node
+}
+
+// restoreUnmoved puts back each Gather whose Slice moved nowhere, so that
+// a graph the pass cannot improve is left as it was.
+func (ps *pushState) restoreUnmoved() {
+	for _, c := range ps.canon {
+		at := slices.Index(ps.g.Nodes, c.slice)
+		if at < 0 || c.slice.Inputs[0] != c.gather.Inputs[0] {
+			continue
+		}
+		if c.squeeze == nil {
+			ps.g.Nodes[at] = c.gather
+			continue
+		}
+		if ps.outputs[c.slice.Outputs[0]] || len(ps.readers[c.slice.Outputs[0]]) != 1 {
+			continue // another selection of the same rows was merged into it
+		}
+		ps.g.Nodes[at] = c.gather
+		ps.g.Nodes = slices.DeleteFunc(ps.g.Nodes, func(n *Node) bool { return n == c.squeeze })
+	}
 }
 
 // refresh recomputes readers, producers and the inferred types; it
@@ -256,6 +284,10 @@ func (ps *pushState) canonicalGathers() int {
 		if scalar {
 			repl = append(repl, &Node{Name: ps.fresh(n.Label()), OpType: "Squeeze",
 				Inputs: []string{sliced, ps.constName(sliced+"/squeeze_axes", int64(axis))}, Outputs: []string{n.Outputs[0]}})
+		}
+		ps.canon = append(ps.canon, canonGather{gather: n, slice: sl})
+		if scalar {
+			ps.canon[len(ps.canon)-1].squeeze = repl[1]
 		}
 		ps.g.Nodes = slices.Replace(ps.g.Nodes, i, i+1, repl...)
 		i += len(repl) - 1
