@@ -528,6 +528,13 @@ func (ps *pushState) planMatMul(p *Node, sel rowSel, outShape []Dim, plan []inpu
 	if !ok1 || !ok2 || len(sa) < 2 || len(sb) < 2 || R != max(len(sa), len(sb)) {
 		return nil, false
 	}
+	if len(sb) > 2 && !(sel.axis < R-2 && sel.axis-(R-len(sb)) >= 0) {
+		// A batched product (attention's scores, P·V) on its rows or
+		// columns: the CPU's kernel rounds a one-row product differently
+		// from the same row of a taller one, so it is left whole to keep
+		// the gradients bit for bit.
+		return nil, false
+	}
 	switch {
 	case sel.axis == R-2:
 		plan[0] = inputPlan{sel: rowSel{axis: len(sa) - 2, start: sel.start, end: sel.end}}
