@@ -25,8 +25,9 @@ import (
 // broadcasting (an input broadcast along the axis is read whole),
 // Dropout when it draws nothing (ratio 0, or not training),
 // LayerNormalization over later axes, Softmax and LogSoftmax over another
-// axis, MatMul on a row or batch axis of its result (or a column of B),
-// Gemm without transA, Transpose, and Reshape where the axis keeps its size
+// axis, MatMul on a row of its result (or a column of B) when B is a
+// matrix, or on a batch axis, Gemm without transA, Transpose, and Reshape
+// where the axis keeps its size
 // and the elements before it (the target's other entries are kept; the
 // axis's entry becomes the selection's length). A value that is a graph
 // output, is read by anything but selections of the same rows, or is made
@@ -673,11 +674,10 @@ func (ps *pushState) apply(p, s *Node, plan []inputPlan) {
 	var repl []*Node
 	repl = append(repl, ps.pending...)
 	ps.pending = nil
+	// The moved op keeps its name (p goes), so --split-at and profiles
+	// still find it.
 	moved := &Node{Name: p.Name, OpType: p.OpType, Domain: p.Domain, Attrs: p.Attrs,
 		Inputs: slices.Clone(p.Inputs), Outputs: []string{s.Outputs[0]}}
-	if p.Name != "" {
-		moved.Name = ps.fresh(p.Name)
-	}
 	for i, pl := range plan {
 		switch {
 		case pl.replace != "":
