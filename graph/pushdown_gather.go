@@ -19,8 +19,10 @@ import (
 // rows of its attention compute one token instead of 197, and since the
 // pass runs before autodiff, their gradients shrink with them.
 //
-// A Gather with a scalar index becomes Slice(start i, end i+1) followed by
-// Squeeze, so that every op the selection passes keeps its rank. The ops
+// A Gather with a scalar index becomes a Gather of the one-element index
+// vector (which keeps the axis) followed by Squeeze, so that every op the
+// selection passes keeps its rank; the selections the pass makes are such
+// Gathers (Slices for ranges of rows). The ops
 // it passes (all in the ai.onnx domain): elementwise ops with numpy
 // broadcasting (an input broadcast along the axis is read whole),
 // Dropout when it draws nothing (ratio 0, or not training),
@@ -58,9 +60,7 @@ func PushDownGather(g *Graph, opset int64) (int, error) {
 	if !ps.refresh() {
 		return 0, nil
 	}
-	if ps.canonicalGathers() == 0 {
-		return 0, nil
-	}
+	ps.canonicalGathers()
 	moved := 0
 	for {
 		if !ps.refresh() {
@@ -105,7 +105,8 @@ type pushState struct {
 	pending []*Node
 	// made are the constants the pass added.
 	made []string
-	// canon are the Gathers rewritten into Slice (+ Squeeze).
+	// canon are the scalar-index Gathers rewritten into a selection and a
+	// Squeeze.
 	canon []canonGather
 }
 
@@ -114,16 +115,12 @@ type canonGather struct {
 	gather, slice, squeeze *Node
 }
 
-// restoreUnmoved puts back each Gather whose Slice moved nowhere, so that
+// restoreUnmoved puts back each Gather whose selection moved nowhere, so that
 // a graph the pass cannot improve is left as it was.
 func (ps *pushState) restoreUnmoved() {
 	for _, c := range ps.canon {
 		at := slices.Index(ps.g.Nodes, c.slice)
 		if at < 0 || c.slice.Inputs[0] != c.gather.Inputs[0] {
-			continue
-		}
-		if c.squeeze == nil {
-			ps.g.Nodes[at] = c.gather
 			continue
 		}
 		if ps.outputs[c.slice.Outputs[0]] || len(ps.readers[c.slice.Outputs[0]]) != 1 {
@@ -207,14 +204,32 @@ func (ps *pushState) constName(base string, v ...int64) string {
 	return name
 }
 
-// selectionOf reports whether n is a Slice this pass can move: constant
-// bounds on one axis, step 1.
+// selectionOf reports whether n is a selection this pass can move: a
+// Slice with constant bounds on one axis and step 1, or a Gather with a
+// constant one-element index vector (which keeps the axis).
 func (ps *pushState) selectionOf(n *Node) (rowSel, bool) {
-	if !isPlain(n) || n.OpType != "Slice" || len(n.Inputs) < 3 || len(n.Outputs) != 1 {
+	if !isPlain(n) || len(n.Outputs) != 1 || len(n.Inputs) < 2 {
 		return rowSel{}, false
 	}
 	shape, ok := ps.shapeOf(n.Inputs[0])
 	if !ok {
+		return rowSel{}, false
+	}
+	if n.OpType == "Gather" {
+		idx, ok := ps.constInts(n.Inputs[1])
+		if !ok || len(idx) != 1 || ps.st.consts[n.Inputs[1]].Rank() != 1 {
+			return rowSel{}, false
+		}
+		ax, err := normAxis(n.AttrInt("axis", 0), len(shape))
+		if err != nil {
+			return rowSel{}, false
+		}
+		if d := shape[ax]; !d.Known || idx[0] >= d.Value || idx[0] < -d.Value {
+			return rowSel{}, false // out of range (or unknown): Gather's error stays
+		}
+		return oneRow(ax, idx[0]), true
+	}
+	if n.OpType != "Slice" || len(n.Inputs) < 3 {
 		return rowSel{}, false
 	}
 	starts, ok1 := ps.constInts(n.Inputs[1])
@@ -243,9 +258,31 @@ func (ps *pushState) selectionOf(n *Node) (rowSel, bool) {
 	return rowSel{axis: ax, start: starts[0], end: ends[0]}, true
 }
 
-// canonicalGathers rewrites each Gather with a constant scalar (or
-// one-element) index whose data a movable op makes into Slice (+ Squeeze
-// for a scalar index). It returns the number rewritten.
+// oneRow is the selection of index i of an axis.
+func oneRow(axis int, i int64) rowSel {
+	if i == -1 {
+		return rowSel{axis: axis, start: -1, end: math.MaxInt64}
+	}
+	return rowSel{axis: axis, start: i, end: i + 1}
+}
+
+// selectNode makes the node that selects sel's rows of in into out: a
+// Gather of a one-element index for one row (its kernel plans once and
+// allocates nothing per run), a Slice otherwise.
+func (ps *pushState) selectNode(in, out string, sel rowSel) *Node {
+	if sel.end == sel.start+1 || (sel.start == -1 && sel.end == math.MaxInt64) {
+		return &Node{Name: ps.fresh(in + "/Gather"), OpType: "Gather", Inputs: []string{in, ps.constName(out+"/index", sel.start)},
+			Outputs: []string{out}, Attrs: map[string]*Attr{"axis": IntAttr("axis", int64(sel.axis))}}
+	}
+	return &Node{Name: ps.fresh(in + "/Slice"), OpType: "Slice",
+		Inputs: []string{in, ps.constName(out+"/starts", sel.start), ps.constName(out+"/ends", sel.end),
+			ps.constName(out+"/axes", int64(sel.axis))},
+		Outputs: []string{out}}
+}
+
+// canonicalGathers rewrites each Gather with a constant scalar index whose
+// data a movable op makes into a Gather of the one-element index vector
+// (which keeps the axis) and a Squeeze. It returns the number rewritten.
 func (ps *pushState) canonicalGathers() int {
 	done := 0
 	for i := 0; i < len(ps.g.Nodes); i++ {
@@ -255,10 +292,9 @@ func (ps *pushState) canonicalGathers() int {
 		}
 		idx, ok := ps.constInts(n.Inputs[1])
 		shape, ok2 := ps.shapeOf(n.Inputs[0])
-		if !ok || !ok2 || len(idx) != 1 {
+		if !ok || !ok2 || len(idx) != 1 || ps.st.consts[n.Inputs[1]].Rank() != 0 {
 			continue
 		}
-		scalar := ps.st.consts[n.Inputs[1]].Rank() == 0
 		axis, err := normAxis(n.AttrInt("axis", 0), len(shape))
 		if err != nil {
 			continue
@@ -267,29 +303,15 @@ func (ps *pushState) canonicalGathers() int {
 		if p == nil || movableOp(p) == "" || len(ps.readers[n.Inputs[0]]) != 1 || ps.outputs[n.Inputs[0]] {
 			continue
 		}
-		start, end := idx[0], idx[0]+1
-		if d := shape[axis]; d.Known && (start >= d.Value || start < -d.Value) {
-			continue // out of range: Gather's error stays
+		if d := shape[axis]; !d.Known || idx[0] >= d.Value || idx[0] < -d.Value {
+			continue // out of range (or unknown): Gather's error stays
 		}
-		if start == -1 {
-			end = math.MaxInt64
-		}
-		sliced := n.Outputs[0]
-		if scalar {
-			sliced = ps.fresh(n.Outputs[0])
-		}
-		sl := &Node{Name: ps.fresh(n.Label()), OpType: "Slice", Inputs: []string{n.Inputs[0],
-			ps.constName(sliced+"/starts", start), ps.constName(sliced+"/ends", end), ps.constName(sliced+"/axes", int64(axis))},
-			Outputs: []string{sliced}}
-		repl := []*Node{sl}
-		if scalar {
-			repl = append(repl, &Node{Name: ps.fresh(n.Label()), OpType: "Squeeze",
-				Inputs: []string{sliced, ps.constName(sliced+"/squeeze_axes", int64(axis))}, Outputs: []string{n.Outputs[0]}})
-		}
-		ps.canon = append(ps.canon, canonGather{gather: n, slice: sl})
-		if scalar {
-			ps.canon[len(ps.canon)-1].squeeze = repl[1]
-		}
+		kept := ps.fresh(n.Outputs[0])
+		sl := ps.selectNode(n.Inputs[0], kept, oneRow(axis, idx[0]))
+		sq := &Node{Name: ps.fresh(n.Label()), OpType: "Squeeze",
+			Inputs: []string{kept, ps.constName(kept+"/squeeze_axes", int64(axis))}, Outputs: []string{n.Outputs[0]}}
+		repl := []*Node{sl, sq}
+		ps.canon = append(ps.canon, canonGather{gather: n, slice: sl, squeeze: sq})
 		ps.g.Nodes = slices.Replace(ps.g.Nodes, i, i+1, repl...)
 		i += len(repl) - 1
 		done++
@@ -685,10 +707,7 @@ func (ps *pushState) apply(p, s *Node, plan []inputPlan) {
 		case !pl.keep:
 			in := p.Inputs[i]
 			out := ps.fresh(in)
-			repl = append(repl, &Node{Name: ps.fresh(in + "/Slice"), OpType: "Slice",
-				Inputs: []string{in, ps.constName(out+"/starts", pl.sel.start), ps.constName(out+"/ends", pl.sel.end),
-					ps.constName(out+"/axes", int64(pl.sel.axis))},
-				Outputs: []string{out}})
+			repl = append(repl, ps.selectNode(in, out, pl.sel))
 			moved.Inputs[i] = out
 		}
 	}
