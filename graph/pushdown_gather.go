@@ -57,18 +57,21 @@ func PushDownGather(g *Graph, opset int64) (int, error) {
 	for name := range g.Initializers {
 		ps.names[name] = true
 	}
-	if !ps.refresh() {
-		return 0, nil
+	if err := TopoSort(g); err != nil {
+		return 0, nil // not this pass's error to report: the graph is left alone
 	}
+	// Types are inferred once; the nodes the pass makes get theirs as
+	// they are made (in an order where their inputs are typed), and the
+	// order stays topological: new nodes take the place of the op they
+	// replace, and merged selections read the first of them.
+	ps.st, _ = inferGraph(g, opset, nil, true) // partial types are fine: what is unknown is not moved
+	ps.index()
 	ps.canonicalGathers()
 	moved := 0
 	for {
-		if !ps.refresh() {
-			break
-		}
-		ps.mergeSelections()
-		if !ps.refresh() {
-			break
+		ps.index()
+		if ps.mergeSelections() {
+			ps.index()
 		}
 		if !ps.pushOne() {
 			break
@@ -131,13 +134,8 @@ func (ps *pushState) restoreUnmoved() {
 	}
 }
 
-// refresh recomputes readers, producers and the inferred types; it
-// reports false when the graph cannot be ordered.
-func (ps *pushState) refresh() bool {
-	if err := TopoSort(ps.g); err != nil {
-		return false
-	}
-	ps.st, _ = inferGraph(ps.g, ps.opset, nil, true) // partial types are fine: what is unknown is not moved
+// index recomputes the readers and producers of every value.
+func (ps *pushState) index() {
 	ps.readers = map[string][]*Node{}
 	ps.prod = map[string]*Node{}
 	ps.outputs = map[string]bool{}
@@ -159,7 +157,13 @@ func (ps *pushState) refresh() bool {
 	for _, o := range ps.g.Outputs {
 		ps.outputs[o.Name] = true
 	}
-	return true
+}
+
+// typeNew infers the types of nodes the pass made.
+func (ps *pushState) typeNew(nodes ...*Node) {
+	for _, n := range nodes {
+		_ = ps.st.inferNode(n) // what stays unknown is not moved further
+	}
 }
 
 // fresh returns a new value name derived from base.
@@ -199,7 +203,10 @@ func (ps *pushState) shapeOf(name string) ([]Dim, bool) {
 // constName adds an int64 constant vector and returns its name.
 func (ps *pushState) constName(base string, v ...int64) string {
 	name := ps.fresh(base)
-	ps.g.Initializers[name] = FromInt64(v, len(v))
+	t := FromInt64(v, len(v))
+	ps.g.Initializers[name] = t
+	ps.st.types[name] = typeOfTensor(t)
+	ps.st.setConst(name, t)
 	ps.made = append(ps.made, name)
 	return name
 }
@@ -311,6 +318,7 @@ func (ps *pushState) canonicalGathers() int {
 		sq := &Node{Name: ps.fresh(n.Label()), OpType: "Squeeze",
 			Inputs: []string{kept, ps.constName(kept+"/squeeze_axes", int64(axis))}, Outputs: []string{n.Outputs[0]}}
 		repl := []*Node{sl, sq}
+		ps.typeNew(repl...)
 		ps.canon = append(ps.canon, canonGather{gather: n, slice: sl, squeeze: sq})
 		ps.g.Nodes = slices.Replace(ps.g.Nodes, i, i+1, repl...)
 		i += len(repl) - 1
@@ -320,8 +328,9 @@ func (ps *pushState) canonicalGathers() int {
 }
 
 // mergeSelections makes selections of the same rows of the same value read
-// one Slice: the duplicates' readers read the first.
-func (ps *pushState) mergeSelections() {
+// one node: the duplicates' readers read the first. It reports whether
+// it merged any.
+func (ps *pushState) mergeSelections() bool {
 	type key struct {
 		in  string
 		sel rowSel
@@ -343,7 +352,7 @@ func (ps *pushState) mergeSelections() {
 		first[k] = n.Outputs[0]
 	}
 	if len(rename) == 0 {
-		return
+		return false
 	}
 	for _, n := range ps.g.Nodes {
 		for i, in := range n.Inputs {
@@ -353,6 +362,7 @@ func (ps *pushState) mergeSelections() {
 		}
 	}
 	removeNodes(ps.g, drop)
+	return true
 }
 
 // dropUnreadConstants deletes the constants the pass made that nothing
@@ -712,6 +722,7 @@ func (ps *pushState) apply(p, s *Node, plan []inputPlan) {
 		}
 	}
 	repl = append(repl, moved)
+	ps.typeNew(repl...)
 	at := slices.Index(ps.g.Nodes, p)
 	ps.g.Nodes = slices.Replace(ps.g.Nodes, at, at+1, repl...)
 	ps.g.Nodes = slices.DeleteFunc(ps.g.Nodes, func(n *Node) bool { return n == s })
