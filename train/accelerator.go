@@ -59,6 +59,8 @@ type AcceleratorConfig struct {
 	PrimitivesOnly bool
 	// Tuning builds models with ProgramConfig.Tuning.
 	Tuning backend.Tuning
+	// NoPushDownGather builds models with ProgramConfig.NoPushDownGather.
+	NoPushDownGather bool
 	// FusedStep runs each optimizer step as one Run of one program: the
 	// optimizer's update of every parameter inside the training step,
 	// right after its gradient is final (program_step.go), with no
@@ -441,7 +443,8 @@ func (a *Accelerator) PrepareModel(m *graph.Model, loss LossConfig, opts ModelOp
 	}
 	prog, err := Build(m, ProgramConfig{Loss: loss, TrainOnly: re, Backend: a.cfg.Backend, Seed: a.cfg.Seed,
 		SyncBatchNorm: a.cfg.SyncBatchNorm && a.NumProcesses() > 1, MixedPrecision: a.cfg.MixedPrecision, Recompute: a.cfg.Recompute,
-		GradSums: gradSums, DataParallel: dp, Zero: zc, PrimitivesOnly: a.cfg.PrimitivesOnly, Tuning: a.cfg.Tuning, FusedUpdate: a.cfg.FusedStep})
+		GradSums: gradSums, DataParallel: dp, Zero: zc, PrimitivesOnly: a.cfg.PrimitivesOnly, Tuning: a.cfg.Tuning, FusedUpdate: a.cfg.FusedStep,
+		NoPushDownGather: a.cfg.NoPushDownGather})
 	if err != nil {
 		return nil, err
 	}

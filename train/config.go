@@ -174,6 +174,11 @@ type Config struct {
 	// Tuning is passed to every compile (backend.Tuning: the Winograd
 	// policy, the memory plan); commands fill it from the environment.
 	Tuning backend.Tuning `yaml:"-"`
+	// NoPushDownGather leaves the pushdown-gather pass out of the training
+	// step (ProgramConfig.NoPushDownGather): tests that compare the step
+	// with a pipeline's stages, which do not run it, compare the same
+	// arithmetic.
+	NoPushDownGather bool `yaml:"-"`
 
 	// ForceUnlock takes over --output's lock file whoever holds it (a job
 	// on another host that is known to be gone; see outputdir.go).

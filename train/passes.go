@@ -14,6 +14,7 @@ const (
 	passPromoteState     = "promote-state"
 	passAddLoss          = "add-loss"
 	passSyncBatchNorm    = "sync-batchnorm"
+	passPushDownGather   = "pushdown-gather"
 	passLowerAutodiff    = "lower-for-autodiff"
 	passDropoutMasks     = "dropout-masks"
 	passAutoCast         = "autocast"
@@ -37,7 +38,8 @@ type trainBuild struct {
 // trainingPasses are the passes that turn the model's graph into the
 // training step's, in order, with their constraints (checked by
 // passes.New): parameters and buffers become state inputs, the loss and
-// its scale are added, BatchNorm is synchronised across processes, ops
+// its scale are added, BatchNorm is synchronised across processes, rows
+// the outputs never read are left out of the forward pass, ops
 // without gradient rules are lowered, Dropout gets its mask, the forward
 // pass is autocast, autodiff appends the backward pass, each gradient is
 // reported where it is final (and summed in place), the state updates
@@ -63,6 +65,14 @@ func (p *Program) trainingPasses(b *trainBuild) []passes.Pass {
 					return 0, nil
 				}
 				return SyncBatchNorm(g, env.Opset)
+			}},
+		{Name: passPushDownGather, Doc: "a Gather or Slice of constant rows moves above the row-by-row ops that make its input, so that they compute those rows only (graph.PushDownGather)",
+			After: []string{passPromoteState, passAddLoss}, Before: []string{passLowerAutodiff, passDropoutMasks, passAutoCast, passAutodiff},
+			Run: func(g *graph.Graph, env *passes.Env) (int, error) {
+				if p.cfg.NoPushDownGather {
+					return 0, nil
+				}
+				return graph.PushDownGather(g, env.Opset)
 			}},
 		{Name: passLowerAutodiff, Doc: "ops with no gradient rule but a lowering lowered, so that autodiff needs rules for primitives only",
 			Run: func(g *graph.Graph, env *passes.Env) (int, error) { return 0, graph.LowerForAutodiff(g, env.Opset) }},

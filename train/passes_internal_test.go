@@ -18,7 +18,7 @@ func TestTrainingPassesOrder(t *testing.T) {
 	list := p.trainingPasses(&trainBuild{})
 	pl, err := passes.New("training step", list...)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"promote-state", "add-loss", "sync-batchnorm", "lower-for-autodiff", "dropout-masks", "autocast",
+	assert.Equal(t, []string{"promote-state", "add-loss", "sync-batchnorm", "pushdown-gather", "lower-for-autodiff", "dropout-masks", "autocast",
 		"autodiff", "place-gradients", "state-outputs", "recompute", "topo-sort", "check-collectives"}, pl.Names())
 	at := map[string]int{}
 	for i, ps := range list {

@@ -95,6 +95,10 @@ type ProgramConfig struct {
 	// AllGatherParams available (program_zero.go); stage 1 needs GradSums,
 	// stage 2 refuses it.
 	Zero *ZeroConfig
+	// NoPushDownGather leaves out the pushdown-gather pass: the forward
+	// pass computes every row of the values whose rows a Gather or Slice
+	// selects (the results are the same; tests compare the two).
+	NoPushDownGather bool
 }
 
 // Parameter is a trainable tensor of the model.

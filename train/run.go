@@ -157,6 +157,7 @@ func (r *runner) startAccelerator(group *distrib.Group) error {
 	}
 	acc.cfg.PrimitivesOnly = cfg.PrimitivesOnly
 	acc.cfg.Tuning = cfg.Tuning
+	acc.cfg.NoPushDownGather = cfg.NoPushDownGather
 	r.acc = acc
 	if !acc.IsMainProcess() {
 		// Only the main process logs and writes; the others train quietly.

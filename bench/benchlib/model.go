@@ -24,6 +24,9 @@ import (
 type ModelOptions struct {
 	// Tuning is passed to every compile (backend.Tuning).
 	Tuning backend.Tuning
+	// NoPushDownGather builds the step without the pushdown-gather pass
+	// (train.ProgramConfig.NoPushDownGather).
+	NoPushDownGather bool
 	// Model is the ONNX file (exported in training mode for training).
 	Model string
 	// BatchSize is the size given to the symbolic first dimension of the
@@ -475,7 +478,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 	_, fusable := opt.(optim.Fuser)
 	fused := fusable && !o.SeparateUpdate && o.MixedPrecision != "fp16"
 	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: o.Backend, Seed: o.Seed, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision,
-		GradSums: !fused, FusedUpdate: fused, Tuning: o.Tuning})
+		GradSums: !fused, FusedUpdate: fused, Tuning: o.Tuning, NoPushDownGather: o.NoPushDownGather})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Model, err)
 	}

@@ -151,6 +151,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	opts := f.model
 	opts.Dims = dims
 	opts.Tuning = tuningOrDefault()
+	opts.NoPushDownGather = noPushDownGather()
 	opts.CheckModel = func(m *graph.Model) error { return checkBenchInputsFit(m, opts.BatchSize, dims) } // bench_fits.go
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)

@@ -29,6 +29,7 @@ func newTrainCmd() *cobra.Command {
 				cmd.Flags().Visit(func(f *pflag.Flag) { applyFlag(&final, &cfg, f.Name) })
 			}
 			final.Tuning = tuningOrDefault()
+			final.NoPushDownGather = noPushDownGather()
 			ctx, stopper, release := trapStopSignals(cmd.Context()) // signal.go
 			defer release()
 			_, err := train.Run(ctx, final, cmd.OutOrStdout(), cmd.ErrOrStderr())

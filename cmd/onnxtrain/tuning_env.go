@@ -19,7 +19,18 @@ const (
 	// envNoMemPlan, when set to anything but "" or "0", turns the memory
 	// plan off.
 	envNoMemPlan = "ONNXTRAIN_NO_MEMPLAN"
+	// envNoPushDownGather, when set to anything but "" or "0", leaves the
+	// pushdown-gather pass out of the training step
+	// (train.Config.NoPushDownGather): the step then computes every row
+	// of ViT's last block, as before the pass; benchmarks compare the two.
+	envNoPushDownGather = "ONNXTRAIN_NO_PUSHDOWN_GATHER"
 )
+
+// noPushDownGather reads envNoPushDownGather.
+func noPushDownGather() bool {
+	v := os.Getenv(envNoPushDownGather)
+	return v != "" && v != "0"
+}
 
 // envTuning reads the compile options from the environment; a bad value
 // is an error that names the variable.

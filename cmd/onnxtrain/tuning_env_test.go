@@ -32,4 +32,9 @@ func TestTuningEnv(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, got.NoMemoryPlan, v)
 	}
+	t.Setenv(envNoMemPlan, "")
+	for v, want := range map[string]bool{"": false, "0": false, "1": true} {
+		t.Setenv(envNoPushDownGather, v)
+		assert.Equal(t, want, noPushDownGather(), "%s=%q", envNoPushDownGather, v)
+	}
 }

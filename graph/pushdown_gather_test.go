@@ -1,0 +1,227 @@
+package graph
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rowsGraph is x[batch,5,4] → MatMul(w[4,6]) → Add(bias[6]) → Relu →
+// Gather(index 0, axis 1) → out[batch,6], the head of a ViT reading its
+// class token. extra, when set, is a node added after the Relu.
+func rowsGraph(extra ...*Node) *Graph {
+	g := NewGraph("rows")
+	f32 := func(dims ...Dim) *Type {
+		return &Type{Kind: KindTensor, DType: Float32, HasShape: true, Shape: dims}
+	}
+	batch := Dim{Param: "batch"}
+	g.Inputs = []*ValueInfo{{Name: "x", Type: f32(batch, knownDim(5), knownDim(4))}}
+	g.Initializers = map[string]*Tensor{
+		"w":    Zeros(Float32, 4, 6),
+		"bias": Zeros(Float32, 6),
+		"zero": FromInt64([]int64{0}),
+	}
+	g.Initializers["zero"].Shape = nil // a scalar index
+	g.Nodes = []*Node{
+		{Name: "mm", OpType: "MatMul", Inputs: []string{"x", "w"}, Outputs: []string{"h"}},
+		{Name: "add", OpType: "Add", Inputs: []string{"h", "bias"}, Outputs: []string{"y"}},
+		{Name: "relu", OpType: "Relu", Inputs: []string{"y"}, Outputs: []string{"z"}},
+	}
+	g.Nodes = append(g.Nodes, extra...)
+	g.Nodes = append(g.Nodes, &Node{Name: "cls", OpType: "Gather", Inputs: []string{"z", "zero"}, Outputs: []string{"out"},
+		Attrs: map[string]*Attr{"axis": IntAttr("axis", 1)}})
+	g.Outputs = []*ValueInfo{{Name: "out"}}
+	return g
+}
+
+// producerOf returns the node that writes name.
+func producerOf(g *Graph, name string) *Node { return g.Producers()[name] }
+
+// TestPushDownGatherMovesAboveRowOps: the class-token Gather becomes a
+// Gather of x's row 0 (index vector [0]: the axis stays) read by the
+// MatMul, the Add and the Relu work on that row, and a Squeeze gives the
+// output its shape.
+func TestPushDownGatherMovesAboveRowOps(t *testing.T) {
+	g := rowsGraph()
+	moved, err := PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Equal(t, 3, moved)
+	sq := producerOf(g, "out")
+	require.NotNil(t, sq)
+	assert.Equal(t, "Squeeze", sq.OpType)
+	relu := producerOf(g, sq.Inputs[0])
+	require.Equal(t, "Relu", relu.OpType)
+	add := producerOf(g, relu.Inputs[0])
+	require.Equal(t, "Add", add.OpType)
+	assert.Equal(t, "bias", add.Inputs[1], "the bias broadcasts along the rows: read whole")
+	mm := producerOf(g, add.Inputs[0])
+	require.Equal(t, "MatMul", mm.OpType)
+	assert.Equal(t, "w", mm.Inputs[1])
+	sel := producerOf(g, mm.Inputs[0])
+	require.Equal(t, "Gather", sel.OpType)
+	assert.Equal(t, "x", sel.Inputs[0])
+	assert.Equal(t, []int64{0}, g.Initializers[sel.Inputs[1]].Int64s())
+	assert.Equal(t, []int{1}, g.Initializers[sel.Inputs[1]].Shape)
+	assert.Equal(t, int64(1), sel.AttrInt("axis", 0))
+	for _, n := range g.Nodes {
+		for _, in := range n.Inputs {
+			assert.NotEqual(t, "z", in, "%s reads the whole Relu output", n.Label())
+		}
+	}
+	types, err := InferShapes(g, 17, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "float32[batch,6]", types["out"].String())
+	assert.Equal(t, "float32[batch,1,6]", types[mm.Outputs[0]].String())
+	assert.Len(t, g.Nodes, 5) // Gather, MatMul, Add, Relu, Squeeze
+}
+
+// TestPushDownGatherMovesSliceRange: a Slice of rows 1..3 moves as a Slice.
+func TestPushDownGatherMovesSliceRange(t *testing.T) {
+	g := rowsGraph()
+	cls := g.Nodes[len(g.Nodes)-1]
+	g.Initializers["s"], g.Initializers["e"], g.Initializers["a"] = FromInt64([]int64{1}, 1), FromInt64([]int64{3}, 1), FromInt64([]int64{-2}, 1)
+	*cls = Node{Name: "rows", OpType: "Slice", Inputs: []string{"z", "s", "e", "a"}, Outputs: []string{"out"}}
+	moved, err := PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Equal(t, 3, moved)
+	relu := producerOf(g, "out")
+	require.Equal(t, "Relu", relu.OpType)
+	sl := producerOf(g, producerOf(g, producerOf(g, relu.Inputs[0]).Inputs[0]).Inputs[0])
+	require.Equal(t, "Slice", sl.OpType)
+	assert.Equal(t, "x", sl.Inputs[0])
+	for i, want := range []int64{1, 3, 1} { // starts, ends, axes
+		assert.Equal(t, []int64{want}, g.Initializers[sl.Inputs[1+i]].Int64s(), "Slice input %d", 1+i)
+	}
+	types, err := InferShapes(g, 17, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "float32[batch,2,6]", types["out"].String())
+}
+
+// TestPushDownGatherStops: where a value has another reader, is made by an
+// op that mixes rows or draws random numbers, or is broadcast along the
+// axis, the selection stops there (or the input is read whole).
+func TestPushDownGatherStops(t *testing.T) {
+	t.Run("another reader", func(t *testing.T) {
+		// The Relu's input y is also reduced over every row: the Relu
+		// moves, the Add does not.
+		g := rowsGraph(&Node{Name: "sum", OpType: "ReduceSum", Inputs: []string{"y"}, Outputs: []string{"s"}})
+		g.Outputs = append(g.Outputs, &ValueInfo{Name: "s"})
+		moved, err := PushDownGather(g, 17)
+		require.NoError(t, err)
+		assert.Equal(t, 1, moved)
+		relu := producerOf(g, producerOf(g, "out").Inputs[0])
+		require.Equal(t, "Relu", relu.OpType)
+		sel := producerOf(g, relu.Inputs[0])
+		require.Equal(t, "Gather", sel.OpType)
+		assert.Equal(t, "y", sel.Inputs[0])
+		assert.Equal(t, "Add", producerOf(g, "y").OpType)
+	})
+	t.Run("graph output", func(t *testing.T) {
+		g := rowsGraph()
+		g.Outputs = append(g.Outputs, &ValueInfo{Name: "z"})
+		moved, err := PushDownGather(g, 17)
+		require.NoError(t, err)
+		assert.Zero(t, moved)
+		assert.Equal(t, "Gather", producerOf(g, "out").OpType, "left as it was")
+	})
+	t.Run("softmax over the axis", func(t *testing.T) {
+		g := rowsGraph(&Node{Name: "sm", OpType: "Softmax", Inputs: []string{"z"}, Outputs: []string{"p"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", 1)}})
+		g.Nodes[len(g.Nodes)-1].Inputs[0] = "p"
+		moved, err := PushDownGather(g, 17)
+		require.NoError(t, err)
+		assert.Zero(t, moved)
+		assert.Equal(t, "Gather", producerOf(g, "out").OpType)
+	})
+	t.Run("softmax over another axis", func(t *testing.T) {
+		g := rowsGraph(&Node{Name: "sm", OpType: "Softmax", Inputs: []string{"z"}, Outputs: []string{"p"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", -1)}})
+		g.Nodes[len(g.Nodes)-1].Inputs[0] = "p"
+		moved, err := PushDownGather(g, 17)
+		require.NoError(t, err)
+		assert.Equal(t, 4, moved)
+	})
+	t.Run("dropout that draws", func(t *testing.T) {
+		g := rowsGraph(&Node{Name: "drop", OpType: "Dropout", Inputs: []string{"z", "ratio", "train"}, Outputs: []string{"d"}})
+		g.Initializers["ratio"] = FromFloat32([]float32{0.5})
+		g.Initializers["ratio"].Shape = nil
+		g.Initializers["train"] = FromBool([]bool{true})
+		g.Initializers["train"].Shape = nil
+		g.Nodes[len(g.Nodes)-1].Inputs[0] = "d"
+		moved, err := PushDownGather(g, 17)
+		require.NoError(t, err)
+		assert.Zero(t, moved, "a smaller Dropout would draw other random numbers")
+		g.Initializers["ratio"].Float32s()[0] = 0
+		moved, err = PushDownGather(g, 17)
+		require.NoError(t, err)
+		assert.Equal(t, 4, moved, "ratio 0 draws nothing")
+	})
+	t.Run("broadcast along the axis", func(t *testing.T) {
+		// c[1,1,6] broadcasts along the rows: it is read whole.
+		g := rowsGraph(&Node{Name: "addc", OpType: "Add", Inputs: []string{"z", "c"}, Outputs: []string{"zc"}})
+		g.Initializers["c"] = Zeros(Float32, 1, 1, 6)
+		g.Nodes[len(g.Nodes)-1].Inputs[0] = "zc"
+		moved, err := PushDownGather(g, 17)
+		require.NoError(t, err)
+		assert.Equal(t, 4, moved)
+		addc := producerOf(g, producerOf(g, "out").Inputs[0])
+		require.Equal(t, "Add", addc.OpType)
+		assert.Equal(t, "c", addc.Inputs[1])
+	})
+	t.Run("out of range index", func(t *testing.T) {
+		g := rowsGraph()
+		g.Initializers["zero"].Int64s()[0] = 5 // x has 5 rows: Gather's own error stays
+		moved, err := PushDownGather(g, 17)
+		require.NoError(t, err)
+		assert.Zero(t, moved)
+		assert.Equal(t, "Gather", producerOf(g, "out").OpType)
+	})
+	t.Run("malformed transpose", func(t *testing.T) {
+		// A perm of the wrong length is not this pass's error to report:
+		// the graph is left alone for the compiler to refuse.
+		g := rowsGraph(&Node{Name: "tr", OpType: "Transpose", Inputs: []string{"z"}, Outputs: []string{"tz"}, Attrs: map[string]*Attr{"perm": IntsAttr("perm", 0, 1)}})
+		g.Nodes[len(g.Nodes)-1].Inputs[0] = "tz"
+		_, err := PushDownGather(g, 17)
+		require.NoError(t, err)
+		assert.Equal(t, "Transpose", producerOf(g, "tz").OpType)
+	})
+	t.Run("old opset", func(t *testing.T) {
+		g := rowsGraph()
+		moved, err := PushDownGather(g, 11)
+		require.NoError(t, err)
+		assert.Zero(t, moved)
+	})
+}
+
+// TestPushDownGatherMergesResidual: a residual stream read by both
+// branches of a block (LayerNorm → MatMul, and the skip Add) is selected
+// once, so the selection moves on above the block's input Add.
+func TestPushDownGatherMergesResidual(t *testing.T) {
+	g := NewGraph("block")
+	g.Inputs = []*ValueInfo{
+		{Name: "a", Type: &Type{Kind: KindTensor, DType: Float32, HasShape: true, Shape: []Dim{{Param: "batch"}, knownDim(5), knownDim(4)}}},
+		{Name: "b", Type: &Type{Kind: KindTensor, DType: Float32, HasShape: true, Shape: []Dim{{Param: "batch"}, knownDim(5), knownDim(4)}}},
+	}
+	g.Initializers = map[string]*Tensor{"w": Zeros(Float32, 4, 4), "scale": Zeros(Float32, 4), "shift": Zeros(Float32, 4),
+		"idx": FromInt64([]int64{0}, 1)}
+	g.Nodes = []*Node{
+		{Name: "res", OpType: "Add", Inputs: []string{"a", "b"}, Outputs: []string{"r"}},
+		{Name: "ln", OpType: "LayerNormalization", Inputs: []string{"r", "scale", "shift"}, Outputs: []string{"n"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", -1)}},
+		{Name: "mm", OpType: "MatMul", Inputs: []string{"n", "w"}, Outputs: []string{"m"}},
+		{Name: "skip", OpType: "Add", Inputs: []string{"r", "m"}, Outputs: []string{"y"}},
+		{Name: "cls", OpType: "Gather", Inputs: []string{"y", "idx"}, Outputs: []string{"out"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", 1)}},
+	}
+	g.Outputs = []*ValueInfo{{Name: "out"}}
+	moved, err := PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Equal(t, 4, moved)
+	var selected []string
+	for _, n := range g.Nodes {
+		if n.OpType == "Gather" {
+			selected = append(selected, n.Inputs[0])
+		}
+	}
+	assert.ElementsMatch(t, []string{"a", "b"}, selected, "one selection of each of the block's inputs")
+	types, err := InferShapes(g, 17, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "float32[batch,1,4]", types["out"].String(), "a one-element index keeps the axis")
+}
