@@ -172,30 +172,18 @@ func BenchmarkAttentionCausalGPT(b *testing.B) {
 	qc := randF32(r, BH, T, D)
 	p := lowerTriangular(r, BH, T)
 	ctx := &kern.Context{Opset: 17}
-	heads := viewSteps{perm: []int64{1, 0, 2}}
-	headsT := viewSteps{perm: []int64{1, 2, 0}}
 	flop := float64(2 * BH * T * T * D)
-	cases := []struct {
-		name  string
-		grad  int64
-		permY []int64
-		bases []*graph.Tensor
-		steps []viewSteps
-		hint  *graph.Attr
-	}{
-		{"qkT", 0, nil, []*graph.Tensor{qc, k}, []viewSteps{{}, headsT}, graph.IntAttr(graph.CausalLowerYAttr, 1)},
-		{"pv", 0, []int64{1, 0, 2}, []*graph.Tensor{p, k}, []viewSteps{{}, heads}, graph.IntsAttr(graph.CausalLowerAttr, 0)},
-		{"dP", 1, nil, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}, graph.IntAttr(graph.CausalLowerYAttr, 1)},
-		{"dV", 2, []int64{1, 0, 2}, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}, graph.IntsAttr(graph.CausalLowerAttr, 1)},
-		{"dQ", 1, nil, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}, graph.IntsAttr(graph.CausalLowerAttr, 0)},
-		{"dK", 2, []int64{2, 0, 1}, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}, graph.IntsAttr(graph.CausalLowerAttr, 0)},
-	}
-	for _, c := range cases {
+	cases := attentionProducts(q, k, qc, p)
+	// The hints the mark-causal-attention pass gives each product.
+	hints := []*graph.Attr{graph.IntAttr(graph.CausalLowerYAttr, 1), graph.IntsAttr(graph.CausalLowerAttr, 0),
+		graph.IntAttr(graph.CausalLowerYAttr, 1), graph.IntsAttr(graph.CausalLowerAttr, 1),
+		graph.IntsAttr(graph.CausalLowerAttr, 0), graph.IntsAttr(graph.CausalLowerAttr, 0)}
+	for ci, c := range cases {
 		for _, bs := range []int{24, 32, 48, 64} {
 			b.Run(c.name+"/block"+itoa(bs), func(b *testing.B) {
 				whole := permutedNode(c.grad, c.permY, c.bases, c.steps)
 				cut := permutedNode(c.grad, c.permY, c.bases, c.steps)
-				cut.SetAttr(c.hint)
+				cut.SetAttr(hints[ci])
 				defer func(old int) { causalBlockSize = old }(causalBlockSize)
 				causalBlockSize = bs
 				for _, n := range []*graph.Node{whole, cut} {

@@ -223,6 +223,33 @@ func BenchmarkAttentionWallViT(b *testing.B) { benchAttentionWall(b, 197, 48, 64
 // shapes (T=128, batch 4 × 12 heads of 64).
 func BenchmarkAttentionWallGPT(b *testing.B) { benchAttentionWall(b, 128, 48, 64) }
 
+// attentionProduct is one of attention's six products as the step lays
+// it out: PermutedMatMul's grad, permY, operands and their views.
+type attentionProduct struct {
+	name  string
+	grad  int64
+	permY []int64
+	bases []*graph.Tensor
+	steps []viewSteps
+}
+
+// attentionProducts are attention's six products (the scores, P·V and the
+// four gradients) over q and k (also standing for v and dO) as [T, B·H,
+// D], qc as [B·H, T, D] (q after its scaling) and p as [B·H, T, T] (the
+// scores, their gradient).
+func attentionProducts(q, k, qc, p *graph.Tensor) []attentionProduct {
+	heads := viewSteps{perm: []int64{1, 0, 2}}
+	headsT := viewSteps{perm: []int64{1, 2, 0}}
+	return []attentionProduct{
+		{"qkT", 0, nil, []*graph.Tensor{qc, k}, []viewSteps{{}, headsT}},
+		{"pv_permY", 0, []int64{1, 0, 2}, []*graph.Tensor{p, k}, []viewSteps{{}, heads}},
+		{"dP", 1, nil, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}},
+		{"dV_permY", 2, []int64{1, 0, 2}, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}},
+		{"dQ", 1, nil, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}},
+		{"dK_permY", 2, []int64{2, 0, 1}, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}},
+	}
+}
+
 func benchAttentionWall(b *testing.B, T, BH, D int) {
 	// The CPU time that other processes disturb least: the locked
 	// thread's on one core, the process's (every worker's, their spinning
@@ -239,23 +266,8 @@ func benchAttentionWall(b *testing.B, T, BH, D int) {
 	qc := randF32(r, BH, T, D)
 	p := randF32(r, BH, T, T)
 	ctx := &kern.Context{Opset: 17}
-	heads := viewSteps{perm: []int64{1, 0, 2}}
-	headsT := viewSteps{perm: []int64{1, 2, 0}}
 	flop := float64(2 * BH * T * T * D)
-	cases := []struct {
-		name  string
-		grad  int64
-		permY []int64
-		bases []*graph.Tensor
-		steps []viewSteps
-	}{
-		{"qkT", 0, nil, []*graph.Tensor{qc, k}, []viewSteps{{}, headsT}},
-		{"pv_permY", 0, []int64{1, 0, 2}, []*graph.Tensor{p, k}, []viewSteps{{}, heads}},
-		{"dP", 1, nil, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}},
-		{"dV_permY", 2, []int64{1, 0, 2}, []*graph.Tensor{q, p, k}, []viewSteps{heads, {}, heads}},
-		{"dQ", 1, nil, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}},
-		{"dK_permY", 2, []int64{2, 0, 1}, []*graph.Tensor{p, qc, k}, []viewSteps{{}, {}, headsT}},
-	}
+	cases := attentionProducts(q, k, qc, p)
 	const M = 2048
 	x, y, z := randF32(r, M, M), randF32(r, M, M), make([]float32, M*M)
 	for _, c := range cases {
