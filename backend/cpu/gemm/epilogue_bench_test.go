@@ -62,28 +62,7 @@ func BenchmarkGeluEpilogue(b *testing.B) {
 				run := func() {
 					SgemmEpilogue(false, v.tb, m, n, k, 1, a, k, w, ldb, 0, c, n, Epilogue{Block: v.ep})
 				}
-				oneThread := runtime.GOMAXPROCS(0) == 1
-				if oneThread {
-					runtime.LockOSThread()
-					defer runtime.UnlockOSThread()
-				}
-				run()
-				b.ResetTimer()
-				cpu0, proc0 := threadCPUTime(), processCPUTime()
-				for i := 0; i < b.N; i++ {
-					run()
-				}
-				cpu, proc := threadCPUTime()-cpu0, processCPUTime()-proc0
-				flop := 2 * float64(m) * float64(n) * float64(k) * float64(b.N)
-				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if oneThread && cpu0 >= 0 && cpu > 0 {
-					b.ReportMetric(flop/cpu.Seconds()/1e9, "cpu-GFLOP/s")
-				}
-				if !oneThread && proc0 >= 0 && proc > 0 {
-					// Per CPU second over all threads (as benchSgemm):
-					// less sensitive to other processes than the wall.
-					b.ReportMetric(flop/proc.Seconds()/1e9, "proc-cpu-GFLOP/s")
-				}
+				benchProduct(b, m, n, k, run)
 			})
 		}
 	}
@@ -114,27 +93,35 @@ func BenchmarkRowC(b *testing.B) {
 			{"rowc", func() { SgemmRowC(false, true, m, n, k, 1, a, k, w, k, 1, row, c, n, Epilogue{}) }},
 		} {
 			b.Run(fmt.Sprintf("M%dN%dK%d_%s", m, n, k, v.name), func(b *testing.B) {
-				oneThread := runtime.GOMAXPROCS(0) == 1
-				if oneThread {
-					runtime.LockOSThread()
-					defer runtime.UnlockOSThread()
-				}
-				v.run()
-				b.ResetTimer()
-				cpu0, proc0 := threadCPUTime(), processCPUTime()
-				for i := 0; i < b.N; i++ {
-					v.run()
-				}
-				cpu, proc := threadCPUTime()-cpu0, processCPUTime()-proc0
-				flop := 2 * float64(m) * float64(n) * float64(k) * float64(b.N)
-				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if oneThread && cpu0 >= 0 && cpu > 0 {
-					b.ReportMetric(flop/cpu.Seconds()/1e9, "cpu-GFLOP/s")
-				}
-				if !oneThread && proc0 >= 0 && proc > 0 {
-					b.ReportMetric(flop/proc.Seconds()/1e9, "proc-cpu-GFLOP/s")
-				}
+				benchProduct(b, m, n, k, v.run)
 			})
 		}
+	}
+}
+
+// benchProduct times run, an m×n×k product, after one untimed call:
+// GFLOP/s of the wall, and of the thread's CPU time on one core (the
+// thread locked) or of the process's over all threads on more (as
+// benchSgemm: less sensitive to other processes than the wall).
+func benchProduct(b *testing.B, m, n, k int, run func()) {
+	oneThread := runtime.GOMAXPROCS(0) == 1
+	if oneThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	run()
+	b.ResetTimer()
+	cpu0, proc0 := threadCPUTime(), processCPUTime()
+	for i := 0; i < b.N; i++ {
+		run()
+	}
+	cpu, proc := threadCPUTime()-cpu0, processCPUTime()-proc0
+	flop := 2 * float64(m) * float64(n) * float64(k) * float64(b.N)
+	b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	if oneThread && cpu0 >= 0 && cpu > 0 {
+		b.ReportMetric(flop/cpu.Seconds()/1e9, "cpu-GFLOP/s")
+	}
+	if !oneThread && proc0 >= 0 && proc > 0 {
+		b.ReportMetric(flop/proc.Seconds()/1e9, "proc-cpu-GFLOP/s")
 	}
 }
