@@ -109,7 +109,13 @@ def build_model(name):
         return torchvision.models.resnet18(num_classes=10), (3, 64, 64)
     if name == "vit":
         sys.path.insert(0, os.path.join(ROOT, "models"))
+        # models/export.py sets one thread and deterministic algorithms at
+        # import, for the goldens its importers make: put the worker's
+        # set-up back (the check after the build would refuse it).
+        threads, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
         import export  # noqa: E402  (models/export.py: the fixtures' model classes)
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(det)
         return export.ViTTiny(image=32, patch=4, dim=128, depth=4, heads=4, num_classes=10), (3, 32, 32)
     if name == "resnet50":
         import torchvision
