@@ -354,29 +354,16 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 					fillRows(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur, p.cRow)
 				}
 				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
+				// A's full strips read in place: by the pair kernel
+				// when every column step is a pair, and at most two of
+				// them (a transposed A, read in place with rs = 1 and
+				// ks = lda, ran 2-5% slower than packed: a k step's six
+				// values use 24 bytes of each line it loads); by the
+				// single-strip kernel when few B strips use this A
+				// block. Only the last, partial strip is packed.
+				pairA := mk.pairA != nil && !p.transA && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0
 				var arows []float32
-				if mk.pairA != nil && !p.transA && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0 {
-					// Every column step a pair, and at most two of
-					// them: the pair kernel reads A's full strips in
-					// place; only the last, partial strip is packed.
-					// (A transposed A, read in place with rs = 1 and
-					// ks = lda, ran 2-5% slower than packed: a k step's
-					// six values use 24 bytes of each line it loads.)
-					ain, rs, ks := p.a[ic*p.lda+pc:], p.lda, 1
-					if full := mcur / mk.mr * mk.mr; full < mcur {
-						p.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
-					}
-					next := p.nextRegions(mk, ic, mc, i1, pc, kc, jc, j1, ncur, i0)
-					macroKernelA(mk, mcur, ncur, kcur, buf.a, ain, rs, ks, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
-					if p.ep.active() && pc+kcur >= p.k {
-						p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur)
-					}
-					continue
-				}
-				if !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
-					// Few B strips use this A block: the kernel
-					// reads its full strips in place, and only the
-					// last, partial one is packed.
+				if pairA || !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
 					arows = p.a[ic*p.lda+pc:]
 					if full := mcur / mk.mr * mk.mr; full < mcur {
 						p.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
@@ -385,7 +372,11 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 					p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 				}
 				next := p.nextRegions(mk, ic, mc, i1, pc, kc, jc, j1, ncur, i0)
-				macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+				if pairA {
+					macroKernelA(mk, mcur, ncur, kcur, buf.a, arows, p.lda, 1, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+				} else {
+					macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+				}
 				if p.ep.active() && pc+kcur >= p.k {
 					p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur) // the block is final
 				}
