@@ -12,6 +12,13 @@ import (
 // (measured with the AVX2 kernel: packing wins from about 12×12×12 up).
 const smallWork = 16 * 16 * 8
 
+// DirectLoops reports whether Sgemm (and its serial and epilogue forms)
+// computes an m×n×k product (k ≥ 1) with its direct loops instead of the
+// packed kernel, whose sums run in another order: a caller that cuts a
+// product into blocks and wants the whole product's bits keeps every
+// block on the packed kernel.
+func DirectLoops(m, n, k int) bool { return m*n*k <= smallWork || m < 2 || n < 2 }
+
 // parallelWork is the m*n*k from which a product is split across goroutines.
 const parallelWork = 128 * 128 * 64
 
