@@ -378,7 +378,29 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				} else {
 					p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 				}
-				next := p.nextRegions(mk, ic, mc, i1, pc, kc, jc, j1, ncur, i0)
+				// While this block computes, fetch what the next
+				// packing steps read: the next A block, or after the
+				// last one the next k slice of B and the first A block
+				// of that slice, as far as the budget allows.
+				var next [2]region
+				switch {
+				case ic+mc < i1:
+					next[0] = p.aRegion(ic+mc, min(mc, i1-ic-mc), pc, kcur)
+				case pc+kc >= p.k && jc+mk.nc >= j1:
+					// The product's last block: fetch the next
+					// product's operands, if the caller named them.
+					next = p.after
+				case pc+kc < p.k:
+					knext := min(kc, p.k-pc-kc)
+					budget, used := prefetchBudget/4, 0
+					for _, r := range [2]region{p.bRegion(pc+kc, knext, jc, ncur), p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)} {
+						if r.rows*r.width <= budget {
+							budget -= r.rows * r.width
+							next[used] = r
+							used++
+						}
+					}
+				}
 				if pairA {
 					macroKernelA(mk, mcur, ncur, kcur, buf.a, arows, p.lda, 1, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
 				} else {
@@ -401,34 +423,6 @@ func aBlockRows(mk microKernel, rows, kc int) int {
 		return (rows + mk.mr - 1) / mk.mr * mk.mr
 	}
 	return blockSize(rows, mk.mc, mk.mr)
-}
-
-// nextRegions is what blocked prefetches while the block of rows
-// [ic, ic+mc) and shared indices [pc, pc+kc) computes: what the next
-// packing steps read, the next A block, or after the last one the next k
-// slice of B and the first A block of that slice, as far as the budget
-// allows; during the product's last block, the next product's operands
-// if the caller named them (p.after).
-func (p *problem) nextRegions(mk microKernel, ic, mc, i1, pc, kc, jc, j1, ncur, i0 int) [2]region {
-	var next [2]region
-	kcur := min(kc, p.k-pc)
-	switch {
-	case ic+mc < i1:
-		next[0] = p.aRegion(ic+mc, min(mc, i1-ic-mc), pc, kcur)
-	case pc+kc >= p.k && jc+mk.nc >= j1:
-		next = p.after
-	case pc+kc < p.k:
-		knext := min(kc, p.k-pc-kc)
-		budget, used := prefetchBudget/4, 0
-		for _, r := range [2]region{p.bRegion(pc+kc, knext, jc, ncur), p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)} {
-			if r.rows*r.width <= budget {
-				budget -= r.rows * r.width
-				next[used] = r
-				used++
-			}
-		}
-	}
-	return next
 }
 
 // pairAMaxCols is the widest column block whose row-major A block the
