@@ -70,31 +70,9 @@ func benchSgemm(b *testing.B, s benchShape) {
 	x := randSlice(r, s.m*s.k)
 	y := randSlice(r, s.k*s.n)
 	z := make([]float32, s.m*s.n)
-	// On one goroutine the product runs on this OS thread, so its CPU time
-	// gives a second figure that ignores time stolen by other processes.
-	oneThread := runtime.GOMAXPROCS(0) == 1
-	if oneThread {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-	}
-	Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, x, lda, y, ldb, 0, z, s.n) // warm the pools
-	b.ResetTimer()
-	cpu0, proc0 := threadCPUTime(), processCPUTime()
-	for i := 0; i < b.N; i++ {
+	benchProduct(b, s.m, s.n, s.k, func() {
 		Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, x, lda, y, ldb, 0, z, s.n)
-	}
-	cpu, proc := threadCPUTime()-cpu0, processCPUTime()-proc0
-	flop := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
-	b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	if oneThread && cpu0 >= 0 && cpu > 0 {
-		b.ReportMetric(flop/cpu.Seconds()/1e9, "cpu-GFLOP/s")
-	}
-	if !oneThread && proc0 >= 0 && proc > 0 {
-		// Work per CPU second over all threads: the product's
-		// parallel efficiency (times GOMAXPROCS gives what an idle
-		// machine would reach), fan-out overheads included.
-		b.ReportMetric(flop/proc.Seconds()/1e9, "proc-cpu-GFLOP/s")
-	}
+	})
 }
 
 func BenchmarkSgemm1024(b *testing.B) { benchSgemm(b, benchShape{m: 1024, n: 1024, k: 1024}) }

@@ -12,6 +12,13 @@ import (
 // (measured with the AVX2 kernel: packing wins from about 12×12×12 up).
 const smallWork = 16 * 16 * 8
 
+// DirectLoops reports whether Sgemm (and its serial and epilogue forms)
+// computes an m×n×k product (k ≥ 1) with its direct loops instead of the
+// packed kernel, whose sums run in another order: a caller that cuts a
+// product into blocks and wants the whole product's bits keeps every
+// block on the packed kernel.
+func DirectLoops(m, n, k int) bool { return m*n*k <= smallWork || m < 2 || n < 2 }
+
 // parallelWork is the m*n*k from which a product is split across goroutines.
 const parallelWork = 128 * 128 * 64
 
@@ -354,29 +361,16 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 					fillRows(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur, p.cRow)
 				}
 				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
+				// A's full strips read in place: by the pair kernel
+				// when every column step is a pair, and at most two of
+				// them (a transposed A, read in place with rs = 1 and
+				// ks = lda, ran 2-5% slower than packed: a k step's six
+				// values use 24 bytes of each line it loads); by the
+				// single-strip kernel when few B strips use this A
+				// block. Only the last, partial strip is packed.
+				pairA := mk.pairA != nil && !p.transA && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0
 				var arows []float32
-				if mk.pairA != nil && !p.transA && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0 {
-					// Every column step a pair, and at most two of
-					// them: the pair kernel reads A's full strips in
-					// place; only the last, partial strip is packed.
-					// (A transposed A, read in place with rs = 1 and
-					// ks = lda, ran 2-5% slower than packed: a k step's
-					// six values use 24 bytes of each line it loads.)
-					ain, rs, ks := p.a[ic*p.lda+pc:], p.lda, 1
-					if full := mcur / mk.mr * mk.mr; full < mcur {
-						p.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
-					}
-					next := p.nextRegions(mk, ic, mc, i1, pc, kc, jc, j1, ncur, i0)
-					macroKernelA(mk, mcur, ncur, kcur, buf.a, ain, rs, ks, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
-					if p.ep.active() && pc+kcur >= p.k {
-						p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur)
-					}
-					continue
-				}
-				if !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
-					// Few B strips use this A block: the kernel
-					// reads its full strips in place, and only the
-					// last, partial one is packed.
+				if pairA || !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
 					arows = p.a[ic*p.lda+pc:]
 					if full := mcur / mk.mr * mk.mr; full < mcur {
 						p.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
@@ -384,8 +378,34 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 				} else {
 					p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 				}
-				next := p.nextRegions(mk, ic, mc, i1, pc, kc, jc, j1, ncur, i0)
-				macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+				// While this block computes, fetch what the next
+				// packing steps read: the next A block, or after the
+				// last one the next k slice of B and the first A block
+				// of that slice, as far as the budget allows.
+				var next [2]region
+				switch {
+				case ic+mc < i1:
+					next[0] = p.aRegion(ic+mc, min(mc, i1-ic-mc), pc, kcur)
+				case pc+kc >= p.k && jc+mk.nc >= j1:
+					// The product's last block: fetch the next
+					// product's operands, if the caller named them.
+					next = p.after
+				case pc+kc < p.k:
+					knext := min(kc, p.k-pc-kc)
+					budget, used := prefetchBudget/4, 0
+					for _, r := range [2]region{p.bRegion(pc+kc, knext, jc, ncur), p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)} {
+						if r.rows*r.width <= budget {
+							budget -= r.rows * r.width
+							next[used] = r
+							used++
+						}
+					}
+				}
+				if pairA {
+					macroKernelA(mk, mcur, ncur, kcur, buf.a, arows, p.lda, 1, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+				} else {
+					macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+				}
 				if p.ep.active() && pc+kcur >= p.k {
 					p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur) // the block is final
 				}
@@ -403,34 +423,6 @@ func aBlockRows(mk microKernel, rows, kc int) int {
 		return (rows + mk.mr - 1) / mk.mr * mk.mr
 	}
 	return blockSize(rows, mk.mc, mk.mr)
-}
-
-// nextRegions is what blocked prefetches while the block of rows
-// [ic, ic+mc) and shared indices [pc, pc+kc) computes: what the next
-// packing steps read, the next A block, or after the last one the next k
-// slice of B and the first A block of that slice, as far as the budget
-// allows; during the product's last block, the next product's operands
-// if the caller named them (p.after).
-func (p *problem) nextRegions(mk microKernel, ic, mc, i1, pc, kc, jc, j1, ncur, i0 int) [2]region {
-	var next [2]region
-	kcur := min(kc, p.k-pc)
-	switch {
-	case ic+mc < i1:
-		next[0] = p.aRegion(ic+mc, min(mc, i1-ic-mc), pc, kcur)
-	case pc+kc >= p.k && jc+mk.nc >= j1:
-		next = p.after
-	case pc+kc < p.k:
-		knext := min(kc, p.k-pc-kc)
-		budget, used := prefetchBudget/4, 0
-		for _, r := range [2]region{p.bRegion(pc+kc, knext, jc, ncur), p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)} {
-			if r.rows*r.width <= budget {
-				budget -= r.rows * r.width
-				next[used] = r
-				used++
-			}
-		}
-	}
-	return next
 }
 
 // pairAMaxCols is the widest column block whose row-major A block the

@@ -99,10 +99,13 @@ func BenchmarkRowC(b *testing.B) {
 	}
 }
 
-// benchProduct times run, an m×n×k product, after one untimed call:
-// GFLOP/s of the wall, and of the thread's CPU time on one core (the
-// thread locked) or of the process's over all threads on more (as
-// benchSgemm: less sensitive to other processes than the wall).
+// benchProduct times run, an m×n×k product, after one untimed call
+// (which warms the pools): GFLOP/s of the wall, and of the thread's CPU
+// time on one core (the product runs on this locked OS thread, so the
+// figure ignores time stolen by other processes) or of the process's
+// over all threads on more (work per CPU second: the product's parallel
+// efficiency, fan-out overheads included; times GOMAXPROCS gives what an
+// idle machine would reach).
 func benchProduct(b *testing.B, m, n, k int, run func()) {
 	oneThread := runtime.GOMAXPROCS(0) == 1
 	if oneThread {

@@ -35,7 +35,7 @@ func newProblem(transA, transB bool, m, n, k int, alpha float32, a []float32, ld
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc,
 	}
-	if m*n*k <= smallWork || m < 2 || n < 2 {
+	if DirectLoops(m, n, k) {
 		scaleC(m, n, beta, c, ldc)
 		p.direct(0, m, 0, n)
 		return problem{}, false
@@ -100,7 +100,7 @@ func sgemmEpilogue(transA, transB bool, m, n, k int, alpha float32, a []float32,
 	if ep.Bias != nil {
 		_ = ep.Bias[n-1] // bounds, before any work
 	}
-	if k <= 0 || m*n*k <= smallWork || m < 2 || n < 2 {
+	if k <= 0 || DirectLoops(m, n, k) {
 		if cRow != nil {
 			fillRows(c, ldc, 0, m, 0, n, cRow)
 		}

@@ -1,6 +1,7 @@
 package gemm
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -40,28 +41,41 @@ func TestPairKernel(t *testing.T) {
 			mk.fn(kc, ap, bp[nr*kc:], want[nr:], ldc, alpha, beta)
 			got := append([]float32(nil), c0...)
 			mk.pair(kc, ap, bp, got, ldc, alpha, beta)
-			for i := 0; i < mr; i++ {
-				for j := 0; j < ldc; j++ {
-					g := got[i*ldc+j]
-					if j >= 2*nr {
-						require.Equal(t, math.Float32bits(c0[i*ldc+j]), math.Float32bits(g),
-							"kc=%d: C[%d][%d] outside the tile was written", kc, i, j)
-						continue
-					}
-					require.Equal(t, math.Float32bits(want[i*ldc+j]), math.Float32bits(g),
-						"kc=%d alpha=%v beta=%v: C[%d][%d] differs from two single tiles", kc, alpha, beta, i, j)
-					strip, col := j/nr, j%nr
-					var s float64
-					for p := 0; p < kc; p++ {
-						s += float64(ap[p*mr+i]) * float64(bp[strip*nr*kc+p*nr+col])
-					}
-					s *= float64(alpha)
-					if beta != 0 {
-						s += float64(beta) * float64(c0[i*ldc+j])
-					}
-					require.InDelta(t, s, float64(g), 1e-5*float64(kc+1), "kc=%d C[%d][%d]", kc, i, j)
-				}
+			requirePairTile(t, mk, kc, ldc, func(i, q int) float32 { return ap[q*mr+i] }, bp, c0, want, got, alpha, beta,
+				fmt.Sprintf("kc=%d", kc), "two single tiles")
+		}
+	}
+}
+
+// requirePairTile checks a pair kernel's mr×2nr tile stored at got (rows
+// ldc apart, C before it at c0, every row past mr and column past 2nr
+// outside the tile): bit for bit want inside the tile, untouched outside
+// it, and within rounding of a float64 reference from the A strip (its
+// element (i, q) aAt(i, q)) and the two packed B strips bp. what names
+// the case, against what want came from.
+func requirePairTile(t *testing.T, mk microKernel, kc, ldc int, aAt func(i, q int) float32, bp, c0, want, got []float32, alpha, beta float32, what, against string) {
+	t.Helper()
+	mr, nr := mk.mr, mk.nr
+	for i := 0; i < len(got)/ldc; i++ {
+		for j := 0; j < ldc; j++ {
+			g := got[i*ldc+j]
+			if i >= mr || j >= 2*nr {
+				require.Equal(t, math.Float32bits(c0[i*ldc+j]), math.Float32bits(g),
+					"%s: C[%d][%d] outside the tile was written", what, i, j)
+				continue
 			}
+			require.Equal(t, math.Float32bits(want[i*ldc+j]), math.Float32bits(g),
+				"%s alpha=%v beta=%v: C[%d][%d] differs from %s", what, alpha, beta, i, j, against)
+			strip, col := j/nr, j%nr
+			var s float64
+			for q := 0; q < kc; q++ {
+				s += float64(aAt(i, q)) * float64(bp[strip*nr*kc+q*nr+col])
+			}
+			s *= float64(alpha)
+			if beta != 0 {
+				s += float64(beta) * float64(c0[i*ldc+j])
+			}
+			require.InDelta(t, s, float64(g), 1e-5*float64(kc+1), "%s C[%d][%d]", what, i, j)
 		}
 	}
 }

@@ -59,28 +59,8 @@ func TestPairAKernel(t *testing.T) {
 				mk.pair(kc, ap, bp, want, ldc, alpha, beta)
 				got := append([]float32(nil), c0...)
 				mk.pairA(kc, a[off:], rs, ks, bp, got, ldc, alpha, beta)
-				for i := 0; i <= mr; i++ {
-					for j := 0; j < ldc; j++ {
-						g := got[i*ldc+j]
-						if i == mr || j >= 2*nr {
-							require.Equal(t, math.Float32bits(c0[i*ldc+j]), math.Float32bits(g),
-								"kc=%d transposed=%v: C[%d][%d] outside the tile was written", kc, transposed, i, j)
-							continue
-						}
-						require.Equal(t, math.Float32bits(want[i*ldc+j]), math.Float32bits(g),
-							"kc=%d transposed=%v alpha=%v beta=%v: C[%d][%d] differs from the packed pair kernel", kc, transposed, alpha, beta, i, j)
-						strip, col := j/nr, j%nr
-						var s float64
-						for q := 0; q < kc; q++ {
-							s += float64(a[off+i*rs+q*ks]) * float64(bp[strip*nr*kc+q*nr+col])
-						}
-						s *= float64(alpha)
-						if beta != 0 {
-							s += float64(beta) * float64(c0[i*ldc+j])
-						}
-						require.InDelta(t, s, float64(g), 1e-5*float64(kc+1), "kc=%d C[%d][%d]", kc, i, j)
-					}
-				}
+				requirePairTile(t, mk, kc, ldc, func(i, q int) float32 { return a[off+i*rs+q*ks] }, bp, c0, want, got, alpha, beta,
+					fmt.Sprintf("kc=%d transposed=%v", kc, transposed), "the packed pair kernel")
 			}
 		}
 	}

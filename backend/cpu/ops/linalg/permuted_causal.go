@@ -81,11 +81,6 @@ var causalCuts atomic.Int64
 // causalMinSize is the smallest T whose triangular products are cut.
 const causalMinSize = 64
 
-// gemmRunsDirect mirrors the condition under which gemm.Sgemm computes a
-// product with its direct loops instead of the packed kernel (whose sums
-// run in another order): a block that would run there is not cut out.
-func gemmRunsDirect(m, n, k int) bool { return m*n*k <= 16*16*8 || m < 2 || n < 2 }
-
 // causalKind reads the node's hints for a product of grad kind grad
 // whose views are views (before the swap for a column-major C) and
 // returns the structure to follow in the computed product's coordinates
@@ -204,11 +199,11 @@ func (p *permutedState) causalUsable(kind triKind) bool {
 	default:
 		return false
 	}
-	if t < causalMinSize || blockSize(t) < 2 || gemmRunsDirect(p.m, p.n, p.k) {
+	if t < causalMinSize || blockSize(t) < 2 || gemm.DirectLoops(p.m, p.n, p.k) {
 		return false
 	}
 	ok := true
-	p.causalBlocks(kind, func(b causalBlock) { ok = ok && !gemmRunsDirect(b.m, b.n, b.k) })
+	p.causalBlocks(kind, func(b causalBlock) { ok = ok && !gemm.DirectLoops(b.m, b.n, b.k) })
 	return ok
 }
 

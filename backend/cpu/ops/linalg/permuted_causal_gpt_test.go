@@ -38,13 +38,7 @@ func TestCausalGPTStep(t *testing.T) {
 	masks := 0
 	for _, n := range g.Nodes {
 		if a := n.Attr("value"); n.OpType == "Constant" && a != nil && a.T != nil && graph.IsCausalMask(a.T) {
-			d := make([]float32, T*T)
-			for i := 0; i < T; i++ {
-				for j := i + 1; j < T; j++ {
-					d[i*T+j] = float32(math.Inf(-1))
-				}
-			}
-			a.T = graph.FromFloat32(d, 1, T, T)
+			a.T = graph.FromFloat32(causalMask(T, float32(math.Inf(-1))).Float32s(), 1, T, T)
 			masks++
 		}
 	}

@@ -83,9 +83,12 @@ func TestCausalAttentionSkipsMaskedHalf(t *testing.T) {
 	got, cuts, hinted := runAttention(t, m, inputs)
 	assert.Equal(t, 6, hinted, "the six products carry hints")
 	assert.Equal(t, int64(6), cuts, "the six products were cut")
-	*linalg.FollowCausalHints = false
-	whole, cuts0, _ := runAttention(t, m, inputs)
-	*linalg.FollowCausalHints = true
+	whole, cuts0 := func() (map[string]*graph.Tensor, int64) {
+		*linalg.FollowCausalHints = false
+		defer func() { *linalg.FollowCausalHints = true }() // also when runAttention fails
+		out, cuts, _ := runAttention(t, m, inputs)
+		return out, cuts
+	}()
 	assert.Zero(t, cuts0)
 	require.Len(t, got, 2)
 	for name, w := range whole {

@@ -3,6 +3,7 @@ package linalg
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -69,7 +70,7 @@ func testPermutedCausal(t *testing.T, T, BH, D int) {
 		{"dY·Pᵀ (B upper)", 1, nil, []*graph.Tensor{x, x, p}, []viewSteps{none, none, none}, []int64{2}, false, 0},
 	}
 	for _, c := range cases {
-		t.Run(c.name+"/T="+itoa(T), func(t *testing.T) {
+		t.Run(c.name+"/T="+strconv.Itoa(T), func(t *testing.T) {
 			plain := permutedNode(c.grad, c.permY, c.bases, c.steps)
 			plain.SetAttr(graph.FloatAttr("alpha", 0.125))
 			want := run(t, permutedMatMulKernel, plain, c.bases...)[0].Float32s()
@@ -118,13 +119,6 @@ func testPermutedCausal(t *testing.T, T, BH, D int) {
 			}
 		})
 	}
-}
-
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
 }
 
 // TestPermutedMatMulCausalIgnored: hints the kernel cannot follow (too
@@ -180,7 +174,7 @@ func BenchmarkAttentionCausalGPT(b *testing.B) {
 		graph.IntsAttr(graph.CausalLowerAttr, 0), graph.IntsAttr(graph.CausalLowerAttr, 0)}
 	for ci, c := range cases {
 		for _, bs := range []int{24, 32, 48, 64} {
-			b.Run(c.name+"/block"+itoa(bs), func(b *testing.B) {
+			b.Run(c.name+"/block"+strconv.Itoa(bs), func(b *testing.B) {
 				whole := permutedNode(c.grad, c.permY, c.bases, c.steps)
 				cut := permutedNode(c.grad, c.permY, c.bases, c.steps)
 				cut.SetAttr(hints[ci])
