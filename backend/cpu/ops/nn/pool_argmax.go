@@ -47,11 +47,10 @@ func maxPoolArgmaxKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 			return nil, err
 		}
 		plan := newPoolPlan(w)
-		if _, ok := plan.spanCache.Get(0, plan.spans); !ok {
-			return nil, n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", n.AttrInts("dilations", nil))
-		}
-		if _, ok := plan.spanCache.Get(1, plan.spans); !ok {
-			return nil, n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", n.AttrInts("dilations", nil))
+		for axis := range 2 {
+			if _, ok := plan.spanCache.Get(axis, plan.spans); !ok {
+				return nil, n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", n.AttrInts("dilations", nil))
+			}
 		}
 		st.in = append(st.in[:0], x.Shape...)
 		st.out = concatShape(x.Shape[:2], w.out)
