@@ -102,9 +102,13 @@ func FuseMaxPoolArgmax(g *Graph) int {
 			t.DType = Uint8
 			g.ValueInfo[codes] = &ValueInfo{Name: codes, Type: &t}
 		}
-		ix.producer[codes] = n
-		g.Nodes[at] = &Node{Name: n.Name, OpType: MaxPoolArgmax, Domain: FusedDomain, Inputs: []string{x},
+		pool := &Node{Name: n.Name, OpType: MaxPoolArgmax, Domain: FusedDomain, Inputs: []string{x},
 			Outputs: []string{y, codes}, Attrs: n.Attrs}
+		g.Nodes[at] = pool
+		// The index names the node now at at as the producer of both
+		// outputs (codes taken, for uniqueName).
+		ix.producer[y], ix.producer[codes] = pool, pool
+		ix.at[pool] = at
 		for _, r := range grads {
 			m := g.Nodes[r]
 			g.Nodes[r] = &Node{Name: m.Name, OpType: MaxPoolArgmaxGrad, Domain: FusedDomain,

@@ -19,16 +19,10 @@ type argmaxCase struct {
 	ceil bool
 }
 
-// poolNode is a node of op with tc's attributes.
+// poolNode is a node of op with tc's attributes (poolCase.node's and
+// ceil_mode).
 func (tc argmaxCase) poolNode(domain, op string) *graph.Node {
-	node := &graph.Node{Name: "pool", OpType: op, Domain: domain}
-	for name, v := range map[string][]int{"kernel_shape": tc.k, "strides": tc.s, "dilations": tc.d, "pads": tc.pads} {
-		ints := make([]int64, len(v))
-		for i, e := range v {
-			ints[i] = int64(e)
-		}
-		node.SetAttr(&graph.Attr{Name: name, Type: graph.AttrInts, Ints: ints})
-	}
+	node := tc.node(domain, op)
 	if tc.ceil {
 		node.SetAttr(&graph.Attr{Name: "ceil_mode", Type: graph.AttrInt, I: 1})
 	}

@@ -90,11 +90,10 @@ func maxPoolGradByDefinition(tc poolCase, x, dy []float32, planes, h, w, oh, ow 
 	return want
 }
 
-// runMaxPoolGrad runs the MaxPoolGrad kernel (no Indices) with tc's
-// attributes on dY (n×c×oh×ow) and X (n×c×h×w).
-func runMaxPoolGrad(t testing.TB, tc poolCase, x, dy []float32, n, c, h, w, oh, ow int) []float32 {
-	t.Helper()
-	node := &graph.Node{Name: "pool", OpType: "MaxPoolGrad", Outputs: []string{"dx"}}
+// node is a node named pool of op with tc's kernel_shape, strides,
+// dilations and pads.
+func (tc poolCase) node(domain, op string) *graph.Node {
+	node := &graph.Node{Name: "pool", OpType: op, Domain: domain}
 	for name, v := range map[string][]int{"kernel_shape": tc.k, "strides": tc.s, "dilations": tc.d, "pads": tc.pads} {
 		ints := make([]int64, len(v))
 		for i, e := range v {
@@ -102,6 +101,15 @@ func runMaxPoolGrad(t testing.TB, tc poolCase, x, dy []float32, n, c, h, w, oh, 
 		}
 		node.SetAttr(&graph.Attr{Name: name, Type: graph.AttrInts, Ints: ints})
 	}
+	return node
+}
+
+// runMaxPoolGrad runs the MaxPoolGrad kernel (no Indices) with tc's
+// attributes on dY (n×c×oh×ow) and X (n×c×h×w).
+func runMaxPoolGrad(t testing.TB, tc poolCase, x, dy []float32, n, c, h, w, oh, ow int) []float32 {
+	t.Helper()
+	node := tc.node("", "MaxPoolGrad")
+	node.Outputs = []string{"dx"}
 	out, err := maxPoolGrad(nil, node, []*graph.Tensor{graph.FromFloat32(dy, n, c, oh, ow), graph.FromFloat32(x, n, c, h, w)})
 	require.NoError(t, err)
 	return out[0].Float32s()

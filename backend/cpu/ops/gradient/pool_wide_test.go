@@ -27,7 +27,6 @@ func TestMaxPoolGradWide(t *testing.T) {
 			}
 		}
 		for _, tc := range []poolCase{
-
 			{[]int{2, 2}, []int{2, 2}, []int{1, 1}, []int{0, 0, 0, 0}},
 			{[]int{3, 3}, []int{2, 2}, []int{1, 1}, []int{1, 1, 1, 1}},
 			{[]int{3, 3}, []int{2, 2}, []int{1, 1}, []int{0, 1, 1, 0}},

@@ -47,11 +47,10 @@ func maxPoolArgmaxKernel(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]
 			return nil, err
 		}
 		plan := newPoolPlan(w)
-		if _, ok := plan.spanCache.Get(0, plan.spans); !ok {
-			return nil, n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", n.AttrInts("dilations", nil))
-		}
-		if _, ok := plan.spanCache.Get(1, plan.spans); !ok {
-			return nil, n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", n.AttrInts("dilations", nil))
+		for axis := range 2 {
+			if _, ok := plan.spanCache.Get(axis, plan.spans); !ok {
+				return nil, n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", n.AttrInts("dilations", nil))
+			}
 		}
 		st.in = append(st.in[:0], x.Shape...)
 		st.out = concatShape(x.Shape[:2], w.out)
@@ -170,30 +169,17 @@ func argmaxWindow(x []float32, iw, kw, n int, cs span) (uint8, float32) {
 			c = pickIf(up, (i+1)/3*kw+(i+1)%3, c)
 		}
 		return uint8(c), w[k]
-	case cs.n == 2 && n == 3:
-		// A 3×3 window cut by the padding to two columns (ResNet's stem).
-		w := x[o : o+2*iw+2]
+	case cs.n == 2 && (n == 2 || n == 3):
+		// Two columns of two or three rows (a 3×3 window cut by the
+		// padding, ResNet's stem; a 2×2 window): tap i = 1 .. 2n−1 is
+		// at row i/2, column i%2.
+		w := x[o : o+(n-1)*iw+2]
 		k, c := 0, 0
-		up := w[1] > w[k]
-		k, c = pickIf(up, 1, k), pickIf(up, 1, c)
-		up = w[iw] > w[k]
-		k, c = pickIf(up, iw, k), pickIf(up, kw, c)
-		up = w[iw+1] > w[k]
-		k, c = pickIf(up, iw+1, k), pickIf(up, kw+1, c)
-		up = w[2*iw] > w[k]
-		k, c = pickIf(up, 2*iw, k), pickIf(up, 2*kw, c)
-		up = w[2*iw+1] > w[k]
-		k, c = pickIf(up, 2*iw+1, k), pickIf(up, 2*kw+1, c)
-		return uint8(c), w[k]
-	case n == 2 && cs.n == 2:
-		w := x[o : o+iw+2]
-		k, c := 0, 0
-		up := w[1] > w[k]
-		k, c = pickIf(up, 1, k), pickIf(up, 1, c)
-		up = w[iw] > w[k]
-		k, c = pickIf(up, iw, k), pickIf(up, kw, c)
-		up = w[iw+1] > w[k]
-		k, c = pickIf(up, iw+1, k), pickIf(up, kw+1, c)
+		for i := 1; i < 2*n; i++ {
+			up := w[i/2*iw+i%2] > w[k]
+			k = pickIf(up, i/2*iw+i%2, k)
+			c = pickIf(up, i/2*kw+i%2, c)
+		}
 		return uint8(c), w[k]
 	}
 	best, c := x[o], 0

@@ -120,10 +120,11 @@ func winoConvOf(n, c, h, w, m, oh, ow, pt, pl int) (winoConv, bool) {
 	// c + mp values per tile) take about winoBlockFloats: they stay in
 	// L2 between the transforms and the products.
 	tb := winoBlockFloats / (16 * (c + cv.mp)) / nr * nr
-	tb = max(winoMinBlock(c, nr), min(tb, winoMaxBlock))
+	least := winoMinBlock(c, nr)
+	tb = max(least, min(tb, winoMaxBlock))
 	// Enough blocks for every worker to get a few.
 	workers := kern.Workers()
-	for tb > winoMinBlock(c, nr) && (cv.tiles+tb-1)/tb < 4*workers {
+	for tb > least && (cv.tiles+tb-1)/tb < 4*workers {
 		tb -= nr
 	}
 	cv.tb = tb
