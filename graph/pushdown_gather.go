@@ -627,7 +627,7 @@ func (ps *pushState) planReshape(p *Node, sel rowSel, outShape []Dim, plan []inp
 			}
 		}
 	}
-	length := sliceLength(sel.start, sel.end, d.Value)
+	_, length := sliceRange(sel.start, sel.end, 1, d.Value)
 	if length <= 0 {
 		return nil, false
 	}
@@ -663,17 +663,6 @@ func (ps *pushState) newTarget(target string, axis, rank int, length int64) stri
 	ps.pending = append(ps.pending, &Node{Name: ps.fresh(target + "/Concat"), OpType: "Concat", Inputs: parts, Outputs: []string{out},
 		Attrs: map[string]*Attr{"axis": IntAttr("axis", 0)}})
 	return out
-}
-
-// sliceLength is the number of elements Slice(start, end) keeps of n.
-func sliceLength(start, end, n int64) int64 {
-	clamp := func(x int64) int64 {
-		if x < 0 {
-			x += n
-		}
-		return min(max(x, 0), n)
-	}
-	return clamp(end) - clamp(start)
 }
 
 // sameProduct reports whether two lists of dims certainly multiply to the
