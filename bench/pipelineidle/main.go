@@ -284,7 +284,6 @@ type timelines struct {
 	// per rank: delivery latency summed over its receives; idle time of
 	// the exact replay (each pass its traced duration, free messages)
 	latency, exact []time.Duration
-	exactWall      time.Duration
 }
 
 // replayExact replays one traced step: every compute action takes the
@@ -343,13 +342,10 @@ func (t *timelines) add(trace [][]pipeline.TraceEvent, wall time.Duration) {
 		t.compute, t.recv, t.send, t.between, t.after = make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
 		t.passes = make([]int, n)
 		t.passTime, t.passCount = map[[2]int]time.Duration{}, map[[2]int]int{}
+		t.latency, t.exact = make([]time.Duration, n), make([]time.Duration, n)
 	}
 	t.steps++
 	t.wall += wall
-	if t.latency == nil {
-		t.latency = make([]time.Duration, len(trace))
-		t.exact = make([]time.Duration, len(trace))
-	}
 	// delivery: from the end of a send to the end of its receive, when
 	// the receive was already waiting (else from the receive's start)
 	sentAt := map[pipeline.MsgKey]time.Duration{}
