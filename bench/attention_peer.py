@@ -44,7 +44,6 @@ def products(T, BH, D, contiguous):
 
 def rate(fn, flop, reps):
     fn()
-    best = None
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()

@@ -223,18 +223,8 @@ func (ps *pushState) selectionOf(n *Node) (rowSel, bool) {
 		return rowSel{}, false
 	}
 	if n.OpType == "Gather" {
-		idx, ok := ps.constInts(n.Inputs[1])
-		if !ok || len(idx) != 1 || ps.st.consts[n.Inputs[1]].Rank() != 1 {
-			return rowSel{}, false
-		}
-		ax, err := normAxis(n.AttrInt("axis", 0), len(shape))
-		if err != nil {
-			return rowSel{}, false
-		}
-		if d := shape[ax]; !d.Known || idx[0] >= d.Value || idx[0] < -d.Value {
-			return rowSel{}, false // out of range (or unknown): Gather's error stays
-		}
-		return oneRow(ax, idx[0]), true
+		sel, rank, ok := ps.gatherRow(n, shape)
+		return sel, ok && rank == 1
 	}
 	if n.OpType != "Slice" || len(n.Inputs) < 3 {
 		return rowSel{}, false
@@ -263,6 +253,24 @@ func (ps *pushState) selectionOf(n *Node) (rowSel, bool) {
 		return rowSel{}, false
 	}
 	return rowSel{axis: ax, start: starts[0], end: ends[0]}, true
+}
+
+// gatherRow reads a Gather of data of the given shape with a constant
+// one-element index (a scalar, rank 0, or a vector, rank 1) in range: the
+// row it selects and the index's rank.
+func (ps *pushState) gatherRow(n *Node, shape []Dim) (sel rowSel, indexRank int, ok bool) {
+	idx, ok := ps.constInts(n.Inputs[1])
+	if !ok || len(idx) != 1 {
+		return rowSel{}, 0, false
+	}
+	ax, err := normAxis(n.AttrInt("axis", 0), len(shape))
+	if err != nil {
+		return rowSel{}, 0, false
+	}
+	if d := shape[ax]; !d.Known || idx[0] >= d.Value || idx[0] < -d.Value {
+		return rowSel{}, 0, false // out of range (or unknown): Gather's error stays
+	}
+	return oneRow(ax, idx[0]), ps.st.consts[n.Inputs[1]].Rank(), true
 }
 
 // oneRow is the selection of index i of an axis.
@@ -297,26 +305,22 @@ func (ps *pushState) canonicalGathers() int {
 		if !isPlain(n) || n.OpType != "Gather" || len(n.Inputs) != 2 || len(n.Outputs) != 1 {
 			continue
 		}
-		idx, ok := ps.constInts(n.Inputs[1])
-		shape, ok2 := ps.shapeOf(n.Inputs[0])
-		if !ok || !ok2 || len(idx) != 1 || ps.st.consts[n.Inputs[1]].Rank() != 0 {
+		shape, ok := ps.shapeOf(n.Inputs[0])
+		if !ok {
 			continue
 		}
-		axis, err := normAxis(n.AttrInt("axis", 0), len(shape))
-		if err != nil {
+		sel, rank, ok := ps.gatherRow(n, shape)
+		if !ok || rank != 0 {
 			continue
 		}
 		p := ps.prod[n.Inputs[0]]
 		if p == nil || movableOp(p) == "" || len(ps.readers[n.Inputs[0]]) != 1 || ps.outputs[n.Inputs[0]] {
 			continue
 		}
-		if d := shape[axis]; !d.Known || idx[0] >= d.Value || idx[0] < -d.Value {
-			continue // out of range (or unknown): Gather's error stays
-		}
 		kept := ps.fresh(n.Outputs[0])
-		sl := ps.selectNode(n.Inputs[0], kept, oneRow(axis, idx[0]))
+		sl := ps.selectNode(n.Inputs[0], kept, sel)
 		sq := &Node{Name: ps.fresh(n.Label()), OpType: "Squeeze",
-			Inputs: []string{kept, ps.constName(kept+"/squeeze_axes", int64(axis))}, Outputs: []string{n.Outputs[0]}}
+			Inputs: []string{kept, ps.constName(kept+"/squeeze_axes", int64(sel.axis))}, Outputs: []string{n.Outputs[0]}}
 		repl := []*Node{sl, sq}
 		ps.typeNew(repl...)
 		ps.canon = append(ps.canon, canonGather{gather: n, slice: sl, squeeze: sq})
@@ -627,7 +631,7 @@ func (ps *pushState) planReshape(p *Node, sel rowSel, outShape []Dim, plan []inp
 			}
 		}
 	}
-	length := sliceLength(sel.start, sel.end, d.Value)
+	_, length := sliceRange(sel.start, sel.end, 1, d.Value)
 	if length <= 0 {
 		return nil, false
 	}
@@ -663,17 +667,6 @@ func (ps *pushState) newTarget(target string, axis, rank int, length int64) stri
 	ps.pending = append(ps.pending, &Node{Name: ps.fresh(target + "/Concat"), OpType: "Concat", Inputs: parts, Outputs: []string{out},
 		Attrs: map[string]*Attr{"axis": IntAttr("axis", 0)}})
 	return out
-}
-
-// sliceLength is the number of elements Slice(start, end) keeps of n.
-func sliceLength(start, end, n int64) int64 {
-	clamp := func(x int64) int64 {
-		if x < 0 {
-			x += n
-		}
-		return min(max(x, 0), n)
-	}
-	return clamp(end) - clamp(start)
 }
 
 // sameProduct reports whether two lists of dims certainly multiply to the

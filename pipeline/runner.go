@@ -998,7 +998,7 @@ func (r *Runner) LastStats() StepStats { return r.last }
 // transport across processes.
 func (r *Runner) send(ctx context.Context, chans map[msgKey]chan message, seq int64, rank int, a Action, msg message) error {
 	if tr := r.cfg.Transport; tr != nil {
-		if err := tr.Send(ctx, a.Peer, MsgKey{Step: seq, Kind: a.Kind, Micro: a.Micro, Stage: a.Stage}, msg); err != nil {
+		if err := tr.Send(ctx, a.Peer, a.MsgKey(seq), msg); err != nil {
 			return fmt.Errorf("rank %d (%s): %v of micro-batch %d: %w", rank, r.Devices[rank], a.Kind, a.Micro, err)
 		}
 		return nil
@@ -1020,7 +1020,7 @@ func (r *Runner) recv(ctx context.Context, chans map[msgKey]chan message, seq in
 	if tr := r.cfg.Transport; tr != nil {
 		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecvTimeout)
 		defer cancel()
-		msg, err := tr.Recv(rctx, a.Peer, MsgKey{Step: seq, Kind: kind, Micro: a.Micro, Stage: a.Stage})
+		msg, err := tr.Recv(rctx, a.Peer, a.MsgKey(seq))
 		switch {
 		case err == nil:
 			return msg, nil

@@ -417,16 +417,18 @@ func zeroBubbleOrder(s *Schedule, limit, total []int, costs Costs, pol zbPolicy)
 			fDone[i][j], bDone[i][j] = notDone, notDone
 		}
 	}
-	// ready reports whether pass (of stage from, finished at t0) is
-	// usable by stage to at time t.
-	ready := func(t0 float64, from, to int, t float64) bool {
-		if t0 == notDone {
-			return false
-		}
+	// arrival is when a pass of stage from, finished at t0, reaches
+	// stage to (costs.Comm later when they are on different ranks).
+	arrival := func(t0 float64, from, to int) float64 {
 		if s.stageRank[from] != s.stageRank[to] {
 			t0 += costs.Comm
 		}
-		return t0 <= t+1e-12
+		return t0
+	}
+	// ready reports whether pass (of stage from, finished at t0) is
+	// usable by stage to at time t.
+	ready := func(t0 float64, from, to int, t float64) bool {
+		return t0 != notDone && arrival(t0, from, to) <= t+1e-12
 	}
 	out := make([][]compute, p)
 	inflight := make([]int, p)
@@ -513,10 +515,7 @@ func zeroBubbleOrder(s *Schedule, limit, total []int, costs Costs, pol zbPolicy)
 						if up == notDone {
 							break
 						}
-						if s.stageRank[st+1] != r {
-							up += costs.Comm
-						}
-						at = max(at, up)
+						at = max(at, arrival(up, st+1, st))
 					}
 					if soon < 0 || at < soon {
 						soon = at

@@ -72,7 +72,7 @@ func TestTraceAndCostPlannedSchedule(t *testing.T) {
 
 		trace := rc.Trace()
 		require.Len(t, trace, 2)
-		sendStart := map[[3]int]int64{}
+		sendStart := map[pipeline.MsgKey]int64{}
 		for rank, evs := range trace {
 			require.Len(t, evs, len(planned.Actions[rank]), "rank %d", rank)
 			var prevEnd int64
@@ -84,21 +84,16 @@ func TestTraceAndCostPlannedSchedule(t *testing.T) {
 				assert.LessOrEqual(t, e.End, st.Wall)
 				prevEnd = int64(e.End)
 				if k := e.Action.Kind; k == pipeline.SendAct || k == pipeline.SendGrad {
-					sendStart[[3]int{int(k), e.Action.Micro, e.Action.Stage}] = int64(e.Start)
+					sendStart[e.Action.MsgKey(0)] = int64(e.Start)
 				}
 			}
 		}
 		for rank, evs := range trace {
 			for _, e := range evs {
-				k := e.Action.Kind
-				if k != pipeline.RecvAct && k != pipeline.RecvGrad {
+				if k := e.Action.Kind; k != pipeline.RecvAct && k != pipeline.RecvGrad {
 					continue
 				}
-				sk := pipeline.SendAct
-				if k == pipeline.RecvGrad {
-					sk = pipeline.SendGrad
-				}
-				at, ok := sendStart[[3]int{int(sk), e.Action.Micro, e.Action.Stage}]
+				at, ok := sendStart[e.Action.MsgKey(0)]
 				require.True(t, ok, "rank %d: %v has no send", rank, e.Action)
 				assert.Less(t, at, int64(e.End), "rank %d: %v ends before its send began", rank, e.Action)
 			}

@@ -29,6 +29,21 @@ type MsgKey struct {
 	Stage int
 }
 
+// MsgKey is the key, in step step, of the tensor a send or receive moves:
+// a send and the receive that takes it have the same key (the send's
+// kind, SendAct or SendGrad, the micro-batch and the stage). Traces
+// (Runner.Trace) match a receive to its send with it.
+func (a Action) MsgKey(step int64) MsgKey {
+	k := a.Kind
+	switch k {
+	case RecvAct:
+		k = SendAct
+	case RecvGrad:
+		k = SendGrad
+	}
+	return MsgKey{Step: step, Kind: k, Micro: a.Micro, Stage: a.Stage}
+}
+
 // Transport moves activations and their gradients between the ranks of a
 // pipeline that run in separate processes.
 type Transport interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -110,7 +111,9 @@ func TestPushDownGatherLeavesOtherFixtures(t *testing.T) {
 		g := m.Graph
 		before := make([]graph.Node, len(g.Nodes))
 		for i, n := range g.Nodes {
-			before[i] = *n
+			// the pass renames inputs in place (mergeSelections): the
+			// copy must not share the node's slices
+			before[i] = graph.Node{OpType: n.OpType, Inputs: slices.Clone(n.Inputs), Outputs: slices.Clone(n.Outputs)}
 		}
 		moved, err := graph.PushDownGather(g, m.Opset())
 		require.NoError(t, err, c.file)

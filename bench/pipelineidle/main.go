@@ -284,7 +284,6 @@ type timelines struct {
 	// per rank: delivery latency summed over its receives; idle time of
 	// the exact replay (each pass its traced duration, free messages)
 	latency, exact []time.Duration
-	exactWall      time.Duration
 }
 
 // replayExact replays one traced step: every compute action takes the
@@ -296,7 +295,7 @@ func replayExact(trace [][]pipeline.TraceEvent) []time.Duration {
 	clock := make([]time.Duration, n)
 	busy := make([]time.Duration, n)
 	pc := make([]int, n)
-	sent := map[[3]int]time.Duration{}
+	sent := map[pipeline.MsgKey]time.Duration{}
 	for {
 		progress, done := false, true
 		for r := 0; r < n; r++ {
@@ -305,13 +304,9 @@ func replayExact(trace [][]pipeline.TraceEvent) []time.Duration {
 				a := e.Action
 				switch a.Kind {
 				case pipeline.SendAct, pipeline.SendGrad:
-					sent[[3]int{int(a.Kind), a.Micro, a.Stage}] = clock[r]
+					sent[a.MsgKey(0)] = clock[r]
 				case pipeline.RecvAct, pipeline.RecvGrad:
-					sk := pipeline.SendAct
-					if a.Kind == pipeline.RecvGrad {
-						sk = pipeline.SendGrad
-					}
-					at, ok := sent[[3]int{int(sk), a.Micro, a.Stage}]
+					at, ok := sent[a.MsgKey(0)]
 					if !ok {
 						goto blocked
 					}
@@ -347,34 +342,26 @@ func (t *timelines) add(trace [][]pipeline.TraceEvent, wall time.Duration) {
 		t.compute, t.recv, t.send, t.between, t.after = make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
 		t.passes = make([]int, n)
 		t.passTime, t.passCount = map[[2]int]time.Duration{}, map[[2]int]int{}
+		t.latency, t.exact = make([]time.Duration, n), make([]time.Duration, n)
 	}
 	t.steps++
 	t.wall += wall
-	if t.latency == nil {
-		t.latency = make([]time.Duration, len(trace))
-		t.exact = make([]time.Duration, len(trace))
-	}
 	// delivery: from the end of a send to the end of its receive, when
 	// the receive was already waiting (else from the receive's start)
-	sentAt := map[[3]int]time.Duration{}
+	sentAt := map[pipeline.MsgKey]time.Duration{}
 	for _, evs := range trace {
 		for _, e := range evs {
 			if k := e.Action.Kind; k == pipeline.SendAct || k == pipeline.SendGrad {
-				sentAt[[3]int{int(k), e.Action.Micro, e.Action.Stage}] = e.End
+				sentAt[e.Action.MsgKey(0)] = e.End
 			}
 		}
 	}
 	for rank, evs := range trace {
 		for _, e := range evs {
-			k := e.Action.Kind
-			if k != pipeline.RecvAct && k != pipeline.RecvGrad {
+			if k := e.Action.Kind; k != pipeline.RecvAct && k != pipeline.RecvGrad {
 				continue
 			}
-			sk := pipeline.SendAct
-			if k == pipeline.RecvGrad {
-				sk = pipeline.SendGrad
-			}
-			if at, ok := sentAt[[3]int{int(sk), e.Action.Micro, e.Action.Stage}]; ok {
+			if at, ok := sentAt[e.Action.MsgKey(0)]; ok {
 				t.latency[rank] += e.End - max(at, e.Start)
 			}
 		}

@@ -26,11 +26,15 @@ const (
 	envNoPushDownGather = "ONNXTRAIN_NO_PUSHDOWN_GATHER"
 )
 
-// noPushDownGather reads envNoPushDownGather.
-func noPushDownGather() bool {
-	v := os.Getenv(envNoPushDownGather)
+// envSet reports whether the variable name is set to anything but "" or
+// "0".
+func envSet(name string) bool {
+	v := os.Getenv(name)
 	return v != "" && v != "0"
 }
+
+// noPushDownGather reads envNoPushDownGather.
+func noPushDownGather() bool { return envSet(envNoPushDownGather) }
 
 // envTuning reads the compile options from the environment; a bad value
 // is an error that names the variable.
@@ -41,8 +45,7 @@ func envTuning() (backend.Tuning, error) {
 		return t, fmt.Errorf("%s: %w", envWinograd, err)
 	}
 	t.Winograd = p
-	v := os.Getenv(envNoMemPlan)
-	t.NoMemoryPlan = v != "" && v != "0"
+	t.NoMemoryPlan = envSet(envNoMemPlan)
 	return t, nil
 }
 
