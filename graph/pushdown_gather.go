@@ -35,8 +35,11 @@ import (
 // output, is read by anything but selections of the same rows, or is made
 // by any other op stops the selection, which then stays where it is.
 //
-// The results are the same values: each op computes the same elements of
-// the same inputs. It returns the number of ops the selections moved
+// Each moved op computes the same elements of the same inputs; a kernel
+// may still round them differently when it sees fewer rows (a reduction
+// over the rows, such as LayerNormalization's parameter gradients in the
+// backward, sums fewer terms in another order), so results agree to
+// rounding, not always bit for bit. It returns the number of ops the selections moved
 // above. g must be topologically sorted; it is sorted again afterwards.
 func PushDownGather(g *Graph, opset int64) (int, error) {
 	if opset < 13 {

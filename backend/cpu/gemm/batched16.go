@@ -15,6 +15,11 @@ package gemm
 // products of a Winograd transform) packs its operands once and runs each
 // through it. The shared dimension runs in the kernel's k blocks; within
 // one, each B strip stays in L1 while every A strip passes over it.
+// PackedBlockPairs reports whether PackedBlock runs a shared dimension of
+// k through the pair kernel, two B strips at a time (so that a caller
+// sizing its blocks in whole strips gains by an even count).
+func PackedBlockPairs(k int) bool { return kernel.pair != nil && k <= kernel.kc }
+
 func PackedBlock(ms, ns, k int, ap, bp, c []float32, ldc int, beta float32) {
 	if ms <= 0 || ns <= 0 {
 		return
@@ -28,7 +33,7 @@ func PackedBlock(ms, ns, k int, ap, bp, c []float32, ldc int, beta float32) {
 		scaleC(ms*mr, ns*nr, beta, c, ldc)
 		return
 	}
-	if mk.pair != nil && k <= mk.kc {
+	if PackedBlockPairs(k) {
 		// One k block: consecutive B strips are adjacent (strip s+1
 		// starts NR·k after strip s), as the pair kernel reads them, so
 		// two strips run together, bit for bit as two single tiles.

@@ -155,15 +155,11 @@ const (
 // (BenchmarkWinogradResNet50, docs/large-models.md). With the AVX2 kernel
 // alone a second strip gained nothing, and one is kept.
 func winoMinBlock(c, nr int) int {
-	if gemm.AVX512() && c <= winoPairMaxK {
+	if gemm.PackedBlockPairs(c) {
 		return 2 * nr
 	}
 	return nr
 }
-
-// winoPairMaxK is the deepest shared dimension gemm.PackedBlock runs
-// through the pair kernel (the AVX-512 kernel's k block).
-const winoPairMaxK = 256
 
 // uSize is the size of the transformed kernels: 16 positions of mp × c.
 func (cv *winoConv) uSize() int { return 16 * cv.us }
