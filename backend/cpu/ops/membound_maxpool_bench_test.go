@@ -17,6 +17,22 @@ func stemPoolAttrs() []*graph.Attr {
 	return []*graph.Attr{graph.IntsAttr("kernel_shape", 3, 3), graph.IntsAttr("strides", 2, 2), graph.IntsAttr("pads", 1, 1, 1, 1)}
 }
 
+// argmaxCodes runs MaxPoolArgmax on x and returns its argmax codes (the
+// gradient's input).
+func argmaxCodes(b *testing.B, attrs []*graph.Attr, x *graph.Tensor) *graph.Tensor {
+	b.Helper()
+	fwd := mkNode(graph.FusedDomain, graph.MaxPoolArgmax, 2, attrs...)
+	spec, ok := kern.Lookup(fwd.Domain, fwd.OpType, 17)
+	if !ok {
+		b.Fatal("no MaxPoolArgmax kernel")
+	}
+	out, err := spec.Fn(&kern.Context{Opset: 17}, fwd, []*graph.Tensor{x})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out[1]
+}
+
 func BenchmarkMemboundResNet50MaxPoolArgmax(b *testing.B) {
 	n := mkNode(graph.FusedDomain, graph.MaxPoolArgmax, 2, stemPoolAttrs()...)
 	// reads X, writes Y and the codes
@@ -24,19 +40,11 @@ func BenchmarkMemboundResNet50MaxPoolArgmax(b *testing.B) {
 }
 
 func BenchmarkMemboundResNet50MaxPoolArgmaxGrad(b *testing.B) {
-	fwd := mkNode(graph.FusedDomain, graph.MaxPoolArgmax, 2, stemPoolAttrs()...)
-	spec, ok := kern.Lookup(fwd.Domain, fwd.OpType, 17)
-	if !ok {
-		b.Fatal("no MaxPoolArgmax kernel")
-	}
-	out, err := spec.Fn(&kern.Context{Opset: 17}, fwd, []*graph.Tensor{randn(2, 8, 64, 112, 112)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	codes := argmaxCodes(b, stemPoolAttrs(), randn(2, 8, 64, 112, 112))
 	n := mkNode(graph.FusedDomain, graph.MaxPoolArgmaxGrad, 1, stemPoolAttrs()...)
 	// reads dY and the codes, writes dX
 	benchOp(b, n, 17, 4*(size(8, 64, 112, 112)+size(8, 64, 56, 56))+size(8, 64, 56, 56),
-		randn(1, 8, 64, 56, 56), out[1], graph.FromInt64([]int64{8, 64, 112, 112}, 4))
+		randn(1, 8, 64, 56, 56), codes, graph.FromInt64([]int64{8, 64, 112, 112}, 4))
 }
 
 // BenchmarkMaxPoolForms times both forms of a training step's max pool —
@@ -57,12 +65,7 @@ func BenchmarkMaxPoolForms(b *testing.B) {
 			graph.IntsAttr("pads", s.pad, s.pad, s.pad, s.pad)}
 		x, dy := randn(3, s.n, s.c, s.h, s.w), randn(4, s.n, s.c, s.oh, s.ow)
 		xs, ys := size(s.n, s.c, s.h, s.w), size(s.n, s.c, s.oh, s.ow)
-		fwd := mkNode(graph.FusedDomain, graph.MaxPoolArgmax, 2, attrs...)
-		spec, _ := kern.Lookup(fwd.Domain, fwd.OpType, 17)
-		out, err := spec.Fn(&kern.Context{Opset: 17}, fwd, []*graph.Tensor{x})
-		if err != nil {
-			b.Fatal(err)
-		}
+		codes := argmaxCodes(b, attrs, x)
 		shape := graph.FromInt64([]int64{int64(s.n), int64(s.c), int64(s.h), int64(s.w)}, 4)
 		b.Run(s.name+"/MaxPool", func(b *testing.B) {
 			benchOp(b, mkNode("", "MaxPool", 1, attrs...), 17, 4*(xs+ys), x)
@@ -74,7 +77,7 @@ func BenchmarkMaxPoolForms(b *testing.B) {
 			benchOp(b, mkNode(graph.FusedDomain, graph.MaxPoolArgmax, 2, attrs...), 17, 4*(xs+ys)+ys, x)
 		})
 		b.Run(s.name+"/MaxPoolArgmaxGrad", func(b *testing.B) {
-			benchOp(b, mkNode(graph.FusedDomain, graph.MaxPoolArgmaxGrad, 1, attrs...), 17, 4*(xs+ys)+ys, dy, out[1], shape)
+			benchOp(b, mkNode(graph.FusedDomain, graph.MaxPoolArgmaxGrad, 1, attrs...), 17, 4*(xs+ys)+ys, dy, codes, shape)
 		})
 	}
 }
