@@ -29,7 +29,7 @@ func AVX512() bool { return hasAVX512 }
 // subnormal band: p·2^k = (p·2^(k+64))·2^-64, subnormal where p·2^(k+64)
 // < 2^-62).
 var avx512Const = func() (c [len(avxConst) + 4][16]float32) {
-	const firstTab = len(avxConst) - len(erfTab) - 6 // erfTab's rows (then the exponential's six)
+	const firstTab = len(avxConst) - len(erfTab) - 5 // erfTab's rows (then the exponential's five)
 	for i := range avxConst {
 		for j := range c[i] {
 			c[i][j] = avxConst[i][j%8]

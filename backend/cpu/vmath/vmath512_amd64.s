@@ -44,15 +44,14 @@
 #define Z_Q4 1984
 #define Z_Q5 2048
 #define Z_KMIN 2112
-#define Z_KSUB 2176
-#define Z_I128 2240
-#define Z_MINNORM 2304
-#define Z_KMINF 2368
-#define Z_KRANGE 2432
-#define Z_KSUBF 2496
-#define Z_K64 2560
-#define Z_M64 2624
-#define Z_TINY 2688
+#define Z_I128 2176
+#define Z_MINNORM 2240
+#define Z_KMINF 2304
+#define Z_KRANGE 2368
+#define Z_KSUBF 2432
+#define Z_K64 2496
+#define Z_M64 2560
+#define Z_TINY 2624
 
 // EXP_REDUCE16 is EXP_REDUCE on sixteen lanes.
 #define EXP_REDUCE16(X, T, K) \

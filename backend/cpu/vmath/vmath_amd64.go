@@ -14,10 +14,10 @@ var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 // avxConst holds the eight-lane constants the assembly reads as memory
 // operands, one row of 32 bytes each, in the order of the K_* offsets in
 // vmath_amd64.s: broadcast constants, then erfTab's per-interval rows, then
-// the int32 rows of the exponential's last step (expKMin, expKSub, 128 and
-// the bits of 2^-126), and the float rows of its common-block test
+// the int32 rows of the exponential's last step (expKMin, 128 and the bits
+// of 2^-126), and the float rows of its common-block test
 // (expKMin, and 126.5: |k - 1| < 126.5 for -125 ≤ k ≤ 127).
-var avxConst = func() (c [39][8]float32) {
+var avxConst = func() (c [38][8]float32) {
 	bits := func(v uint32) float32 { return math.Float32frombits(v) }
 	rows := []float32{expLo, expHi, invLn2, expMagic, ln2Hi, ln2Lo}
 	rows = append(rows, expP[:]...)
@@ -29,8 +29,8 @@ var avxConst = func() (c [39][8]float32) {
 	for i, r := range erfTab {
 		c[len(rows)+i] = r
 	}
-	kmin, ksub := int32(expKMin), int32(expKSub)
-	for i, v := range []float32{bits(uint32(kmin)), bits(uint32(ksub)), bits(128), bits(0x00800000), expKMin, 126.5} {
+	kmin := int32(expKMin)
+	for i, v := range []float32{bits(uint32(kmin)), bits(128), bits(0x00800000), expKMin, 126.5} {
 		c[len(rows)+len(erfTab)+i] = [8]float32{v, v, v, v, v, v, v, v}
 	}
 	return c

@@ -37,11 +37,10 @@
 #define K_Q4 992
 #define K_Q5 1024
 #define K_KMIN 1056
-#define K_KSUB 1088
-#define K_I128 1120
-#define K_MINNORM 1152
-#define K_KMINF 1184
-#define K_KRANGE 1216
+#define K_I128 1088
+#define K_MINNORM 1120
+#define K_KMINF 1152
+#define K_KRANGE 1184
 
 // EXP_REDUCE: X holds the clamped argument. T = x/ln2 + magic (k in its
 // low bits), K = k as a float, X = x - k·ln2Hi (exact). R8 = avxConst.

@@ -10,11 +10,6 @@ func init() {
 	kern.RegisterSpec(graph.FusedDomain, graph.GeluErfGradX, kern.Spec{Fn: geluErfGradXKernel})
 }
 
-// geluRecomputeBlock is how many elements GeluErf's intermediates are
-// computed for at a time where they are not kept: three such blocks live
-// on a worker's stack, in L1.
-const geluRecomputeBlock = 512
-
 // geluErfGradXKernel is graph.GeluErfGradX(dY, X, C1, C2, C3, K): D =
 // X/C1 and A = Erf(D)+C2 recomputed as GeluErf computes them and
 // GeluErfGrad's formula applied in the same pass (vmath.GeluErfGradX32,
@@ -66,20 +61,17 @@ func (t *geluErfGradXTask) Chunk(lo, hi int) {
 }
 
 // geluErfYTask is GeluErf's float32 pass when only Y is kept (the D and A
-// outputs unnamed: graph.RecomputeGeluErfGrad): the intermediates go to
-// per-block scratch, so the pass writes one array instead of three.
+// outputs unnamed: graph.RecomputeGeluErfGrad): vmath.GeluErfBias32
+// without a bias gives GeluErf32's y without storing the intermediates, so
+// the pass writes one array instead of three.
 type geluErfYTask struct {
 	y, x       []float32
 	c1, c2, c3 float32
 }
 
 func (t *geluErfYTask) Chunk(lo, hi int) {
-	var d, a [geluRecomputeBlock]float32
-	for i := lo; i < hi; i += geluRecomputeBlock {
-		j := min(i+geluRecomputeBlock, hi)
-		m := j - i
-		vmath.GeluErf32(t.y[i:j], d[:m], a[:m], t.x[i:j], t.c1, t.c2, t.c3)
-	}
+	// (With a nil bias, x is only read.)
+	vmath.GeluErfBias32(t.y[lo:hi], t.x[lo:hi], nil, t.c1, t.c2, t.c3)
 }
 
 // geluErfOnlyY runs GeluErf's float32 pass writing Y alone into a new

@@ -9,8 +9,10 @@ import (
 // Float32 row kernels of Softmax and LayerNormalization over contiguous
 // rows. On amd64 with AVX2 and FMA the body of a row (its length rounded
 // down to a multiple of 8) runs in assembly (rows_amd64.s) and the rest in
-// Go with the same arithmetic; elsewhere, or with useAVX2 off, all of it
-// runs in Go.
+// Go with the same arithmetic; where vmath runs its AVX-512 loops
+// (use512), maxRow32 and scaleRow32 take the whole row in sixteen-lane
+// assembly with masked tails instead; elsewhere, or with useAVX2 off, all
+// of it runs in Go.
 
 // maxRow32 returns the largest element of a non-empty row. A NaN may or
 // may not win; Softmax turns a row holding one into NaNs either way.

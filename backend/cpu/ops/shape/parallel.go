@@ -30,49 +30,60 @@ type gatherTask struct {
 
 // Chunk copies units [lo, hi).
 func (t *gatherTask) Chunk(lo, hi int) {
-	g := &t.plan
-	switch d := t.dst.(type) {
-	case []float32:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []float64:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []int8:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []int16:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []int32:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []int64:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []uint8:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []uint16:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []uint32:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []uint64:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []bool:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
-	case []string:
-		gatherUnitsAny(d, t.src, t.fill, g, lo, hi)
+	if err := gatherRange(t.dst, t.src, t.fill, &t.plan, lo, hi); err != nil {
+		panic(err) // (checked by run)
 	}
 }
 
-// gatherUnitsAny is gatherUnits with the source and fill still untyped
-// (run checks them first, so the assertion cannot fail here).
-func gatherUnitsAny[T any](dst []T, srcAny, fillAny any, g *gatherPlan, lo, hi int) {
+// gatherRange copies units [lo, hi) of g from src into dst (gatherUnits)
+// once it has checked that src (and fill, when not nil) hold dst's element
+// type, which must be one a tensor may hold; with lo == hi it only checks
+// (g may then be nil).
+func gatherRange(dst, src, fill any, g *gatherPlan, lo, hi int) error {
+	switch d := dst.(type) {
+	case []float32:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []float64:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []int8:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []int16:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []int32:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []int64:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []uint8:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []uint16:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []uint32:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []uint64:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []bool:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	case []string:
+		return gatherUnitsAny(d, src, fill, g, lo, hi)
+	}
+	return fmt.Errorf("tensor data of Go type %T is not supported", dst)
+}
+
+// gatherUnitsAny is gatherUnits with the source and fill still untyped.
+func gatherUnitsAny[T any](dst []T, srcAny, fillAny any, g *gatherPlan, lo, hi int) error {
 	src, fill, err := typedPair(dst, srcAny, fillAny)
 	if err != nil {
-		panic(err)
+		return err
 	}
 	gatherUnits(dst, src, fill, g, lo, hi)
+	return nil
 }
 
 // run is gatherView(dst, src, base, maps, fill), split into contiguous
 // ranges of units over the kernel pool when the output is large.
 func (t *gatherTask) run(dst, src any, base int, maps []axisMap, fill any) error {
-	if err := checkGatherTypes(dst, src, fill); err != nil {
+	// The element types are checked once here, not in the chunks.
+	if err := gatherRange(dst, src, fill, nil, 0, 0); err != nil {
 		return err
 	}
 	if !t.plan.init(t.mapBuf[:], base, maps) {
@@ -89,44 +100,6 @@ func (t *gatherTask) run(dst, src any, base int, maps []axisMap, fill any) error
 	t.dst, t.src, t.fill, t.plan.maps = nil, nil, nil, nil
 	clear(t.mapBuf[:])
 	return nil
-}
-
-// checkGatherTypes fails unless src (and fill, when not nil) hold dst's
-// element type, which must be one a tensor may hold.
-func checkGatherTypes(dst, src, fill any) error {
-	switch d := dst.(type) {
-	case []float32:
-		return checkPair(d, src, fill)
-	case []float64:
-		return checkPair(d, src, fill)
-	case []int8:
-		return checkPair(d, src, fill)
-	case []int16:
-		return checkPair(d, src, fill)
-	case []int32:
-		return checkPair(d, src, fill)
-	case []int64:
-		return checkPair(d, src, fill)
-	case []uint8:
-		return checkPair(d, src, fill)
-	case []uint16:
-		return checkPair(d, src, fill)
-	case []uint32:
-		return checkPair(d, src, fill)
-	case []uint64:
-		return checkPair(d, src, fill)
-	case []bool:
-		return checkPair(d, src, fill)
-	case []string:
-		return checkPair(d, src, fill)
-	}
-	return fmt.Errorf("tensor data of Go type %T is not supported", dst)
-}
-
-// checkPair is typedPair's check alone.
-func checkPair[T any](dst []T, src, fill any) error {
-	_, _, err := typedPair(dst, src, fill)
-	return err
 }
 
 // gatherIntoNode is gatherInto's copy: through the node's gatherTask.

@@ -121,33 +121,16 @@ func innerSpans(buf []span, m *axisMap) []span {
 // per axis: Transpose, Slice, Expand, Tile, Pad, Gather, Split,
 // DepthToSpace and the like.
 func gatherView(dst, src any, base int, maps []axisMap, fill any) error {
-	switch d := dst.(type) {
-	case []float32:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []float64:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []int8:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []int16:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []int32:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []int64:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []uint8:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []uint16:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []uint32:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []uint64:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []bool:
-		return gatherViewOf(d, src, base, maps, fill)
-	case []string:
-		return gatherViewOf(d, src, base, maps, fill)
+	if err := gatherRange(dst, src, fill, nil, 0, 0); err != nil {
+		return err
 	}
-	return fmt.Errorf("tensor data of Go type %T is not supported", dst)
+	// Scratch of up to stackRank axes lives on the stack.
+	var mapBuf [stackRank]axisMap
+	var g gatherPlan
+	if !g.init(mapBuf[:], base, maps) {
+		return nil
+	}
+	return gatherRange(dst, src, fill, &g, 0, g.units)
 }
 
 // typedPair asserts that src holds the same element type as dst and picks
@@ -168,24 +151,9 @@ func typedPair[T any](dst []T, src, fill any) ([]T, T, error) {
 	return s, f, nil
 }
 
-func gatherViewOf[T any](dst []T, srcAny any, base int, maps []axisMap, fillAny any) error {
-	src, fill, err := typedPair(dst, srcAny, fillAny)
-	if err != nil {
-		return err
-	}
-	// Scratch of up to stackRank axes lives on the stack.
-	var mapBuf [stackRank]axisMap
-	var g gatherPlan
-	if !g.init(mapBuf[:], base, maps) {
-		return nil
-	}
-	gatherUnits(dst, src, fill, &g, 0, g.units)
-	return nil
-}
-
 // gatherPlan is a gather after simplifyMaps, cut into units that can be
 // copied independently (a pool's chunks take contiguous ranges of them):
-// rows of the innermost output axis, or, for a transpose that tileTranspose
+// rows of the innermost output axis, or, for a transpose that tileStrips
 // copies in square tiles, tileBlock-row strips of one plane.
 type gatherPlan struct {
 	base int
