@@ -1,7 +1,9 @@
 // Command testcount reads `go test -json` on standard input, prints each
 // test's output as plain go test would, and ends with the number of tests
-// that passed, failed and skipped, naming the skipped ones with their reason.
-// It exits 1 when any test or package failed, so CI fails as go test would.
+// that passed, failed and skipped, naming the skipped ones with their reason
+// and, last (so that a log's tail shows them), the failed tests and packages
+// with the output they printed. It exits 1 when any test or package failed,
+// so CI fails as go test would.
 package main
 
 import (
@@ -13,6 +15,9 @@ import (
 	"strings"
 )
 
+// keepLines is how many of a test's last output lines a failure repeats.
+const keepLines = 40
+
 type event struct {
 	Action  string
 	Package string
@@ -23,7 +28,9 @@ type event struct {
 func main() {
 	var pass, fail, skip int
 	var skipped []string
-	reasons := map[string]string{} // package/test -> last output line before the skip
+	reasons := map[string]string{}   // package/test -> last output line before the skip
+	outputs := map[string][]string{} // package/test -> its last output lines
+	var failures []string            // package/test, in the order they failed
 	failed := false
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
@@ -41,6 +48,11 @@ func main() {
 			failed = true
 		case "output":
 			fmt.Print(e.Output)
+			if tail := append(outputs[key], e.Output); len(tail) > keepLines {
+				outputs[key] = tail[len(tail)-keepLines:]
+			} else {
+				outputs[key] = tail
+			}
 			if s := strings.TrimSpace(e.Output); e.Test != "" && s != "" && !strings.HasPrefix(s, "---") && !strings.HasPrefix(s, "===") {
 				reasons[key] = s
 			}
@@ -53,6 +65,7 @@ func main() {
 			if e.Test != "" {
 				fail++
 			}
+			failures = append(failures, key)
 		case "skip":
 			if e.Test != "" {
 				skip++
@@ -68,6 +81,12 @@ func main() {
 	fmt.Printf("testcount: %d passed, %d failed, %d skipped\n", pass, fail, skip)
 	for _, s := range skipped {
 		fmt.Println("testcount: skipped", s)
+	}
+	for _, k := range failures {
+		fmt.Printf("testcount: FAILED %s; its last output:\n", k)
+		for _, line := range outputs[k] {
+			fmt.Print("    ", line)
+		}
 	}
 	if failed {
 		os.Exit(1)
