@@ -25,16 +25,20 @@ func readInts(n *graph.Node, t *graph.Tensor, what string) ([]int64, error) {
 
 // readIntsInto is readInts converting a tensor that does not hold int64
 // into dst[:0] (a node's scratch, reused); an int64 tensor's data is
-// returned as it is.
+// returned as it is. The result is never nil (an empty tensor gives an
+// empty slice, which callers tell from an absent input).
 func readIntsInto(n *graph.Node, dst []int64, t *graph.Tensor, what string) ([]int64, error) {
 	if err := checkData(n, t, what); err != nil {
 		return nil, err
+	}
+	out := dst[:0]
+	if out == nil {
+		out = []int64{}
 	}
 	switch s := t.Data.(type) {
 	case []int64:
 		return s, nil
 	case []int32:
-		out := dst[:0]
 		for _, v := range s {
 			out = append(out, int64(v))
 		}
@@ -43,7 +47,6 @@ func readIntsInto(n *graph.Node, dst []int64, t *graph.Tensor, what string) ([]i
 	if !t.DType.IsInt() {
 		return nil, n.Errorf("input %s must be an integer tensor, got %v", what, t.DType)
 	}
-	out := dst[:0]
 	for i := range t.Size() {
 		out = append(out, t.Int(i))
 	}
