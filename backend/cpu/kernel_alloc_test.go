@@ -285,6 +285,27 @@ func TestBoundKernelsSteadyStateAllocations(t *testing.T) {
 			}
 		}
 	})
+	t.Run("SliceGrad", func(t *testing.T) {
+		// The gradient of x[1:3, :, -1:-9:-2] (x of shape 3 × 4 × 10):
+		// dy's elements at the positions the Slice read, zeros elsewhere.
+		x := bkRamp(3, 4, 10)
+		dy := bkRamp(2, 4, 4)
+		k := newBoundKernel(t, graph.InternalDomain, "SliceGrad")
+		args := []*graph.Tensor{dy, x, bkInt64s([]int{2}, 1, -1), bkInt64s([]int{2}, 3, -9), bkInt64s([]int{2}, 0, 2), bkInt64s([]int{2}, 1, -2)}
+		assert.Zero(t, k.steadyAllocs(t, args...))
+		out, err := k.run(args...)
+		require.NoError(t, err)
+		require.Equal(t, []int{3, 4, 10}, out[0].Shape)
+		want := make([]float32, 3*4*10)
+		for a := 0; a < 2; a++ {
+			for b := 0; b < 4; b++ {
+				for c := 0; c < 4; c++ {
+					want[((1+a)*4+b)*10+9-2*c] = dy.Float32s()[(a*4+b)*4+c]
+				}
+			}
+		}
+		assert.Equal(t, want, out[0].Float32s())
+	})
 	views := []struct {
 		op    string
 		attrs []*graph.Attr
