@@ -69,10 +69,10 @@ const (
 	hugeChunk = 2 << 20
 	// hugeMinRate (bytes a second) and hugeSlack: auto populates huge
 	// pages while the time spent stays under hugeSlack plus the bytes done
-	// at hugeMinRate. A host that zeroes memory itself populates some
-	// 5 GB/s and never stops; this VM's fresh huge pages came at 0.07 GB/s
-	// (30 ms for each 2 MiB, the host faulting in every 4 KiB of blocks
-	// the guest had handed back), against 3.9 GB/s for 4 KiB pages.
+	// at hugeMinRate. On this VM 4 KiB pages came at 3.9 GB/s, huge pages
+	// from memory freed moments before at 0.9 GB/s, and fresh ones at
+	// 0.07 GB/s (30 ms for each 2 MiB: the host faulting in every 4 KiB
+	// of blocks the guest had handed back, docs/large-models.md).
 	hugeMinRate = 1 << 30
 	hugeSlack   = 20 * time.Millisecond
 )
