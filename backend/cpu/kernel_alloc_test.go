@@ -258,6 +258,54 @@ func TestBoundKernelsSteadyStateAllocations(t *testing.T) {
 			}
 		}
 	})
+	t.Run("Slice", func(t *testing.T) {
+		// Opset-10 Slice with int64 and int32 parameters, a negative step
+		// and an axis left whole: the resolved ranges, the output shape
+		// and the gather's maps live in the node's state.
+		in := bkRamp(3, 4, 10)
+		for _, params := range [][]*graph.Tensor{
+			{bkInt64s([]int{2}, 1, -1), bkInt64s([]int{2}, 3, -9), bkInt64s([]int{2}, 0, 2), bkInt64s([]int{2}, 1, -2)},
+			{{DType: graph.Int32, Shape: []int{2}, Data: []int32{1, -1}}, {DType: graph.Int32, Shape: []int{2}, Data: []int32{3, -9}},
+				{DType: graph.Int32, Shape: []int{2}, Data: []int32{0, 2}}, {DType: graph.Int32, Shape: []int{2}, Data: []int32{1, -2}}},
+		} {
+			k := newBoundKernel(t, "", "Slice")
+			args := append([]*graph.Tensor{in}, params...)
+			assert.Zero(t, k.steadyAllocs(t, args...))
+			out, err := k.run(args...)
+			require.NoError(t, err)
+			// x[1:3, :, -1:-9:-2] (numpy): indices 9, 7, 5, 3 of the last axis.
+			require.Equal(t, []int{2, 4, 4}, out[0].Shape)
+			got, src := out[0].Float32s(), in.Float32s()
+			for a := 0; a < 2; a++ {
+				for b := 0; b < 4; b++ {
+					for c := 0; c < 4; c++ {
+						require.Equal(t, src[((1+a)*4+b)*10+9-2*c], got[(a*4+b)*4+c])
+					}
+				}
+			}
+		}
+	})
+	t.Run("SliceGrad", func(t *testing.T) {
+		// The gradient of x[1:3, :, -1:-9:-2] (x of shape 3 × 4 × 10):
+		// dy's elements at the positions the Slice read, zeros elsewhere.
+		x := bkRamp(3, 4, 10)
+		dy := bkRamp(2, 4, 4)
+		k := newBoundKernel(t, graph.InternalDomain, "SliceGrad")
+		args := []*graph.Tensor{dy, x, bkInt64s([]int{2}, 1, -1), bkInt64s([]int{2}, 3, -9), bkInt64s([]int{2}, 0, 2), bkInt64s([]int{2}, 1, -2)}
+		assert.Zero(t, k.steadyAllocs(t, args...))
+		out, err := k.run(args...)
+		require.NoError(t, err)
+		require.Equal(t, []int{3, 4, 10}, out[0].Shape)
+		want := make([]float32, 3*4*10)
+		for a := 0; a < 2; a++ {
+			for b := 0; b < 4; b++ {
+				for c := 0; c < 4; c++ {
+					want[((1+a)*4+b)*10+9-2*c] = dy.Float32s()[(a*4+b)*4+c]
+				}
+			}
+		}
+		assert.Equal(t, want, out[0].Float32s())
+	})
 	views := []struct {
 		op    string
 		attrs []*graph.Attr

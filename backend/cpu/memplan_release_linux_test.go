@@ -190,3 +190,45 @@ func TestPrefaultPagesAsksForHugePages(t *testing.T) {
 	}
 	runtime.KeepAlive(buf)
 }
+
+// TestPrefaultPagesPolicies: under every huge-page policy each page of a
+// fresh buffer is mapped and every byte stays zero; eager populates all of
+// it after asking for huge pages, auto at least its first chunk (then as
+// long as huge pages come fast) and advises the rest too, off asks for
+// none (the mapping has no "hg" flag).
+func TestPrefaultPagesPolicies(t *testing.T) {
+	_, thpErr := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled")
+	const n = 8 << 20
+	for _, c := range []struct {
+		name   string
+		policy int
+	}{{"eager", hugePagesEager}, {"auto", hugePagesAuto}, {"off", hugePagesOff}} {
+		t.Run(c.name, func(t *testing.T) {
+			buf := make([]byte, n)
+			huge := prefaultPagesWith(unsafe.Pointer(&buf[0]), n, c.policy)
+			_, flags := smapsOf(t, uintptr(unsafe.Pointer(&buf[n/2])))
+			t.Logf("%d of %d bytes populated as huge pages; VmFlags %v", huge, n, flags)
+			assert.Zero(t, nonResident(unsafe.Pointer(&buf[0]), n), "every page mapped")
+			whole := len(wholePages(unsafe.Pointer(&buf[0]), n))
+			switch c.policy {
+			case hugePagesEager:
+				assert.Equal(t, whole, huge)
+			case hugePagesAuto:
+				assert.Positive(t, huge)
+				assert.LessOrEqual(t, huge, whole)
+			case hugePagesOff:
+				assert.Zero(t, huge)
+				assert.NotContains(t, flags, "hg")
+			}
+			if thpErr == nil && c.policy != hugePagesOff {
+				assert.Contains(t, flags, "hg", "advised for huge pages")
+			}
+			for i, b := range buf {
+				if b != 0 {
+					t.Fatalf("byte %d is %d after prefaultPages", i, b)
+				}
+			}
+			runtime.KeepAlive(buf)
+		})
+	}
+}

@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"sync/atomic"
+
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/graph/passes"
@@ -15,12 +17,27 @@ func (e *Executable) buildPipelines() error {
 	if e.compilePipe, err = passes.New("compile", passes.CompilePasses()...); err != nil {
 		return err
 	}
-	if e.specialisedPipe, err = passes.Continue(e.compilePipe, "specialise", passes.SpecialisedPasses()...); err != nil {
+	spec := passes.SpecialisedPasses()
+	if keepIdentityArith.Load() {
+		kept := spec[:0]
+		for _, p := range spec {
+			if p.Name != passes.DropIdentityArith {
+				kept = append(kept, p)
+			}
+		}
+		spec = kept
+	}
+	if e.specialisedPipe, err = passes.Continue(e.compilePipe, "specialise", spec...); err != nil {
 		return err
 	}
 	e.subgraphPipe, err = passes.New("subgraph", passes.SubgraphPasses()...)
 	return err
 }
+
+// keepIdentityArith leaves drop-identity-arithmetic out of the executables
+// compiled while it is set: the tests compare the steps with and without
+// it bit for bit.
+var keepIdentityArith atomic.Bool
 
 // passEnv is the environment of the pipelines: the main graph (top) folds
 // its constants unless NoFold (where its inputs are known to be fed) and

@@ -21,6 +21,7 @@ const (
 	FuseBatchNormRelu  = "fuse-batchnorm-relu"
 	PruneFused         = "prune-fused"
 	Specialize         = "specialize"
+	DropIdentityArith  = "drop-identity-arithmetic"
 	FuseMatMulBias     = "fuse-matmul-bias"
 	FuseGeluErfGrad    = "fuse-gelu-erf-grad"
 	FuseSliceGrad      = "fuse-slice-grad-concat"
@@ -125,6 +126,9 @@ func SpecialisedPasses() []Pass {
 				*g = *sg
 				return 1, nil
 			}},
+		{Name: DropIdentityArith, Doc: "Mul or Div by a constant of exact ones, Add of exact −0s and Sub of exact +0s that leave the other operand's shape removed, their readers reading that operand (baddbmm's Mul(scores, 1) and its gradient's); the values do not change; before the fusions and marks that look for a product's direct reader",
+			Requires: []string{Specialize}, Before: []string{FuseMatMulBias, FuseGeluErfGrad, FuseSliceGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, DropSameShapeSum, MarkCausal},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.DropIdentityArithmetic(g), nil }},
 		{Name: FuseMatMulBias, Doc: "biases added to a product become its GEMM's epilogue (MatMulAdd); needs every shape",
 			Fuses: []string{graph.MatMulAdd}, Requires: []string{Specialize},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMatMulBias(g), nil }},

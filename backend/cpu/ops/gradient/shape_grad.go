@@ -292,7 +292,14 @@ func scatterAdd[T float32 | float64](dst, src []T, shape []int, tables [][]int) 
 		}
 	}
 	inner := tables[r-1]
-	idx := make([]int, r-1)
+	// The odometer lives on the stack up to rank 9.
+	var idxBuf [8]int
+	idx := idxBuf[:0]
+	if r-1 <= len(idxBuf) {
+		idx = idxBuf[:r-1]
+	} else {
+		idx = make([]int, r-1)
+	}
 	for pos := 0; pos < len(src); pos += len(inner) {
 		base, skip := 0, false
 		for a, i := range idx {
@@ -479,20 +486,31 @@ func sliceGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		return nil, err
 	}
 	dy, x := in[0], in[1]
-	first, count, steps, err := shapeops.SliceAxes(n, x.Shape, in[2:])
-	if err != nil {
+	// The resolved ranges and the offset tables live in the node's state,
+	// so that a step allocates none of them.
+	ss := kern.State[sliceGradState](n)
+	r := &ss.ranges
+	if err := r.Resolve(n, x.Shape, in[2:]); err != nil {
 		return nil, err
 	}
-	st := graph.Strides(x.Shape)
-	tables := make([][]int, x.Rank())
-	for a := range tables {
-		t := make([]int, count[a])
+	total := 0
+	for _, c := range r.Count {
+		total += c
+	}
+	flat := append(ss.flat[:0], make([]int, total)...)
+	tables := append(ss.tables[:0], make([][]int, x.Rank())...)
+	st := 1
+	for a := x.Rank() - 1; a >= 0; a-- {
+		total -= r.Count[a]
+		t := flat[total : total+r.Count[a]]
 		for j := range t {
-			t[j] = (first[a] + j*steps[a]) * st[a]
+			t[j] = (r.First[a] + j*r.Step[a]) * st
 		}
 		tables[a] = t
+		st *= x.Shape[a]
 	}
-	if err := checkGradShape(n, dy, count); err != nil {
+	ss.flat, ss.tables = flat, tables
+	if err := checkGradShape(n, dy, r.Count); err != nil {
 		return nil, err
 	}
 	out, err := scatterAddNew(n, dy, x.Shape, tables)
@@ -500,6 +518,14 @@ func sliceGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		return nil, err
 	}
 	return kern.Results(n, out), nil
+}
+
+// sliceGradState is a SliceGrad node's scratch between runs: the resolved
+// slice and the per-axis offset tables (in one backing array).
+type sliceGradState struct {
+	ranges shapeops.SliceRanges
+	flat   []int
+	tables [][]int
 }
 
 // ---------------------------------------------------------------- PadGrad

@@ -47,9 +47,11 @@ func dropout(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 	}
 	wantMask := len(n.Outputs) > 1 && n.Outputs[1] != ""
 	if !training || ratio == 0 {
-		out := kern.Reshape(x, x.Shape)
+		// The pass-through's header and result slice are the node's own,
+		// reused on every step.
+		out := kern.View(n, x, x.Shape)
 		if !wantMask {
-			return []*graph.Tensor{out}, nil
+			return kern.Results(n, out), nil
 		}
 		maskType := graph.Bool
 		if ctx.Opset != 0 && ctx.Opset < 10 {
@@ -60,7 +62,7 @@ func dropout(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 			return nil, err
 		}
 		fillOnes(mask)
-		return []*graph.Tensor{out, mask}, nil
+		return kern.Results(n, out, mask), nil
 	}
 	if ratio < 0 || ratio >= 1 {
 		return nil, n.Errorf("ratio %g is out of range [0, 1) in training mode", ratio)

@@ -20,35 +20,50 @@ func checkData(n *graph.Node, t *graph.Tensor, what string) error {
 // readInts returns the elements of an integer tensor (shapes, axes, pads,
 // repeats, indices). The result may alias t's data; callers must not modify it.
 func readInts(n *graph.Node, t *graph.Tensor, what string) ([]int64, error) {
+	return readIntsInto(n, nil, t, what)
+}
+
+// readIntsInto is readInts converting a tensor that does not hold int64
+// into dst[:0] (a node's scratch, reused); an int64 tensor's data is
+// returned as it is. The result is never nil (an empty tensor gives an
+// empty slice, which callers tell from an absent input).
+func readIntsInto(n *graph.Node, dst []int64, t *graph.Tensor, what string) ([]int64, error) {
 	if err := checkData(n, t, what); err != nil {
 		return nil, err
+	}
+	out := dst[:0]
+	if out == nil {
+		out = []int64{}
 	}
 	switch s := t.Data.(type) {
 	case []int64:
 		return s, nil
 	case []int32:
-		out := make([]int64, len(s))
-		for i, v := range s {
-			out[i] = int64(v)
+		for _, v := range s {
+			out = append(out, int64(v))
 		}
 		return out, nil
 	}
 	if !t.DType.IsInt() {
 		return nil, n.Errorf("input %s must be an integer tensor, got %v", what, t.DType)
 	}
-	out := make([]int64, t.Size())
-	for i := range out {
-		out[i] = t.Int(i)
+	for i := range t.Size() {
+		out = append(out, t.Int(i))
 	}
 	return out, nil
 }
 
 // readInts1D is readInts for an input that must be a scalar or 1-D.
 func readInts1D(n *graph.Node, t *graph.Tensor, what string) ([]int64, error) {
+	return readInts1DInto(n, nil, t, what)
+}
+
+// readInts1DInto is readIntsInto for an input that must be a scalar or 1-D.
+func readInts1DInto(n *graph.Node, dst []int64, t *graph.Tensor, what string) ([]int64, error) {
 	if t != nil && t.Rank() > 1 {
 		return nil, n.Errorf("input %s must be 1-D, has shape %v", what, t.Shape)
 	}
-	return readInts(n, t, what)
+	return readIntsInto(n, dst, t, what)
 }
 
 // readScalarInt reads a one-element integer tensor.

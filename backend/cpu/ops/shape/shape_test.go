@@ -165,6 +165,13 @@ func TestSliceClampingAndSteps(t *testing.T) {
 	assert.ErrorContains(t, err, "0")
 	_, err = call(t, "Slice", 13, nil, x, i64(0), i64(5), i64(1))
 	assert.ErrorContains(t, err, "out of range")
+	// An empty int32 steps (or axes) input is present, and its length
+	// must match starts' like an int64 one's.
+	empty32 := &graph.Tensor{DType: graph.Int32, Shape: []int{0}, Data: []int32{}}
+	_, err = call(t, "Slice", 13, nil, x, i64(0), i64(5), i64(0), empty32)
+	assert.ErrorContains(t, err, "steps [] and starts [0] differ in length")
+	_, err = call(t, "Slice", 13, nil, x, i64(0), i64(5), empty32)
+	assert.ErrorContains(t, err, "axes [] and starts [0] differ in length")
 }
 
 func TestScatterReductions(t *testing.T) {
