@@ -43,25 +43,28 @@ const madvPopulateWrite = 23
 
 // Huge-page policies of the arena (ONNXTRAIN_ARENA_HUGEPAGES).
 const (
+	// hugePagesEager populates huge pages whatever they cost (the default).
+	hugePagesEager = iota
 	// hugePagesAuto populates huge pages while they come at least at
 	// hugeMinRate, and 4 KiB pages, advised for khugepaged, after.
-	hugePagesAuto = iota
-	// hugePagesEager populates huge pages whatever they cost.
-	hugePagesEager
+	hugePagesAuto
 	// hugePagesOff populates 4 KiB pages and never asks for huge ones.
 	hugePagesOff
 )
 
-// arenaHugePages is the policy: ONNXTRAIN_ARENA_HUGEPAGES=eager or off,
-// auto otherwise.
+// arenaHugePages is the policy: ONNXTRAIN_ARENA_HUGEPAGES=auto or off,
+// eager otherwise. Eager is the default because the cost of slow fresh huge
+// pages is paid once either way: up front (one slow step), or spread over a
+// run's first minutes in 4 KiB pages (memory-bound ops 10-19% slower) plus
+// khugepaged's collapsing on the same cores (docs/large-models.md).
 var arenaHugePages = func() int {
 	switch os.Getenv("ONNXTRAIN_ARENA_HUGEPAGES") {
-	case "eager":
-		return hugePagesEager
+	case "auto":
+		return hugePagesAuto
 	case "off":
 		return hugePagesOff
 	}
-	return hugePagesAuto
+	return hugePagesEager
 }()
 
 const (
@@ -87,13 +90,13 @@ const (
 // tables once per 2 MiB rather than per 4 KiB (ViT-B/16's memory-bound ops
 // 10-20% faster on one core).
 //
-// Huge pages are populated 2 MiB at a time while they come fast
-// (populateHuge); on a host where fresh huge pages are slow (this VM: 5-8 s
-// of system time for a 700 MiB arena, the first planned step 10 s long),
-// the rest is populated in 4 KiB pages (0.18 s for 700 MiB) and then
-// advised for huge pages, which khugepaged collapses in the background at
-// the kernel's pace. ONNXTRAIN_ARENA_HUGEPAGES=eager populates huge pages
-// whatever they cost, =off never asks for them. Where the kernel has no
+// Huge pages are populated 2 MiB at a time whatever they cost (on this VM
+// fresh ones take 5-8 s of system time for a 700 MiB arena: the first
+// planned step is 10 s long). ONNXTRAIN_ARENA_HUGEPAGES=auto populates
+// them only while they come fast (populateHuge) and the rest in 4 KiB pages
+// (0.18 s for 700 MiB), then advised for huge pages, which khugepaged
+// collapses in the background at the kernel's pace; =off never asks for
+// them. Where the kernel has no
 // MADV_POPULATE_WRITE (before Linux 5.14), one byte of each page is
 // written: the storage is fresh from make, zero, and stays so. The advice
 // covers the whole pages inside the range (an arena from make is
