@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // patchCases are patchify convolutions (kernel = stride, no padding, no
@@ -210,4 +211,26 @@ func TestPatchifyRefuses(t *testing.T) {
 		y := mustRun(t, 17, n, f32(xs, toF32(x)...), f32(ws, toF32(w)...), f32([]int{6}, toF32(b)...))[0]
 		assertClose(t, want, y, 1e-4)
 	})
+}
+
+// TestPatchifyAllocations: once warmed up, the patchify forward pass
+// (with a bias) and filter gradient allocate nothing (the patch matrix and
+// the product's scratch from the pool, the epilogue and the packer boxed,
+// the fan-outs through pooled tasks).
+func TestPatchifyAllocations(t *testing.T) {
+	if winoRaceEnabled {
+		testutil.Skip(t, "the race detector changes allocation behaviour")
+	}
+	rng := rand.New(rand.NewPCG(27, 28))
+	g := Conv2D{N: 2, C: 3, H: 64, W: 48, M: 64, KH: 16, KW: 16, SH: 16, SW: 16, DH: 1, DW: 1, OH: 4, OW: 3}
+	require.True(t, g.patchify())
+	x, w := toF32(randF64(rng, 2*3*64*48)), toF32(randF64(rng, 64*768))
+	bias := toF32(randF64(rng, 64))
+	y, dw := make([]float32, 2*64*12), make([]float32, len(w))
+	step := func() {
+		g.forwardPatches(x, w, bias, y, false)
+		g.FilterGrad(y, x, dw, false)
+	}
+	step()
+	assert.Zero(t, testing.AllocsPerRun(20, step))
 }
