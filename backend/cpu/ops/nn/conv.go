@@ -146,6 +146,15 @@ func convRun[T convElem](cs *convShape, winograd WinogradPolicy, x, w, b, y []T)
 	}
 	cg, mg := cs.c/cs.group, cs.m/cs.group
 	kSize := prod(win.kernel)
+	if xf, ok := any(x).([]float32); ok && cs.group == 1 && implicitConv {
+		// Patchify windows (kernel = stride): the bias goes in with the
+		// product's layout pass instead of a pass of its own.
+		if g, ok := Conv2DOf(win.export(), cs.n, cs.c, cs.m); ok && g.patchify() {
+			bf, _ := any(b).([]float32)
+			g.forwardPatches(xf, any(w).([]float32), bf, any(y).([]float32), false)
+			return
+		}
+	}
 	if b != nil {
 		for i := 0; i < cs.n; i++ {
 			for m := 0; m < cs.m; m++ {

@@ -54,6 +54,10 @@ func (g *Conv2D) Forward(x, w, y []float32, accumulate bool) {
 		g.forwardOneByOne(x, w, y, accumulate)
 		return
 	}
+	if g.patchify() {
+		g.forwardPatches(x, w, nil, y, accumulate)
+		return
+	}
 	if g.winoForward(x, w, y, accumulate) {
 		return
 	}
@@ -90,6 +94,10 @@ func (g *Conv2D) Forward(x, w, y []float32, accumulate bool) {
 func (g *Conv2D) FilterGrad(dy, x, dw []float32, accumulate bool) {
 	if g.oneByOne() {
 		g.filterGradOneByOne(dy, x, dw, accumulate)
+		return
+	}
+	if g.patchify() {
+		g.filterGradPatches(dy, x, dw, accumulate)
 		return
 	}
 	if g.wgradUse() {
