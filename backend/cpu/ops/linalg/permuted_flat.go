@@ -41,25 +41,27 @@ func rowsOf(v *strided) (rows, ld int, ok bool) {
 	return rows, ld, ld >= cols
 }
 
-// gatherRowsOf copies the view v of src into the contiguous dst, a run
-// along the last axis at a time.
-func gatherRowsOf(dst, src []float32, v *strided) {
+// gatherRowRange copies rows [i0, i1) of the view v of src (its last axis
+// the columns, its other axes flattened the rows) to the same rows of the
+// contiguous dst.
+func gatherRowRange(dst, src []float32, v *strided, i0, i1 int) {
 	r := v.rank - 1
 	inner, innerStride := v.shape[r], v.strides[r]
-	size := inner
-	for d := 0; d < r; d++ {
-		size *= v.shape[d]
-	}
-	if size == 0 {
+	if i1 <= i0 || inner == 0 {
 		return
 	}
 	var idx [maxViewRank]int
-	for i := 0; i < size; i += inner {
+	rem := i0
+	for d := r - 1; d >= 0; d-- {
+		idx[d] = rem % v.shape[d]
+		rem /= v.shape[d]
+	}
+	for i := i0; i < i1; i++ {
 		o := v.off
 		for d := 0; d < r; d++ {
 			o += idx[d] * v.strides[d]
 		}
-		row := dst[i : i+inner]
+		row := dst[i*inner : (i+1)*inner]
 		if innerStride == 1 {
 			copy(row, src[o:o+inner])
 		} else {
@@ -76,6 +78,49 @@ func gatherRowsOf(dst, src []float32, v *strided) {
 		}
 	}
 }
+
+// gatherTask is gatherRows's copy in flight: chunk w copies rows
+// [w·rows/parts, (w+1)·rows/parts).
+type gatherTask struct {
+	dst, src    []float32
+	v           strided
+	rows, parts int
+}
+
+// Chunk copies the rows of chunks [lo, hi).
+func (t *gatherTask) Chunk(lo, hi int) {
+	gatherRowRange(t.dst, t.src, &t.v, lo*t.rows/t.parts, hi*t.rows/t.parts)
+}
+
+// gatherMinElems is the smallest view gatherRows copies on more than one
+// worker.
+const gatherMinElems = 1 << 17
+
+// gatherRows copies the view v of src (rows·cols elements) into the
+// contiguous dst, a run along the last axis at a time, spread over the
+// workers when the view is large: the operand rows a
+// shared-weight product gathers before its GEMM (x viewed as [T, B, E]:
+// 2.4 MB for ViT-B/16's in-projection, in the forward and the weight
+// gradient) otherwise cost one core a copy while the other waits.
+func gatherRows(n *graph.Node, dst, src []float32, v *strided, rows, cols int) {
+	workers := kern.Workers()
+	if !spreadGathers || workers < 2 || rows < 2 || rows*cols < gatherMinElems {
+		gatherRowRange(dst, src, v, 0, rows)
+		return
+	}
+	t := kern.State[gatherTask](n)
+	t.dst, t.src, t.v, t.rows, t.parts = dst, src, *v, rows, min(workers, rows)
+	gatherSplits.Add(1)
+	kern.RunTask("PermutedMatMul gather", t.parts, t.parts, t)
+	t.dst, t.src = nil, nil
+}
+
+// spreadGathers switches gatherRows's split off (benchmarks compare).
+var spreadGathers = true
+
+// gatherSplits counts the gathers gatherRows spread over the workers
+// (tests check that the path ran).
+var gatherSplits atomic.Int64
 
 // outputLayout is where the elements of a product R of shape rShape go in
 // Y = Transpose(R, permY): Y's shape, and R as a view of Y's data.
@@ -178,7 +223,7 @@ func permutedFlat(n *graph.Node, in []*graph.Tensor, views []strided, grad int64
 	if !okA {
 		sa := kern.Scratch[float32](rows * k)
 		defer kern.ReleaseScratch(sa)
-		gatherRowsOf(sa, xa, &a)
+		gatherRows(n, sa, xa, &a, rows, k)
 		av, lda = sa, max(k, 1)
 	}
 	y := out.Float32s()
@@ -245,13 +290,13 @@ func permutedFlatGradB(n *graph.Node, in []*graph.Tensor, views []strided, permY
 	if !okA {
 		s := kern.Scratch[float32](rows * k)
 		defer kern.ReleaseScratch(s)
-		gatherRowsOf(s, in[1].Float32s(), &a)
+		gatherRows(n, s, in[1].Float32s(), &a, rows, k)
 		xa, lda = s, k
 	}
 	if !okD {
 		s := kern.Scratch[float32](rows * nn)
 		defer kern.ReleaseScratch(s)
-		gatherRowsOf(s, in[0].Float32s(), &dy)
+		gatherRows(n, s, in[0].Float32s(), &dy, rows, nn)
 		xd, ldd = s, nn
 	}
 	if tc {
@@ -277,11 +322,14 @@ func permutedFlatGradB(n *graph.Node, in []*graph.Tensor, views []strided, permY
 // bit for bit, whatever the worker count.
 func flatRowPieces(grad int64, rows, n, k, workers int) int {
 	mr, _ := gemm.KernelShape()
-	if grad != 1 || workers < 2 || rows*n*k < flatMinWork || rows < flatMinStrips*mr*workers {
+	if !flatRowSplit || grad != 1 || workers < 2 || rows*n*k < flatMinWork || rows < flatMinStrips*mr*workers {
 		return 1
 	}
 	return workers
 }
+
+// flatRowSplit switches flatRowPieces's cut off (benchmarks compare).
+var flatRowSplit = true
 
 const (
 	// flatMinWork is the least work (rows·n·k) permutedFlat splits by

@@ -78,3 +78,50 @@ func TestFlatRowPieces(t *testing.T) {
 	assert.Equal(t, 1, flatRowPieces(1, 400, 8, 8, 2), "too little work")
 	assert.Equal(t, 3, flatRowPieces(1, 788, 768, 2304, 3), "three workers")
 }
+
+// The shared-weight products whose x view does not stack into rows (x
+// [B, T, E] viewed as [T, B, E]) gather it first, spread over the
+// workers when it is large: the forward and the weight gradient give the
+// one-worker results bit for bit, and agree with a float64 reference.
+func TestPermutedFlatGatherSplit(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	const B, T, E, F = 3, 101, 440, 48 // 303 rows of 440: above gatherMinElems
+	x := randF32(r, B, T, E)
+	w := randF32(r, F, E)
+	dy := randF32(r, T, B, F)
+	xT := viewSteps{perm: []int64{1, 0, 2}}
+	wT := viewSteps{perm: []int64{1, 0}}
+	for _, c := range []struct {
+		name  string
+		grad  int64
+		permY []int64
+		bases []*graph.Tensor
+		steps []viewSteps
+		tol   float64
+	}{
+		{"y = xᵀ·Wᵀ", 0, nil, []*graph.Tensor{x, w}, []viewSteps{xT, wT}, 1e-5 * math.Sqrt(E)},
+		{"y = xᵀ·Wᵀ, result moved", 0, []int64{1, 0, 2}, []*graph.Tensor{x, w}, []viewSteps{xT, wT}, 1e-5 * math.Sqrt(E)},
+		{"dW = Σ xᵀ·dy", 2, []int64{1, 0}, []*graph.Tensor{dy, x, w}, []viewSteps{{}, xT, wT}, 1e-5 * math.Sqrt(B*T)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := permutedNode(c.grad, c.permY, c.bases, c.steps)
+			runWith := func(procs int) []float32 {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				return append([]float32(nil), run(t, permutedMatMulKernel, n, c.bases...)[0].Float32s()...)
+			}
+			gathers := gatherSplits.Load()
+			one := runWith(1)
+			assert.Equal(t, gathers, gatherSplits.Load(), "one worker: one copy")
+			for _, procs := range []int{2, 3} {
+				before := gatherSplits.Load()
+				got := runWith(procs)
+				assert.Equal(t, before+1, gatherSplits.Load(), "%d workers: the gather spread", procs)
+				require.Equal(t, one, got, "%d workers: the one-worker result bit for bit", procs)
+			}
+			ref := reference64(t, c.grad, c.permY, c.bases, c.steps)
+			for i, want := range ref {
+				require.InDelta(t, want, float64(one[i]), c.tol*math.Max(1, math.Abs(want)), "element %d", i)
+			}
+		})
+	}
+}
