@@ -313,10 +313,11 @@ func permutedFlatGradB(n *graph.Node, in []*graph.Tensor, views []strided, permY
 // it). Only the input gradient dX = dY·W takes it: with the shared
 // dimension the layer's outputs (2304 for the in-projection, nine of the
 // kernel's k blocks), the GEMM's own choice is to split k, and nine
-// blocks over two cores leave one core a block longer than the other
-// (the in-projection's dX ran at 0.89-0.92 of the GEMM in the step; by
-// rows, 11-13% faster alone on both instruction sets, 788×768×2304 and
-// 512×768×2304, BenchmarkFlatGradASplit). Each worker then packs all of
+// blocks over two cores leave one core a block longer than the other.
+// By rows, ViT-B/16's dX ran 11% faster alone (BenchmarkFlatInProj) and
+// at 0.95-0.98 of the GEMM in the step instead of 0.82-0.93 (6% faster
+// with AVX-512, 12% with AVX2; the GPT's 8% with AVX2:
+// docs/large-models.md, 5 December 2026). Each worker then packs all of
 // W, which is small beside the product while every worker has at least
 // flatMinStrips strips of rows. The result is the one-core product's,
 // bit for bit, whatever the worker count.
