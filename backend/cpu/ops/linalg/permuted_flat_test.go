@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -74,7 +75,10 @@ func TestFlatRowPieces(t *testing.T) {
 	assert.Equal(t, 1, flatRowPieces(0, 788, 768, 2304, 2), "the forward: the GEMM's split")
 	assert.Equal(t, 1, flatRowPieces(2, 788, 768, 2304, 2), "the weight gradient")
 	assert.Equal(t, 1, flatRowPieces(1, 788, 768, 2304, 1), "one worker")
-	assert.Equal(t, 1, flatRowPieces(1, 150, 768, 2304, 2), "too few rows a worker")
+	mr, _ := gemm.KernelShape()
+	fewest := flatMinStrips * mr * 2 // rows that give two workers flatMinStrips strips each
+	assert.Equal(t, 2, flatRowPieces(1, fewest, 768, 2304, 2), "just enough rows a worker")
+	assert.Equal(t, 1, flatRowPieces(1, fewest-1, 768, 2304, 2), "too few rows a worker")
 	assert.Equal(t, 1, flatRowPieces(1, 400, 8, 8, 2), "too little work")
 	assert.Equal(t, 3, flatRowPieces(1, 788, 768, 2304, 3), "three workers")
 }
