@@ -1,6 +1,8 @@
 package linalg
 
 import (
+	"sync/atomic"
+
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -39,25 +41,27 @@ func rowsOf(v *strided) (rows, ld int, ok bool) {
 	return rows, ld, ld >= cols
 }
 
-// gatherRowsOf copies the view v of src into the contiguous dst, a run
-// along the last axis at a time.
-func gatherRowsOf(dst, src []float32, v *strided) {
+// gatherRowRange copies rows [i0, i1) of the view v of src (its last axis
+// the columns, its other axes flattened the rows) to the same rows of the
+// contiguous dst.
+func gatherRowRange(dst, src []float32, v *strided, i0, i1 int) {
 	r := v.rank - 1
 	inner, innerStride := v.shape[r], v.strides[r]
-	size := inner
-	for d := 0; d < r; d++ {
-		size *= v.shape[d]
-	}
-	if size == 0 {
+	if i1 <= i0 || inner == 0 {
 		return
 	}
 	var idx [maxViewRank]int
-	for i := 0; i < size; i += inner {
+	rem := i0
+	for d := r - 1; d >= 0; d-- {
+		idx[d] = rem % v.shape[d]
+		rem /= v.shape[d]
+	}
+	for i := i0; i < i1; i++ {
 		o := v.off
 		for d := 0; d < r; d++ {
 			o += idx[d] * v.strides[d]
 		}
-		row := dst[i : i+inner]
+		row := dst[i*inner : (i+1)*inner]
 		if innerStride == 1 {
 			copy(row, src[o:o+inner])
 		} else {
@@ -74,6 +78,49 @@ func gatherRowsOf(dst, src []float32, v *strided) {
 		}
 	}
 }
+
+// gatherTask is gatherRows's copy in flight: chunk w copies rows
+// [w·rows/parts, (w+1)·rows/parts).
+type gatherTask struct {
+	dst, src    []float32
+	v           strided
+	rows, parts int
+}
+
+// Chunk copies the rows of chunks [lo, hi).
+func (t *gatherTask) Chunk(lo, hi int) {
+	gatherRowRange(t.dst, t.src, &t.v, lo*t.rows/t.parts, hi*t.rows/t.parts)
+}
+
+// gatherMinElems is the smallest view gatherRows copies on more than one
+// worker.
+const gatherMinElems = 1 << 17
+
+// gatherRows copies the view v of src (rows·cols elements) into the
+// contiguous dst, a run along the last axis at a time, spread over the
+// workers when the view is large: the operand rows a
+// shared-weight product gathers before its GEMM (x viewed as [T, B, E]:
+// 2.4 MB for ViT-B/16's in-projection, in the forward and the weight
+// gradient) otherwise cost one core a copy while the other waits.
+func gatherRows(n *graph.Node, dst, src []float32, v *strided, rows, cols int) {
+	workers := kern.Workers()
+	if !spreadGathers || workers < 2 || rows < 2 || rows*cols < gatherMinElems {
+		gatherRowRange(dst, src, v, 0, rows)
+		return
+	}
+	t := kern.State[gatherTask](n)
+	t.dst, t.src, t.v, t.rows, t.parts = dst, src, *v, rows, min(workers, rows)
+	gatherSplits.Add(1)
+	kern.RunTask("PermutedMatMul gather", t.parts, t.parts, t)
+	t.dst, t.src = nil, nil
+}
+
+// spreadGathers switches gatherRows's split off (benchmarks compare).
+var spreadGathers = true
+
+// gatherSplits counts the gathers gatherRows spread over the workers
+// (tests check that the path ran).
+var gatherSplits atomic.Int64
 
 // outputLayout is where the elements of a product R of shape rShape go in
 // Y = Transpose(R, permY): Y's shape, and R as a view of Y's data.
@@ -176,12 +223,16 @@ func permutedFlat(n *graph.Node, in []*graph.Tensor, views []strided, grad int64
 	if !okA {
 		sa := kern.Scratch[float32](rows * k)
 		defer kern.ReleaseScratch(sa)
-		gatherRowsOf(sa, xa, &a)
+		gatherRows(n, sa, xa, &a, rows, k)
 		av, lda = sa, max(k, 1)
 	}
 	y := out.Float32s()
 	if bias != nil && (grad != 0 || len(bias) != nn) {
 		return nil, false, n.Errorf("bias of %d elements for a product of %d columns (grad %d)", len(bias), nn, grad)
+	}
+	if pieces := flatRowPieces(grad, rows, nn, k, kern.Workers()); pieces > 1 {
+		flatByRows(n, pieces, rows, nn, k, alpha, tb, av, lda, xb[bv.off:], ldb, y, &rv)
+		return kern.Results(n, out), true, nil
 	}
 	ep := gemm.Epilogue{Bias: bias}
 	if _, ldc, okC := rowsOf(&rv); okC {
@@ -239,13 +290,13 @@ func permutedFlatGradB(n *graph.Node, in []*graph.Tensor, views []strided, permY
 	if !okA {
 		s := kern.Scratch[float32](rows * k)
 		defer kern.ReleaseScratch(s)
-		gatherRowsOf(s, in[1].Float32s(), &a)
+		gatherRows(n, s, in[1].Float32s(), &a, rows, k)
 		xa, lda = s, k
 	}
 	if !okD {
 		s := kern.Scratch[float32](rows * nn)
 		defer kern.ReleaseScratch(s)
-		gatherRowsOf(s, in[0].Float32s(), &dy)
+		gatherRows(n, s, in[0].Float32s(), &dy, rows, nn)
 		xd, ldd = s, nn
 	}
 	if tc {
@@ -255,4 +306,136 @@ func permutedFlatGradB(n *graph.Node, in []*graph.Tensor, views []strided, permY
 		gemm.Sgemm(true, false, k, nn, rows, alpha, xa, lda, xd, ldd, 0, y, ldc)
 	}
 	return kern.Results(n, out), true, nil
+}
+
+// flatRowPieces is how many pieces of rows permutedFlat cuts a product of
+// rows×n×k into, each computed whole on one worker (1: the GEMM splits
+// it). Only the input gradient dX = dY·W takes it: with the shared
+// dimension the layer's outputs (2304 for the in-projection, nine of the
+// kernel's k blocks), the GEMM's own choice is to split k, and nine
+// blocks over two cores leave one core a block longer than the other.
+// By rows, ViT-B/16's dX ran 11% faster alone (BenchmarkFlatInProj) and
+// at 0.95-0.98 of the GEMM in the step instead of 0.82-0.93 (6% faster
+// with AVX-512, 12% with AVX2; the GPT's 8% with AVX2:
+// docs/large-models.md, 5 December 2026). Each worker then packs all of
+// W, which is small beside the product while every worker has at least
+// flatMinStrips strips of rows. The result is the one-core product's,
+// bit for bit, whatever the worker count.
+func flatRowPieces(grad int64, rows, n, k, workers int) int {
+	mr, _ := gemm.KernelShape()
+	if !flatRowSplit || grad != 1 || workers < 2 || rows*n*k < flatMinWork || rows < flatMinStrips*mr*workers {
+		return 1
+	}
+	return workers
+}
+
+// flatRowSplit switches flatRowPieces's cut off (benchmarks compare).
+var flatRowSplit = true
+
+const (
+	// flatMinWork is the least work (rows·n·k) permutedFlat splits by
+	// rows itself.
+	flatMinWork = 1 << 22
+	// flatMinStrips is the least number of the kernel's row strips each
+	// piece of a row split gets.
+	flatMinStrips = 16
+)
+
+// flatRowsTask is permutedFlat's product cut into pieces of rows, each
+// run on one worker and, when the result's rows do not stack in Y,
+// computed into scratch and scattered by the same worker.
+type flatRowsTask struct {
+	n, k, lda, ldb int
+	alpha          float32
+	tb             bool
+	a, b, y        []float32
+	rv             strided
+	bounds         [maxFlatPieces + 1]int
+	ldc            int // > 0: the rows stack in y, ldc apart
+	scratch        []float32
+}
+
+const maxFlatPieces = 64
+
+// Chunk computes pieces [lo, hi).
+func (t *flatRowsTask) Chunk(lo, hi int) {
+	for w := lo; w < hi; w++ {
+		i0, i1 := t.bounds[w], t.bounds[w+1]
+		if i1 <= i0 {
+			continue
+		}
+		a := t.a[i0*t.lda:]
+		if t.ldc > 0 {
+			gemm.SgemmSerial(false, t.tb, i1-i0, t.n, t.k, t.alpha, a, t.lda, t.b, t.ldb, 0, t.y[i0*t.ldc:], t.ldc)
+			continue
+		}
+		c := t.scratch[i0*t.n : i1*t.n]
+		gemm.SgemmSerial(false, t.tb, i1-i0, t.n, t.k, t.alpha, a, t.lda, t.b, t.ldb, 0, c, t.n)
+		scatterRows(t.y, c, &t.rv, i0, i1)
+	}
+}
+
+// flatByRows runs permutedFlat's rows×n×k product (A rows lda apart, op(B)
+// from b) in pieces of whole row strips, one per worker, into Y through
+// its view rv.
+func flatByRows(node *graph.Node, pieces, rows, n, k int, alpha float32, tb bool, a []float32, lda int, b []float32, ldb int, y []float32, rv *strided) {
+	t := kern.State[flatRowsTask](node)
+	pieces = min(pieces, maxFlatPieces)
+	mr, _ := gemm.KernelShape()
+	strips := (rows + mr - 1) / mr
+	for w := 0; w <= pieces; w++ {
+		t.bounds[w] = min(rows, strips*w/pieces*mr)
+	}
+	t.n, t.k, t.lda, t.ldb, t.alpha, t.tb = n, k, lda, ldb, alpha, tb
+	t.a, t.b, t.y, t.rv = a, b, y, *rv
+	t.ldc = 0
+	if _, ldc, ok := rowsOf(rv); ok {
+		t.ldc = ldc
+	} else {
+		t.scratch = kern.Scratch[float32](rows * n)
+		defer kern.ReleaseScratch(t.scratch)
+	}
+	flatRowSplits.Add(1)
+	kern.RunTask("PermutedMatMul", pieces, pieces, t)
+	t.a, t.b, t.y, t.scratch = nil, nil, nil, nil
+}
+
+// flatRowSplits counts the products flatByRows ran (tests check that the
+// path ran).
+var flatRowSplits atomic.Int64
+
+// scatterRows writes rows [i0, i1) of the contiguous rows×n matrix src
+// (src holding those rows only, from its start) to the view rv of dst,
+// whose last axis is the n columns and whose other axes, flattened, are
+// the rows.
+func scatterRows(dst, src []float32, rv *strided, i0, i1 int) {
+	r := rv.rank - 1
+	n, cs := rv.shape[r], rv.strides[r]
+	var idx [maxViewRank]int
+	rem := i0
+	for d := r - 1; d >= 0; d-- {
+		idx[d] = rem % rv.shape[d]
+		rem /= rv.shape[d]
+	}
+	for i := i0; i < i1; i++ {
+		o := rv.off
+		for d := 0; d < r; d++ {
+			o += idx[d] * rv.strides[d]
+		}
+		row := src[(i-i0)*n : (i-i0+1)*n]
+		if cs == 1 {
+			copy(dst[o:o+n], row)
+		} else {
+			for q, v := range row {
+				dst[o+q*cs] = v
+			}
+		}
+		for d := r - 1; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < rv.shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
 }
