@@ -34,7 +34,21 @@ func Exp32(dst, src []float32) {
 // float64 sum of the float32 results (the softmax denominator); dst may be
 // src.
 func ExpShift32(dst, src []float32, m float64) float64 {
+	return ExpShiftAhead32(dst, src, m, nil)
+}
+
+// ExpShiftAhead32 is ExpShift32 that, as its assembly loop reads src, also
+// asks the memory system for ahead (PREFETCHT1, into L2), as many bytes as
+// it reads of src: a caller that passes the row it reads next (at least
+// len(src) long; a shorter or nil ahead is not fetched) has that row's
+// memory read overlap this row's exponentials. The same bits as
+// ExpShift32.
+func ExpShiftAhead32(dst, src []float32, m float64, ahead []float32) float64 {
 	dst = dst[:len(src)]
+	var pf *float32
+	if len(ahead) >= len(src) && len(src) > 0 {
+		pf = &ahead[0]
+	}
 	mh := float32(m)
 	var ml float32
 	if d := m - float64(mh); !math.IsNaN(d) && !math.IsInf(d, 0) {
@@ -43,7 +57,7 @@ func ExpShift32(dst, src []float32, m float64) float64 {
 	if len(src) == 0 {
 		return 0
 	}
-	return expShiftAll(dst, src, mh, ml)
+	return expShiftAll(dst, src, mh, ml, pf)
 }
 
 // Erf32 sets dst[i] = erf(src[i]); dst may be src.

@@ -217,11 +217,21 @@ expDone:
 	SUBQ R11, AX \
 	VMOVUPS (R10)(AX*4), Y9
 
-// func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32) float64
-// Any n > 0.
-TEXT ·expShiftAVX2(SB), NOSPLIT, $0-56
+// PF_START loads the prefetch pointer at off(FP) into DX, or SI (the
+// source: lines already on their way) where it is nil.
+#define PF_START(off) \
+	MOVQ off(FP), DX \
+	TESTQ DX, DX \
+	CMOVQEQ SI, DX
+
+// func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32, pf *float32) float64
+// Any n > 0. Each pair of blocks (64 bytes of src) also asks for the next
+// 64 bytes from pf into L2 (PREFETCHT1; nil: src), so that a caller can
+// have its next row read from memory while this one is computed.
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
+	PF_START(pf+48)
 	MOVQ n+16(FP), CX
 	VBROADCASTSS mh+24(FP), Y13
 	VBROADCASTSS ml+28(FP), Y12
@@ -241,6 +251,7 @@ shiftLoop2:
 	// then the second's), as one block per iteration would add them.
 	CMPQ CX, $2
 	JLT shiftLoop1
+	PREFETCHT1 (DX)
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y5
 	EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4, shiftM1, shiftD1)
@@ -251,6 +262,7 @@ shiftLoop2:
 	SUM8R(X9, Y9, X5, Y5)
 	ADDQ $64, SI
 	ADDQ $64, DI
+	ADDQ $64, DX
 	SUBQ $2, CX
 	JMP shiftLoop2
 
@@ -282,17 +294,18 @@ shiftSum:
 	VADDPD X0, X10, X0
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
-	VMOVSD X0, ret+48(FP)
+	VMOVSD X0, ret+56(FP)
 	VZEROUPPER
 	RET
 
-// func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32) float64
-// n a multiple of 8. Σ e^(x - m) with x - m rounded to float32 and clamped
+// func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32, pf *float32) float64
+// n a multiple of 8; pf as in expShiftAVX2. Σ e^(x - m) with x - m rounded to float32 and clamped
 // as in expAVX2 (a NaN passes); blocks of eight alternate between the lane
 // sums Y10 and Y11, which are widened to float64 and added at the end
 // (sumExpShiftGo spells out the order).
-TEXT ·sumExpShiftAVX2(SB), NOSPLIT, $0-40
+TEXT ·sumExpShiftAVX2(SB), NOSPLIT, $0-48
 	MOVQ src+0(FP), SI
+	PF_START(pf+32)
 	MOVQ n+8(FP), CX
 	VBROADCASTSS m+16(FP), Y13
 	MOVQ consts+24(FP), R8
@@ -305,6 +318,7 @@ TEXT ·sumExpShiftAVX2(SB), NOSPLIT, $0-40
 sumExp2:
 	CMPQ CX, $2
 	JLT sumExp1
+	PREFETCHT1 (DX)
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y4
 	VSUBPS Y13, Y0, Y0
@@ -320,6 +334,7 @@ sumExp2:
 	VADDPS Y3, Y10, Y10
 	VADDPS Y7, Y11, Y11
 	ADDQ $64, SI
+	ADDQ $64, DX
 	SUBQ $2, CX
 	JMP sumExp2
 
@@ -348,7 +363,7 @@ sumExpFold:
 	VADDPD X1, X0, X0
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
-	VMOVSD X0, ret+32(FP)
+	VMOVSD X0, ret+40(FP)
 	VZEROUPPER
 	RET
 

@@ -39,7 +39,13 @@ func (t *sceRowsTask) Chunk(lo, hi int) {
 			clear(d)
 			continue
 		}
-		z := vmath.ExpShift32(d, row, float64(reduce.MaxRow32(row)))
+		// The exponentials' loop prefetches row k+1 of the scores
+		// into L2, so that its maximum does not wait for memory.
+		var next []float32
+		if k+1 < hi {
+			next = t.x[(k+1)*t.c : (k+2)*t.c]
+		}
+		z := vmath.ExpShiftAhead32(d, row, float64(reduce.MaxRow32(row)), next)
 		reduce.ScaleRow32(d, ws/z)
 		l := t.labels[k]
 		d[l] = float32(float64(d[l]) - ws)

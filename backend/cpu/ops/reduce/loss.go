@@ -129,7 +129,15 @@ func (t *sceLSETask) Chunk(lo, hi int) {
 			continue
 		}
 		m := maxRow32(row)
-		t.lse[k] = float64(m) + math.Log(vmath.SumExpShift32(row, m))
+		// The sum's loop prefetches row k+1 into L2 as it goes, so
+		// that its maximum (the pass that reads memory) finds it
+		// there: the memory read of one row overlaps the
+		// exponentials of the one before.
+		var next []float32
+		if k+1 < hi {
+			next = t.x[(k+1)*t.c : (k+2)*t.c]
+		}
+		t.lse[k] = float64(m) + math.Log(vmath.SumExpShiftAhead32(row, m, next))
 	}
 }
 
