@@ -117,7 +117,7 @@ func TestAheadFormsKeepTheBits(t *testing.T) {
 			got := SumExpShiftAhead32(row, m, ahead)
 			require.Equal(t, math.Float64bits(want), math.Float64bits(got), "n=%d len(ahead)=%d", n, len(ahead))
 			gotExp := make([]float32, n)
-			gotSum := ExpShiftAhead32(gotExp, row, float64(m), ahead)
+			gotSum := ExpShiftAhead32(gotExp, row, float64(m), ahead, ahead)
 			require.Equal(t, math.Float64bits(wantSum), math.Float64bits(gotSum), "n=%d len(ahead)=%d", n, len(ahead))
 			for i := range gotExp {
 				require.Equal(t, math.Float32bits(wantExp[i]), math.Float32bits(gotExp[i]), "n=%d element %d", n, i)

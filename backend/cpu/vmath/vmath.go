@@ -34,20 +34,23 @@ func Exp32(dst, src []float32) {
 // float64 sum of the float32 results (the softmax denominator); dst may be
 // src.
 func ExpShift32(dst, src []float32, m float64) float64 {
-	return ExpShiftAhead32(dst, src, m, nil)
+	return ExpShiftAhead32(dst, src, m, nil, nil)
 }
 
 // ExpShiftAhead32 is ExpShift32 that, as its assembly loop reads src, also
-// asks the memory system for ahead (PREFETCHT1, into L2), as many bytes as
-// it reads of src: a caller that passes the row it reads next (at least
-// len(src) long; a shorter or nil ahead is not fetched) has that row's
-// memory read overlap this row's exponentials. The same bits as
-// ExpShift32.
-func ExpShiftAhead32(dst, src []float32, m float64, ahead []float32) float64 {
+// asks the memory system for ahead and aheadDst (PREFETCHT1, into L2), as
+// many bytes of each as it reads of src: a caller that passes the row it
+// reads next and the row it writes next (each at least len(src) long; a
+// shorter or nil one is not fetched) has their memory traffic overlap this
+// row's exponentials. The same bits as ExpShift32.
+func ExpShiftAhead32(dst, src []float32, m float64, ahead, aheadDst []float32) float64 {
 	dst = dst[:len(src)]
-	var pf *float32
+	var pf, pfDst *float32
 	if len(ahead) >= len(src) && len(src) > 0 {
 		pf = &ahead[0]
+	}
+	if len(aheadDst) >= len(src) && len(src) > 0 {
+		pfDst = &aheadDst[0]
 	}
 	mh := float32(m)
 	var ml float32
@@ -57,7 +60,7 @@ func ExpShiftAhead32(dst, src []float32, m float64, ahead []float32) float64 {
 	if len(src) == 0 {
 		return 0
 	}
-	return expShiftAll(dst, src, mh, ml, pf)
+	return expShiftAll(dst, src, mh, ml, pf, pfDst)
 }
 
 // Erf32 sets dst[i] = erf(src[i]); dst may be src.

@@ -211,13 +211,17 @@ expDone:
 	TESTQ DX, DX \
 	CMOVQEQ SI, DX
 
-// func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32, pf *float32) float64
+// func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32, pf, pfDst *float32) float64
 // Any n > 0. Each 128 bytes of src in the main loop also ask for the next
-// 128 bytes from pf into L2 (PREFETCHT1; nil: src), as in expShiftAVX2.
-TEXT ·expShift512(SB), NOSPLIT, $0-56
+// 128 bytes from pf and from pfDst into L2 (PREFETCHT1; nil: src), as in
+// expShiftAVX2.
+TEXT ·expShift512(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	PF_START(pf+40)
+	MOVQ pfDst+48(FP), BX
+	TESTQ BX, BX
+	CMOVQEQ SI, BX
 	MOVQ n+16(FP), CX
 	VBROADCASTSS mh+24(FP), Z13
 	VBROADCASTSS ml+28(FP), Z12
@@ -230,6 +234,8 @@ shift32:
 	JLT shift16
 	PREFETCHT1 (DX)
 	PREFETCHT1 64(DX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z5
 	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, zm4, zd4)
@@ -241,6 +247,7 @@ shift32:
 	ADDQ $128, SI
 	ADDQ $128, DI
 	ADDQ $128, DX
+	ADDQ $128, BX
 	SUBQ $32, CX
 	JMP shift32
 
@@ -274,7 +281,7 @@ shiftSum:
 	VADDPD X0, X10, X0
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
-	VMOVSD X0, ret+48(FP)
+	VMOVSD X0, ret+56(FP)
 	VZEROUPPER
 	RET
 

@@ -45,7 +45,7 @@ func expAVX2(dst, src *float32, n int, consts *[8]float32)
 // masked loads and stores, with the lane masks from tailMask.
 //
 //go:noescape
-func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32, pf *float32) float64
+func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32, pf, pfDst *float32) float64
 
 // tailMask[8-r:16-r] selects the first r lanes.
 var tailMask = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
@@ -79,15 +79,15 @@ func exp(dst, src []float32) {
 }
 
 // expShiftAll is ExpShift32 for any len(src) > 0; the assembly also
-// prefetches about len(src) elements from pf (nil: none).
-func expShiftAll(dst, src []float32, mh, ml float32, pf *float32) float64 {
+// prefetches about len(src) elements from pf and from pfDst (nil: none).
+func expShiftAll(dst, src []float32, mh, ml float32, pf, pfDst *float32) float64 {
 	if hasAVX512 {
-		return expShift512(&dst[0], &src[0], len(src), mh, ml, &avx512Const[0], pf)
+		return expShift512(&dst[0], &src[0], len(src), mh, ml, &avx512Const[0], pf, pfDst)
 	}
 	if !hasAVX2FMA {
 		return expShiftGo(dst, src, mh, ml)
 	}
-	return expShiftAVX2(&dst[0], &src[0], len(src), mh, ml, &avxConst[0], &tailMask[0], pf)
+	return expShiftAVX2(&dst[0], &src[0], len(src), mh, ml, &avxConst[0], &tailMask[0], pf, pfDst)
 }
 
 func erf(dst, src []float32) {

@@ -224,14 +224,18 @@ expDone:
 	TESTQ DX, DX \
 	CMOVQEQ SI, DX
 
-// func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32, pf *float32) float64
+// func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32, pf, pfDst *float32) float64
 // Any n > 0. Each pair of blocks (64 bytes of src) also asks for the next
-// 64 bytes from pf into L2 (PREFETCHT1; nil: src), so that a caller can
-// have its next row read from memory while this one is computed.
-TEXT ·expShiftAVX2(SB), NOSPLIT, $0-64
+// 64 bytes from pf and from pfDst into L2 (PREFETCHT1; nil: src), so that
+// a caller can have its next row read from memory, and the lines of the
+// next row it writes fetched, while this one is computed.
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-72
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	PF_START(pf+48)
+	MOVQ pfDst+56(FP), BX
+	TESTQ BX, BX
+	CMOVQEQ SI, BX
 	MOVQ n+16(FP), CX
 	VBROADCASTSS mh+24(FP), Y13
 	VBROADCASTSS ml+28(FP), Y12
@@ -252,6 +256,7 @@ shiftLoop2:
 	CMPQ CX, $2
 	JLT shiftLoop1
 	PREFETCHT1 (DX)
+	PREFETCHT1 (BX)
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y5
 	EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4, shiftM1, shiftD1)
@@ -263,6 +268,7 @@ shiftLoop2:
 	ADDQ $64, SI
 	ADDQ $64, DI
 	ADDQ $64, DX
+	ADDQ $64, BX
 	SUBQ $2, CX
 	JMP shiftLoop2
 
@@ -294,7 +300,7 @@ shiftSum:
 	VADDPD X0, X10, X0
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
-	VMOVSD X0, ret+56(FP)
+	VMOVSD X0, ret+64(FP)
 	VZEROUPPER
 	RET
 

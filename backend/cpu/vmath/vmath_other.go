@@ -4,7 +4,7 @@ package vmath
 
 func exp(dst, src []float32) { expGo(dst, src) }
 
-func expShiftAll(dst, src []float32, mh, ml float32, _ *float32) float64 {
+func expShiftAll(dst, src []float32, mh, ml float32, _, _ *float32) float64 {
 	return expShiftGo(dst, src, mh, ml)
 }
 
