@@ -63,6 +63,28 @@ func ExpShiftAhead32(dst, src []float32, m float64, ahead, aheadDst []float32) f
 	return expShiftAll(dst, src, mh, ml, pf, pfDst)
 }
 
+// SoftmaxRow32 sets dst (as long as src, not overlapping it) to the
+// softmax of src in one assembly call where vmath runs its AVX2 loops (not
+// the AVX-512 ones) and len(src) ≥ 8, and reports whether it did; else it
+// leaves dst alone and the caller computes it. The result is, bit for bit,
+//
+//	m := src[0]; for _, v := range src { if v > m { m = v } }  // see below
+//	s := ExpShift32(dst, src, float64(m))
+//	for i := range dst { dst[i] = float32(float64(dst[i]) * (1 / s)) }
+//
+// with m taken as an AVX2 row maximum takes it (eight lane maxima over the
+// first len&^7 elements, then the rest in order): the same m as the loop
+// where no element is a NaN (a row holding one gives NaNs either way). One
+// call instead of three saves the calls, the Go tails and the returns of
+// the maximum and the sum: a Softmax over short rows (attention's 128 or
+// 197 keys) spends a tenth of its time there.
+func SoftmaxRow32(dst, src []float32) bool {
+	if len(dst) < len(src) {
+		return false
+	}
+	return softmaxRow(dst[:len(src)], src)
+}
+
 // Erf32 sets dst[i] = erf(src[i]); dst may be src.
 func Erf32(dst, src []float32) {
 	dst = dst[:len(src)]

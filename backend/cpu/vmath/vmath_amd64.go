@@ -130,3 +130,17 @@ func geluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
 	}
 	geluErfGradAVX2(&dst[0], &dy[0], &x[0], &d[0], &a[0], len(dst), c1, c3, k, &avxConst[0])
 }
+
+// softmaxRowAVX2 takes n ≥ 8.
+//
+//go:noescape
+func softmaxRowAVX2(dst, src *float32, n int, consts *[8]float32, masks *int32)
+
+// softmaxRow is SoftmaxRow32's fused path: false where it does not run.
+func softmaxRow(dst, src []float32) bool {
+	if hasAVX512 || !hasAVX2FMA || len(src) < 8 {
+		return false
+	}
+	softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0])
+	return true
+}

@@ -568,3 +568,157 @@ ggLoop:
 ggDone:
 	VZEROUPPER
 	RET
+
+// func softmaxRowAVX2(dst, src *float32, n int, consts *[8]float32, masks *int32)
+// n ≥ 8. The softmax of a row in one call, operation for operation what
+// SoftmaxRow32 spells out: (1) m, the largest element, as reduce's AVX2
+// row maximum takes it (lane maxima over the first n&^7 elements in two
+// accumulators, folded, then the last n mod 8 in order, each taking the
+// place of m where it is greater); (2) expShiftAVX2's loop with mh = m and
+// ml = +0 (ExpShift32's split of a float32 m), the exponentials into dst
+// and their float64 sum s; (3) dst[i] = float32(float64(dst[i])·(1/s)),
+// eight at a time and then one at a time.
+TEXT ·softmaxRowAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), BX
+	MOVQ consts+24(FP), R8
+
+	// (1) The maximum: blocks of eight, then the scalar tail.
+	MOVQ BX, CX
+	ANDQ $-8, CX
+	MOVQ SI, DX
+	VMOVUPS (DX), Y0
+	VMOVAPS Y0, Y1
+	ADDQ $32, DX
+	SUBQ $8, CX
+
+smMax16:
+	CMPQ CX, $16
+	JLT smMax8
+	VMAXPS (DX), Y0, Y0
+	VMAXPS 32(DX), Y1, Y1
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP smMax16
+
+smMax8:
+	CMPQ CX, $8
+	JLT smMaxFold
+	VMAXPS (DX), Y0, Y0
+	ADDQ $32, DX
+
+smMaxFold:
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4E, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xB1, X0, X1
+	VMAXPS X1, X0, X0
+	MOVQ BX, CX
+	ANDQ $7, CX
+	JZ smMaxDone
+
+smMaxTail:
+	// m = v where v > m (else m): VMAXSS returns its first Intel source
+	// where that compares greater, the second otherwise.
+	VMOVSS (DX), X1
+	VMAXSS X0, X1, X0
+	ADDQ $4, DX
+	DECQ CX
+	JNZ smMaxTail
+
+smMaxDone:
+	// (2) The exponentials: expShiftAVX2 with mh = m, ml = +0.
+	VBROADCASTSS X0, Y13
+	VXORPS Y12, Y12, Y12
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	MOVQ BX, R11
+	ANDQ $7, R11
+	MOVQ BX, CX
+	SHRQ $3, CX
+	MOVQ DI, R9 // dst, for (3)
+
+smShift2:
+	CMPQ CX, $2
+	JLT smShift1
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y5
+	EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4, smM1, smD1)
+	EXPSHIFT8R(Y5, Y6, Y7, Y8, Y9, smM2, smD2)
+	VMOVUPS Y4, (DI)
+	VMOVUPS Y9, 32(DI)
+	SUM8R(X4, Y4, X0, Y0)
+	SUM8R(X9, Y9, X5, Y5)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $2, CX
+	JMP smShift2
+
+smShift1:
+	TESTQ CX, CX
+	JZ smShiftTail
+	VMOVUPS (SI), Y0
+	EXPSHIFT8(smM3, smD3)
+	VMOVUPS Y4, (DI)
+	SUM8
+	ADDQ $32, SI
+	ADDQ $32, DI
+
+smShiftTail:
+	TESTQ R11, R11
+	JZ smShiftSum
+	TAILMASK(masks+32)
+	VMASKMOVPS (SI), Y9, Y0
+	EXPSHIFT8(smM4, smD4)
+	VANDPS Y9, Y4, Y4
+	VMASKMOVPS Y4, Y9, (DI)
+	SUM8
+
+smShiftSum:
+	VADDPD Y11, Y10, Y10
+	VEXTRACTF128 $1, Y10, X0
+	VADDPD X0, X10, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+
+	// (3) The products with 1/s, rounded once each.
+	MOVQ $0x3ff0000000000000, AX
+	VMOVQ AX, X1
+	VDIVSD X0, X1, X2
+	VBROADCASTSD X2, Y2
+	MOVQ BX, CX
+	SHRQ $3, CX
+
+smScale:
+	VCVTPS2PD (R9), Y0
+	VCVTPS2PD 16(R9), Y1
+	VMULPD Y2, Y0, Y0
+	VMULPD Y2, Y1, Y1
+	VCVTPD2PSY Y0, X0
+	VCVTPD2PSY Y1, X1
+	VMOVUPS X0, (R9)
+	VMOVUPS X1, 16(R9)
+	ADDQ $32, R9
+	DECQ CX
+	JNZ smScale
+	ANDQ $7, BX
+	JZ smDone
+
+smScaleTail:
+	VMOVSS (R9), X0
+	VCVTSS2SD X0, X0, X0
+	VMULSD X2, X0, X0
+	VCVTSD2SS X0, X0, X0
+	VMOVSS X0, (R9)
+	ADDQ $4, R9
+	DECQ BX
+	JNZ smScaleTail
+
+smDone:
+	VZEROUPPER
+	RET
