@@ -73,8 +73,10 @@ func ExpShiftAhead32(dst, src []float32, m float64, ahead, aheadDst []float32) f
 //	for i := range dst { dst[i] = float32(float64(dst[i]) * (1 / s)) }
 //
 // with m taken as an AVX2 row maximum takes it (eight lane maxima over the
-// first len&^7 elements, then the rest in order): the same m as the loop
-// where no element is a NaN (a row holding one gives NaNs either way). One
+// first len&^7 elements, then the rest in order): the loop's m where no
+// element is a NaN (a row holding one gives NaNs either way), up to the
+// sign of a zero maximum, which changes no exponential (x - (+0) and
+// x - (-0) differ only where x is a zero, and e^±0 = 1). One
 // call instead of three saves the calls, the Go tails and the returns of
 // the maximum and the sum: a Softmax over short rows (attention's 128 or
 // 197 keys) spends a tenth of its time there.
