@@ -95,3 +95,49 @@ func TestSoftmaxRowAVX2MatchesSteps(t *testing.T) {
 		}
 	}
 }
+
+// The AVX2 sum with the next row's maximum in its loop gives
+// SumExpShift32's bits and the next row's largest element (exactly: no
+// NaN), for lengths around the eight-element blocks and the 512-element
+// chunks up to a GPT vocabulary, misaligned, rows with -Inf and rows
+// wholly below zero (a lane maximum started at 0 would win); a NaN in the
+// next row gives a maximum whose sum is NaN.
+func TestSumExpShiftMaxMatches(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2 and FMA on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, n := range []int{8, 9, 15, 16, 17, 24, 100, 511, 512, 513, 1031, 4099, 50257} {
+		for _, off := range []float64{0, -300} {
+			buf := make([]float32, 2*n+1)
+			for i := range buf {
+				buf[i] = float32(off + 4*rng.NormFloat64())
+			}
+			row, next := buf[1:1+n], buf[1+n:]
+			if n > 20 {
+				row[n/2] = float32(math.Inf(-1))
+				next[n/3] = float32(math.Inf(-1))
+			}
+			m := row[0]
+			for _, v := range row {
+				m = max(m, v)
+			}
+			want := next[0]
+			for _, v := range next {
+				want = max(want, v)
+			}
+			s, got := sumExpShiftMax32(row, m, next)
+			require.Equal(t, math.Float64bits(SumExpShift32(row, m)), math.Float64bits(s), "n=%d: the sum", n)
+			require.Equal(t, want, got, "n=%d: the next row's maximum", n)
+			saved := next[n-1]
+			next[n-1] = float32(math.NaN())
+			_, withNaN := sumExpShiftMax32(row, m, next)
+			require.True(t, math.IsNaN(SumExpShift32(next, withNaN)), "n=%d: a NaN in the next row gives a NaN sum", n)
+			next[n-1] = saved
+		}
+	}
+	_, _, ok := SumExpShiftMax32(make([]float32, 7), 0, make([]float32, 7))
+	require.False(t, ok, "rows shorter than a block are left to the caller")
+	_, _, ok = SumExpShiftMax32(make([]float32, 16), 0, make([]float32, 15))
+	require.False(t, ok, "rows of different lengths are left to the caller")
+}

@@ -144,3 +144,18 @@ func softmaxRow(dst, src []float32) bool {
 	softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0])
 	return true
 }
+
+// sumExpShiftMaxAVX2 takes n a multiple of 8 (at most sumExpChunk).
+//
+//go:noescape
+func sumExpShiftMaxAVX2(src *float32, n int, m float32, consts *[8]float32, next *float32, mx *[8]float32) float64
+
+// sumExpShiftMax is SumExpShiftMax32's loop over len(src), a multiple of
+// 8 (AVX2 only: the caller checks fusedMax).
+func sumExpShiftMax(src []float32, m float32, next *float32, mx *[block]float32) float64 {
+	return sumExpShiftMaxAVX2(&src[0], len(src), m, &avxConst[0], next, mx)
+}
+
+// fusedMax reports whether SumExpShiftMax32 runs: vmath's AVX2 loops, not
+// the AVX-512 ones.
+func fusedMax() bool { return hasAVX2FMA && !hasAVX512 }

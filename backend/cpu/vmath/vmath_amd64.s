@@ -722,3 +722,80 @@ smScaleTail:
 smDone:
 	VZEROUPPER
 	RET
+
+// func sumExpShiftMaxAVX2(src *float32, n int, m float32, consts *[8]float32, next *float32, mx *[8]float32) float64
+// sumExpShiftAVX2's sum of src (n a multiple of 8), the same operations in
+// the same order, and in the same loop the lane maxima of next's first n
+// elements folded into mx (VMAXPS: a lane takes the greater; the row a
+// caller reads next, so its maximum needs no pass of its own). Each step
+// also prefetches next 2 KB further on (PREFETCHT1), the loads' own
+// stream from memory.
+TEXT ·sumExpShiftMaxAVX2(SB), NOSPLIT, $0-56
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y13
+	MOVQ consts+24(FP), R8
+	MOVQ next+32(FP), DX
+	MOVQ mx+40(FP), BX
+	VMOVUPS (BX), Y12
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	SHRQ $3, CX
+
+smx2:
+	CMPQ CX, $2
+	JLT smx1
+	PREFETCHT1 2048(DX)
+	VMAXPS (DX), Y12, Y12
+	VMAXPS 32(DX), Y12, Y12
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y4
+	VSUBPS Y13, Y0, Y0
+	VSUBPS Y13, Y4, Y4
+	VMAXPS Y0, Y14, Y0
+	VMAXPS Y4, Y14, Y4
+	VMINPS Y0, Y15, Y0
+	VMINPS Y4, Y15, Y4
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_REDUCE(Y4, Y5, Y6)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y8, smxM1, smxD1)
+	EXP_FINISH(Y4, Y5, Y6, Y7, Y9, smxM2, smxD2)
+	VADDPS Y3, Y10, Y10
+	VADDPS Y7, Y11, Y11
+	ADDQ $64, SI
+	ADDQ $64, DX
+	SUBQ $2, CX
+	JMP smx2
+
+smx1:
+	TESTQ CX, CX
+	JZ smxFold
+	VMAXPS (DX), Y12, Y12
+	VMOVUPS (SI), Y0
+	VSUBPS Y13, Y0, Y0
+	VMAXPS Y0, Y14, Y0
+	VMINPS Y0, Y15, Y0
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y8, smxM3, smxD3)
+	VADDPS Y3, Y10, Y10
+
+smxFold:
+	VMOVUPS Y12, (BX)
+	VCVTPS2PD X10, Y0
+	VEXTRACTF128 $1, Y10, X1
+	VCVTPS2PD X1, Y1
+	VCVTPS2PD X11, Y2
+	VEXTRACTF128 $1, Y11, X3
+	VCVTPS2PD X3, Y3
+	VADDPD Y1, Y0, Y0
+	VADDPD Y3, Y2, Y2
+	VADDPD Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VMOVSD X0, ret+48(FP)
+	VZEROUPPER
+	RET

@@ -48,3 +48,9 @@ func wideGeluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
 }
 
 func softmaxRow(_, _ []float32) bool { return false }
+
+func fusedMax() bool { return false }
+
+func sumExpShiftMax(_ []float32, _ float32, _ *float32, _ *[block]float32) float64 {
+	panic("vmath: no fused maximum on this platform")
+}
