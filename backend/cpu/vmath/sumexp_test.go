@@ -60,7 +60,7 @@ func TestSumExpShift32AssemblyMatchesGo(t *testing.T) {
 			case 5:
 				src[3] = inf
 			}
-			a, g := sumExpShift(src, m), sumExpShiftGo(src, m)
+			a, g := sumExpShift(src, m, nil), sumExpShiftGo(src, m)
 			if math.IsNaN(g) {
 				require.True(t, math.IsNaN(a), "n=%d trial %d: assembly %g, Go NaN", n, trial, a)
 				continue
@@ -90,5 +90,39 @@ func BenchmarkSumExpShift32(b *testing.B) {
 	b.SetBytes(int64(4 * len(x)))
 	for b.Loop() {
 		SumExpShift32(x, 1.5)
+	}
+}
+
+// The Ahead forms prefetch a second row as they go: their results, and
+// ExpShiftAhead32's exponentials, are the plain forms' bits whatever ahead
+// is (the next row, a shorter slice that is not fetched, nil), and ahead
+// is left as it was.
+func TestAheadFormsKeepTheBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, n := range []int{1, 7, 8, 16, 100, 512, 1000, 50257} {
+		rows := make([]float32, 2*n)
+		for i := range rows {
+			rows[i] = float32(rng.NormFloat64() * 5)
+		}
+		row, next := rows[:n], rows[n:]
+		saved := append([]float32(nil), next...)
+		m := row[0]
+		for _, v := range row {
+			m = max(m, v)
+		}
+		want := SumExpShift32(row, m)
+		wantExp := make([]float32, n)
+		wantSum := ExpShift32(wantExp, row, float64(m))
+		for _, ahead := range [][]float32{next, next[:n-1], nil, rows} {
+			got := SumExpShiftAhead32(row, m, ahead)
+			require.Equal(t, math.Float64bits(want), math.Float64bits(got), "n=%d len(ahead)=%d", n, len(ahead))
+			gotExp := make([]float32, n)
+			gotSum := ExpShiftAhead32(gotExp, row, float64(m), ahead, ahead)
+			require.Equal(t, math.Float64bits(wantSum), math.Float64bits(gotSum), "n=%d len(ahead)=%d", n, len(ahead))
+			for i := range gotExp {
+				require.Equal(t, math.Float32bits(wantExp[i]), math.Float32bits(gotExp[i]), "n=%d element %d", n, i)
+			}
+		}
+		assert.Equal(t, saved, next, "n=%d: ahead is only read", n)
 	}
 }

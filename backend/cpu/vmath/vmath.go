@@ -34,7 +34,24 @@ func Exp32(dst, src []float32) {
 // float64 sum of the float32 results (the softmax denominator); dst may be
 // src.
 func ExpShift32(dst, src []float32, m float64) float64 {
+	return ExpShiftAhead32(dst, src, m, nil, nil)
+}
+
+// ExpShiftAhead32 is ExpShift32 that, as its assembly loop reads src, also
+// asks the memory system for ahead and aheadDst (PREFETCHT1, into L2), as
+// many bytes of each as it reads of src: a caller that passes the row it
+// reads next and the row it writes next (each at least len(src) long; a
+// shorter or nil one is not fetched) has their memory traffic overlap this
+// row's exponentials. The same bits as ExpShift32.
+func ExpShiftAhead32(dst, src []float32, m float64, ahead, aheadDst []float32) float64 {
 	dst = dst[:len(src)]
+	var pf, pfDst *float32
+	if len(ahead) >= len(src) && len(src) > 0 {
+		pf = &ahead[0]
+	}
+	if len(aheadDst) >= len(src) && len(src) > 0 {
+		pfDst = &aheadDst[0]
+	}
 	mh := float32(m)
 	var ml float32
 	if d := m - float64(mh); !math.IsNaN(d) && !math.IsInf(d, 0) {
@@ -43,7 +60,31 @@ func ExpShift32(dst, src []float32, m float64) float64 {
 	if len(src) == 0 {
 		return 0
 	}
-	return expShiftAll(dst, src, mh, ml)
+	return expShiftAll(dst, src, mh, ml, pf, pfDst)
+}
+
+// SoftmaxRow32 sets dst (as long as src, not overlapping it) to the
+// softmax of src in one assembly call where vmath runs its AVX2 loops (not
+// the AVX-512 ones) and len(src) ≥ 8, and reports whether it did; else it
+// leaves dst alone and the caller computes it. The result is, bit for bit,
+//
+//	m := src[0]; for _, v := range src { if v > m { m = v } }  // see below
+//	s := ExpShift32(dst, src, float64(m))
+//	for i := range dst { dst[i] = float32(float64(dst[i]) * (1 / s)) }
+//
+// with m taken as an AVX2 row maximum takes it (eight lane maxima over the
+// first len&^7 elements, then the rest in order): the loop's m where no
+// element is a NaN (a row holding one gives NaNs either way), up to the
+// sign of a zero maximum, which changes no exponential (x - (+0) and
+// x - (-0) differ only where x is a zero, and e^±0 = 1). One
+// call instead of three saves the calls, the Go tails and the returns of
+// the maximum and the sum: a Softmax over short rows (attention's 128 or
+// 197 keys) spends a tenth of its time there.
+func SoftmaxRow32(dst, src []float32) bool {
+	if len(dst) < len(src) {
+		return false
+	}
+	return softmaxRow(dst[:len(src)], src)
 }
 
 // Erf32 sets dst[i] = erf(src[i]); dst may be src.

@@ -54,10 +54,10 @@ var avx512Const = func() (c [len(avxConst) + 4][16]float32) {
 func exp512(dst, src *float32, n int, consts *[16]float32)
 
 //go:noescape
-func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32) float64
+func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32, pf, pfDst *float32) float64
 
 //go:noescape
-func sumExpShift512(src *float32, n int, m float32, consts *[16]float32) float64
+func sumExpShift512(src *float32, n int, m float32, consts *[16]float32, pf *float32) float64
 
 //go:noescape
 func erf512(dst, src *float32, n int, consts *[16]float32)

@@ -204,11 +204,24 @@ expDone:
 	VCVTPS2PD YT, ZT \
 	VADDPD ZT, Z10, Z10
 
-// func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32) float64
-// Any n > 0.
-TEXT ·expShift512(SB), NOSPLIT, $0-48
+// PF_START loads the prefetch pointer at off(FP) into DX, or SI (the
+// source: lines already on their way) where it is nil.
+#define PF_START(off) \
+	MOVQ off(FP), DX \
+	TESTQ DX, DX \
+	CMOVQEQ SI, DX
+
+// func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32, pf, pfDst *float32) float64
+// Any n > 0. Each 128 bytes of src in the main loop also ask for the next
+// 128 bytes from pf and from pfDst into L2 (PREFETCHT1; nil: src), as in
+// expShiftAVX2.
+TEXT ·expShift512(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
+	PF_START(pf+40)
+	MOVQ pfDst+48(FP), BX
+	TESTQ BX, BX
+	CMOVQEQ SI, BX
 	MOVQ n+16(FP), CX
 	VBROADCASTSS mh+24(FP), Z13
 	VBROADCASTSS ml+28(FP), Z12
@@ -219,6 +232,10 @@ TEXT ·expShift512(SB), NOSPLIT, $0-48
 shift32:
 	CMPQ CX, $32
 	JLT shift16
+	PREFETCHT1 (DX)
+	PREFETCHT1 64(DX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z5
 	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, zm4, zd4)
@@ -229,6 +246,8 @@ shift32:
 	SUM16(Z9, Y9, Z5, Y5)
 	ADDQ $128, SI
 	ADDQ $128, DI
+	ADDQ $128, DX
+	ADDQ $128, BX
 	SUBQ $32, CX
 	JMP shift32
 
@@ -262,17 +281,18 @@ shiftSum:
 	VADDPD X0, X10, X0
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
-	VMOVSD X0, ret+40(FP)
+	VMOVSD X0, ret+56(FP)
 	VZEROUPPER
 	RET
 
-// func sumExpShift512(src *float32, n int, m float32, consts *[16]float32) float64
-// n a multiple of 8. The float32 lane sums of sumExpShiftAVX2's Y10 (even
+// func sumExpShift512(src *float32, n int, m float32, consts *[16]float32, pf *float32) float64
+// n a multiple of 8; pf as in expShift512. The float32 lane sums of sumExpShiftAVX2's Y10 (even
 // blocks of eight) and Y11 (odd blocks) are Z10's low and high halves: a
 // block of sixteen adds its first eight terms to the first and its last
 // eight to the second, and a last block of eight only to the first.
-TEXT ·sumExpShift512(SB), NOSPLIT, $0-40
+TEXT ·sumExpShift512(SB), NOSPLIT, $0-48
 	MOVQ src+0(FP), SI
+	PF_START(pf+32)
 	MOVQ n+8(FP), CX
 	VBROADCASTSS m+16(FP), Z13
 	MOVQ consts+24(FP), R8
@@ -282,6 +302,8 @@ TEXT ·sumExpShift512(SB), NOSPLIT, $0-40
 sumExp32:
 	CMPQ CX, $32
 	JLT sumExp16
+	PREFETCHT1 (DX)
+	PREFETCHT1 64(DX)
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z4
 	VSUBPS Z13, Z0, Z0
@@ -291,6 +313,7 @@ sumExp32:
 	VADDPS Z3, Z10, Z10
 	VADDPS Z7, Z10, Z10
 	ADDQ $128, SI
+	ADDQ $128, DX
 	SUBQ $32, CX
 	JMP sumExp32
 
@@ -324,7 +347,7 @@ sumExpFold:
 	VADDPD X1, X0, X0
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
-	VMOVSD X0, ret+32(FP)
+	VMOVSD X0, ret+40(FP)
 	VZEROUPPER
 	RET
 

@@ -100,7 +100,7 @@ func TestExp512MatchesGo(t *testing.T) {
 	ml := float32(m - float64(mh))
 	var one, want [1]float32
 	zero := []float32{0}
-	expShift512(&one[0], &zero[0], 1, mh, ml, &avx512Const[0])
+	expShift512(&one[0], &zero[0], 1, mh, ml, &avx512Const[0], nil, nil)
 	expShiftGo(want[:], zero, mh, ml)
 	assert.Equal(t, float32(0x1p-126), want[0], "the Go reference rounds up to 2^-126")
 	assert.Equal(t, math.Float32bits(want[0]), math.Float32bits(one[0]), "AVX-512 rounds up to 2^-126")
@@ -125,7 +125,7 @@ func TestAVX2SubnormalBandMatchesGo(t *testing.T) {
 	for i := range sh {
 		sh[i] = xs[i] + 10
 	}
-	expShiftAVX2(&got[0], &sh[0], len(sh), 10, 1e-7, &avxConst[0], &tailMask[0])
+	expShiftAVX2(&got[0], &sh[0], len(sh), 10, 1e-7, &avxConst[0], &tailMask[0], nil, nil)
 	expShiftGo(want, sh, 10, 1e-7)
 	for i := range sh {
 		sameBits32(t, "expShiftAVX2", i, sh[i], got[i], want[i])
@@ -135,7 +135,7 @@ func TestAVX2SubnormalBandMatchesGo(t *testing.T) {
 	ml := float32(m - float64(mh))
 	zero := []float32{0}
 	var one [1]float32
-	expShiftAVX2(&one[0], &zero[0], 1, mh, ml, &avxConst[0], &tailMask[0])
+	expShiftAVX2(&one[0], &zero[0], 1, mh, ml, &avxConst[0], &tailMask[0], nil, nil)
 	assert.Equal(t, float32(0x1p-126), one[0], "AVX2 rounds up to 2^-126")
 	// x in [13.2, 14.4]: -(x·x) in the band.
 	gx := band(13.2, 14.4)
@@ -213,8 +213,8 @@ func TestExpShift512MatchesAVX2(t *testing.T) {
 		for i := range got {
 			got[i] = -7
 		}
-		s := expShift512(&got[0], &xs[0], n, mh, ml, &avx512Const[0])
-		s2 := expShiftAVX2(&avx[0], &xs[0], n, mh, ml, &avxConst[0], &tailMask[0])
+		s := expShift512(&got[0], &xs[0], n, mh, ml, &avx512Const[0], nil, nil)
+		s2 := expShiftAVX2(&avx[0], &xs[0], n, mh, ml, &avxConst[0], &tailMask[0], nil, nil)
 		expShiftGo(want, xs, mh, ml)
 		for i := range want {
 			sameBits32(t, "expShift", i, xs[i], got[i], want[i])
@@ -258,8 +258,8 @@ func TestSumExpShift512MatchesAVX2(t *testing.T) {
 				}
 			}
 			for _, m := range []float32{0, 2.5, -90} {
-				s := sumExpShift512(&xs[0], n, m, &avx512Const[0])
-				s2 := sumExpShiftAVX2(&xs[0], n, m, &avxConst[0])
+				s := sumExpShift512(&xs[0], n, m, &avx512Const[0], nil)
+				s2 := sumExpShiftAVX2(&xs[0], n, m, &avxConst[0], nil)
 				sg := sumExpShiftGo(xs, m)
 				if math.IsNaN(s2) {
 					require.True(t, math.IsNaN(s) && math.IsNaN(sg), "n=%d m=%g", n, m)
@@ -272,8 +272,8 @@ func TestSumExpShift512MatchesAVX2(t *testing.T) {
 	}
 	// Terms in the subnormal band.
 	xs := band(-87.2, -104.1)[:sumExpChunk]
-	s := sumExpShift512(&xs[0], len(xs), 0, &avx512Const[0])
-	require.Equal(t, math.Float64bits(sumExpShiftAVX2(&xs[0], len(xs), 0, &avxConst[0])), math.Float64bits(s))
+	s := sumExpShift512(&xs[0], len(xs), 0, &avx512Const[0], nil)
+	require.Equal(t, math.Float64bits(sumExpShiftAVX2(&xs[0], len(xs), 0, &avxConst[0], nil)), math.Float64bits(s))
 }
 
 // The fused GELU kernels give their Go forms' bits (and so the unfused
@@ -373,7 +373,7 @@ func TestExportedMatchAVX2(t *testing.T) {
 		}
 	}
 	s := ExpShift32(a, x, 2.5)
-	s2 := expShiftAVX2(&b[0], &x[0], len(x), 2.5, 0, &avxConst[0], &tailMask[0])
+	s2 := expShiftAVX2(&b[0], &x[0], len(x), 2.5, 0, &avxConst[0], &tailMask[0], nil, nil)
 	require.Equal(t, math.Float64bits(s2), math.Float64bits(s), "ExpShift32's sum")
 	for i := range x {
 		sameBits32(t, "ExpShift32", i, x[i], a[i], b[i])

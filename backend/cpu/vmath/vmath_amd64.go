@@ -45,7 +45,7 @@ func expAVX2(dst, src *float32, n int, consts *[8]float32)
 // masked loads and stores, with the lane masks from tailMask.
 //
 //go:noescape
-func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32) float64
+func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32, pf, pfDst *float32) float64
 
 // tailMask[8-r:16-r] selects the first r lanes.
 var tailMask = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
@@ -56,17 +56,18 @@ func erfAVX2(dst, src *float32, n int, consts *[8]float32)
 // sumExpShiftAVX2 takes n a multiple of 8 (at most sumExpChunk).
 //
 //go:noescape
-func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32) float64
+func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32, pf *float32) float64
 
-// sumExpShift is SumExpShift32's loop over len(src), a multiple of 8.
-func sumExpShift(src []float32, m float32) float64 {
+// sumExpShift is SumExpShift32's loop over len(src), a multiple of 8;
+// the assembly also prefetches len(src) elements from pf (nil: none).
+func sumExpShift(src []float32, m float32, pf *float32) float64 {
 	if hasAVX512 {
-		return sumExpShift512(&src[0], len(src), m, &avx512Const[0])
+		return sumExpShift512(&src[0], len(src), m, &avx512Const[0], pf)
 	}
 	if !hasAVX2FMA {
 		return sumExpShiftGo(src, m)
 	}
-	return sumExpShiftAVX2(&src[0], len(src), m, &avxConst[0])
+	return sumExpShiftAVX2(&src[0], len(src), m, &avxConst[0], pf)
 }
 
 func exp(dst, src []float32) {
@@ -77,15 +78,16 @@ func exp(dst, src []float32) {
 	expAVX2(&dst[0], &src[0], len(src), &avxConst[0])
 }
 
-// expShiftAll is ExpShift32 for any len(src) > 0.
-func expShiftAll(dst, src []float32, mh, ml float32) float64 {
+// expShiftAll is ExpShift32 for any len(src) > 0; the assembly also
+// prefetches about len(src) elements from pf and from pfDst (nil: none).
+func expShiftAll(dst, src []float32, mh, ml float32, pf, pfDst *float32) float64 {
 	if hasAVX512 {
-		return expShift512(&dst[0], &src[0], len(src), mh, ml, &avx512Const[0])
+		return expShift512(&dst[0], &src[0], len(src), mh, ml, &avx512Const[0], pf, pfDst)
 	}
 	if !hasAVX2FMA {
 		return expShiftGo(dst, src, mh, ml)
 	}
-	return expShiftAVX2(&dst[0], &src[0], len(src), mh, ml, &avxConst[0], &tailMask[0])
+	return expShiftAVX2(&dst[0], &src[0], len(src), mh, ml, &avxConst[0], &tailMask[0], pf, pfDst)
 }
 
 func erf(dst, src []float32) {
@@ -128,3 +130,32 @@ func geluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
 	}
 	geluErfGradAVX2(&dst[0], &dy[0], &x[0], &d[0], &a[0], len(dst), c1, c3, k, &avxConst[0])
 }
+
+// softmaxRowAVX2 takes n ≥ 8.
+//
+//go:noescape
+func softmaxRowAVX2(dst, src *float32, n int, consts *[8]float32, masks *int32)
+
+// softmaxRow is SoftmaxRow32's fused path: false where it does not run.
+func softmaxRow(dst, src []float32) bool {
+	if hasAVX512 || !hasAVX2FMA || len(src) < 8 {
+		return false
+	}
+	softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0])
+	return true
+}
+
+// sumExpShiftMaxAVX2 takes n a multiple of 8 (at most sumExpChunk).
+//
+//go:noescape
+func sumExpShiftMaxAVX2(src *float32, n int, m float32, consts *[8]float32, next *float32, mx *[8]float32) float64
+
+// sumExpShiftMax is SumExpShiftMax32's loop over len(src), a multiple of
+// 8 (AVX2 only: the caller checks fusedMax).
+func sumExpShiftMax(src []float32, m float32, next *float32, mx *[block]float32) float64 {
+	return sumExpShiftMaxAVX2(&src[0], len(src), m, &avxConst[0], next, mx)
+}
+
+// fusedMax reports whether SumExpShiftMax32 runs: vmath's AVX2 loops, not
+// the AVX-512 ones.
+func fusedMax() bool { return hasAVX2FMA && !hasAVX512 }

@@ -217,11 +217,25 @@ expDone:
 	SUBQ R11, AX \
 	VMOVUPS (R10)(AX*4), Y9
 
-// func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32) float64
-// Any n > 0.
-TEXT ·expShiftAVX2(SB), NOSPLIT, $0-56
+// PF_START loads the prefetch pointer at off(FP) into DX, or SI (the
+// source: lines already on their way) where it is nil.
+#define PF_START(off) \
+	MOVQ off(FP), DX \
+	TESTQ DX, DX \
+	CMOVQEQ SI, DX
+
+// func expShiftAVX2(dst, src *float32, n int, mh, ml float32, consts *[8]float32, masks *int32, pf, pfDst *float32) float64
+// Any n > 0. Each pair of blocks (64 bytes of src) also asks for the next
+// 64 bytes from pf and from pfDst into L2 (PREFETCHT1; nil: src), so that
+// a caller can have its next row read from memory, and the lines of the
+// next row it writes fetched, while this one is computed.
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-72
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
+	PF_START(pf+48)
+	MOVQ pfDst+56(FP), BX
+	TESTQ BX, BX
+	CMOVQEQ SI, BX
 	MOVQ n+16(FP), CX
 	VBROADCASTSS mh+24(FP), Y13
 	VBROADCASTSS ml+28(FP), Y12
@@ -241,6 +255,8 @@ shiftLoop2:
 	// then the second's), as one block per iteration would add them.
 	CMPQ CX, $2
 	JLT shiftLoop1
+	PREFETCHT1 (DX)
+	PREFETCHT1 (BX)
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y5
 	EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4, shiftM1, shiftD1)
@@ -251,6 +267,8 @@ shiftLoop2:
 	SUM8R(X9, Y9, X5, Y5)
 	ADDQ $64, SI
 	ADDQ $64, DI
+	ADDQ $64, DX
+	ADDQ $64, BX
 	SUBQ $2, CX
 	JMP shiftLoop2
 
@@ -282,17 +300,18 @@ shiftSum:
 	VADDPD X0, X10, X0
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
-	VMOVSD X0, ret+48(FP)
+	VMOVSD X0, ret+64(FP)
 	VZEROUPPER
 	RET
 
-// func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32) float64
-// n a multiple of 8. Σ e^(x - m) with x - m rounded to float32 and clamped
+// func sumExpShiftAVX2(src *float32, n int, m float32, consts *[8]float32, pf *float32) float64
+// n a multiple of 8; pf as in expShiftAVX2. Σ e^(x - m) with x - m rounded to float32 and clamped
 // as in expAVX2 (a NaN passes); blocks of eight alternate between the lane
 // sums Y10 and Y11, which are widened to float64 and added at the end
 // (sumExpShiftGo spells out the order).
-TEXT ·sumExpShiftAVX2(SB), NOSPLIT, $0-40
+TEXT ·sumExpShiftAVX2(SB), NOSPLIT, $0-48
 	MOVQ src+0(FP), SI
+	PF_START(pf+32)
 	MOVQ n+8(FP), CX
 	VBROADCASTSS m+16(FP), Y13
 	MOVQ consts+24(FP), R8
@@ -305,6 +324,7 @@ TEXT ·sumExpShiftAVX2(SB), NOSPLIT, $0-40
 sumExp2:
 	CMPQ CX, $2
 	JLT sumExp1
+	PREFETCHT1 (DX)
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y4
 	VSUBPS Y13, Y0, Y0
@@ -320,6 +340,7 @@ sumExp2:
 	VADDPS Y3, Y10, Y10
 	VADDPS Y7, Y11, Y11
 	ADDQ $64, SI
+	ADDQ $64, DX
 	SUBQ $2, CX
 	JMP sumExp2
 
@@ -348,7 +369,7 @@ sumExpFold:
 	VADDPD X1, X0, X0
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
-	VMOVSD X0, ret+32(FP)
+	VMOVSD X0, ret+40(FP)
 	VZEROUPPER
 	RET
 
@@ -545,5 +566,236 @@ ggLoop:
 	JNZ ggLoop
 
 ggDone:
+	VZEROUPPER
+	RET
+
+// func softmaxRowAVX2(dst, src *float32, n int, consts *[8]float32, masks *int32)
+// n ≥ 8. The softmax of a row in one call, operation for operation what
+// SoftmaxRow32 spells out: (1) m, the largest element, as reduce's AVX2
+// row maximum takes it (lane maxima over the first n&^7 elements in two
+// accumulators, folded, then the last n mod 8 in order, each taking the
+// place of m where it is greater); (2) expShiftAVX2's loop with mh = m and
+// ml = +0 (ExpShift32's split of a float32 m), the exponentials into dst
+// and their float64 sum s; (3) dst[i] = float32(float64(dst[i])·(1/s)),
+// eight at a time and then one at a time.
+TEXT ·softmaxRowAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), BX
+	MOVQ consts+24(FP), R8
+
+	// (1) The maximum: blocks of eight, then the scalar tail.
+	MOVQ BX, CX
+	ANDQ $-8, CX
+	MOVQ SI, DX
+	VMOVUPS (DX), Y0
+	VMOVAPS Y0, Y1
+	ADDQ $32, DX
+	SUBQ $8, CX
+
+smMax16:
+	CMPQ CX, $16
+	JLT smMax8
+	VMAXPS (DX), Y0, Y0
+	VMAXPS 32(DX), Y1, Y1
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP smMax16
+
+smMax8:
+	CMPQ CX, $8
+	JLT smMaxFold
+	VMAXPS (DX), Y0, Y0
+	ADDQ $32, DX
+
+smMaxFold:
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4E, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xB1, X0, X1
+	VMAXPS X1, X0, X0
+	MOVQ BX, CX
+	ANDQ $7, CX
+	JZ smMaxDone
+
+smMaxTail:
+	// m = v where v > m (else m): VMAXSS returns its first Intel source
+	// where that compares greater, the second otherwise.
+	VMOVSS (DX), X1
+	VMAXSS X0, X1, X0
+	ADDQ $4, DX
+	DECQ CX
+	JNZ smMaxTail
+
+smMaxDone:
+	// (2) The exponentials: expShiftAVX2 with mh = m, ml = +0.
+	VBROADCASTSS X0, Y13
+	VXORPS Y12, Y12, Y12
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	MOVQ BX, R11
+	ANDQ $7, R11
+	MOVQ BX, CX
+	SHRQ $3, CX
+	MOVQ DI, R9 // dst, for (3)
+
+smShift2:
+	CMPQ CX, $2
+	JLT smShift1
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y5
+	EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4, smM1, smD1)
+	EXPSHIFT8R(Y5, Y6, Y7, Y8, Y9, smM2, smD2)
+	VMOVUPS Y4, (DI)
+	VMOVUPS Y9, 32(DI)
+	SUM8R(X4, Y4, X0, Y0)
+	SUM8R(X9, Y9, X5, Y5)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $2, CX
+	JMP smShift2
+
+smShift1:
+	TESTQ CX, CX
+	JZ smShiftTail
+	VMOVUPS (SI), Y0
+	EXPSHIFT8(smM3, smD3)
+	VMOVUPS Y4, (DI)
+	SUM8
+	ADDQ $32, SI
+	ADDQ $32, DI
+
+smShiftTail:
+	TESTQ R11, R11
+	JZ smShiftSum
+	TAILMASK(masks+32)
+	VMASKMOVPS (SI), Y9, Y0
+	EXPSHIFT8(smM4, smD4)
+	VANDPS Y9, Y4, Y4
+	VMASKMOVPS Y4, Y9, (DI)
+	SUM8
+
+smShiftSum:
+	VADDPD Y11, Y10, Y10
+	VEXTRACTF128 $1, Y10, X0
+	VADDPD X0, X10, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+
+	// (3) The products with 1/s, rounded once each.
+	MOVQ $0x3ff0000000000000, AX
+	VMOVQ AX, X1
+	VDIVSD X0, X1, X2
+	VBROADCASTSD X2, Y2
+	MOVQ BX, CX
+	SHRQ $3, CX
+
+smScale:
+	VCVTPS2PD (R9), Y0
+	VCVTPS2PD 16(R9), Y1
+	VMULPD Y2, Y0, Y0
+	VMULPD Y2, Y1, Y1
+	VCVTPD2PSY Y0, X0
+	VCVTPD2PSY Y1, X1
+	VMOVUPS X0, (R9)
+	VMOVUPS X1, 16(R9)
+	ADDQ $32, R9
+	DECQ CX
+	JNZ smScale
+	ANDQ $7, BX
+	JZ smDone
+
+smScaleTail:
+	VMOVSS (R9), X0
+	VCVTSS2SD X0, X0, X0
+	VMULSD X2, X0, X0
+	VCVTSD2SS X0, X0, X0
+	VMOVSS X0, (R9)
+	ADDQ $4, R9
+	DECQ BX
+	JNZ smScaleTail
+
+smDone:
+	VZEROUPPER
+	RET
+
+// func sumExpShiftMaxAVX2(src *float32, n int, m float32, consts *[8]float32, next *float32, mx *[8]float32) float64
+// sumExpShiftAVX2's sum of src (n a multiple of 8), the same operations in
+// the same order, and in the same loop the lane maxima of next's first n
+// elements folded into mx (VMAXPS: a lane takes the greater; the row a
+// caller reads next, so its maximum needs no pass of its own). Each step
+// also prefetches next 2 KB further on (PREFETCHT1), the loads' own
+// stream from memory.
+TEXT ·sumExpShiftMaxAVX2(SB), NOSPLIT, $0-56
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y13
+	MOVQ consts+24(FP), R8
+	MOVQ next+32(FP), DX
+	MOVQ mx+40(FP), BX
+	VMOVUPS (BX), Y12
+	VMOVUPS K_LO(R8), Y14
+	VMOVUPS K_HI(R8), Y15
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	SHRQ $3, CX
+
+smx2:
+	CMPQ CX, $2
+	JLT smx1
+	PREFETCHT1 2048(DX)
+	VMAXPS (DX), Y12, Y12
+	VMAXPS 32(DX), Y12, Y12
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y4
+	VSUBPS Y13, Y0, Y0
+	VSUBPS Y13, Y4, Y4
+	VMAXPS Y0, Y14, Y0
+	VMAXPS Y4, Y14, Y4
+	VMINPS Y0, Y15, Y0
+	VMINPS Y4, Y15, Y4
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_REDUCE(Y4, Y5, Y6)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y8, smxM1, smxD1)
+	EXP_FINISH(Y4, Y5, Y6, Y7, Y9, smxM2, smxD2)
+	VADDPS Y3, Y10, Y10
+	VADDPS Y7, Y11, Y11
+	ADDQ $64, SI
+	ADDQ $64, DX
+	SUBQ $2, CX
+	JMP smx2
+
+smx1:
+	TESTQ CX, CX
+	JZ smxFold
+	VMAXPS (DX), Y12, Y12
+	VMOVUPS (SI), Y0
+	VSUBPS Y13, Y0, Y0
+	VMAXPS Y0, Y14, Y0
+	VMINPS Y0, Y15, Y0
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y8, smxM3, smxD3)
+	VADDPS Y3, Y10, Y10
+
+smxFold:
+	VMOVUPS Y12, (BX)
+	VCVTPS2PD X10, Y0
+	VEXTRACTF128 $1, Y10, X1
+	VCVTPS2PD X1, Y1
+	VCVTPS2PD X11, Y2
+	VEXTRACTF128 $1, Y11, X3
+	VCVTPS2PD X3, Y3
+	VADDPD Y1, Y0, Y0
+	VADDPD Y3, Y2, Y2
+	VADDPD Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VMOVSD X0, ret+48(FP)
 	VZEROUPPER
 	RET

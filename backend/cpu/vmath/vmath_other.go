@@ -4,7 +4,9 @@ package vmath
 
 func exp(dst, src []float32) { expGo(dst, src) }
 
-func expShiftAll(dst, src []float32, mh, ml float32) float64 { return expShiftGo(dst, src, mh, ml) }
+func expShiftAll(dst, src []float32, mh, ml float32, _, _ *float32) float64 {
+	return expShiftGo(dst, src, mh, ml)
+}
 
 func erf(dst, src []float32) { erfGo(dst, src) }
 
@@ -16,7 +18,7 @@ func geluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
 	geluErfGradGo(dst, dy, x, d, a, c1, c3, k)
 }
 
-func sumExpShift(src []float32, m float32) float64 { return sumExpShiftGo(src, m) }
+func sumExpShift(src []float32, m float32, _ *float32) float64 { return sumExpShiftGo(src, m) }
 
 // hasAVX512 is false off amd64 (and with purego): the wide* functions are
 // never called there.
@@ -43,4 +45,12 @@ func wideGeluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
 
 func wideGeluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
 	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
+}
+
+func softmaxRow(_, _ []float32) bool { return false }
+
+func fusedMax() bool { return false }
+
+func sumExpShiftMax(_ []float32, _ float32, _ *float32, _ *[block]float32) float64 {
+	panic("vmath: no fused maximum on this platform")
 }

@@ -117,7 +117,7 @@ func TestAssemblyMatchesPureGoBitForBit(t *testing.T) {
 		same("exp", xs[i], a[i], b[i])
 	}
 	for _, m := range [][2]float32{{0.75, 0}, {-3.25, 1e-9}, {88, -2e-7}} {
-		sa := expShiftAll(a, xs, m[0], m[1]) // any length: the masked tail too
+		sa := expShiftAll(a, xs, m[0], m[1], nil, nil) // any length: the masked tail too
 		sb := expShiftGo(b, xs, m[0], m[1])
 		for i := range xs {
 			same("expShift", xs[i], a[i], b[i])

@@ -39,7 +39,15 @@ func (t *sceRowsTask) Chunk(lo, hi int) {
 			clear(d)
 			continue
 		}
-		z := vmath.ExpShift32(d, row, float64(reduce.MaxRow32(row)))
+		// The exponentials' loop prefetches row k+1 of the scores
+		// and of the gradient into L2, so that its maximum does not
+		// wait for memory, nor its stores each for a line.
+		var next, nextD []float32
+		if k+1 < hi {
+			next = t.x[(k+1)*t.c : (k+2)*t.c]
+			nextD = t.dx[(k+1)*t.c : (k+2)*t.c]
+		}
+		z := vmath.ExpShiftAhead32(d, row, float64(reduce.MaxRow32(row)), next, nextD)
 		reduce.ScaleRow32(d, ws/z)
 		l := t.labels[k]
 		d[l] = float32(float64(d[l]) - ws)

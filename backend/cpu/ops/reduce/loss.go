@@ -122,14 +122,38 @@ type sceLSETask struct {
 }
 
 func (t *sceLSETask) Chunk(lo, hi int) {
+	var m float32
+	haveM := false // m is row k's maximum, taken in row k-1's loop
 	for k := lo; k < hi; k++ {
 		row := t.x[k*t.c : (k+1)*t.c]
 		if len(row) == 0 {
 			t.lse[k] = math.Inf(-1)
 			continue
 		}
-		m := maxRow32(row)
-		t.lse[k] = float64(m) + math.Log(vmath.SumExpShift32(row, m))
+		if !haveM {
+			m = maxRow32(row)
+		}
+		haveM = false
+		var next []float32
+		if k+1 < hi {
+			next = t.x[(k+1)*t.c : (k+2)*t.c]
+		}
+		if useAVX2 && !use512 && next != nil {
+			// With AVX2 the sum's loop also reads row k+1 from
+			// memory (with a prefetch further on) and takes its
+			// maximum: the memory read of one row overlaps the
+			// exponentials of the one before, and no row but the
+			// first needs a pass of its own for its maximum.
+			if s, mNext, ok := vmath.SumExpShiftMax32(row, m, next); ok {
+				t.lse[k] = float64(m) + math.Log(s)
+				m, haveM = mNext, true
+				continue
+			}
+		}
+		// Else the sum's loop prefetches row k+1 into L2 as it goes,
+		// so that its maximum (the pass that reads memory) finds it
+		// there.
+		t.lse[k] = float64(m) + math.Log(vmath.SumExpShiftAhead32(row, m, next))
 	}
 }
 
