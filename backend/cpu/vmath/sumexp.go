@@ -47,16 +47,7 @@ func SumExpShiftAhead32(src []float32, m float32, ahead []float32) float64 {
 		z += sumExpShift(src[:n], m, pfAt(pf, off))
 		src = src[n:]
 	}
-	if len(src) > 0 {
-		var buf [block]float32
-		for i, v := range src {
-			buf[i] = v - m
-		}
-		Exp32(buf[:len(src)], buf[:len(src)])
-		for _, e := range buf[:len(src)] {
-			z += float64(e)
-		}
-	}
+	z = addExpTail(z, src, m)
 	return z
 }
 
@@ -94,16 +85,7 @@ func sumExpShiftMax32(src []float32, m float32, next []float32) (float64, float3
 		src = src[n:]
 		off += n
 	}
-	if len(src) > 0 {
-		var buf [block]float32
-		for i, v := range src {
-			buf[i] = v - m
-		}
-		Exp32(buf[:len(src)], buf[:len(src)])
-		for _, e := range buf[:len(src)] {
-			z += float64(e)
-		}
-	}
+	z = addExpTail(z, src, m)
 	r := mx[0]
 	for _, v := range mx[1:] {
 		if v > r {
@@ -143,4 +125,20 @@ func pfAt(pf *float32, off int) *float32 {
 		return nil
 	}
 	return (*float32)(unsafe.Add(unsafe.Pointer(pf), 4*off))
+}
+
+// addExpTail adds e^(x-m), in order and in float64, to z for the fewer
+// than 8 elements of src that a loop over whole blocks leaves.
+func addExpTail(z float64, src []float32, m float32) float64 {
+	if len(src) > 0 {
+		var buf [block]float32
+		for i, v := range src {
+			buf[i] = v - m
+		}
+		Exp32(buf[:len(src)], buf[:len(src)])
+		for _, e := range buf[:len(src)] {
+			z += float64(e)
+		}
+	}
+	return z
 }
