@@ -44,3 +44,11 @@ func wideGeluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
 func wideGeluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
 	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
 }
+
+func geluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
+	geluErfBiasBlocks(y, p, bias, c1, c2, c3)
+}
+
+func geluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
+	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
+}
