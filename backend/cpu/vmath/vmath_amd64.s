@@ -595,7 +595,11 @@ ggDone:
 // func geluErfBiasAVX2(y, p, bias *float32, n int, c1, c2, c3 float32, consts *[8]float32)
 // n a multiple of 8. p = p + bias (where bias is not nil; stored), then y =
 // GeluErf32's y of p: d = p/c1, a = erf(d) + c2, y = (p·a)·c3, each
-// operation rounded; d and a stay in registers (geluErfAVX2's bits).
+// operation rounded; d and a stay in registers (geluErfAVX2's bits). The
+// loop runs at the latency of its chain of dependent operations rather
+// than at its ports' throughput, so the division of the next eight lanes
+// (into Y12) is issued before this block's erf, off the chain; p is read
+// back from memory for y.
 TEXT ·geluErfBiasAVX2(SB), NOSPLIT, $0-56
 	MOVQ y+0(FP), DI
 	MOVQ p+8(FP), SI
@@ -610,36 +614,54 @@ TEXT ·geluErfBiasAVX2(SB), NOSPLIT, $0-56
 	JZ gbDone
 	TESTQ R10, R10
 	JZ gbNoBias
-
-gbLoop:
 	VMOVUPS (SI), Y8
 	VADDPS (R10), Y8, Y8
 	VMOVUPS Y8, (SI)
-	VDIVPS Y9, Y8, Y0
+	VDIVPS Y9, Y8, Y12
+
+gbLoop:
+	VMOVAPS Y12, Y0
+	DECQ CX
+	JZ gbLast
+	VMOVUPS 32(SI), Y8
+	VADDPS 32(R10), Y8, Y8
+	VMOVUPS Y8, 32(SI)
+	VDIVPS Y9, Y8, Y12
+
+gbLast:
 	ERF8
 	VADDPS Y10, Y5, Y5
-	VMULPS Y5, Y8, Y5
+	VMULPS (SI), Y5, Y5
 	VMULPS Y11, Y5, Y5
 	VMOVUPS Y5, (DI)
 	ADDQ $32, SI
 	ADDQ $32, DI
 	ADDQ $32, R10
-	DECQ CX
+	TESTQ CX, CX
 	JNZ gbLoop
 	JMP gbDone
 
 gbNoBias:
 	VMOVUPS (SI), Y8
-	VDIVPS Y9, Y8, Y0
+	VDIVPS Y9, Y8, Y12
+
+gbNLoop:
+	VMOVAPS Y12, Y0
+	DECQ CX
+	JZ gbNLast
+	VMOVUPS 32(SI), Y8
+	VDIVPS Y9, Y8, Y12
+
+gbNLast:
 	ERF8
 	VADDPS Y10, Y5, Y5
-	VMULPS Y5, Y8, Y5
+	VMULPS (SI), Y5, Y5
 	VMULPS Y11, Y5, Y5
 	VMOVUPS Y5, (DI)
 	ADDQ $32, SI
 	ADDQ $32, DI
-	DECQ CX
-	JNZ gbNoBias
+	TESTQ CX, CX
+	JNZ gbNLoop
 
 gbDone:
 	VZEROUPPER
@@ -649,7 +671,9 @@ gbDone:
 // n a multiple of 8. geluErfAVX2 and geluErfGradAVX2 in one pass, d and a
 // kept in registers: d = x/c1, a = erf(d) + c2, y = (x·a)·c3 (stored
 // where y is not nil), m = dy·c3, dst = m·a + ((m·x)·(k·e^-(d·d)))/c1,
-// each operation rounded as those loops round it. dst may be dy.
+// each operation rounded as those loops round it. dst may be dy. As in
+// geluErfBiasAVX2, the next block's d is computed (into Y8) before this
+// block's erf; x is read from memory where the products need it.
 TEXT ·geluErfGradXAVX2(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ y+8(FP), BX
@@ -666,16 +690,23 @@ TEXT ·geluErfGradXAVX2(SB), NOSPLIT, $0-64
 	VPXOR Y15, Y13, Y15 // the sign bit
 	SHRQ $3, CX
 	JZ gxDone
+	VMOVUPS (SI), Y8
+	VDIVPS Y9, Y8, Y8
 
 gxLoop:
-	VMOVUPS (SI), Y8
-	VDIVPS Y9, Y8, Y0
-	VMOVAPS Y0, Y13 // d
+	VMOVAPS Y8, Y0
+	VMOVAPS Y8, Y13 // d
+	DECQ CX
+	JZ gxLast
+	VMOVUPS 32(SI), Y8
+	VDIVPS Y9, Y8, Y8 // the next block's d
+
+gxLast:
 	ERF8M
 	VADDPS Y10, Y5, Y14 // a
 	TESTQ BX, BX
 	JZ gxNoY
-	VMULPS Y14, Y8, Y5
+	VMULPS (SI), Y14, Y5 // x·a
 	VMULPS Y11, Y5, Y5
 	VMOVUPS Y5, (BX)
 	ADDQ $32, BX
@@ -692,7 +723,7 @@ gxNoY:
 	VMULPS Y12, Y3, Y3 // k·e
 	VMOVUPS (DX), Y5
 	VMULPS Y11, Y5, Y5 // m = dy·c3
-	VMULPS Y8, Y5, Y4 // m·x
+	VMULPS (SI), Y5, Y4 // m·x
 	VMULPS Y3, Y4, Y4
 	VDIVPS Y9, Y4, Y4
 	VMULPS Y14, Y5, Y5 // m·a
@@ -701,7 +732,7 @@ gxNoY:
 	ADDQ $32, DI
 	ADDQ $32, DX
 	ADDQ $32, SI
-	DECQ CX
+	TESTQ CX, CX
 	JNZ gxLoop
 
 gxDone:
