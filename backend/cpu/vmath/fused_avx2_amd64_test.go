@@ -16,13 +16,28 @@ import (
 // GeluErfGrad32 run one after another: over the sweep of every bit
 // pattern (as x, and as the bias), over short lengths with the specials on
 // every lane and the band where e^-(d·d) is subnormal, with and without
-// the bias and y, dst over dy, and they write nothing past n.
+// the bias and y, dst over dy, and they write nothing past n. Where the
+// CPU has AVX-512, the sixteen-lane loops (geluErfBias512,
+// geluErfGradX512) go over the same sweep.
 func TestGeluFusedAVX2MatchGo(t *testing.T) {
 	if !hasAVX2FMA {
 		t.Skip("no AVX2/FMA on this CPU (missing hardware)")
 	}
 	rng := rand.New(rand.NewPCG(35, 36))
 	c1, c2, c3, k := float32(math.Sqrt2), float32(1), float32(0.5), float32(2/math.Sqrt(math.Pi))
+	type loops struct {
+		bias func(y, p, bias *float32, n int)
+		grad func(dst, y, dy, x *float32, n int)
+	}
+	avx2 := loops{
+		func(y, p, bias *float32, n int) { geluErfBiasAVX2(y, p, bias, n, c1, c2, c3, &avxConst[0]) },
+		func(dst, y, dy, x *float32, n int) { geluErfGradXAVX2(dst, y, dy, x, n, c1, c2, c3, k, &avxConst[0]) },
+	}
+	wide := loops{
+		func(y, p, bias *float32, n int) { geluErfBias512(y, p, bias, n, c1, c2, c3, &avx512Const[0]) },
+		func(dst, y, dy, x *float32, n int) { geluErfGradX512(dst, y, dy, x, n, c1, c2, c3, k, &avx512Const[0]) },
+	}
+	l := avx2
 	check := func(name string, x, dy, bias []float32) {
 		t.Helper()
 		n := len(x)
@@ -41,7 +56,7 @@ func TestGeluFusedAVX2MatchGo(t *testing.T) {
 				wantP[i] += bias[i]
 			}
 		}
-		geluErfBiasAVX2(&y[0], &p[0], bp, n, c1, c2, c3, &avxConst[0])
+		l.bias(&y[0], &p[0], bp, n)
 		wantY, _ := geluRef(wantP, nil, c1, c2, c3, k)
 		for i := range wantP {
 			sameBits(t, name+" bias p", i, x[i], p[i], wantP[i])
@@ -55,9 +70,9 @@ func TestGeluFusedAVX2MatchGo(t *testing.T) {
 		for i := range dst {
 			y[i], dst[i] = -7, -7
 		}
-		geluErfGradXAVX2(&dst[0], &y[0], &dy[0], &x[0], n, c1, c2, c3, k, &avxConst[0])
+		l.grad(&dst[0], &y[0], &dy[0], &x[0], n)
 		g := append(append([]float32(nil), dy...), -7)
-		geluErfGradXAVX2(&g[0], nil, &g[0], &x[0], n, c1, c2, c3, k, &avxConst[0])
+		l.grad(&g[0], nil, &g[0], &x[0], n)
 		for i := range x {
 			sameBits(t, name+" gradX y", i, x[i], y[i], wantY[i])
 			sameBits(t, name+" gradX dst", i, x[i], dst[i], wantD[i])
@@ -86,4 +101,8 @@ func TestGeluFusedAVX2MatchGo(t *testing.T) {
 		rev[i] = xs[len(xs)-1-i] * 1e-3
 	}
 	check("sweep", xs, dy, rev)
+	if canAVX512 {
+		l = wide
+		check("sweep, AVX-512", xs, dy, rev)
+	}
 }
