@@ -1,6 +1,9 @@
 // Package vmath holds float32 transcendentals over slices for the CPU
 // kernels: Exp32, ExpShift32 and Erf32, and the one-pass kernels built on
-// them (GeluErf32, ErfGrad32, GeluErfGrad32). On
+// them (GeluErf32, ErfGrad32, GeluErfGrad32, and the GEMM epilogues' rows
+// GeluErfBias32 and GeluErfGradX32, whose AVX2 and AVX-512 loops keep the
+// intermediates in registers and start the next block's division before
+// this block's erf: the loops are bound by that chain's latency). On
 // amd64 with AVX2 and FMA they run eight float32 lanes per instruction (Go
 // assembly); elsewhere a pure-Go loop evaluates the same formulas with the
 // same fused multiply-adds (fma32 rounds once, as VFMADD does), so both

@@ -108,7 +108,11 @@ func geluErfGradGo(dst, dy, x, d, a []float32, c1, c3, k float32) {
 
 // fusedBlock is how many elements GeluErfBias32 and GeluErfGradX32 take at
 // a time where they run GeluErf32 and GeluErfGrad32 one after the other
-// (without AVX-512): the intermediates live in stack scratch, in L1.
+// (without AVX2: the pure-Go loops; with AVX2 but not AVX-512, the tail
+// past the last multiple of 8): the intermediates live in stack scratch,
+// in L1. With AVX2 the multiples of 8 run one-pass loops
+// (geluErfBiasAVX2, geluErfGradXAVX2) that keep d and a in registers and
+// add the bias there too, as the AVX-512 loops do.
 const fusedBlock = 256
 
 // GeluErfBias32 is a bias add followed by GeluErf32's y, as a GEMM's
@@ -125,7 +129,7 @@ func GeluErfBias32(y, p, bias []float32, c1, c2, c3 float32) {
 		wideGeluErfBias(y, p, bias, c1, c2, c3)
 		return
 	}
-	geluErfBiasBlocks(y, p, bias, c1, c2, c3)
+	geluErfBias(y, p, bias, c1, c2, c3)
 }
 
 func geluErfBiasBlocks(y, p, bias []float32, c1, c2, c3 float32) {
@@ -156,7 +160,7 @@ func GeluErfGradX32(dst, y, dy, x []float32, c1, c2, c3, k float32) {
 		wideGeluErfGradX(dst, y, dy, x, c1, c2, c3, k)
 		return
 	}
-	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
+	geluErfGradX(dst, y, dy, x, c1, c2, c3, k)
 }
 
 func geluErfGradXBlocks(dst, y, dy, x []float32, c1, c2, c3, k float32) {

@@ -165,8 +165,9 @@ func geluRef(x, dy []float32, c1, c2, c3, k float32) (y, dst []float32) {
 // GeluErfBias32 and GeluErfGradX32 give the bits of the bias add, GeluErf32
 // and GeluErfGrad32 run one after another: at every length from 0 to 40
 // and at a few long ones (blocks of fusedBlock and their tails), with and
-// without the bias and y, dst over dy; both the dispatched form and the
-// blocked one (what a CPU without AVX-512 runs).
+// without the bias and y, dst over dy; the dispatched form, the blocked
+// one and the one-pass one (what a CPU without AVX-512 runs: the AVX2
+// loop over multiples of 8, the blocked form over the rest).
 func TestGeluErfBiasAndGradXMatchTheSeparateCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	c1, c2, c3, k := float32(math.Sqrt2), float32(1), float32(0.5), float32(2/math.Sqrt(math.Pi))
@@ -181,7 +182,8 @@ func TestGeluErfBiasAndGradXMatchTheSeparateCalls(t *testing.T) {
 		name string
 		bias biasFn
 		grad gradFn
-	}{{"dispatched", GeluErfBias32, GeluErfGradX32}, {"blocked", geluErfBiasBlocks, geluErfGradXBlocks}}
+	}{{"dispatched", GeluErfBias32, GeluErfGradX32}, {"blocked", geluErfBiasBlocks, geluErfGradXBlocks},
+		{"one-pass", geluErfBias, geluErfGradX}}
 	for _, f := range forms {
 		for _, n := range lengths {
 			x, dy, bias := fusedInputs(n, rng), fusedInputs(n, rng), fusedInputs(n, rng)

@@ -558,9 +558,31 @@ ggDone:
 	VZEROUPPER
 	RET
 
+// NEXTK sets K7 to the mask of the block after this one (CX elements
+// are left from this block on) and jumps to this_ when there is none;
+// full is a label unique to the use. AX and R11 are clobbered.
+#define NEXTK(this_, full) \
+	MOVQ CX, R11 \
+	SUBQ $16, R11 \
+	JLE this_ \
+	KXNORW K7, K7, K7 \
+	CMPQ R11, $16 \
+	JGE full \
+	XCHGQ CX, R11 \
+	MOVL $1, AX \
+	SHLL CX, AX \
+	DECL AX \
+	KMOVW AX, K7 \
+	XCHGQ CX, R11 \
+full:
+
 // func geluErfBias512(y, p, bias *float32, n int, c1, c2, c3 float32, consts *[16]float32)
 // p = p + bias (where bias is not nil; stored), then y = GeluErf32's y of
-// p: d = p/c1, a = erf(d) + c2, y = (p·a)·c3, each operation rounded.
+// p: d = p/c1, a = erf(d) + c2, y = (p·a)·c3, each operation rounded. The
+// next block's p and d (Z18, Z17, under its mask K7) are computed before
+// this block's erf: the loop runs at the latency of its chain of dependent
+// operations, and the division, at the chain's head, then overlaps the
+// erf of the block before (geluErfBiasAVX2 does the same).
 TEXT ·geluErfBias512(SB), NOSPLIT, $0-56
 	MOVQ y+0(FP), DI
 	MOVQ p+8(FP), SI
@@ -573,20 +595,35 @@ TEXT ·geluErfBias512(SB), NOSPLIT, $0-56
 	ERF_CONSTS16
 	KXNORW K1, K1, K1
 	CMPQ CX, $16
-	JGE gbLoop
+	JGE gbFirst
 	TAILK
 
-gbLoop:
-	VMOVUPS.Z (SI), K1, Z8
+gbFirst:
+	VMOVUPS.Z (SI), K1, Z18
 	TESTQ R10, R10
-	JZ gbNoBias
+	JZ gbFirstDiv
 	VMOVUPS.Z (R10), K1, Z7
-	VADDPS Z7, Z8, Z8
-	VMOVUPS Z8, K1, (SI)
-	ADDQ $64, R10
+	VADDPS Z7, Z18, Z18
+	VMOVUPS Z18, K1, (SI)
 
-gbNoBias:
-	VDIVPS Z9, Z8, Z0
+gbFirstDiv:
+	VDIVPS Z9, Z18, Z17
+
+gbLoop:
+	VMOVAPS Z18, Z8
+	VMOVAPS Z17, Z0
+	NEXTK(gbThis, gbFull)
+	VMOVUPS.Z 64(SI), K7, Z18
+	TESTQ R10, R10
+	JZ gbNextDiv
+	VMOVUPS.Z 64(R10), K7, Z7
+	VADDPS Z7, Z18, Z18
+	VMOVUPS Z18, K7, 64(SI)
+
+gbNextDiv:
+	VDIVPS Z9, Z18, Z17
+
+gbThis:
 	ERF16
 	VADDPS Z10, Z5, Z5
 	VMULPS Z5, Z8, Z5
@@ -594,7 +631,15 @@ gbNoBias:
 	VMOVUPS Z5, K1, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
-	NEXT16(gbLoop, gbDone)
+	TESTQ R10, R10
+	JZ gbNoBias
+	ADDQ $64, R10
+
+gbNoBias:
+	SUBQ $16, CX
+	JLE gbDone
+	KMOVW K7, K1
+	JMP gbLoop
 
 gbDone:
 	VZEROUPPER
@@ -604,7 +649,8 @@ gbDone:
 // geluErf512 and geluErfGrad512 in one pass, d and a kept in registers: d
 // = x/c1, a = erf(d) + c2, y = (x·a)·c3 (stored where y is not nil), m =
 // dy·c3, dst = m·a + ((m·x)·(k·e^-(d·d)))/c1, each operation rounded.
-// dst may be dy.
+// dst may be dy. As in geluErfBias512, the next block's x and d (Z18,
+// Z17, mask K7) are computed before this block's erf.
 TEXT ·geluErfGradX512(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ y+8(FP), BX
@@ -622,13 +668,22 @@ TEXT ·geluErfGradX512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z13
 	KXNORW K1, K1, K1
 	CMPQ CX, $16
-	JGE gxLoop
+	JGE gxFirst
 	TAILK
 
+gxFirst:
+	VMOVUPS.Z (SI), K1, Z18
+	VDIVPS Z9, Z18, Z17
+
 gxLoop:
-	VMOVUPS.Z (SI), K1, Z8
-	VDIVPS Z9, Z8, Z0
-	VMOVAPS Z0, Z14 // d
+	VMOVAPS Z18, Z8
+	VMOVAPS Z17, Z0
+	VMOVAPS Z17, Z14 // d
+	NEXTK(gxThis, gxFull)
+	VMOVUPS.Z 64(SI), K7, Z18
+	VDIVPS Z9, Z18, Z17 // the next block's d
+
+gxThis:
 	ERF16
 	VADDPS Z10, Z5, Z15 // a
 	TESTQ BX, BX
@@ -654,7 +709,10 @@ gxNoY:
 	ADDQ $64, DI
 	ADDQ $64, DX
 	ADDQ $64, SI
-	NEXT16(gxLoop, gxDone)
+	SUBQ $16, CX
+	JLE gxDone
+	KMOVW K7, K1
+	JMP gxLoop
 
 gxDone:
 	VZEROUPPER

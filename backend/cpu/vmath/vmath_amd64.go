@@ -159,3 +159,51 @@ func sumExpShiftMax(src []float32, m float32, next *float32, mx *[block]float32)
 // fusedMax reports whether SumExpShiftMax32 runs: vmath's AVX2 loops, not
 // the AVX-512 ones.
 func fusedMax() bool { return hasAVX2FMA && !hasAVX512 }
+
+// The one-pass AVX2 loops of the GEMM epilogues (vmath_amd64.s); n is a
+// multiple of 8, bias and y may be nil.
+//
+//go:noescape
+func geluErfBiasAVX2(y, p, bias *float32, n int, c1, c2, c3 float32, consts *[8]float32)
+
+//go:noescape
+func geluErfGradXAVX2(dst, y, dy, x *float32, n int, c1, c2, c3, k float32, consts *[8]float32)
+
+// geluErfBias is GeluErfBias32 without AVX-512 (lengths already checked):
+// the one-pass AVX2 loop over the multiple of 8, the blocked form (the
+// same bits) over the rest.
+func geluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
+	n8 := len(p) &^ (block - 1)
+	if !hasAVX2FMA || n8 == 0 {
+		geluErfBiasBlocks(y, p, bias, c1, c2, c3)
+		return
+	}
+	var bp *float32
+	var tail []float32
+	if bias != nil {
+		bp, tail = &bias[0], bias[n8:]
+	}
+	geluErfBiasAVX2(&y[0], &p[0], bp, n8, c1, c2, c3, &avxConst[0])
+	if n8 < len(p) {
+		geluErfBiasBlocks(y[n8:], p[n8:], tail, c1, c2, c3)
+	}
+}
+
+// geluErfGradX is GeluErfGradX32 without AVX-512 (lengths already
+// checked), split as geluErfBias is.
+func geluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
+	n8 := len(x) &^ (block - 1)
+	if !hasAVX2FMA || n8 == 0 {
+		geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
+		return
+	}
+	var yp *float32
+	var tail []float32
+	if y != nil {
+		yp, tail = &y[0], y[n8:]
+	}
+	geluErfGradXAVX2(&dst[0], yp, &dy[0], &x[0], n8, c1, c2, c3, k, &avxConst[0])
+	if n8 < len(x) {
+		geluErfGradXBlocks(dst[n8:], tail, dy[n8:], x[n8:], c1, c2, c3, k)
+	}
+}

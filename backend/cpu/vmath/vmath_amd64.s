@@ -797,5 +797,194 @@ smxFold:
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
 	VMOVSD X0, ret+48(FP)
+
+// ERF8M is ERF8 with its constants read from avxConst (R8) instead of Y13,
+// Y14 and Y15, the same operations in the same order (so the same bits):
+// Y5 = erf(Y0), Y0-Y7 clobbered, Y8-Y15 left alone. The clamp to 4 loads
+// the bound into Y2 first (a NaN in a passes, as with ERF8's register
+// operand) and the index's lower clamp takes a zeroed Y4.
+#define ERF8M \
+	VANDPS K_ABS(R8), Y0, Y1 \
+	VXORPS Y1, Y0, Y0 \
+	VMOVUPS K_TOP(R8), Y2 \
+	VMINPS Y1, Y2, Y2 \
+	VMOVUPS K_IDXMUL(R8), Y3 \
+	VFMADD213PS K_IDXADD(R8), Y2, Y3 \
+	VCVTTPS2DQ Y3, Y3 \
+	VPXOR Y4, Y4, Y4 \
+	VPMAXSD Y4, Y3, Y3 \
+	VPMINSD K_IDXMAX(R8), Y3, Y3 \
+	VPERMPS K_CENTRE(R8), Y3, Y4 \
+	VSUBPS Y4, Y2, Y4 \
+	VPERMPS K_Q0(R8), Y3, Y5 \
+	VPERMPS K_Q1(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_Q2(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_Q3(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_Q4(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_Q5(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_C0L(R8), Y3, Y6 \
+	VFMADD213PS Y6, Y4, Y5 \
+	VPERMPS K_C0H(R8), Y3, Y6 \
+	VADDPS Y6, Y5, Y5 \
+	VMULPS Y1, Y1, Y2 \
+	VMOVUPS K_R0(R8), Y6 \
+	VFMADD213PS K_R1(R8), Y2, Y6 \
+	VFMADD213PS K_R2(R8), Y2, Y6 \
+	VFMADD213PS K_R3(R8), Y2, Y6 \
+	VFMADD213PS K_R4(R8), Y2, Y6 \
+	VFMADD213PS Y1, Y1, Y6 \
+	VCMPPS $1, K_SPLIT(R8), Y1, Y7 \
+	VBLENDVPS Y7, Y6, Y5, Y5 \
+	VORPS Y0, Y5, Y5
+
+// func geluErfBiasAVX2(y, p, bias *float32, n int, c1, c2, c3 float32, consts *[8]float32)
+// n a multiple of 8. p = p + bias (where bias is not nil; stored), then y =
+// GeluErf32's y of p: d = p/c1, a = erf(d) + c2, y = (p·a)·c3, each
+// operation rounded; d and a stay in registers (geluErfAVX2's bits). The
+// loop runs at the latency of its chain of dependent operations rather
+// than at its ports' throughput, so the division of the next eight lanes
+// (into Y12) is issued before this block's erf, off the chain; p is read
+// back from memory for y.
+TEXT ·geluErfBiasAVX2(SB), NOSPLIT, $0-56
+	MOVQ y+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ bias+16(FP), R10
+	MOVQ n+24(FP), CX
+	VBROADCASTSS c1+32(FP), Y9
+	VBROADCASTSS c2+36(FP), Y10
+	VBROADCASTSS c3+40(FP), Y11
+	MOVQ consts+48(FP), R8
+	ERF_CONSTS
+	SHRQ $3, CX
+	JZ gbDone
+	TESTQ R10, R10
+	JZ gbNoBias
+	VMOVUPS (SI), Y8
+	VADDPS (R10), Y8, Y8
+	VMOVUPS Y8, (SI)
+	VDIVPS Y9, Y8, Y12
+
+gbLoop:
+	VMOVAPS Y12, Y0
+	DECQ CX
+	JZ gbLast
+	VMOVUPS 32(SI), Y8
+	VADDPS 32(R10), Y8, Y8
+	VMOVUPS Y8, 32(SI)
+	VDIVPS Y9, Y8, Y12
+
+gbLast:
+	ERF8
+	VADDPS Y10, Y5, Y5
+	VMULPS (SI), Y5, Y5
+	VMULPS Y11, Y5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, R10
+	TESTQ CX, CX
+	JNZ gbLoop
+	JMP gbDone
+
+gbNoBias:
+	VMOVUPS (SI), Y8
+	VDIVPS Y9, Y8, Y12
+
+gbNLoop:
+	VMOVAPS Y12, Y0
+	DECQ CX
+	JZ gbNLast
+	VMOVUPS 32(SI), Y8
+	VDIVPS Y9, Y8, Y12
+
+gbNLast:
+	ERF8
+	VADDPS Y10, Y5, Y5
+	VMULPS (SI), Y5, Y5
+	VMULPS Y11, Y5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	TESTQ CX, CX
+	JNZ gbNLoop
+
+gbDone:
+	VZEROUPPER
+	RET
+
+// func geluErfGradXAVX2(dst, y, dy, x *float32, n int, c1, c2, c3, k float32, consts *[8]float32)
+// n a multiple of 8. geluErfAVX2 and geluErfGradAVX2 in one pass, d and a
+// kept in registers: d = x/c1, a = erf(d) + c2, y = (x·a)·c3 (stored
+// where y is not nil), m = dy·c3, dst = m·a + ((m·x)·(k·e^-(d·d)))/c1,
+// each operation rounded as those loops round it. dst may be dy. As in
+// geluErfBiasAVX2, the next block's d is computed (into Y8) before this
+// block's erf; x is read from memory where the products need it.
+TEXT ·geluErfGradXAVX2(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), DI
+	MOVQ y+8(FP), BX
+	MOVQ dy+16(FP), DX
+	MOVQ x+24(FP), SI
+	MOVQ n+32(FP), CX
+	VBROADCASTSS c1+40(FP), Y9
+	VBROADCASTSS c2+44(FP), Y10
+	VBROADCASTSS c3+48(FP), Y11
+	VBROADCASTSS k+52(FP), Y12
+	MOVQ consts+56(FP), R8
+	VMOVUPS K_ABS(R8), Y15
+	VPCMPEQD Y13, Y13, Y13
+	VPXOR Y15, Y13, Y15 // the sign bit
+	SHRQ $3, CX
+	JZ gxDone
+	VMOVUPS (SI), Y8
+	VDIVPS Y9, Y8, Y8
+
+gxLoop:
+	VMOVAPS Y8, Y0
+	VMOVAPS Y8, Y13 // d
+	DECQ CX
+	JZ gxLast
+	VMOVUPS 32(SI), Y8
+	VDIVPS Y9, Y8, Y8 // the next block's d
+
+gxLast:
+	ERF8M
+	VADDPS Y10, Y5, Y14 // a
+	TESTQ BX, BX
+	JZ gxNoY
+	VMULPS (SI), Y14, Y5 // x·a
+	VMULPS Y11, Y5, Y5
+	VMOVUPS Y5, (BX)
+	ADDQ $32, BX
+
+gxNoY:
+	VMULPS Y13, Y13, Y0
+	VXORPS Y15, Y0, Y0 // -(d·d)
+	VMOVUPS K_LO(R8), Y5
+	VMAXPS Y0, Y5, Y0
+	VMOVUPS K_HI(R8), Y5
+	VMINPS Y0, Y5, Y0
+	EXP_REDUCE(Y0, Y1, Y2)
+	EXP_FINISH(Y0, Y1, Y2, Y3, Y4, gxM, gxD)
+	VMULPS Y12, Y3, Y3 // k·e
+	VMOVUPS (DX), Y5
+	VMULPS Y11, Y5, Y5 // m = dy·c3
+	VMULPS (SI), Y5, Y4 // m·x
+	VMULPS Y3, Y4, Y4
+	VDIVPS Y9, Y4, Y4
+	VMULPS Y14, Y5, Y5 // m·a
+	VADDPS Y4, Y5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ $32, DI
+	ADDQ $32, DX
+	ADDQ $32, SI
+	TESTQ CX, CX
+	JNZ gxLoop
+
+gxDone:
 	VZEROUPPER
 	RET

@@ -54,3 +54,11 @@ func fusedMax() bool { return false }
 func sumExpShiftMax(_ []float32, _ float32, _ *float32, _ *[block]float32) float64 {
 	panic("vmath: no fused maximum on this platform")
 }
+
+func geluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
+	geluErfBiasBlocks(y, p, bias, c1, c2, c3)
+}
+
+func geluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
+	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
+}
