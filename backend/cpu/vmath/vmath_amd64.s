@@ -797,6 +797,8 @@ smxFold:
 	VUNPCKHPD X0, X0, X1
 	VADDSD X1, X0, X0
 	VMOVSD X0, ret+48(FP)
+	VZEROUPPER
+	RET
 
 // ERF8M is ERF8 with its constants read from avxConst (R8) instead of Y13,
 // Y14 and Y15, the same operations in the same order (so the same bits):
