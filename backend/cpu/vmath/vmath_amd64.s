@@ -373,20 +373,10 @@ sumExpFold:
 	VZEROUPPER
 	RET
 
-// ERF8 sets Y5 = erf(Y0) for eight lanes; Y0-Y4, Y6 and Y7 are clobbered.
-// Needs Y15 = |x| mask, Y14 = 4, Y13 = 0 and R8 = avxConst. With a = |x|
-// and b = min(a, 4) (a NaN passes): the interval i = clamp(trunc((b -
-// 0.5)·8/3.5), 0, 7), t = b - centre[i], mid = c0h + (c0l + t·Q(t)) with
-// each coefficient picked per lane by VPERMPS; small = a + a·R(a²); the
-// result is small where a < 0.5 (false for NaN), else mid, with x's sign.
-#define ERF8 \
-	VANDPS Y15, Y0, Y1 \
-	VXORPS Y1, Y0, Y0 \
-	VMINPS Y1, Y14, Y2 \
-	VMOVUPS K_IDXMUL(R8), Y3 \
-	VFMADD213PS K_IDXADD(R8), Y2, Y3 \
-	VCVTTPS2DQ Y3, Y3 \
-	VPMAXSD Y13, Y3, Y3 \
+// ERF8TAIL is the part ERF8 and ERF8M share: from the index clamp's upper
+// bound on, with Y1 = a = |x|, Y2 = b, Y3 the index clamped below and Y0
+// x's sign bit; Y5 = erf(x).
+#define ERF8TAIL \
 	VPMINSD K_IDXMAX(R8), Y3, Y3 \
 	VPERMPS K_CENTRE(R8), Y3, Y4 \
 	VSUBPS Y4, Y2, Y4 \
@@ -415,6 +405,22 @@ sumExpFold:
 	VCMPPS $1, K_SPLIT(R8), Y1, Y7 \
 	VBLENDVPS Y7, Y6, Y5, Y5 \
 	VORPS Y0, Y5, Y5
+
+// ERF8 sets Y5 = erf(Y0) for eight lanes; Y0-Y4, Y6 and Y7 are clobbered.
+// Needs Y15 = |x| mask, Y14 = 4, Y13 = 0 and R8 = avxConst. With a = |x|
+// and b = min(a, 4) (a NaN passes): the interval i = clamp(trunc((b -
+// 0.5)·8/3.5), 0, 7), t = b - centre[i], mid = c0h + (c0l + t·Q(t)) with
+// each coefficient picked per lane by VPERMPS; small = a + a·R(a²); the
+// result is small where a < 0.5 (false for NaN), else mid, with x's sign.
+#define ERF8 \
+	VANDPS Y15, Y0, Y1 \
+	VXORPS Y1, Y0, Y0 \
+	VMINPS Y1, Y14, Y2 \
+	VMOVUPS K_IDXMUL(R8), Y3 \
+	VFMADD213PS K_IDXADD(R8), Y2, Y3 \
+	VCVTTPS2DQ Y3, Y3 \
+	VPMAXSD Y13, Y3, Y3 \
+	ERF8TAIL
 
 #define ERF_CONSTS \
 	VMOVUPS K_ABS(R8), Y15 \
@@ -815,34 +821,7 @@ smxFold:
 	VCVTTPS2DQ Y3, Y3 \
 	VPXOR Y4, Y4, Y4 \
 	VPMAXSD Y4, Y3, Y3 \
-	VPMINSD K_IDXMAX(R8), Y3, Y3 \
-	VPERMPS K_CENTRE(R8), Y3, Y4 \
-	VSUBPS Y4, Y2, Y4 \
-	VPERMPS K_Q0(R8), Y3, Y5 \
-	VPERMPS K_Q1(R8), Y3, Y6 \
-	VFMADD213PS Y6, Y4, Y5 \
-	VPERMPS K_Q2(R8), Y3, Y6 \
-	VFMADD213PS Y6, Y4, Y5 \
-	VPERMPS K_Q3(R8), Y3, Y6 \
-	VFMADD213PS Y6, Y4, Y5 \
-	VPERMPS K_Q4(R8), Y3, Y6 \
-	VFMADD213PS Y6, Y4, Y5 \
-	VPERMPS K_Q5(R8), Y3, Y6 \
-	VFMADD213PS Y6, Y4, Y5 \
-	VPERMPS K_C0L(R8), Y3, Y6 \
-	VFMADD213PS Y6, Y4, Y5 \
-	VPERMPS K_C0H(R8), Y3, Y6 \
-	VADDPS Y6, Y5, Y5 \
-	VMULPS Y1, Y1, Y2 \
-	VMOVUPS K_R0(R8), Y6 \
-	VFMADD213PS K_R1(R8), Y2, Y6 \
-	VFMADD213PS K_R2(R8), Y2, Y6 \
-	VFMADD213PS K_R3(R8), Y2, Y6 \
-	VFMADD213PS K_R4(R8), Y2, Y6 \
-	VFMADD213PS Y1, Y1, Y6 \
-	VCMPPS $1, K_SPLIT(R8), Y1, Y7 \
-	VBLENDVPS Y7, Y6, Y5, Y5 \
-	VORPS Y0, Y5, Y5
+	ERF8TAIL
 
 // func geluErfBiasAVX2(y, p, bias *float32, n int, c1, c2, c3 float32, consts *[8]float32)
 // n a multiple of 8. p = p + bias (where bias is not nil; stored), then y =
