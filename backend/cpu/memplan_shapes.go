@@ -266,6 +266,9 @@ func satMul(a, b int64) int64 {
 //     once, the phases' products (N·C·H·W) and kernels (M·C·KH·KW)
 //     (Conv2D.PhasedInputGradScratch); 1×1 windows copy nothing with unit
 //     strides and N·C·OH·OW elements otherwise (Conv2D.OneByOneScratch);
+//   - patchify convolutions (kernel = stride, Conv2D.PatchScratch): the
+//     forward pass holds the patch matrix and the product matrix at once,
+//     the filter gradient the patch matrix;
 //   - the others gather the im2col columns of nb images side by side (nb
 //     as many as fit twice the column budget, at least one) and a matrix
 //     of the other operand's rows as wide, both held at once.
@@ -434,6 +437,16 @@ func scratchBytes(p *plan, types map[string]*graph.Type, winograd nn.WinogradPol
 					// positions (or dX's) into a compact batch.
 					if elems > 0 {
 						fwd.call(int64(elems))
+					}
+					continue
+				}
+				if ok, patch, product := g.PatchScratch(); ok && n.OpType != "ConvBackwardData" {
+					// Patchify windows (kernel = stride): the patch
+					// matrix, and the forward's product beside it.
+					if n.OpType == "Conv" {
+						fwd.call(int64(patch), int64(product))
+					} else {
+						fwd.call(int64(patch))
 					}
 					continue
 				}

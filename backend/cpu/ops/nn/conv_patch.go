@@ -29,6 +29,18 @@ func (g *Conv2D) patchify() bool {
 		g.N > 0 && g.C > 0 && g.M > 0
 }
 
+// PatchScratch reports whether g's forward pass and filter gradient take
+// the patchify path, and how many float32 elements of scratch they then
+// request: the patch matrix P (both passes) and, held beside it by the
+// forward pass, the M × N·OH·OW product before its layout pass. Memory
+// estimates use it. (The input gradient does not take this path.)
+func (g *Conv2D) PatchScratch() (ok bool, patch, product int) {
+	if !g.patchify() {
+		return false, 0, 0
+	}
+	return true, g.N * g.OH * g.OW * g.C * g.KH * g.KW, g.M * g.N * g.OH * g.OW
+}
+
 // patches writes g's patch matrix P of x (N·OH·OW rows of C·KH·KW) into
 // a scratch buffer; give it back with release.
 func (g *Conv2D) patches(x []float32) []float32 {

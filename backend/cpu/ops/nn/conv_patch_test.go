@@ -234,3 +234,54 @@ func TestPatchifyAllocations(t *testing.T) {
 	step()
 	assert.Zero(t, testing.AllocsPerRun(20, step))
 }
+
+// TestPatchScratchIsWhatThePassesRequest runs a patchify forward pass and
+// filter gradient on an empty scratch free list and checks that what the
+// list then keeps is PatchScratch's two buffers, which memory estimates
+// count: the forward holds the patch and product matrices at once, and
+// the filter gradient reuses the patch matrix's buffer.
+func TestPatchScratchIsWhatThePassesRequest(t *testing.T) {
+	g := Conv2D{N: 2, C: 3, H: 32, W: 32, M: 8, KH: 16, KW: 16, SH: 16, SW: 16, DH: 1, DW: 1, OH: 2, OW: 2}
+	ok, patch, product := g.PatchScratch()
+	require.True(t, ok)
+	assert.Equal(t, 2*2*2*3*16*16, patch)
+	assert.Equal(t, 8*2*2*2, product)
+	kept := func() []int {
+		f32Bufs.mu.Lock()
+		defer f32Bufs.mu.Unlock()
+		var caps []int
+		for _, b := range f32Bufs.free {
+			caps = append(caps, cap(b))
+		}
+		return caps
+	}
+	f32Bufs.mu.Lock()
+	saved := f32Bufs.free
+	f32Bufs.free = nil
+	f32Bufs.mu.Unlock()
+	defer func() {
+		f32Bufs.mu.Lock()
+		f32Bufs.free = saved
+		f32Bufs.mu.Unlock()
+	}()
+	r := rand.New(rand.NewPCG(5, 6))
+	x, w := make([]float32, g.N*g.C*g.H*g.W), make([]float32, g.M*g.C*g.KH*g.KW)
+	for i := range x {
+		x[i] = r.Float32()
+	}
+	for i := range w {
+		w[i] = r.Float32()
+	}
+	y := make([]float32, g.N*g.M*g.OH*g.OW)
+	g.Forward(x, w, y, false)
+	assert.ElementsMatch(t, []int{patch, product}, kept(), "after the forward pass")
+	dw := make([]float32, len(w))
+	g.FilterGrad(y, x, dw, false)
+	assert.ElementsMatch(t, []int{patch, product}, kept(), "after the filter gradient")
+
+	// Not a tiling (stride below the kernel): no patch scratch.
+	h := g
+	h.SH, h.SW, h.OH, h.OW = 8, 8, 3, 3
+	ok, _, _ = h.PatchScratch()
+	assert.False(t, ok)
+}
