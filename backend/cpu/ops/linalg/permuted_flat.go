@@ -50,17 +50,9 @@ func gatherRowRange(dst, src []float32, v *strided, i0, i1 int) {
 	if i1 <= i0 || inner == 0 {
 		return
 	}
-	var idx [maxViewRank]int
-	rem := i0
-	for d := r - 1; d >= 0; d-- {
-		idx[d] = rem % v.shape[d]
-		rem /= v.shape[d]
-	}
+	cur := newRowCursor(v, i0)
 	for i := i0; i < i1; i++ {
-		o := v.off
-		for d := 0; d < r; d++ {
-			o += idx[d] * v.strides[d]
-		}
+		o := cur.offset()
 		row := dst[i*inner : (i+1)*inner]
 		if innerStride == 1 {
 			copy(row, src[o:o+inner])
@@ -69,13 +61,44 @@ func gatherRowRange(dst, src []float32, v *strided, i0, i1 int) {
 				row[q] = src[o+q*innerStride]
 			}
 		}
-		for d := r - 1; d >= 0; d-- {
-			idx[d]++
-			if idx[d] < v.shape[d] {
-				break
-			}
-			idx[d] = 0
+		cur.next()
+	}
+}
+
+// rowCursor walks the rows of a view whose last axis is the row and whose
+// other axes, flattened in row-major order, number the rows: offset is
+// the current row's first element in the view's data, next moves to the
+// following row.
+type rowCursor struct {
+	v   *strided
+	idx [maxViewRank]int
+}
+
+// newRowCursor starts at row i of v.
+func newRowCursor(v *strided, i int) rowCursor {
+	c := rowCursor{v: v}
+	for d := v.rank - 2; d >= 0; d-- {
+		c.idx[d] = i % v.shape[d]
+		i /= v.shape[d]
+	}
+	return c
+}
+
+func (c *rowCursor) offset() int {
+	o := c.v.off
+	for d := 0; d < c.v.rank-1; d++ {
+		o += c.idx[d] * c.v.strides[d]
+	}
+	return o
+}
+
+func (c *rowCursor) next() {
+	for d := c.v.rank - 2; d >= 0; d-- {
+		c.idx[d]++
+		if c.idx[d] < c.v.shape[d] {
+			return
 		}
+		c.idx[d] = 0
 	}
 }
 
@@ -411,17 +434,9 @@ var flatRowSplits atomic.Int64
 func scatterRows(dst, src []float32, rv *strided, i0, i1 int) {
 	r := rv.rank - 1
 	n, cs := rv.shape[r], rv.strides[r]
-	var idx [maxViewRank]int
-	rem := i0
-	for d := r - 1; d >= 0; d-- {
-		idx[d] = rem % rv.shape[d]
-		rem /= rv.shape[d]
-	}
+	cur := newRowCursor(rv, i0)
 	for i := i0; i < i1; i++ {
-		o := rv.off
-		for d := 0; d < r; d++ {
-			o += idx[d] * rv.strides[d]
-		}
+		o := cur.offset()
 		row := src[(i-i0)*n : (i-i0+1)*n]
 		if cs == 1 {
 			copy(dst[o:o+n], row)
@@ -430,12 +445,6 @@ func scatterRows(dst, src []float32, rv *strided, i0, i1 int) {
 				dst[o+q*cs] = v
 			}
 		}
-		for d := r - 1; d >= 0; d-- {
-			idx[d]++
-			if idx[d] < rv.shape[d] {
-				break
-			}
-			idx[d] = 0
-		}
+		cur.next()
 	}
 }
