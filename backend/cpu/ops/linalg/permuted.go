@@ -781,43 +781,18 @@ type gradSumState struct {
 	rows   int // rows (runs along the last axis) per gradient
 }
 
-// Chunk copies rows [lo, hi) of the gradients taken end to end.
+// Chunk copies rows [lo, hi) of the gradients taken end to end: each
+// gradient's share scattered into its place of dst (the view at that
+// gradient's offset).
 func (s *gradSumState) Chunk(lo, hi int) {
-	v := &s.view
-	r := v.rank - 1
-	inner, innerStride := v.shape[r], v.strides[r]
+	inner := s.view.shape[s.view.rank-1]
 	for t := lo; t < hi; {
 		j, row := t/s.rows, t%s.rows
-		var idx [maxViewRank]int
-		rem := row
-		for d := r - 1; d >= 0; d-- {
-			idx[d] = rem % v.shape[d]
-			rem /= v.shape[d]
-		}
 		end := min(hi, (j+1)*s.rows)
-		src := s.srcs[j]
-		for ; t < end; t++ {
-			o := s.offs[j]
-			for d := 0; d < r; d++ {
-				o += idx[d] * v.strides[d]
-			}
-			in := src[row*inner : (row+1)*inner]
-			if innerStride == 1 {
-				copy(s.dst[o:o+inner], in)
-			} else {
-				for q, x := range in {
-					s.dst[o+q*innerStride] = x
-				}
-			}
-			row++
-			for d := r - 1; d >= 0; d-- {
-				idx[d]++
-				if idx[d] < v.shape[d] {
-					break
-				}
-				idx[d] = 0
-			}
-		}
+		v := s.view
+		v.off = s.offs[j]
+		scatterRows(s.dst, s.srcs[j][row*inner:], &v, row, row+end-t)
+		t = end
 	}
 }
 

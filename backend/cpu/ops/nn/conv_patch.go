@@ -38,15 +38,21 @@ func (g *Conv2D) PatchScratch() (ok bool, patch, product int) {
 	if !g.patchify() {
 		return false, 0, 0
 	}
-	return true, g.N * g.OH * g.OW * g.C * g.KH * g.KW, g.M * g.N * g.OH * g.OW
+	return true, g.patchElems(), g.productElems()
 }
+
+// patchElems is the size of the patch matrix P: N·OH·OW rows of C·KH·KW.
+func (g *Conv2D) patchElems() int { return g.N * g.OH * g.OW * g.C * g.KH * g.KW }
+
+// productElems is the size of forwardPatches' M × N·OH·OW product.
+func (g *Conv2D) productElems() int { return g.M * g.N * g.OH * g.OW }
 
 // patches writes g's patch matrix P of x (N·OH·OW rows of C·KH·KW) into
 // a scratch buffer; give it back with release.
 func (g *Conv2D) patches(x []float32) []float32 {
 	ck := g.C * g.KH * g.KW
 	rows := g.N * g.OH
-	p := scratch[float32](rows * g.OW * ck)
+	p := scratch[float32](g.patchElems())
 	// One item per row of windows (image, oh): OW·C·KH·KW values.
 	ParallelItemsOf(rows, nnWorkers(rows, g.OW*ck), false, patchTask{g: *g, x: x, p: p})
 	return p
@@ -92,7 +98,7 @@ func (g *Conv2D) forwardPatches(x, w, bias, y []float32, accumulate bool) {
 	cols := g.N * L
 	p := g.patches(x)
 	defer release(p)
-	c := scratch[float32](g.M * cols)
+	c := scratch[float32](g.productElems())
 	defer release(c)
 	ep := kern.TakeBox[planeEpilogue]()
 	defer kern.PutBox(ep)
