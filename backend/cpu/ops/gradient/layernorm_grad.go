@@ -3,7 +3,6 @@ package gradient
 import (
 	"math"
 
-	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -88,11 +87,7 @@ func (t *lnGradTask[F]) Chunk(lo, hi int) {
 			clear(ds)
 			clear(db)
 			lo, hi := b*layerNormRowsBlock, min((b+1)*layerNormRowsBlock, t.rows)
-			layerNormRowsBackwardRange(t.dy, t.x, t.dx, lo, hi, size, t.eps, t.scaleR, t.scaleF, ds, db)
-			if t.res != nil {
-				// The block's rows of dx are still in cache.
-				addRows(t.dx[lo*size:hi*size], t.res[lo*size:hi*size])
-			}
+			layerNormRowsBackwardRange(t.dy, t.x, t.dx, t.res, lo, hi, size, t.eps, t.scaleR, t.scaleF, ds, db)
 			for i := range pds {
 				pds[i] += float64(ds[i])
 				pdb[i] += float64(db[i])
@@ -116,7 +111,7 @@ func (t *lnGradTask[F]) Chunk(lo, hi int) {
 // their spread lose no accuracy; on a row of one element g − mean(g) and
 // x̂ are exactly 0, and so is dx. The sums of row j+1 are taken before the
 // scalars of row j, so that they overlap its square root and divisions.
-func layerNormRowsBackwardRange[F float](dy, x, dx []F, lo, hi, size int, eps float64, scale64 []float64, scale, ds, db []F) {
+func layerNormRowsBackwardRange[F float](dy, x, dx, res []F, lo, hi, size int, eps float64, scale64 []float64, scale, ds, db []F) {
 	if lo >= hi {
 		return
 	}
@@ -136,7 +131,13 @@ func layerNormRowsBackwardRange[F float](dy, x, dx []F, lo, hi, size int, eps fl
 		m := rx0 + md
 		mHi := F(m)
 		c := [5]F{mHi, F(m - float64(mHi)), F(inv), F(rsg / fn), F(-inv * meanGXhat)}
-		lnGradApply(x[j*size:(j+1)*size], dy[j*size:(j+1)*size], scale, dx[j*size:(j+1)*size], ds, db, &c)
+		var r []F
+		if res != nil {
+			r = res[j*size : (j+1)*size]
+		}
+		// The rows lie end to end (the next block's too): the
+		// prefetches look a row length on.
+		lnGradApply(x[j*size:(j+1)*size], dy[j*size:(j+1)*size], scale, dx[j*size:(j+1)*size], ds, db, r, &c, size)
 	}
 }
 
@@ -232,17 +233,3 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 // layerNormGradState is what a LayerNormalizationGrad node keeps between
 // runs.
 type layerNormGradState struct{ scale []float64 }
-
-// addRows adds src to dst element by element, each sum rounded to the
-// element type as the Add kernel rounds it (float32 rows through the
-// GEMM's vectorised bias epilogue, which adds a row vector to rows of C).
-func addRows[F float](dst, src []F) {
-	switch d := any(dst).(type) {
-	case []float32:
-		gemm.AddRowVector(d, len(d), 1, len(d), any(src).([]float32))
-	default:
-		for i, v := range src[:len(dst)] {
-			dst[i] += v
-		}
-	}
-}

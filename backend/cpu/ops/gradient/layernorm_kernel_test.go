@@ -187,3 +187,51 @@ func cpuLoop(b *testing.B, fn func()) {
 	}
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/1e3, "cpu-us/op")
 }
+
+// TestLayerNormRowsBackwardAddsResidual checks LayerNormGradAdd's row
+// loop: with a residual gradient, every element of dx is the bits of the
+// plain backward's dx plus the residual, rounded once in the element type
+// (what LayerNormalizationGrad followed by the Add kernel gives), for row
+// lengths with and without the vector loops' remainders, float32 and
+// float64, through the assembly row kernels (the residual added inside
+// them) and through their Go fallbacks; dscale and dbias do not change.
+func TestLayerNormRowsBackwardAddsResidual(t *testing.T) {
+	forEachRowPath(t, func(t *testing.T) {
+		for _, size := range []int{1, 7, 8, 128, 257, 768} {
+			t.Run(fmt.Sprintf("size%d", size), func(t *testing.T) {
+				rows := 70
+				rng := rand.New(rand.NewPCG(uint64(size), 12))
+				x, dy, res, scale := randomFloat64s(rng, rows*size), randomFloat64s(rng, rows*size), randomFloat64s(rng, rows*size), randomFloat64s(rng, size)
+				x32, dy32, res32 := make([]float32, len(x)), make([]float32, len(x)), make([]float32, len(x))
+				for i := range x {
+					x32[i], dy32[i], res32[i] = float32(x[i]), float32(dy[i]), float32(res[i])
+				}
+				check32 := func() {
+					plain, ds0, db0 := make([]float32, len(x)), make([]float64, size), make([]float64, size)
+					layerNormRowsBackward(dy32, x32, plain, rows, size, 1e-5, scale, ds0, db0)
+					added, ds1, db1 := make([]float32, len(x)), make([]float64, size), make([]float64, size)
+					layerNormRowsBackwardWith(new(lnGradTask[float32]), dy32, x32, added, res32, rows, size, 1e-5, scale, ds1, db1)
+					for i := range added {
+						want := plain[i] + res32[i]
+						require.Equal(t, math.Float32bits(want), math.Float32bits(added[i]), "float32 dx[%d]: %g + %g", i, plain[i], res32[i])
+					}
+					require.Equal(t, ds0, ds1, "float32 dscale")
+					require.Equal(t, db0, db1, "float32 dbias")
+				}
+				check64 := func() {
+					plain, ds0, db0 := make([]float64, len(x)), make([]float64, size), make([]float64, size)
+					layerNormRowsBackward(dy, x, plain, rows, size, 1e-5, scale, ds0, db0)
+					added, ds1, db1 := make([]float64, len(x)), make([]float64, size), make([]float64, size)
+					layerNormRowsBackwardWith(new(lnGradTask[float64]), dy, x, added, res, rows, size, 1e-5, scale, ds1, db1)
+					for i := range added {
+						require.Equal(t, math.Float64bits(plain[i]+res[i]), math.Float64bits(added[i]), "float64 dx[%d]", i)
+					}
+					require.Equal(t, ds0, ds1, "float64 dscale")
+					require.Equal(t, db0, db1, "float64 dbias")
+				}
+				check32()
+				check64()
+			})
+		}
+	})
+}

@@ -118,21 +118,37 @@ func lnGradSums[F float](x, dy []F, scale []float64, x0 float64) (sd, sq, sg, sg
 // parameter gradient terms, in the element type: with
 // h = ((x − c[0]) − c[1])·c[2] (x̂, c[0] + c[1] being the mean and c[2]
 // the inverse standard deviation), dx = c[2]·(dy·scale − c[3]) + c[4]·h,
-// ds += dy·h and db += dy.
-func lnGradApply[F float](x, dy, scale, dx, ds, db []F, c *[5]F) {
+// ds += dy·h and db += dy. With res (the row's residual gradient, nil for
+// none), res is added to dx, the sum rounded to the element type as the
+// Add kernel rounds it. ahead is the distance in elements from this row to
+// the next one (0: none): the assembly loop asks for the next row's dx and
+// res lines and the following row's x and dy as it goes (a prefetch past
+// the end of the operands is harmless).
+func lnGradApply[F float](x, dy, scale, dx, ds, db, res []F, c *[5]F, ahead int) {
 	n := len(x)
 	dy, scale, dx, ds, db = dy[:n], scale[:n], dx[:n], ds[:n], db[:n]
+	if res != nil {
+		res = res[:n]
+	}
 	i := 0
 	if x32, ok := any(x).([]float32); ok && rowAsm && n >= 8 {
 		i = n &^ 7
 		c32 := any(c).(*[5]float32)
+		var r *float32
+		if res != nil {
+			r = &any(res).([]float32)[0]
+		}
 		lnGradApplyAVX2(&x32[0], &any(dy).([]float32)[0], &any(scale).([]float32)[0],
-			&any(dx).([]float32)[0], &any(ds).([]float32)[0], &any(db).([]float32)[0], i, c32)
+			&any(dx).([]float32)[0], &any(ds).([]float32)[0], &any(db).([]float32)[0], r, i, c32, 4*ahead)
 	}
 	for ; i < n; i++ {
 		h := ((x[i] - c[0]) - c[1]) * c[2]
 		g := dy[i]
-		dx[i] = c[2]*(g*scale[i]-c[3]) + c[4]*h
+		v := c[2]*(g*scale[i]-c[3]) + c[4]*h
+		if res != nil {
+			v = F(v) + res[i]
+		}
+		dx[i] = v
 		ds[i] += g * h
 		db[i] += g
 	}

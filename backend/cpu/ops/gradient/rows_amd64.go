@@ -23,4 +23,4 @@ func softmaxRowGradAVX2(dy, y, dx *float32, n int, s float64)
 func lnGradStatsAVX2(x, dy *float32, scale *float64, n int, x0 float64, out *[4]float64)
 
 //go:noescape
-func lnGradApplyAVX2(x, dy, scale, dx, ds, db *float32, n int, c *[5]float32)
+func lnGradApplyAVX2(x, dy, scale, dx, ds, db, r *float32, n int, c *[5]float32, pf int)

@@ -185,26 +185,91 @@ lnStatsDone:
 	VZEROUPPER
 	RET
 
-// func lnGradApplyAVX2(x, dy, scale, dx, ds, db *float32, n int, c *[5]float32)
+// func lnGradApplyAVX2(x, dy, scale, dx, ds, db, r *float32, n int, c *[5]float32, pf int)
 //
 // With h = ((x − c[0]) − c[1])·c[2]: dx = c[2]·(dy·scale − c[3]) + c[4]·h,
-// ds += dy·h, db += dy, in float32; n is a multiple of 8.
-TEXT ·lnGradApplyAVX2(SB), NOSPLIT, $0-64
+// plus r (rounded after the sum, as the Add kernel adds) when r is not
+// nil, ds += dy·h, db += dy, in float32; n is a multiple of 8. With pf not
+// 0, each 64 bytes of the row also ask (PREFETCHT0) for the line pf bytes
+// on of dx and of r, and the line 2·pf bytes on of x and dy: the caller
+// passes a row's length in bytes, so that the next row's stores and the
+// statistics of the row after it find their lines on their way instead of
+// stalling on memory. (Go's assembler has no PREFETCHW; a line read
+// that no other core holds arrives exclusive, and the store needs no
+// second request.)
+TEXT ·lnGradApplyAVX2(SB), NOSPLIT, $0-80
 	MOVQ         x+0(FP), SI
 	MOVQ         dy+8(FP), DI
 	MOVQ         scale+16(FP), R8
 	MOVQ         dx+24(FP), R9
 	MOVQ         ds+32(FP), R10
 	MOVQ         db+40(FP), R11
-	MOVQ         n+48(FP), CX
-	MOVQ         c+56(FP), AX
+	MOVQ         r+48(FP), R12
+	MOVQ         n+56(FP), CX
+	MOVQ         c+64(FP), AX
+	MOVQ         pf+72(FP), DX
 	VBROADCASTSS 0(AX), Y11
 	VBROADCASTSS 4(AX), Y12
 	VBROADCASTSS 8(AX), Y13
 	VBROADCASTSS 12(AX), Y14
 	VBROADCASTSS 16(AX), Y15
+	// BX: the prefetch distance for x and dy (2·pf); R13: a counter of
+	// 8-element steps, prefetching on the even ones (one per line).
+	LEAQ         (DX)(DX*1), BX
+	XORQ         R13, R13
+	TESTQ        R12, R12
+	JZ           lnApplyLoop
+
+lnApplyAddLoop:
+	TESTQ       DX, DX
+	JZ          lnApplyAddBody
+	TESTQ       $1, R13
+	JNZ         lnApplyAddBody
+	PREFETCHT0  (R9)(DX*1)
+	PREFETCHT0  (R12)(DX*1)
+	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT0  (DI)(BX*1)
+
+lnApplyAddBody:
+	VMOVUPS     (SI), Y0
+	VMOVUPS     (DI), Y1
+	VSUBPS      Y11, Y0, Y0
+	VSUBPS      Y12, Y0, Y0
+	VMULPS      Y13, Y0, Y0         // h
+	VMULPS      (R8), Y1, Y2        // g = dy·scale
+	VSUBPS      Y14, Y2, Y2         // g − mean(g)
+	VMULPS      Y13, Y2, Y2         // inv·(g − mean(g))
+	VFMADD231PS Y15, Y0, Y2         // + c·h
+	VADDPS      (R12), Y2, Y2       // + r
+	VMOVUPS     Y2, (R9)
+	VMOVUPS     (R10), Y3
+	VFMADD231PS Y1, Y0, Y3          // ds += dy·h
+	VMOVUPS     Y3, (R10)
+	VADDPS      (R11), Y1, Y1       // db += dy
+	VMOVUPS     Y1, (R11)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $32, R8
+	ADDQ        $32, R9
+	ADDQ        $32, R10
+	ADDQ        $32, R11
+	ADDQ        $32, R12
+	INCQ        R13
+	SUBQ        $8, CX
+	JNZ         lnApplyAddLoop
+	VZEROUPPER
+	RET
 
 lnApplyLoop:
+	TESTQ       DX, DX
+	JZ          lnApplyBody
+	TESTQ       $1, R13
+	JNZ         lnApplyBody
+	PREFETCHT0  (R9)(DX*1)
+	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT0  (DI)(BX*1)
+
+lnApplyBody:
 	VMOVUPS     (SI), Y0
 	VMOVUPS     (DI), Y1
 	VSUBPS      Y11, Y0, Y0
@@ -226,6 +291,7 @@ lnApplyLoop:
 	ADDQ        $32, R9
 	ADDQ        $32, R10
 	ADDQ        $32, R11
+	INCQ        R13
 	SUBQ        $8, CX
 	JNZ         lnApplyLoop
 	VZEROUPPER

@@ -12,4 +12,6 @@ func softmaxRowGradAVX2(_, _, _ *float32, _ int, _ float64) { panic("no AVX2 row
 func lnGradStatsAVX2(_, _ *float32, _ *float64, _ int, _ float64, _ *[4]float64) {
 	panic("no AVX2 row kernels")
 }
-func lnGradApplyAVX2(_, _, _, _, _, _ *float32, _ int, _ *[5]float32) { panic("no AVX2 row kernels") }
+func lnGradApplyAVX2(_, _, _, _, _, _, _ *float32, _ int, _ *[5]float32, _ int) {
+	panic("no AVX2 row kernels")
+}
