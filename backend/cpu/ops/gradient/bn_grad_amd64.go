@@ -12,16 +12,16 @@ var bnGradAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 // forms take r, the Relu output whose gradient mask (r > 0) applies to dy.
 //
 //go:noescape
-func bnGradSumsAVX2(dy, x *float32, n int, x0 float64) (sd, sdd, sg, sgd float64)
+func bnGradSumsAVX2(dy, x *float32, n int, x0 float64, pf *float32) (sd, sdd, sg, sgd float64)
 
 //go:noescape
-func bnGradApplyAVX2(dx, dy, x *float32, n int, k1, k2, k0 float64)
+func bnGradApplyAVX2(dx, dy, x *float32, n int, k1, k2, k0 float64, pf int)
 
 //go:noescape
-func bnGradSumsReluAVX2(dy, r, x *float32, n int, x0 float64) (sd, sdd, sg, sgd float64)
+func bnGradSumsReluAVX2(dy, r, x *float32, n int, x0 float64, pf *float32) (sd, sdd, sg, sgd float64)
 
 //go:noescape
-func bnGradApplyReluAVX2(dx, dy, r, x *float32, n int, k1, k2, k0 float64)
+func bnGradApplyReluAVX2(dx, dy, r, x *float32, n int, k1, k2, k0 float64, pf int)
 
 //go:noescape
 func bnGradApplyCoefAVX2(dx, dy, x *float32, k1, k2, k0 *float64, n int)
@@ -33,8 +33,10 @@ func bnGradApplyCoefReluAVX2(dx, dy, r, x *float32, k1, k2, k0 *float64, n int)
 func bnGradShortSumsAVX2(dy, r, x *float32, w, nc int, x0, acc *float64, stride int)
 
 // bnGradRowSums returns, with d = x - x0 and g = dy (masked by r > 0 when r
-// is not nil), Σd, Σd², Σg and Σg·d over one row, in float64.
-func bnGradRowSums(dy, r, x []float32, x0 float64) (sd, sdd, sg, sgd float64) {
+// is not nil), Σd, Σd², Σg and Σg·d over one row, in float64. As it reads
+// x it asks for the same elements of pf (nil, or at least as long as x):
+// the row of dx that the caller writes next.
+func bnGradRowSums(dy, r, x []float32, x0 float64, pf []float32) (sd, sdd, sg, sgd float64) {
 	n := len(x) &^ 7
 	if !bnGradAVX2 || n == 0 {
 		return bnGradRowSumsGo(dy, r, x, x0)
@@ -42,10 +44,10 @@ func bnGradRowSums(dy, r, x []float32, x0 float64) (sd, sdd, sg, sgd float64) {
 	dy = dy[:len(x)]
 	if r != nil {
 		r = r[:len(x)]
-		sd, sdd, sg, sgd = bnGradSumsReluAVX2(&dy[0], &r[0], &x[0], n, x0)
+		sd, sdd, sg, sgd = bnGradSumsReluAVX2(&dy[0], &r[0], &x[0], n, x0, pfPtr(pf, n))
 		r = r[n:]
 	} else {
-		sd, sdd, sg, sgd = bnGradSumsAVX2(&dy[0], &x[0], n, x0)
+		sd, sdd, sg, sgd = bnGradSumsAVX2(&dy[0], &x[0], n, x0, pfPtr(pf, n))
 	}
 	if n < len(x) {
 		a, b, c, d := bnGradRowSumsGo(dy[n:], r, x[n:], x0)
@@ -55,8 +57,10 @@ func bnGradRowSums(dy, r, x []float32, x0 float64) (sd, sdd, sg, sgd float64) {
 }
 
 // bnGradRowApply writes float32(k1·g + k2·x + k0) into dx over one row,
-// with g = dy masked by r > 0 when r is not nil.
-func bnGradRowApply(dx, dy, r, x []float32, k1, k2, k0 float64) {
+// with g = dy masked by r > 0 when r is not nil. As it reads the row it
+// asks for the lines ahead elements on of dy, r and x (into L2; 0: none):
+// the next channel's rows, which the caller's next sums pass reads.
+func bnGradRowApply(dx, dy, r, x []float32, k1, k2, k0 float64, ahead int) {
 	n := len(x) &^ 7
 	if !bnGradAVX2 || n == 0 {
 		bnGradRowApplyGo(dx, dy, r, x, k1, k2, k0)
@@ -65,10 +69,10 @@ func bnGradRowApply(dx, dy, r, x []float32, k1, k2, k0 float64) {
 	dy, dx = dy[:len(x)], dx[:len(x)]
 	if r != nil {
 		r = r[:len(x)]
-		bnGradApplyReluAVX2(&dx[0], &dy[0], &r[0], &x[0], n, k1, k2, k0)
+		bnGradApplyReluAVX2(&dx[0], &dy[0], &r[0], &x[0], n, k1, k2, k0, 4*ahead)
 		r = r[n:]
 	} else {
-		bnGradApplyAVX2(&dx[0], &dy[0], &x[0], n, k1, k2, k0)
+		bnGradApplyAVX2(&dx[0], &dy[0], &x[0], n, k1, k2, k0, 4*ahead)
 	}
 	if n < len(x) {
 		bnGradRowApplyGo(dx[n:], dy[n:], r, x[n:], k1, k2, k0)
@@ -114,4 +118,13 @@ func bnGradShortSums(dy, r, x []float32, w, nc int, x0, acc []float64, stride in
 	}
 	bnGradShortSumsAVX2(&dy[0], rp, &x[0], w, n4, &x0[0], &acc[0], stride)
 	return n4
+}
+
+// pfPtr is the address of pf's first element for the loops' prefetches,
+// or nil where pf holds fewer than n elements.
+func pfPtr(pf []float32, n int) *float32 {
+	if len(pf) < n || n == 0 {
+		return nil
+	}
+	return &pf[0]
 }

@@ -2,16 +2,21 @@
 
 #include "textflag.h"
 
-// func bnGradSumsAVX2(dy, x *float32, n int, x0 float64) (sd, sdd, sg, sgd float64)
+// func bnGradSumsAVX2(dy, x *float32, n int, x0 float64, pf *float32) (sd, sdd, sg, sgd float64)
 //
 // With d = x[i]-x0 and g = dy[i], in float64 over n elements (a multiple
 // of 8): sd = Σd, sdd = Σd², sg = Σg, sgd = Σg·d; two accumulators of
-// four lanes for each sum.
-TEXT ·bnGradSumsAVX2(SB), NOSPLIT, $0-64
+// four lanes for each sum. Each 32 bytes of x also ask (PREFETCHT0) for
+// the line at the same offset from pf (nil: x), the row of dx that the
+// apply pass writes next.
+TEXT ·bnGradSumsAVX2(SB), NOSPLIT, $0-72
 	MOVQ dy+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ n+16(FP), CX
 	VBROADCASTSD x0+24(FP), Y15
+	MOVQ pf+32(FP), BX
+	TESTQ BX, BX
+	CMOVQEQ SI, BX
 	VXORPD Y0, Y0, Y0
 	VXORPD Y1, Y1, Y1
 	VXORPD Y2, Y2, Y2
@@ -24,6 +29,7 @@ TEXT ·bnGradSumsAVX2(SB), NOSPLIT, $0-64
 gsums8:
 	CMPQ CX, $8
 	JL   gsumsDone
+	PREFETCHT0 (BX)
 	VCVTPS2PD 0(SI), Y8
 	VCVTPS2PD 16(SI), Y9
 	VCVTPS2PD 0(DI), Y10
@@ -40,6 +46,7 @@ gsums8:
 	VFMADD231PD Y11, Y9, Y7
 	ADDQ $32, SI
 	ADDQ $32, DI
+	ADDQ $32, BX
 	SUBQ $8, CX
 	JMP  gsums8
 
@@ -60,18 +67,21 @@ gsumsDone:
 	VEXTRACTF128 $1, Y6, X7
 	VADDPD X7, X6, X6
 	VHADDPD X6, X6, X6
-	VMOVSD X0, sd+32(FP)
-	VMOVSD X2, sdd+40(FP)
-	VMOVSD X4, sg+48(FP)
-	VMOVSD X6, sgd+56(FP)
+	VMOVSD X0, sd+40(FP)
+	VMOVSD X2, sdd+48(FP)
+	VMOVSD X4, sg+56(FP)
+	VMOVSD X6, sgd+64(FP)
 	VZEROUPPER
 	RET
 
-// func bnGradApplyAVX2(dx, dy, x *float32, n int, k1, k2, k0 float64)
+// func bnGradApplyAVX2(dx, dy, x *float32, n int, k1, k2, k0 float64, pf int)
 //
 // dx[i] = float32((k1·dy[i] + k2·x[i]) + k0), each operation rounded in
-// float64 as the Go loop does, over n elements (a multiple of 8).
-TEXT ·bnGradApplyAVX2(SB), NOSPLIT, $0-56
+// float64 as the Go loop does, over n elements (a multiple of 8). Each 32
+// bytes also ask (PREFETCHT1, into L2) for the lines pf bytes on of dy and
+// x: the next channel's rows, which the next sums pass reads (pf 0: the
+// lines in hand).
+TEXT ·bnGradApplyAVX2(SB), NOSPLIT, $0-64
 	MOVQ dx+0(FP), DI
 	MOVQ dy+8(FP), DX
 	MOVQ x+16(FP), SI
@@ -79,10 +89,13 @@ TEXT ·bnGradApplyAVX2(SB), NOSPLIT, $0-56
 	VBROADCASTSD k1+32(FP), Y13
 	VBROADCASTSD k2+40(FP), Y14
 	VBROADCASTSD k0+48(FP), Y15
+	MOVQ pf+56(FP), BX
 
 gapply8:
 	CMPQ CX, $8
 	JL   gapplyDone
+	PREFETCHT1 (DX)(BX*1)
+	PREFETCHT1 (SI)(BX*1)
 	VCVTPS2PD 0(DX), Y0
 	VCVTPS2PD 16(DX), Y1
 	VCVTPS2PD 0(SI), Y2
@@ -120,15 +133,18 @@ gapplyDone:
 	VEXTRACTF128 $1, Y9, X9 \
 	VCVTPS2PD X9, Y11
 
-// func bnGradSumsReluAVX2(dy, r, x *float32, n int, x0 float64) (sd, sdd, sg, sgd float64)
+// func bnGradSumsReluAVX2(dy, r, x *float32, n int, x0 float64, pf *float32) (sd, sdd, sg, sgd float64)
 //
 // bnGradSumsAVX2 with g = (r[i] > 0 ? dy[i] : 0).
-TEXT ·bnGradSumsReluAVX2(SB), NOSPLIT, $0-72
+TEXT ·bnGradSumsReluAVX2(SB), NOSPLIT, $0-80
 	MOVQ dy+0(FP), DI
 	MOVQ r+8(FP), R8
 	MOVQ x+16(FP), SI
 	MOVQ n+24(FP), CX
 	VBROADCASTSD x0+32(FP), Y15
+	MOVQ pf+40(FP), BX
+	TESTQ BX, BX
+	CMOVQEQ SI, BX
 	VXORPS Y12, Y12, Y12
 	VXORPD Y0, Y0, Y0
 	VXORPD Y1, Y1, Y1
@@ -142,6 +158,7 @@ TEXT ·bnGradSumsReluAVX2(SB), NOSPLIT, $0-72
 rsums8:
 	CMPQ CX, $8
 	JL   rsumsDone
+	PREFETCHT0 (BX)
 	VCVTPS2PD 0(SI), Y8
 	VCVTPS2PD 16(SI), Y13
 	MASKDY
@@ -158,6 +175,7 @@ rsums8:
 	ADDQ $32, SI
 	ADDQ $32, DI
 	ADDQ $32, R8
+	ADDQ $32, BX
 	SUBQ $8, CX
 	JMP  rsums8
 
@@ -178,17 +196,18 @@ rsumsDone:
 	VEXTRACTF128 $1, Y6, X7
 	VADDPD X7, X6, X6
 	VHADDPD X6, X6, X6
-	VMOVSD X0, sd+40(FP)
-	VMOVSD X2, sdd+48(FP)
-	VMOVSD X4, sg+56(FP)
-	VMOVSD X6, sgd+64(FP)
+	VMOVSD X0, sd+48(FP)
+	VMOVSD X2, sdd+56(FP)
+	VMOVSD X4, sg+64(FP)
+	VMOVSD X6, sgd+72(FP)
 	VZEROUPPER
 	RET
 
-// func bnGradApplyReluAVX2(dx, dy, r, x *float32, n int, k1, k2, k0 float64)
+// func bnGradApplyReluAVX2(dx, dy, r, x *float32, n int, k1, k2, k0 float64, pf int)
 //
-// bnGradApplyAVX2 with dy[i] replaced by (r[i] > 0 ? dy[i] : 0).
-TEXT ·bnGradApplyReluAVX2(SB), NOSPLIT, $0-64
+// bnGradApplyAVX2 with dy[i] replaced by (r[i] > 0 ? dy[i] : 0); pf as
+// there, for dy, r and x.
+TEXT ·bnGradApplyReluAVX2(SB), NOSPLIT, $0-72
 	MOVQ dx+0(FP), DX
 	MOVQ dy+8(FP), DI
 	MOVQ r+16(FP), R8
@@ -197,11 +216,15 @@ TEXT ·bnGradApplyReluAVX2(SB), NOSPLIT, $0-64
 	VBROADCASTSD k1+40(FP), Y13
 	VBROADCASTSD k2+48(FP), Y14
 	VBROADCASTSD k0+56(FP), Y15
+	MOVQ pf+64(FP), BX
 	VXORPS Y12, Y12, Y12
 
 rapply8:
 	CMPQ CX, $8
 	JL   rapplyDone
+	PREFETCHT1 (DI)(BX*1)
+	PREFETCHT1 (R8)(BX*1)
+	PREFETCHT1 (SI)(BX*1)
 	MASKDY
 	VCVTPS2PD 0(SI), Y2
 	VCVTPS2PD 16(SI), Y3

@@ -45,13 +45,13 @@ func TestBNGradRowLoops(t *testing.T) {
 				d := float64(x[i]) - x0
 				wd, wdd, wg, wgd = wd+d, wdd+d*d, wg+g[i], wgd+g[i]*d
 			}
-			sd, sdd, sg, sgd := bnGradRowSums(dy, mask, x, x0)
+			sd, sdd, sg, sgd := bnGradRowSums(dy, mask, x, x0, nil)
 			for _, c := range [][2]float64{{wd, sd}, {wdd, sdd}, {wg, sg}, {wgd, sgd}} {
 				assert.InDelta(t, c[0], c[1], 1e-12*(1+math.Abs(c[0]))*float64(n+1), "n = %d, masked %v", n, mask != nil)
 			}
 			k1, k2, k0 := 0.75, -0.125, 1.0/3
 			dx := make([]float32, n)
-			bnGradRowApply(dx, dy, mask, x, k1, k2, k0)
+			bnGradRowApply(dx, dy, mask, x, k1, k2, k0, 0)
 			for i := range x {
 				p := k1 * g[i]
 				q := k2 * float64(x[i])

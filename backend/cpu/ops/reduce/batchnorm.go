@@ -275,10 +275,18 @@ type bnTask[F float] struct {
 func (t *bnTask[F]) Chunk(lo, hi int) {
 	for p := lo; p < hi; p++ {
 		if t.stats {
-			t.mean[p], t.variance[p] = bnChannelStats(t.x, t.b, p)
+			// With apply set, the statistics pass asks for the lines of
+			// y and r that the apply pass is about to write and read.
+			var pfY, pfR []F
+			if t.apply {
+				pfY, pfR = t.y, t.r
+			}
+			t.mean[p], t.variance[p] = bnChannelStatsAhead(t.x, t.b, p, pfY, pfR)
 		}
 		if t.apply {
-			bnApplyChannelAdd(t.x, t.r, t.y, t.b, p, t.scale[p], t.bias[p], t.mean[p], t.variance[p], t.eps, t.relu)
+			// The apply pass asks for the next channel's rows of x (in
+			// L2), which the next statistics pass reads.
+			bnApplyChannelAhead(t.x, t.r, t.y, t.b, p, t.scale[p], t.bias[p], t.mean[p], t.variance[p], t.eps, t.relu, t.stats && p+1 < hi)
 		}
 	}
 }
@@ -467,6 +475,12 @@ func bnApplyChannel[F float](x, y []F, b blocks, p int, scale, bias, mean, varia
 // bnApplyChannelAdd is bnApply for parameter p, with the residual r (nil
 // for none; with one, relu is set).
 func bnApplyChannelAdd[F float](x, r, y []F, b blocks, p int, scale, bias, mean, variance, eps float64, relu bool) {
+	bnApplyChannelAhead(x, r, y, b, p, scale, bias, mean, variance, eps, relu, false)
+}
+
+// bnApplyChannelAhead is bnApplyChannelAdd that, with next set (p+1 < b.r),
+// asks for parameter p+1's rows of x as it reads parameter p's.
+func bnApplyChannelAhead[F float](x, r, y []F, b blocks, p int, scale, bias, mean, variance, eps float64, relu, next bool) {
 	a := scale / math.Sqrt(variance+eps)
 	mul, add := F(a), F(bias-mean*a)
 	x32, _ := any(x).([]float32)
@@ -474,9 +488,13 @@ func bnApplyChannelAdd[F float](x, r, y []F, b blocks, p int, scale, bias, mean,
 	r32, _ := any(r).([]float32)
 	for o := 0; o < b.outer; o++ {
 		off := (o*b.r + p) * b.inner
+		var pf []float32
+		if next && x32 != nil {
+			pf = x32[off+b.inner : off+2*b.inner]
+		}
 		if x32 != nil && r32 != nil {
 			if b.inner >= bnVecMin {
-				bnRowApplyAddRelu(y32[off:off+b.inner], x32[off:off+b.inner], r32[off:off+b.inner], float32(mul), float32(add))
+				bnRowApplyAddReluAhead(y32[off:off+b.inner], x32[off:off+b.inner], r32[off:off+b.inner], float32(mul), float32(add), pf)
 			} else {
 				bnRowApplyAddReluGo(y32[off:off+b.inner], x32[off:off+b.inner], r32[off:off+b.inner], float32(mul), float32(add))
 			}
@@ -484,7 +502,7 @@ func bnApplyChannelAdd[F float](x, r, y []F, b blocks, p int, scale, bias, mean,
 		}
 		if x32 != nil {
 			if b.inner >= bnVecMin {
-				bnRowApply(y32[off:off+b.inner], x32[off:off+b.inner], float32(mul), float32(add), relu)
+				bnRowApplyAhead(y32[off:off+b.inner], x32[off:off+b.inner], float32(mul), float32(add), relu, pf)
 			} else {
 				bnRowApplyGo(y32[off:off+b.inner], x32[off:off+b.inner], float32(mul), float32(add), relu)
 			}
@@ -600,6 +618,13 @@ func bnStatsInto[F float](x []F, b blocks, mean, variance []float64) {
 
 // bnChannelStats is bnStats for parameter p (0, 0 for no elements).
 func bnChannelStats[F float](x []F, b blocks, p int) (mean, variance float64) {
+	return bnChannelStatsAhead(x, b, p, nil, nil)
+}
+
+// bnChannelStatsAhead is bnChannelStats that asks for the same elements
+// of pfY and pfR (x's layout; nil for none) as it reads x's: the lines the
+// caller's next pass writes and reads.
+func bnChannelStatsAhead[F float](x []F, b blocks, p int, pfY, pfR []F) (mean, variance float64) {
 	count := float64(b.outer * b.inner)
 	if count == 0 {
 		return 0, 0
@@ -610,7 +635,14 @@ func bnChannelStats[F float](x []F, b blocks, p int) (mean, variance float64) {
 	for o := 0; o < b.outer; o++ {
 		off := (o*b.r + p) * b.inner
 		if x32 != nil && b.inner >= bnVecMin {
-			rs, rq := bnRowSums(x32[off:off+b.inner], x0)
+			var pf1, pf2 []float32
+			if y32, ok := any(pfY).([]float32); ok && len(y32) > 0 {
+				pf1 = y32[off : off+b.inner]
+			}
+			if r32, ok := any(pfR).([]float32); ok && len(r32) > 0 {
+				pf2 = r32[off : off+b.inner]
+			}
+			rs, rq := bnRowSumsAhead(x32[off:off+b.inner], x0, pf1, pf2)
 			s, q = s+rs, q+rq
 			continue
 		}

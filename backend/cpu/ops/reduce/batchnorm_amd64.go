@@ -12,18 +12,25 @@ var bnAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 // of 8.
 //
 //go:noescape
-func bnSumsAVX2(x *float32, n int, x0 float64) (s, q float64)
+func bnSumsAVX2(x *float32, n int, x0 float64, pf1, pf2 *float32) (s, q float64)
 
 //go:noescape
-func bnApplyAVX2(dst, src *float32, n int, mul, add float32, relu bool)
+func bnApplyAVX2(dst, src *float32, n int, mul, add float32, relu bool, pf *float32)
 
 // bnRowSums returns Σ(v-x0) and Σ(v-x0)² over x, in float64.
 func bnRowSums(x []float32, x0 float64) (s, q float64) {
+	return bnRowSumsAhead(x, x0, nil, nil)
+}
+
+// bnRowSumsAhead is bnRowSums that also asks the memory system for pf1
+// and pf2 (each nil, or at least as long as x) as it reads x: the rows the
+// caller's next pass writes or reads.
+func bnRowSumsAhead(x []float32, x0 float64, pf1, pf2 []float32) (s, q float64) {
 	n := len(x) &^ 7
 	if !bnAVX2 || n == 0 {
 		return bnRowSumsGo(x, x0)
 	}
-	s, q = bnSumsAVX2(&x[0], n, x0)
+	s, q = bnSumsAVX2(&x[0], n, x0, aheadOf(pf1, n), aheadOf(pf2, n))
 	if n < len(x) {
 		s2, q2 := bnRowSumsGo(x[n:], x0)
 		s, q = s+s2, q+q2
@@ -33,13 +40,19 @@ func bnRowSums(x []float32, x0 float64) (s, q float64) {
 
 // bnRowApply writes src·mul + add into dst (Relu'd when relu is set).
 func bnRowApply(dst, src []float32, mul, add float32, relu bool) {
+	bnRowApplyAhead(dst, src, mul, add, relu, nil)
+}
+
+// bnRowApplyAhead is bnRowApply that also asks for pf (nil, or at least
+// as long as src) into L2 as it reads src: the row the caller reads next.
+func bnRowApplyAhead(dst, src []float32, mul, add float32, relu bool, pf []float32) {
 	n := len(src) &^ 7
 	if !bnAVX2 || n == 0 {
 		bnRowApplyGo(dst, src, mul, add, relu)
 		return
 	}
 	dst = dst[:len(src)]
-	bnApplyAVX2(&dst[0], &src[0], n, mul, add, relu)
+	bnApplyAVX2(&dst[0], &src[0], n, mul, add, relu, aheadOf(pf, n))
 	if n < len(src) {
 		bnRowApplyGo(dst[n:], src[n:], mul, add, relu)
 	}
@@ -103,7 +116,7 @@ func bnShortApply(y, x []float32, stride, rows int, mul, add []float32, relu boo
 // Relu (batchnorm_amd64.s).
 //
 //go:noescape
-func bnApplyAddReluAVX2(dst, src, res *float32, n int, mul, add float32)
+func bnApplyAddReluAVX2(dst, src, res *float32, n int, mul, add float32, pf *float32)
 
 //go:noescape
 func bnShortApplyAddReluAVX2(dst, src, res *float32, stride, rows, n int, mul, add *float32)
@@ -111,13 +124,18 @@ func bnShortApplyAddReluAVX2(dst, src, res *float32, stride, rows, n int, mul, a
 // bnRowApplyAddRelu writes Relu(src·mul + add + res) into dst, rounded
 // after the product and each sum.
 func bnRowApplyAddRelu(dst, src, res []float32, mul, add float32) {
+	bnRowApplyAddReluAhead(dst, src, res, mul, add, nil)
+}
+
+// bnRowApplyAddReluAhead is bnRowApplyAddRelu with bnRowApplyAhead's pf.
+func bnRowApplyAddReluAhead(dst, src, res []float32, mul, add float32, pf []float32) {
 	n := len(src) &^ 7
 	if !bnAVX2 || n == 0 {
 		bnRowApplyAddReluGo(dst, src, res, mul, add)
 		return
 	}
 	dst, res = dst[:len(src)], res[:len(src)]
-	bnApplyAddReluAVX2(&dst[0], &src[0], &res[0], n, mul, add)
+	bnApplyAddReluAVX2(&dst[0], &src[0], &res[0], n, mul, add, aheadOf(pf, n))
 	if n < len(src) {
 		bnRowApplyAddReluGo(dst[n:], src[n:], res[n:], mul, add)
 	}
@@ -141,4 +159,13 @@ func bnShortApplyAddRelu(y, x, r []float32, stride, rows int, mul, add []float32
 	if m < n {
 		bnShortApplyAddReluGo(y, x, r, stride, rows, mul, add, m)
 	}
+}
+
+// aheadOf is the address of pf's first element for the loops' prefetches,
+// or nil where pf holds fewer than n elements.
+func aheadOf(pf []float32, n int) *float32 {
+	if len(pf) < n || n == 0 {
+		return nil
+	}
+	return &pf[0]
 }

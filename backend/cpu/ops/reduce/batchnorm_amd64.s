@@ -2,14 +2,23 @@
 
 #include "textflag.h"
 
-// func bnSumsAVX2(x *float32, n int, x0 float64) (s, q float64)
+// func bnSumsAVX2(x *float32, n int, x0 float64, pf1, pf2 *float32) (s, q float64)
 //
 // s = Σ(x[i]-x0), q = Σ(x[i]-x0)² over n elements (a multiple of 8), in
-// float64: four lanes per accumulator, two accumulators of each sum.
-TEXT ·bnSumsAVX2(SB), NOSPLIT, $0-40
+// float64: four lanes per accumulator, two accumulators of each sum. Each
+// 32 bytes of x also ask (PREFETCHT0) for the line at the same offset from
+// pf1 and from pf2 (nil: x itself, lines already on their way): the rows
+// the caller's next pass writes or reads.
+TEXT ·bnSumsAVX2(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSD x0+16(FP), Y15
+	MOVQ pf1+24(FP), DX
+	TESTQ DX, DX
+	CMOVQEQ SI, DX
+	MOVQ pf2+32(FP), BX
+	TESTQ BX, BX
+	CMOVQEQ SI, BX
 	VXORPD Y0, Y0, Y0
 	VXORPD Y1, Y1, Y1
 	VXORPD Y2, Y2, Y2
@@ -18,6 +27,8 @@ TEXT ·bnSumsAVX2(SB), NOSPLIT, $0-40
 sums8:
 	CMPQ CX, $8
 	JL   sumsDone
+	PREFETCHT0 (DX)
+	PREFETCHT0 (BX)
 	VCVTPS2PD 0(SI), Y4
 	VCVTPS2PD 16(SI), Y5
 	VSUBPD Y15, Y4, Y4
@@ -27,6 +38,8 @@ sums8:
 	VFMADD231PD Y4, Y4, Y2
 	VFMADD231PD Y5, Y5, Y3
 	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, BX
 	SUBQ $8, CX
 	JMP  sums8
 
@@ -39,22 +52,27 @@ sumsDone:
 	VEXTRACTF128 $1, Y2, X3
 	VADDPD X3, X2, X2
 	VHADDPD X2, X2, X2
-	VMOVSD X0, s+24(FP)
-	VMOVSD X2, q+32(FP)
+	VMOVSD X0, s+40(FP)
+	VMOVSD X2, q+48(FP)
 	VZEROUPPER
 	RET
 
-// func bnApplyAVX2(dst, src *float32, n int, mul, add float32, relu bool)
+// func bnApplyAVX2(dst, src *float32, n int, mul, add float32, relu bool, pf *float32)
 //
 // dst[i] = src[i]·mul + add in float32, rounded after the product and the
 // sum (as the Go loop), over n elements (a multiple of 8); with relu set,
 // negative results become +0 (bits cleared, as Relu: -0 and NaN stay).
-TEXT ·bnApplyAVX2(SB), NOSPLIT, $0-33
+// Each 32 bytes of src also ask (PREFETCHT1, into L2) for the line at the
+// same offset from pf (nil: src): the row the caller reads next.
+TEXT ·bnApplyAVX2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 	VBROADCASTSS mul+24(FP), Y14
 	VBROADCASTSS add+28(FP), Y15
+	MOVQ pf+40(FP), DX
+	TESTQ DX, DX
+	CMOVQEQ SI, DX
 	VXORPS Y13, Y13, Y13
 	MOVBLZX relu+32(FP), AX
 	TESTQ AX, AX
@@ -63,17 +81,20 @@ TEXT ·bnApplyAVX2(SB), NOSPLIT, $0-33
 apply8:
 	CMPQ CX, $8
 	JL   applyDone
+	PREFETCHT1 (DX)
 	VMULPS 0(SI), Y14, Y0
 	VADDPS Y15, Y0, Y0
 	VMOVUPS Y0, 0(DI)
 	ADDQ $32, SI
 	ADDQ $32, DI
+	ADDQ $32, DX
 	SUBQ $8, CX
 	JMP  apply8
 
 relu8:
 	CMPQ CX, $8
 	JL   applyDone
+	PREFETCHT1 (DX)
 	VMULPS 0(SI), Y14, Y0
 	VADDPS Y15, Y0, Y0
 	VCMPPS $1, Y13, Y0, Y1 // Y1 = Y0 < 0 (ordered, so NaN gives 0)
@@ -81,6 +102,7 @@ relu8:
 	VMOVUPS Y0, 0(DI)
 	ADDQ $32, SI
 	ADDQ $32, DI
+	ADDQ $32, DX
 	SUBQ $8, CX
 	JMP  relu8
 
@@ -289,23 +311,28 @@ shortRowDone:
 	VZEROUPPER
 	RET
 
-// func bnApplyAddReluAVX2(dst, src, res *float32, n int, mul, add float32)
+// func bnApplyAddReluAVX2(dst, src, res *float32, n int, mul, add float32, pf *float32)
 //
 // dst[i] = Relu(src[i]·mul + add + res[i]) in float32, rounded after the
 // product and each sum (as bnRowApplyAddReluGo), over n elements (a
 // multiple of 8); negative sums become +0 (bits cleared: -0 and NaN stay).
-TEXT ·bnApplyAddReluAVX2(SB), NOSPLIT, $0-40
+// pf as in bnApplyAVX2.
+TEXT ·bnApplyAddReluAVX2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ res+16(FP), DX
 	MOVQ n+24(FP), CX
 	VBROADCASTSS mul+32(FP), Y14
 	VBROADCASTSS add+36(FP), Y15
+	MOVQ pf+40(FP), BX
+	TESTQ BX, BX
+	CMOVQEQ SI, BX
 	VXORPS Y13, Y13, Y13
 
 addRelu16:
 	CMPQ CX, $16
 	JL   addRelu8
+	PREFETCHT1 (BX)
 	VMULPS 0(SI), Y14, Y0
 	VMULPS 32(SI), Y14, Y1
 	VADDPS Y15, Y0, Y0
@@ -321,6 +348,7 @@ addRelu16:
 	ADDQ $64, SI
 	ADDQ $64, DX
 	ADDQ $64, DI
+	ADDQ $64, BX
 	SUBQ $16, CX
 	JMP  addRelu16
 

@@ -34,3 +34,18 @@ func bnRowApplyAddRelu(dst, src, res []float32, mul, add float32) {
 func bnShortApplyAddRelu(y, x, r []float32, stride, rows int, mul, add []float32) {
 	bnShortApplyAddReluGo(y, x, r, stride, rows, mul, add, 0)
 }
+
+// bnRowSumsAhead is bnRowSums (there are no prefetches without assembly).
+func bnRowSumsAhead(x []float32, x0 float64, _, _ []float32) (s, q float64) {
+	return bnRowSumsGo(x, x0)
+}
+
+// bnRowApplyAhead is bnRowApply.
+func bnRowApplyAhead(dst, src []float32, mul, add float32, relu bool, _ []float32) {
+	bnRowApplyGo(dst, src, mul, add, relu)
+}
+
+// bnRowApplyAddReluAhead is bnRowApplyAddRelu.
+func bnRowApplyAddReluAhead(dst, src, res []float32, mul, add float32, _ []float32) {
+	bnRowApplyAddReluGo(dst, src, res, mul, add)
+}
