@@ -38,6 +38,30 @@ func TestSoftmaxRowAVX2MatchesSteps(t *testing.T) {
 	if !hasAVX2FMA {
 		t.Skip("no AVX2 and FMA on this CPU")
 	}
+	checkSoftmaxRowMatchesSteps(t, 8, func(dst, src []float32) {
+		require.True(t, SoftmaxRow32(dst, src) || AVX512(), "the fused row runs where the AVX2 loops do")
+		softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0])
+	})
+}
+
+// The fused AVX-512 softmax row (what SoftmaxRow32 runs where vmath runs
+// its AVX-512 loops) gives the same bits as the AVX2 one's steps apart, on
+// every length from 16 to 300 and the same rows.
+func TestSoftmaxRow512MatchesSteps(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512 on this CPU (or ONNXTRAIN_NO_AVX512 set)")
+	}
+	checkSoftmaxRowMatchesSteps(t, 16, func(dst, src []float32) {
+		require.True(t, SoftmaxRow32(dst, src), "the fused row runs from 16 elements")
+	})
+	require.False(t, SoftmaxRow32(make([]float32, 15), make([]float32, 15)), "a row of 15 is left to the caller")
+}
+
+// checkSoftmaxRowMatchesSteps runs a fused softmax row (run) on rows of
+// every length from minN to 300 of the kinds above and checks each
+// element against softmaxRowRef bit for bit (NaN for NaN) and that the
+// elements around the row are untouched.
+func checkSoftmaxRowMatchesSteps(t *testing.T, minN int, run func(dst, src []float32)) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	inf := float32(math.Inf(1))
 	kinds := []func(i, n int) float32{
@@ -63,7 +87,7 @@ func TestSoftmaxRowAVX2MatchesSteps(t *testing.T) {
 			return float32(rng.NormFloat64())
 		},
 	}
-	for n := 8; n <= 300; n++ {
+	for n := minN; n <= 300; n++ {
 		for k, gen := range kinds {
 			buf := make([]float32, n+9)
 			src := buf[1 : 1+n]
@@ -77,8 +101,7 @@ func TestSoftmaxRowAVX2MatchesSteps(t *testing.T) {
 				out[i] = -7
 			}
 			got := out[1 : 1+n]
-			require.True(t, SoftmaxRow32(got, src) || AVX512(), "the fused row runs where the AVX2 loops do")
-			softmaxRowAVX2(&got[0], &src[0], n, &avxConst[0], &tailMask[0])
+			run(got, src)
 			for i := range got {
 				g, w := got[i], want[i]
 				if g != g && w != w {

@@ -64,16 +64,17 @@ func ExpShiftAhead32(dst, src []float32, m float64, ahead, aheadDst []float32) f
 }
 
 // SoftmaxRow32 sets dst (as long as src, not overlapping it) to the
-// softmax of src in one assembly call where vmath runs its AVX2 loops (not
-// the AVX-512 ones) and len(src) ≥ 8, and reports whether it did; else it
-// leaves dst alone and the caller computes it. The result is, bit for bit,
+// softmax of src in one assembly call, where vmath runs its AVX2 loops and
+// len(src) ≥ 8 or its AVX-512 loops and len(src) ≥ 16, and reports whether
+// it did; else it leaves dst alone and the caller computes it. The result
+// is, bit for bit,
 //
 //	m := src[0]; for _, v := range src { if v > m { m = v } }  // see below
 //	s := ExpShift32(dst, src, float64(m))
 //	for i := range dst { dst[i] = float32(float64(dst[i]) * (1 / s)) }
 //
-// with m taken as an AVX2 row maximum takes it (eight lane maxima over the
-// first len&^7 elements, then the rest in order): the loop's m where no
+// with m taken as a vector row maximum takes it (lane maxima, then folded;
+// the AVX2 loop takes the last len mod 8 in order): the loop's m where no
 // element is a NaN (a row holding one gives NaNs either way), up to the
 // sign of a zero maximum, which changes no exponential (x - (+0) and
 // x - (-0) differ only where x is a zero, and e^±0 = 1). One

@@ -56,6 +56,11 @@ func exp512(dst, src *float32, n int, consts *[16]float32)
 //go:noescape
 func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32, pf, pfDst *float32) float64
 
+// softmaxRow512 is softmaxRowAVX2's AVX-512 form (n ≥ 16).
+//
+//go:noescape
+func softmaxRow512(dst, src *float32, n int, consts *[16]float32)
+
 //go:noescape
 func sumExpShift512(src *float32, n int, m float32, consts *[16]float32, pf *float32) float64
 

@@ -717,3 +717,172 @@ gxNoY:
 gxDone:
 	VZEROUPPER
 	RET
+
+// func softmaxRow512(dst, src *float32, n int, consts *[16]float32)
+// n ≥ 16, dst not overlapping src. The softmax of a row in one call, what
+// reduce's three AVX-512 steps give apart (maxRow512, ExpShift32 through
+// expShift512, scaleRow512): (1) m, the largest element (four lane maxima
+// over the blocks of sixteen, the last 1-15 elements merged into one of
+// them through K1, folded; exact in any order but for the sign of a zero
+// maximum, which changes no exponential); (2) expShift512's loop with
+// mh = m and ml = +0 (ExpShift32's split of a float32 m), the
+// exponentials into dst and their float64 sum s in the AVX2 loop's order;
+// (3) dst[i] = float32(float64(dst[i])·(1/s)), 1/s rounded once in float64.
+TEXT ·softmaxRow512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), BX
+	MOVQ consts+24(FP), R8
+
+	// (1) The maximum.
+	MOVQ    SI, DX
+	MOVQ    BX, CX
+	VMOVUPS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	ADDQ    $64, DX
+	SUBQ    $16, CX
+
+smz64:
+	CMPQ   CX, $64
+	JLT    smz16
+	VMAXPS (DX), Z0, Z0
+	VMAXPS 64(DX), Z1, Z1
+	VMAXPS 128(DX), Z2, Z2
+	VMAXPS 192(DX), Z3, Z3
+	ADDQ   $256, DX
+	SUBQ   $64, CX
+	JMP    smz64
+
+smz16:
+	CMPQ   CX, $16
+	JLT    smzTail
+	VMAXPS (DX), Z1, Z1
+	ADDQ   $64, DX
+	SUBQ   $16, CX
+	JMP    smz16
+
+smzTail:
+	TESTQ  CX, CX
+	JLE    smzFold
+	TAILK
+	VMAXPS (DX), Z2, K1, Z2
+
+smzFold:
+	VMAXPS        Z1, Z0, Z0
+	VMAXPS        Z3, Z2, Z2
+	VMAXPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0x4E, X0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0xB1, X0, X1
+	VMAXPS        X1, X0, X0
+
+	// (2) The exponentials: expShift512 with mh = m, ml = +0.
+	VBROADCASTSS X0, Z13
+	VPXORD       Z12, Z12, Z12
+	EXP_CONSTS
+	VPXORQ       Z10, Z10, Z10
+	MOVQ         DI, R9 // dst, for (3)
+	MOVQ         BX, CX
+
+smzShift32:
+	CMPQ CX, $32
+	JLT  smzShift16
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z5
+	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, smzm1, smzd1)
+	EXPSHIFT16R(Z5, Z6, Z7, Z8, Z9, smzm2, smzd2)
+	VMOVUPS Z4, (DI)
+	VMOVUPS Z9, 64(DI)
+	SUM16(Z4, Y4, Z0, Y0)
+	SUM16(Z9, Y9, Z5, Y5)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP  smzShift32
+
+smzShift16:
+	TESTQ CX, CX
+	JLE   smzSum
+	KXNORW K1, K1, K1
+	CMPQ  CX, $16
+	JGE   smzShiftBody
+	TAILK
+
+smzShiftBody:
+	VMOVUPS.Z (SI), K1, Z0
+	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, smzm3, smzd3)
+	VMOVUPS.Z Z4, K1, Z4
+	VMOVUPS Z4, K1, (DI)
+	SUM16(Z4, Y4, Z0, Y0)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  smzShift16
+
+smzSum:
+	VEXTRACTF64X4 $1, Z10, Y0
+	VADDPD Y0, Y10, Y10
+	VEXTRACTF128 $1, Y10, X0
+	VADDPD X0, X10, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+
+	// (3) The products with 1/s, rounded once each (scaleRow512).
+	MOVQ $0x3ff0000000000000, AX
+	VMOVQ AX, X1
+	VDIVSD X0, X1, X2
+	VBROADCASTSD X2, Z2
+	MOVQ BX, CX
+
+smzScale32:
+	CMPQ      CX, $32
+	JLT       smzScale8
+	VCVTPS2PD (R9), Z0
+	VCVTPS2PD 32(R9), Z1
+	VCVTPS2PD 64(R9), Z3
+	VCVTPS2PD 96(R9), Z4
+	VMULPD    Z2, Z0, Z0
+	VMULPD    Z2, Z1, Z1
+	VMULPD    Z2, Z3, Z3
+	VMULPD    Z2, Z4, Z4
+	VCVTPD2PS Z0, Y0
+	VCVTPD2PS Z1, Y1
+	VCVTPD2PS Z3, Y3
+	VCVTPD2PS Z4, Y4
+	VMOVUPS   Y0, (R9)
+	VMOVUPS   Y1, 32(R9)
+	VMOVUPS   Y3, 64(R9)
+	VMOVUPS   Y4, 96(R9)
+	ADDQ      $128, R9
+	SUBQ      $32, CX
+	JMP       smzScale32
+
+smzScale8:
+	TESTQ CX, CX
+	JLE   smzDone
+	MOVL  $0xff, AX
+	CMPQ  CX, $8
+	JGE   smzScaleStep
+	MOVL  $1, AX
+	SHLL  CX, AX
+	DECL  AX
+
+smzScaleStep:
+	KMOVW       AX, K1
+	VCVTPS2PD.Z (R9), K1, Z0
+	VMULPD      Z2, Z0, Z0
+	VCVTPD2PS   Z0, Y0
+	VMOVUPS     Y0, K1, (R9)
+	ADDQ        $32, R9
+	SUBQ        $8, CX
+	JMP         smzScale8
+
+smzDone:
+	VZEROUPPER
+	RET

@@ -138,7 +138,14 @@ func softmaxRowAVX2(dst, src *float32, n int, consts *[8]float32, masks *int32)
 
 // softmaxRow is SoftmaxRow32's fused path: false where it does not run.
 func softmaxRow(dst, src []float32) bool {
-	if hasAVX512 || !hasAVX2FMA || len(src) < 8 {
+	if hasAVX512 {
+		if len(src) < 16 {
+			return false
+		}
+		softmaxRow512(&dst[0], &src[0], len(src), &avx512Const[0])
+		return true
+	}
+	if !hasAVX2FMA || len(src) < 8 {
 		return false
 	}
 	softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0])

@@ -124,8 +124,9 @@ func softmaxRow[F float](kind softmaxKind, row, dst []F) {
 		// One visit of the row while it sits in L1: the largest
 		// element, e^(x-m) summed unrounded, the products with 1/Σ.
 		d32 := any(dst).([]float32)
-		if useAVX2 && !use512 && &r32[0] != &d32[0] && vmath.SoftmaxRow32(d32, r32) {
-			// The three steps below in one assembly call (AVX2).
+		if useAVX2 && use512 == vmath.AVX512() && &r32[0] != &d32[0] && vmath.SoftmaxRow32(d32, r32) {
+			// The three steps below in one assembly call (the row
+			// kernels and vmath on the same instruction set).
 			return
 		}
 		s := vmath.ExpShift32(d32, r32, float64(maxRow32(r32)))

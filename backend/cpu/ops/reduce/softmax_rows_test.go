@@ -183,9 +183,9 @@ func TestRowKernelsEveryLength(t *testing.T) {
 
 // BenchmarkSoftmaxRowPaths times float32 Softmax on one goroutine over
 // 4096 rows of the GPT export's attention (128 keys) and of ViT-B/16's
-// (197), through the AVX-512 forms of the largest element and the scaling
-// and through the AVX2 ones (vmath's exponentials dispatch as they do in
-// a step in both).
+// (197): with the row kernels on AVX-512 (vmath's fused AVX-512 row where
+// vmath runs its AVX-512 loops) and on AVX2 (then, on an AVX-512 host, the
+// three steps apart, vmath's exponentials on AVX-512).
 func BenchmarkSoftmaxRowPaths(b *testing.B) {
 	saved := use512
 	defer func() { use512 = saved }()
