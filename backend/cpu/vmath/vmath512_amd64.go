@@ -56,6 +56,32 @@ func exp512(dst, src *float32, n int, consts *[16]float32)
 //go:noescape
 func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32, pf, pfDst *float32) float64
 
+// maxRow512 is the largest of n ≥ 16 elements (any n).
+//
+//go:noescape
+func maxRow512(x *float32, n int) float32
+
+// MaxRow512 returns the largest element of x (at least 16 long) through
+// the sixteen-lane loop the fused softmax row takes its maximum with,
+// where the CPU has AVX-512F (the callers check AVX512): exact in any
+// order, up to the sign of a zero maximum and which of several NaNs wins.
+func MaxRow512(x []float32) float32 { return maxRow512(&x[0], len(x)) }
+
+// scaleRow512 sets x[i] = float32(float64(x[i])·s) over n ≥ 1 elements.
+//
+//go:noescape
+func scaleRow512(x *float32, n int, s float64)
+
+// ScaleRow512 sets x[i] = float32(float64(x[i])·s), each product rounded
+// once, through the sixteen-lane loop the fused softmax row scales with
+// (AVX-512F: the callers check AVX512); the bits of the same multiply in
+// Go or AVX2.
+func ScaleRow512(x []float32, s float64) {
+	if len(x) > 0 {
+		scaleRow512(&x[0], len(x), s)
+	}
+}
+
 // softmaxRow512 is softmaxRowAVX2's AVX-512 form (n ≥ 16).
 //
 //go:noescape

