@@ -11,7 +11,8 @@ package gradient
 // src, to acc in float64, one row after the other: the rows are read in
 // memory order, which the hardware prefetchers follow best when they come
 // from main memory (four rows at a time, 6 KB windows read as four
-// interleaved streams, were faster only on rows already in cache).
+// interleaved streams, were faster only on rows already in cache), and
+// each row's loop asks for the next row's lines.
 func colSum32(acc []float64, src []float32, rows, stride int) {
 	n := len(acc)
 	if rows <= 0 || n == 0 {
@@ -22,7 +23,12 @@ func colSum32(acc []float64, src []float32, rows, stride int) {
 	if rowAsm && n >= 4 {
 		body = n &^ 3
 		for r := 0; r < rows; r++ {
-			colSumAVX2(&acc[0], &src[r*stride], body)
+			// Each row asks for the next one's lines as it goes.
+			pf := 4 * stride
+			if r+1 == rows {
+				pf = 0
+			}
+			colSumAVX2(&acc[0], &src[r*stride], body, pf)
 		}
 		if body == n {
 			return

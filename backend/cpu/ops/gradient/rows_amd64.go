@@ -11,7 +11,7 @@ var rowAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 // The assembly row kernels; rows_amd64.s states the multiple n must be.
 
 //go:noescape
-func colSumAVX2(acc *float64, src *float32, n int)
+func colSumAVX2(acc *float64, src *float32, n int, pf int)
 
 //go:noescape
 func dotAVX2(a, b *float32, n int) float64

@@ -6,18 +6,22 @@
 // (rows.go describes them). n is a positive multiple of the step each
 // function states.
 
-// func colSumAVX2(acc *float64, src *float32, n int)
+// func colSumAVX2(acc *float64, src *float32, n int, pf int)
 //
 // acc[i] += src[i] in float64 for i < n, 16 elements a step; n is a
-// multiple of 4.
-TEXT ·colSumAVX2(SB), NOSPLIT, $0-24
+// multiple of 4. Each 64 bytes of src in the main loop also ask
+// (PREFETCHT0) for the line pf bytes on (the caller's next row, whose
+// start the hardware prefetchers would find late; pf 0: the line in hand).
+TEXT ·colSumAVX2(SB), NOSPLIT, $0-32
 	MOVQ acc+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
+	MOVQ pf+24(FP), DX
 
 colSum16:
 	CMPQ      CX, $16
 	JLT       colSum4
+	PREFETCHT0 (SI)(DX*1)
 	VCVTPS2PD (SI), Y0
 	VCVTPS2PD 16(SI), Y1
 	VCVTPS2PD 32(SI), Y2
