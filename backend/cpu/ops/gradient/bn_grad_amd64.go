@@ -2,7 +2,11 @@
 
 package gradient
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+)
 
 // bnGradAVX2 reports whether the CPU (and OS) support the assembly loops
 // of the batch-normalisation gradient.
@@ -44,10 +48,10 @@ func bnGradRowSums(dy, r, x []float32, x0 float64, pf []float32) (sd, sdd, sg, s
 	dy = dy[:len(x)]
 	if r != nil {
 		r = r[:len(x)]
-		sd, sdd, sg, sgd = bnGradSumsReluAVX2(&dy[0], &r[0], &x[0], n, x0, pfPtr(pf, n))
+		sd, sdd, sg, sgd = bnGradSumsReluAVX2(&dy[0], &r[0], &x[0], n, x0, kern.PrefetchAddr(pf, n))
 		r = r[n:]
 	} else {
-		sd, sdd, sg, sgd = bnGradSumsAVX2(&dy[0], &x[0], n, x0, pfPtr(pf, n))
+		sd, sdd, sg, sgd = bnGradSumsAVX2(&dy[0], &x[0], n, x0, kern.PrefetchAddr(pf, n))
 	}
 	if n < len(x) {
 		a, b, c, d := bnGradRowSumsGo(dy[n:], r, x[n:], x0)
@@ -118,13 +122,4 @@ func bnGradShortSums(dy, r, x []float32, w, nc int, x0, acc []float64, stride in
 	}
 	bnGradShortSumsAVX2(&dy[0], rp, &x[0], w, n4, &x0[0], &acc[0], stride)
 	return n4
-}
-
-// pfPtr is the address of pf's first element for the loops' prefetches,
-// or nil where pf holds fewer than n elements.
-func pfPtr(pf []float32, n int) *float32 {
-	if len(pf) < n || n == 0 {
-		return nil
-	}
-	return &pf[0]
 }

@@ -206,32 +206,27 @@ func TestLayerNormRowsBackwardAddsResidual(t *testing.T) {
 				for i := range x {
 					x32[i], dy32[i], res32[i] = float32(x[i]), float32(dy[i]), float32(res[i])
 				}
-				check32 := func() {
-					plain, ds0, db0 := make([]float32, len(x)), make([]float64, size), make([]float64, size)
-					layerNormRowsBackward(dy32, x32, plain, rows, size, 1e-5, scale, ds0, db0)
-					added, ds1, db1 := make([]float32, len(x)), make([]float64, size), make([]float64, size)
-					layerNormRowsBackwardWith(new(lnGradTask[float32]), dy32, x32, added, res32, rows, size, 1e-5, scale, ds1, db1)
-					for i := range added {
-						want := plain[i] + res32[i]
-						require.Equal(t, math.Float32bits(want), math.Float32bits(added[i]), "float32 dx[%d]: %g + %g", i, plain[i], res32[i])
-					}
-					require.Equal(t, ds0, ds1, "float32 dscale")
-					require.Equal(t, db0, db1, "float32 dbias")
-				}
-				check64 := func() {
-					plain, ds0, db0 := make([]float64, len(x)), make([]float64, size), make([]float64, size)
-					layerNormRowsBackward(dy, x, plain, rows, size, 1e-5, scale, ds0, db0)
-					added, ds1, db1 := make([]float64, len(x)), make([]float64, size), make([]float64, size)
-					layerNormRowsBackwardWith(new(lnGradTask[float64]), dy, x, added, res, rows, size, 1e-5, scale, ds1, db1)
-					for i := range added {
-						require.Equal(t, math.Float64bits(plain[i]+res[i]), math.Float64bits(added[i]), "float64 dx[%d]", i)
-					}
-					require.Equal(t, ds0, ds1, "float64 dscale")
-					require.Equal(t, db0, db1, "float64 dbias")
-				}
-				check32()
-				check64()
+				checkAddsResidual(t, dy32, x32, res32, rows, size, scale)
+				checkAddsResidual(t, dy, x, res, rows, size, scale)
 			})
 		}
 	})
+}
+
+// checkAddsResidual runs layerNormRowsBackwardWith with and without res
+// and requires dx to be the plain one plus res, rounded once in F (bits
+// compared through float64, which holds every float32 exactly, the sign of
+// zero included), and dscale and dbias unchanged.
+func checkAddsResidual[F float](t *testing.T, dy, x, res []F, rows, size int, scale []float64) {
+	t.Helper()
+	plain, ds0, db0 := make([]F, len(x)), make([]float64, size), make([]float64, size)
+	layerNormRowsBackward(dy, x, plain, rows, size, 1e-5, scale, ds0, db0)
+	added, ds1, db1 := make([]F, len(x)), make([]float64, size), make([]float64, size)
+	layerNormRowsBackwardWith(new(lnGradTask[F]), dy, x, added, res, rows, size, 1e-5, scale, ds1, db1)
+	for i := range added {
+		want := plain[i] + res[i]
+		require.Equal(t, math.Float64bits(float64(want)), math.Float64bits(float64(added[i])), "%T dx[%d]: %v + %v", want, i, plain[i], res[i])
+	}
+	require.Equal(t, ds0, ds1, "%T dscale", dy)
+	require.Equal(t, db0, db1, "%T dbias", dy)
 }

@@ -193,43 +193,15 @@ lnStatsDone:
 //
 // With h = ((x − c[0]) − c[1])·c[2]: dx = c[2]·(dy·scale − c[3]) + c[4]·h,
 // plus r (rounded after the sum, as the Add kernel adds) when r is not
-// nil, ds += dy·h, db += dy, in float32; n is a multiple of 8. With pf not
-// 0, each 64 bytes of the row also ask (PREFETCHT0) for the line pf bytes
-// on of dx and of r, and the line 2·pf bytes on of x and dy: the caller
-// passes a row's length in bytes, so that the next row's stores and the
-// statistics of the row after it find their lines on their way instead of
-// stalling on memory. (Go's assembler has no PREFETCHW; a line read
-// that no other core holds arrives exclusive, and the store needs no
-// second request.)
-// LN_APPLY_DX leaves in Y2 lnGradApplyAVX2's dx for the eight elements at
-// SI (x), DI (dy) and R8 (scale), h in Y0 and dy in Y1.
-#define LN_APPLY_DX \
-	VMOVUPS     (SI), Y0 \
-	VMOVUPS     (DI), Y1 \
-	VSUBPS      Y11, Y0, Y0 \
-	VSUBPS      Y12, Y0, Y0 \
-	VMULPS      Y13, Y0, Y0 \
-	VMULPS      (R8), Y1, Y2 \
-	VSUBPS      Y14, Y2, Y2 \
-	VMULPS      Y13, Y2, Y2 \
-	VFMADD231PS Y15, Y0, Y2
-
-// LN_APPLY_STORE stores Y2 as dx (R9), adds dy·h to ds (R10) and dy to db
-// (R11), and moves the six pointers on by eight elements.
-#define LN_APPLY_STORE \
-	VMOVUPS     Y2, (R9) \
-	VMOVUPS     (R10), Y3 \
-	VFMADD231PS Y1, Y0, Y3 \
-	VMOVUPS     Y3, (R10) \
-	VADDPS      (R11), Y1, Y1 \
-	VMOVUPS     Y1, (R11) \
-	ADDQ        $32, SI \
-	ADDQ        $32, DI \
-	ADDQ        $32, R8 \
-	ADDQ        $32, R9 \
-	ADDQ        $32, R10 \
-	ADDQ        $32, R11
-
+// nil, ds += dy·h, db += dy, in float32; n is a multiple of 8. Without r
+// the loop adds -0, which leaves every float32 as it is (-0 included), from
+// one constant block. With pf not 0, each 64 bytes of the row also ask
+// (PREFETCHT0) for the line pf bytes on of dx and of r, and the line 2·pf
+// bytes on of x and dy: the caller passes a row's length in bytes, so that
+// the next row's stores and the statistics of the row after it find their
+// lines on their way instead of stalling on memory. (Go's assembler has no
+// PREFETCHW; a line read that no other core holds arrives exclusive, and
+// the store needs no second request.)
 TEXT ·lnGradApplyAVX2(SB), NOSPLIT, $0-80
 	MOVQ         x+0(FP), SI
 	MOVQ         dy+8(FP), DI
@@ -247,32 +219,15 @@ TEXT ·lnGradApplyAVX2(SB), NOSPLIT, $0-80
 	VBROADCASTSS 12(AX), Y14
 	VBROADCASTSS 16(AX), Y15
 	// BX: the prefetch distance for x and dy (2·pf); R13: a counter of
-	// 8-element steps, prefetching on the even ones (one per line).
+	// 8-element steps, prefetching on the even ones (one per line); R14:
+	// r's step (32 bytes, or 0 on the -0 block).
 	LEAQ         (DX)(DX*1), BX
 	XORQ         R13, R13
+	MOVQ         $32, R14
 	TESTQ        R12, R12
-	JZ           lnApplyLoop
-
-lnApplyAddLoop:
-	TESTQ       DX, DX
-	JZ          lnApplyAddBody
-	TESTQ       $1, R13
-	JNZ         lnApplyAddBody
-	PREFETCHT0  (R9)(DX*1)
-	PREFETCHT0  (R12)(DX*1)
-	PREFETCHT0  (SI)(BX*1)
-	PREFETCHT0  (DI)(BX*1)
-
-lnApplyAddBody:
-	LN_APPLY_DX
-	VADDPS      (R12), Y2, Y2       // + r
-	LN_APPLY_STORE
-	ADDQ        $32, R12
-	INCQ        R13
-	SUBQ        $8, CX
-	JNZ         lnApplyAddLoop
-	VZEROUPPER
-	RET
+	JNZ          lnApplyLoop
+	LEAQ         lnNegZero<>(SB), R12
+	XORQ         R14, R14
 
 lnApplyLoop:
 	TESTQ       DX, DX
@@ -280,14 +235,47 @@ lnApplyLoop:
 	TESTQ       $1, R13
 	JNZ         lnApplyBody
 	PREFETCHT0  (R9)(DX*1)
+	PREFETCHT0  (R12)(DX*1)
 	PREFETCHT0  (SI)(BX*1)
 	PREFETCHT0  (DI)(BX*1)
 
 lnApplyBody:
-	LN_APPLY_DX
-	LN_APPLY_STORE
+	VMOVUPS     (SI), Y0
+	VMOVUPS     (DI), Y1
+	VSUBPS      Y11, Y0, Y0
+	VSUBPS      Y12, Y0, Y0
+	VMULPS      Y13, Y0, Y0         // h
+	VMULPS      (R8), Y1, Y2        // g = dy·scale
+	VSUBPS      Y14, Y2, Y2         // g − mean(g)
+	VMULPS      Y13, Y2, Y2         // inv·(g − mean(g))
+	VFMADD231PS Y15, Y0, Y2         // + c·h
+	VADDPS      (R12), Y2, Y2       // + r (or -0)
+	VMOVUPS     Y2, (R9)
+	VMOVUPS     (R10), Y3
+	VFMADD231PS Y1, Y0, Y3          // ds += dy·h
+	VMOVUPS     Y3, (R10)
+	VADDPS      (R11), Y1, Y1       // db += dy
+	VMOVUPS     Y1, (R11)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $32, R8
+	ADDQ        $32, R9
+	ADDQ        $32, R10
+	ADDQ        $32, R11
+	ADDQ        R14, R12
 	INCQ        R13
 	SUBQ        $8, CX
 	JNZ         lnApplyLoop
 	VZEROUPPER
 	RET
+
+// lnNegZero is eight float32 -0s: x + (-0) is x for every x.
+DATA lnNegZero<>+0(SB)/4, $0x80000000
+DATA lnNegZero<>+4(SB)/4, $0x80000000
+DATA lnNegZero<>+8(SB)/4, $0x80000000
+DATA lnNegZero<>+12(SB)/4, $0x80000000
+DATA lnNegZero<>+16(SB)/4, $0x80000000
+DATA lnNegZero<>+20(SB)/4, $0x80000000
+DATA lnNegZero<>+24(SB)/4, $0x80000000
+DATA lnNegZero<>+28(SB)/4, $0x80000000
+GLOBL lnNegZero<>(SB), RODATA|NOPTR, $32

@@ -281,12 +281,12 @@ func (t *bnTask[F]) Chunk(lo, hi int) {
 			if t.apply {
 				pfY, pfR = t.y, t.r
 			}
-			t.mean[p], t.variance[p] = bnChannelStatsAhead(t.x, t.b, p, pfY, pfR)
+			t.mean[p], t.variance[p] = bnChannelStats(t.x, t.b, p, pfY, pfR)
 		}
 		if t.apply {
 			// The apply pass asks for the next channel's rows of x (in
 			// L2), which the next statistics pass reads.
-			bnApplyChannelAhead(t.x, t.r, t.y, t.b, p, t.scale[p], t.bias[p], t.mean[p], t.variance[p], t.eps, t.relu, t.stats && p+1 < hi)
+			bnApplyChannelAdd(t.x, t.r, t.y, t.b, p, t.scale[p], t.bias[p], t.mean[p], t.variance[p], t.eps, t.relu, t.stats && p+1 < hi)
 		}
 	}
 }
@@ -469,18 +469,13 @@ func bnShortApplyAddReluGo(y, x, r []float32, stride, rows int, mul, add []float
 
 // bnApplyChannel is bnApply for parameter p.
 func bnApplyChannel[F float](x, y []F, b blocks, p int, scale, bias, mean, variance, eps float64, relu bool) {
-	bnApplyChannelAdd(x, nil, y, b, p, scale, bias, mean, variance, eps, relu)
+	bnApplyChannelAdd(x, nil, y, b, p, scale, bias, mean, variance, eps, relu, false)
 }
 
 // bnApplyChannelAdd is bnApply for parameter p, with the residual r (nil
-// for none; with one, relu is set).
-func bnApplyChannelAdd[F float](x, r, y []F, b blocks, p int, scale, bias, mean, variance, eps float64, relu bool) {
-	bnApplyChannelAhead(x, r, y, b, p, scale, bias, mean, variance, eps, relu, false)
-}
-
-// bnApplyChannelAhead is bnApplyChannelAdd that, with next set (p+1 < b.r),
-// asks for parameter p+1's rows of x as it reads parameter p's.
-func bnApplyChannelAhead[F float](x, r, y []F, b blocks, p int, scale, bias, mean, variance, eps float64, relu, next bool) {
+// for none; with one, relu is set); with next set (p+1 < b.r) it asks for
+// parameter p+1's rows of x as it reads parameter p's.
+func bnApplyChannelAdd[F float](x, r, y []F, b blocks, p int, scale, bias, mean, variance, eps float64, relu, next bool) {
 	a := scale / math.Sqrt(variance+eps)
 	mul, add := F(a), F(bias-mean*a)
 	x32, _ := any(x).([]float32)
@@ -494,7 +489,7 @@ func bnApplyChannelAhead[F float](x, r, y []F, b blocks, p int, scale, bias, mea
 		}
 		if x32 != nil && r32 != nil {
 			if b.inner >= bnVecMin {
-				bnRowApplyAddReluAhead(y32[off:off+b.inner], x32[off:off+b.inner], r32[off:off+b.inner], float32(mul), float32(add), pf)
+				bnRowApplyAddRelu(y32[off:off+b.inner], x32[off:off+b.inner], r32[off:off+b.inner], float32(mul), float32(add), pf)
 			} else {
 				bnRowApplyAddReluGo(y32[off:off+b.inner], x32[off:off+b.inner], r32[off:off+b.inner], float32(mul), float32(add))
 			}
@@ -502,7 +497,7 @@ func bnApplyChannelAhead[F float](x, r, y []F, b blocks, p int, scale, bias, mea
 		}
 		if x32 != nil {
 			if b.inner >= bnVecMin {
-				bnRowApplyAhead(y32[off:off+b.inner], x32[off:off+b.inner], float32(mul), float32(add), relu, pf)
+				bnRowApply(y32[off:off+b.inner], x32[off:off+b.inner], float32(mul), float32(add), relu, pf)
 			} else {
 				bnRowApplyGo(y32[off:off+b.inner], x32[off:off+b.inner], float32(mul), float32(add), relu)
 			}
@@ -616,33 +611,30 @@ func bnStatsInto[F float](x []F, b blocks, mean, variance []float64) {
 	parallelRowsOf(b.r, b.outer*b.inner, bnTask[F]{x: x, b: b, mean: mean, variance: variance, stats: true})
 }
 
-// bnChannelStats is bnStats for parameter p (0, 0 for no elements).
-func bnChannelStats[F float](x []F, b blocks, p int) (mean, variance float64) {
-	return bnChannelStatsAhead(x, b, p, nil, nil)
-}
-
-// bnChannelStatsAhead is bnChannelStats that asks for the same elements
-// of pfY and pfR (x's layout; nil for none) as it reads x's: the lines the
-// caller's next pass writes and reads.
-func bnChannelStatsAhead[F float](x []F, b blocks, p int, pfY, pfR []F) (mean, variance float64) {
+// bnChannelStats is bnStats for parameter p (0, 0 for no elements). It
+// asks for the same elements of pfY and pfR (x's layout; nil for none) as
+// it reads x's: the lines the caller's next pass writes and reads.
+func bnChannelStats[F float](x []F, b blocks, p int, pfY, pfR []F) (mean, variance float64) {
 	count := float64(b.outer * b.inner)
 	if count == 0 {
 		return 0, 0
 	}
 	x32, _ := any(x).([]float32)
+	y32, _ := any(pfY).([]float32)
+	r32, _ := any(pfR).([]float32)
 	x0 := float64(x[p*b.inner])
 	var s, q float64
 	for o := 0; o < b.outer; o++ {
 		off := (o*b.r + p) * b.inner
 		if x32 != nil && b.inner >= bnVecMin {
 			var pf1, pf2 []float32
-			if y32, ok := any(pfY).([]float32); ok && len(y32) > 0 {
+			if y32 != nil {
 				pf1 = y32[off : off+b.inner]
 			}
-			if r32, ok := any(pfR).([]float32); ok && len(r32) > 0 {
+			if r32 != nil {
 				pf2 = r32[off : off+b.inner]
 			}
-			rs, rq := bnRowSumsAhead(x32[off:off+b.inner], x0, pf1, pf2)
+			rs, rq := bnRowSums(x32[off:off+b.inner], x0, pf1, pf2)
 			s, q = s+rs, q+rq
 			continue
 		}

@@ -41,7 +41,7 @@ func TestBNRowApplyAddRelu(t *testing.T) {
 			r[3] = -100 // a negative sum
 		}
 		y := make([]float32, n)
-		bnRowApplyAddRelu(y, x, r, mul, add)
+		bnRowApplyAddRelu(y, x, r, mul, add, nil)
 		for i := range x {
 			bn := x[i]*mul + add
 			want := addRelu32(bn, r[i])

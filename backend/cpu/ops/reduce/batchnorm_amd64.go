@@ -2,7 +2,11 @@
 
 package reduce
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+)
 
 // bnAVX2 reports whether the CPU (and OS) support the assembly loops of
 // batch normalisation.
@@ -17,20 +21,15 @@ func bnSumsAVX2(x *float32, n int, x0 float64, pf1, pf2 *float32) (s, q float64)
 //go:noescape
 func bnApplyAVX2(dst, src *float32, n int, mul, add float32, relu bool, pf *float32)
 
-// bnRowSums returns Σ(v-x0) and Σ(v-x0)² over x, in float64.
-func bnRowSums(x []float32, x0 float64) (s, q float64) {
-	return bnRowSumsAhead(x, x0, nil, nil)
-}
-
-// bnRowSumsAhead is bnRowSums that also asks the memory system for pf1
-// and pf2 (each nil, or at least as long as x) as it reads x: the rows the
-// caller's next pass writes or reads.
-func bnRowSumsAhead(x []float32, x0 float64, pf1, pf2 []float32) (s, q float64) {
+// bnRowSums returns Σ(v-x0) and Σ(v-x0)² over x, in float64, and asks the
+// memory system for pf1 and pf2 (each nil, or at least as long as x) as
+// it reads x: the rows the caller's next pass writes or reads.
+func bnRowSums(x []float32, x0 float64, pf1, pf2 []float32) (s, q float64) {
 	n := len(x) &^ 7
 	if !bnAVX2 || n == 0 {
 		return bnRowSumsGo(x, x0)
 	}
-	s, q = bnSumsAVX2(&x[0], n, x0, aheadOf(pf1, n), aheadOf(pf2, n))
+	s, q = bnSumsAVX2(&x[0], n, x0, kern.PrefetchAddr(pf1, n), kern.PrefetchAddr(pf2, n))
 	if n < len(x) {
 		s2, q2 := bnRowSumsGo(x[n:], x0)
 		s, q = s+s2, q+q2
@@ -38,21 +37,17 @@ func bnRowSumsAhead(x []float32, x0 float64, pf1, pf2 []float32) (s, q float64) 
 	return s, q
 }
 
-// bnRowApply writes src·mul + add into dst (Relu'd when relu is set).
-func bnRowApply(dst, src []float32, mul, add float32, relu bool) {
-	bnRowApplyAhead(dst, src, mul, add, relu, nil)
-}
-
-// bnRowApplyAhead is bnRowApply that also asks for pf (nil, or at least
-// as long as src) into L2 as it reads src: the row the caller reads next.
-func bnRowApplyAhead(dst, src []float32, mul, add float32, relu bool, pf []float32) {
+// bnRowApply writes src·mul + add into dst (Relu'd when relu is set) and
+// asks for pf (nil, or at least as long as src) into L2 as it reads src:
+// the row the caller reads next.
+func bnRowApply(dst, src []float32, mul, add float32, relu bool, pf []float32) {
 	n := len(src) &^ 7
 	if !bnAVX2 || n == 0 {
 		bnRowApplyGo(dst, src, mul, add, relu)
 		return
 	}
 	dst = dst[:len(src)]
-	bnApplyAVX2(&dst[0], &src[0], n, mul, add, relu, aheadOf(pf, n))
+	bnApplyAVX2(&dst[0], &src[0], n, mul, add, relu, kern.PrefetchAddr(pf, n))
 	if n < len(src) {
 		bnRowApplyGo(dst[n:], src[n:], mul, add, relu)
 	}
@@ -122,20 +117,15 @@ func bnApplyAddReluAVX2(dst, src, res *float32, n int, mul, add float32, pf *flo
 func bnShortApplyAddReluAVX2(dst, src, res *float32, stride, rows, n int, mul, add *float32)
 
 // bnRowApplyAddRelu writes Relu(src·mul + add + res) into dst, rounded
-// after the product and each sum.
-func bnRowApplyAddRelu(dst, src, res []float32, mul, add float32) {
-	bnRowApplyAddReluAhead(dst, src, res, mul, add, nil)
-}
-
-// bnRowApplyAddReluAhead is bnRowApplyAddRelu with bnRowApplyAhead's pf.
-func bnRowApplyAddReluAhead(dst, src, res []float32, mul, add float32, pf []float32) {
+// after the product and each sum, with bnRowApply's pf.
+func bnRowApplyAddRelu(dst, src, res []float32, mul, add float32, pf []float32) {
 	n := len(src) &^ 7
 	if !bnAVX2 || n == 0 {
 		bnRowApplyAddReluGo(dst, src, res, mul, add)
 		return
 	}
 	dst, res = dst[:len(src)], res[:len(src)]
-	bnApplyAddReluAVX2(&dst[0], &src[0], &res[0], n, mul, add, aheadOf(pf, n))
+	bnApplyAddReluAVX2(&dst[0], &src[0], &res[0], n, mul, add, kern.PrefetchAddr(pf, n))
 	if n < len(src) {
 		bnRowApplyAddReluGo(dst[n:], src[n:], res[n:], mul, add)
 	}
@@ -159,13 +149,4 @@ func bnShortApplyAddRelu(y, x, r []float32, stride, rows int, mul, add []float32
 	if m < n {
 		bnShortApplyAddReluGo(y, x, r, stride, rows, mul, add, m)
 	}
-}
-
-// aheadOf is the address of pf's first element for the loops' prefetches,
-// or nil where pf holds fewer than n elements.
-func aheadOf(pf []float32, n int) *float32 {
-	if len(pf) < n || n == 0 {
-		return nil
-	}
-	return &pf[0]
 }

@@ -2,11 +2,12 @@
 
 package reduce
 
-// bnRowSums returns Σ(v-x0) and Σ(v-x0)² over x, in float64.
-func bnRowSums(x []float32, x0 float64) (s, q float64) { return bnRowSumsGo(x, x0) }
+// bnRowSums returns Σ(v-x0) and Σ(v-x0)² over x, in float64 (the
+// prefetch rows of amd64's form are unused here).
+func bnRowSums(x []float32, x0 float64, _, _ []float32) (s, q float64) { return bnRowSumsGo(x, x0) }
 
 // bnRowApply writes src·mul + add into dst (Relu'd when relu is set).
-func bnRowApply(dst, src []float32, mul, add float32, relu bool) {
+func bnRowApply(dst, src []float32, mul, add float32, relu bool, _ []float32) {
 	bnRowApplyGo(dst, src, mul, add, relu)
 }
 
@@ -25,7 +26,7 @@ func bnShortApply(y, x []float32, stride, rows int, mul, add []float32, relu boo
 }
 
 // bnRowApplyAddRelu writes Relu(src·mul + add + res) into dst.
-func bnRowApplyAddRelu(dst, src, res []float32, mul, add float32) {
+func bnRowApplyAddRelu(dst, src, res []float32, mul, add float32, _ []float32) {
 	bnRowApplyAddReluGo(dst, src, res, mul, add)
 }
 
@@ -33,19 +34,4 @@ func bnRowApplyAddRelu(dst, src, res []float32, mul, add float32) {
 // layout) added before the Relu.
 func bnShortApplyAddRelu(y, x, r []float32, stride, rows int, mul, add []float32) {
 	bnShortApplyAddReluGo(y, x, r, stride, rows, mul, add, 0)
-}
-
-// bnRowSumsAhead is bnRowSums (there are no prefetches without assembly).
-func bnRowSumsAhead(x []float32, x0 float64, _, _ []float32) (s, q float64) {
-	return bnRowSumsGo(x, x0)
-}
-
-// bnRowApplyAhead is bnRowApply.
-func bnRowApplyAhead(dst, src []float32, mul, add float32, relu bool, _ []float32) {
-	bnRowApplyGo(dst, src, mul, add, relu)
-}
-
-// bnRowApplyAddReluAhead is bnRowApplyAddRelu.
-func bnRowApplyAddReluAhead(dst, src, res []float32, mul, add float32, _ []float32) {
-	bnRowApplyAddReluGo(dst, src, res, mul, add)
 }

@@ -105,7 +105,7 @@ func TestBNRowLoops(t *testing.T) {
 			d := float64(v) - x0
 			ws, wq = ws+d, wq+d*d
 		}
-		s, q := bnRowSums(x, x0)
+		s, q := bnRowSums(x, x0, nil, nil)
 		assert.InDelta(t, ws, s, 1e-12*(1+math.Abs(ws))*float64(n+1), "n = %d", n)
 		assert.InDelta(t, wq, q, 1e-12*(1+math.Abs(wq))*float64(n+1), "n = %d", n)
 		if n > 3 {
@@ -116,7 +116,7 @@ func TestBNRowLoops(t *testing.T) {
 		const mul, add = float32(-2), float32(6)
 		for _, relu := range []bool{false, true} {
 			y := make([]float32, n)
-			bnRowApply(y, x, mul, add, relu)
+			bnRowApply(y, x, mul, add, relu, nil)
 			for i, v := range x {
 				p := v * mul
 				want := p + add
