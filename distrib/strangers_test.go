@@ -150,23 +150,49 @@ func (j *job) run(t *testing.T, attack func(phase string)) [][]float32 {
 	return out
 }
 
-// refusedLogged waits for the log record of the refusal of the connection
-// from local on the given port.
-func (j *job) refusedLogged(t *testing.T, local, port, reason, what string) {
+// refusal waits for the log record of the refusal of the connection from
+// local on the given port and returns its reason.
+func (j *job) refusal(t *testing.T, local, port, what string) string {
 	t.Helper()
 	want := fmt.Sprintf("distrib: refused a connection from %s on the %s: ", local, port)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, e := range j.hook.AllEntries() {
 			if strings.HasPrefix(e.Message, want) {
-				assert.Equal(t, logrus.WarnLevel, e.Level)
-				assert.Contains(t, e.Message, reason, what)
-				return
+				assert.Equal(t, logrus.WarnLevel, e.Level, what)
+				return strings.TrimPrefix(e.Message, want)
 			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Errorf("%s on the %s: no record %q…", what, port, want)
+	return ""
+}
+
+// silent is the reason a listener gives for a connection that sent nothing
+// within the handshake timeout.
+const silent = "no greeting before the handshake deadline"
+
+// knock sends k to addr and checks the reason the listener logs for
+// refusing it. A knock whose bytes the listener did not see within its
+// one-second handshake timeout is refused as silent; on a loaded machine
+// (CI's two cores running other packages' tests beside this one) the
+// knocking or the accepting goroutine can be held that long between the
+// dial and the write or the read, so such a refusal is retried, up to
+// four knocks, before it counts as a failure.
+func (j *job) knock(t *testing.T, addr, port string, k strangers.Knock, what string) {
+	t.Helper()
+	for try := 1; ; try++ {
+		local, err := strangers.Try(addr, k, 20*time.Second)
+		require.NoError(t, err, what)
+		reason := j.refusal(t, local, port, what)
+		if strings.Contains(reason, silent) && !strings.Contains(k.Reason, silent) && try < 4 {
+			t.Logf("%s on the %s: refused as silent (try %d), knocking again", what, port, try)
+			continue
+		}
+		assert.Contains(t, reason, k.Reason, what)
+		return
+	}
 }
 
 // TestStrangersAreRefused: during the rendezvous and in the middle of a
@@ -194,14 +220,11 @@ func TestStrangersAreRefused(t *testing.T) {
 		}
 		for _, p := range ports {
 			for _, k := range knocks {
-				what := fmt.Sprintf("%s: %s", phase, k.Name)
-				local, err := strangers.Try(p.addr, k, 20*time.Second)
-				require.NoError(t, err, what)
-				j.refusedLogged(t, local, p.name, k.Reason, what)
+				j.knock(t, p.addr, p.name, k, fmt.Sprintf("%s: %s", phase, k.Name))
 			}
 			local, err := strangers.Stall(p.addr, 20*time.Second)
 			require.NoError(t, err, "%s: silence", phase)
-			j.refusedLogged(t, local, p.name, "no greeting before the handshake deadline", phase+": silence")
+			assert.Contains(t, j.refusal(t, local, p.name, phase+": silence"), silent, phase+": silence")
 		}
 		if phase == "training" {
 			// A process that holds the secret but comes after the group
