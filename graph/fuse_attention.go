@@ -1,6 +1,9 @@
 package graph
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // Attention reads its queries, keys and values as strided views of one
 // projection: qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4)[i] (a
@@ -117,8 +120,9 @@ type attentionViews struct {
 	consts   map[string]*Tensor
 	readers  map[string]int
 	// transposeReader and mulReader: a Transpose (with a perm) and a plain
-	// two-input Mul reading each value; likes: the SumToShape nodes that
-	// read a value only for its shape (input 1).
+	// two-input Mul, or a Div of the value by something, reading each
+	// value; likes: the SumToShape nodes that read a value only for its
+	// shape (input 1).
 	transposeReader, mulReader map[string]*Node
 	likes                      map[string][]*Node
 }
@@ -145,6 +149,9 @@ func indexAttentionViews(g *Graph) *attentionViews {
 			for _, in := range n.Inputs {
 				ix.mulReader[in] = n
 			}
+		}
+		if n.OpType == "Div" && isPlain(n) && len(n.Inputs) == 2 && len(n.Outputs) == 1 && n.Outputs[0] != "" {
+			ix.mulReader[n.Inputs[0]] = n
 		}
 		if n.Domain == InternalDomain && n.OpType == "SumToShape" && len(n.Inputs) == 2 && n.Inputs[0] != n.Inputs[1] {
 			ix.likes[n.Inputs[1]] = append(ix.likes[n.Inputs[1]], n)
@@ -179,21 +186,95 @@ func (ix *attentionViews) outPerm(name string) (*Node, []int64) {
 
 // scaleReader returns the Mul that is the only reader of name (but for
 // SumToShapes that read it for its shape) when it multiplies it by a
-// float32 scalar constant (attention's 1/√d), and the scalar.
+// float32 scalar constant (attention's 1/√d), and the scalar; or such a
+// Div of name by a power of two (the gradient of a query scaled before
+// its product), and the reciprocal, which the product's alpha applies
+// with the same rounding.
 func (ix *attentionViews) scaleReader(name string) (*Node, float32) {
 	m := ix.mulReader[name]
 	if m == nil || ix.readers[name] != 1+len(ix.likes[name]) {
 		return nil, 0
 	}
+	if m.OpType == "Div" {
+		c, ok := ix.scalarF32(m.Inputs[1])
+		if m.Inputs[1] == name || !ok || !powerOfTwo(c) || !powerOfTwo(1/c) {
+			return nil, 0
+		}
+		return m, 1 / c
+	}
 	other := m.Inputs[0]
 	if other == name {
 		other = m.Inputs[1]
 	}
-	t := ix.consts[other]
-	if other == name || t == nil || t.DType != Float32 || t.Size() != 1 || t.Rank() > 1 || t.Validate() != nil {
+	c, ok := ix.scalarF32(other)
+	if other == name || !ok {
 		return nil, 0
 	}
-	return m, float32(t.Float(0))
+	return m, c
+}
+
+// scalarF32 returns the value of name when it is a float32 scalar
+// constant (rank 0 or one element).
+func (ix *attentionViews) scalarF32(name string) (float32, bool) {
+	t := ix.consts[name]
+	if t == nil || t.DType != Float32 || t.Size() != 1 || t.Rank() > 1 || t.Validate() != nil {
+		return 0, false
+	}
+	return float32(t.Float(0)), true
+}
+
+// powerOfTwo reports whether c is ±2^e for a normal float32: scaling by it
+// is exact wherever the result stays normal, so it can move across a
+// product (Σ (c·a)·b = c·Σ a·b, rounding for rounding).
+func powerOfTwo(c float32) bool {
+	b := math.Float32bits(c)
+	e := b >> 23 & 0xff
+	return b&0x7fffff == 0 && e != 0 && e != 0xff
+}
+
+// pow2Scaled returns x and c when name is Div(x, c) or Mul(x, c) (either
+// order) for a float32 scalar constant whose factor on x (1/c or c) is a
+// power of two, and that factor: torch's scaled dot-product attention
+// divides the queries by √d before their product (8 for heads of 64), and
+// that scale can ride on the product's alpha instead, bit for bit, leaving
+// the queries' view to be read in place.
+func (ix *attentionViews) pow2Scaled(name string) (x string, factor float32, ok bool) {
+	p := ix.producer[name]
+	if p == nil || !isPlain(p) || len(p.Inputs) != 2 || len(p.Outputs) != 1 {
+		return "", 0, false
+	}
+	switch p.OpType {
+	case "Div":
+		c, okc := ix.scalarF32(p.Inputs[1])
+		if !okc || !powerOfTwo(c) || !powerOfTwo(1/c) || ix.consts[p.Inputs[0]] != nil {
+			return "", 0, false
+		}
+		return p.Inputs[0], 1 / c, true
+	case "Mul":
+		for i, in := range p.Inputs {
+			c, okc := ix.scalarF32(in)
+			other := p.Inputs[1-i]
+			if okc && powerOfTwo(c) && ix.consts[other] == nil {
+				return other, c, true
+			}
+		}
+	}
+	return "", 0, false
+}
+
+// scaledOperand reports whether a product's result scales with its
+// operand i: every operand of a product (grad 0), and the gradient and
+// the operand it is multiplied by for MatMulGradA (dY·Bᵀ: inputs 0 and 2)
+// and MatMulGradB (Aᵀ·dY: inputs 0 and 1); the other operand of a
+// gradient gives only its shape.
+func scaledOperand(grad int64, i int) bool {
+	switch grad {
+	case 1:
+		return i != 1
+	case 2:
+		return i != 2
+	}
+	return true
 }
 
 // fusePermutedMatMul records in replaced the PermutedMatMul that replaces
@@ -217,7 +298,20 @@ func (ix *attentionViews) fusePermutedMatMul(n *Node, drop map[*Node]bool, repla
 	}
 	chains := make([]viewChain, len(n.Inputs))
 	worth := false
+	scale := float32(1)
 	for i, in := range n.Inputs {
+		// An operand scaled by a power of two (the queries divided by
+		// √d) is read unscaled, its view in place, and the factor goes
+		// to alpha. The scale is a one-element constant and the view has
+		// a rank, so the scaled operand had the view's shape.
+		if x, f, ok := ix.pow2Scaled(in); ok {
+			if c := resolveView(x, ix.producer, ix.scalarIndex); c.views && !c.swapOnly {
+				in = x
+				if scaledOperand(grad, i) {
+					scale *= f
+				}
+			}
+		}
 		chains[i] = resolveView(in, ix.producer, ix.scalarIndex)
 		worth = worth || (chains[i].views && !chains[i].swapOnly)
 	}
@@ -245,8 +339,9 @@ func (ix *attentionViews) fusePermutedMatMul(n *Node, drop map[*Node]bool, repla
 		out = t.Outputs[0]
 		drop[t] = true
 	}
-	if m, alpha := ix.scaleReader(out); m != nil && !drop[m] {
-		attrs["alpha"] = &Attr{Name: "alpha", Type: AttrFloat, F: alpha}
+	alpha := scale
+	if m, a := ix.scaleReader(out); m != nil && !drop[m] {
+		alpha *= a // exact: scale is a power of two
 		// The scaled product has the product's shape: SumToShapes (the
 		// Mul's gradient) read that instead.
 		for _, l := range ix.likes[out] {
@@ -256,6 +351,9 @@ func (ix *attentionViews) fusePermutedMatMul(n *Node, drop map[*Node]bool, repla
 		}
 		out = m.Outputs[0]
 		drop[m] = true
+	}
+	if alpha != 1 {
+		attrs["alpha"] = &Attr{Name: "alpha", Type: AttrFloat, F: alpha}
 	}
 	replaced[n] = &Node{Name: n.Name, OpType: PermutedMatMul, Domain: FusedDomain,
 		Inputs: inputs, Outputs: []string{out}, Attrs: attrs}

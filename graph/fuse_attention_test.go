@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -168,4 +170,100 @@ func TestFuseAttentionViewsLeavesOthers(t *testing.T) {
 	h.Nodes = []*Node{{Name: "m", OpType: "MatMul", Inputs: []string{"x", "y"}, Outputs: []string{"m"}}}
 	h.Outputs = []*ValueInfo{{Name: "m"}}
 	assert.Zero(t, FuseAttentionViews(h))
+}
+
+// scaledQueriesGraph: queries moved to [B·H, T, D] and divided by divisor
+// (a scalar constant) before their product with the keys' view, the
+// gradient products reading the scaled queries, and the scaling's
+// gradient (the same op on the queries' gradient product).
+func scaledQueriesGraph(divisor float32, op string) *Graph {
+	g := NewGraph("scaled")
+	g.Inputs = []*ValueInfo{{Name: "q", Type: ftype(5, 6, 4)}, {Name: "k", Type: ftype(5, 6, 4)}, {Name: "ds", Type: ftype(6, 5, 5)}}
+	c := FromFloat32([]float32{divisor})
+	c.Shape = []int{}
+	g.Initializers = map[string]*Tensor{"c": c}
+	n := func(op, domain string, in []string, out string, attrs ...*Attr) *Node {
+		nd := &Node{Name: out, OpType: op, Domain: domain, Inputs: in, Outputs: []string{out}}
+		for _, a := range attrs {
+			nd.SetAttr(a)
+		}
+		return nd
+	}
+	g.Nodes = []*Node{
+		n("Transpose", "", []string{"q"}, "qt", IntsAttr("perm", 1, 0, 2)),
+		n(op, "", []string{"qt", "c"}, "qs"),
+		n("Transpose", "", []string{"k"}, "kt", IntsAttr("perm", 1, 2, 0)),
+		n("MatMul", "", []string{"qs", "kt"}, "s"),
+		n("MatMulGradA", InternalDomain, []string{"ds", "qs", "kt"}, "dqs"),
+		n(op, "", []string{"dqs", "c"}, "dqt"),
+		n("MatMulGradB", InternalDomain, []string{"ds", "qs", "kt"}, "dkt"),
+	}
+	g.Outputs = []*ValueInfo{{Name: "s"}, {Name: "dqt"}, {Name: "dkt"}}
+	return g
+}
+
+// TestFuseAttentionViewsScaledQueries: queries divided (or multiplied) by a
+// power of two are read unscaled through their view and the factor is the
+// products' alpha: 1/4 on the scores and on the keys' gradient (which
+// scales with them), none on the queries' gradient product (for which they
+// only give a shape), whose Div by 4 becomes its alpha instead. The Div of
+// the queries is left unread. A divisor of 3 changes nothing but the
+// plain view fusion of the keys.
+func TestFuseAttentionViewsScaledQueries(t *testing.T) {
+	for _, c := range []struct {
+		op             string
+		c              float32
+		s, dq, dk      float32
+		readsQ, folded bool
+	}{
+		{"Div", 4, 0.25, 0.25, 0.25, true, true},
+		{"Mul", 0.5, 0.5, 0.5, 0.5, true, true},
+		{"Div", 3, 1, 1, 1, false, false},
+	} {
+		g := scaledQueriesGraph(c.c, c.op)
+		FuseAttentionViews(g)
+		RemoveDeadNodes(g)
+		byOut := map[string]*Node{}
+		ops := map[string]int{}
+		for _, nd := range g.Nodes {
+			byOut[nd.Outputs[0]] = nd
+			ops[nd.OpType]++
+		}
+		name := fmt.Sprintf("%s by %g", c.op, c.c)
+		for _, p := range []struct {
+			out   string
+			alpha float32
+			qAxes string // the attribute of q's view: q is the scores' A, the keys' gradient's A (input 1)
+		}{{"s", c.s, "axes0"}, {"dkt", c.dk, "axes1"}} {
+			nd := byOut[p.out]
+			require.NotNil(t, nd, "%s: %s", name, p.out)
+			assert.Equal(t, PermutedMatMul, nd.OpType, "%s: %s", name, p.out)
+			assert.Equal(t, p.alpha, nd.AttrFloat("alpha", 1), "%s: %s", name, p.out)
+			if c.readsQ {
+				assert.Equal(t, "q", nd.Inputs[map[string]int{"axes0": 0, "axes1": 1}[p.qAxes]], "%s: %s", name, p.out)
+				assert.Equal(t, []int64{1, 0, 2}, nd.AttrInts(p.qAxes, nil), "%s: %s reads q's view", name, p.out)
+			}
+		}
+		if c.folded {
+			dq := byOut["dqt"]
+			require.NotNil(t, dq, name)
+			assert.Equal(t, PermutedMatMul, dq.OpType, name)
+			assert.Equal(t, c.dq, dq.AttrFloat("alpha", 1), name)
+			assert.Zero(t, ops["Div"]+ops["Mul"], "%s: %v", name, ops)
+			assert.Zero(t, ops["Transpose"], "%s: q's Transpose read as a view: %v", name, ops)
+		} else {
+			assert.Equal(t, 2, ops["Div"], "%s: %v", name, ops)
+			assert.Equal(t, "qs", byOut["dqs"].Inputs[1], "%s: the scaled queries stay", name)
+		}
+	}
+}
+
+func TestPowerOfTwo(t *testing.T) {
+	for _, c := range []struct {
+		v    float32
+		want bool
+	}{{1, true}, {8, true}, {0.125, true}, {-4, true}, {3, false}, {0, false}, {float32(math.Inf(1)), false},
+		{float32(math.NaN()), false}, {math.Float32frombits(1 << 22), false}, {math.SmallestNonzeroFloat32, false}} {
+		assert.Equal(t, c.want, powerOfTwo(c.v), "%g", c.v)
+	}
 }

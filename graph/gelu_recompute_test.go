@@ -74,6 +74,48 @@ func TestDropSameShapeSumToShape(t *testing.T) {
 	assert.Equal(t, "SumToShape", g.Nodes[2].OpType)
 }
 
+// TestDropSameShapeSumToShapeDropsCopies: a Transpose (after a Reshape)
+// made only to give a SumToShape its shape goes with it, up the chain; one
+// that something else reads, or that is a graph output, stays.
+func TestDropSameShapeSumToShapeDropsCopies(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		extra      *Node
+		output     string
+		transposes int
+	}{
+		{"only the SumToShape reads it", nil, "", 0},
+		{"another reader", &Node{Name: "neg", OpType: "Neg", Inputs: []string{"xt"}, Outputs: []string{"neg"}}, "neg", 1},
+		{"a graph output", nil, "xt", 1},
+	} {
+		g := NewGraph("copies")
+		g.Inputs = []*ValueInfo{{Name: "g", Type: f32(3, 2, 4)}, {Name: "x", Type: f32(2, 12)}}
+		g.Initializers = map[string]*Tensor{"shape": FromInt64([]int64{2, 3, 4})}
+		g.ValueInfo["g"] = g.Inputs[0]
+		g.ValueInfo["xt"] = &ValueInfo{Name: "xt", Type: f32(3, 2, 4)}
+		g.Nodes = []*Node{
+			{Name: "r", OpType: "Reshape", Inputs: []string{"x", "shape"}, Outputs: []string{"xr"}},
+			{Name: "t", OpType: "Transpose", Inputs: []string{"xr"}, Outputs: []string{"xt"}, Attrs: map[string]*Attr{"perm": IntsAttr("perm", 1, 0, 2)}},
+			{Name: "sum", OpType: "SumToShape", Domain: InternalDomain, Inputs: []string{"g", "xt"}, Outputs: []string{"dx"}},
+		}
+		g.Outputs = []*ValueInfo{{Name: "dx"}}
+		if c.extra != nil {
+			g.Nodes = append(g.Nodes, c.extra)
+		}
+		if c.output != "" {
+			g.Outputs = append(g.Outputs, &ValueInfo{Name: c.output})
+		}
+		require.Equal(t, 1, DropSameShapeSumToShape(g), c.name)
+		ops := map[string]int{}
+		for _, nd := range g.Nodes {
+			ops[nd.OpType]++
+		}
+		assert.Equal(t, 1, ops["Identity"], "%s: %v", c.name, ops)
+		assert.Equal(t, c.transposes, ops["Transpose"], "%s: %v", c.name, ops)
+		assert.Equal(t, c.transposes, ops["Reshape"], "%s: the Reshape goes with the Transpose: %v", c.name, ops)
+	}
+}
+
 // TestRecomputeGeluErfOutput: a later reader of a Y-only GeluErf's output
 // (through a ratio-0 Dropout, or a Reshape view) reads a copy made right
 // before it; a reader after X's last reader does not (X would live

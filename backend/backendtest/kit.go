@@ -179,6 +179,7 @@ func Fusion(t *testing.T, name string) {
 		{"MLPGelu", k.fusedMLPGelu},
 		{"LayerNormGradAdd", k.fusedLayerNormGradAdd},
 		{"PermutedMatMulBias", k.fusedPermutedMatMulBias},
+		{"ScaledQueries", k.fusedScaledQueries},
 		{"BatchNormRelu", k.fusedBatchNormRelu},
 		{"BatchNormAddRelu", k.fusedBatchNormAddRelu},
 		{"MaxPoolArgmax", k.fusedMaxPoolArgmax},
