@@ -31,7 +31,12 @@ import (
 // matrix, or on a batch axis, Gemm without transA, Transpose, and Reshape
 // where the axis keeps its size
 // and the elements before it (the target's other entries are kept; the
-// axis's entry becomes the selection's length). A value that is a graph
+// axis's entry becomes the selection's length); and the chain Reshape to
+// rows → Gemm → Reshape back that nn.MultiheadAttention's out-projection
+// is when the batch comes second, whose selected rows are rows
+// [l·batch, (l+1)·batch) of the Gemm: the selection is made on the rows
+// before the first Reshape and the chain rebuilt on them (rowGemm). A
+// value that is a graph
 // output, is read by anything but selections of the same rows, or is made
 // by any other op stops the selection, which then stays where it is.
 //
@@ -436,12 +441,149 @@ func (ps *pushState) pushOne() bool {
 		}
 		plan, ok := ps.planFor(p, sel, outShape)
 		if !ok {
+			if ps.rowGemm(p, n, sel, outShape) {
+				return true
+			}
 			continue
 		}
 		ps.apply(p, n, plan)
 		return true
 	}
 	return false
+}
+
+// rowGemm moves a selection of leading rows through a linear layer applied
+// to rows that merge the selection's axis with the next ones, as PyTorch
+// exports nn.MultiheadAttention's out-projection (batch second): T [L, …]
+// → Reshape to (L·M, K) → Gemm → Reshape to [L, M, N], the selection on
+// axis 0 of the last. Row l of the result is rows [l·M, (l+1)·M) of the
+// Gemm, bounds that depend on M (the batch); so instead the rows of T are
+// selected and the chain is rebuilt on them, the Reshapes' targets [-1, K]
+// and [length, -1, N]. The old Gemm and first Reshape may be read by Shape
+// nodes besides the chain (the export's reshape targets): they are left
+// unread and dead-node removal drops them. It reports whether it moved
+// the selection.
+func (ps *pushState) rowGemm(p, s *Node, sel rowSel, outShape []Dim) bool {
+	if p.OpType != "Reshape" || sel.axis != 0 || len(outShape) != 3 || !outShape[0].Known || !outShape[2].Known ||
+		len(p.Inputs) != 2 {
+		return false
+	}
+	gm := ps.prod[p.Inputs[0]]
+	if gm == nil || !isPlain(gm) || gm.OpType != "Gemm" || gm.AttrInt("transA", 0) != 0 || len(gm.Outputs) != 1 ||
+		len(gm.Inputs) < 2 || gm.Inputs[0] == "" {
+		return false
+	}
+	// Reshapes keep the element count: the Gemm's R rows of N are L·M,
+	// and T (L·M·K elements, L leading) holds in T[l] the K-wide rows
+	// [l·M, (l+1)·M) of the Gemm's input, whatever M is.
+	gs, ok := ps.shapeOf(gm.Outputs[0])
+	if !ok || len(gs) != 2 || !sameDim(gs[1], outShape[2]) {
+		return false
+	}
+	r := ps.prod[gm.Inputs[0]]
+	if r == nil || !isPlain(r) || r.OpType != "Reshape" || len(r.Inputs) != 2 || len(r.Outputs) != 1 {
+		return false
+	}
+	as, ok1 := ps.shapeOf(gm.Inputs[0])
+	ts, ok2 := ps.shapeOf(r.Inputs[0])
+	if !ok1 || !ok2 || len(as) != 2 || !as[1].Known || len(ts) < 2 || !sameDim(ts[0], outShape[0]) {
+		return false
+	}
+	// Nothing but Shape nodes may read the Gemm's rows or its input's
+	// besides the chain; C must be the same for every row.
+	onlyShapes := func(v string, user *Node) bool {
+		if ps.outputs[v] {
+			return false
+		}
+		for _, rd := range ps.readers[v] {
+			if rd != user && !(isPlain(rd) && rd.OpType == "Shape") {
+				return false
+			}
+		}
+		return true
+	}
+	if !onlyShapes(gm.Outputs[0], p) || !onlyShapes(r.Outputs[0], gm) {
+		return false
+	}
+	if c := gm.Input(2); c != "" {
+		cs, ok := ps.shapeOf(c)
+		if !ok || len(cs) > 2 || (len(cs) == 2 && !(cs[0].Known && cs[0].Value == 1)) {
+			return false
+		}
+	}
+	_, length := sliceRange(sel.start, sel.end, 1, outShape[0].Value)
+	if length <= 0 {
+		return false
+	}
+	rows, a, y := ps.fresh(r.Inputs[0]), ps.fresh(gm.Inputs[0]), ps.fresh(gm.Outputs[0])
+	gin := slices.Clone(gm.Inputs)
+	gin[0] = a
+	nodes := []*Node{
+		ps.selectNode(r.Inputs[0], rows, rowSel{axis: 0, start: sel.start, end: sel.end}),
+		{Name: ps.fresh(r.Name), OpType: "Reshape", Inputs: []string{rows, ps.constName(a+"/shape", -1, as[1].Value)}, Outputs: []string{a}},
+		{Name: ps.fresh(gm.Name), OpType: "Gemm", Domain: gm.Domain, Attrs: gm.Attrs, Inputs: gin, Outputs: []string{y}},
+	}
+	// The last Reshape's target: [length, M, N], M taken from the old
+	// target where it is a Concat of one-element pieces (the export's:
+	// its M is the batch, so the shape stays symbolic), else -1. Its
+	// other pieces read the old Gemm's Shape, which must not stay live.
+	target := ps.constName(s.Outputs[0]+"/shape", length, -1, outShape[2].Value)
+	if c := ps.prod[p.Inputs[1]]; c != nil && isPlain(c) && c.OpType == "Concat" && c.AttrInt("axis", 0) == 0 && len(c.Inputs) == 3 {
+		if m, ok := ps.shapeOf(c.Inputs[1]); ok && len(m) == 1 && m[0].Known && m[0].Value == 1 {
+			target = ps.fresh(s.Outputs[0] + "/shape")
+			nodes = append(nodes, &Node{Name: ps.fresh(c.Name), OpType: "Concat", Outputs: []string{target},
+				Inputs: []string{ps.constName(target+"/length", length), c.Inputs[1], ps.constName(target+"/width", outShape[2].Value)},
+				Attrs:  map[string]*Attr{"axis": IntAttr("axis", 0)}})
+		}
+	}
+	// The last Reshape keeps its name (p goes), as apply's moved ops do.
+	nodes = append(nodes, &Node{Name: p.Name, OpType: "Reshape", Inputs: []string{y, target}, Outputs: []string{s.Outputs[0]}})
+	ps.typeNew(nodes...)
+	at := slices.Index(ps.g.Nodes, p)
+	ps.g.Nodes = slices.Replace(ps.g.Nodes, at, at+1, nodes...)
+	ps.g.Nodes = slices.DeleteFunc(ps.g.Nodes, func(n *Node) bool { return n == s })
+	ps.dropUnreadFrom(p.Inputs)
+	return true
+}
+
+// dropUnreadFrom removes the producers of names that nothing reads any
+// more (and no graph output or subgraph names), then those of their
+// inputs in turn: the old chain rowGemm replaced and the shape arithmetic
+// of its Reshape's target. Only ops that compute a value from their inputs
+// and nothing else go; anything else (a Dropout, which draws) stays.
+func (ps *pushState) dropUnreadFrom(names []string) {
+	ps.index()
+	drop := map[*Node]bool{}
+	work := slices.Clone(names)
+	for len(work) > 0 {
+		v := work[len(work)-1]
+		work = work[:len(work)-1]
+		n := ps.prod[v]
+		if v == "" || n == nil || drop[n] || !isPlain(n) || !pureOp[n.OpType] {
+			continue
+		}
+		read := false
+		for _, o := range n.Outputs {
+			for _, r := range ps.readers[o] {
+				read = read || !drop[r]
+			}
+			read = read || ps.outputs[o]
+		}
+		if read {
+			continue
+		}
+		drop[n] = true
+		work = append(work, n.Inputs...)
+	}
+	ps.g.Nodes = slices.DeleteFunc(ps.g.Nodes, func(n *Node) bool { return drop[n] })
+}
+
+// pureOp are the ops dropUnreadFrom may remove: their outputs are
+// functions of their inputs, with no state and no random draws.
+var pureOp = map[string]bool{
+	"Shape": true, "Gather": true, "Unsqueeze": true, "Squeeze": true, "Concat": true, "Reshape": true,
+	"Gemm": true, "MatMul": true, "Cast": true, "Constant": true, "Slice": true, "Transpose": true, "Identity": true,
+	"Add": true, "Sub": true, "Mul": true, "Div": true,
 }
 
 // inputPlan says what the moved op reads for one input: the input as it

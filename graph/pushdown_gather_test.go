@@ -225,3 +225,93 @@ func TestPushDownGatherMergesResidual(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "float32[batch,1,4]", types["out"].String(), "a one-element index keeps the axis")
 }
+
+// outProjGraph is nn.MultiheadAttention's out-projection as PyTorch
+// exports it with the batch second: t [5, batch·2, 3] → Reshape to
+// (5·batch, 6) → Gemm(w, bias) → Reshape to [5, batch, 4] (a target made
+// from the Shape of another input, x [batch], and the Gemm's Shape) →
+// Gather of row 0 on axis 0 (the class token). extra nodes are added after
+// the Gemm.
+func outProjGraph(extra ...*Node) *Graph {
+	g := NewGraph("outproj")
+	g.Inputs = []*ValueInfo{{Name: "t", Type: &Type{Kind: KindTensor, DType: Float32, HasShape: true,
+		Shape: []Dim{knownDim(5), {Param: "batch2"}, knownDim(3)}}}, {Name: "x", Type: &Type{Kind: KindTensor, DType: Float32, HasShape: true,
+		Shape: []Dim{{Param: "batch"}}}}}
+	g.Initializers = map[string]*Tensor{
+		"w": Zeros(Float32, 4, 6), "bias": Zeros(Float32, 4),
+		"flat": FromInt64([]int64{-1, 6}, 2), "l": FromInt64([]int64{5}, 1), "i1": FromInt64([]int64{1}),
+		"zero": FromInt64([]int64{0}), "zero1": FromInt64([]int64{0}, 1),
+	}
+	g.Initializers["zero"].Shape = nil
+	g.Initializers["i1"].Shape = nil
+	g.Nodes = []*Node{
+		{Name: "bshape", OpType: "Shape", Inputs: []string{"x"}, Outputs: []string{"b"}},
+		{Name: "r3", OpType: "Reshape", Inputs: []string{"t", "flat"}, Outputs: []string{"a"}},
+		{Name: "gemm", OpType: "Gemm", Inputs: []string{"a", "w", "bias"}, Outputs: []string{"y"},
+			Attrs: map[string]*Attr{"transB": IntAttr("transB", 1)}},
+		{Name: "shape", OpType: "Shape", Inputs: []string{"y"}, Outputs: []string{"ys"}},
+		{Name: "n", OpType: "Gather", Inputs: []string{"ys", "i1"}, Outputs: []string{"nn"}},
+		{Name: "un", OpType: "Unsqueeze", Inputs: []string{"nn", "zero1"}, Outputs: []string{"nv"}},
+		{Name: "target", OpType: "Concat", Inputs: []string{"l", "b", "nv"}, Outputs: []string{"tgt"},
+			Attrs: map[string]*Attr{"axis": IntAttr("axis", 0)}},
+		{Name: "r4", OpType: "Reshape", Inputs: []string{"y", "tgt"}, Outputs: []string{"z"}},
+	}
+	g.Nodes = append(g.Nodes, extra...)
+	g.Nodes = append(g.Nodes, &Node{Name: "cls", OpType: "Gather", Inputs: []string{"z", "zero"}, Outputs: []string{"out"},
+		Attrs: map[string]*Attr{"axis": IntAttr("axis", 0)}})
+	g.Outputs = []*ValueInfo{{Name: "out"}}
+	return g
+}
+
+// TestPushDownGatherThroughRowGemm: the class token's rows of the
+// out-projection are rows [0, batch) of its Gemm, so the selection is made
+// on t's row 0 instead and the Reshape → Gemm → Reshape chain is rebuilt on
+// it (targets [-1, 6] and [1, -1, 4]); the old chain and the Shape
+// arithmetic of its target go. With another reader of the Gemm's rows the
+// graph stays as it was.
+func TestPushDownGatherThroughRowGemm(t *testing.T) {
+	g := outProjGraph()
+	moved, err := PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Equal(t, 1, moved)
+	ops := map[string]int{}
+	for _, n := range g.Nodes {
+		ops[n.OpType]++
+	}
+	assert.Equal(t, map[string]int{"Gather": 1, "Reshape": 2, "Gemm": 1, "Squeeze": 1, "Concat": 1, "Shape": 1}, ops,
+		"the old chain and the Gemm's Shape are gone; the new target reads x's")
+	sq := producerOf(g, "out")
+	require.Equal(t, "Squeeze", sq.OpType)
+	r4 := producerOf(g, sq.Inputs[0])
+	require.Equal(t, "Reshape", r4.OpType)
+	assert.Equal(t, "r4", r4.Name)
+	tgt := producerOf(g, r4.Inputs[1])
+	require.Equal(t, "Concat", tgt.OpType)
+	assert.Equal(t, []int64{1}, g.Initializers[tgt.Inputs[0]].Int64s())
+	assert.Equal(t, "b", tgt.Inputs[1], "the batch entry of the old target")
+	assert.Equal(t, []int64{4}, g.Initializers[tgt.Inputs[2]].Int64s())
+	gm := producerOf(g, r4.Inputs[0])
+	require.Equal(t, "Gemm", gm.OpType)
+	assert.Equal(t, []string{"w", "bias"}, gm.Inputs[1:])
+	assert.Equal(t, int64(1), gm.AttrInt("transB", 0))
+	r3 := producerOf(g, gm.Inputs[0])
+	require.Equal(t, "Reshape", r3.OpType)
+	assert.Equal(t, []int64{-1, 6}, g.Initializers[r3.Inputs[1]].Int64s())
+	sel := producerOf(g, r3.Inputs[0])
+	require.Equal(t, "Gather", sel.OpType)
+	assert.Equal(t, "t", sel.Inputs[0])
+	assert.Equal(t, []int64{0}, g.Initializers[sel.Inputs[1]].Int64s())
+	assert.Equal(t, int64(0), sel.AttrInt("axis", -1))
+	types, err := InferShapes(g, 17, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "float32[batch,4]", types["out"].String())
+
+	// Another reader of the Gemm's rows: nothing moves.
+	g = outProjGraph(&Node{Name: "neg", OpType: "Neg", Inputs: []string{"y"}, Outputs: []string{"ny"}})
+	g.Outputs = append(g.Outputs, &ValueInfo{Name: "ny"})
+	n := len(g.Nodes)
+	moved, err = PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Zero(t, moved)
+	assert.Len(t, g.Nodes, n)
+}

@@ -32,6 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.models.resnet import BasicBlock, conv1x1
+from torchvision.models.vision_transformer import VisionTransformer
 
 OPSET = 17
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -195,6 +196,22 @@ class ViTTiny(nn.Module):
         x = self.blocks(x)
         x = self.norm(x)
         return self.head(x[:, 0])
+
+
+def vit_torchvision():
+    """torchvision's VisionTransformer at a small size: 8x8 patches of a
+    3x32x32 image, two blocks of width 32 with 2 heads (nn.MultiheadAttention,
+    batch second inside: its out-projection is a Gemm over (T*B, E) rows),
+    MLP 64, class-token head. torchvision zero-initialises the head and the
+    class token; both get small random values here so that every gradient
+    is non-zero."""
+    model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
+                              num_classes=10)
+    with torch.no_grad():
+        model.heads.head.weight.normal_(0, 0.2)
+        model.heads.head.bias.normal_(0, 0.2)
+        model.class_token.normal_(0, 0.02)
+    return model
 
 
 class FashionCNN(nn.Module):
@@ -443,6 +460,8 @@ MODELS = {
     "resnet18_small": dict(ctor=SmallResNet18, make_inputs=randn(2, 3, 64, 64), input_names=["input"],
                            output_names=["output"], batchnorm=True),
     "vit_tiny": dict(ctor=ViTTiny, make_inputs=randn(2, 3, 32, 32), input_names=["input"], output_names=["output"]),
+    "vit_tv": dict(ctor=vit_torchvision, make_inputs=randn(2, 3, 32, 32), input_names=["input"],
+                   output_names=["output"]),
     "fmnist_cnn": dict(ctor=FashionCNN, make_inputs=randn(4, 1, 28, 28), input_names=["input"],
                        output_names=["output"]),
     "convtranspose_resize": dict(ctor=ConvTransposeResize, make_inputs=randn(2, 3, 8, 8), input_names=["input"],

@@ -17,15 +17,23 @@ import (
 	"github.com/onnxtrain/onnxtrain/train"
 )
 
-// TestPushDownGatherGradients: vit_tiny's head reads the class token only,
-// so the pushdown-gather pass makes its last block compute one token of
-// 17. One training step with the pass and one without give the same loss
-// and gradients, and both match PyTorch's gradients
-// (models/vit_tiny_grad_golden.py); the step with the pass plans less
-// memory.
+// TestPushDownGatherGradients: the heads of vit_tiny (timm-style
+// attention) and vit_tv (torchvision's VisionTransformer, whose
+// nn.MultiheadAttention projects its output as a Gemm over (T·B, E) rows)
+// read the class token only, so the pushdown-gather pass makes their last
+// blocks compute one token of 17. One training step with the pass and one
+// without give the same loss and gradients, and both match PyTorch's
+// gradients (models/vit_tiny_grad_golden.py); the step with the pass
+// plans less memory.
 func TestPushDownGatherGradients(t *testing.T) {
-	dir := filepath.Join("..", "models", "vit_tiny")
-	m, err := importer.Load(filepath.Join(dir, "vit_tiny_train.onnx"))
+	for _, name := range []string{"vit_tiny", "vit_tv"} {
+		t.Run(name, func(t *testing.T) { pushDownGatherGradients(t, name) })
+	}
+}
+
+func pushDownGatherGradients(t *testing.T, name string) {
+	dir := filepath.Join("..", "models", name)
+	m, err := importer.Load(filepath.Join(dir, name+"_train.onnx"))
 	require.NoError(t, err)
 	batch, err := tensorio.ReadNPZ(filepath.Join(dir, "train_case.npz"))
 	require.NoError(t, err)
@@ -105,6 +113,7 @@ func TestPushDownGatherLeavesOtherFixtures(t *testing.T) {
 		{"cifar_resnet/cifar_resnet_train.onnx", false},
 		{"transformer_loss/transformer_loss_train.onnx", false},
 		{"vit_tiny/vit_tiny_train.onnx", true},
+		{"vit_tv/vit_tv_train.onnx", true},
 	} {
 		m, err := importer.Load(filepath.Join("..", "models", c.file))
 		require.NoError(t, err, c.file)
