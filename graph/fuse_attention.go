@@ -195,22 +195,38 @@ func (ix *attentionViews) scaleReader(name string) (*Node, float32) {
 	if m == nil || ix.readers[name] != 1+len(ix.likes[name]) {
 		return nil, 0
 	}
-	if m.OpType == "Div" {
-		c, ok := ix.scalarF32(m.Inputs[1])
-		if m.Inputs[1] == name || !ok || !powerOfTwo(c) || !powerOfTwo(1/c) {
-			return nil, 0
-		}
-		return m, 1 / c
-	}
-	other := m.Inputs[0]
-	if other == name {
-		other = m.Inputs[1]
-	}
-	c, ok := ix.scalarF32(other)
-	if other == name || !ok {
+	f, _, ok := ix.scaleOf(m, name)
+	if !ok {
 		return nil, 0
 	}
-	return m, c
+	return m, f
+}
+
+// scaleOf returns the factor a plain Div or Mul node n applies to its
+// operand x, a value that is not a constant, when the other operand is a
+// float32 scalar constant c: c for Mul (either order), 1/c for Div(x, c)
+// only where c is a power of two (otherwise 1/c would round), and whether
+// the factor is a power of two.
+func (ix *attentionViews) scaleOf(n *Node, x string) (factor float32, pow2, ok bool) {
+	if n == nil || !isPlain(n) || len(n.Inputs) != 2 || len(n.Outputs) != 1 || ix.consts[x] != nil {
+		return 0, false, false
+	}
+	switch {
+	case n.OpType == "Div" && n.Inputs[0] == x && n.Inputs[1] != x:
+		c, okc := ix.scalarF32(n.Inputs[1])
+		if !okc || !powerOfTwo(c) || !powerOfTwo(1/c) {
+			return 0, false, false
+		}
+		return 1 / c, true, true
+	case n.OpType == "Mul" && (n.Inputs[0] == x) != (n.Inputs[1] == x):
+		other := n.Inputs[0]
+		if other == x {
+			other = n.Inputs[1]
+		}
+		c, okc := ix.scalarF32(other)
+		return c, okc && powerOfTwo(c), okc
+	}
+	return 0, false, false
 }
 
 // scalarF32 returns the value of name when it is a float32 scalar
@@ -232,31 +248,20 @@ func powerOfTwo(c float32) bool {
 	return b&0x7fffff == 0 && e != 0 && e != 0xff
 }
 
-// pow2Scaled returns x and c when name is Div(x, c) or Mul(x, c) (either
-// order) for a float32 scalar constant whose factor on x (1/c or c) is a
-// power of two, and that factor: torch's scaled dot-product attention
-// divides the queries by √d before their product (8 for heads of 64), and
-// that scale can ride on the product's alpha instead, bit for bit, leaving
-// the queries' view to be read in place.
+// pow2Scaled returns x when name is Div(x, c) or Mul(x, c) (either order)
+// for a float32 scalar constant whose factor on x (1/c or c) is a power of
+// two, and that factor: torch's scaled dot-product attention divides the
+// queries by √d before their product (8 for heads of 64), and that scale
+// can ride on the product's alpha instead, bit for bit, leaving the
+// queries' view to be read in place.
 func (ix *attentionViews) pow2Scaled(name string) (x string, factor float32, ok bool) {
 	p := ix.producer[name]
-	if p == nil || !isPlain(p) || len(p.Inputs) != 2 || len(p.Outputs) != 1 {
+	if p == nil {
 		return "", 0, false
 	}
-	switch p.OpType {
-	case "Div":
-		c, okc := ix.scalarF32(p.Inputs[1])
-		if !okc || !powerOfTwo(c) || !powerOfTwo(1/c) || ix.consts[p.Inputs[0]] != nil {
-			return "", 0, false
-		}
-		return p.Inputs[0], 1 / c, true
-	case "Mul":
-		for i, in := range p.Inputs {
-			c, okc := ix.scalarF32(in)
-			other := p.Inputs[1-i]
-			if okc && powerOfTwo(c) && ix.consts[other] == nil {
-				return other, c, true
-			}
+	for _, in := range p.Inputs {
+		if f, pow2, okf := ix.scaleOf(p, in); okf && pow2 {
+			return in, f, true
 		}
 	}
 	return "", 0, false

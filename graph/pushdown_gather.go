@@ -459,10 +459,11 @@ func (ps *pushState) pushOne() bool {
 // axis 0 of the last. Row l of the result is rows [l·M, (l+1)·M) of the
 // Gemm, bounds that depend on M (the batch); so instead the rows of T are
 // selected and the chain is rebuilt on them, the Reshapes' targets [-1, K]
-// and [length, -1, N]. The old Gemm and first Reshape may be read by Shape
-// nodes besides the chain (the export's reshape targets): they are left
-// unread and dead-node removal drops them. It reports whether it moved
-// the selection.
+// and [length, M, N] (M as the old target read it, else -1). The old Gemm
+// and first Reshape may be read by Shape nodes besides the chain (the
+// export's reshape targets); once the old last Reshape is gone nothing
+// reads them, and they go with that shape arithmetic. It reports whether
+// it moved the selection.
 func (ps *pushState) rowGemm(p, s *Node, sel rowSel, outShape []Dim) bool {
 	if p.OpType != "Reshape" || sel.axis != 0 || len(outShape) != 3 || !outShape[0].Known || !outShape[2].Known ||
 		len(p.Inputs) != 2 {
@@ -542,44 +543,14 @@ func (ps *pushState) rowGemm(p, s *Node, sel rowSel, outShape []Dim) bool {
 	at := slices.Index(ps.g.Nodes, p)
 	ps.g.Nodes = slices.Replace(ps.g.Nodes, at, at+1, nodes...)
 	ps.g.Nodes = slices.DeleteFunc(ps.g.Nodes, func(n *Node) bool { return n == s })
-	ps.dropUnreadFrom(p.Inputs)
+	dropUnreadProducers(ps.g, p.Inputs, pureOp)
 	return true
 }
 
-// dropUnreadFrom removes the producers of names that nothing reads any
-// more (and no graph output or subgraph names), then those of their
-// inputs in turn: the old chain rowGemm replaced and the shape arithmetic
-// of its Reshape's target. Only ops that compute a value from their inputs
-// and nothing else go; anything else (a Dropout, which draws) stays.
-func (ps *pushState) dropUnreadFrom(names []string) {
-	ps.index()
-	drop := map[*Node]bool{}
-	work := slices.Clone(names)
-	for len(work) > 0 {
-		v := work[len(work)-1]
-		work = work[:len(work)-1]
-		n := ps.prod[v]
-		if v == "" || n == nil || drop[n] || !isPlain(n) || !pureOp[n.OpType] {
-			continue
-		}
-		read := false
-		for _, o := range n.Outputs {
-			for _, r := range ps.readers[o] {
-				read = read || !drop[r]
-			}
-			read = read || ps.outputs[o]
-		}
-		if read {
-			continue
-		}
-		drop[n] = true
-		work = append(work, n.Inputs...)
-	}
-	ps.g.Nodes = slices.DeleteFunc(ps.g.Nodes, func(n *Node) bool { return drop[n] })
-}
-
-// pureOp are the ops dropUnreadFrom may remove: their outputs are
-// functions of their inputs, with no state and no random draws.
+// pureOp are the ops rowGemm may remove once nothing reads them (the old
+// chain and the shape arithmetic of its Reshape's target): their outputs
+// are functions of their inputs, with no state and no random draws (a
+// Dropout, which draws, stays).
 var pureOp = map[string]bool{
 	"Shape": true, "Gather": true, "Unsqueeze": true, "Squeeze": true, "Concat": true, "Reshape": true,
 	"Gemm": true, "MatMul": true, "Cast": true, "Constant": true, "Slice": true, "Transpose": true, "Identity": true,

@@ -306,6 +306,17 @@ func TestPushDownGatherThroughRowGemm(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "float32[batch,4]", types["out"].String())
 
+	// A constant target [5, -1, 4]: the rebuilt one is [1, -1, 4].
+	g = outProjGraph()
+	g.Initializers["fixed"] = FromInt64([]int64{5, -1, 4}, 3)
+	producerOf(g, "z").Inputs[1] = "fixed"
+	moved, err = PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Equal(t, 1, moved)
+	r4 = producerOf(g, producerOf(g, "out").Inputs[0])
+	require.Equal(t, "Reshape", r4.OpType)
+	assert.Equal(t, []int64{1, -1, 4}, g.Initializers[r4.Inputs[1]].Int64s())
+
 	// Another reader of the Gemm's rows: nothing moves.
 	g = outProjGraph(&Node{Name: "neg", OpType: "Neg", Inputs: []string{"y"}, Outputs: []string{"ny"}})
 	g.Outputs = append(g.Outputs, &ValueInfo{Name: "ny"})

@@ -1,5 +1,7 @@
 package graph
 
+import "slices"
+
 // DropSameShapeSumToShape rewrites SumToShape(G, Like) into Identity(G)
 // where G and Like have one known shape: nothing is summed, and Like was
 // read only for its shape. Without the rewrite the memory plan keeps Like
@@ -26,55 +28,53 @@ func DropSameShapeSumToShape(g *Graph) int {
 		likes = append(likes, node.Inputs[1])
 		n++
 	}
-	if n > 0 {
-		dropUnreadCopies(g, likes)
-	}
+	dropUnreadProducers(g, likes, copyOps)
 	return n
 }
 
-// dropUnreadCopies removes the plain Transpose, Reshape and Identity nodes
-// that make one of names when nothing reads it (and it is no graph
-// output), then those that made their inputs, up each chain. They compute
-// nothing but a copy, so no other value changes.
-func dropUnreadCopies(g *Graph, names []string) {
-	reads := readCounts(g) // graph outputs count as readers
-	producer := map[string]int{}
-	for i, nd := range g.Nodes {
+// copyOps are the ops that compute nothing but a copy of their input:
+// DropSameShapeSumToShape drops them once they make a value nothing reads.
+var copyOps = map[string]bool{"Transpose": true, "Reshape": true, "Identity": true}
+
+// dropUnreadProducers removes the producer of each of names that nothing
+// reads any more (no node, graph output or subgraph) when it is a plain
+// node of one of ops, then does the same for that node's inputs, up each
+// chain. It returns the number of nodes removed.
+func dropUnreadProducers(g *Graph, names []string, ops map[string]bool) int {
+	reads := readCounts(g) // graph outputs and subgraph names count as readers
+	producer := map[string]*Node{}
+	for _, nd := range g.Nodes {
 		for _, o := range nd.Outputs {
 			if o != "" {
-				producer[o] = i
+				producer[o] = nd
 			}
 		}
 	}
-	drop := map[int]bool{}
-	for _, name := range names {
-		for reads[name] == 0 {
-			i, ok := producer[name]
-			if !ok || drop[i] {
-				break
+	drop := map[*Node]bool{}
+	work := slices.Clone(names)
+	for len(work) > 0 {
+		nd := producer[work[len(work)-1]]
+		work = work[:len(work)-1]
+		if nd == nil || drop[nd] || !isPlain(nd) || !ops[nd.OpType] {
+			continue
+		}
+		read := false
+		for _, o := range nd.Outputs {
+			read = read || (o != "" && reads[o] > 0)
+		}
+		if read {
+			continue
+		}
+		drop[nd] = true
+		for _, in := range nd.Inputs {
+			if in != "" {
+				reads[in]--
+				work = append(work, in)
 			}
-			nd := g.Nodes[i]
-			if !isPlain(nd) || len(nd.Outputs) != 1 || len(nd.Inputs) == 0 ||
-				(nd.OpType != "Transpose" && nd.OpType != "Reshape" && nd.OpType != "Identity") {
-				break
-			}
-			drop[i] = true
-			for _, in := range nd.Inputs {
-				if in != "" {
-					reads[in]--
-				}
-			}
-			name = nd.Inputs[0]
 		}
 	}
-	if len(drop) == 0 {
-		return
+	if len(drop) > 0 {
+		removeNodes(g, drop)
 	}
-	kept := make([]*Node, 0, len(g.Nodes)-len(drop))
-	for i, nd := range g.Nodes {
-		if !drop[i] {
-			kept = append(kept, nd)
-		}
-	}
-	g.Nodes = kept
+	return len(drop)
 }

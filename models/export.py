@@ -461,7 +461,7 @@ MODELS = {
                            output_names=["output"], batchnorm=True),
     "vit_tiny": dict(ctor=ViTTiny, make_inputs=randn(2, 3, 32, 32), input_names=["input"], output_names=["output"]),
     "vit_tv": dict(ctor=vit_torchvision, make_inputs=randn(2, 3, 32, 32), input_names=["input"],
-                   output_names=["output"]),
+                   output_names=["output"], modes=("train",)),
     "fmnist_cnn": dict(ctor=FashionCNN, make_inputs=randn(4, 1, 28, 28), input_names=["input"],
                        output_names=["output"]),
     "convtranspose_resize": dict(ctor=ConvTransposeResize, make_inputs=randn(2, 3, 8, 8), input_names=["input"],
