@@ -7,3 +7,8 @@ func AVX512() bool { return false }
 
 // storeFence orders non-temporal stores; without assembly there are none.
 func storeFence() {}
+
+// NextOperandsPrefetchHelps reports whether SgemmSerialNext's prefetch of
+// the next product's operands pays on this CPU: it is not measured off
+// amd64's assembly kernels, so no.
+func NextOperandsPrefetchHelps() bool { return false }

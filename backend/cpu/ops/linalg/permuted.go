@@ -166,13 +166,15 @@ func (p *permutedState) Chunk(lo, hi int) {
 }
 
 // prefetchNextProduct makes each product of a serial batch prefetch the
-// next one's operands while its last block computes (benchmarks switch it
-// on to compare). Off: on the AVX-512 Xeon the burst of prefetches (up to
-// 200 KiB of the next head in the last block's few tiles) held the line
-// fill buffers that the kernel's own loads and stores wait on, and every
-// attention product ran 2-8% slower with it (BenchmarkAttentionWallViT,
-// -cpu 1 and 2, CPU time against the 2048³ GEMM, 4 December 2026).
-var prefetchNextProduct = false
+// next one's operands while its last block computes, where the CPU gains
+// from it (gemm.NextOperandsPrefetchHelps: AMD's Zen 4, where attention's
+// heads ran 0-31% faster with it; not the AVX-512 Xeon, where the burst
+// of prefetches, up to 200 KiB of the next head in the last block's few
+// tiles, held the line fill buffers that the kernel's own loads and
+// stores wait on, and every attention product ran 2-8% slower:
+// BenchmarkAttentionWallViT, -cpu 1 and 2, CPU time against the 2048³
+// GEMM, 4 December 2026). Benchmarks switch it to compare.
+var prefetchNextProduct = gemm.NextOperandsPrefetchHelps()
 
 // offsets are where product idx's A, B and C start.
 func (p *permutedState) offsets(idx *[maxViewRank]int) (oa, ob, oc int) {
