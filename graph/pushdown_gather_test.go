@@ -326,3 +326,63 @@ func TestPushDownGatherThroughRowGemm(t *testing.T) {
 	assert.Zero(t, moved)
 	assert.Len(t, g.Nodes, n)
 }
+
+// attentionGraph is one head group of attention over T=5 tokens:
+// q, k, v [bh,5,4] → S = q·kᵀ → Softmax → P·v → Gather(index 0, axis
+// axis) → out, the class token's row (axis 1) or a column of the values
+// (axis 2).
+func attentionGraph(axis int64) *Graph {
+	g := NewGraph("attention")
+	f32 := func(dims ...Dim) *Type {
+		return &Type{Kind: KindTensor, DType: Float32, HasShape: true, Shape: dims}
+	}
+	bh := Dim{Param: "bh"}
+	for _, name := range []string{"q", "k", "v"} {
+		g.Inputs = append(g.Inputs, &ValueInfo{Name: name, Type: f32(bh, knownDim(5), knownDim(4))})
+	}
+	g.Initializers = map[string]*Tensor{"zero": FromInt64([]int64{0})}
+	g.Initializers["zero"].Shape = nil
+	g.Nodes = []*Node{
+		{Name: "kT", OpType: "Transpose", Inputs: []string{"k"}, Outputs: []string{"kt"}, Attrs: map[string]*Attr{"perm": IntsAttr("perm", 0, 2, 1)}},
+		{Name: "scores", OpType: "MatMul", Inputs: []string{"q", "kt"}, Outputs: []string{"s"}},
+		{Name: "softmax", OpType: "Softmax", Inputs: []string{"s"}, Outputs: []string{"p"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", -1)}},
+		{Name: "pv", OpType: "MatMul", Inputs: []string{"p", "v"}, Outputs: []string{"o"}},
+		{Name: "sel", OpType: "Gather", Inputs: []string{"o", "zero"}, Outputs: []string{"out"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", axis)}},
+	}
+	g.Outputs = []*ValueInfo{{Name: "out"}}
+	return g
+}
+
+// TestPushDownGatherThroughAttentionRows: the class token's row of P·V
+// is row 0 of P, of the scores and of q, so the selection ends on q and
+// both batched products and the Softmax work on one query row, keys and
+// values read whole. A column of P·V (a column of the batched v) stops
+// the selection where it is.
+func TestPushDownGatherThroughAttentionRows(t *testing.T) {
+	g := attentionGraph(1)
+	moved, err := PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Equal(t, 3, moved) // P·V, Softmax, the scores
+	pv := producerOf(g, producerOf(g, "out").Inputs[0])
+	require.Equal(t, "MatMul", pv.OpType)
+	assert.Equal(t, "v", pv.Inputs[1], "the values are read whole")
+	sm := producerOf(g, pv.Inputs[0])
+	require.Equal(t, "Softmax", sm.OpType)
+	sc := producerOf(g, sm.Inputs[0])
+	require.Equal(t, "MatMul", sc.OpType)
+	assert.Equal(t, "kt", sc.Inputs[1], "the keys are read whole")
+	sel := producerOf(g, sc.Inputs[0])
+	require.Equal(t, "Gather", sel.OpType)
+	assert.Equal(t, "q", sel.Inputs[0])
+	assert.Equal(t, int64(1), sel.AttrInt("axis", 0))
+	types, err := InferShapes(g, 17, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "float32[bh,1,5]", types[sc.Outputs[0]].String())
+	assert.Equal(t, "float32[bh,4]", types["out"].String())
+
+	g = attentionGraph(2)
+	moved, err = PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Zero(t, moved)
+	assert.Equal(t, "o", producerOf(g, "out").Inputs[0], "a column of a batched product stays a selection of its result")
+}
