@@ -38,6 +38,23 @@ func rowsGraph(extra ...*Node) *Graph {
 // producerOf returns the node that writes name.
 func producerOf(g *Graph, name string) *Node { return g.Producers()[name] }
 
+// upChain follows first inputs up from the producer of name, requiring
+// the producers' op types to be ops in order, and returns those nodes.
+func upChain(t *testing.T, g *Graph, name string, ops ...string) []*Node {
+	t.Helper()
+	var chain []*Node
+	for _, op := range ops {
+		n := producerOf(g, name)
+		require.NotNil(t, n, "nothing writes %s (want %s)", name, op)
+		require.Equal(t, op, n.OpType, "the producer of %s", name)
+		chain = append(chain, n)
+		if len(n.Inputs) > 0 {
+			name = n.Inputs[0]
+		}
+	}
+	return chain
+}
+
 // TestPushDownGatherMovesAboveRowOps: the class-token Gather becomes a
 // Gather of x's row 0 (index vector [0]: the axis stays) read by the
 // MatMul, the Add and the Relu work on that row, and a Squeeze gives the
@@ -47,19 +64,10 @@ func TestPushDownGatherMovesAboveRowOps(t *testing.T) {
 	moved, err := PushDownGather(g, 17)
 	require.NoError(t, err)
 	assert.Equal(t, 3, moved)
-	sq := producerOf(g, "out")
-	require.NotNil(t, sq)
-	assert.Equal(t, "Squeeze", sq.OpType)
-	relu := producerOf(g, sq.Inputs[0])
-	require.Equal(t, "Relu", relu.OpType)
-	add := producerOf(g, relu.Inputs[0])
-	require.Equal(t, "Add", add.OpType)
+	chain := upChain(t, g, "out", "Squeeze", "Relu", "Add", "MatMul", "Gather")
+	add, mm, sel := chain[2], chain[3], chain[4]
 	assert.Equal(t, "bias", add.Inputs[1], "the bias broadcasts along the rows: read whole")
-	mm := producerOf(g, add.Inputs[0])
-	require.Equal(t, "MatMul", mm.OpType)
 	assert.Equal(t, "w", mm.Inputs[1])
-	sel := producerOf(g, mm.Inputs[0])
-	require.Equal(t, "Gather", sel.OpType)
 	assert.Equal(t, "x", sel.Inputs[0])
 	assert.Equal(t, []int64{0}, g.Initializers[sel.Inputs[1]].Int64s())
 	assert.Equal(t, []int{1}, g.Initializers[sel.Inputs[1]].Shape)
@@ -363,16 +371,10 @@ func TestPushDownGatherThroughAttentionRows(t *testing.T) {
 	moved, err := PushDownGather(g, 17)
 	require.NoError(t, err)
 	assert.Equal(t, 3, moved) // P·V, Softmax, the scores
-	pv := producerOf(g, producerOf(g, "out").Inputs[0])
-	require.Equal(t, "MatMul", pv.OpType)
+	chain := upChain(t, g, "out", "Squeeze", "MatMul", "Softmax", "MatMul", "Gather")
+	pv, sc, sel := chain[1], chain[3], chain[4]
 	assert.Equal(t, "v", pv.Inputs[1], "the values are read whole")
-	sm := producerOf(g, pv.Inputs[0])
-	require.Equal(t, "Softmax", sm.OpType)
-	sc := producerOf(g, sm.Inputs[0])
-	require.Equal(t, "MatMul", sc.OpType)
 	assert.Equal(t, "kt", sc.Inputs[1], "the keys are read whole")
-	sel := producerOf(g, sc.Inputs[0])
-	require.Equal(t, "Gather", sel.OpType)
 	assert.Equal(t, "q", sel.Inputs[0])
 	assert.Equal(t, int64(1), sel.AttrInt("axis", 0))
 	types, err := InferShapes(g, 17, nil)
