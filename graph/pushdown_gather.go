@@ -687,11 +687,9 @@ func (ps *pushState) planMatMul(p *Node, sel rowSel, outShape []Dim, plan []inpu
 	if !ok1 || !ok2 || len(sa) < 2 || len(sb) < 2 || R != max(len(sa), len(sb)) {
 		return nil, false
 	}
-	if len(sb) > 2 && sel.axis == R-1 {
-		// Columns of a batched product: left whole.
-		return nil, false
-	}
-	if len(sb) > 2 && sel.axis < R-2 && sel.axis-(R-len(sb)) < 0 {
+	if len(sb) > 2 && (sel.axis == R-1 || sel.axis < R-2 && sel.axis-(R-len(sb)) < 0) {
+		// A batched product's columns, or a batch axis its B broadcasts
+		// along: no model needs them moved, so they stay where they are.
 		return nil, false
 	}
 	switch {
