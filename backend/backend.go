@@ -47,6 +47,13 @@ type CompileOptions struct {
 	// ShareState, when set, is an executable of the same backend whose
 	// state buffers this one uses (by name) and adds its own to.
 	ShareState Executable
+	// Repeated says the executable will run many times (a training
+	// step): a backend may then set up for its steady state at the end of
+	// the first run rather than on the second (the CPU allocates and
+	// faults in its memory plan's storage then), so that the second run
+	// is as fast as the later ones. Without it, an executable run once
+	// never pays for that storage.
+	Repeated bool
 	// Tuning chooses between equivalent computations (options.go).
 	Tuning
 }

@@ -280,7 +280,7 @@ func (p *Program) compileTraining(m *graph.Model, g *graph.Graph, outName string
 	if p.evalExe != nil {
 		share = p.evalExe
 	}
-	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: b.state, ShareState: share, PrimitivesOnly: p.cfg.PrimitivesOnly, Tuning: p.cfg.Tuning})
+	p.trainExe, err = p.be.Compile(tm, backend.CompileOptions{Seed: p.cfg.Seed, State: b.state, ShareState: share, PrimitivesOnly: p.cfg.PrimitivesOnly, Tuning: p.cfg.Tuning, Repeated: true})
 	if err != nil {
 		return fmt.Errorf("train: compiling the training step: %w", err)
 	}

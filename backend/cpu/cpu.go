@@ -76,6 +76,7 @@ func (b *Backend) Compile(m *graph.Model, opts backend.CompileOptions) (backend.
 	}
 	e.main = p
 	e.noMemPlan.Store(opts.NoMemoryPlan)
+	e.eagerArena.Store(opts.Repeated)
 	e.declared = make(map[string]*graph.ValueInfo, len(p.g.Inputs))
 	for _, in := range p.g.Inputs {
 		e.declared[in.Name] = in
@@ -205,6 +206,9 @@ type Executable struct {
 	// noMemPlan turns the memory plan off (SetMemoryPlan); copyOutputs
 	// copies outputs out of the arena (SetCopyOutputs).
 	noMemPlan, copyOutputs atomic.Bool
+	// eagerArena: the next plan to finish recording allocates its arena
+	// at once (set for Repeated executables, cleared by the first).
+	eagerArena atomic.Bool
 
 	// state.go: the state buffers (shared with other executables), which
 	// inputs are state, which output updates which state; feedMap is
@@ -247,7 +251,7 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 		p := e.main
 		if p.mem == nil {
 			p.shapes = graph.InputShapes(inputs)
-			p.mem = &memState{}
+			p.mem = &memState{eager: &e.eagerArena}
 		}
 		e.mu.Unlock()
 		if sameShapes(p.shapes, inputs) {
@@ -281,7 +285,7 @@ func (e *Executable) planFor(inputs map[string]*graph.Tensor) (*plan, error) {
 		return e.generalPlan(), nil
 	}
 	p.shapes = shapes
-	p.mem = &memState{}
+	p.mem = &memState{eager: &e.eagerArena}
 	e.mu.Lock()
 	if e.specialised == nil || len(e.specialised) >= maxSpecialised {
 		e.specialised = map[string]*plan{}

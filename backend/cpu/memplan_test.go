@@ -544,3 +544,57 @@ func TestRecordingRunHoldsLiveSet(t *testing.T) {
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// arenaStorage reports, for the plan of the latest run, how many of its
+// arenas hold their storage.
+func arenaStorage(exe *Executable) (served, arenas int) {
+	p := exe.last.Load()
+	p.mem.mu.Lock()
+	defer p.mem.mu.Unlock()
+	for _, a := range p.mem.free {
+		if a.plan != nil {
+			served++
+		}
+	}
+	return served, p.mem.arenas
+}
+
+// TestRepeatedServesTheArenaAfterTheFirstRun: a Repeated executable's
+// recording run ends with its arena's storage allocated, so the second
+// run does not fault it in; without Repeated the storage comes on the
+// second run. A plan recorded later (other input shapes) is lazy either
+// way, and the results are the same.
+func TestRepeatedServesTheArenaAfterTheFirstRun(t *testing.T) {
+	ctx := context.Background()
+	for _, repeated := range []bool{false, true} {
+		t.Run(fmt.Sprint("repeated=", repeated), func(t *testing.T) {
+			m := chainModel("AddOne", 8, 100)
+			m.Graph.Inputs[0].Type.Shape = []graph.Dim{{Param: "n"}} // any length: a plan per length
+			be, err := (&Backend{}).Compile(m, backend.CompileOptions{Repeated: repeated})
+			require.NoError(t, err)
+			exe := be.(*Executable)
+			run := func(size int) {
+				out, err := exe.Run(ctx, map[string]*graph.Tensor{"x": ramp(size, 0)})
+				require.NoError(t, err)
+				require.Equal(t, float32(8+size-1), out["y"].Float32s()[size-1])
+			}
+			run(100)
+			served, arenas := arenaStorage(exe)
+			assert.Equal(t, 1, arenas)
+			want := 0
+			if repeated {
+				want = 1
+			}
+			assert.Equal(t, want, served, "arenas with storage after the recording run")
+			run(100)
+			served, _ = arenaStorage(exe)
+			assert.Equal(t, 1, served, "after the second run")
+			assert.True(t, exe.MemoryStats().Planned)
+
+			run(50) // another shape: records a second plan
+			served, arenas = arenaStorage(exe)
+			assert.Equal(t, 1, arenas)
+			assert.Zero(t, served, "a later plan stays lazy")
+		})
+	}
+}
