@@ -42,14 +42,7 @@ var copyOps = map[string]bool{"Transpose": true, "Reshape": true, "Identity": tr
 // chain. It returns the number of nodes removed.
 func dropUnreadProducers(g *Graph, names []string, ops map[string]bool) int {
 	reads := readCounts(g) // graph outputs and subgraph names count as readers
-	producer := map[string]*Node{}
-	for _, nd := range g.Nodes {
-		for _, o := range nd.Outputs {
-			if o != "" {
-				producer[o] = nd
-			}
-		}
-	}
+	producer := g.Producers()
 	drop := map[*Node]bool{}
 	work := slices.Clone(names)
 	for len(work) > 0 {

@@ -144,7 +144,7 @@ func BuildStage(plan *Plan, s int, cfg StageConfig) (*StageProgram, error) {
 	fail := func(err error) (*StageProgram, error) {
 		return nil, fmt.Errorf("pipeline: stage %d: %w", s, err)
 	}
-	built, err := compilePhases(be, m, g, sg.phases, sg.phaseOuts, sg.sumState, backend.CompileOptions{Seed: cfg.Seed + int64(s)*7919, Tuning: cfg.Tuning})
+	built, err := compilePhases(be, m, g, sg.phases, sg.phaseOuts, sg.sumState, backend.CompileOptions{Seed: cfg.Seed + int64(s)*7919, Tuning: cfg.Tuning, Repeated: true})
 	if err != nil {
 		return fail(err)
 	}

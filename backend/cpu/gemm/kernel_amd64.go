@@ -167,11 +167,24 @@ func storeFence()
 // cpuid is the CPUID instruction (kernel_amd64.s).
 func cpuid(leaf, sub uint32) (a, b, c, d uint32)
 
-// amdCPU reports whether CPUID's vendor string is "AuthenticAMD".
-func amdCPU() bool {
+// cpuVendor is CPUID's vendor string ("AuthenticAMD", "GenuineIntel", ...).
+func cpuVendor() string {
 	_, b, c, d := cpuid(0, 0)
-	return b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163 // "Auth" "enti" "cAMD"
+	return vendorString(b, c, d)
 }
+
+// vendorString is the vendor string CPUID leaf 0 spells in EBX, EDX and
+// ECX, four little-endian bytes each.
+func vendorString(b, c, d uint32) string {
+	var s [12]byte
+	for i, r := range [3]uint32{b, d, c} {
+		s[4*i], s[4*i+1], s[4*i+2], s[4*i+3] = byte(r), byte(r>>8), byte(r>>16), byte(r>>24)
+	}
+	return string(s[:])
+}
+
+// amdCPU reports whether the CPU's vendor is AMD.
+func amdCPU() bool { return cpuVendor() == "AuthenticAMD" }
 
 // NextOperandsPrefetchHelps reports whether SgemmSerialNext's prefetch of
 // the next product's operands pays on this CPU, for callers that choose
