@@ -147,19 +147,24 @@ type blockTask struct {
 	cols   bool
 	pieces int
 	bounds [maxSplit + 1]int
+	shares [maxSplit]tailShare
 }
 
 var blockTaskPool = keepPool{New: func() any { return new(blockTask) }}
 
-// Chunk runs pieces [lo, hi).
+// Chunk runs pieces [lo, hi), then helps the others finish (stealTails).
 func (t *blockTask) Chunk(lo, hi int) {
 	for w := lo; w < hi; w++ {
+		sh := &t.shares[w]
+		sh.start()
 		if t.cols {
-			t.p.blocked(t.mk, 0, t.p.m, t.bounds[w], t.bounds[w+1])
+			t.p.blockedShare(t.mk, 0, t.p.m, t.bounds[w], t.bounds[w+1], sh)
 		} else {
-			t.p.blocked(t.mk, t.bounds[w], t.bounds[w+1], 0, t.p.n)
+			t.p.blockedShare(t.mk, t.bounds[w], t.bounds[w+1], 0, t.p.n, sh)
 		}
+		sh.finish()
 	}
+	stealTails(t.shares[:t.pieces], lo, hi)
 }
 
 // splitBlocks computes C in workers pieces of whole tiles, over the
@@ -172,6 +177,9 @@ func (p *problem) splitBlocks(mk microKernel, cols bool, workers int) {
 		size, unit = p.n, mk.nr
 	}
 	t.pieces = splitRangeInto(t.bounds[:], size, unit, min(workers, maxSplit))
+	for w := range t.shares[:t.pieces] {
+		t.shares[w].state.Store(shareIdle)
+	}
 	kern.RunTask("gemm", t.pieces, t.pieces, t)
 	t.p = problem{} // drop the operands
 	blockTaskPool.Put(t)
@@ -192,6 +200,9 @@ func (p *problem) splitK(mk microKernel, workers int) {
 	}
 	t.parts = parts
 	t.sum = false
+	for w := range t.shares[:parts] {
+		t.shares[w].state.Store(shareIdle)
+	}
 	parallelFor(parts, t)
 	t.rowParts = splitRangeInto(t.rows[:], p.m, 1, parts)
 	t.sum = true
@@ -218,6 +229,7 @@ type kSplitTask struct {
 	bounds   [maxSplit + 1]int
 	rows     [maxSplit + 1]int
 	held     [maxSplit]*[]float32
+	shares   [maxSplit]tailShare
 }
 
 var kSplitTaskPool = keepPool{New: func() any { return new(kSplitTask) }}
@@ -231,7 +243,11 @@ func (t *kSplitTask) at(w int) {
 		if w > 0 {
 			sub.c, sub.ldc, sub.beta, sub.cRow = *t.held[w], p.n, 0, nil
 		}
-		sub.blocked(t.mk, 0, p.m, 0, p.n)
+		sh := &t.shares[w]
+		sh.start()
+		sub.blockedShare(t.mk, 0, p.m, 0, p.n, sh)
+		sh.finish()
+		stealTails(t.shares[:t.parts], w, w+1)
 		return
 	}
 	for i := t.rows[w]; i < t.rows[w+1]; i++ {
@@ -339,6 +355,16 @@ func blockSize(size, max, unit int) int {
 // blocked computes rows [i0, i1) and columns [j0, j1) of C with packed
 // panels and the micro-kernel mk, applying beta on the first k block.
 func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
+	p.blockedShare(mk, i0, i1, j0, j1, nil)
+}
+
+// blockedShare is blocked for one piece of a split product. With sh not
+// nil, the piece's last k block of its last column block is shared
+// (tailShare): its rows are claimed in small units, by this goroutine and
+// by the goroutines of the other pieces that have finished their own
+// (stealTails), so that the pieces end together even when one core runs
+// slower than the other.
+func (p *problem) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *tailShare) {
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	kc := blockSize(p.k, mk.kc, 1)
@@ -354,30 +380,17 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 			}
 			buf.b = grow(buf.b, nstrips*mk.nr*kcur)
 			p.packB(buf.b, pc, kcur, jc, ncur, mk.nr)
+			if sh != nil && pc+kc >= p.k && jc+mk.nc >= j1 {
+				sh.open(p, mk, buf.b, i0, i1, jc, ncur, pc, kcur, tailUnit(mk, mc), beta)
+				if tailOpenHook != nil {
+					tailOpenHook()
+				}
+				sh.work(buf)
+				sh.close()
+				continue
+			}
 			for ic := i0; ic < i1; ic += mc {
 				mcur := min(mc, i1-ic)
-				mstrips := (mcur + mk.mr - 1) / mk.mr
-				if pc == 0 && p.cRow != nil && beta != 0 {
-					fillRows(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur, p.cRow)
-				}
-				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
-				// A's full strips read in place: by the pair kernel
-				// when every column step is a pair, and at most two of
-				// them (a transposed A, read in place with rs = 1 and
-				// ks = lda, ran 2-5% slower than packed: a k step's six
-				// values use 24 bytes of each line it loads); by the
-				// single-strip kernel when few B strips use this A
-				// block. Only the last, partial strip is packed.
-				pairA := mk.pairA != nil && !p.transA && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0
-				var arows []float32
-				if pairA || !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
-					arows = p.a[ic*p.lda+pc:]
-					if full := mcur / mk.mr * mk.mr; full < mcur {
-						p.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
-					}
-				} else {
-					p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
-				}
 				// While this block computes, fetch what the next
 				// packing steps read: the next A block, or after the
 				// last one the next k slice of B and the first A block
@@ -401,16 +414,45 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 						}
 					}
 				}
-				if pairA {
-					macroKernelA(mk, mcur, ncur, kcur, buf.a, arows, p.lda, 1, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
-				} else {
-					macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, buf.b, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
-				}
-				if p.ep.active() && pc+kcur >= p.k {
-					p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur) // the block is final
-				}
+				p.rowBlock(mk, buf, buf.b, ic, mcur, jc, ncur, pc, kcur, beta, next)
 			}
 		}
+	}
+}
+
+// rowBlock computes rows [ic, ic+mcur) and columns [jc, jc+ncur) of C
+// for the k block [pc, pc+kcur) from B packed in bp, packing A into buf
+// (or reading its full strips in place), and applies the epilogue when
+// the k block is the last; next is prefetched while it computes.
+func (p *problem) rowBlock(mk microKernel, buf *buffers, bp []float32, ic, mcur, jc, ncur, pc, kcur int, beta float32, next [2]region) {
+	mstrips := (mcur + mk.mr - 1) / mk.mr
+	if pc == 0 && p.cRow != nil && beta != 0 {
+		fillRows(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur, p.cRow)
+	}
+	buf.a = grow(buf.a, mstrips*mk.mr*kcur)
+	// A's full strips read in place: by the pair kernel when every
+	// column step is a pair, and at most two of them (a transposed A,
+	// read in place with rs = 1 and ks = lda, ran 2-5% slower than
+	// packed: a k step's six values use 24 bytes of each line it
+	// loads); by the single-strip kernel when few B strips use this A
+	// block. Only the last, partial strip is packed.
+	pairA := mk.pairA != nil && !p.transA && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0
+	var arows []float32
+	if pairA || !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
+		arows = p.a[ic*p.lda+pc:]
+		if full := mcur / mk.mr * mk.mr; full < mcur {
+			p.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
+		}
+	} else {
+		p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
+	}
+	if pairA {
+		macroKernelA(mk, mcur, ncur, kcur, buf.a, arows, p.lda, 1, bp, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+	} else {
+		macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, bp, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+	}
+	if p.ep.active() && pc+kcur >= p.k {
+		p.ep.apply(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur) // the block is final
 	}
 }
 

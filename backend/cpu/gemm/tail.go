@@ -1,0 +1,163 @@
+package gemm
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// The shared tail of a split product.
+//
+// A product split over the cores (splitBlocks, splitK) gives each core an
+// equal piece, and the call lasts as long as its slowest piece. On a
+// 2-vCPU guest the two cores do not run equal work at equal speed: in a
+// ViT-B/16 training step the pieces of a split product ended on average
+// 0.2-0.8 ms apart (about 4% of each product), one core or the other
+// later at random, so that one core idled for ~70 ms of every 2 s step.
+// Smaller static pieces would not help (each piece packs its own A or B
+// panel, and the lag is not known in advance), so each piece instead
+// shares its last k block: the rows of that block are claimed in units of
+// a few micro-kernel strips from one counter, by the piece's own
+// goroutine and by any other piece's goroutine that has run out of work.
+// The packed B panel of the block is the owner's; a thief packs its own
+// A rows. Each tile of C is computed by the same kernel calls from the
+// same packed values whoever claims it, so the result is bit for bit the
+// unshared one.
+
+// Share states.
+const (
+	shareIdle    = iota // not started (or a previous call's)
+	shareRunning        // its owner runs the blocks before the tail
+	shareOpen           // the tail's rows are being claimed
+	shareDone           // nothing left to claim
+)
+
+// tailShare is one piece's last k block, open to other goroutines.
+type tailShare struct {
+	state atomic.Int32
+	// next is the first row not yet claimed.
+	next atomic.Int64
+	// active counts the other goroutines inside work: the owner waits
+	// for none before it releases the packed panel.
+	active atomic.Int32
+	// Set by the owner before the share opens.
+	p                       problem
+	mk                      microKernel
+	bp                      []float32
+	end, jc, ncur, pc, kcur int
+	unit                    int
+	beta                    float32
+}
+
+// tailSteals counts the units computed by a goroutine other than their
+// piece's owner (tests check that stealing happens).
+var tailSteals atomic.Int64
+
+// tailOpenHook, when set (by tests), is called by each piece's owner
+// once its tail is open, before it claims a unit.
+var tailOpenHook func()
+
+// tailUnit is the rows of a claim: a quarter of the block height mc, in
+// whole strips. The claims re-read the owner's packed B panel from L2/L3
+// once per unit, which at a few strips per unit is a small fraction of
+// the unit's arithmetic.
+func tailUnit(mk microKernel, mc int) int {
+	return max(mk.mr, (mc/4+mk.mr-1)/mk.mr*mk.mr)
+}
+
+// start marks the share running (its owner's goroutine holds it).
+func (sh *tailShare) start() {
+	sh.active.Store(0)
+	sh.state.Store(shareRunning)
+}
+
+// open publishes the tail: rows [i0, i1) of columns [jc, jc+ncur) of C in
+// the k block [pc, pc+kcur), with B packed in bp.
+func (sh *tailShare) open(p *problem, mk microKernel, bp []float32, i0, i1, jc, ncur, pc, kcur, unit int, beta float32) {
+	sh.p, sh.mk, sh.bp = *p, mk, bp
+	sh.end, sh.jc, sh.ncur, sh.pc, sh.kcur, sh.unit, sh.beta = i1, jc, ncur, pc, kcur, unit, beta
+	sh.next.Store(int64(i0))
+	sh.state.Store(shareOpen)
+}
+
+// work claims and computes units until none are left, packing A into buf.
+func (sh *tailShare) work(buf *buffers) int {
+	p, mk, u := &sh.p, sh.mk, sh.unit
+	done := 0
+	for {
+		ic := int(sh.next.Add(int64(u))) - u
+		if ic >= sh.end {
+			return done
+		}
+		mcur := min(u, sh.end-ic)
+		var next [2]region
+		if ic+u < sh.end {
+			next[0] = p.aRegion(ic+u, min(u, sh.end-ic-u), sh.pc, sh.kcur)
+		}
+		p.rowBlock(mk, buf, sh.bp, ic, mcur, sh.jc, sh.ncur, sh.pc, sh.kcur, sh.beta, next)
+		done++
+	}
+}
+
+// close ends the share: once no other goroutine is inside work, the
+// owner may release the panel and the problem.
+func (sh *tailShare) close() {
+	sh.state.Store(shareDone)
+	for i := 0; sh.active.Load() > 0; i++ {
+		if i&63 == 63 {
+			runtime.Gosched()
+		}
+	}
+	sh.p, sh.bp = problem{}, nil // drop the operands
+}
+
+// finish marks a share done whose piece never opened it (an empty piece).
+func (sh *tailShare) finish() {
+	if sh.state.Load() == shareRunning {
+		sh.state.Store(shareDone)
+	}
+}
+
+// stealTails helps the other pieces of a split product once this
+// goroutine's pieces [lo, hi) are done: a piece still running is waited
+// for (this core has nothing else to do) until it opens its tail, and an
+// open tail's units are claimed as its owner claims them. A piece not
+// started is left alone: the caller of the split runs it once its own
+// chunk ends, or another goroutine does.
+func stealTails(shares []tailShare, lo, hi int) {
+	var buf *buffers
+	for w := range shares {
+		if w >= lo && w < hi {
+			continue
+		}
+		sh := &shares[w]
+		for i := 0; ; i++ {
+			s := sh.state.Load()
+			if s == shareRunning {
+				if i&63 == 63 {
+					runtime.Gosched()
+				}
+				continue
+			}
+			if s == shareOpen {
+				// Counted before the state is read again: the owner
+				// marks the share done before it reads active, so
+				// either it waits for this goroutine or this
+				// goroutine sees it done and leaves the panel alone.
+				sh.active.Add(1)
+				if sh.state.Load() == shareOpen {
+					if buf == nil {
+						buf = bufferPool.Get().(*buffers)
+					}
+					if n := sh.work(buf); n > 0 {
+						tailSteals.Add(int64(n))
+					}
+				}
+				sh.active.Add(-1)
+			}
+			break
+		}
+	}
+	if buf != nil {
+		bufferPool.Put(buf)
+	}
+}
