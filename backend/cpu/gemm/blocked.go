@@ -247,7 +247,6 @@ func (t *kSplitTask) at(w int) {
 		sh.start()
 		sub.blockedShare(t.mk, 0, p.m, 0, p.n, sh)
 		sh.finish()
-		stealTails(t.shares[:t.parts], w, w+1)
 		return
 	}
 	for i := t.rows[w]; i < t.rows[w+1]; i++ {
@@ -260,6 +259,14 @@ func (t *kSplitTask) at(w int) {
 		}
 	}
 	p.ep.apply(p.c, p.ldc, t.rows[w], t.rows[w+1], 0, p.n)
+}
+
+// helpTails shares the tails of the partial products still running once
+// a goroutine has claimed its last slice (forTask, tailShare).
+func (t *kSplitTask) helpTails() {
+	if !t.sum {
+		stealTails(t.shares[:t.parts], 0, 0)
+	}
 }
 
 // kSlice returns the sub-problem over shared-dimension indices [k0, k1).
@@ -334,11 +341,19 @@ func (t *forTask) Chunk(lo, hi int) {
 	for {
 		i := t.next.Add(1) - 1
 		if i >= t.count {
-			return
+			break
 		}
 		t.fn.at(int(i))
 	}
+	if h, ok := t.fn.(tailHelper); ok {
+		h.helpTails()
+	}
 }
+
+// tailHelper is an indexed task whose pieces share their tails
+// (tailShare): a goroutine with no piece left to claim helps the others
+// finish theirs.
+type tailHelper interface{ helpTails() }
 
 // blockSize splits size into the fewest blocks of at most max elements and
 // returns the block length that makes them even, rounded up to a multiple

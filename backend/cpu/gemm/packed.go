@@ -1,8 +1,6 @@
 package gemm
 
 import (
-	"sync"
-
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
@@ -80,14 +78,6 @@ type BPacker interface {
 // strip heights of PackA's and the strip widths of PackB's layouts.
 func KernelShape() (mr, nr int) { return kernel.mr, kernel.nr }
 
-// packedBuffers are one worker's panels for PackedProduct.
-type packedBuffers struct {
-	a, b []float32
-	tile [16 * 16]float32
-}
-
-var packedPool = sync.Pool{New: func() any { return new(packedBuffers) }}
-
 // Run computes the product.
 func (pp *PackedProduct) Run() {
 	if pp.M <= 0 || pp.N <= 0 {
@@ -164,6 +154,7 @@ type packedTask struct {
 	bounds [maxSplit + 1]int
 	rows   [maxSplit + 1]int
 	held   [maxSplit]*[]float32
+	shares [maxSplit]tailShare
 }
 
 const (
@@ -195,6 +186,10 @@ func (pp *PackedProduct) split(mk microKernel, cols bool, parts int) {
 		size, unit = pp.N, mk.nr
 	}
 	n := splitRangeInto(t.bounds[:], size, unit, min(parts, maxSplit))
+	t.parts = n
+	for w := range t.shares[:n] {
+		t.shares[w].state.Store(shareIdle)
+	}
 	parallelFor(n, t)
 	putPackedTask(t)
 }
@@ -204,17 +199,23 @@ func (t *packedTask) at(w int) {
 	pp := &t.pp
 	switch t.phase {
 	case splitPieces:
+		sh := &t.shares[w]
+		sh.start()
 		if t.cols {
-			pp.blocked(t.mk, 0, pp.M, t.bounds[w], t.bounds[w+1])
+			pp.blockedShare(t.mk, 0, pp.M, t.bounds[w], t.bounds[w+1], sh)
 		} else {
-			pp.blocked(t.mk, t.bounds[w], t.bounds[w+1], 0, pp.N)
+			pp.blockedShare(t.mk, t.bounds[w], t.bounds[w+1], 0, pp.N, sh)
 		}
+		sh.finish()
 	case splitPartials:
 		sub := pp.kSlice(t.bounds[w], t.bounds[w+1])
 		if w > 0 {
 			sub.C, sub.LDC, sub.ColBlock, sub.ColStride, sub.Beta = *t.held[w], pp.N, 0, 0, 0
 		}
-		sub.blocked(t.mk, 0, pp.M, 0, pp.N)
+		sh := &t.shares[w]
+		sh.start()
+		sub.blockedShare(t.mk, 0, pp.M, 0, pp.N, sh)
+		sh.finish()
 	case splitSum:
 		for i := t.rows[w]; i < t.rows[w+1]; i++ {
 			for j := 0; j < pp.N; {
@@ -233,6 +234,14 @@ func (t *packedTask) at(w int) {
 	}
 }
 
+// helpTails shares the tails of the pieces still running once a
+// goroutine has claimed its last piece (forTask, tailShare).
+func (t *packedTask) helpTails() {
+	if t.phase != splitSum {
+		stealTails(t.shares[:t.parts], 0, 0)
+	}
+}
+
 // splitK cuts the shared dimension into one slice per worker, at
 // multiples of the kernel's k block. Worker 0 applies Beta and stores
 // into C; the others compute their slices into private plain M×N
@@ -246,6 +255,9 @@ func (pp *PackedProduct) splitK(mk microKernel, workers int) {
 	for w := 1; w < parts; w++ {
 		t.held[w] = partialPool.Get().(*[]float32)
 		*t.held[w] = grow(*t.held[w], pp.M*pp.N)
+	}
+	for w := range t.shares[:parts] {
+		t.shares[w].state.Store(shareIdle)
 	}
 	parallelFor(parts, t)
 	t.phase = splitSum
@@ -318,8 +330,16 @@ func (pp *PackedProduct) blockRows(plain []float32, toC bool) {
 
 // blocked computes rows [i0, i1) and columns [j0, j1) of C.
 func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
-	buf := packedPool.Get().(*packedBuffers)
-	defer packedPool.Put(buf)
+	pp.blockedShare(mk, i0, i1, j0, j1, nil)
+}
+
+// blockedShare is blocked for one piece of a split product: with sh not
+// nil, its last k block of its last column block is shared with the
+// goroutines that have run out of pieces (tailShare, as the plain GEMM's
+// pieces share theirs).
+func (pp *PackedProduct) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *tailShare) {
+	buf := bufferPool.Get().(*buffers)
+	defer bufferPool.Put(buf)
 	plain := problem{transA: pp.TransA, transB: pp.TransB, a: pp.A, lda: pp.LDA, b: pp.B, ldb: pp.LDB}
 	kc := blockSize(pp.K, mk.kc, 1)
 	mc := blockSize(i1-i0, mk.mc, mk.mr)
@@ -343,34 +363,48 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 			} else {
 				plain.packB(buf.b, pc, kcur, jc, ncur, mk.nr)
 			}
-			for ic := i0; ic < i1; ic += mc {
-				mcur := min(mc, i1-ic)
-				mstrips := (mcur + mk.mr - 1) / mk.mr
-				buf.a = grow(buf.a, mstrips*mk.mr*kcur)
-				var arows []float32
-				switch {
-				case pp.APacker != nil:
-					pp.APacker.PackA(buf.a, ic, mcur, pc+pp.kOff, kcur)
-				case !pp.TransA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr):
-					// Few B strips use this A block (a late
-					// layer's filter times its small batch of
-					// windows): the kernel reads the full strips
-					// in place and only a last, partial one is
-					// packed, as in the plain GEMM.
-					arows = pp.A[ic*pp.LDA+pc:]
-					if full := mcur / mk.mr * mk.mr; full < mcur {
-						plain.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
-					}
-				default:
-					plain.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
+			if sh != nil && pc+kc >= pp.K && jc+nc >= j1 {
+				sh.openPacked(pp, &plain, stream, mk, buf.b, i0, i1, jc, ncur, pc, kcur, tailUnit(mk, mc), beta)
+				if tailOpenHook != nil {
+					tailOpenHook()
 				}
-				pp.macro(mk, ic, mcur, jc, ncur, kcur, buf.a, arows, buf.b, beta, stream, buf.tile[:])
+				sh.work(buf)
+				sh.close()
+				continue
+			}
+			for ic := i0; ic < i1; ic += mc {
+				pp.rowBlock(mk, buf, &plain, ic, min(mc, i1-ic), jc, ncur, pc, kcur, beta, stream, buf.b)
 			}
 		}
 	}
 	if stream {
 		storeFence() // C is read by other goroutines once Run returns
 	}
+}
+
+// rowBlock computes rows [ic, ic+mcur) and columns [jc, jc+ncur) of C
+// for the k block [pc, pc+kcur) from B packed in bp, packing A into buf
+// (through the APacker, or plain, or reading its full strips in place).
+func (pp *PackedProduct) rowBlock(mk microKernel, buf *buffers, plain *problem, ic, mcur, jc, ncur, pc, kcur int, beta float32, stream bool, bp []float32) {
+	mstrips := (mcur + mk.mr - 1) / mk.mr
+	buf.a = grow(buf.a, mstrips*mk.mr*kcur)
+	var arows []float32
+	switch {
+	case pp.APacker != nil:
+		pp.APacker.PackA(buf.a, ic, mcur, pc+pp.kOff, kcur)
+	case !pp.TransA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr):
+		// Few B strips use this A block (a late layer's filter times
+		// its small batch of windows): the kernel reads the full
+		// strips in place and only a last, partial one is packed, as
+		// in the plain GEMM.
+		arows = pp.A[ic*pp.LDA+pc:]
+		if full := mcur / mk.mr * mk.mr; full < mcur {
+			plain.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
+		}
+	default:
+		plain.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
+	}
+	pp.macro(mk, ic, mcur, jc, ncur, kcur, buf.a, arows, bp, beta, stream, buf.tile[:])
 }
 
 // streams reports whether blocked stores C's full tiles with the

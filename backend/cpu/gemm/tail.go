@@ -39,8 +39,12 @@ type tailShare struct {
 	// active counts the other goroutines inside work: the owner waits
 	// for none before it releases the packed panel.
 	active atomic.Int32
-	// Set by the owner before the share opens.
+	// Set by the owner before the share opens (copies of its problem or
+	// packed product: a pointer would make every caller's escape to the
+	// heap). packed tells which one the tail's units run through.
 	p                       problem
+	pp                      PackedProduct
+	packed, stream          bool
 	mk                      microKernel
 	bp                      []float32
 	end, jc, ncur, pc, kcur int
@@ -73,7 +77,19 @@ func (sh *tailShare) start() {
 // open publishes the tail: rows [i0, i1) of columns [jc, jc+ncur) of C in
 // the k block [pc, pc+kcur), with B packed in bp.
 func (sh *tailShare) open(p *problem, mk microKernel, bp []float32, i0, i1, jc, ncur, pc, kcur, unit int, beta float32) {
-	sh.p, sh.mk, sh.bp = *p, mk, bp
+	sh.p, sh.packed = *p, false
+	sh.publish(mk, bp, i0, i1, jc, ncur, pc, kcur, unit, beta)
+}
+
+// openPacked is open for a PackedProduct's tail (plain is the problem
+// its blocked packs plain operands with).
+func (sh *tailShare) openPacked(pp *PackedProduct, plain *problem, stream bool, mk microKernel, bp []float32, i0, i1, jc, ncur, pc, kcur, unit int, beta float32) {
+	sh.pp, sh.p, sh.packed, sh.stream = *pp, *plain, true, stream
+	sh.publish(mk, bp, i0, i1, jc, ncur, pc, kcur, unit, beta)
+}
+
+func (sh *tailShare) publish(mk microKernel, bp []float32, i0, i1, jc, ncur, pc, kcur, unit int, beta float32) {
+	sh.mk, sh.bp = mk, bp
 	sh.end, sh.jc, sh.ncur, sh.pc, sh.kcur, sh.unit, sh.beta = i1, jc, ncur, pc, kcur, unit, beta
 	sh.next.Store(int64(i0))
 	sh.state.Store(shareOpen)
@@ -89,6 +105,11 @@ func (sh *tailShare) work(buf *buffers) int {
 			return done
 		}
 		mcur := min(u, sh.end-ic)
+		if sh.packed {
+			sh.pp.rowBlock(mk, buf, p, ic, mcur, sh.jc, sh.ncur, sh.pc, sh.kcur, sh.beta, sh.stream, sh.bp)
+			done++
+			continue
+		}
 		var next [2]region
 		if ic+u < sh.end {
 			next[0] = p.aRegion(ic+u, min(u, sh.end-ic-u), sh.pc, sh.kcur)
@@ -107,7 +128,7 @@ func (sh *tailShare) close() {
 			runtime.Gosched()
 		}
 	}
-	sh.p, sh.bp = problem{}, nil // drop the operands
+	sh.p, sh.pp, sh.bp = problem{}, PackedProduct{}, nil // drop the operands
 }
 
 // finish marks a share done whose piece never opened it (an empty piece).

@@ -87,3 +87,53 @@ func TestSplitTailsAreStolenBitForBit(t *testing.T) {
 		})
 	}
 }
+
+// TestPackedTailsAreStolenBitForBit is TestSplitTailsAreStolenBitForBit
+// for PackedProduct (a packer for A, plain B): the split pieces' tails
+// claimed by the other goroutine give the bits of the product unsplit
+// (columns, rows) or split without a held tail (the shared dimension).
+func TestPackedTailsAreStolenBitForBit(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	defer func() { tailOpenHook = nil }()
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, sh := range []struct {
+		name    string
+		m, n, k int
+		shared  bool
+	}{{"cols", 64, 1200, 300, false}, {"rows", 1500, 40, 300, false}, {"shared", 256, 40, 2000, true}} {
+		t.Run(sh.name, func(t *testing.T) {
+			m, n, k := sh.m, sh.n, sh.k
+			a, b := randSlice(r, m*k), randSlice(r, k*n)
+			product := func() []float32 {
+				c := make([]float32, m*n)
+				pp := PackedProduct{M: m, N: n, K: k, APacker: &rowsPacker{a: a, k: k}, B: b, LDB: n, C: c, LDC: n}
+				pp.Run()
+				return c
+			}
+			if !sh.shared {
+				runtime.GOMAXPROCS(1)
+			}
+			want := product()
+			runtime.GOMAXPROCS(2)
+			var first atomic.Bool
+			var before int64
+			tailOpenHook = func() {
+				if !first.CompareAndSwap(false, true) {
+					return
+				}
+				for end := time.Now().Add(time.Second); tailSteals.Load() == before && time.Now().Before(end); {
+					runtime.Gosched()
+				}
+			}
+			stolen := false
+			for try := 0; try < 10 && !stolen; try++ {
+				first.Store(false)
+				before = tailSteals.Load()
+				require.Equal(t, want, product(), "try %d", try)
+				stolen = tailSteals.Load() > before
+			}
+			tailOpenHook = nil
+			require.True(t, stolen, "no unit of a held piece's tail was claimed by the other goroutine")
+		})
+	}
+}
