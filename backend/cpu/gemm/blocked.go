@@ -397,11 +397,7 @@ func (p *problem) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *tailShare
 			p.packB(buf.b, pc, kcur, jc, ncur, mk.nr)
 			if sh != nil && pc+kc >= p.k && jc+mk.nc >= j1 {
 				sh.open(p, mk, buf.b, i0, i1, jc, ncur, pc, kcur, tailUnit(mk, mc), beta)
-				if tailOpenHook != nil {
-					tailOpenHook()
-				}
-				sh.work(buf)
-				sh.close()
+				sh.run(buf)
 				continue
 			}
 			for ic := i0; ic < i1; ic += mc {

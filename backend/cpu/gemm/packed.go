@@ -365,11 +365,7 @@ func (pp *PackedProduct) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *ta
 			}
 			if sh != nil && pc+kc >= pp.K && jc+nc >= j1 {
 				sh.openPacked(pp, &plain, stream, mk, buf.b, i0, i1, jc, ncur, pc, kcur, tailUnit(mk, mc), beta)
-				if tailOpenHook != nil {
-					tailOpenHook()
-				}
-				sh.work(buf)
-				sh.close()
+				sh.run(buf)
 				continue
 			}
 			for ic := i0; ic < i1; ic += mc {

@@ -77,7 +77,7 @@ func (sh *tailShare) start() {
 // open publishes the tail: rows [i0, i1) of columns [jc, jc+ncur) of C in
 // the k block [pc, pc+kcur), with B packed in bp.
 func (sh *tailShare) open(p *problem, mk microKernel, bp []float32, i0, i1, jc, ncur, pc, kcur, unit int, beta float32) {
-	sh.p, sh.packed = *p, false
+	sh.p, sh.packed, sh.stream = *p, false, false
 	sh.publish(mk, bp, i0, i1, jc, ncur, pc, kcur, unit, beta)
 }
 
@@ -93,6 +93,16 @@ func (sh *tailShare) publish(mk microKernel, bp []float32, i0, i1, jc, ncur, pc,
 	sh.end, sh.jc, sh.ncur, sh.pc, sh.kcur, sh.unit, sh.beta = i1, jc, ncur, pc, kcur, unit, beta
 	sh.next.Store(int64(i0))
 	sh.state.Store(shareOpen)
+}
+
+// run is the owner's side of an open share: its units, claimed beside
+// the other goroutines', then close.
+func (sh *tailShare) run(buf *buffers) {
+	if tailOpenHook != nil {
+		tailOpenHook()
+	}
+	sh.work(buf)
+	sh.close()
 }
 
 // work claims and computes units until none are left, packing A into buf.
@@ -171,6 +181,12 @@ func stealTails(shares []tailShare, lo, hi int) {
 					}
 					if n := sh.work(buf); n > 0 {
 						tailSteals.Add(int64(n))
+					}
+					if sh.stream {
+						// The units' non-temporal stores, ordered
+						// before the owner (and then Run's caller)
+						// reads C, as the owner's blocked orders its own.
+						storeFence()
 					}
 				}
 				sh.active.Add(-1)

@@ -10,6 +10,33 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// requireStolen runs product (which must return want) until the first
+// piece to open its tail in a run was held, by tailOpenHook, until the
+// other goroutine had claimed units of it, and fails if that never
+// happened in ten runs (each a second at most).
+func requireStolen(t *testing.T, want []float32, product func() []float32) {
+	t.Helper()
+	defer func() { tailOpenHook = nil }()
+	var first atomic.Bool
+	var before int64
+	tailOpenHook = func() {
+		if !first.CompareAndSwap(false, true) {
+			return
+		}
+		for end := time.Now().Add(time.Second); tailSteals.Load() == before && time.Now().Before(end); {
+			runtime.Gosched()
+		}
+	}
+	stolen := false
+	for try := 0; try < 10 && !stolen; try++ {
+		first.Store(false)
+		before = tailSteals.Load()
+		require.Equal(t, want, product(), "try %d", try)
+		stolen = tailSteals.Load() > before
+	}
+	require.True(t, stolen, "no unit of a held piece's tail was claimed by the other goroutine")
+}
+
 // TestSplitTailsAreStolenBitForBit holds the first piece of split
 // products whose tail opens (tailShare) until the other piece's goroutine,
 // done with its own piece, has claimed units of it, and checks that the
@@ -20,7 +47,6 @@ import (
 // loaded machine) is run again.
 func TestSplitTailsAreStolenBitForBit(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	defer func() { tailOpenHook = nil }()
 	r := rand.New(rand.NewPCG(7, 8))
 	cases := []struct {
 		name           string
@@ -63,27 +89,11 @@ func TestSplitTailsAreStolenBitForBit(t *testing.T) {
 				}
 			}
 			runtime.GOMAXPROCS(2)
-			var first atomic.Bool
-			var before int64
-			tailOpenHook = func() {
-				if !first.CompareAndSwap(false, true) {
-					return
-				}
-				for end := time.Now().Add(time.Second); tailSteals.Load() == before && time.Now().Before(end); {
-					runtime.Gosched()
-				}
-			}
-			stolen := false
-			for try := 0; try < 10 && !stolen; try++ {
-				first.Store(false)
-				before = tailSteals.Load()
+			requireStolen(t, want, func() []float32 {
 				got := append([]float32(nil), c0...)
 				Sgemm(c.transA, c.transB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, c.beta, got, c.n)
-				require.Equal(t, want, got, "try %d", try)
-				stolen = tailSteals.Load() > before
-			}
-			tailOpenHook = nil
-			require.True(t, stolen, "no unit of the delayed piece's tail was claimed by the other goroutine")
+				return got
+			})
 		})
 	}
 }
@@ -94,7 +104,6 @@ func TestSplitTailsAreStolenBitForBit(t *testing.T) {
 // (columns, rows) or split without a held tail (the shared dimension).
 func TestPackedTailsAreStolenBitForBit(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	defer func() { tailOpenHook = nil }()
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, sh := range []struct {
 		name    string
@@ -115,25 +124,7 @@ func TestPackedTailsAreStolenBitForBit(t *testing.T) {
 			}
 			want := product()
 			runtime.GOMAXPROCS(2)
-			var first atomic.Bool
-			var before int64
-			tailOpenHook = func() {
-				if !first.CompareAndSwap(false, true) {
-					return
-				}
-				for end := time.Now().Add(time.Second); tailSteals.Load() == before && time.Now().Before(end); {
-					runtime.Gosched()
-				}
-			}
-			stolen := false
-			for try := 0; try < 10 && !stolen; try++ {
-				first.Store(false)
-				before = tailSteals.Load()
-				require.Equal(t, want, product(), "try %d", try)
-				stolen = tailSteals.Load() > before
-			}
-			tailOpenHook = nil
-			require.True(t, stolen, "no unit of a held piece's tail was claimed by the other goroutine")
+			requireStolen(t, want, product)
 		})
 	}
 }
