@@ -309,15 +309,18 @@ func (ix *attentionViews) fusePermutedMatMul(n *Node, drop map[*Node]bool, repla
 		// √d) is read unscaled, its view in place, and the factor goes
 		// to alpha. The scale is a one-element constant and the view has
 		// a rank, so the scaled operand had the view's shape.
+		scaled := false
 		if x, f, ok := ix.pow2Scaled(in); ok {
 			if c := resolveView(x, ix.producer, ix.scalarIndex); c.views && !c.swapOnly {
-				in = x
+				chains[i], scaled = c, true
 				if scaledOperand(grad, i) {
 					scale *= f
 				}
 			}
 		}
-		chains[i] = resolveView(in, ix.producer, ix.scalarIndex)
+		if !scaled {
+			chains[i] = resolveView(in, ix.producer, ix.scalarIndex)
+		}
 		worth = worth || (chains[i].views && !chains[i].swapOnly)
 	}
 	if !worth {

@@ -147,24 +147,21 @@ type blockTask struct {
 	cols   bool
 	pieces int
 	bounds [maxSplit + 1]int
-	shares [maxSplit]tailShare
+	shares tailShares
 }
 
 var blockTaskPool = keepPool{New: func() any { return new(blockTask) }}
 
-// Chunk runs pieces [lo, hi), then helps the others finish (stealTails).
+// Chunk runs pieces [lo, hi), then helps the others finish.
 func (t *blockTask) Chunk(lo, hi int) {
 	for w := lo; w < hi; w++ {
-		sh := &t.shares[w]
-		sh.start()
 		if t.cols {
-			t.p.blockedShare(t.mk, 0, t.p.m, t.bounds[w], t.bounds[w+1], sh)
+			t.p.blockedShare(t.mk, 0, t.p.m, t.bounds[w], t.bounds[w+1], &t.shares[w])
 		} else {
-			t.p.blockedShare(t.mk, t.bounds[w], t.bounds[w+1], 0, t.p.n, sh)
+			t.p.blockedShare(t.mk, t.bounds[w], t.bounds[w+1], 0, t.p.n, &t.shares[w])
 		}
-		sh.finish()
 	}
-	stealTails(t.shares[:t.pieces], lo, hi)
+	t.shares.help(t.pieces)
 }
 
 // splitBlocks computes C in workers pieces of whole tiles, over the
@@ -177,9 +174,7 @@ func (p *problem) splitBlocks(mk microKernel, cols bool, workers int) {
 		size, unit = p.n, mk.nr
 	}
 	t.pieces = splitRangeInto(t.bounds[:], size, unit, min(workers, maxSplit))
-	for w := range t.shares[:t.pieces] {
-		t.shares[w].state.Store(shareIdle)
-	}
+	t.shares.reset(t.pieces)
 	kern.RunTask("gemm", t.pieces, t.pieces, t)
 	t.p = problem{} // drop the operands
 	blockTaskPool.Put(t)
@@ -200,9 +195,7 @@ func (p *problem) splitK(mk microKernel, workers int) {
 	}
 	t.parts = parts
 	t.sum = false
-	for w := range t.shares[:parts] {
-		t.shares[w].state.Store(shareIdle)
-	}
+	t.shares.reset(parts)
 	parallelFor(parts, t)
 	t.rowParts = splitRangeInto(t.rows[:], p.m, 1, parts)
 	t.sum = true
@@ -229,7 +222,7 @@ type kSplitTask struct {
 	bounds   [maxSplit + 1]int
 	rows     [maxSplit + 1]int
 	held     [maxSplit]*[]float32
-	shares   [maxSplit]tailShare
+	shares   tailShares
 }
 
 var kSplitTaskPool = keepPool{New: func() any { return new(kSplitTask) }}
@@ -243,10 +236,7 @@ func (t *kSplitTask) at(w int) {
 		if w > 0 {
 			sub.c, sub.ldc, sub.beta, sub.cRow = *t.held[w], p.n, 0, nil
 		}
-		sh := &t.shares[w]
-		sh.start()
-		sub.blockedShare(t.mk, 0, p.m, 0, p.n, sh)
-		sh.finish()
+		sub.blockedShare(t.mk, 0, p.m, 0, p.n, &t.shares[w])
 		return
 	}
 	for i := t.rows[w]; i < t.rows[w+1]; i++ {
@@ -265,7 +255,7 @@ func (t *kSplitTask) at(w int) {
 // a goroutine has claimed its last slice (forTask, tailShare).
 func (t *kSplitTask) helpTails() {
 	if !t.sum {
-		stealTails(t.shares[:t.parts], 0, 0)
+		t.shares.help(t.parts)
 	}
 }
 
@@ -377,9 +367,11 @@ func (p *problem) blocked(mk microKernel, i0, i1, j0, j1 int) {
 // nil, the piece's last k block of its last column block is shared
 // (tailShare): its rows are claimed in small units, by this goroutine and
 // by the goroutines of the other pieces that have finished their own
-// (stealTails), so that the pieces end together even when one core runs
-// slower than the other.
+// (tailShares.help), so that the pieces end together even when one core
+// runs slower than the other.
 func (p *problem) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *tailShare) {
+	sh.start()
+	defer sh.finish()
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	kc := blockSize(p.k, mk.kc, 1)

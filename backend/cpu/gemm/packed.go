@@ -154,7 +154,7 @@ type packedTask struct {
 	bounds [maxSplit + 1]int
 	rows   [maxSplit + 1]int
 	held   [maxSplit]*[]float32
-	shares [maxSplit]tailShare
+	shares tailShares
 }
 
 const (
@@ -187,9 +187,7 @@ func (pp *PackedProduct) split(mk microKernel, cols bool, parts int) {
 	}
 	n := splitRangeInto(t.bounds[:], size, unit, min(parts, maxSplit))
 	t.parts = n
-	for w := range t.shares[:n] {
-		t.shares[w].state.Store(shareIdle)
-	}
+	t.shares.reset(n)
 	parallelFor(n, t)
 	putPackedTask(t)
 }
@@ -199,23 +197,17 @@ func (t *packedTask) at(w int) {
 	pp := &t.pp
 	switch t.phase {
 	case splitPieces:
-		sh := &t.shares[w]
-		sh.start()
 		if t.cols {
-			pp.blockedShare(t.mk, 0, pp.M, t.bounds[w], t.bounds[w+1], sh)
+			pp.blockedShare(t.mk, 0, pp.M, t.bounds[w], t.bounds[w+1], &t.shares[w])
 		} else {
-			pp.blockedShare(t.mk, t.bounds[w], t.bounds[w+1], 0, pp.N, sh)
+			pp.blockedShare(t.mk, t.bounds[w], t.bounds[w+1], 0, pp.N, &t.shares[w])
 		}
-		sh.finish()
 	case splitPartials:
 		sub := pp.kSlice(t.bounds[w], t.bounds[w+1])
 		if w > 0 {
 			sub.C, sub.LDC, sub.ColBlock, sub.ColStride, sub.Beta = *t.held[w], pp.N, 0, 0, 0
 		}
-		sh := &t.shares[w]
-		sh.start()
-		sub.blockedShare(t.mk, 0, pp.M, 0, pp.N, sh)
-		sh.finish()
+		sub.blockedShare(t.mk, 0, pp.M, 0, pp.N, &t.shares[w])
 	case splitSum:
 		for i := t.rows[w]; i < t.rows[w+1]; i++ {
 			for j := 0; j < pp.N; {
@@ -238,7 +230,7 @@ func (t *packedTask) at(w int) {
 // goroutine has claimed its last piece (forTask, tailShare).
 func (t *packedTask) helpTails() {
 	if t.phase != splitSum {
-		stealTails(t.shares[:t.parts], 0, 0)
+		t.shares.help(t.parts)
 	}
 }
 
@@ -256,9 +248,7 @@ func (pp *PackedProduct) splitK(mk microKernel, workers int) {
 		t.held[w] = partialPool.Get().(*[]float32)
 		*t.held[w] = grow(*t.held[w], pp.M*pp.N)
 	}
-	for w := range t.shares[:parts] {
-		t.shares[w].state.Store(shareIdle)
-	}
+	t.shares.reset(parts)
 	parallelFor(parts, t)
 	t.phase = splitSum
 	rowParts := splitRangeInto(t.rows[:], pp.M, 1, workers)
@@ -338,6 +328,8 @@ func (pp *PackedProduct) blocked(mk microKernel, i0, i1, j0, j1 int) {
 // goroutines that have run out of pieces (tailShare, as the plain GEMM's
 // pieces share theirs).
 func (pp *PackedProduct) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *tailShare) {
+	sh.start()
+	defer sh.finish()
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	plain := problem{transA: pp.TransA, transB: pp.TransB, a: pp.A, lda: pp.LDA, b: pp.B, ldb: pp.LDB}

@@ -68,8 +68,12 @@ func tailUnit(mk microKernel, mc int) int {
 	return max(mk.mr, (mc/4+mk.mr-1)/mk.mr*mk.mr)
 }
 
-// start marks the share running (its owner's goroutine holds it).
+// start marks the share running (its owner's goroutine holds it); a nil
+// share (a product not split) is none.
 func (sh *tailShare) start() {
+	if sh == nil {
+		return
+	}
 	sh.active.Store(0)
 	sh.state.Store(shareRunning)
 }
@@ -143,24 +147,32 @@ func (sh *tailShare) close() {
 
 // finish marks a share done whose piece never opened it (an empty piece).
 func (sh *tailShare) finish() {
-	if sh.state.Load() == shareRunning {
+	if sh != nil && sh.state.Load() == shareRunning {
 		sh.state.Store(shareDone)
 	}
 }
 
-// stealTails helps the other pieces of a split product once this
-// goroutine's pieces [lo, hi) are done: a piece still running is waited
-// for (this core has nothing else to do) until it opens its tail, and an
-// open tail's units are claimed as its owner claims them. A piece not
-// started is left alone: the caller of the split runs it once its own
-// chunk ends, or another goroutine does.
-func stealTails(shares []tailShare, lo, hi int) {
+// tailShares are the shares of a split product's pieces, piece w's at
+// index w.
+type tailShares [maxSplit]tailShare
+
+// reset readies the shares of n pieces for a new product.
+func (s *tailShares) reset(n int) {
+	for w := range s[:n] {
+		s[w].state.Store(shareIdle)
+	}
+}
+
+// help helps the other pieces of a split product of n pieces once this
+// goroutine's are done (their shares are then done, and passed over): a
+// piece still running is waited for (this core has nothing else to do)
+// until it opens its tail, and an open tail's units are claimed as its
+// owner claims them. A piece not started is left alone: the caller of the
+// split runs it once its own chunk ends, or another goroutine does.
+func (s *tailShares) help(n int) {
 	var buf *buffers
-	for w := range shares {
-		if w >= lo && w < hi {
-			continue
-		}
-		sh := &shares[w]
+	for w := range s[:n] {
+		sh := &s[w]
 		for i := 0; ; i++ {
 			s := sh.state.Load()
 			if s == shareRunning {
