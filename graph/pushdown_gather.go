@@ -402,7 +402,7 @@ func movableOp(n *Node) string {
 		"Cast", "Clip", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
 		"And", "Or", "Xor", "IsNaN", "IsInf", "ThresholdedRelu", "Shrink":
 		return "elementwise"
-	case "Dropout", "LayerNormalization", "Softmax", "LogSoftmax", "MatMul", "Gemm", "Transpose", "Reshape":
+	case "Dropout", "LayerNormalization", "Softmax", "LogSoftmax", "MatMul", "Gemm", "Transpose", "Reshape", "Slice":
 		return n.OpType
 	}
 	return ""
@@ -418,7 +418,13 @@ func (ps *pushState) pushOne() bool {
 		}
 		v := n.Inputs[0]
 		p := ps.prod[v]
-		if p == nil || movableOp(p) == "" || ps.outputs[v] || len(ps.readers[v]) != 1 || p.Outputs[0] != v {
+		if p == nil || movableOp(p) == "" || ps.outputs[v] || p.Outputs[0] != v {
+			continue
+		}
+		if len(ps.readers[v]) != 1 {
+			if outShape, ok := ps.shapeOf(v); ok && sel.axis < len(outShape) && ps.splitProjection(p, n, sel, outShape) {
+				return true
+			}
 			continue
 		}
 		// The producer's other outputs (Dropout's mask, LayerNorm's
@@ -651,6 +657,8 @@ func (ps *pushState) planFor(p *Node, sel rowSel, outShape []Dim) ([]inputPlan, 
 		return plan, true
 	case "Reshape":
 		return ps.planReshape(p, sel, outShape, plan)
+	case "Slice":
+		return ps.planSlice(p, sel, outShape, plan)
 	}
 	return nil, false
 }
@@ -745,7 +753,10 @@ func (ps *pushState) planReshape(p *Node, sel rowSel, outShape []Dim, plan []inp
 		for j, t := range target.dims {
 			switch {
 			case j == sel.axis, t.Known && t.Value != 0, t.Param != "":
-			case t.Known && j != b: // 0: the input's dim j, which keeps its size
+			case j != b:
+				// 0 (or an entry computed at run time, such as the
+				// head split's batch×heads, that may be 0): the
+				// input's dim j, which keeps its size.
 			default:
 				return nil, false
 			}

@@ -388,3 +388,161 @@ func TestPushDownGatherThroughAttentionRows(t *testing.T) {
 	assert.Zero(t, moved)
 	assert.Equal(t, "o", producerOf(g, "out").Inputs[0], "a column of a batched product stays a selection of its result")
 }
+
+// projectionGraph is nn.MultiheadAttention's packed in-projection with the
+// sequence first, as PyTorch 1.13 exports it: p[5,batch,6] =
+// in_bias + x[5,batch,4]·Transpose(in_weight[6,4]), cut into q, k and v
+// along the last axis by Slices whose bounds are computed from Shape(p)
+// (chunk's (6+2)/3·i), and the class token's selection of q's row 0. kBounds
+// are k's bounds (the export's: 2, 4); v keeps 4:6.
+func projectionGraph(kLo, kHi int64) *Graph {
+	g := NewGraph("projection")
+	batch := Dim{Param: "batch"}
+	g.Inputs = []*ValueInfo{{Name: "x", Type: &Type{Kind: KindTensor, DType: Float32, HasShape: true, Shape: []Dim{knownDim(5), batch, knownDim(4)}}}}
+	vec := func(v ...int64) *Tensor { return FromInt64(v, len(v)) }
+	scalar := func(v int64) *Tensor {
+		t := FromInt64([]int64{v})
+		t.Shape = nil
+		return t
+	}
+	g.Initializers = map[string]*Tensor{
+		"w": Zeros(Float32, 6, 4), "b": Zeros(Float32, 6),
+		"last": vec(-1), "zero": vec(0), "two": vec(2), "three": vec(3),
+		"one": vec(1), "k_lo": vec(kLo), "k_hi": vec(kHi), "cls": scalar(0),
+	}
+	node := func(op string, out string, in ...string) *Node {
+		return &Node{Name: out + "_node", OpType: op, Inputs: in, Outputs: []string{out}}
+	}
+	g.Nodes = []*Node{
+		{Name: "wt_node", OpType: "Transpose", Inputs: []string{"w"}, Outputs: []string{"wt"}, Attrs: map[string]*Attr{"perm": IntsAttr("perm", 1, 0)}},
+		node("MatMul", "h", "x", "wt"),
+		node("Add", "p", "b", "h"),
+		node("Shape", "sh", "p"),
+		{Name: "dim_node", OpType: "Gather", Inputs: []string{"sh", "last"}, Outputs: []string{"dim"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", 0)}},
+		node("Add", "up", "dim", "two"),
+		node("Div", "chunk", "up", "three"),
+		node("Mul", "e1", "chunk", "one"),
+		node("Mul", "e3", "chunk", "three"),
+		node("Slice", "q", "p", "zero", "e1", "last"),
+		node("Slice", "k", "p", "k_lo", "k_hi", "last"),
+		node("Slice", "v", "p", "k_hi", "e3", "last"),
+		{Name: "cls_node", OpType: "Gather", Inputs: []string{"q", "cls"}, Outputs: []string{"q0"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", 0)}},
+	}
+	g.Outputs = []*ValueInfo{{Name: "q0"}, {Name: "k"}, {Name: "v"}}
+	return g
+}
+
+// TestPushDownGatherSplitsProjection: the selection of q's row 0 moves
+// through q's Slice and then splits the in-projection: q's columns of W
+// (a Slice of W under the Transpose, so the product still reads the
+// weight as stored) project the selected row of x alone, the projection
+// of every row keeps k's and v's columns only, k and v take them with
+// constant bounds, and the chunk arithmetic on Shape(p) goes. k's columns
+// overlapping q's stop the split (the selection stays above q's Slice).
+func TestPushDownGatherSplitsProjection(t *testing.T) {
+	g := projectionGraph(2, 4)
+	moved, err := PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Equal(t, 2, moved) // q's Slice, then the projection
+	chain := upChain(t, g, "q0", "Squeeze", "Add", "Slice")
+	add := chain[1]
+	mm := producerOf(g, add.Inputs[1])
+	require.NotNil(t, mm)
+	require.Equal(t, "MatMul", mm.OpType)
+	sel := producerOf(g, mm.Inputs[0])
+	require.Equal(t, "Gather", sel.OpType, "q projects the selected rows of x")
+	assert.Equal(t, "x", sel.Inputs[0])
+	tr := upChain(t, g, mm.Inputs[1], "Transpose", "Slice")
+	assert.Equal(t, "w", tr[1].Inputs[0], "q's rows of W, transposed")
+	ints := func(name string) []int64 {
+		v := g.Initializers[name]
+		require.NotNil(t, v, name)
+		out := make([]int64, v.Size())
+		for i := range out {
+			out[i] = v.Int(i)
+		}
+		return out
+	}
+	assert.Equal(t, []int64{0}, ints(tr[1].Inputs[1]))
+	assert.Equal(t, []int64{2}, ints(tr[1].Inputs[2]))
+	assert.Equal(t, []int64{0}, ints(chain[2].Inputs[1]), "q's part of the bias")
+	assert.Equal(t, []int64{2}, ints(chain[2].Inputs[2]))
+	for name, want := range map[string][]int64{"k": {0, 2}, "v": {2, 4}} {
+		s := producerOf(g, name)
+		require.Equal(t, "Slice", s.OpType)
+		assert.Equal(t, want[:1], ints(s.Inputs[1]), name)
+		assert.Equal(t, want[1:], ints(s.Inputs[2]), name)
+		kv := upChain(t, g, s.Inputs[0], "Add")[0]
+		kmm := producerOf(g, kv.Inputs[1])
+		require.Equal(t, "MatMul", kmm.OpType)
+		assert.Equal(t, "x", kmm.Inputs[0], "k and v project every row")
+		ktr := upChain(t, g, kmm.Inputs[1], "Transpose", "Slice")
+		assert.Equal(t, []int64{2}, ints(ktr[1].Inputs[1]))
+		assert.Equal(t, []int64{6}, ints(ktr[1].Inputs[2]))
+	}
+	for _, n := range g.Nodes {
+		assert.NotEqual(t, "Shape", n.OpType, "the chunk arithmetic is gone")
+		assert.NotContains(t, n.Inputs, "p", "%s reads the old projection", n.Name)
+	}
+	types, err := InferShapes(g, 17, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "float32[batch,2]", types["q0"].String())
+	assert.Equal(t, "float32[5,batch,2]", types["k"].String())
+	assert.Equal(t, "float32[5,batch,2]", types["v"].String())
+
+	g = projectionGraph(1, 4)
+	moved, err = PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Equal(t, 1, moved, "q's Slice moves, the projection is not split")
+	assert.Equal(t, "p", producerOf(g, "k").Inputs[0])
+	assert.NotNil(t, producerOf(g, "p"))
+}
+
+// TestPushDownGatherReshapeComputedTarget: a Reshape whose target computes
+// an entry away from the selected axis at run time (the head split's
+// batch·heads, from Shape(x)) keeps that entry and takes the selection's
+// length on the selected axis, so the selection moves above it. A selected
+// axis after a computed entry (its rows are not known to be the input's)
+// stops it.
+func TestPushDownGatherReshapeComputedTarget(t *testing.T) {
+	build := func(outer bool) *Graph {
+		g := NewGraph("heads")
+		batch := Dim{Param: "batch"}
+		g.Inputs = []*ValueInfo{{Name: "x", Type: &Type{Kind: KindTensor, DType: Float32, HasShape: true, Shape: []Dim{knownDim(5), batch, knownDim(6)}}}}
+		vec := func(v ...int64) *Tensor { return FromInt64(v, len(v)) }
+		g.Initializers = map[string]*Tensor{"five": vec(5), "one": vec(1), "three": vec(3), "two": vec(2), "zero": vec(0), "idx": vec(0)}
+		target := []string{"five", "bh", "two"}
+		sel := int64(0)
+		if outer {
+			target = []string{"bh", "five", "two"}
+			sel = 1
+		}
+		g.Nodes = []*Node{
+			{Name: "relu", OpType: "Relu", Inputs: []string{"x"}, Outputs: []string{"r"}},
+			{Name: "shape", OpType: "Shape", Inputs: []string{"x"}, Outputs: []string{"sh"}},
+			{Name: "b", OpType: "Gather", Inputs: []string{"sh", "one"}, Outputs: []string{"b"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", 0)}},
+			{Name: "bh", OpType: "Mul", Inputs: []string{"b", "three"}, Outputs: []string{"bh"}},
+			{Name: "target", OpType: "Concat", Inputs: target, Outputs: []string{"target"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", 0)}},
+			{Name: "reshape", OpType: "Reshape", Inputs: []string{"r", "target"}, Outputs: []string{"h"}},
+			{Name: "cls", OpType: "Gather", Inputs: []string{"h", "idx"}, Outputs: []string{"out"}, Attrs: map[string]*Attr{"axis": IntAttr("axis", sel)}},
+		}
+		g.Outputs = []*ValueInfo{{Name: "out"}}
+		return g
+	}
+	g := build(false)
+	moved, err := PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Equal(t, 2, moved) // the Reshape, the Relu
+	chain := upChain(t, g, "out", "Reshape", "Relu", "Gather")
+	assert.Equal(t, "x", chain[2].Inputs[0])
+	types, err := InferShapes(g, 17, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 3, len(types["out"].Shape))
+	assert.Equal(t, knownDim(1), types["out"].Shape[0], "the selected row")
+	assert.Equal(t, knownDim(2), types["out"].Shape[2])
+
+	g = build(true)
+	moved, err = PushDownGather(g, 17)
+	require.NoError(t, err)
+	assert.Zero(t, moved, "the input's rows are not the output's: the selection stays")
+}
