@@ -248,10 +248,13 @@ func (ps *pushState) splitProjection(p, s *Node, sel rowSel, outShape []Dim) boo
 		oldBounds = append(oldBounds, r.Inputs[1:]...)
 	}
 	for _, r := range others {
+		// A new node in r's place (r keeps its name and output).
 		lo, hi, _ := ps.columnSlice(r, R, N)
-		r.Inputs = []string{kv, ps.constName(r.Outputs[0]+"/starts", lo-k0), ps.constName(r.Outputs[0]+"/ends", hi-k0),
-			ps.constName(r.Outputs[0]+"/axes", int64(R-1))}
-		ps.typeNew(r)
+		moved := &Node{Name: r.Name, OpType: "Slice", Domain: r.Domain, Outputs: []string{r.Outputs[0]},
+			Inputs: []string{kv, ps.constName(r.Outputs[0]+"/starts", lo-k0), ps.constName(r.Outputs[0]+"/ends", hi-k0),
+				ps.constName(r.Outputs[0]+"/axes", int64(R-1))}}
+		ps.typeNew(moved)
+		ps.g.Nodes[slices.Index(ps.g.Nodes, r)] = moved
 	}
 	at := slices.Index(ps.g.Nodes, p)
 	ps.g.Nodes = slices.Replace(ps.g.Nodes, at, at+1, nodes...)
