@@ -27,6 +27,7 @@ const (
 	FuseSliceGrad      = "fuse-slice-grad-concat"
 	PruneDropoutMasks  = "prune-dropout-masks"
 	DropSameShapeSum   = "drop-same-shape-sum-to-shape"
+	FusePermutedTrans  = "fuse-permuted-matmul-transpose"
 	RecomputeGeluGrad  = "recompute-gelu-grad"
 	RecomputeGeluOut   = "recompute-gelu-output"
 	FuseMatMulGelu     = "fuse-matmul-gelu"
@@ -171,6 +172,9 @@ func SpecialisedPasses() []Pass {
 		{Name: DropSameShapeSum, Doc: "SumToShape(G, Like) of one known shape becomes Identity(G), so that Like (read for its shape only) is not kept alive for it; after the fusions that look through such SumToShapes",
 			After: []string{Specialize, FuseGeluErfGrad, FuseSliceGrad},
 			Run:   func(g *graph.Graph, _ *Env) (int, error) { return graph.DropSameShapeSumToShape(g), nil }},
+		{Name: FusePermutedTrans, Doc: "a Transpose that is the only reader of a PermutedMatMul's result (through Identities) becomes its permY, the product writing where the Transpose did (the queries' gradient, behind the scale's same-shape SumToShape at compile time); after drop-same-shape-sum-to-shape",
+			Requires: []string{Specialize}, After: []string{DropSameShapeSum}, Before: []string{MarkCausal},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FusePermutedTranspose(g), nil }},
 		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
 			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},
