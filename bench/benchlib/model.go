@@ -370,8 +370,8 @@ func (p *opProfiler) record(n *graph.Node, in, out []*graph.Tensor, d time.Durat
 	if p.byNode {
 		key += " " + n.Name
 	}
-	if p.byShape && flops > 0 {
-		key += " " + productShapeKey(n, in, out)
+	if p.byShape {
+		key += " " + shapeKey(n, in, out)
 	}
 	t := p.byOp[key]
 	if t == nil {
@@ -412,12 +412,12 @@ func (p *opProfiler) table(steps int) []OpTime {
 	return out
 }
 
-// productShapeKey describes one call of a product op for
-// --op-profile-by-shape: the operands' shapes, the result's, and the
-// attributes that choose the product (transposes, which gradient, the
-// views of PermutedMatMul's operands, convolution geometry), in a stable
-// order.
-func productShapeKey(n *graph.Node, in, out []*graph.Tensor) string {
+// shapeKey describes one kernel call for --op-profile-by-shape: the
+// operands' shapes, the result's, and the attributes that choose the work
+// (a product's transposes, which gradient, the views of PermutedMatMul's
+// operands, convolution geometry; a Transpose's perm, a reduction's or
+// a Softmax's axis), in a stable order.
+func shapeKey(n *graph.Node, in, out []*graph.Tensor) string {
 	var b strings.Builder
 	b.WriteString("in=")
 	for i, t := range in {
@@ -437,7 +437,7 @@ func productShapeKey(n *graph.Node, in, out []*graph.Tensor) string {
 	for name := range n.Attrs {
 		switch name {
 		case "transA", "transB", "grad", "alpha", "permY", "axes0", "axes1", "axes2", "fixed0", "fixed1", "fixed2",
-			"strides", "pads", "dilations", "group", "kernel_shape":
+			"strides", "pads", "dilations", "group", "kernel_shape", "perm", "axis":
 			names = append(names, name)
 		}
 	}

@@ -206,12 +206,13 @@ func TestBenchOpProfile(t *testing.T) {
 	assert.Contains(t, out, "kernel time per step")
 	assert.Regexp(t, `SoftmaxCrossEntropyLoss \S+ +[0-9.]+ ms`, out)
 
-	// --op-profile-by-shape splits the products by their operands (the
-	// MLP's first layer: 8 rows of 784 against the 64×784 weight, read
-	// transposed) and leaves the other ops per op type.
+	// --op-profile-by-shape splits every op by its operands: the products
+	// with their attributes (the MLP's first layer: 8 rows of 784 against
+	// the 64×784 weight, read transposed), the loss by its logits and
+	// labels.
 	out, err = runBenchCmd(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "8",
 		"--steps", "2", "--warmup", "1", "--op-profile-by-shape")
 	require.NoError(t, err, out)
 	assert.Regexp(t, `Gemm\w* in=\[8 784\]x\[64 784\]\S* out=\[8 64\]\S*.* transB=1 +[0-9.]+ ms .* GFLOP/s`, out)
-	assert.Regexp(t, `\n +SoftmaxCrossEntropyLoss +[0-9.]+ ms`, out)
+	assert.Regexp(t, `\n +SoftmaxCrossEntropyLoss in=\[8 10\]x\[8\]\S* out=\S+ +[0-9.]+ ms`, out)
 }
