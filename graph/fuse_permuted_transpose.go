@@ -13,14 +13,7 @@ package graph
 // returns the number of Transposes absorbed.
 func FusePermutedTranspose(g *Graph) int {
 	readers := readCounts(g)
-	producer := map[string]*Node{}
-	for _, n := range g.Nodes {
-		for _, o := range n.Outputs {
-			if o != "" {
-				producer[o] = n
-			}
-		}
-	}
+	producer := g.Producers()
 	drop := map[*Node]bool{}
 	replace := map[*Node]*Node{}
 	for _, t := range g.Nodes {
@@ -40,8 +33,7 @@ func FusePermutedTranspose(g *Graph) int {
 			v = p.Inputs[0]
 			p = producer[v]
 		}
-		if p == nil || replace[p] != nil || !isPermutedMatMul(p) || p.Attr("permY") != nil || len(p.Outputs) != 1 ||
-			p.Outputs[0] != v || readers[v] != 1 {
+		if !isPermutedMatMul(p) || replace[p] != nil || p.Attr("permY") != nil || readers[v] != 1 {
 			continue
 		}
 		// A new node: p (and its attribute map) may be shared with the

@@ -9,15 +9,10 @@ func (ps *pushState) knownInts(name string) ([]int64, bool) {
 	if v, ok := ps.constInts(name); ok {
 		return v, true
 	}
-	s := ps.st.syms[name]
-	if s == nil || !s.allKnown() {
-		return nil, false
+	if s := ps.st.syms[name]; s != nil {
+		return s.values()
 	}
-	out := make([]int64, len(s.dims))
-	for i, d := range s.dims {
-		out[i] = d.Value
-	}
-	return out, true
+	return nil, false
 }
 
 // sliceAxes reads a Slice's axes and step: the normalised axes (starts'
@@ -169,8 +164,10 @@ func (ps *pushState) splitProjection(p, s *Node, sel rowSel, outShape []Dim) boo
 	if !ok1 || !ok2 || len(xs) != R || len(ws) != 2 || !ws[1].Known || ws[1].Value != N || !sameDim(xs[sel.axis], outShape[sel.axis]) {
 		return false
 	}
-	// P's other readers: column Slices, and Shapes feeding their bounds.
+	// P's other readers: column Slices (the columns each keeps), and
+	// Shapes feeding their bounds.
 	var others []*Node
+	var kept [][2]int64
 	bounds := map[*Node]bool{c: true}
 	var shapes []*Node
 	k0, k1 := N, int64(0)
@@ -185,6 +182,7 @@ func (ps *pushState) splitProjection(p, s *Node, sel rowSel, outShape []Dim) boo
 				return false
 			}
 			others = append(others, r)
+			kept = append(kept, [2]int64{lo, hi})
 			bounds[r] = true
 			k0, k1 = min(k0, lo), max(k1, hi)
 		}
@@ -199,11 +197,9 @@ func (ps *pushState) splitProjection(p, s *Node, sel rowSel, outShape []Dim) boo
 	// is W transposed (so the product still reads the weight in place),
 	// else a Slice of WT's columns.
 	var nodes []*Node
-	slice := func(in string, axis, lo, hi int64) string {
+	slice := func(in string, axis int, lo, hi int64) string {
 		out := ps.fresh(in)
-		nodes = append(nodes, &Node{Name: ps.fresh(in + "/Slice"), OpType: "Slice",
-			Inputs:  []string{in, ps.constName(out+"/starts", lo), ps.constName(out+"/ends", hi), ps.constName(out+"/axes", axis)},
-			Outputs: []string{out}})
+		nodes = append(nodes, ps.selectNode(in, out, rowSel{axis: axis, start: lo, end: hi}))
 		return out
 	}
 	cols := func(lo, hi int64) string {
@@ -247,12 +243,10 @@ func (ps *pushState) splitProjection(p, s *Node, sel rowSel, outShape []Dim) boo
 	for _, r := range append([]*Node{c}, others...) {
 		oldBounds = append(oldBounds, r.Inputs[1:]...)
 	}
-	for _, r := range others {
+	for i, r := range others {
 		// A new node in r's place (r keeps its name and output).
-		lo, hi, _ := ps.columnSlice(r, R, N)
-		moved := &Node{Name: r.Name, OpType: "Slice", Domain: r.Domain, Outputs: []string{r.Outputs[0]},
-			Inputs: []string{kv, ps.constName(r.Outputs[0]+"/starts", lo-k0), ps.constName(r.Outputs[0]+"/ends", hi-k0),
-				ps.constName(r.Outputs[0]+"/axes", int64(R-1))}}
+		moved := ps.selectNode(kv, r.Outputs[0], rowSel{axis: R - 1, start: kept[i][0] - k0, end: kept[i][1] - k0})
+		moved.Name = r.Name
 		ps.typeNew(moved)
 		ps.g.Nodes[slices.Index(ps.g.Nodes, r)] = moved
 	}

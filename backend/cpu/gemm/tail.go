@@ -174,14 +174,14 @@ func (s *tailShares) help(n int) {
 	for w := range s[:n] {
 		sh := &s[w]
 		for i := 0; ; i++ {
-			s := sh.state.Load()
-			if s == shareRunning {
+			st := sh.state.Load()
+			if st == shareRunning {
 				if i&63 == 63 {
 					runtime.Gosched()
 				}
 				continue
 			}
-			if s == shareOpen {
+			if st == shareOpen {
 				// Counted before the state is read again: the owner
 				// marks the share done before it reads active, so
 				// either it waits for this goroutine or this
