@@ -120,6 +120,11 @@ type permutedState struct {
 	sa, sb, sc [maxViewRank]int
 	offA, offB int
 	offC       int
+	// batch is the number of products.
+	batch int
+	// swapC: C is stored column-major, so the plan computes Cᵀ = op(B)ᵀ·op(A)ᵀ
+	// (a and b hold the data of op(B) and op(A)).
+	swapC bool
 	// serial: each product runs on the goroutine that took it (the batch
 	// is spread over the cores instead of each product).
 	serial bool
@@ -281,6 +286,52 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 			return nil, false, nil
 		}
 	}
+	ra, rb := views[0].rank, views[1].rank // op(A)'s and op(B)'s ranks
+	if grad == 1 {
+		rb = views[2].rank
+	}
+	if rb == 2 && ra > 2 && grad != 2 || grad == 2 && views[2].rank == 2 && views[1].rank > 2 {
+		// A 2-D right operand (a Linear layer's weight) shared by every
+		// product of the batch: one product over the batch's rows.
+		if out, ok, err := permutedFlat(n, in, views, grad, permY, nil); err != nil || ok {
+			return out, ok, err
+		}
+	}
+	p := kern.State[permutedState](n)
+	if ok, err := p.plan(n, in, views, grad, permY); !ok || err != nil {
+		return nil, ok, err
+	}
+	out, err := kern.NewUninit(n, graph.Float32, p.yShape) // every element is written
+	if err != nil {
+		return nil, false, err
+	}
+	p.c = out.Float32s()
+	if p.batch == 0 || p.m == 0 || p.n == 0 {
+		p.a, p.b, p.c = nil, nil, nil
+		return kern.Results(n, out), true, nil
+	}
+	procs := kern.Workers()
+	workers := batchWorkers(p.batch, p.m*p.n*max(p.k, 1), procs)
+	// One core, or products spread over the cores: each runs whole on
+	// the goroutine that takes it.
+	p.serial = workers > 1 || procs < 2
+	if p.serial && followCausalHints && (n.Attr(graph.CausalLowerYAttr) != nil || n.Attr(graph.CausalLowerAttr) != nil) {
+		if kind, fill := causalKind(n, grad, views, p.swapC); p.causalUsable(kind) {
+			p.tri, p.fill = kind, fill
+			causalCuts.Add(1)
+		}
+	}
+	kern.RunTask("PermutedMatMul", p.batch, min(workers, p.batch), p)
+	p.a, p.b, p.c = nil, nil, nil
+	return kern.Results(n, out), true, nil
+}
+
+// plan fills p with the batched product that node n (PermutedMatMul's
+// attributes) makes of in seen through views: everything but the output
+// storage, whose shape p.yShape is (p.c is left nil). p.a and p.b are the
+// operands' data; the caller clears them after the run. ok is false when
+// the views do not suit the strided path.
+func (p *permutedState) plan(n *graph.Node, in []*graph.Tensor, views []strided, grad int64, permY []int64) (bool, error) {
 	var va, vb strided // op(A), op(B) of the product
 	var xa, xb []float32
 	switch grad {
@@ -293,24 +344,17 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	}
 	ra, rb := va.rank, vb.rank
 	m, k, kb, nn := va.shape[ra-2], va.shape[ra-1], vb.shape[rb-2], vb.shape[rb-1]
-	if rb == 2 && ra > 2 && grad != 2 || grad == 2 && views[2].rank == 2 && views[1].rank > 2 {
-		// A 2-D right operand (a Linear layer's weight) shared by every
-		// product of the batch: one product over the batch's rows.
-		if out, ok, err := permutedFlat(n, in, views, grad, permY, nil); err != nil || ok {
-			return out, ok, err
-		}
-	}
 	if k != kb {
 		if grad != 0 {
-			return nil, false, nil // the gradient kernel reports it
+			return false, nil // the gradient kernel reports it
 		}
-		return nil, false, n.Errorf("inner dimensions differ: A has shape %v, B has shape %v", dimsOf(va), dimsOf(vb))
+		return false, n.Errorf("inner dimensions differ: A has shape %v, B has shape %v", dimsOf(va), dimsOf(vb))
 	}
 	// Batch dims, broadcast numpy-style (aligned from the right); the
 	// gradients only take the path without broadcasting.
 	br := max(ra, rb) - 2
 	if br+2 > maxViewRank {
-		return nil, false, nil
+		return false, nil
 	}
 	var rShape [maxViewRank]int
 	var sa, sb [maxViewRank]int
@@ -331,9 +375,9 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 		case db == 1 && grad == 0:
 			rShape[d] = da
 		case grad == 0:
-			return nil, false, n.Errorf("batch dimensions of A %v and B %v do not broadcast", dimsOf(va), dimsOf(vb))
+			return false, n.Errorf("batch dimensions of A %v and B %v do not broadcast", dimsOf(va), dimsOf(vb))
 		default:
-			return nil, false, nil
+			return false, nil
 		}
 		if ia >= 0 && da != 1 {
 			sa[d] = va.strides[ia]
@@ -343,7 +387,7 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 		}
 	}
 	if grad != 0 && (ra != rb) {
-		return nil, false, nil
+		return false, nil
 	}
 	rShape[br], rShape[br+1] = m, nn
 	rr := br + 2
@@ -355,11 +399,11 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 			like = views[2]
 		}
 		if like.rank != rr || dy.rank != rr {
-			return nil, false, nil
+			return false, nil
 		}
 		for d := 0; d < rr; d++ {
 			if like.shape[d] != rShape[d] {
-				return nil, false, nil
+				return false, nil
 			}
 		}
 		// dY must be the product of A and B: [batch, M, N] with
@@ -368,11 +412,11 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 		a, b := views[1], views[2]
 		if a.rank != rr || b.rank != rr || a.shape[rr-1] != b.shape[rr-2] ||
 			dy.shape[rr-2] != a.shape[rr-2] || dy.shape[rr-1] != b.shape[rr-1] {
-			return nil, false, nil
+			return false, nil
 		}
 		for d := 0; d < br; d++ {
 			if a.shape[d] != b.shape[d] || dy.shape[d] != a.shape[d] {
-				return nil, false, nil
+				return false, nil
 			}
 		}
 	}
@@ -380,12 +424,12 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	var yShape, rStride [maxViewRank]int
 	if permY != nil {
 		if len(permY) != rr {
-			return nil, false, n.Errorf("permY %v has %d entries, the product has rank %d", permY, len(permY), rr)
+			return false, n.Errorf("permY %v has %d entries, the product has rank %d", permY, len(permY), rr)
 		}
 		var seen [maxViewRank]bool
 		for i, p := range permY {
 			if p < 0 || p >= int64(rr) || seen[p] {
-				return nil, false, n.Errorf("permY %v is not a permutation of %d axes", permY, rr)
+				return false, n.Errorf("permY %v is not a permutation of %d axes", permY, rr)
 			}
 			seen[p] = true
 			yShape[i] = rShape[p]
@@ -406,22 +450,17 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 	tb, ldb, okB := matrixLayout(k, nn, vb.strides[rb-2], vb.strides[rb-1])
 	tc, ldc, okC := matrixLayout(m, nn, rStride[rr-2], rStride[rr-1])
 	if !okA || !okB || !okC {
-		return nil, false, nil
+		return false, nil
 	}
-	p := kern.State[permutedState](n)
 	// The shape goes through the node's state, not yShape: a stack array
 	// handed to the allocator would escape, on every call.
-	p.yShape = append(p.yShape[:0], yShape[:rr]...)
-	out, err := kern.NewUninit(n, graph.Float32, p.yShape) // every element is written
-	if err != nil {
-		return nil, false, err
-	}
 	*p = permutedState{
-		yShape: p.yShape,
+		yShape: append(p.yShape[:0], yShape[:rr]...),
 		alpha:  n.AttrFloat("alpha", 1),
 		ta:     ta, tb: tb, m: m, n: nn, k: k, lda: lda, ldb: ldb, ldc: ldc,
-		a: xa, b: xb, c: out.Float32s(), batchRank: br,
+		a: xa, b: xb, batchRank: br,
 		offA: va.off, offB: vb.off,
+		swapC: tc,
 	}
 	if tc {
 		// C is stored column-major: compute Cᵀ = op(B)ᵀ·op(A)ᵀ, whose
@@ -433,29 +472,13 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 		p.m, p.n = nn, m
 		sa, sb = sb, sa
 	}
-	batch := 1
+	p.batch = 1
 	for d := 0; d < br; d++ {
 		p.batchShape[d] = rShape[d]
 		p.sa[d], p.sb[d], p.sc[d] = sa[d], sb[d], rStride[d]
-		batch *= rShape[d]
+		p.batch *= rShape[d]
 	}
-	if batch == 0 || m == 0 || nn == 0 {
-		return kern.Results(n, out), true, nil
-	}
-	procs := kern.Workers()
-	workers := batchWorkers(batch, m*nn*max(k, 1), procs)
-	// One core, or products spread over the cores: each runs whole on
-	// the goroutine that takes it.
-	p.serial = workers > 1 || procs < 2
-	if p.serial && followCausalHints && (n.Attr(graph.CausalLowerYAttr) != nil || n.Attr(graph.CausalLowerAttr) != nil) {
-		if kind, fill := causalKind(n, grad, views, tc); p.causalUsable(kind) {
-			p.tri, p.fill = kind, fill
-			causalCuts.Add(1)
-		}
-	}
-	kern.RunTask("PermutedMatMul", batch, min(workers, batch), p)
-	p.a, p.b, p.c = nil, nil, nil
-	return kern.Results(n, out), true, nil
+	return true, nil
 }
 
 // batchWorkers is how many chunks a batch of products of work m·n·k each
