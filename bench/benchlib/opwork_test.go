@@ -74,6 +74,16 @@ func TestOpWorkShapes(t *testing.T) {
 		{"Conv groups", node("Conv", graph.IntAttr("group", 2)), []*graph.Tensor{f32(2, 8, 7, 7), f32(16, 4, 3, 3)}, []*graph.Tensor{f32(2, 16, 5, 5)}, 2 * (2 * 16 * 5 * 5) * (4 * 3 * 3)},
 		{"ConvBackwardFilter", node("ConvBackwardFilter"), []*graph.Tensor{f32(2, 16, 5, 5), f32(2, 8, 7, 7), nil}, []*graph.Tensor{f32(16, 4, 3, 3)}, 2 * (2 * 16 * 5 * 5) * (4 * 3 * 3)},
 		{"ConvBackwardData", node("ConvBackwardData"), []*graph.Tensor{f32(2, 16, 5, 5), f32(16, 4, 3, 3), nil}, []*graph.Tensor{f32(2, 8, 7, 7)}, 2 * (2 * 16 * 5 * 5) * (4 * 3 * 3)},
+		// Attention over 6 heads of 5 tokens and 4 features, Q, K, V
+		// [5,6,4] read per head: the scores (6·5·5 elements of 4 terms) and
+		// P·V (6·5·4 elements of 5 terms); the gradient's four products
+		// cost as much each.
+		{"AttentionSoftmax", node(graph.AttentionSoftmax, graph.IntsAttr("qk.axes0", 1, 0, 2), graph.IntsAttr("qk.axes1", 1, 2, 0),
+			graph.IntsAttr("pv.axes1", 1, 0, 2), graph.IntsAttr("pv.permY", 1, 0, 2)),
+			[]*graph.Tensor{f32(5, 6, 4), f32(5, 6, 4), f32(5, 6, 4)}, []*graph.Tensor{f32(5, 6, 4), f32(6, 5, 5)}, 2 * (2 * 6 * 5 * 5 * 4)},
+		{"AttentionSoftmaxGrad", node(graph.AttentionSoftmaxGrad, graph.IntsAttr("dp.axes0", 1, 0, 2), graph.IntsAttr("dq.axes1", 1, 0, 2)),
+			[]*graph.Tensor{f32(5, 6, 4), f32(6, 5, 5), f32(5, 6, 4), f32(5, 6, 4), f32(5, 6, 4)},
+			[]*graph.Tensor{f32(5, 6, 4), f32(5, 6, 4), f32(5, 6, 4)}, 4 * (2 * 6 * 5 * 5 * 4)},
 		{"Add", node("Add"), []*graph.Tensor{f32(4, 8), f32(8)}, []*graph.Tensor{f32(4, 8)}, 0},
 	}
 	for _, c := range cases {

@@ -28,6 +28,7 @@ const (
 	PruneDropoutMasks  = "prune-dropout-masks"
 	DropSameShapeSum   = "drop-same-shape-sum-to-shape"
 	FusePermutedTrans  = "fuse-permuted-matmul-transpose"
+	FuseAttnSoftmax    = "fuse-attention-softmax"
 	RecomputeGeluGrad  = "recompute-gelu-grad"
 	RecomputeGeluOut   = "recompute-gelu-output"
 	FuseMatMulGelu     = "fuse-matmul-gelu"
@@ -175,6 +176,9 @@ func SpecialisedPasses() []Pass {
 		{Name: FusePermutedTrans, Doc: "a Transpose that is the only reader of a PermutedMatMul's result (through Identities) becomes its permY, the product writing where the Transpose did (the queries' gradient, behind the scale's same-shape SumToShape at compile time); after drop-same-shape-sum-to-shape",
 			Requires: []string{Specialize}, After: []string{DropSameShapeSum}, Before: []string{MarkCausal},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FusePermutedTranspose(g), nil }},
+		{Name: FuseAttnSoftmax, Doc: "attention's scores, Softmax and product with the values in one node (AttentionSoftmax), and their gradients in another (AttentionSoftmaxGrad), one head at a time: each head's T×T scores, dP and dS stay in the core's cache instead of going through memory; after fuse-permuted-matmul-transpose, whose products it takes in",
+			Fuses: []string{graph.AttentionSoftmax, graph.AttentionSoftmaxGrad}, Requires: []string{Specialize}, After: []string{DropIdentityArith, DropSameShapeSum, FusePermutedTrans}, Before: []string{MarkCausal},
+			Run: func(g *graph.Graph, env *Env) (int, error) { return graph.FuseAttentionSoftmax(g, env.Opset), nil }},
 		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
 			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},

@@ -179,3 +179,11 @@ func softmaxBackwardContiguous[F float](log bool, dy, y, dx []F, size int) {
 		}
 	}
 }
+
+// SoftmaxGradRow32 writes dx = y·(dy − Σ dy·y) over one contiguous row
+// (dx may be dy): the SoftmaxGrad kernel's arithmetic along the last
+// axis, bit for bit (the fused attention gradient's rows, linalg).
+func SoftmaxGradRow32(dy, y, dx []float32) {
+	y, dx = y[:len(dy)], dx[:len(dy)]
+	softmaxRowGrad32(dy, y, dx, dot32(dy, y))
+}

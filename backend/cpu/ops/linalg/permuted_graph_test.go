@@ -136,7 +136,9 @@ func testAttentionViews(t *testing.T, B, N, H, D int64, tol float64) {
 	inputs := map[string]*graph.Tensor{"x": x, "dy": dy}
 	run := func(m *graph.Model) (map[string]*graph.Tensor, map[string]int) {
 		ops := map[string]int{}
-		exe, err := (&cpu.Backend{}).Compile(m, backend.CompileOptions{})
+		// The products as PermutedMatMul nodes: without the attention
+		// fusion that takes them in (attention_softmax_test.go).
+		exe, err := withoutAttentionSoftmax().Compile(m, backend.CompileOptions{})
 		require.NoError(t, err)
 		var out map[string]*graph.Tensor
 		for i := 0; i < 2; i++ { // the second run uses the memory plan
@@ -180,4 +182,16 @@ func testAttentionViews(t *testing.T, B, N, H, D int64, tol float64) {
 			require.InDelta(t, w, g, tol*math.Max(1, math.Abs(float64(w))), "%s[%d]", name, i)
 		}
 	}
+}
+
+// withoutAttentionSoftmax is the CPU backend without the attention ops
+// (fuse-attention-softmax does not run).
+func withoutAttentionSoftmax() *cpu.Backend {
+	var ops []string
+	for _, op := range (&cpu.Backend{}).FusedOps() {
+		if op != graph.AttentionSoftmax && op != graph.AttentionSoftmaxGrad {
+			ops = append(ops, op)
+		}
+	}
+	return &cpu.Backend{FusedOnly: ops}
 }

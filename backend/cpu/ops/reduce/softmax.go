@@ -243,3 +243,10 @@ func softmaxStrided[F float](kind softmaxKind, block, dst []F, r int, mx, acc []
 		}
 	}
 }
+
+// SoftmaxRow32 writes the softmax of row into dst[:len(row)] (dst must
+// not overlap row): the Softmax kernel's arithmetic on one contiguous
+// row, bit for bit (the fused attention kernel's rows, linalg).
+func SoftmaxRow32(dst, row []float32) {
+	softmaxRow(kindSoftmax, row, dst[:len(row)])
+}

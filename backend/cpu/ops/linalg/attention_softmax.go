@@ -1,0 +1,506 @@
+package linalg
+
+import (
+	"sync"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/gradient"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/reduce"
+	"github.com/onnxtrain/onnxtrain/graph"
+)
+
+func init() {
+	kern.RegisterSpec(graph.FusedDomain, graph.AttentionSoftmax, kern.Spec{Fn: attentionSoftmaxKernel})
+	kern.RegisterSpec(graph.FusedDomain, graph.AttentionSoftmaxGrad, kern.Spec{Fn: attentionSoftmaxGradKernel})
+}
+
+// attnState is what an attention node keeps between runs: its products
+// as PermutedMatMul nodes (built from its attributes once), their plans,
+// and the per-core T×T buffers the heads' scores (or dP and dS) live in.
+type attnState struct {
+	subs  [4]*graph.Node
+	plans [4]permutedState
+	// fwd: plans[0] the scores (Q·Kᵀ), plans[1] P·V. grad: plans[0] dP,
+	// plans[1] dV, plans[2] dQ, plans[3] dK.
+	grad     bool
+	scale    float32
+	hasScale bool
+	// p: P's storage (the output, or nil when omitted); rows, cols: a
+	// head's T×T shape; headP: the elements between heads in P.
+	p          []float32
+	rows, cols int
+	serial     bool
+	mu         sync.Mutex
+	free       [][]float32
+	// dqOnA, dkOnA: dS is the A side of the dQ and dK plans (else B).
+	dqOnA, dkOnA bool
+}
+
+// attnBuffers holds the per-core buffers of every attention node: the
+// nodes run one at a time, so a step needs one buffer per core, not one
+// per core and node (24 nodes of ViT-B/16 kept 7 MiB of them).
+var attnBuffers struct {
+	mu   sync.Mutex
+	free [][]float32
+}
+
+// buffer takes a buffer of a head's T×T elements and one row more (a new
+// one when none free is large enough).
+func (s *attnState) buffer() []float32 {
+	want := (s.rows + 1) * s.cols
+	attnBuffers.mu.Lock()
+	defer attnBuffers.mu.Unlock()
+	for i := len(attnBuffers.free) - 1; i >= 0; i-- {
+		if b := attnBuffers.free[i]; cap(b) >= want {
+			attnBuffers.free = append(attnBuffers.free[:i], attnBuffers.free[i+1:]...)
+			return b[:want]
+		}
+	}
+	return make([]float32, want)
+}
+
+// release returns a buffer taken by buffer; at most eight are kept (the
+// largest, so that a smaller head reuses a larger head's buffer).
+func (s *attnState) release(b []float32) {
+	attnBuffers.mu.Lock()
+	defer attnBuffers.mu.Unlock()
+	f := append(attnBuffers.free, b)
+	if len(f) > 8 {
+		small := 0
+		for i, x := range f {
+			if cap(x) < cap(f[small]) {
+				small = i
+			}
+		}
+		f = append(f[:small], f[small+1:]...)
+	}
+	attnBuffers.free = f
+}
+
+// sub returns product i's node, built from the attributes under prefix.
+func (s *attnState) sub(n *graph.Node, i int, prefix string) *graph.Node {
+	if s.subs[i] == nil {
+		s.subs[i] = graph.AttentionProduct(n, prefix, nil, "")
+	}
+	return s.subs[i]
+}
+
+// planSub plans product i of the attention node over in (operand
+// header, if not -1, is a header whose data the kernel supplies: not
+// validated); an error when the strided path cannot run it (the fusion
+// only makes attention nodes of products the strided path takes).
+func (s *attnState) planSub(n *graph.Node, i int, prefix string, in []*graph.Tensor, header int) error {
+	sub := s.sub(n, i, prefix)
+	grad := sub.AttrInt("grad", 0)
+	need := 2
+	if grad != 0 {
+		need = 3
+	}
+	if grad < 0 || grad > 2 || len(in) != need {
+		return n.Errorf("product %s: grad %d with %d operands", prefix, grad, len(in))
+	}
+	var views [3]strided
+	for j, t := range in {
+		if t.DType != graph.Float32 {
+			return n.Errorf("product %s: operand %d is %v, the attention kernels take float32", prefix, j, t.DType)
+		}
+		if j != header {
+			if err := t.Validate(); err != nil {
+				return n.Errorf("product %s: operand %d: %v", prefix, j, err)
+			}
+		}
+		a, f := viewAttrs(j)
+		v, big, err := viewOf(sub, t.Shape, a, f)
+		if err != nil {
+			return err
+		}
+		if big || v.rank < 2 {
+			return n.Errorf("product %s: operand %d of shape %v has no strided view", prefix, j, t.Shape)
+		}
+		views[j] = v
+	}
+	ok, err := s.plans[i].plan(sub, in, views[:need], grad, sub.AttrInts("permY", nil))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return n.Errorf("product %s of operands %v has no strided plan", prefix, shapesOf(in))
+	}
+	return nil
+}
+
+func shapesOf(in []*graph.Tensor) [][]int {
+	out := make([][]int, len(in))
+	for i, t := range in {
+		out[i] = t.Shape
+	}
+	return out
+}
+
+// head runs product i of plan p. With x set, the operand on side A
+// (onA) or B of the plan is read from x at offset 0 instead of its
+// batch position; with c set, C is written there at offset 0. With more
+// set (product i+1 of the plan runs after this head's other products)
+// and where the CPU gains from it (prefetchNextProduct), product i+1's
+// operands are fetched while the last block of this one computes, as
+// PermutedMatMul does for its batch.
+func (p *permutedState) head(i int, x []float32, onA bool, c []float32, more bool) {
+	var idx [maxViewRank]int
+	rem := i
+	for d := p.batchRank - 1; d >= 0; d-- {
+		idx[d] = rem % p.batchShape[d]
+		rem /= p.batchShape[d]
+	}
+	oa, ob, oc := p.offsets(&idx)
+	a, b := p.a, p.b
+	if x != nil {
+		if onA {
+			a, oa = x, 0
+		} else {
+			b, ob = x, 0
+		}
+	}
+	if c == nil {
+		c = p.c
+	} else {
+		oc = 0
+	}
+	if !p.serial {
+		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc)
+		return
+	}
+	var next *gemm.Operands
+	var nx gemm.Operands
+	if more && prefetchNextProduct {
+		p.advance(&idx)
+		na, nb, _ := p.offsets(&idx)
+		if x != nil {
+			if onA {
+				na = 0
+			} else {
+				nb = 0
+			}
+		}
+		nx = gemm.Operands{A: a[na:], LDA: p.lda, B: b[nb:], LDB: p.ldb}
+		next = &nx
+	}
+	gemm.SgemmSerialNext(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc, next)
+}
+
+// headMatrix checks that plan p writes each product as one row-major
+// matrix of rows×cols with rows cols apart and products rows·cols apart
+// (the layout the T×T buffers take).
+func headMatrix(p *permutedState, rows, cols int) bool {
+	if p.swapC || p.m != rows || p.n != cols || p.ldc != cols {
+		return false
+	}
+	s := rows * cols
+	for d := p.batchRank - 1; d >= 0; d-- {
+		if p.sc[d] != s {
+			return false
+		}
+		s *= p.batchShape[d]
+	}
+	return true
+}
+
+// attentionSoftmaxKernel is graph.AttentionSoftmax: per head, the scores
+// into a buffer of the core's, their Softmax row by row into P (back into
+// the buffer, through a row of its own, when P is omitted), and P·V from
+// there. Every value is what PermutedMatMul, Softmax and
+// PermutedMatMul compute, bit for bit.
+func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 3); err != nil {
+		return nil, err
+	}
+	if len(n.Outputs) != 2 {
+		return nil, n.Errorf("has %d outputs, want O and P", len(n.Outputs))
+	}
+	if !allFloat32(in) {
+		return attentionUnfused(ctx, n, in)
+	}
+	s := kern.State[attnState](n)
+	s.grad = false
+	if err := s.planSub(n, 0, graph.AttnQK, in[:2], -1); err != nil {
+		return nil, err
+	}
+	qk := &s.plans[0]
+	rows, cols := qk.m, qk.n
+	if !headMatrix(qk, rows, cols) {
+		return nil, n.Errorf("the scores' product %v writes no row-major T×T matrix per head", qk.yShape)
+	}
+	s.rows, s.cols = rows, cols
+	var pt *graph.Tensor
+	var err error
+	header := -1
+	if n.Outputs[1] != "" {
+		if pt, err = kern.NewUninit(n, graph.Float32, qk.yShape); err != nil { // every element is written
+			return nil, err
+		}
+	} else {
+		// P only as the values' product reads it: a header over no
+		// storage plans that product (each head's P is a buffer).
+		pt = &graph.Tensor{DType: graph.Float32, Shape: append([]int(nil), qk.yShape...), Data: []float32(nil)}
+		header = 0
+	}
+	if err := s.planSub(n, 1, graph.AttnPV, []*graph.Tensor{pt, in[2]}, header); err != nil {
+		return nil, err
+	}
+	pv := &s.plans[1]
+	if pv.batch != qk.batch {
+		return nil, n.Errorf("the values' product (batch %d) does not read P (batch %d) as the scores' product writes it", pv.batch, qk.batch)
+	}
+	out, err := kern.NewUninit(n, graph.Float32, pv.yShape) // every element is written
+	if err != nil {
+		return nil, err
+	}
+	pv.c = out.Float32s()
+	s.p = nil
+	if pt.Data != nil {
+		s.p = pt.Float32s()
+	}
+	if qk.batch > 0 && rows > 0 && cols > 0 && pv.m > 0 && pv.n > 0 {
+		s.run(qk.batch, rows*cols*max(qk.k, 1))
+	}
+	qk.a, qk.b, pv.a, pv.b, pv.c, s.p = nil, nil, nil, nil, nil, nil
+	if pt.Data == nil {
+		return kern.Results(n, out, nil), nil
+	}
+	return kern.Results(n, out, pt), nil
+}
+
+// run spreads the heads over the cores as PermutedMatMul spreads its
+// batch.
+func (s *attnState) run(batch, work int) {
+	procs := kern.Workers()
+	workers := batchWorkers(batch, work, procs)
+	s.serial = workers > 1 || procs < 2
+	for i := range s.plans {
+		s.plans[i].serial = s.serial
+	}
+	kern.RunTask("Attention", batch, min(workers, batch), s)
+}
+
+// Chunk runs heads [lo, hi).
+func (s *attnState) Chunk(lo, hi int) {
+	buf := s.buffer()
+	defer s.release(buf)
+	if s.grad {
+		s.gradHeads(lo, hi, buf)
+		return
+	}
+	qk, pv := &s.plans[0], &s.plans[1]
+	size := s.rows * s.cols
+	row := buf[size:]
+	for h := lo; h < hi; h++ {
+		qk.head(h, nil, false, buf, h+1 < hi)
+		if s.p != nil {
+			ph := s.p[h*size : (h+1)*size]
+			for r := 0; r < s.rows; r++ {
+				reduce.SoftmaxRow32(ph[r*s.cols:(r+1)*s.cols], buf[r*s.cols:(r+1)*s.cols])
+			}
+			pv.head(h, nil, false, nil, h+1 < hi)
+			continue
+		}
+		for r := 0; r < s.rows; r++ {
+			x := buf[r*s.cols : (r+1)*s.cols]
+			reduce.SoftmaxRow32(row, x)
+			copy(x, row)
+		}
+		// P's side of the plan: A unless the plan swapped the product.
+		pv.head(h, buf, !pv.swapC, nil, h+1 < hi)
+	}
+}
+
+// attentionSoftmaxGradKernel is graph.AttentionSoftmaxGrad: per head, dP
+// into a buffer of the core's, dS over it row by row (scaled), then dV,
+// dQ and dK, P and dS read while they are in the cache. Every value is
+// what the PermutedMatMul gradients, SoftmaxGrad and Mul compute, bit for
+// bit.
+func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 5); err != nil {
+		return nil, err
+	}
+	if len(n.Outputs) != 3 {
+		return nil, n.Errorf("has %d outputs, want dQ, dK and dV", len(n.Outputs))
+	}
+	if !allFloat32(in) {
+		return attentionGradUnfused(ctx, n, in)
+	}
+	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
+	s := kern.State[attnState](n)
+	s.grad = true
+	s.scale, s.hasScale = n.AttrFloat(graph.AttnDSScale, 1), n.Attr(graph.AttnDSScale) != nil
+	if p.DType != graph.Float32 || p.Validate() != nil || p.Rank() < 2 {
+		return nil, n.Errorf("P (input 1) must be a float32 tensor of rank 2 or more, got %v %v", p.DType, p.Shape)
+	}
+	if err := s.planSub(n, 0, graph.AttnDP, []*graph.Tensor{dO, p, v}, -1); err != nil {
+		return nil, err
+	}
+	dp := &s.plans[0]
+	rows, cols := p.Shape[p.Rank()-2], p.Shape[p.Rank()-1]
+	if !headMatrix(dp, rows, cols) {
+		return nil, n.Errorf("dP's product %v writes no row-major T×T matrix per head of P %v", dp.yShape, p.Shape)
+	}
+	s.rows, s.cols = rows, cols
+	if err := s.planSub(n, 1, graph.AttnDV, []*graph.Tensor{dO, p, v}, -1); err != nil {
+		return nil, err
+	}
+	// dS as the dQ and dK plans see it: P's shape, its data the buffers.
+	ds := &graph.Tensor{DType: graph.Float32, Shape: p.Shape, Data: p.Data}
+	if err := s.planSub(n, 2, graph.AttnDQ, []*graph.Tensor{ds, q, k}, -1); err != nil {
+		return nil, err
+	}
+	if err := s.planSub(n, 3, graph.AttnDK, []*graph.Tensor{ds, q, k}, -1); err != nil {
+		return nil, err
+	}
+	// dS is op(A) of dQ's product (dS·K) and op(B) of dK's (dSᵀ·Q);
+	// a plan that swapped its product holds it on the other side.
+	s.dqOnA, s.dkOnA = !s.plans[2].swapC, s.plans[3].swapC
+	for i := 1; i < 4; i++ {
+		if s.plans[i].batch != dp.batch {
+			return nil, n.Errorf("the gradients' products have batches %d and %d", dp.batch, s.plans[i].batch)
+		}
+	}
+	var outs [3]*graph.Tensor
+	for i, pl := range []int{2, 3, 1} { // dQ, dK, dV
+		t, err := kern.NewUninit(n, graph.Float32, s.plans[pl].yShape) // every element is written
+		if err != nil {
+			return nil, err
+		}
+		outs[i] = t
+		s.plans[pl].c = t.Float32s()
+	}
+	s.p = p.Float32s()
+	if dp.batch > 0 && rows > 0 && cols > 0 {
+		s.run(dp.batch, rows*cols*max(dp.k, 1))
+	}
+	for i := range s.plans {
+		s.plans[i].a, s.plans[i].b, s.plans[i].c = nil, nil, nil
+	}
+	s.p = nil
+	return kern.Results(n, outs[0], outs[1], outs[2]), nil
+}
+
+// gradHeads runs heads [lo, hi) of the gradient with buf (T×T) as dP, then
+// dS.
+func (s *attnState) gradHeads(lo, hi int, buf []float32) {
+	dp, dv, dq, dk := &s.plans[0], &s.plans[1], &s.plans[2], &s.plans[3]
+	size := s.rows * s.cols
+	for h := lo; h < hi; h++ {
+		dp.head(h, nil, false, buf, h+1 < hi)
+		ph := s.p[h*size : (h+1)*size]
+		for r := 0; r < s.rows; r++ {
+			x := buf[r*s.cols : (r+1)*s.cols]
+			gradient.SoftmaxGradRow32(x, ph[r*s.cols:(r+1)*s.cols], x)
+			if s.hasScale {
+				for i := range x {
+					x[i] *= s.scale
+				}
+			}
+		}
+		dv.head(h, nil, false, nil, h+1 < hi)
+		dq.head(h, buf, s.dqOnA, nil, h+1 < hi)
+		dk.head(h, buf, s.dkOnA, nil, h+1 < hi)
+	}
+}
+
+// allFloat32 reports whether every tensor is float32.
+func allFloat32(in []*graph.Tensor) bool {
+	for _, t := range in {
+		if t.DType != graph.Float32 {
+			return false
+		}
+	}
+	return true
+}
+
+// attentionUnfused runs AttentionSoftmax as the nodes it replaced,
+// through their kernels (operands of other dtypes: under autocast), with
+// their results on the heap.
+func attentionUnfused(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	s, err := permutedMatMulKernel(ctx, graph.AttentionProduct(n, graph.AttnQK, n.Inputs[:2], n.Name+"/scores"), in[:2])
+	if err != nil {
+		return nil, err
+	}
+	p, err := runSubOp(ctx, n, "", "Softmax", s[:1], graph.IntAttr("axis", -1))
+	if err != nil {
+		return nil, err
+	}
+	o, err := permutedMatMulKernel(ctx, graph.AttentionProduct(n, graph.AttnPV, []string{n.Name + "/p", n.Inputs[2]}, n.Outputs[0]),
+		[]*graph.Tensor{p, in[2]})
+	if err != nil {
+		return nil, err
+	}
+	if n.Outputs[1] == "" {
+		p = nil
+	}
+	return kern.Results(n, o[0], p), nil
+}
+
+// attentionGradUnfused is attentionUnfused for AttentionSoftmaxGrad.
+func attentionGradUnfused(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
+	product := func(prefix string, ops ...*graph.Tensor) (*graph.Tensor, error) {
+		r, err := permutedMatMulKernel(ctx, graph.AttentionProduct(n, prefix, make([]string, len(ops)), n.Name+"/"+prefix), ops)
+		if err != nil {
+			return nil, err
+		}
+		return r[0], nil
+	}
+	dP, err := product(graph.AttnDP, dO, p, v)
+	if err != nil {
+		return nil, err
+	}
+	dV, err := product(graph.AttnDV, dO, p, v)
+	if err != nil {
+		return nil, err
+	}
+	dS, err := runSubOp(ctx, n, graph.InternalDomain, "SoftmaxGrad", []*graph.Tensor{dP, p}, graph.IntAttr("axis", -1))
+	if err != nil {
+		return nil, err
+	}
+	if n.Attr(graph.AttnDSScale) != nil {
+		c, err := graph.NewTensor(dS.DType, nil)
+		if err != nil {
+			return nil, n.Errorf("scale: %v", err)
+		}
+		c.SetFloat(0, float64(n.AttrFloat(graph.AttnDSScale, 1)))
+		if dS, err = runSubOp(ctx, n, "", "Mul", []*graph.Tensor{dS, c}); err != nil {
+			return nil, err
+		}
+	}
+	dQ, err := product(graph.AttnDQ, dS, q, k)
+	if err != nil {
+		return nil, err
+	}
+	dK, err := product(graph.AttnDK, dS, q, k)
+	if err != nil {
+		return nil, err
+	}
+	return kern.Results(n, dQ, dK, dV), nil
+}
+
+// runSubOp runs the kernel of domain:op on in for attention node n (a node
+// of its own, named after n, with attrs), its result on the heap.
+func runSubOp(ctx *kern.Context, n *graph.Node, domain, op string, in []*graph.Tensor, attrs ...*graph.Attr) (*graph.Tensor, error) {
+	opset := int64(0)
+	if ctx != nil {
+		opset = ctx.Opset
+	}
+	spec, ok := kern.Lookup(domain, op, opset)
+	if !ok {
+		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
+	}
+	sub := &graph.Node{Name: n.Name + "/" + op, OpType: op, Domain: domain, Inputs: make([]string, len(in)),
+		Outputs: []string{n.Name + "/" + op}, Attrs: map[string]*graph.Attr{}}
+	for _, a := range attrs {
+		sub.Attrs[a.Name] = a
+	}
+	r, err := spec.Fn(ctx, sub, in)
+	if err != nil {
+		return nil, err
+	}
+	return r[0], nil
+}

@@ -1,0 +1,371 @@
+package graph
+
+import "strings"
+
+// AttentionSoftmax is the fused op of FuseAttentionSoftmax's forward
+// rewrite: attention's scores, their Softmax along the last axis and the
+// product with the values, one head at a time,
+//
+//	AttentionSoftmax(Q, K, V) = (O, P),
+//	P = Softmax(PermutedMatMul(Q, K; qk.*), axis=-1),
+//	O = PermutedMatMul(P, V; pv.*),
+//
+// where qk.* and pv.* are the two products' PermutedMatMul attributes
+// under those prefixes (views, alpha, permY; AttentionProduct rebuilds
+// them). A kernel computes one head's T×T scores into a buffer that stays
+// in the core's cache, writes its Softmax to P (which the backward pass
+// reads; the output may be omitted when nothing does) and multiplies it
+// with the head's values while it is still there: the scores are never
+// written to memory and P is not read back.
+const AttentionSoftmax = "AttentionSoftmax"
+
+// AttentionSoftmaxGrad is the fused op of FuseAttentionSoftmax's backward
+// rewrite: the gradients of AttentionSoftmax's three operands,
+//
+//	AttentionSoftmaxGrad(dO, P, V, Q, K) = (dQ, dK, dV),
+//	dP = PermutedMatMul(dO, P, V; dp.*)        (grad 1: dO·Vᵀ)
+//	dV = PermutedMatMul(dO, P, V; dv.*)        (grad 2: Pᵀ·dO)
+//	dS = SoftmaxGrad(dP, P, axis=-1) · scale   (scale 1 when absent)
+//	dQ = PermutedMatMul(dS, Q, K; dq.*)        (grad 1: dS·K)
+//	dK = PermutedMatMul(dS, Q, K; dk.*)        (grad 2: dSᵀ·Q)
+//
+// A kernel computes one head's dP and dS in a buffer that stays in the
+// core's cache and reads that head's P once: neither T×T gradient is
+// written to memory.
+const AttentionSoftmaxGrad = "AttentionSoftmaxGrad"
+
+// Attribute-name prefixes of the products inside the attention ops, and
+// the scale of dS.
+const (
+	AttnQK      = "qk."
+	AttnPV      = "pv."
+	AttnDP      = "dp."
+	AttnDV      = "dv."
+	AttnDQ      = "dq."
+	AttnDK      = "dk."
+	AttnDSScale = "scale"
+)
+
+func init() {
+	fusedInferRules[AttentionSoftmax] = inferAttentionSoftmax
+	fusedInferRules[AttentionSoftmaxGrad] = inferAttentionSoftmaxGrad
+}
+
+// AttentionProduct is the PermutedMatMul that the attributes of attention
+// op n under prefix describe, reading inputs and writing output (a node
+// outside any graph: kernels plan the product with it, shape inference
+// infers it).
+func AttentionProduct(n *Node, prefix string, inputs []string, output string) *Node {
+	sub := &Node{Name: n.Name + "/" + strings.TrimSuffix(prefix, "."), OpType: PermutedMatMul, Domain: FusedDomain,
+		Inputs: inputs, Outputs: []string{output}, Attrs: map[string]*Attr{}}
+	for k, a := range n.Attrs {
+		if name, ok := strings.CutPrefix(k, prefix); ok {
+			c := *a
+			c.Name = name
+			sub.Attrs[name] = &c
+		}
+	}
+	return sub
+}
+
+// prefixAttrs copies p's attributes into dst under prefix.
+func prefixAttrs(dst map[string]*Attr, prefix string, p *Node) {
+	for k, a := range p.Attrs {
+		c := *a
+		c.Name = prefix + k
+		dst[c.Name] = &c
+	}
+}
+
+// FuseAttentionSoftmax rewrites attention's core into AttentionSoftmax
+// and its gradient into AttentionSoftmaxGrad (see both); the gradient only
+// where the forward was fused (a mask added to the scores stops both, so
+// that MarkCausalAttention still sees a causal mask's products). The forward:
+// Softmax along the last axis of a PermutedMatMul's result (grad 0, no
+// permY, nothing else reading it), read by a PermutedMatMul as its first
+// operand without a view; every other reader of P comes after that
+// product. The backward: SoftmaxGrad(dP, P) along the last axis whose dP
+// is a PermutedMatMul gradient (grad 1) of P's product that nothing else
+// reads, the product's other gradient (grad 2, dV) present, and whose
+// result (through a Mul by a scalar constant and Identities, each read
+// once) is read exactly by the two gradients (grad 1 and 2) of one
+// product of Q and K. The fused node takes the place of the first node
+// it replaces (its inputs are all made before it; its outputs' readers
+// all come after). Products marked causal are left alone. Nodes are in
+// topological order; the graph's nodes may be shared with the graph it
+// was specialised from, so no node is changed. It returns the number of
+// nodes made.
+func FuseAttentionSoftmax(g *Graph, opset int64) int {
+	readers := readCounts(g)
+	producer := g.Producers()
+	pos := make(map[*Node]int, len(g.Nodes))
+	users := map[string][]*Node{}
+	for i, n := range g.Nodes {
+		pos[n] = i
+		for j, in := range n.Inputs {
+			if in != "" && !containsBefore(n.Inputs, j, in) {
+				users[in] = append(users[in], n)
+			}
+		}
+	}
+	constants := map[string]*Tensor{}
+	isInput := map[string]bool{}
+	for _, in := range g.Inputs {
+		isInput[in.Name] = true
+	}
+	for name, t := range g.Initializers {
+		if !isInput[name] {
+			constants[name] = t
+		}
+	}
+	for _, n := range g.Nodes {
+		if n.OpType == "Constant" && isPlain(n) && len(n.Outputs) == 1 {
+			if a := n.Attr("value"); a != nil && a.T != nil {
+				constants[n.Outputs[0]] = a.T
+			}
+		}
+	}
+	used := map[*Node]bool{}
+	replace := map[*Node]*Node{}
+	drop := map[*Node]bool{}
+	free := func(ns ...*Node) bool {
+		for _, n := range ns {
+			if used[n] {
+				return false
+			}
+		}
+		return true
+	}
+	made := 0
+	fusedP := map[string]bool{} // the P of every forward fused
+	for _, sm := range g.Nodes {
+		if !isPlain(sm) || sm.OpType != "Softmax" || len(sm.Inputs) != 1 || len(sm.Outputs) != 1 || sm.Outputs[0] == "" || !softmaxOnLastAxis(sm, opset) {
+			continue
+		}
+		s, p := sm.Inputs[0], sm.Outputs[0]
+		qk := producer[s]
+		if !plainAttentionProduct(qk, 0) || len(qk.Inputs) != 2 || qk.Attr("permY") != nil || readers[s] != 1 {
+			continue
+		}
+		var pv *Node
+		for _, u := range users[p] {
+			if plainAttentionProduct(u, 0) && len(u.Inputs) == 2 && u.Inputs[0] == p && u.Inputs[1] != p &&
+				u.Attr("axes0") == nil && u.Attr("fixed0") == nil && pos[u] > pos[sm] {
+				if pv != nil {
+					pv = nil
+					break
+				}
+				pv = u
+			}
+		}
+		if pv == nil || !free(qk, sm, pv) {
+			continue
+		}
+		later := true
+		for _, u := range users[p] {
+			later = later && (u == pv || pos[u] > pos[pv])
+		}
+		if !later {
+			continue
+		}
+		outP := p
+		if readers[p] == 1 {
+			outP = "" // only the product reads P: it stays in the kernel's buffer
+		}
+		f := &Node{Name: pv.Name, OpType: AttentionSoftmax, Domain: FusedDomain,
+			Inputs: []string{qk.Inputs[0], qk.Inputs[1], pv.Inputs[1]}, Outputs: []string{pv.Outputs[0], outP},
+			Attrs: map[string]*Attr{}}
+		prefixAttrs(f.Attrs, AttnQK, qk)
+		prefixAttrs(f.Attrs, AttnPV, pv)
+		replace[pv] = f
+		fusedP[p] = true
+		drop[qk], drop[sm] = true, true
+		used[qk], used[sm], used[pv] = true, true, true
+		made++
+	}
+	for _, sg := range g.Nodes {
+		if sg.Domain != InternalDomain || sg.OpType != "SoftmaxGrad" || len(sg.Inputs) != 2 || len(sg.Outputs) != 1 || sg.Outputs[0] == "" ||
+			sg.AttrInt("axis", 0) != -1 || sg.AttrInt("coerce", 0) != 0 {
+			continue
+		}
+		dP, p := sg.Inputs[0], sg.Inputs[1]
+		if !fusedP[p] {
+			continue // a masked forward: its products keep their causal hints
+		}
+		dp := producer[dP]
+		if !plainAttentionProduct(dp, 1) || len(dp.Inputs) != 3 || dp.Inputs[1] != p || dp.Attr("permY") != nil ||
+			dp.Attr("axes1") != nil || dp.Attr("fixed1") != nil || readers[dP] != 1 {
+			continue
+		}
+		dO, v := dp.Inputs[0], dp.Inputs[2]
+		var dv *Node
+		for _, u := range users[dO] {
+			if plainAttentionProduct(u, 2) && len(u.Inputs) == 3 && u.Inputs[0] == dO && u.Inputs[1] == p && u.Inputs[2] == v && !used[u] {
+				dv = u
+				break
+			}
+		}
+		if dv == nil {
+			continue
+		}
+		// dS, through a Mul by a scalar and Identities.
+		chain := []*Node{}
+		ds := sg.Outputs[0]
+		scale := float32(1)
+		hasScale := false
+		for readers[ds] == 1 && len(users[ds]) == 1 {
+			u := users[ds][0]
+			if !isPlain(u) || len(u.Outputs) != 1 || u.Outputs[0] == "" {
+				break
+			}
+			if u.OpType == "Identity" && len(u.Inputs) == 1 {
+				chain, ds = append(chain, u), u.Outputs[0]
+				continue
+			}
+			if u.OpType == "Mul" && len(u.Inputs) == 2 && !hasScale {
+				c := u.Inputs[1]
+				if c == ds {
+					c = u.Inputs[0]
+				}
+				if c == ds {
+					break
+				}
+				if t := constants[c]; t != nil && t.DType == Float32 && t.Size() == 1 && t.Validate() == nil {
+					scale, hasScale = t.Float32s()[0], true
+					chain, ds = append(chain, u), u.Outputs[0]
+					continue
+				}
+			}
+			break
+		}
+		if readers[ds] != 2 || len(users[ds]) != 2 {
+			continue
+		}
+		dq, dk := users[ds][0], users[ds][1]
+		if dq.AttrInt("grad", 0) == 2 {
+			dq, dk = dk, dq
+		}
+		if !plainAttentionProduct(dq, 1) || !plainAttentionProduct(dk, 2) || len(dq.Inputs) != 3 || len(dk.Inputs) != 3 ||
+			dq.Inputs[0] != ds || dk.Inputs[0] != ds || dq.Inputs[1] != dk.Inputs[1] || dq.Inputs[2] != dk.Inputs[2] ||
+			dq.Inputs[1] == ds || dq.Inputs[2] == ds ||
+			dq.Attr("axes0") != nil || dq.Attr("fixed0") != nil || dk.Attr("axes0") != nil || dk.Attr("fixed0") != nil {
+			continue
+		}
+		group := append([]*Node{dp, dv, sg, dq, dk}, chain...)
+		if !free(group...) {
+			continue
+		}
+		first := dp
+		for _, n := range group {
+			if pos[n] < pos[first] {
+				first = n
+			}
+		}
+		inputs := []string{dO, p, v, dq.Inputs[1], dq.Inputs[2]}
+		ready := true
+		for _, in := range inputs {
+			if pr := producer[in]; pr != nil && pos[pr] >= pos[first] {
+				ready = false
+			}
+		}
+		if !ready {
+			continue
+		}
+		f := &Node{Name: sg.Name, OpType: AttentionSoftmaxGrad, Domain: FusedDomain,
+			Inputs: inputs, Outputs: []string{dq.Outputs[0], dk.Outputs[0], dv.Outputs[0]}, Attrs: map[string]*Attr{}}
+		prefixAttrs(f.Attrs, AttnDP, dp)
+		prefixAttrs(f.Attrs, AttnDV, dv)
+		prefixAttrs(f.Attrs, AttnDQ, dq)
+		prefixAttrs(f.Attrs, AttnDK, dk)
+		if hasScale {
+			f.SetAttr(&Attr{Name: AttnDSScale, Type: AttrFloat, F: scale})
+		}
+		for _, n := range group {
+			used[n] = true
+			if n != first {
+				drop[n] = true
+			}
+		}
+		replace[first] = f
+		made++
+	}
+	if made == 0 {
+		return 0
+	}
+	for i, n := range g.Nodes {
+		if r := replace[n]; r != nil {
+			g.Nodes[i] = r
+		}
+	}
+	removeNodes(g, drop)
+	return made
+}
+
+// containsBefore reports whether s[:i] holds v.
+func containsBefore(s []string, i int, v string) bool {
+	for _, x := range s[:i] {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// plainAttentionProduct reports whether n is a PermutedMatMul with the
+// given grad and no causal hints.
+func plainAttentionProduct(n *Node, grad int64) bool {
+	return isPermutedMatMul(n) && n.AttrInt("grad", 0) == grad &&
+		n.Attr(CausalLowerAttr) == nil && n.Attr(CausalLowerYAttr) == nil
+}
+
+// softmaxOnLastAxis reports whether Softmax node n normalises along the
+// last axis alone: axis -1 (the default from opset 13; before it, the
+// default axis 1 flattens the trailing axes).
+func softmaxOnLastAxis(n *Node, opset int64) bool {
+	if a := n.Attr("axis"); a != nil {
+		return a.I == -1
+	}
+	return opset >= 13
+}
+
+// inferAttentionSoftmax: P is the scores' product's shape, O the values'
+// product's.
+func inferAttentionSoftmax(c *inferCall) error {
+	n := c.n
+	if len(n.Outputs) == 0 {
+		return nil
+	}
+	p := ""
+	if len(n.Outputs) > 1 {
+		p = n.Outputs[1]
+	}
+	if p == "" {
+		// Omitted: inferred under a name of its own, then forgotten.
+		p = n.Name + "/attention-scores"
+		defer delete(c.st.types, p)
+	}
+	if err := inferPermutedMatMul(&inferCall{st: c.st, n: AttentionProduct(n, AttnQK, []string{n.Input(0), n.Input(1)}, p)}); err != nil {
+		return err
+	}
+	return inferPermutedMatMul(&inferCall{st: c.st, n: AttentionProduct(n, AttnPV, []string{p, n.Input(2)}, n.Outputs[0])})
+}
+
+// inferAttentionSoftmaxGrad: each gradient has its operand's shape.
+func inferAttentionSoftmaxGrad(c *inferCall) error {
+	n := c.n
+	dO, p, v, q, k := n.Input(0), n.Input(1), n.Input(2), n.Input(3), n.Input(4)
+	for i, sub := range []*Node{
+		AttentionProduct(n, AttnDQ, []string{dO, q, k}, ""),
+		AttentionProduct(n, AttnDK, []string{dO, q, k}, ""),
+		AttentionProduct(n, AttnDV, []string{dO, p, v}, ""),
+	} {
+		if i >= len(n.Outputs) || n.Outputs[i] == "" {
+			continue
+		}
+		sub.Outputs[0] = n.Outputs[i]
+		if err := inferPermutedMatMul(&inferCall{st: c.st, n: sub}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
