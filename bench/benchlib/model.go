@@ -3,7 +3,6 @@ package benchlib
 import (
 	"context"
 	"fmt"
-	"github.com/onnxtrain/onnxtrain/backend/cpu"
 	"io"
 	"math/rand/v2"
 	"path/filepath"
@@ -11,9 +10,12 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/train"
@@ -242,6 +244,7 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	if o.OpProfile || o.OpProfileByNode || o.OpProfileByShape {
 		prof = &opProfiler{byOp: map[string]*OpTime{}, byNode: o.OpProfileByNode, byShape: o.OpProfileByShape}
 		ctx = backend.WithNodeCallTimer(ctx, prof.record)
+		defer linalg.SetAttentionProductTimer(prof.part)()
 	}
 	var step func() (loss float64, fb, opt time.Duration, err error)
 	var update time.Duration // the latest training step's update-node time
@@ -347,24 +350,52 @@ type OpTime struct {
 	// counted once, and GBPS the bandwidth that makes: for memory-bound ops,
 	// the figure to hold against the machine's (a lower bound of the
 	// traffic; ops that only relabel a tensor report none).
-	GB    float64 `json:"gb_per_step,omitempty"`
-	GBPS  float64 `json:"gb_per_s,omitempty"`
-	total time.Duration
-	n     int
-	flops float64
-	bytes float64
+	GB   float64 `json:"gb_per_step,omitempty"`
+	GBPS float64 `json:"gb_per_s,omitempty"`
+	// Within names the op a row is part of: the products inside a fused
+	// attention op ("AttentionSoftmaxGrad/dq"), timed by the kernel (each
+	// head's product, divided by the cores when the heads share them).
+	// Such rows are left out of the shares' sum (Share is still of the
+	// step's kernel time).
+	Within string `json:"within,omitempty"`
+	total  time.Duration
+	n      int
+	flops  float64
+	bytes  float64
 }
 
 // opProfiler sums kernel times by op type while on.
 type opProfiler struct {
 	on, byNode, byShape bool
 	byOp                map[string]*OpTime
+	mu                  sync.Mutex // part: the kernels' workers report at once
+}
+
+// part records a product timed inside a fused op's kernel
+// (linalg.SetAttentionProductTimer).
+func (p *opProfiler) part(label string, flops float64, d time.Duration) {
+	if !p.on {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.byOp[label]
+	if t == nil {
+		op, _, _ := strings.Cut(label, "/")
+		t = &OpTime{Op: label, Within: op}
+		p.byOp[label] = t
+	}
+	t.total += d
+	t.n++
+	t.flops += flops
 }
 
 func (p *opProfiler) record(n *graph.Node, in, out []*graph.Tensor, d time.Duration) {
 	if !p.on {
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	flops, bytes := opWork(n, in, out)
 	key := n.OpType
 	if p.byNode {
@@ -388,7 +419,9 @@ func (p *opProfiler) table(steps int) []OpTime {
 	var sum time.Duration
 	out := make([]OpTime, 0, len(p.byOp))
 	for _, t := range p.byOp {
-		sum += t.total
+		if t.Within == "" {
+			sum += t.total
+		}
 		out = append(out, *t)
 	}
 	for i := range out {

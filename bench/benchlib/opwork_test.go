@@ -2,6 +2,7 @@ package benchlib
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -116,4 +117,48 @@ func TestOpWorkShapes(t *testing.T) {
 	x := f32(4, 8)
 	_, bytes = opWork(node("CastLike"), []*graph.Tensor{x, f32(1)}, []*graph.Tensor{x})
 	assert.Zero(t, bytes, "an output that is an input moves no data")
+}
+
+// TestOpProfileAttentionParts: a step of the transformer_loss fixture
+// (one block of self-attention without a mask) runs attention as
+// AttentionSoftmax and AttentionSoftmaxGrad, and --op-profile lists the
+// products inside them as rows of their own, within the fused op: two in
+// the forward, four in the gradient, one call per head each, whose flops
+// (as the kernel reports them) add up to the fused op's (as opWork counts
+// them from its operands), and which the shares' sum leaves out.
+func TestOpProfileAttentionParts(t *testing.T) {
+	res, err := RunModel(context.Background(), ModelOptions{
+		Model: "../../models/transformer_loss/transformer_loss_train.onnx", Loss: "output:loss", BatchSize: 4,
+		Steps: 2, Warmup: 1, IntHigh: 16, OpProfile: true,
+	})
+	require.NoError(t, err)
+	rows := map[string]OpTime{}
+	share := 0.0
+	for _, op := range res.OpProfile {
+		rows[op.Op] = op
+		if op.Within == "" {
+			share += op.Share
+		}
+	}
+	assert.InDelta(t, 1, share, 1e-9)
+	for op, parts := range map[string][]string{
+		graph.AttentionSoftmax:     {"qk", "pv"},
+		graph.AttentionSoftmaxGrad: {"dp", "dv", "dq", "dk"},
+	} {
+		fused, ok := rows[op]
+		require.True(t, ok, "%s in the profile: %v", op, rows)
+		var gflop float64
+		for _, p := range parts {
+			r, ok := rows[op+"/"+p]
+			require.True(t, ok, "%s/%s in the profile", op, p)
+			assert.Equal(t, op, r.Within)
+			assert.Greater(t, r.GFLOPS, 0.0)
+			heads := r.Calls / fused.Calls // batch 4 × the heads, each product once a head
+			assert.Equal(t, heads, math.Round(heads), "%s/%s: %v calls a step, the op %v", op, p, r.Calls, fused.Calls)
+			assert.GreaterOrEqual(t, heads, 4.0)
+			assert.Equal(t, rows[op+"/"+parts[0]].Calls, r.Calls)
+			gflop += r.GFLOP
+		}
+		assert.InEpsilon(t, fused.GFLOP, gflop, 1e-9, op)
+	}
 }

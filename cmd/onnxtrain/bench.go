@@ -203,8 +203,12 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		}
 	}
 	if len(res.OpProfile) > 0 {
-		fmt.Fprintf(out, "  kernel time per step (wall, the calls in sequence; GFLOP/s of product ops, GB/s of inputs+outputs of the others):\n")
+		fmt.Fprintf(out, "  kernel time per step (wall, the calls in sequence; GFLOP/s of product ops, GB/s of inputs+outputs of the others; indented: the products inside a fused op, as its kernel timed them):\n")
 		for _, t := range res.OpProfile {
+			name := t.Op
+			if t.Within != "" {
+				name = "  " + name
+			}
 			rate := ""
 			switch {
 			case t.GFLOPS > 0:
@@ -212,7 +216,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			case t.GBPS > 0:
 				rate = fmt.Sprintf(" %8.2f GB/s", t.GBPS)
 			}
-			fmt.Fprintf(out, "    %-28s %8.3f ms %5.1f%% %6.1f calls%s\n", t.Op, t.MS, 100*t.Share, t.Calls, rate)
+			fmt.Fprintf(out, "    %-28s %8.3f ms %5.1f%% %6.1f calls%s\n", name, t.MS, 100*t.Share, t.Calls, rate)
 		}
 	}
 	if f.cpuProfile != "" {

@@ -1,7 +1,10 @@
 package linalg
 
 import (
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
@@ -35,6 +38,27 @@ type attnState struct {
 	free       [][]float32
 	// dqOnA, dkOnA: dS is the A side of the dQ and dK plans (else B).
 	dqOnA, dkOnA bool
+}
+
+// attnPrefetch: the attention kernels' products fetch the next head's
+// operands (prefetchNextProduct; a variable of its own, so that a
+// benchmark compares the two with the unfused products unchanged).
+var attnPrefetch = prefetchNextProduct
+
+// attnTimer, when set, receives the time of every product the attention
+// kernels run (SetAttentionProductTimer).
+var attnTimer atomic.Pointer[func(label string, flops float64, d time.Duration)]
+
+// SetAttentionProductTimer makes the attention kernels report each
+// product they run (one head's) to f, until restore is called: label
+// names the op and the product ("AttentionSoftmaxGrad/dq"), flops its
+// floating-point work, d its time, divided by the cores when the heads
+// run on all of them at once (the product's share of the op's wall
+// time). bench --op-profile reads the products inside the fused op
+// with it.
+func SetAttentionProductTimer(f func(label string, flops float64, d time.Duration)) (restore func()) {
+	old := attnTimer.Swap(&f)
+	return func() { attnTimer.Store(old) }
 }
 
 // attnBuffers holds the per-core buffers of every attention node: the
@@ -124,6 +148,7 @@ func (s *attnState) planSub(n *graph.Node, i int, prefix string, in []*graph.Ten
 	if err != nil {
 		return err
 	}
+	s.plans[i].label = n.OpType + "/" + strings.TrimSuffix(prefix, ".")
 	if !ok {
 		return n.Errorf("product %s of operands %v has no strided plan", prefix, shapesOf(in))
 	}
@@ -166,13 +191,23 @@ func (p *permutedState) head(i int, x []float32, onA bool, c []float32, more boo
 	} else {
 		oc = 0
 	}
+	if t := attnTimer.Load(); t != nil {
+		start := time.Now()
+		defer func() {
+			d := time.Since(start)
+			if p.serial {
+				d /= time.Duration(max(kern.Workers(), 1)) // the heads share the cores
+			}
+			(*t)(p.label, 2*float64(p.m)*float64(p.n)*float64(p.k), d)
+		}()
+	}
 	if !p.serial {
 		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc)
 		return
 	}
 	var next *gemm.Operands
 	var nx gemm.Operands
-	if more && prefetchNextProduct {
+	if more && attnPrefetch {
 		p.advance(&idx)
 		na, nb, _ := p.offsets(&idx)
 		if x != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -17,7 +18,8 @@ import (
 // ViT-B/16's shapes (batch 4, 197 tokens, 12 heads of 64) as the exporter
 // writes them (attentionGraph), fused (AttentionSoftmax,
 // AttentionSoftmaxGrad) and as PermutedMatMul, Softmax, SoftmaxGrad and
-// Mul nodes, the two alternating; each reports the wall time of those
+// Mul nodes, and fused without the next head's prefetch, the three
+// alternating; each reports the wall time of those
 // nodes per run and their products' GFLOP/s (six products of
 // 2·48·197·197·64 flops).
 func BenchmarkAttentionSoftmaxViT(b *testing.B) {
@@ -39,9 +41,11 @@ func BenchmarkAttentionSoftmaxViT(b *testing.B) {
 	require.NoError(b, err)
 	attention := map[string]bool{graph.AttentionSoftmax: true, graph.AttentionSoftmaxGrad: true, graph.PermutedMatMul: true,
 		"Softmax": true, "SoftmaxGrad": true, "Mul": true}
-	var times [2]time.Duration
+	var times [3]time.Duration
+	defer func(was bool) { *linalg.AttnPrefetch = was }(*linalg.AttnPrefetch)
 	for i := 0; i < b.N+1; i++ {
-		for j, exe := range []backend.Executable{fusedExe, plainExe} {
+		for j, exe := range []backend.Executable{fusedExe, plainExe, fusedExe} {
+			*linalg.AttnPrefetch = j == 0
 			var d time.Duration
 			ctx := backend.WithNodeTimer(context.Background(), func(n *graph.Node, t time.Duration) {
 				if attention[n.OpType] {
@@ -60,4 +64,5 @@ func BenchmarkAttentionSoftmaxViT(b *testing.B) {
 	b.ReportMetric(flop/times[1].Seconds()/1e9, "unfused-GFLOP/s")
 	b.ReportMetric(float64(times[0].Microseconds())/float64(b.N)/1e3, "fused-ms")
 	b.ReportMetric(float64(times[1].Microseconds())/float64(b.N)/1e3, "unfused-ms")
+	b.ReportMetric(float64(times[2].Microseconds())/float64(b.N)/1e3, "fused-noprefetch-ms")
 }

@@ -10,3 +10,6 @@ var (
 	CausalCuts        = &causalCuts
 	FollowCausalHints = &followCausalHints
 )
+
+// AttnPrefetch switches the attention kernels' next-head prefetch.
+var AttnPrefetch = &attnPrefetch

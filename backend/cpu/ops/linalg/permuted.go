@@ -122,6 +122,8 @@ type permutedState struct {
 	offC       int
 	// batch is the number of products.
 	batch int
+	// label names the product for SetAttentionProductTimer.
+	label string
 	// swapC: C is stored column-major, so the plan computes Cᵀ = op(B)ᵀ·op(A)ᵀ
 	// (a and b hold the data of op(B) and op(A)).
 	swapC bool
