@@ -1,6 +1,7 @@
 package linalg
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,8 @@ type attnState struct {
 	grad     bool
 	scale    float32
 	hasScale bool
+	// header: P's shape without storage, when P is omitted.
+	header graph.Tensor
 	// p: P's storage (the output, or nil when omitted); rows, cols: a
 	// head's T×T shape; headP: the elements between heads in P.
 	p          []float32
@@ -276,8 +279,8 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 	} else {
 		// P only as the values' product reads it: a header over no
 		// storage plans that product (each head's P is a buffer).
-		pt = &graph.Tensor{DType: graph.Float32, Shape: append([]int(nil), qk.yShape...), Data: []float32(nil)}
-		header = 0
+		s.header = graph.Tensor{DType: graph.Float32, Shape: append(s.header.Shape[:0], qk.yShape...), Data: []float32(nil)}
+		pt, header = &s.header, 0
 	}
 	if err := s.planSub(n, 1, graph.AttnPV, []*graph.Tensor{pt, in[2]}, header); err != nil {
 		return nil, err
@@ -375,7 +378,7 @@ func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Te
 	}
 	dp := &s.plans[0]
 	rows, cols := p.Shape[p.Rank()-2], p.Shape[p.Rank()-1]
-	if !headMatrix(dp, rows, cols) {
+	if !headMatrix(dp, rows, cols) || !slices.Equal(dp.yShape, p.Shape) {
 		return nil, n.Errorf("dP's product %v writes no row-major T×T matrix per head of P %v", dp.yShape, p.Shape)
 	}
 	s.rows, s.cols = rows, cols
