@@ -675,6 +675,17 @@ func constantsWhere(g *Graph, pred func(*Tensor) bool) map[string]bool {
 	return out
 }
 
+// replaceAndRemove puts replace[n] in the place of every node n it
+// names, then deletes the nodes in drop (a fusion's last step).
+func replaceAndRemove(g *Graph, replace map[*Node]*Node, drop map[*Node]bool) {
+	for i, n := range g.Nodes {
+		if r := replace[n]; r != nil {
+			g.Nodes[i] = r
+		}
+	}
+	removeNodes(g, drop)
+}
+
 // removeNodes deletes the nodes in drop from g, keeping the order of the
 // rest.
 func removeNodes(g *Graph, drop map[*Node]bool) {

@@ -103,12 +103,7 @@ func FuseAttentionViews(g *Graph) int {
 	if fused == 0 {
 		return 0
 	}
-	for i, n := range g.Nodes {
-		if r := replaced[n]; r != nil {
-			g.Nodes[i] = r
-		}
-	}
-	removeNodes(g, drop)
+	replaceAndRemove(g, replaced, drop)
 	return fused
 }
 

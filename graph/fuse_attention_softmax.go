@@ -108,16 +108,7 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 			}
 		}
 	}
-	constants := map[string]*Tensor{}
-	isInput := map[string]bool{}
-	for _, in := range g.Inputs {
-		isInput[in.Name] = true
-	}
-	for name, t := range g.Initializers {
-		if !isInput[name] {
-			constants[name] = t
-		}
-	}
+	constants := constantInitializers(g)
 	for _, n := range g.Nodes {
 		if n.OpType == "Constant" && isPlain(n) && len(n.Outputs) == 1 {
 			if a := n.Attr("value"); a != nil && a.T != nil {
@@ -292,12 +283,7 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 	if made == 0 {
 		return 0
 	}
-	for i, n := range g.Nodes {
-		if r := replace[n]; r != nil {
-			g.Nodes[i] = r
-		}
-	}
-	removeNodes(g, drop)
+	replaceAndRemove(g, replace, drop)
 	return made
 }
 

@@ -15,13 +15,6 @@ import (
 // nodes before the graph is returned.
 func attentionSoftmaxGraph(edit func(nodes map[string]*Node, g *Graph)) *Graph {
 	g := NewGraph("attention")
-	f32 := func(dims ...int64) *Type {
-		t := &Type{Kind: KindTensor, DType: Float32, HasShape: true}
-		for _, d := range dims {
-			t.Shape = append(t.Shape, knownDim(d))
-		}
-		return t
-	}
 	const T, BH, D = 5, 6, 4
 	g.Inputs = []*ValueInfo{{Name: "q", Type: f32(T, BH, D)}, {Name: "k", Type: f32(T, BH, D)}, {Name: "v", Type: f32(T, BH, D)},
 		{Name: "do", Type: f32(T, BH, D)}}

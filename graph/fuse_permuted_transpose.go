@@ -54,11 +54,6 @@ func FusePermutedTranspose(g *Graph) int {
 	if len(drop) == 0 {
 		return 0
 	}
-	for i, n := range g.Nodes {
-		if r := replace[n]; r != nil {
-			g.Nodes[i] = r
-		}
-	}
-	removeNodes(g, drop)
+	replaceAndRemove(g, replace, drop)
 	return len(replace)
 }

@@ -31,16 +31,7 @@ import "math"
 // graph, so rewired nodes are replaced by copies. It returns the number of
 // nodes removed or made Identity.
 func DropIdentityArithmetic(g *Graph) int {
-	constants := map[string]*Tensor{}
-	isInput := map[string]bool{}
-	for _, in := range g.Inputs {
-		isInput[in.Name] = true
-	}
-	for name, t := range g.Initializers {
-		if !isInput[name] {
-			constants[name] = t
-		}
-	}
+	constants := constantInitializers(g)
 	isOutput := map[string]bool{}
 	for _, o := range g.Outputs {
 		isOutput[o.Name] = true
@@ -181,4 +172,20 @@ func allElements(t *Tensor, op string, want func(float64) bool) bool {
 		return true
 	}
 	return false
+}
+
+// constantInitializers are g's initializers that are not also graph
+// inputs (a fed input may replace those), by name.
+func constantInitializers(g *Graph) map[string]*Tensor {
+	constants := map[string]*Tensor{}
+	isInput := map[string]bool{}
+	for _, in := range g.Inputs {
+		isInput[in.Name] = true
+	}
+	for name, t := range g.Initializers {
+		if !isInput[name] {
+			constants[name] = t
+		}
+	}
+	return constants
 }

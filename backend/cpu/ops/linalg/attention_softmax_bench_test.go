@@ -27,14 +27,7 @@ func BenchmarkAttentionSoftmaxViT(b *testing.B) {
 	var t testing.T
 	m := attentionGraph(&t, B, N, H, D, false)
 	rng := rand.New(rand.NewPCG(3, 4))
-	x, dy := graph.Zeros(graph.Float32, B, N, 3*H*D), graph.Zeros(graph.Float32, B, N, H*D)
-	for _, t := range []*graph.Tensor{x, dy} {
-		s := t.Float32s()
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-	}
-	inputs := map[string]*graph.Tensor{"x": x, "dy": dy}
+	inputs := attentionInputs(rng, B, N, H, D)
 	fusedExe, err := (&cpu.Backend{}).Compile(m, backend.CompileOptions{})
 	require.NoError(b, err)
 	plainExe, err := withoutAttentionSoftmax().Compile(m, backend.CompileOptions{})

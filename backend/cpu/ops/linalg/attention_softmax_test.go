@@ -34,14 +34,7 @@ func TestAttentionSoftmaxFused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := attentionGraph(t, c.b, c.n, c.h, c.d, false)
 			rng := rand.New(rand.NewPCG(uint64(c.n), 12))
-			x, dy := graph.Zeros(graph.Float32, int(c.b), int(c.n), int(3*c.h*c.d)), graph.Zeros(graph.Float32, int(c.b), int(c.n), int(c.h*c.d))
-			for _, t := range []*graph.Tensor{x, dy} {
-				s := t.Float32s()
-				for i := range s {
-					s[i] = float32(rng.NormFloat64())
-				}
-			}
-			inputs := map[string]*graph.Tensor{"x": x, "dy": dy}
+			inputs := attentionInputs(rng, int(c.b), int(c.n), int(c.h), int(c.d))
 			before := linalg.PermutedFallbacks.Load()
 			fused, fops := runCounting(t, &cpu.Backend{}, m, inputs)
 			assert.Equal(t, before, linalg.PermutedFallbacks.Load(), "no product took the materialising fallback")

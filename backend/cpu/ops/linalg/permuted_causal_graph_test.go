@@ -69,14 +69,8 @@ func runAttention(t *testing.T, m *graph.Model, inputs map[string]*graph.Tensor)
 func TestCausalAttentionSkipsMaskedHalf(t *testing.T) {
 	const B, T, H, D = 2, 128, 2, 16
 	rng := rand.New(rand.NewPCG(11, 12))
-	x, dy := graph.Zeros(graph.Float32, B, T, 3*H*D), graph.Zeros(graph.Float32, B, T, H*D)
-	for _, t := range []*graph.Tensor{x, dy} {
-		s := t.Float32s()
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-	}
-	inputs := map[string]*graph.Tensor{"x": x, "dy": dy}
+	inputs := attentionInputs(rng, B, T, H, D)
+	x, dy := inputs["x"], inputs["dy"]
 	negInf := float32(math.Inf(-1))
 	mask := causalMask(T, negInf)
 	m := maskedAttentionGraph(t, B, T, H, D, false, mask)

@@ -1,17 +1,14 @@
 package linalg_test
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/cpu"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	"github.com/onnxtrain/onnxtrain/graph"
@@ -126,35 +123,11 @@ func TestAttentionViewsFused(t *testing.T) {
 func testAttentionViews(t *testing.T, B, N, H, D int64, tol float64) {
 	fusedModel, plainModel := attentionGraph(t, B, N, H, D, false), attentionGraph(t, B, N, H, D, true)
 	rng := rand.New(rand.NewPCG(9, 10))
-	x, dy := graph.Zeros(graph.Float32, int(B), int(N), int(3*H*D)), graph.Zeros(graph.Float32, int(B), int(N), int(H*D))
-	for _, t := range []*graph.Tensor{x, dy} {
-		s := t.Float32s()
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-	}
-	inputs := map[string]*graph.Tensor{"x": x, "dy": dy}
+	inputs := attentionInputs(rng, int(B), int(N), int(H), int(D))
+	// The products as PermutedMatMul nodes: without the attention
+	// fusion that takes them in (attention_softmax_test.go).
 	run := func(m *graph.Model) (map[string]*graph.Tensor, map[string]int) {
-		ops := map[string]int{}
-		// The products as PermutedMatMul nodes: without the attention
-		// fusion that takes them in (attention_softmax_test.go).
-		exe, err := withoutAttentionSoftmax().Compile(m, backend.CompileOptions{})
-		require.NoError(t, err)
-		var out map[string]*graph.Tensor
-		for i := 0; i < 2; i++ { // the second run uses the memory plan
-			ctx := backend.WithNodeTimer(context.Background(), func(n *graph.Node, _ time.Duration) {
-				if i == 1 {
-					ops[n.OpType]++
-				}
-			})
-			out, err = exe.Run(ctx, inputs)
-			require.NoError(t, err)
-		}
-		res := map[string]*graph.Tensor{}
-		for k, v := range out {
-			res[k] = v.Clone()
-		}
-		return res, ops
+		return runCounting(t, withoutAttentionSoftmax(), m, inputs)
 	}
 	before := linalg.PermutedFallbacks.Load()
 	fused, fops := run(fusedModel)
@@ -194,4 +167,17 @@ func withoutAttentionSoftmax() *cpu.Backend {
 		}
 	}
 	return &cpu.Backend{FusedOnly: ops}
+}
+
+// attentionInputs are attentionGraph's inputs, x [b, n, 3·h·d] and dy
+// [b, n, h·d], normal random values from rng.
+func attentionInputs(rng *rand.Rand, b, n, h, d int) map[string]*graph.Tensor {
+	x, dy := graph.Zeros(graph.Float32, b, n, 3*h*d), graph.Zeros(graph.Float32, b, n, h*d)
+	for _, t := range []*graph.Tensor{x, dy} {
+		s := t.Float32s()
+		for i := range s {
+			s[i] = float32(rng.NormFloat64())
+		}
+	}
+	return map[string]*graph.Tensor{"x": x, "dy": dy}
 }
