@@ -23,8 +23,9 @@ func init() {
 // as PermutedMatMul nodes (built from its attributes once), their plans,
 // and the per-core T×T buffers the heads' scores (or dP and dS) live in.
 type attnState struct {
-	subs  [4]*graph.Node
-	plans [4]permutedState
+	subs   [4]*graph.Node
+	labels [4]string // the products' profile labels
+	plans  [4]permutedState
 	// fwd: plans[0] the scores (Q·Kᵀ), plans[1] P·V. grad: plans[0] dP,
 	// plans[1] dV, plans[2] dQ, plans[3] dK.
 	grad     bool
@@ -151,7 +152,10 @@ func (s *attnState) planSub(n *graph.Node, i int, prefix string, in []*graph.Ten
 	if err != nil {
 		return err
 	}
-	s.plans[i].label = n.OpType + "/" + strings.TrimSuffix(prefix, ".")
+	if s.labels[i] == "" {
+		s.labels[i] = n.OpType + "/" + strings.TrimSuffix(prefix, ".")
+	}
+	s.plans[i].label = s.labels[i] // made once: a step allocates nothing
 	if !ok {
 		return n.Errorf("product %s of operands %v has no strided plan", prefix, shapesOf(in))
 	}
