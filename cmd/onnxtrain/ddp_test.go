@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		cmd := newRootCmd()
 		cmd.SetArgs(args)
 		if err := cmd.Execute(); err != nil {
-			fmt.Fprintln(os.Stderr, "onnxtrain:", err)
+			report(os.Stderr, err)
 			os.Exit(exitCode(err))
 		}
 		if doomed {

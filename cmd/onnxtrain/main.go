@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/sirupsen/logrus"
@@ -16,18 +17,45 @@ var version = "dev"
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "onnxtrain:", err)
+		report(os.Stderr, err)
 		os.Exit(exitCode(err))
 	}
+}
+
+// report writes a command's error as main does, unless the command wrote
+// it already (reportNow).
+func report(w io.Writer, err error) {
+	if e, ok := err.(*exitError); ok && e.reported {
+		return
+	}
+	fmt.Fprintln(w, "onnxtrain:", err)
+}
+
+// reportNow writes err (if not nil) to the command's error output as main
+// would, and returns it marked as written, with its exit status.
+func reportNow(cmd *cobra.Command, err error) error {
+	if err == nil {
+		return nil
+	}
+	report(cmd.ErrOrStderr(), err)
+	return &exitError{code: exitCode(err), msg: err.Error(), reported: true, cause: err}
 }
 
 // exitError carries a chosen exit status.
 type exitError struct {
 	code int
 	msg  string
+	// reported: the command has written the error already.
+	reported bool
+	// cause, if not nil, is the error this one reports (errors.Is and As
+	// see it).
+	cause error
 }
 
 func (e *exitError) Error() string { return e.msg }
+
+// Unwrap is the error reported.
+func (e *exitError) Unwrap() error { return e.cause }
 
 func exitCode(err error) int {
 	if e, ok := err.(*exitError); ok {

@@ -34,9 +34,14 @@ func newTrainCmd() *cobra.Command {
 			defer release()
 			_, err := train.Run(ctx, final, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if sig := stopper.Received(); sig != nil && errors.Is(err, train.ErrStopped) {
-				return &exitError{code: signalExitCode(sig), msg: err.Error()}
+				err = &exitError{code: signalExitCode(sig), msg: err.Error()}
 			}
-			return err
+			// Reported now, while a stop signal still comes to the
+			// stopper: a launcher that stops this worker because another
+			// one failed (both refusing --output, say) signals it as it
+			// returns, and once release restores the default handling
+			// that signal would end the process before main printed why.
+			return reportNow(cmd, err)
 		},
 	}
 	f := cmd.Flags()
