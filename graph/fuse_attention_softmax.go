@@ -1,6 +1,9 @@
 package graph
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // AttentionSoftmax is the fused op of FuseAttentionSoftmax's forward
 // rewrite: attention's scores, their Softmax along the last axis and the
@@ -103,25 +106,19 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 	for i, n := range g.Nodes {
 		pos[n] = i
 		for j, in := range n.Inputs {
-			if in != "" && !containsBefore(n.Inputs, j, in) {
+			if in != "" && !slices.Contains(n.Inputs[:j], in) {
 				users[in] = append(users[in], n)
 			}
 		}
 	}
-	constants := constantInitializers(g)
-	for _, n := range g.Nodes {
-		if n.OpType == "Constant" && isPlain(n) && len(n.Outputs) == 1 {
-			if a := n.Attr("value"); a != nil && a.T != nil {
-				constants[n.Outputs[0]] = a.T
-			}
-		}
-	}
-	used := map[*Node]bool{}
+	constants := graphConstants(g)
 	replace := map[*Node]*Node{}
 	drop := map[*Node]bool{}
+	// free: none of ns is part of a fusion made already (each is then
+	// replaced or dropped).
 	free := func(ns ...*Node) bool {
 		for _, n := range ns {
-			if used[n] {
+			if drop[n] || replace[n] != nil {
 				return false
 			}
 		}
@@ -171,7 +168,6 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 		replace[pv] = f
 		fusedP[p] = true
 		drop[qk], drop[sm] = true, true
-		used[qk], used[sm], used[pv] = true, true, true
 		made++
 	}
 	for _, sg := range g.Nodes {
@@ -191,7 +187,7 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 		dO, v := dp.Inputs[0], dp.Inputs[2]
 		var dv *Node
 		for _, u := range users[dO] {
-			if plainAttentionProduct(u, 2) && len(u.Inputs) == 3 && u.Inputs[0] == dO && u.Inputs[1] == p && u.Inputs[2] == v && !used[u] {
+			if plainAttentionProduct(u, 2) && len(u.Inputs) == 3 && u.Inputs[0] == dO && u.Inputs[1] == p && u.Inputs[2] == v && free(u) {
 				dv = u
 				break
 			}
@@ -272,7 +268,6 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 			f.SetAttr(&Attr{Name: AttnDSScale, Type: AttrFloat, F: scale})
 		}
 		for _, n := range group {
-			used[n] = true
 			if n != first {
 				drop[n] = true
 			}
@@ -285,16 +280,6 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 	}
 	replaceAndRemove(g, replace, drop)
 	return made
-}
-
-// containsBefore reports whether s[:i] holds v.
-func containsBefore(s []string, i int, v string) bool {
-	for _, x := range s[:i] {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // plainAttentionProduct reports whether n is a PermutedMatMul with the

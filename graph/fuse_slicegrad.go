@@ -28,25 +28,8 @@ func FuseSliceGradConcat(g *Graph) int {
 			producer[n.Outputs[0]] = n
 		}
 	}
-	constants := map[string]*Tensor{}
-	for name, t := range g.Initializers {
-		constants[name] = t
-	}
-	isInput := map[string]bool{}
-	for _, in := range g.Inputs {
-		isInput[in.Name] = true
-	}
-	for _, n := range g.Nodes {
-		if n.OpType == "Constant" && isPlain(n) && len(n.Outputs) == 1 {
-			if a := n.Attr("value"); a != nil && a.T != nil {
-				constants[n.Outputs[0]] = a.T
-			}
-		}
-	}
+	constants := graphConstants(g) // not the initializers fed as inputs
 	ints := func(name string) ([]int64, bool) {
-		if name == "" || isInput[name] {
-			return nil, false
-		}
 		t := constants[name]
 		if t == nil || (t.DType != Int64 && t.DType != Int32) {
 			return nil, false

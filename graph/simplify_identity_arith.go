@@ -189,3 +189,17 @@ func constantInitializers(g *Graph) map[string]*Tensor {
 	}
 	return constants
 }
+
+// graphConstants are constantInitializers and the values of g's Constant
+// nodes, by name.
+func graphConstants(g *Graph) map[string]*Tensor {
+	constants := constantInitializers(g)
+	for _, n := range g.Nodes {
+		if n.OpType == "Constant" && isPlain(n) && len(n.Outputs) == 1 {
+			if a := n.Attr("value"); a != nil && a.T != nil {
+				constants[n.Outputs[0]] = a.T
+			}
+		}
+	}
+	return constants
+}

@@ -97,9 +97,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		// Q·Kᵀ then P·V (the Softmax's elementwise work is not counted):
 		// P has |O|/Dv·N elements, each of Dk terms, and each element of O
 		// has N terms.
-		qk := graph.AttentionProduct(n, graph.AttnQK, nil, "")
-		pv := graph.AttentionProduct(n, graph.AttnPV, nil, "")
-		qv, vv := viewShape(qk, at(in, 0), "axes0"), viewShape(pv, at(in, 2), "axes1")
+		qv, vv := viewShape(n, at(in, 0), graph.AttnQK+"axes0"), viewShape(n, at(in, 2), graph.AttnPV+"axes1")
 		if len(qv) >= 2 && len(vv) >= 2 && vv[len(vv)-1] > 0 {
 			dk, nk, dv := float64(qv[len(qv)-1]), float64(vv[len(vv)-2]), float64(vv[len(vv)-1])
 			flops = 2*size(y)/dv*nk*dk + 2*size(y)*nk
@@ -108,9 +106,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		// dP = dO·Vᵀ and dV = Pᵀ·dO, Dv terms per element of P each; dQ =
 		// dS·K and dK = dSᵀ·Q, Dk terms per element of P each (SoftmaxGrad
 		// not counted).
-		dp := graph.AttentionProduct(n, graph.AttnDP, nil, "")
-		dq := graph.AttentionProduct(n, graph.AttnDQ, nil, "")
-		ov, qv := viewShape(dp, at(in, 0), "axes0"), viewShape(dq, at(in, 3), "axes1")
+		ov, qv := viewShape(n, at(in, 0), graph.AttnDP+"axes0"), viewShape(n, at(in, 3), graph.AttnDQ+"axes1")
 		if len(ov) >= 1 && len(qv) >= 1 {
 			flops = 4 * size(at(in, 1)) * float64(ov[len(ov)-1]+qv[len(qv)-1])
 		}

@@ -34,20 +34,13 @@ type attnState struct {
 	// header: P's shape without storage, when P is omitted.
 	header graph.Tensor
 	// p: P's storage (the output, or nil when omitted); rows, cols: a
-	// head's T×T shape; headP: the elements between heads in P.
+	// head's T×T shape.
 	p          []float32
 	rows, cols int
 	serial     bool
-	mu         sync.Mutex
-	free       [][]float32
 	// dqOnA, dkOnA: dS is the A side of the dQ and dK plans (else B).
 	dqOnA, dkOnA bool
 }
-
-// attnPrefetch: the attention kernels' products fetch the next head's
-// operands (prefetchNextProduct; a variable of its own, so that a
-// benchmark compares the two with the unfused products unchanged).
-var attnPrefetch = prefetchNextProduct
 
 // attnTimer, when set, receives the time of every product the attention
 // kernels run (SetAttentionProductTimer).
@@ -129,10 +122,7 @@ func (s *attnState) planSub(n *graph.Node, i int, prefix string, in []*graph.Ten
 		return n.Errorf("product %s: grad %d with %d operands", prefix, grad, len(in))
 	}
 	var views [3]strided
-	for j, t := range in {
-		if t.DType != graph.Float32 {
-			return n.Errorf("product %s: operand %d is %v, the attention kernels take float32", prefix, j, t.DType)
-		}
+	for j, t := range in { // float32: the kernels run other dtypes unfused
 		if j != header {
 			if err := t.Validate(); err != nil {
 				return n.Errorf("product %s: operand %d: %v", prefix, j, err)
@@ -172,12 +162,8 @@ func shapesOf(in []*graph.Tensor) [][]int {
 
 // head runs product i of plan p. With x set, the operand on side A
 // (onA) or B of the plan is read from x at offset 0 instead of its
-// batch position; with c set, C is written there at offset 0. With more
-// set (product i+1 of the plan runs after this head's other products)
-// and where the CPU gains from it (prefetchNextProduct), product i+1's
-// operands are fetched while the last block of this one computes, as
-// PermutedMatMul does for its batch.
-func (p *permutedState) head(i int, x []float32, onA bool, c []float32, more bool) {
+// batch position; with c set, C is written there at offset 0.
+func (p *permutedState) head(i int, x []float32, onA bool, c []float32) {
 	var idx [maxViewRank]int
 	rem := i
 	for d := p.batchRank - 1; d >= 0; d-- {
@@ -208,26 +194,11 @@ func (p *permutedState) head(i int, x []float32, onA bool, c []float32, more boo
 			(*t)(p.label, 2*float64(p.m)*float64(p.n)*float64(p.k), d)
 		}()
 	}
-	if !p.serial {
-		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc)
+	if p.serial {
+		gemm.SgemmSerial(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc)
 		return
 	}
-	var next *gemm.Operands
-	var nx gemm.Operands
-	if more && attnPrefetch {
-		p.advance(&idx)
-		na, nb, _ := p.offsets(&idx)
-		if x != nil {
-			if onA {
-				na = 0
-			} else {
-				nb = 0
-			}
-		}
-		nx = gemm.Operands{A: a[na:], LDA: p.lda, B: b[nb:], LDB: p.ldb}
-		next = &nx
-	}
-	gemm.SgemmSerialNext(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc, next)
+	gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc)
 }
 
 // headMatrix checks that plan p writes each product as one row-major
@@ -336,13 +307,13 @@ func (s *attnState) Chunk(lo, hi int) {
 	size := s.rows * s.cols
 	row := buf[size:]
 	for h := lo; h < hi; h++ {
-		qk.head(h, nil, false, buf, h+1 < hi)
+		qk.head(h, nil, false, buf)
 		if s.p != nil {
 			ph := s.p[h*size : (h+1)*size]
 			for r := 0; r < s.rows; r++ {
 				reduce.SoftmaxRow32(ph[r*s.cols:(r+1)*s.cols], buf[r*s.cols:(r+1)*s.cols])
 			}
-			pv.head(h, nil, false, nil, h+1 < hi)
+			pv.head(h, nil, false, nil)
 			continue
 		}
 		for r := 0; r < s.rows; r++ {
@@ -351,7 +322,7 @@ func (s *attnState) Chunk(lo, hi int) {
 			copy(x, row)
 		}
 		// P's side of the plan: A unless the plan swapped the product.
-		pv.head(h, buf, !pv.swapC, nil, h+1 < hi)
+		pv.head(h, buf, !pv.swapC, nil)
 	}
 }
 
@@ -374,8 +345,8 @@ func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Te
 	s := kern.State[attnState](n)
 	s.grad = true
 	s.scale, s.hasScale = n.AttrFloat(graph.AttnDSScale, 1), n.Attr(graph.AttnDSScale) != nil
-	if p.DType != graph.Float32 || p.Validate() != nil || p.Rank() < 2 {
-		return nil, n.Errorf("P (input 1) must be a float32 tensor of rank 2 or more, got %v %v", p.DType, p.Shape)
+	if p.Validate() != nil || p.Rank() < 2 {
+		return nil, n.Errorf("P (input 1) must be a tensor of rank 2 or more, got %v", p.Shape)
 	}
 	if err := s.planSub(n, 0, graph.AttnDP, []*graph.Tensor{dO, p, v}, -1); err != nil {
 		return nil, err
@@ -431,7 +402,7 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 	dp, dv, dq, dk := &s.plans[0], &s.plans[1], &s.plans[2], &s.plans[3]
 	size := s.rows * s.cols
 	for h := lo; h < hi; h++ {
-		dp.head(h, nil, false, buf, h+1 < hi)
+		dp.head(h, nil, false, buf)
 		ph := s.p[h*size : (h+1)*size]
 		for r := 0; r < s.rows; r++ {
 			x := buf[r*s.cols : (r+1)*s.cols]
@@ -442,9 +413,9 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 				}
 			}
 		}
-		dv.head(h, nil, false, nil, h+1 < hi)
-		dq.head(h, buf, s.dqOnA, nil, h+1 < hi)
-		dk.head(h, buf, s.dkOnA, nil, h+1 < hi)
+		dv.head(h, nil, false, nil)
+		dq.head(h, buf, s.dqOnA, nil)
+		dk.head(h, buf, s.dkOnA, nil)
 	}
 }
 
@@ -522,27 +493,4 @@ func attentionGradUnfused(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) 
 		return nil, err
 	}
 	return kern.Results(n, dQ, dK, dV), nil
-}
-
-// runSubOp runs the kernel of domain:op on in for attention node n (a node
-// of its own, named after n, with attrs), its result on the heap.
-func runSubOp(ctx *kern.Context, n *graph.Node, domain, op string, in []*graph.Tensor, attrs ...*graph.Attr) (*graph.Tensor, error) {
-	opset := int64(0)
-	if ctx != nil {
-		opset = ctx.Opset
-	}
-	spec, ok := kern.Lookup(domain, op, opset)
-	if !ok {
-		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
-	}
-	sub := &graph.Node{Name: n.Name + "/" + op, OpType: op, Domain: domain, Inputs: make([]string, len(in)),
-		Outputs: []string{n.Name + "/" + op}, Attrs: map[string]*graph.Attr{}}
-	for _, a := range attrs {
-		sub.Attrs[a.Name] = a
-	}
-	r, err := spec.Fn(ctx, sub, in)
-	if err != nil {
-		return nil, err
-	}
-	return r[0], nil
 }

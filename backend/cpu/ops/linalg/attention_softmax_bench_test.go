@@ -10,7 +10,6 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/cpu"
-	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -18,8 +17,7 @@ import (
 // ViT-B/16's shapes (batch 4, 197 tokens, 12 heads of 64) as the exporter
 // writes them (attentionGraph), fused (AttentionSoftmax,
 // AttentionSoftmaxGrad) and as PermutedMatMul, Softmax, SoftmaxGrad and
-// Mul nodes, and fused without the next head's prefetch, the three
-// alternating; each reports the wall time of those
+// Mul nodes, the two alternating; each reports the wall time of those
 // nodes per run and their products' GFLOP/s (six products of
 // 2·48·197·197·64 flops).
 func BenchmarkAttentionSoftmaxViT(b *testing.B) {
@@ -34,11 +32,9 @@ func BenchmarkAttentionSoftmaxViT(b *testing.B) {
 	require.NoError(b, err)
 	attention := map[string]bool{graph.AttentionSoftmax: true, graph.AttentionSoftmaxGrad: true, graph.PermutedMatMul: true,
 		"Softmax": true, "SoftmaxGrad": true, "Mul": true}
-	var times [3]time.Duration
-	defer func(was bool) { *linalg.AttnPrefetch = was }(*linalg.AttnPrefetch)
+	var times [2]time.Duration
 	for i := 0; i < b.N+1; i++ {
-		for j, exe := range []backend.Executable{fusedExe, plainExe, fusedExe} {
-			*linalg.AttnPrefetch = j == 0
+		for j, exe := range []backend.Executable{fusedExe, plainExe} {
 			var d time.Duration
 			ctx := backend.WithNodeTimer(context.Background(), func(n *graph.Node, t time.Duration) {
 				if attention[n.OpType] {
@@ -57,5 +53,4 @@ func BenchmarkAttentionSoftmaxViT(b *testing.B) {
 	b.ReportMetric(flop/times[1].Seconds()/1e9, "unfused-GFLOP/s")
 	b.ReportMetric(float64(times[0].Microseconds())/float64(b.N)/1e3, "fused-ms")
 	b.ReportMetric(float64(times[1].Microseconds())/float64(b.N)/1e3, "unfused-ms")
-	b.ReportMetric(float64(times[2].Microseconds())/float64(b.N)/1e3, "fused-noprefetch-ms")
 }

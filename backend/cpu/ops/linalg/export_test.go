@@ -10,6 +10,3 @@ var (
 	CausalCuts        = &causalCuts
 	FollowCausalHints = &followCausalHints
 )
-
-// AttnPrefetch switches the attention kernels' next-head prefetch.
-var AttnPrefetch = &attnPrefetch

@@ -71,6 +71,31 @@ func runOp(ctx *kern.Context, n *graph.Node, domain, op string, args ...*graph.T
 	return spec.Fn(ctx, n, args)
 }
 
+// runSubOp runs the kernel of domain:op on in as a node of its own (n's
+// name, attrs as its attributes), outside n's memory plan: a fused op's
+// general path through the kernels of the ops it replaced (the
+// materialising PermutedMatMul, the attention ops' other dtypes).
+func runSubOp(ctx *kern.Context, n *graph.Node, domain, op string, in []*graph.Tensor, attrs ...*graph.Attr) (*graph.Tensor, error) {
+	opset := int64(0)
+	if ctx != nil {
+		opset = ctx.Opset
+	}
+	spec, ok := kern.Lookup(domain, op, opset)
+	if !ok {
+		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
+	}
+	sub := &graph.Node{Name: n.Name, OpType: op, Domain: domain, Inputs: make([]string, len(in)),
+		Outputs: []string{n.Name + "/" + op}, Attrs: map[string]*graph.Attr{}}
+	for _, a := range attrs {
+		sub.Attrs[a.Name] = a
+	}
+	r, err := spec.Fn(ctx, sub, in)
+	if err != nil {
+		return nil, err
+	}
+	return r[0], nil
+}
+
 // transposedMatMulKernel is graph.TransposedMatMul: MatMul(opA(A), opB(B))
 // with opX swapping the last two axes of X when transX is set. float32
 // runs as GEMMs that read the transposed operands in place; other dtypes

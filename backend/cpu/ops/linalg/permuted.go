@@ -526,10 +526,6 @@ func permutedFallback(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, grad
 		}
 		args[i] = v
 	}
-	opset := int64(0)
-	if ctx != nil {
-		opset = ctx.Opset
-	}
 	domain, op := "", "MatMul"
 	switch grad {
 	case 1:
@@ -537,17 +533,12 @@ func permutedFallback(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, grad
 	case 2:
 		domain, op = graph.InternalDomain, "MatMulGradB"
 	}
-	spec, ok := kern.Lookup(domain, op, opset)
-	if !ok {
-		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
-	}
-	sub := &graph.Node{Name: n.Name, OpType: op, Domain: domain, Inputs: n.Inputs, Outputs: n.Outputs}
-	res, err := spec.Fn(ctx, sub, args)
+	res, err := runSubOp(ctx, n, domain, op, args)
 	if err != nil {
 		return nil, err
 	}
 	if alpha := n.AttrFloat("alpha", 1); alpha != 1 {
-		switch y := res[0].Data.(type) {
+		switch y := res.Data.(type) {
 		case []float32:
 			for i := range y {
 				y[i] *= alpha
@@ -557,19 +548,15 @@ func permutedFallback(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, grad
 				y[i] *= float64(alpha)
 			}
 		default:
-			return nil, n.Errorf("alpha %v on a %v product is not supported", alpha, res[0].DType)
+			return nil, n.Errorf("alpha %v on a %v product is not supported", alpha, res.DType)
 		}
 	}
-	if permY == nil {
-		return res, nil
+	if permY != nil {
+		if res, err = runSubOp(ctx, n, "", "Transpose", []*graph.Tensor{res}, graph.IntsAttr("perm", permY...)); err != nil {
+			return nil, err
+		}
 	}
-	tr, ok := kern.Lookup("", "Transpose", opset)
-	if !ok {
-		return nil, n.Errorf("%w: no Transpose kernel", graph.ErrUnsupportedOp)
-	}
-	tn := &graph.Node{Name: n.Name, OpType: "Transpose", Inputs: n.Outputs, Outputs: n.Outputs,
-		Attrs: map[string]*graph.Attr{"perm": graph.IntsAttr("perm", permY...)}}
-	return tr.Fn(ctx, tn, res[:1])
+	return kern.Results(n, res), nil
 }
 
 // materializeView returns the view of t that the node's attributes axes
