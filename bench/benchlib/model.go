@@ -63,6 +63,11 @@ type ModelOptions struct {
 	// attributes that choose the product ("OpType in=[..]x[..] out=[..]
 	// attrs"), the others staying per op type.
 	OpProfile, OpProfileByNode, OpProfileByShape bool
+	// OpProfileRefs, with an op profile, measures the 2048³ GEMM and the
+	// triad after every timed step (ProfileRefs; about 0.1 s each time)
+	// and gives each row its rate as a fraction of them (OpTime.OfGemm,
+	// OfTriad).
+	OpProfileRefs bool
 	// PeakLive reports what the training step's memory plan holds at its
 	// fullest step (ModelResult.PeakLive), on backends that say.
 	PeakLive bool
@@ -157,6 +162,9 @@ type ModelResult struct {
 	// OpProfile (with ModelOptions.OpProfile) is the kernel time of a
 	// timed step by op type, largest first.
 	OpProfile []OpTime `json:"op_profile,omitempty"`
+	// OpProfileRefs (with ModelOptions.OpProfileRefs) are the references
+	// measured between the timed steps.
+	OpProfileRefs *ProfileRefs `json:"op_profile_refs,omitempty"`
 	// PeakLive (with ModelOptions.PeakLive) is the training step's memory
 	// plan at its fullest step: the values alive there, largest first.
 	PeakLive *cpu.PeakLive `json:"peak_live,omitempty"`
@@ -276,8 +284,12 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var refs *refSampler
 	if prof != nil {
 		prof.on = true
+		if o.OpProfileRefs {
+			refs = newRefSampler(runtime.GOMAXPROCS(0))
+		}
 	}
 	total := make([]time.Duration, o.Steps)
 	fbs := make([]time.Duration, o.Steps)
@@ -300,6 +312,12 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 			res.FirstLoss, first = loss, false
 		}
 		res.LastLoss = loss
+		if refs != nil {
+			// Between the steps, outside their times and the profile.
+			prof.on = false
+			refs.sample()
+			prof.on = true
+		}
 	}
 	if o.Profile != nil {
 		pprof.StopCPUProfile()
@@ -325,6 +343,15 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 			sort.Float64s(gbps)
 			res.OptimizerGBps, res.OptimizerGBpsMin, res.OptimizerGBpsMax = gbps[len(gbps)/2], gbps[0], gbps[len(gbps)-1]
 		}
+	}
+	if refs != nil {
+		if res.OpProfileRefs, res.PeakRSSBytes, err = refs.finish(); err != nil {
+			return nil, err
+		}
+		if res.OpProfileRefs != nil {
+			applyRefs(res.OpProfile, res.OpProfileRefs)
+		}
+		return res, nil
 	}
 	if res.PeakRSSBytes, err = PeakRSS(); err != nil {
 		return nil, err
@@ -358,10 +385,15 @@ type OpTime struct {
 	// Such rows are left out of the shares' sum (Share is still of the
 	// step's kernel time).
 	Within string `json:"within,omitempty"`
-	total  time.Duration
-	n      int
-	flops  float64
-	bytes  float64
+	// OfGemm (products) and OfTriad (the others) are GFLOPS and GBPS as
+	// fractions of the references measured between the steps
+	// (ModelResult.OpProfileRefs), when there are any.
+	OfGemm  float64 `json:"of_gemm,omitempty"`
+	OfTriad float64 `json:"of_triad,omitempty"`
+	total   time.Duration
+	n       int
+	flops   float64
+	bytes   float64
 }
 
 // opProfiler sums kernel times by op type while on.

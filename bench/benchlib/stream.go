@@ -49,18 +49,7 @@ func RunStream(o StreamOptions) (*StreamResult, error) {
 	a := make([]float64, o.Elements)
 	b := make([]float64, o.Elements)
 	c := make([]float64, o.Elements)
-	parts := func(f func(lo, hi int)) {
-		var wg sync.WaitGroup
-		for t := range o.Threads {
-			lo, hi := t*o.Elements/o.Threads, (t+1)*o.Elements/o.Threads
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				f(lo, hi)
-			}()
-		}
-		wg.Wait()
-	}
+	parts := func(f func(lo, hi int)) { parallelParts(o.Elements, o.Threads, f) }
 	parts(func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			a[i], b[i], c[i] = 1, 2, 0.5
@@ -96,4 +85,19 @@ func triad(a, b, c []float64, s float64) {
 	for ; i < len(a); i++ {
 		a[i] = b[i] + s*c[i]
 	}
+}
+
+// parallelParts runs f over threads contiguous parts of [0, n), each on a
+// goroutine of its own, and waits for them.
+func parallelParts(n, threads int, f func(lo, hi int)) {
+	var wg sync.WaitGroup
+	for t := range threads {
+		lo, hi := t*n/threads, (t+1)*n/threads
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
 }

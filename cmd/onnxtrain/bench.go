@@ -85,6 +85,7 @@ K×N) and reports GFLOP/s, the median over --steps repetitions.`,
 	fl.BoolVar(&f.model.OpProfile, "op-profile", false, "time every kernel call of the timed steps and report the time per op type (JSON: op_profile)")
 	fl.BoolVar(&f.model.PeakLive, "peak-live", false, "list what the training step's memory plan holds at its fullest step, largest first (JSON: peak_live)")
 	fl.BoolVar(&f.model.OpProfileByNode, "op-profile-by-node", false, "as --op-profile, per node instead of per op type")
+	fl.BoolVar(&f.model.OpProfileRefs, "op-profile-refs", true, "with an op profile: measure the 2048³ GEMM and the triad after every timed step and print each op's rate as a fraction of them (JSON: op_profile_refs, of_gemm, of_triad; --cpuprofile then includes them)")
 	fl.BoolVar(&f.model.OpProfileByShape, "op-profile-by-shape", false, "as --op-profile, with each op split by its operands' shapes and the attributes that choose its work (transposes, gradient, views, perm, axis)")
 	return cmd
 }
@@ -202,6 +203,14 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			fmt.Fprintf(out, "    %9.2f MiB  steps %5d-%-5d %-22s %-40s %s (last read by %s)\n", float64(v.Bytes)/(1<<20), v.Born, v.Dies, v.Op, v.Node, v.Value, v.LastReader)
 		}
 	}
+	if r := res.OpProfileRefs; r != nil {
+		inc := ""
+		if r.PeakRSSIncluded {
+			inc = "; the peak RSS includes their 432 MiB"
+		}
+		fmt.Fprintf(out, "  references after each timed step (%d): 2048³ GEMM %.1f GFLOP/s (%.1f-%.1f), triad %.1f GB/s (%.1f-%.1f)%s\n",
+			r.Samples, r.GemmGFLOPS, r.GemmMin, r.GemmMax, r.TriadGBps, r.TriadMin, r.TriadMax, inc)
+	}
 	if len(res.OpProfile) > 0 {
 		fmt.Fprintf(out, "  kernel time per step (wall, the calls in sequence; GFLOP/s of product ops, GB/s of inputs+outputs of the others; indented: the products inside a fused op, as its kernel timed them):\n")
 		for _, t := range res.OpProfile {
@@ -215,6 +224,12 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 				rate = fmt.Sprintf(" %8.1f GFLOP/s", t.GFLOPS)
 			case t.GBPS > 0:
 				rate = fmt.Sprintf(" %8.2f GB/s", t.GBPS)
+			}
+			switch {
+			case t.OfGemm > 0:
+				rate += fmt.Sprintf("  %.2f of the GEMM", t.OfGemm)
+			case t.OfTriad > 0:
+				rate += fmt.Sprintf("    %.2f of the triad", t.OfTriad)
 			}
 			fmt.Fprintf(out, "    %-28s %8.3f ms %5.1f%% %6.1f calls%s\n", name, t.MS, 100*t.Share, t.Calls, rate)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -178,11 +179,17 @@ func TestBenchOpProfile(t *testing.T) {
 	require.NoError(t, err, out)
 	var r struct {
 		OpProfile []struct {
-			Op    string  `json:"op"`
-			Calls float64 `json:"calls_per_step"`
-			MS    float64 `json:"ms_per_step"`
-			Share float64 `json:"share"`
+			Op      string  `json:"op"`
+			Calls   float64 `json:"calls_per_step"`
+			MS      float64 `json:"ms_per_step"`
+			Share   float64 `json:"share"`
+			GFLOPS  float64 `json:"gflop_per_s"`
+			GBPS    float64 `json:"gb_per_s"`
+			OfGemm  float64 `json:"of_gemm"`
+			OfTriad float64 `json:"of_triad"`
 		} `json:"op_profile"`
+		RefsJSON map[string]any `json:"op_profile_refs"`
+		PeakRSS  int64          `json:"peak_rss_bytes"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
 	require.NotEmpty(t, r.OpProfile)
@@ -200,8 +207,48 @@ func TestBenchOpProfile(t *testing.T) {
 	// The MLP's forward has one loss node per step.
 	assert.Equal(t, 1.0, calls["SoftmaxCrossEntropyLoss"], "%v", calls)
 
+	// The references, measured after each of the three timed steps, and
+	// each rate as a fraction of its reference.
+	refs := r.RefsJSON
+	require.NotNil(t, refs, out)
+	assert.Equal(t, 3.0, refs["samples"], "%v", refs)
+	gemm, triad := refs["gemm_gflops"].(float64), refs["triad_gbps"].(float64)
+	assert.Greater(t, gemm, 0.0)
+	assert.Greater(t, triad, 0.0)
+	assert.LessOrEqual(t, refs["gemm_gflops_min"].(float64), gemm)
+	assert.GreaterOrEqual(t, refs["gemm_gflops_max"].(float64), gemm)
+	assert.LessOrEqual(t, refs["triad_gbps_min"].(float64), triad)
+	assert.GreaterOrEqual(t, refs["triad_gbps_max"].(float64), triad)
+	var products, others int
+	for _, o := range r.OpProfile {
+		switch {
+		case o.GFLOPS > 0:
+			products++
+			assert.InDelta(t, o.GFLOPS/gemm, o.OfGemm, 1e-9, o.Op)
+			assert.Zero(t, o.OfTriad, o.Op)
+		case o.GBPS > 0:
+			others++
+			assert.InDelta(t, o.GBPS/triad, o.OfTriad, 1e-9, o.Op)
+			assert.Zero(t, o.OfGemm, o.Op)
+		}
+	}
+	assert.NotZero(t, products, out)
+	assert.NotZero(t, others, out)
+	if runtime.GOOS == "linux" {
+		// The references' 432 MiB are handed back after each sample and
+		// the peak reset: the MLP's run stays far below them.
+		assert.Nil(t, refs["peak_rss_includes_refs"], "%v", refs)
+		assert.Less(t, r.PeakRSS, int64(300<<20), "peak RSS with the references released")
+	}
 	out, err = runBenchCmd(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "8",
-		"--steps", "2", "--warmup", "1", "--op-profile-by-node")
+		"--steps", "2", "--warmup", "1", "--op-profile")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `references after each timed step \(2\): 2048³ GEMM [0-9.]+ GFLOP/s \([0-9.]+-[0-9.]+\), triad [0-9.]+ GB/s`, out)
+	assert.Regexp(t, `GFLOP/s  [0-9.]+ of the GEMM\n`, out)
+	assert.Regexp(t, `GB/s +[0-9.]+ of the triad\n`, out)
+
+	out, err = runBenchCmd(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "8",
+		"--steps", "2", "--warmup", "1", "--op-profile-by-node", "--op-profile-refs=false")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "kernel time per step")
 	assert.Regexp(t, `SoftmaxCrossEntropyLoss \S+ +[0-9.]+ ms`, out)
@@ -211,7 +258,7 @@ func TestBenchOpProfile(t *testing.T) {
 	// the 64×784 weight, read transposed), the loss by its logits and
 	// labels.
 	out, err = runBenchCmd(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "8",
-		"--steps", "2", "--warmup", "1", "--op-profile-by-shape")
+		"--steps", "2", "--warmup", "1", "--op-profile-by-shape", "--op-profile-refs=false")
 	require.NoError(t, err, out)
 	assert.Regexp(t, `Gemm\w* in=\[8 784\]x\[64 784\]\S* out=\[8 64\]\S*.* transB=1 +[0-9.]+ ms .* GFLOP/s`, out)
 	assert.Regexp(t, `\n +SoftmaxCrossEntropyLoss in=\[8 10\]x\[8\]\S* out=\S+ +[0-9.]+ ms`, out)
