@@ -5,6 +5,8 @@ package importer
 import (
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // mapFile maps the first n bytes of f private and copy-on-write: tensors
@@ -18,7 +20,7 @@ func unmapFile(b []byte) error { return syscall.Munmap(b) }
 
 // dropPages releases the process's pages of a private file mapping (a
 // later access reads the file again).
-func dropPages(b []byte) { _ = syscall.Madvise(b, syscall.MADV_DONTNEED) }
+func dropPages(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }
 
 // allocAnon maps n bytes of zeroed anonymous memory, outside Go's
 // collected heap.
