@@ -760,13 +760,80 @@ func globalPoolKernel(kind poolKind) kern.Kernel {
 // globalPoolState is what a global pooling node keeps between runs.
 type globalPoolState struct{ shape []int }
 
-// globalPool reduces each plane of size elements to one value.
+// globalPool reduces each plane of size elements to one value. The mean
+// runs avgPlaneGroup planes per item (avgPlanes).
 func globalPool[T poolFloat](kind poolKind, x, y []T, planes, size int, p float64) {
 	workers := nnWorkers(planes, size)
+	if kind == poolAvg {
+		groups := (planes + avgPlaneGroup - 1) / avgPlaneGroup
+		ParallelItemsOf(groups, min(workers, groups), true, avgPlanesTask[T]{x: x, y: y, planes: planes, size: size})
+		return
+	}
 	ParallelItemsOf(planes, workers, false, globalPoolTask[T]{kind: kind, x: x, y: y, size: size, p: p})
 }
 
-// globalPoolTask is globalPool's work: item c is plane c.
+// avgPlaneGroup is how many planes avgPlanes sums side by side: one plane's
+// float64 sum is a chain of dependent adds (4 cycles each), so eight
+// independent chains keep the adder busy where one left it idle three
+// cycles in four (ResNet-50's 16,384 planes of 7×7 at batch 8: 1.5 ms,
+// 2 GB/s, against a triad of 30).
+const avgPlaneGroup = 8
+
+// avgPlanesTask is globalPool's mean: item g is planes [8g, 8g+8).
+type avgPlanesTask[T poolFloat] struct {
+	x, y         []T
+	planes, size int
+}
+
+func (t *avgPlanesTask[T]) Item(_, g int) {
+	c0 := g * avgPlaneGroup
+	avgPlanes(t.x, t.y, c0, min(c0+avgPlaneGroup, t.planes), t.size)
+}
+
+// avgPlanes writes the means of planes [c0, c1) of size elements each into
+// y: each plane summed in float64 in its own order, as one plane alone
+// would be (the same bits), eight planes at a time.
+func avgPlanes[T poolFloat](x, y []T, c0, c1, size int) {
+	if size == 0 {
+		return
+	}
+	if c1-c0 == avgPlaneGroup {
+		p0 := x[c0*size : (c0+1)*size]
+		p1 := x[(c0+1)*size : (c0+2)*size][:len(p0)]
+		p2 := x[(c0+2)*size : (c0+3)*size][:len(p0)]
+		p3 := x[(c0+3)*size : (c0+4)*size][:len(p0)]
+		p4 := x[(c0+4)*size : (c0+5)*size][:len(p0)]
+		p5 := x[(c0+5)*size : (c0+6)*size][:len(p0)]
+		p6 := x[(c0+6)*size : (c0+7)*size][:len(p0)]
+		p7 := x[(c0+7)*size : (c0+8)*size][:len(p0)]
+		var s0, s1, s2, s3, s4, s5, s6, s7 float64
+		for i := range p0 {
+			s0 += float64(p0[i])
+			s1 += float64(p1[i])
+			s2 += float64(p2[i])
+			s3 += float64(p3[i])
+			s4 += float64(p4[i])
+			s5 += float64(p5[i])
+			s6 += float64(p6[i])
+			s7 += float64(p7[i])
+		}
+		n := float64(size)
+		out := y[c0 : c0+8]
+		out[0], out[1], out[2], out[3] = T(s0/n), T(s1/n), T(s2/n), T(s3/n)
+		out[4], out[5], out[6], out[7] = T(s4/n), T(s5/n), T(s6/n), T(s7/n)
+		return
+	}
+	for c := c0; c < c1; c++ {
+		var sum float64
+		for _, v := range x[c*size : (c+1)*size] {
+			sum += float64(v)
+		}
+		y[c] = T(sum / float64(size))
+	}
+}
+
+// globalPoolTask is globalPool's work for the max and Lp pools: item c is
+// plane c.
 type globalPoolTask[T poolFloat] struct {
 	kind poolKind
 	x, y []T
@@ -786,14 +853,6 @@ func (t *globalPoolTask[T]) Item(_, c int) {
 			}
 		}
 		y[c] = best
-	case poolAvg:
-		var sum float64
-		for _, v := range xp {
-			sum += float64(v)
-		}
-		if size > 0 {
-			y[c] = T(sum / float64(size))
-		}
 	case poolLp:
 		var sum float64
 		for _, v := range xp {

@@ -282,3 +282,37 @@ func TestMaxPool2DMatchesDefinition(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalAveragePoolGroups checks the mean of planes summed eight at a
+// time against each plane's float64 sum taken alone, bit for bit: 2×19
+// channels (four full groups and a partial one per item run), 7×7 planes
+// like ResNet-50's last, and one plane too few for a group; float64 too.
+func TestGlobalAveragePoolGroups(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, shape := range [][]int{{2, 19, 7, 7}, {1, 1, 3, 5}, {3, 8, 1, 1}} {
+		n := shape[0] * shape[1]
+		size := shape[2] * shape[3]
+		vals := make([]float32, n*size)
+		for i := range vals {
+			vals[i] = float32(r.NormFloat64()) * 100
+		}
+		y := mustRun(t, 17, testNode("GlobalAveragePool", 1), &graph.Tensor{DType: graph.Float32, Shape: shape, Data: vals})[0]
+		assert.Equal(t, []int{shape[0], shape[1], 1, 1}, y.Shape)
+		want := make([]float32, n)
+		want64 := make([]float64, n)
+		x64 := make([]float64, len(vals))
+		for c := range n {
+			var s, s64 float64
+			for i := range size {
+				s += float64(vals[c*size+i])
+				x64[c*size+i] = float64(vals[c*size+i]) / 3
+				s64 += x64[c*size+i]
+			}
+			want[c] = float32(s / float64(size))
+			want64[c] = s64 / float64(size)
+		}
+		assert.Equal(t, want, y.Float32s(), "%v", shape)
+		y = mustRun(t, 17, testNode("GlobalAveragePool", 1), &graph.Tensor{DType: graph.Float64, Shape: shape, Data: x64})[0]
+		assert.Equal(t, want64, y.Float64s(), "%v float64", shape)
+	}
+}

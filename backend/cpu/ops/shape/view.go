@@ -281,6 +281,13 @@ func readRow[T any](row, src []T, b int, inner *axisMap, spans []span, elementwi
 		for j := range row {
 			row[j] = fill
 		}
+	case elementwise && inner.table == nil && inner.stride == 0:
+		// A broadcast row (Expand of [N, C, 1, 1] to [N, C, H, W], the
+		// global pool's gradient): one value repeated.
+		v := src[b+inner.start]
+		for j := range row {
+			row[j] = v
+		}
 	case elementwise && inner.table == nil:
 		o, st := b+inner.start, inner.stride
 		for j := range row {
