@@ -233,11 +233,49 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			}
 			fmt.Fprintf(out, "    %-28s %8.3f ms %5.1f%% %6.1f calls%s\n", name, t.MS, 100*t.Share, t.Calls, rate)
 		}
+		if res.OpProfileRefs != nil {
+			printBelowRefs(out, res.OpProfile)
+		}
 	}
 	if f.cpuProfile != "" {
 		fmt.Fprintf(out, "  CPU profile of the timed steps: %s (go tool pprof -top %s)\n", f.cpuProfile, f.cpuProfile)
 	}
 	return nil
+}
+
+// Issue 14's bars for the rows of an op profile: products at 0.85 of the
+// 2048³ GEMM, memory-bound ops at half the triad. Rows under belowMinMS a
+// step are left out of the summary (a one-row product of the ViT's last
+// block, a scalar op: they are in the table).
+const (
+	gemmBar    = 0.85
+	triadBar   = 0.5
+	belowMinMS = 0.5
+)
+
+// printBelowRefs lists the rows of an op profile under the bars, or says
+// that none is.
+func printBelowRefs(out io.Writer, rows []benchlib.OpTime) {
+	var products, membound []string
+	for _, t := range rows {
+		if t.MS < belowMinMS {
+			continue
+		}
+		switch {
+		case t.OfGemm > 0 && t.OfGemm < gemmBar:
+			products = append(products, fmt.Sprintf("%s %.2f", t.Op, t.OfGemm))
+		case t.OfTriad > 0 && t.OfTriad < triadBar:
+			membound = append(membound, fmt.Sprintf("%s %.2f", t.Op, t.OfTriad))
+		}
+	}
+	list := func(v []string) string {
+		if len(v) == 0 {
+			return "none"
+		}
+		return strings.Join(v, ", ")
+	}
+	fmt.Fprintf(out, "  below %.2f of the GEMM (rows of %.1f ms a step or more): %s\n", gemmBar, belowMinMS, list(products))
+	fmt.Fprintf(out, "  below %.2f of the triad (rows of %.1f ms a step or more): %s\n", triadBar, belowMinMS, list(membound))
 }
 
 func transName(t bool) string {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/bench/benchlib"
 )
 
 // runBenchCmd runs `onnxtrain bench args...` and returns its stdout.
@@ -246,6 +248,7 @@ func TestBenchOpProfile(t *testing.T) {
 	assert.Regexp(t, `references after each timed step \(2\): 2048³ GEMM [0-9.]+ GFLOP/s \([0-9.]+-[0-9.]+\), triad [0-9.]+ GB/s`, out)
 	assert.Regexp(t, `GFLOP/s  [0-9.]+ of the GEMM\n`, out)
 	assert.Regexp(t, `GB/s +[0-9.]+ of the triad\n`, out)
+	assert.Regexp(t, `\n  below 0.85 of the GEMM \(rows of 0.5 ms a step or more\): \S.*\n  below 0.50 of the triad`, out)
 
 	out, err = runBenchCmd(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "8",
 		"--steps", "2", "--warmup", "1", "--op-profile-by-node", "--op-profile-refs=false")
@@ -262,4 +265,27 @@ func TestBenchOpProfile(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Regexp(t, `Gemm\w* in=\[8 784\]x\[64 784\]\S* out=\[8 64\]\S*.* transB=1 +[0-9.]+ ms .* GFLOP/s`, out)
 	assert.Regexp(t, `\n +SoftmaxCrossEntropyLoss in=\[8 10\]x\[8\]\S* out=\S+ +[0-9.]+ ms`, out)
+}
+
+// The summary under an op profile with references names the rows of half a
+// millisecond a step or more under issue 14's bars (products under 0.85 of
+// the GEMM, other ops under half the triad), and says none when none is.
+func TestPrintBelowRefs(t *testing.T) {
+	rows := []benchlib.OpTime{
+		{Op: "MatMulGradB", MS: 400, GFLOPS: 200, OfGemm: 0.95},
+		{Op: "AttentionSoftmax/qk", MS: 17, GFLOPS: 150, OfGemm: 0.71},
+		{Op: "MatMulAdd", MS: 0.3, GFLOPS: 17, OfGemm: 0.08},
+		{Op: "LayerNormGradAdd", MS: 10, GBPS: 15, OfTriad: 0.47},
+		{Op: "Add", MS: 5, GBPS: 25, OfTriad: 0.8},
+		{Op: "Gather", MS: 0.1, GBPS: 1, OfTriad: 0.03},
+		{Op: "Identity", MS: 1},
+	}
+	var out bytes.Buffer
+	printBelowRefs(&out, rows)
+	assert.Equal(t, "  below 0.85 of the GEMM (rows of 0.5 ms a step or more): AttentionSoftmax/qk 0.71\n"+
+		"  below 0.50 of the triad (rows of 0.5 ms a step or more): LayerNormGradAdd 0.47\n", out.String())
+	out.Reset()
+	printBelowRefs(&out, rows[:1])
+	assert.Equal(t, "  below 0.85 of the GEMM (rows of 0.5 ms a step or more): none\n"+
+		"  below 0.50 of the triad (rows of 0.5 ms a step or more): none\n", out.String())
 }
