@@ -103,7 +103,7 @@ func (r *refSampler) sample() {
 		v := float32(i%7+1) * 0.125
 		b.a[i], b.b[i] = v, 1-v
 	}
-	parallelParts(len(b.x), r.threads, func(lo, hi int) {
+	ParallelParts(len(b.x), r.threads, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			b.x[i], b.y[i], b.z[i] = 0, 2, 0.5
 		}
@@ -111,7 +111,7 @@ func (r *refSampler) sample() {
 	best := time.Duration(0)
 	for range refTriadReps {
 		t0 := time.Now()
-		parallelParts(len(b.x), r.threads, func(lo, hi int) { triad(b.x[lo:hi], b.y[lo:hi], b.z[lo:hi], 3) })
+		ParallelParts(len(b.x), r.threads, func(lo, hi int) { triad(b.x[lo:hi], b.y[lo:hi], b.z[lo:hi], 3) })
 		if d := time.Since(t0); best == 0 || d < best {
 			best = d
 		}

@@ -49,7 +49,7 @@ func RunStream(o StreamOptions) (*StreamResult, error) {
 	a := make([]float64, o.Elements)
 	b := make([]float64, o.Elements)
 	c := make([]float64, o.Elements)
-	parts := func(f func(lo, hi int)) { parallelParts(o.Elements, o.Threads, f) }
+	parts := func(f func(lo, hi int)) { ParallelParts(o.Elements, o.Threads, f) }
 	parts(func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			a[i], b[i], c[i] = 1, 2, 0.5
@@ -87,9 +87,10 @@ func triad(a, b, c []float64, s float64) {
 	}
 }
 
-// parallelParts runs f over threads contiguous parts of [0, n), each on a
-// goroutine of its own, and waits for them.
-func parallelParts(n, threads int, f func(lo, hi int)) {
+// ParallelParts runs f over threads contiguous parts of [0, n), each on a
+// goroutine of its own, and waits for them: the triad's split (RunStream,
+// the op profile's references, the kernels' triad benchmark).
+func ParallelParts(n, threads int, f func(lo, hi int)) {
 	var wg sync.WaitGroup
 	for t := range threads {
 		lo, hi := t*n/threads, (t+1)*n/threads

@@ -5,11 +5,11 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	_ "github.com/onnxtrain/onnxtrain/backend/cpu/ops"
+	"github.com/onnxtrain/onnxtrain/bench/benchlib"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -38,18 +38,7 @@ func BenchmarkTriad(b *testing.B) {
 	const n = 1 << 24
 	a, x, y := make([]float64, n), make([]float64, n), make([]float64, n)
 	workers := benchWorkers()
-	parts := func(f func(lo, hi int)) {
-		var wg sync.WaitGroup
-		for t := range workers {
-			lo, hi := t*n/workers, (t+1)*n/workers
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				f(lo, hi)
-			}()
-		}
-		wg.Wait()
-	}
+	parts := func(f func(lo, hi int)) { benchlib.ParallelParts(n, workers, f) }
 	parts(func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			a[i], x[i], y[i] = 1, 2, 0.5
