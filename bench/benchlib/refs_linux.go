@@ -16,7 +16,7 @@ func newRefBuffers(gemmElems, triadElems int) (*refBuffers, error) {
 	size := 3*f32 + 3*f64
 	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
-		return nil, fmt.Errorf("benchlib: op-profile references: mapping %d MiB: %w", size>>20, err)
+		return nil, fmt.Errorf("benchlib: op-profile references: mapping %d MiB: %w (--op-profile-refs=false runs the profile without them)", size>>20, err)
 	}
 	f32s := func(off int) []float32 { return unsafe.Slice((*float32)(unsafe.Pointer(&mem[off])), gemmElems) }
 	f64s := func(off int) []float64 { return unsafe.Slice((*float64)(unsafe.Pointer(&mem[off])), triadElems) }
