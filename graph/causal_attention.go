@@ -72,13 +72,9 @@ func MarkCausalAttention(g *Graph, opset int64) int {
 		if c := marked[n]; c != nil {
 			return c
 		}
-		c := *n
-		c.Attrs = make(map[string]*Attr, len(n.Attrs)+2)
-		for k, a := range n.Attrs {
-			c.Attrs[k] = a
-		}
-		marked[n] = &c
-		return &c
+		c := copyNode(n)
+		marked[n] = c
+		return c
 	}
 	// markY marks the PermutedMatMul making x, when x is read once and by
 	// the node at hand only.

@@ -5,6 +5,8 @@ package graph
 // passes whose fused ops it implements; the unfused chain is the reference
 // semantics (and the fallback of every other backend).
 
+import "maps"
+
 // FusedDomain is the operator domain of the fused nodes these passes make.
 const FusedDomain = "com.onnxtrain.fused"
 
@@ -673,6 +675,18 @@ func constantsWhere(g *Graph, pred func(*Tensor) bool) map[string]bool {
 		}
 	}
 	return out
+}
+
+// copyNode is a copy of n with an attribute map of its own, to change
+// where n (and its map) may be shared with the graph this one was
+// specialised from.
+func copyNode(n *Node) *Node {
+	c := *n
+	c.Attrs = maps.Clone(n.Attrs)
+	if c.Attrs == nil {
+		c.Attrs = map[string]*Attr{}
+	}
+	return &c
 }
 
 // replaceAndRemove puts replace[n] in the place of every node n it

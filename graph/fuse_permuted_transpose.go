@@ -36,16 +36,10 @@ func FusePermutedTranspose(g *Graph) int {
 		if !isPermutedMatMul(p) || replace[p] != nil || p.Attr("permY") != nil || readers[v] != 1 {
 			continue
 		}
-		// A new node: p (and its attribute map) may be shared with the
-		// graph this one was specialised from.
-		fused := *p
-		fused.Attrs = make(map[string]*Attr, len(p.Attrs)+1)
-		for k, a := range p.Attrs {
-			fused.Attrs[k] = a
-		}
+		fused := copyNode(p)
 		fused.Attrs["permY"] = IntsAttr("permY", perm...)
 		fused.Outputs = []string{t.Outputs[0]}
-		replace[p] = &fused
+		replace[p] = fused
 		drop[t] = true
 		for _, c := range chain {
 			drop[c] = true

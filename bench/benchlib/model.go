@@ -64,7 +64,7 @@ type ModelOptions struct {
 	// attrs"), the others staying per op type.
 	OpProfile, OpProfileByNode, OpProfileByShape bool
 	// OpProfileRefs, with an op profile, measures the 2048³ GEMM and the
-	// triad after every timed step (ProfileRefs; about 0.1 s each time)
+	// triad after every timed step (ProfileRefs; about 0.3 s each time)
 	// and gives each row its rate as a fraction of them (OpTime.OfGemm,
 	// OfTriad).
 	OpProfileRefs bool
@@ -345,15 +345,16 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		}
 	}
 	if refs != nil {
-		if res.OpProfileRefs, res.PeakRSSBytes, err = refs.finish(); err != nil {
-			return nil, err
-		}
+		// The peak without the references' buffers, where it can be kept
+		// apart.
+		res.OpProfileRefs, res.PeakRSSBytes, err = refs.finish()
 		if res.OpProfileRefs != nil {
 			applyRefs(res.OpProfile, res.OpProfileRefs)
 		}
-		return res, nil
+	} else {
+		res.PeakRSSBytes, err = PeakRSS()
 	}
-	if res.PeakRSSBytes, err = PeakRSS(); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -411,15 +412,21 @@ func (p *opProfiler) part(label string, flops float64, d time.Duration) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := p.byOp[label]
+	op, _, _ := strings.Cut(label, "/")
+	p.add(label, op, flops, 0, d)
+}
+
+// add counts one call of d under key (within: the op a part is of).
+func (p *opProfiler) add(key, within string, flops, bytes float64, d time.Duration) {
+	t := p.byOp[key]
 	if t == nil {
-		op, _, _ := strings.Cut(label, "/")
-		t = &OpTime{Op: label, Within: op}
-		p.byOp[label] = t
+		t = &OpTime{Op: key, Within: within}
+		p.byOp[key] = t
 	}
 	t.total += d
 	t.n++
 	t.flops += flops
+	t.bytes += bytes
 }
 
 func (p *opProfiler) record(n *graph.Node, in, out []*graph.Tensor, d time.Duration) {
@@ -436,15 +443,7 @@ func (p *opProfiler) record(n *graph.Node, in, out []*graph.Tensor, d time.Durat
 	if p.byShape {
 		key += " " + shapeKey(n, in, out)
 	}
-	t := p.byOp[key]
-	if t == nil {
-		t = &OpTime{Op: key}
-		p.byOp[key] = t
-	}
-	t.total += d
-	t.n++
-	t.flops += flops
-	t.bytes += bytes
+	p.add(key, "", flops, bytes, d)
 }
 
 func (p *opProfiler) table(steps int) []OpTime {

@@ -2,7 +2,6 @@ package benchlib
 
 import (
 	"sort"
-	"time"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 )
@@ -31,7 +30,7 @@ type ProfileRefs struct {
 	// timed step).
 	Samples int `json:"samples"`
 	// PeakRSSIncluded says that the run's peak RSS includes the
-	// references' buffers (432 MiB): where the peak cannot be reset after
+	// references' buffers (ProfileRefsBytes): where the peak cannot be reset after
 	// they are released (not Linux).
 	PeakRSSIncluded bool `json:"peak_rss_includes_refs,omitempty"`
 }
@@ -48,6 +47,10 @@ const (
 	// and the packing buffers grow).
 	refGemmCalls = 2
 )
+
+// ProfileRefsBytes is the storage the references take while they run
+// (the GEMM's three matrices and the triad's three arrays: 432 MiB).
+const ProfileRefsBytes = 3*4*refGemmSize*refGemmSize + 3*8*refTriadElems
 
 // refSampler takes ProfileRefs' samples. Its buffers (the GEMM's three
 // 16 MiB matrices and the triad's three 128 MiB arrays) are resident only
@@ -97,35 +100,20 @@ func (r *refSampler) sample() {
 		r.buf = b
 	}
 	b := r.buf
-	// Fill (this also brings the released pages back): values whose
-	// products stay normal.
+	// Fill (this also brings the released pages back; triadGBps fills
+	// its arrays): values whose products stay normal.
 	for i := range b.a {
 		v := float32(i%7+1) * 0.125
 		b.a[i], b.b[i] = v, 1-v
 	}
-	ParallelParts(len(b.x), r.threads, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			b.x[i], b.y[i], b.z[i] = 0, 2, 0.5
-		}
-	})
-	best := time.Duration(0)
-	for range refTriadReps {
-		t0 := time.Now()
-		ParallelParts(len(b.x), r.threads, func(lo, hi int) { triad(b.x[lo:hi], b.y[lo:hi], b.z[lo:hi], 3) })
-		if d := time.Since(t0); best == 0 || d < best {
-			best = d
-		}
+	gbps, err := triadGBps(b.x, b.y, b.z, r.threads, refTriadReps)
+	if err != nil {
+		r.err = err
+		return
 	}
-	r.triads = append(r.triads, 24*float64(len(b.x))/best.Seconds()/1e9)
+	r.triads = append(r.triads, gbps)
 	const n = refGemmSize
-	best = 0
-	for range refGemmCalls {
-		t0 := time.Now()
-		gemm.Sgemm(false, false, n, n, n, 1, b.a, n, b.b, n, 0, b.c, n)
-		if d := time.Since(t0); best == 0 || d < best {
-			best = d
-		}
-	}
+	best := bestOf(refGemmCalls, func() { gemm.Sgemm(false, false, n, n, n, 1, b.a, n, b.b, n, 0, b.c, n) })
 	r.gemm = append(r.gemm, 2*float64(n)*n*n/best.Seconds()/1e9)
 	b.release()
 	if !resetPeakRSS() {

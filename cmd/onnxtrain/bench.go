@@ -206,7 +206,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if r := res.OpProfileRefs; r != nil {
 		inc := ""
 		if r.PeakRSSIncluded {
-			inc = "; the peak RSS includes their 432 MiB"
+			inc = fmt.Sprintf("; the peak RSS includes their %d MiB", benchlib.ProfileRefsBytes>>20)
 		}
 		fmt.Fprintf(out, "  references after each timed step (%d): 2048³ GEMM %.1f GFLOP/s (%.1f-%.1f), triad %.1f GB/s (%.1f-%.1f)%s\n",
 			r.Samples, r.GemmGFLOPS, r.GemmMin, r.GemmMax, r.TriadGBps, r.TriadMin, r.TriadMax, inc)

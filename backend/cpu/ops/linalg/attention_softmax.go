@@ -164,12 +164,7 @@ func shapesOf(in []*graph.Tensor) [][]int {
 // (onA) or B of the plan is read from x at offset 0 instead of its
 // batch position; with c set, C is written there at offset 0.
 func (p *permutedState) head(i int, x []float32, onA bool, c []float32) {
-	var idx [maxViewRank]int
-	rem := i
-	for d := p.batchRank - 1; d >= 0; d-- {
-		idx[d] = rem % p.batchShape[d]
-		rem /= p.batchShape[d]
-	}
+	idx := p.index(i)
 	oa, ob, oc := p.offsets(&idx)
 	a, b := p.a, p.b
 	if x != nil {
@@ -286,9 +281,8 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 // run spreads the heads over the cores as PermutedMatMul spreads its
 // batch.
 func (s *attnState) run(batch, work int) {
-	procs := kern.Workers()
-	workers := batchWorkers(batch, work, procs)
-	s.serial = workers > 1 || procs < 2
+	var workers int
+	workers, s.serial = spread(batch, work)
 	for i := range s.plans {
 		s.plans[i].serial = s.serial
 	}

@@ -64,7 +64,11 @@ func biasRow(bias *graph.Tensor, out []int) bool {
 // runOp runs the kernel registered for domain/op on n's context: the
 // fused kernels' general path through the kernels they fuse.
 func runOp(ctx *kern.Context, n *graph.Node, domain, op string, args ...*graph.Tensor) ([]*graph.Tensor, error) {
-	spec, ok := kern.Lookup(domain, op, ctx.Opset)
+	opset := int64(0)
+	if ctx != nil {
+		opset = ctx.Opset
+	}
+	spec, ok := kern.Lookup(domain, op, opset)
 	if !ok {
 		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
 	}
@@ -76,20 +80,12 @@ func runOp(ctx *kern.Context, n *graph.Node, domain, op string, args ...*graph.T
 // general path through the kernels of the ops it replaced (the
 // materialising PermutedMatMul, the attention ops' other dtypes).
 func runSubOp(ctx *kern.Context, n *graph.Node, domain, op string, in []*graph.Tensor, attrs ...*graph.Attr) (*graph.Tensor, error) {
-	opset := int64(0)
-	if ctx != nil {
-		opset = ctx.Opset
-	}
-	spec, ok := kern.Lookup(domain, op, opset)
-	if !ok {
-		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
-	}
 	sub := &graph.Node{Name: n.Name, OpType: op, Domain: domain, Inputs: make([]string, len(in)),
 		Outputs: []string{n.Name + "/" + op}, Attrs: map[string]*graph.Attr{}}
 	for _, a := range attrs {
 		sub.Attrs[a.Name] = a
 	}
-	r, err := spec.Fn(ctx, sub, in)
+	r, err := runOp(ctx, sub, domain, op, in...)
 	if err != nil {
 		return nil, err
 	}

@@ -136,15 +136,18 @@ type permutedState struct {
 	fill float32
 }
 
+// index is the multi-index of product i of the batch.
+func (p *permutedState) index(i int) (idx [maxViewRank]int) {
+	for d := p.batchRank - 1; d >= 0; d-- {
+		idx[d] = i % p.batchShape[d]
+		i /= p.batchShape[d]
+	}
+	return idx
+}
+
 // Chunk runs products [lo, hi) of the batch.
 func (p *permutedState) Chunk(lo, hi int) {
-	var idx [maxViewRank]int
-	// Multi-index of lo.
-	rem := lo
-	for d := p.batchRank - 1; d >= 0; d-- {
-		idx[d] = rem % p.batchShape[d]
-		rem /= p.batchShape[d]
-	}
+	idx := p.index(lo)
 	oa, ob, oc := p.offsets(&idx)
 	for i := lo; i < hi; i++ {
 		p.advance(&idx)
@@ -240,16 +243,10 @@ func permutedMatMulKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) 
 		views[i], big = v, big || b
 	}
 	permY := n.AttrInts("permY", nil)
-	if !big && in[0].DType == graph.Float32 {
-		allF32 := true
-		for _, t := range in {
-			allF32 = allF32 && t.DType == graph.Float32
-		}
-		if allF32 {
-			out, ok, err := permutedF32(n, in, views[:need], grad, permY)
-			if err != nil || ok {
-				return out, err
-			}
+	if !big && allFloat32(in) {
+		out, ok, err := permutedF32(n, in, views[:need], grad, permY)
+		if err != nil || ok {
+			return out, err
 		}
 	}
 	return permutedFallback(ctx, n, in, grad, permY)
@@ -312,11 +309,8 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 		p.a, p.b, p.c = nil, nil, nil
 		return kern.Results(n, out), true, nil
 	}
-	procs := kern.Workers()
-	workers := batchWorkers(p.batch, p.m*p.n*max(p.k, 1), procs)
-	// One core, or products spread over the cores: each runs whole on
-	// the goroutine that takes it.
-	p.serial = workers > 1 || procs < 2
+	var workers int
+	workers, p.serial = spread(p.batch, p.m*p.n*max(p.k, 1))
 	if p.serial && followCausalHints && (n.Attr(graph.CausalLowerYAttr) != nil || n.Attr(graph.CausalLowerAttr) != nil) {
 		if kind, fill := causalKind(n, grad, views, p.swapC); p.causalUsable(kind) {
 			p.tri, p.fill = kind, fill
@@ -481,6 +475,16 @@ func (p *permutedState) plan(n *graph.Node, in []*graph.Tensor, views []strided,
 		p.batch *= rShape[d]
 	}
 	return true, nil
+}
+
+// spread is how a batch of products of work m·n·k each runs: in how many
+// chunks (batchWorkers), and whether each product runs whole on the
+// goroutine that takes it (serial: one core, or the products spread
+// over the cores).
+func spread(batch, work int) (workers int, serial bool) {
+	procs := kern.Workers()
+	workers = batchWorkers(batch, work, procs)
+	return workers, workers > 1 || procs < 2
 }
 
 // batchWorkers is how many chunks a batch of products of work m·n·k each
