@@ -434,15 +434,21 @@ func (p *problem) rowBlock(mk microKernel, buf *buffers, bp []float32, ic, mcur,
 	}
 	buf.a = grow(buf.a, mstrips*mk.mr*kcur)
 	// A's full strips read in place: by the pair kernel when every
-	// column step is a pair, and at most two of them (a transposed A,
-	// read in place with rs = 1 and ks = lda, ran 2-5% slower than
-	// packed: a k step's six values use 24 bytes of each line it
-	// loads); by the single-strip kernel when few B strips use this A
-	// block. Only the last, partial strip is packed.
-	pairA := mk.pairA != nil && !p.transA && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0
+	// column step is a pair, and at most two of them, A row-major (rs =
+	// lda, ks = 1) or, where pairATransposed says so, transposed (rs = 1,
+	// ks = lda); by the single-strip kernel when few B strips use a
+	// row-major A block. Only the last, partial strip is packed.
+	pairA := mk.pair != nil && mk.pairA != nil && ncur <= pairAMaxCols && ncur%(2*mk.nr) == 0 &&
+		(!p.transA || pairATransposed)
 	var arows []float32
-	if pairA || !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
+	rs, ks := p.lda, 1
+	if pairA && p.transA {
+		rs, ks = 1, p.lda
+		arows = p.a[pc*p.lda+ic:]
+	} else if pairA || !p.transA && mk.rowA != nil && ncur <= rowACols && (mk.pair == nil || ncur < 2*mk.nr) {
 		arows = p.a[ic*p.lda+pc:]
+	}
+	if arows != nil {
 		if full := mcur / mk.mr * mk.mr; full < mcur {
 			p.packA(buf.a[full*kcur:], ic+full, mcur-full, pc, kcur, mk.mr)
 		}
@@ -450,7 +456,7 @@ func (p *problem) rowBlock(mk microKernel, buf *buffers, bp []float32, ic, mcur,
 		p.packA(buf.a, ic, mcur, pc, kcur, mk.mr)
 	}
 	if pairA {
-		macroKernelA(mk, mcur, ncur, kcur, buf.a, arows, p.lda, 1, bp, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
+		macroKernelA(mk, mcur, ncur, kcur, buf.a, arows, rs, ks, bp, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
 	} else {
 		macroKernel(mk, mcur, ncur, kcur, buf.a, arows, p.lda, bp, p.c[ic*p.ldc+jc:], p.ldc, p.alpha, beta, buf.tile[:], next)
 	}
@@ -470,14 +476,16 @@ func aBlockRows(mk microKernel, rows, kc int) int {
 	return blockSize(rows, mk.mc, mk.mr)
 }
 
-// pairAMaxCols is the widest column block whose row-major A block the
-// pair kernel reads in place (pairA) instead of packing: with one or two
+// pairAMaxCols is the widest column block whose A block (row-major or
+// transposed) the pair kernel reads in place (pairA) instead of packing: with one or two
 // strip pairs A is read at most twice, the second time from cache, and
 // the copy that packing makes of it first (attention's P and dS, 155 KiB
 // a head, from memory) cost more than the kernel's reads of six rows in
 // place, which the hardware prefetchers follow while the FMAs run
 // (BenchmarkAttentionWallViT at -cpu 1: P·V 0.77 → 0.85-0.87 of the 2048³
-// GEMM, dS·K 0.75 → 0.83-0.86).
+// GEMM, dS·K 0.75 → 0.83-0.86; the transposed Pᵀ·dO and dSᵀ·Q in the
+// ViT-B/16 step, two alternations of bench --op-profile on 6 December
+// 2026: 0.86-0.87 → 0.92-0.94 and 0.76-0.83 → 0.83-0.90).
 const pairAMaxCols = 64
 
 // oneBlockABytes is the largest packed A block that blocked keeps whole

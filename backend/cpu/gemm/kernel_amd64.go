@@ -195,3 +195,14 @@ func amdCPU() bool { return cpuVendor() == "AuthenticAMD" }
 // AVX-512 Xeon measured before it made them 2-8% slower (its burst held
 // the line fill buffers the kernel's own loads wait on).
 func NextOperandsPrefetchHelps() bool { return amdCPU() }
+
+// pairATransposed lets blocked read a transposed A in place with the
+// pair kernel (rs = 1, ks = lda) under column blocks of at most
+// pairAMaxCols, as it reads a row-major one: on AMD's Zen 4 attention's
+// dV = Pᵀ·dO and dK = dSᵀ·Q in the ViT-B/16 step ran at 0.92-0.94 and
+// 0.83-0.90 of the 2048³ GEMM in place against 0.86-0.87 and 0.76-0.83
+// packed (bench --op-profile, two alternations, 6 December 2026; a k
+// step's six values use 24 bytes of each line it loads, but packing
+// reads every line of P or dS once more for two strip pairs); on the
+// AVX-512 Xeon measured before, in place was slower (docs/large-models.md).
+var pairATransposed = amdCPU()

@@ -12,3 +12,6 @@ func storeFence() {}
 // the next product's operands pays on this CPU: it is not measured off
 // amd64's assembly kernels, so no.
 func NextOperandsPrefetchHelps() bool { return false }
+
+// pairATransposed: no in-place pair kernel off amd64's assembly.
+const pairATransposed = false

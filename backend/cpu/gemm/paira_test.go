@@ -73,14 +73,16 @@ func TestPairAKernel(t *testing.T) {
 // dimensions that are not multiples of the unroll, B transposed or not,
 // alpha and beta 0, 1 and others, on one goroutine (SgemmSerial, as
 // attention's heads run) and split over two (Sgemm); within rounding of
-// float64. Products with a transposed A, or wider column blocks, take
-// the packed path and are compared the same way.
+// float64. Products with a transposed A read it in place the same way
+// (rs = 1, ks = lda); wider column blocks take the packed path and are
+// compared the same way.
 func TestSgemmPairAMatchesPacked(t *testing.T) {
 	if kernel.pairA == nil {
 		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no in-place pair kernel (it needs AVX-512F)", kernel.name)
 	}
 	packed := kernel
 	packed.pairA = nil
+	defer usePairATransposed(true)()
 	r := rand.New(rand.NewPCG(73, 74))
 	shapes := [][3]int{{197, 64, 197}, {197, 32, 64}, {13, 64, 9}, {300, 64, 65}, {128, 64, 128}, {197, 96, 30}, {61, 33, 17}}
 	for _, procs := range []int{1, 2} {
@@ -106,8 +108,8 @@ func TestSgemmPairAMatchesPacked(t *testing.T) {
 	}
 }
 
-// TestPairAPathTaken: the in-place path runs for a row-major A under
-// column blocks of one or two pairs, and not otherwise (a counting pairA
+// TestPairAPathTaken: the in-place path runs for a row-major or a
+// transposed A under column blocks of one or two pairs, and not otherwise (a counting pairA
 // in place of the kernel's).
 func TestPairAPathTaken(t *testing.T) {
 	if kernel.pairA == nil {
@@ -133,7 +135,13 @@ func TestPairAPathTaken(t *testing.T) {
 	}
 	require.Equal(t, 32*2, count(false, 197, 64, 197), "P·V: 32 full strips × 2 pairs in place")
 	require.Equal(t, 32, count(false, 197, 32, 64), "one pair")
-	require.Zero(t, count(true, 197, 64, 197), "transposed A: packed")
+	restore := usePairATransposed(true)
+	require.Equal(t, 32*2, count(true, 197, 64, 197), "Pᵀ·dO, A transposed: 32 full strips × 2 pairs in place")
+	require.Zero(t, count(true, 197, 96, 64), "A transposed, three pairs: packed")
+	restore()
+	restore = usePairATransposed(false)
+	defer restore()
+	require.Zero(t, count(true, 197, 64, 197), "A transposed, pairATransposed off: packed")
 	require.Zero(t, count(false, 197, 96, 64), "three pairs: packed")
 	require.Zero(t, count(false, 197, 48, 64), "a pair and a single strip: packed")
 }
