@@ -13,7 +13,7 @@ var fusedOps = []string{
 	graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad, graph.LayerNormGradAdd,
 	graph.PermutedMatMulAdd, graph.MatMulAddAdd, graph.BatchNormAddRelu, graph.AddReluGrad,
 	graph.BatchNormAddReluGrad, graph.MaxPoolArgmax, graph.MaxPoolArgmaxGrad,
-	graph.AttentionSoftmax, graph.AttentionSoftmaxGrad,
+	graph.AttentionSoftmax, graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat,
 }
 
 // FusedOps implements backend.FusedOpsDeclarer: every fused kernel, or

@@ -102,7 +102,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 			dk, nk, dv := float64(qv[len(qv)-1]), float64(vv[len(vv)-2]), float64(vv[len(vv)-1])
 			flops = 2*size(y)/dv*nk*dk + 2*size(y)*nk
 		}
-	case graph.AttentionSoftmaxGrad:
+	case graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat:
 		// dP = dO·Vᵀ and dV = Pᵀ·dO, Dv terms per element of P each; dQ =
 		// dS·K and dK = dSᵀ·Q, Dk terms per element of P each (SoftmaxGrad
 		// not counted).

@@ -29,6 +29,7 @@ const (
 	DropSameShapeSum   = "drop-same-shape-sum-to-shape"
 	FusePermutedTrans  = "fuse-permuted-matmul-transpose"
 	FuseAttnSoftmax    = "fuse-attention-softmax"
+	FuseAttnGradConcat = "fuse-attention-grad-concat"
 	RecomputeGeluGrad  = "recompute-gelu-grad"
 	RecomputeGeluOut   = "recompute-gelu-output"
 	FuseMatMulGelu     = "fuse-matmul-gelu"
@@ -179,6 +180,9 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseAttnSoftmax, Doc: "attention's scores, Softmax and product with the values in one node (AttentionSoftmax), and their gradients in another (AttentionSoftmaxGrad), one head at a time: each head's T×T scores, dP and dS stay in the core's cache instead of going through memory; after fuse-permuted-matmul-transpose, whose products it takes in",
 			Fuses: []string{graph.AttentionSoftmax, graph.AttentionSoftmaxGrad}, Requires: []string{Specialize}, After: []string{DropIdentityArith, DropSameShapeSum, FusePermutedTrans}, Before: []string{MarkCausal},
 			Run: func(g *graph.Graph, env *Env) (int, error) { return graph.FuseAttentionSoftmax(g, env.Opset), nil }},
+		{Name: FuseAttnGradConcat, Doc: "attention's three gradients written side by side into the Concat that joins them for the packed in-projection (AttentionSoftmaxGradConcat: nn.MultiheadAttention's q, k and v gradients), so the Concat does not copy them; after fuse-slice-grad-concat, which makes the Concat, and fuse-attention-softmax",
+			Fuses: []string{graph.AttentionSoftmaxGradConcat}, Requires: []string{Specialize, FuseAttnSoftmax, FuseSliceGrad}, Before: []string{MarkCausal},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseAttentionGradConcat(g), nil }},
 		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
 			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},

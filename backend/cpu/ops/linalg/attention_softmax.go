@@ -17,6 +17,7 @@ import (
 func init() {
 	kern.RegisterSpec(graph.FusedDomain, graph.AttentionSoftmax, kern.Spec{Fn: attentionSoftmaxKernel})
 	kern.RegisterSpec(graph.FusedDomain, graph.AttentionSoftmaxGrad, kern.Spec{Fn: attentionSoftmaxGradKernel})
+	kern.RegisterSpec(graph.FusedDomain, graph.AttentionSoftmaxGradConcat, kern.Spec{Fn: attentionSoftmaxGradConcatKernel})
 }
 
 // attnState is what an attention node keeps between runs: its products
@@ -176,6 +177,9 @@ func (p *permutedState) head(i int, x []float32, onA bool, c []float32) {
 	}
 	if c == nil {
 		c = p.c
+		if p.packE > 0 {
+			oc = p.packed(oc)
+		}
 	} else {
 		oc = 0
 	}
@@ -335,6 +339,57 @@ func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Te
 	if !allFloat32(in) {
 		return attentionGradUnfused(ctx, n, in)
 	}
+	return attentionGrad(n, in, nil)
+}
+
+// attentionSoftmaxGradConcatKernel is graph.AttentionSoftmaxGradConcat:
+// attentionSoftmaxGradKernel's heads, each product writing its rows where
+// the output keeps them (permutedState.packInto); a part whose rows do
+// not fit the output's runs is written apart and copied in.
+func attentionSoftmaxGradConcatKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	if err := kern.Need(n, in, 5); err != nil {
+		return nil, err
+	}
+	if len(n.Outputs) != 1 {
+		return nil, n.Errorf("has %d outputs, want one (dQ, dK and dV side by side)", len(n.Outputs))
+	}
+	shape := n.AttrInts("shape", nil)
+	if len(shape) == 0 || shape[len(shape)-1] <= 0 || shape[len(shape)-1]%3 != 0 {
+		return nil, n.Errorf("attribute shape %v must end in a positive dimension divisible by 3", shape)
+	}
+	yShape := make([]int, len(shape))
+	for i, d := range shape {
+		if d < 0 {
+			return nil, n.Errorf("attribute shape %v has a negative dimension", shape)
+		}
+		yShape[i] = int(d)
+	}
+	if !allFloat32(in) {
+		res, err := attentionGradUnfused(ctx, n, in)
+		if err != nil {
+			return nil, err
+		}
+		part := slices.Clone(yShape)
+		part[len(part)-1] /= 3
+		for i, t := range res {
+			if t.Size()*3 != product(yShape) {
+				return nil, n.Errorf("gradient %d has shape %v: three do not make attribute shape %v", i, t.Shape, shape)
+			}
+			res[i] = &graph.Tensor{DType: t.DType, Shape: part, Data: t.Data}
+		}
+		y, err := runSubOp(ctx, n, "", "Concat", res, graph.IntAttr("axis", -1))
+		if err != nil {
+			return nil, err
+		}
+		return kern.Results(n, y), nil
+	}
+	return attentionGrad(n, in, yShape)
+}
+
+// attentionGrad runs attention's gradient over float32 operands: into
+// dQ, dK and dV, or with packed (a shape) into one output of that shape
+// holding them side by side along its last axis.
+func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Tensor, error) {
 	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
 	s := kern.State[attnState](n)
 	s.grad = true
@@ -371,7 +426,29 @@ func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Te
 		}
 	}
 	var outs [3]*graph.Tensor
+	var y *graph.Tensor
+	var apart [3][]float32 // parts written apart from a packed output
+	e := 0
+	if packed != nil {
+		e = packed[len(packed)-1] / 3
+		for i, pl := range []int{2, 3, 1} {
+			if sz := product(s.plans[pl].yShape); sz*3 != product(packed) || sz%e != 0 {
+				return nil, n.Errorf("gradient %d of shape %v: three do not make attribute shape %v", i, s.plans[pl].yShape, packed)
+			}
+		}
+		var err error
+		if y, err = kern.NewUninit(n, graph.Float32, packed); err != nil { // every element is written
+			return nil, err
+		}
+	}
 	for i, pl := range []int{2, 3, 1} { // dQ, dK, dV
+		if y != nil {
+			if !s.plans[pl].packInto(y.Float32s(), e, i) {
+				apart[i] = kern.Scratch[float32](product(s.plans[pl].yShape))
+				s.plans[pl].c = apart[i]
+			}
+			continue
+		}
 		t, err := kern.NewUninit(n, graph.Float32, s.plans[pl].yShape) // every element is written
 		if err != nil {
 			return nil, err
@@ -387,7 +464,20 @@ func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Te
 		s.plans[i].a, s.plans[i].b, s.plans[i].c = nil, nil, nil
 	}
 	s.p = nil
-	return kern.Results(n, outs[0], outs[1], outs[2]), nil
+	if y == nil {
+		return kern.Results(n, outs[0], outs[1], outs[2]), nil
+	}
+	yd := y.Float32s()
+	for i, part := range apart {
+		if part == nil {
+			continue
+		}
+		for r := 0; r < len(part)/e; r++ {
+			copy(yd[r*3*e+i*e:r*3*e+(i+1)*e], part[r*e:(r+1)*e])
+		}
+		kern.ReleaseScratch(part)
+	}
+	return kern.Results(n, y), nil
 }
 
 // gradHeads runs heads [lo, hi) of the gradient with buf (T×T) as dP, then

@@ -134,6 +134,38 @@ type permutedState struct {
 	// (permuted_causal.go), fill: what the skipped part of C gets.
 	tri  triKind
 	fill float32
+	// packE > 0: C is part packPart of three laid side by side, runs of
+	// packE elements each (packInto): a product's C offset oc of the
+	// part's own layout lies at packed(oc), and ldc is the packed one.
+	packE, packPart int
+}
+
+// packInto makes p write its products into part part (0, 1 or 2) of y,
+// which holds three outputs of p's size side by side along a last axis
+// of 3e elements: element f of the part's own row-major layout lies at
+// (f/e)·3e + part·e + f%e of y. It reports false, changing nothing, when
+// some row of some product's C would cross from one run of e elements
+// into the next (then the caller writes the part and copies it).
+func (p *permutedState) packInto(y []float32, e, part int) bool {
+	if e <= 0 || p.ldc%e != 0 || p.n > e || p.batch <= 0 || p.m <= 0 {
+		return false
+	}
+	idx := p.index(0)
+	for i := 0; i < p.batch; i++ {
+		_, _, oc := p.offsets(&idx)
+		if oc%e+p.n > e {
+			return false
+		}
+		p.advance(&idx)
+	}
+	p.c, p.packE, p.packPart, p.ldc = y, e, part, 3*p.ldc
+	return true
+}
+
+// packed is where C offset oc of the part's own layout lies in the packed
+// output (packInto).
+func (p *permutedState) packed(oc int) int {
+	return oc/p.packE*3*p.packE + p.packPart*p.packE + oc%p.packE
 }
 
 // index is the multi-index of product i of the batch.
