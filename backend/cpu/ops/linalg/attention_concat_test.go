@@ -24,14 +24,7 @@ func mhaGraph(t *testing.T, b, n, h, d int64) *graph.Model {
 	t.Helper()
 	c := h * d
 	g := graph.NewGraph("mha")
-	f32 := func(dims ...int64) *graph.Type {
-		ty := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
-		for _, v := range dims {
-			ty.Shape = append(ty.Shape, graph.Dim{Value: v, Known: true})
-		}
-		return ty
-	}
-	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32(n, b, 3*c)}, {Name: "dy", Type: f32(n, b, c)}}
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32Type(n, b, 3*c)}, {Name: "dy", Type: f32Type(n, b, c)}}
 	one := func(v int64) *graph.Tensor { return graph.FromInt64([]int64{v}, 1) }
 	g.Initializers = map[string]*graph.Tensor{
 		"heads": graph.FromInt64([]int64{n, b * h, d}, 3),
@@ -39,13 +32,7 @@ func mhaGraph(t *testing.T, b, n, h, d int64) *graph.Model {
 		"s0":    one(0), "s1": one(c), "s2": one(2 * c), "s3": one(3 * c), "ax": one(2),
 		"scale": graph.FromFloat32([]float32{0.17677669}),
 	}
-	node := func(op string, in []string, out string, attrs ...*graph.Attr) *graph.Node {
-		nd := &graph.Node{Name: out, OpType: op, Inputs: in, Outputs: []string{out}}
-		for _, a := range attrs {
-			nd.SetAttr(a)
-		}
-		return nd
-	}
+	node := opNode
 	heads := graph.IntsAttr("perm", 1, 0, 2)
 	for i, v := range []string{"q", "k", "v"} {
 		// The keys' two transposes (heads first, then the last two
@@ -66,23 +53,7 @@ func mhaGraph(t *testing.T, b, n, h, d int64) *graph.Model {
 		node("MatMul", []string{"a", "vh"}, "o"),
 		node("Transpose", []string{"o"}, "ot", heads),
 		node("Reshape", []string{"ot", "out"}, "y"))
-	grads, err := graph.Gradients(g, "y", []string{"x"}, "dy", 17)
-	require.NoError(t, err)
-	_, err = graph.Recompute(g, 5, 17, graph.RecomputeOptions{ReadsOnly: true})
-	require.NoError(t, err)
-	g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: grads[0]}}
-	return &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
-}
-
-// backendWithout is the CPU backend without the fused ops named.
-func backendWithout(drop ...string) *cpu.Backend {
-	var ops []string
-	for _, op := range (&cpu.Backend{}).FusedOps() {
-		if !slices.Contains(drop, op) {
-			ops = append(ops, op)
-		}
-	}
-	return &cpu.Backend{FusedOnly: ops}
+	return gradientModel(t, g)
 }
 
 // TestAttentionGradConcatFused: nn.MultiheadAttention's gradient, whose
@@ -108,7 +79,7 @@ func TestAttentionGradConcatFused(t *testing.T) {
 			inputs := map[string]*graph.Tensor{"x": x, "dy": dy}
 			fused, fops := runCounting(t, &cpu.Backend{}, m, inputs)
 			concat, cops := runCounting(t, backendWithout(graph.AttentionSoftmaxGradConcat), m, inputs)
-			plain, pops := runCounting(t, backendWithout(graph.AttentionSoftmax, graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat), m, inputs)
+			plain, pops := runCounting(t, withoutAttentionSoftmax(), m, inputs)
 			assert.Equal(t, 1, fops[graph.AttentionSoftmaxGradConcat], "%v", fops)
 			assert.Zero(t, fops["Concat"]+fops[graph.AttentionSoftmaxGrad], "%v", fops)
 			assert.Equal(t, 1, cops[graph.AttentionSoftmaxGrad], "%v", cops)

@@ -33,14 +33,7 @@ func maskedAttentionGraph(t *testing.T, b, n, h, d int64, barrier bool, mask *gr
 	t.Helper()
 	c := h * d
 	g := graph.NewGraph("attention")
-	f32 := func(dims ...int64) *graph.Type {
-		ty := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
-		for _, v := range dims {
-			ty.Shape = append(ty.Shape, graph.Dim{Value: v, Known: true})
-		}
-		return ty
-	}
-	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32(b, n, 3*c)}, {Name: "dy", Type: f32(b, n, c)}}
+	g.Inputs = []*graph.ValueInfo{{Name: "x", Type: f32Type(b, n, 3*c)}, {Name: "dy", Type: f32Type(b, n, c)}}
 	scalar := func(v int64) *graph.Tensor {
 		s := graph.FromInt64([]int64{v})
 		s.Shape = []int{}
@@ -52,13 +45,7 @@ func maskedAttentionGraph(t *testing.T, b, n, h, d int64, barrier bool, mask *gr
 		"i0":     scalar(0), "i1": scalar(1), "i2": scalar(2),
 		"scale": graph.FromFloat32([]float32{0.17677669}),
 	}
-	node := func(op string, in []string, out string, attrs ...*graph.Attr) *graph.Node {
-		nd := &graph.Node{Name: out, OpType: op, Inputs: in, Outputs: []string{out}}
-		for _, a := range attrs {
-			nd.SetAttr(a)
-		}
-		return nd
-	}
+	node := opNode
 	axis0 := &graph.Attr{Name: "axis", Type: graph.AttrInt, I: 0}
 	scores := "ss"
 	if mask != nil {
@@ -82,13 +69,7 @@ func maskedAttentionGraph(t *testing.T, b, n, h, d int64, barrier bool, mask *gr
 		g.Initializers["mask"] = mask
 		g.Nodes = slices.Insert(g.Nodes, 8, node("Add", []string{"ss", "mask"}, "sm"))
 	}
-	grads, err := graph.Gradients(g, "y", []string{"x"}, "dy", 17)
-	require.NoError(t, err)
-	// As train.Build: backward reads of shape and type only rewritten
-	// (the Mul's gradient then no longer reads the scores).
-	_, err = graph.Recompute(g, 5, 17, graph.RecomputeOptions{ReadsOnly: true})
-	require.NoError(t, err)
-	g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: grads[0]}}
+	m := gradientModel(t, g)
 	if barrier {
 		var nodes []*graph.Node
 		for _, nd := range g.Nodes {
@@ -107,6 +88,38 @@ func maskedAttentionGraph(t *testing.T, b, n, h, d int64, barrier bool, mask *gr
 		}
 		g.Nodes = nodes
 	}
+	return m
+}
+
+// f32Type is the float32 tensor type of a static shape.
+func f32Type(dims ...int64) *graph.Type {
+	ty := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
+	for _, v := range dims {
+		ty.Shape = append(ty.Shape, graph.Dim{Value: v, Known: true})
+	}
+	return ty
+}
+
+// opNode is a node of the default domain named after its one output.
+func opNode(op string, in []string, out string, attrs ...*graph.Attr) *graph.Node {
+	nd := &graph.Node{Name: out, OpType: op, Inputs: in, Outputs: []string{out}}
+	for _, a := range attrs {
+		nd.SetAttr(a)
+	}
+	return nd
+}
+
+// gradientModel adds to g the gradient of its output y for its input x,
+// given dy, with backward's reads of shape and type only rewritten as
+// train.Build does (the scale's Mul then no longer keeps the scores), and
+// returns the model whose outputs are y and that gradient.
+func gradientModel(t *testing.T, g *graph.Graph) *graph.Model {
+	t.Helper()
+	grads, err := graph.Gradients(g, "y", []string{"x"}, "dy", 17)
+	require.NoError(t, err)
+	_, err = graph.Recompute(g, 5, 17, graph.RecomputeOptions{ReadsOnly: true})
+	require.NoError(t, err)
+	g.Outputs = []*graph.ValueInfo{{Name: "y"}, {Name: grads[0]}}
 	return &graph.Model{IRVersion: 8, Opsets: map[string]int64{"": 17, graph.InternalDomain: 1}, Graph: g}
 }
 
@@ -160,9 +173,14 @@ func testAttentionViews(t *testing.T, B, N, H, D int64, tol float64) {
 // withoutAttentionSoftmax is the CPU backend without the attention ops
 // (fuse-attention-softmax does not run).
 func withoutAttentionSoftmax() *cpu.Backend {
+	return backendWithout(graph.AttentionSoftmax, graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat)
+}
+
+// backendWithout is the CPU backend without the fused ops named.
+func backendWithout(drop ...string) *cpu.Backend {
 	var ops []string
 	for _, op := range (&cpu.Backend{}).FusedOps() {
-		if op != graph.AttentionSoftmax && op != graph.AttentionSoftmaxGrad {
+		if !slices.Contains(drop, op) {
 			ops = append(ops, op)
 		}
 	}
