@@ -47,6 +47,13 @@ const (
 	AttnDQ      = "dq."
 	AttnDK      = "dk."
 	AttnDSScale = "scale"
+	// AttnPackedQKV (ints), on AttentionSoftmax and its gradients: q, k
+	// and v are one tensor X (inputs 0, 1, 2 of AttentionSoftmax; 3, 4, 2
+	// of the gradients) holding them side by side along its last axis,
+	// each read as Reshape(Slice(X, [i·E, (i+1)·E) of the last axis), the
+	// attribute's shape) with E a third of that axis
+	// (FuseAttentionPackedQKV).
+	AttnPackedQKV = "packed_qkv"
 )
 
 func init() {
@@ -315,16 +322,46 @@ func inferAttentionSoftmax(c *inferCall) error {
 		p = n.Name + "/attention-scores"
 		defer delete(c.st.types, p)
 	}
-	if err := inferPermutedMatMul(&inferCall{st: c.st, n: AttentionProduct(n, AttnQK, []string{n.Input(0), n.Input(1)}, p)}); err != nil {
+	in, done := attentionOperands(c, [3]int{0, 1, 2})
+	defer done()
+	if err := inferPermutedMatMul(&inferCall{st: c.st, n: AttentionProduct(n, AttnQK, []string{in[0], in[1]}, p)}); err != nil {
 		return err
 	}
-	return inferPermutedMatMul(&inferCall{st: c.st, n: AttentionProduct(n, AttnPV, []string{p, n.Input(2)}, n.Outputs[0])})
+	return inferPermutedMatMul(&inferCall{st: c.st, n: AttentionProduct(n, AttnPV, []string{p, in[2]}, n.Outputs[0])})
+}
+
+// attentionOperands is the names an attention node's products read: its
+// inputs, or, with AttnPackedQKV, in place of the packed tensor at pos
+// (q, k, v) a name of the attribute's shape known for the call's length
+// (done forgets it).
+func attentionOperands(c *inferCall, pos [3]int) (in []string, done func()) {
+	n := c.n
+	in = make([]string, max(len(n.Inputs), 5))
+	for i := range in {
+		in[i] = n.Input(i)
+	}
+	shape := n.AttrInts(AttnPackedQKV, nil)
+	if shape == nil {
+		return in, func() {}
+	}
+	name := n.Name + "/packed-part"
+	dims := make([]Dim, len(shape))
+	for i, d := range shape {
+		dims[i] = Dim{Value: d, Known: true}
+	}
+	c.st.types[name] = &Type{Kind: KindTensor, DType: c.dtype(pos[0]), Shape: dims, HasShape: true}
+	for _, p := range pos {
+		in[p] = name
+	}
+	return in, func() { delete(c.st.types, name) }
 }
 
 // inferAttentionSoftmaxGrad: each gradient has its operand's shape.
 func inferAttentionSoftmaxGrad(c *inferCall) error {
 	n := c.n
-	dO, p, v, q, k := n.Input(0), n.Input(1), n.Input(2), n.Input(3), n.Input(4)
+	in, done := attentionOperands(c, [3]int{3, 4, 2})
+	defer done()
+	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
 	for i, sub := range []*Node{
 		AttentionProduct(n, AttnDQ, []string{dO, q, k}, ""),
 		AttentionProduct(n, AttnDK, []string{dO, q, k}, ""),

@@ -29,17 +29,7 @@ func FuseSliceGradConcat(g *Graph) int {
 		}
 	}
 	constants := graphConstants(g) // not the initializers fed as inputs
-	ints := func(name string) ([]int64, bool) {
-		t := constants[name]
-		if t == nil || (t.DType != Int64 && t.DType != Int32) {
-			return nil, false
-		}
-		out := make([]int64, t.Size())
-		for i := range out {
-			out[i] = t.Int(i)
-		}
-		return out, true
-	}
+	ints := func(name string) ([]int64, bool) { return constInts(constants, name) }
 	isSliceGrad := func(n *Node) bool {
 		return n != nil && n.Domain == InternalDomain && n.OpType == "SliceGrad" && len(n.Inputs) >= 4 &&
 			len(n.Outputs) == 1 && n.Inputs[0] != "" && n.Inputs[1] != ""
@@ -201,4 +191,18 @@ func PruneUnreadDropoutMasks(g *Graph) int {
 		pruned++
 	}
 	return pruned
+}
+
+// constInts is the value of the int64 or int32 constant name (of
+// graphConstants), or false.
+func constInts(constants map[string]*Tensor, name string) ([]int64, bool) {
+	t := constants[name]
+	if t == nil || (t.DType != Int64 && t.DType != Int32) {
+		return nil, false
+	}
+	out := make([]int64, t.Size())
+	for i := range out {
+		out[i] = t.Int(i)
+	}
+	return out, true
 }

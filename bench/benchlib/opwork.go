@@ -97,6 +97,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		// Q·Kᵀ then P·V (the Softmax's elementwise work is not counted):
 		// P has |O|/Dv·N elements, each of Dk terms, and each element of O
 		// has N terms.
+		in = packedParts(n, in, [3]int{0, 1, 2})
 		qv, vv := viewShape(n, at(in, 0), graph.AttnQK+"axes0"), viewShape(n, at(in, 2), graph.AttnPV+"axes1")
 		if len(qv) >= 2 && len(vv) >= 2 && vv[len(vv)-1] > 0 {
 			dk, nk, dv := float64(qv[len(qv)-1]), float64(vv[len(vv)-2]), float64(vv[len(vv)-1])
@@ -106,6 +107,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		// dP = dO·Vᵀ and dV = Pᵀ·dO, Dv terms per element of P each; dQ =
 		// dS·K and dK = dSᵀ·Q, Dk terms per element of P each (SoftmaxGrad
 		// not counted).
+		in = packedParts(n, in, [3]int{3, 4, 2})
 		ov, qv := viewShape(n, at(in, 0), graph.AttnDP+"axes0"), viewShape(n, at(in, 3), graph.AttnDQ+"axes1")
 		if len(ov) >= 1 && len(qv) >= 1 {
 			flops = 4 * size(at(in, 1)) * float64(ov[len(ov)-1]+qv[len(qv)-1])
@@ -228,4 +230,25 @@ func tensorBytes(t *graph.Tensor) float64 {
 		return 0
 	}
 	return float64(t.Size()) * float64(t.DType.Size())
+}
+
+// packedParts is in with, for an attention node that reads q, k and v
+// packed in one tensor (graph.AttnPackedQKV), a header of the attribute's
+// shape (no data) in place of each of them at pos.
+func packedParts(n *graph.Node, in []*graph.Tensor, pos [3]int) []*graph.Tensor {
+	shape := n.AttrInts(graph.AttnPackedQKV, nil)
+	if shape == nil {
+		return in
+	}
+	part := &graph.Tensor{DType: graph.Float32}
+	for _, d := range shape {
+		part.Shape = append(part.Shape, int(d))
+	}
+	out := append([]*graph.Tensor(nil), in...)
+	for _, p := range pos {
+		if p < len(out) {
+			out[p] = part
+		}
+	}
+	return out
 }

@@ -121,14 +121,30 @@ func TestOpWorkShapes(t *testing.T) {
 
 // TestOpProfileAttentionParts: a step of the transformer_loss fixture
 // (one block of self-attention without a mask) runs attention as
-// AttentionSoftmax and AttentionSoftmaxGrad, and --op-profile lists the
-// products inside them as rows of their own, within the fused op: two in
-// the forward, four in the gradient, one call per head each, whose flops
-// (as the kernel reports them) add up to the fused op's (as opWork counts
-// them from its operands), and which the shares' sum leaves out.
+// AttentionSoftmax and AttentionSoftmaxGrad, and models/vit_tv's
+// (torchvision's nn.MultiheadAttention: q, k and v read packed, the
+// gradients written into the in-projection's layout) as AttentionSoftmax
+// and AttentionSoftmaxGradConcat; --op-profile lists the products inside
+// them as rows of their own, within the fused op: two in the forward,
+// four in the gradient, one call per head each, whose flops (as the
+// kernel reports them) add up to the fused op's (as opWork counts them
+// from its operands, the packed ones at their parts' shape), and which
+// the shares' sum leaves out.
 func TestOpProfileAttentionParts(t *testing.T) {
+	for _, c := range []struct {
+		model, loss string
+		grad        string
+	}{
+		{"../../models/transformer_loss/transformer_loss_train.onnx", "output:loss", graph.AttentionSoftmaxGrad},
+		{"../../models/vit_tv/vit_tv_train.onnx", "", graph.AttentionSoftmaxGradConcat},
+	} {
+		t.Run(c.grad, func(t *testing.T) { opProfileAttentionParts(t, c.model, c.loss, c.grad) })
+	}
+}
+
+func opProfileAttentionParts(t *testing.T, model, loss, grad string) {
 	res, err := RunModel(context.Background(), ModelOptions{
-		Model: "../../models/transformer_loss/transformer_loss_train.onnx", Loss: "output:loss", BatchSize: 4,
+		Model: model, Loss: loss, BatchSize: 4,
 		Steps: 2, Warmup: 1, IntHigh: 16, OpProfile: true,
 	})
 	require.NoError(t, err)
@@ -142,8 +158,8 @@ func TestOpProfileAttentionParts(t *testing.T) {
 	}
 	assert.InDelta(t, 1, share, 1e-9)
 	for op, parts := range map[string][]string{
-		graph.AttentionSoftmax:     {"qk", "pv"},
-		graph.AttentionSoftmaxGrad: {"dp", "dv", "dq", "dk"},
+		graph.AttentionSoftmax: {"qk", "pv"},
+		grad:                   {"dp", "dv", "dq", "dk"},
 	} {
 		fused, ok := rows[op]
 		require.True(t, ok, "%s in the profile: %v", op, rows)

@@ -30,6 +30,7 @@ const (
 	FusePermutedTrans  = "fuse-permuted-matmul-transpose"
 	FuseAttnSoftmax    = "fuse-attention-softmax"
 	FuseAttnGradConcat = "fuse-attention-grad-concat"
+	FuseAttnPackedQKV  = "fuse-attention-packed-qkv"
 	RecomputeGeluGrad  = "recompute-gelu-grad"
 	RecomputeGeluOut   = "recompute-gelu-output"
 	FuseMatMulGelu     = "fuse-matmul-gelu"
@@ -183,6 +184,9 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseAttnGradConcat, Doc: "attention's three gradients written side by side into the Concat that joins them for the packed in-projection (AttentionSoftmaxGradConcat: nn.MultiheadAttention's q, k and v gradients), so the Concat does not copy them; after fuse-slice-grad-concat, which makes the Concat, and fuse-attention-softmax",
 			Fuses: []string{graph.AttentionSoftmaxGradConcat}, Requires: []string{Specialize, FuseAttnSoftmax, FuseSliceGrad}, Before: []string{MarkCausal},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseAttentionGradConcat(g), nil }},
+		{Name: FuseAttnPackedQKV, Doc: "attention's q, k and v read where the packed in-projection wrote them (AttentionSoftmax and its gradient with packed_qkv: nn.MultiheadAttention's three Slices and their Reshapes gone), so that they are not copied out; after fuse-attention-softmax and fuse-attention-grad-concat, whose nodes it rewrites",
+			Requires: []string{Specialize, FuseAttnSoftmax}, After: []string{FuseAttnGradConcat}, Before: []string{MarkCausal},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseAttentionPackedQKV(g), nil }},
 		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
 			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},

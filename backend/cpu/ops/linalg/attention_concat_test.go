@@ -56,12 +56,14 @@ func mhaGraph(t *testing.T, b, n, h, d int64) *graph.Model {
 	return gradientModel(t, g)
 }
 
-// TestAttentionGradConcatFused: nn.MultiheadAttention's gradient, whose
-// q, k and v gradients a Concat joins for the packed in-projection, runs
-// as one AttentionSoftmaxGradConcat with no Concat left, and gives bit for
-// bit what AttentionSoftmaxGrad and the Concat give, and what the unfused
-// products give: at sizes whose heads' rows lie inside the packed rows
-// (written in place) and at the packed GEMM's sizes.
+// TestAttentionGradConcatFused: nn.MultiheadAttention's attention, whose
+// q, k and v are Slices of the packed in-projection and whose gradients a
+// Concat joins for it, runs as one AttentionSoftmax and one
+// AttentionSoftmaxGradConcat reading q, k and v packed, with no Slice or
+// Concat left, and gives bit for bit what AttentionSoftmaxGrad and the
+// Concat give and what the unfused products (three Slices) give: at sizes
+// whose heads' rows lie inside the packed rows and at the packed GEMM's
+// sizes.
 func TestAttentionGradConcatFused(t *testing.T) {
 	for _, c := range []struct {
 		name       string
@@ -81,10 +83,12 @@ func TestAttentionGradConcatFused(t *testing.T) {
 			concat, cops := runCounting(t, backendWithout(graph.AttentionSoftmaxGradConcat), m, inputs)
 			plain, pops := runCounting(t, withoutAttentionSoftmax(), m, inputs)
 			assert.Equal(t, 1, fops[graph.AttentionSoftmaxGradConcat], "%v", fops)
-			assert.Zero(t, fops["Concat"]+fops[graph.AttentionSoftmaxGrad], "%v", fops)
+			assert.Zero(t, fops["Concat"]+fops[graph.AttentionSoftmaxGrad]+fops["Slice"], "%v", fops)
 			assert.Equal(t, 1, cops[graph.AttentionSoftmaxGrad], "%v", cops)
 			assert.Equal(t, 1, cops["Concat"], "%v", cops)
+			assert.Zero(t, cops["Slice"], "q, k and v read packed: %v", cops)
 			assert.Positive(t, pops[graph.PermutedMatMul], "%v", pops)
+			assert.Equal(t, 3, pops["Slice"], "%v", pops)
 			require.Len(t, fused, 2)
 			for name, want := range concat {
 				require.NotNil(t, fused[name], name)
@@ -159,4 +163,95 @@ func TestAttentionSoftmaxGradConcatKernel(t *testing.T) {
 		[]*graph.Tensor{graph.Zeros(graph.Float32, T, BH, D), graph.Zeros(graph.Float32, BH, T, T), graph.Zeros(graph.Float32, T, BH, D),
 			graph.Zeros(graph.Float32, T, BH, D), graph.Zeros(graph.Float32, T, BH, D)})
 	require.ErrorContains(t, err, "three do not make attribute shape")
+}
+
+// TestAttentionPackedQKVKernels: the attention kernels reading q, k and v
+// from one packed tensor (graph.AttnPackedQKV) give bit for bit what they
+// give from the three parts as tensors of their own: the forward (O and
+// P), the gradient and the gradient joined into one output, in float32
+// (read in place) and float64 (the unfused kernels, from copies); a
+// packed tensor whose size is not three parts', or whose q, k and v are
+// not one tensor, is an error.
+func TestAttentionPackedQKVKernels(t *testing.T) {
+	const T, B, H, D = 7, 2, 3, 5
+	const BH, E = B * H, H * D
+	rng := rand.New(rand.NewPCG(51, 52))
+	heads := func(name string) *graph.Attr { return graph.IntsAttr(name, 1, 0, 2) }
+	kt := func(name string) *graph.Attr { return graph.IntsAttr(name, 1, 2, 0) }
+	alpha := func(name string) *graph.Attr { return &graph.Attr{Name: name, Type: graph.AttrFloat, F: 0.5} }
+	fwdAttrs := []*graph.Attr{alpha("qk.alpha"), heads("qk.axes0"), kt("qk.axes1"), heads("pv.axes1"), heads("pv.permY")}
+	gradAttrs := []*graph.Attr{
+		heads("dp.axes0"), heads("dp.axes2"), graph.IntAttr("dp.grad", 1),
+		heads("dv.axes0"), heads("dv.axes2"), graph.IntAttr("dv.grad", 2), heads("dv.permY"),
+		alpha("dq.alpha"), heads("dq.axes1"), kt("dq.axes2"), graph.IntAttr("dq.grad", 1), heads("dq.permY"),
+		alpha("dk.alpha"), heads("dk.axes1"), kt("dk.axes2"), graph.IntAttr("dk.grad", 2), graph.IntsAttr("dk.permY", 2, 0, 1),
+	}
+	packed := graph.IntsAttr(graph.AttnPackedQKV, T, BH, D)
+	node := func(op string, outs []string, attrs []*graph.Attr, extra ...*graph.Attr) *graph.Node {
+		in := []string{"do", "p", "v", "q", "k"}
+		if op == graph.AttentionSoftmax {
+			in = []string{"q", "k", "v"}
+		}
+		n := &graph.Node{Name: op, OpType: op, Domain: graph.FusedDomain, Inputs: in, Outputs: outs, Attrs: map[string]*graph.Attr{}}
+		for _, a := range append(slices.Clone(attrs), extra...) {
+			n.Attrs[a.Name] = a
+		}
+		return n
+	}
+	ctx := &kern.Context{Opset: 17}
+	run := func(op string, n *graph.Node, in []*graph.Tensor) []*graph.Tensor {
+		spec, ok := kern.Lookup(graph.FusedDomain, op, 17)
+		require.True(t, ok)
+		out, err := spec.Fn(ctx, n, in)
+		require.NoError(t, err, op)
+		return out
+	}
+	same := func(want, got []*graph.Tensor, what string) {
+		require.Len(t, got, len(want), what)
+		for i := range want {
+			if want[i] == nil {
+				require.Nil(t, got[i], what)
+				continue
+			}
+			require.Equal(t, want[i].Shape, got[i].Shape, "%s output %d", what, i)
+			for j := 0; j < want[i].Size(); j++ {
+				require.Equal(t, want[i].Float(j), got[i].Float(j), "%s output %d element %d", what, i, j)
+			}
+		}
+	}
+	for _, dt := range []graph.DType{graph.Float32, graph.Float64} {
+		x := graph.Zeros(dt, T, B, 3*E)
+		for i := 0; i < x.Size(); i++ {
+			x.SetFloat(i, rng.NormFloat64())
+		}
+		var parts [3]*graph.Tensor // q, k, v: [T, B·H, D] each
+		for p := range parts {
+			parts[p] = graph.Zeros(dt, T, BH, D)
+			for f := 0; f < T*BH*D; f++ {
+				parts[p].SetFloat(f, x.Float(f/E*3*E+p*E+f%E))
+			}
+		}
+		q, k, v := parts[0], parts[1], parts[2]
+		want := run(graph.AttentionSoftmax, node(graph.AttentionSoftmax, []string{"o", "p"}, fwdAttrs), []*graph.Tensor{q, k, v})
+		got := run(graph.AttentionSoftmax, node(graph.AttentionSoftmax, []string{"o", "p"}, fwdAttrs, packed), []*graph.Tensor{x, x, x})
+		same(want, got, dt.String()+" forward")
+		dO := graph.Zeros(dt, T, BH, D)
+		for i := 0; i < dO.Size(); i++ {
+			dO.SetFloat(i, rng.NormFloat64())
+		}
+		p := want[1]
+		wantG := run(graph.AttentionSoftmaxGrad, node(graph.AttentionSoftmaxGrad, []string{"dq", "dk", "dv"}, gradAttrs), []*graph.Tensor{dO, p, v, q, k})
+		gotG := run(graph.AttentionSoftmaxGrad, node(graph.AttentionSoftmaxGrad, []string{"dq", "dk", "dv"}, gradAttrs, packed), []*graph.Tensor{dO, p, x, x, x})
+		same(wantG, gotG, dt.String()+" gradient")
+		cat := graph.IntsAttr("shape", T, B, 3*E)
+		wantC := run(graph.AttentionSoftmaxGradConcat, node(graph.AttentionSoftmaxGradConcat, []string{"y"}, gradAttrs, cat), []*graph.Tensor{dO, p, v, q, k})
+		gotC := run(graph.AttentionSoftmaxGradConcat, node(graph.AttentionSoftmaxGradConcat, []string{"y"}, gradAttrs, cat, packed), []*graph.Tensor{dO, p, x, x, x})
+		same(wantC, gotC, dt.String()+" gradient joined")
+	}
+	spec, _ := kern.Lookup(graph.FusedDomain, graph.AttentionSoftmax, 17)
+	x := graph.Zeros(graph.Float32, T, B, 3*E)
+	_, err := spec.Fn(ctx, node(graph.AttentionSoftmax, []string{"o", "p"}, fwdAttrs, graph.IntsAttr(graph.AttnPackedQKV, T, BH, D+1)), []*graph.Tensor{x, x, x})
+	require.ErrorContains(t, err, "do not hold three parts")
+	_, err = spec.Fn(ctx, node(graph.AttentionSoftmax, []string{"o", "p"}, fwdAttrs, packed), []*graph.Tensor{x, x, graph.Zeros(graph.Float32, T, B, 3*E)})
+	require.ErrorContains(t, err, "must be one packed tensor")
 }

@@ -41,6 +41,125 @@ type attnState struct {
 	serial     bool
 	// dqOnA, dkOnA: dS is the A side of the dQ and dK plans (else B).
 	dqOnA, dkOnA bool
+	// With graph.AttnPackedQKV: qkv[i] is a header of part i (q, k, v)
+	// of the packed tensor, over its data, with the attribute's shape; e
+	// is a part's run (the packed last axis / 3); ops holds the operands
+	// with the headers in place of the packed tensor.
+	packed bool
+	qkv    [3]graph.Tensor
+	e      int
+	ops    [5]*graph.Tensor
+}
+
+// unpack reads a node's graph.AttnPackedQKV: without it in is returned as
+// it is; with it the operands at pos (q, k, v) must be one float32
+// tensor X whose last axis holds the three parts side by side, and the
+// operands are returned with a header of each part in X's place (read in
+// place through permutedState.packInput).
+func (s *attnState) unpack(n *graph.Node, in []*graph.Tensor, pos [3]int) ([]*graph.Tensor, error) {
+	s.packed = false
+	shape := n.AttrInts(graph.AttnPackedQKV, nil)
+	if shape == nil {
+		return in, nil
+	}
+	x := in[pos[0]]
+	if err := x.Validate(); err != nil {
+		return nil, n.Errorf("packed q, k and v (input %d): %v", pos[0], err)
+	}
+	size, e, err := packedParts(n, x, shape)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pos[1:] {
+		if t := in[p]; t.DType != x.DType || !slices.Equal(t.Shape, x.Shape) || t.Size() != x.Size() || (size > 0 && &t.Float32s()[0] != &x.Float32s()[0]) {
+			return nil, n.Errorf("inputs %d, %d and %d must be one packed tensor (q, k and v side by side)", pos[0], pos[1], pos[2])
+		}
+	}
+	ops := s.ops[:len(in)]
+	copy(ops, in)
+	for i := range s.qkv {
+		h := &s.qkv[i]
+		h.DType, h.Data = graph.Float32, x.Data
+		h.Shape = h.Shape[:0]
+		for _, d := range shape {
+			h.Shape = append(h.Shape, int(d))
+		}
+		ops[pos[i]] = h
+	}
+	s.packed, s.e = true, e
+	return ops, nil
+}
+
+// packedParts checks a packed q, k, v tensor x against the part shape
+// of graph.AttnPackedQKV: each part has size elements, e of them a run.
+func packedParts(n *graph.Node, x *graph.Tensor, shape []int64) (size, e int, err error) {
+	size = 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, 0, n.Errorf("attribute %s %v has a negative dimension", graph.AttnPackedQKV, shape)
+		}
+		size *= int(d)
+	}
+	if x.Rank() == 0 || x.Shape[x.Rank()-1]%3 != 0 || x.Shape[x.Rank()-1] == 0 || 3*size != x.Size() {
+		return 0, 0, n.Errorf("packed q, k and v of shape %v do not hold three parts of shape %v side by side along the last axis", x.Shape, shape)
+	}
+	e = x.Shape[x.Rank()-1] / 3
+	if size%e != 0 {
+		return 0, 0, n.Errorf("parts of shape %v are not whole rows of %d of the packed shape %v", shape, e, x.Shape)
+	}
+	return size, e, nil
+}
+
+// part is the part of the packed q, k, v that t is a header of, or -1.
+func (s *attnState) part(t *graph.Tensor) int {
+	if s.packed {
+		for i := range s.qkv {
+			if t == &s.qkv[i] {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// release drops the packed headers' data.
+func (s *attnState) dropPacked() {
+	for i := range s.qkv {
+		s.qkv[i].Data = nil
+	}
+	clear(s.ops[:])
+	s.packed = false
+}
+
+// unpackedCopy makes, for the unfused kernels, the three parts of a
+// packed q, k, v operand (graph.AttnPackedQKV) as tensors of their own, of
+// any dtype, in the operands at pos.
+func unpackedCopy(n *graph.Node, in []*graph.Tensor, pos [3]int) ([]*graph.Tensor, error) {
+	shape := n.AttrInts(graph.AttnPackedQKV, nil)
+	if shape == nil {
+		return in, nil
+	}
+	x := in[pos[0]]
+	if err := x.Validate(); err != nil {
+		return nil, n.Errorf("packed q, k and v (input %d): %v", pos[0], err)
+	}
+	size, e, err := packedParts(n, x, shape)
+	if err != nil {
+		return nil, err
+	}
+	dims := make([]int, len(shape))
+	for i, d := range shape {
+		dims[i] = int(d)
+	}
+	out := slices.Clone(in)
+	for part, p := range pos {
+		t := graph.Zeros(x.DType, dims...)
+		for f := 0; f < size; f++ {
+			t.SetFloat(f, x.Float(f/e*3*e+part*e+f%e))
+		}
+		out[p] = t
+	}
+	return out, nil
 }
 
 // attnTimer, when set, receives the time of every product the attention
@@ -124,7 +243,7 @@ func (s *attnState) planSub(n *graph.Node, i int, prefix string, in []*graph.Ten
 	}
 	var views [3]strided
 	for j, t := range in { // float32: the kernels run other dtypes unfused
-		if j != header {
+		if j != header && s.part(t) < 0 {
 			if err := t.Validate(); err != nil {
 				return n.Errorf("product %s: operand %d: %v", prefix, j, err)
 			}
@@ -150,6 +269,11 @@ func (s *attnState) planSub(n *graph.Node, i int, prefix string, in []*graph.Ten
 	if !ok {
 		return n.Errorf("product %s of operands %v has no strided plan", prefix, shapesOf(in))
 	}
+	for j, t := range in {
+		if part := s.part(t); part >= 0 && !s.plans[i].packInput(j, s.e, part) {
+			return n.Errorf("product %s: operand %d (part %d of the packed q, k and v) has rows that cross the packed rows of %d", prefix, j, part, s.e)
+		}
+	}
 	return nil
 }
 
@@ -167,6 +291,12 @@ func shapesOf(in []*graph.Tensor) [][]int {
 func (p *permutedState) head(i int, x []float32, onA bool, c []float32) {
 	idx := p.index(i)
 	oa, ob, oc := p.offsets(&idx)
+	if p.packA[0] > 0 {
+		oa = packedOffset(oa, p.packA[0], p.packA[1])
+	}
+	if p.packB[0] > 0 {
+		ob = packedOffset(ob, p.packB[0], p.packB[1])
+	}
 	a, b := p.a, p.b
 	if x != nil {
 		if onA {
@@ -230,10 +360,19 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 		return nil, n.Errorf("has %d outputs, want O and P", len(n.Outputs))
 	}
 	if !allFloat32(in) {
+		in, err := unpackedCopy(n, in, [3]int{0, 1, 2})
+		if err != nil {
+			return nil, err
+		}
 		return attentionUnfused(ctx, n, in)
 	}
 	s := kern.State[attnState](n)
 	s.grad = false
+	in, err := s.unpack(n, in, [3]int{0, 1, 2})
+	if err != nil {
+		return nil, err
+	}
+	defer s.dropPacked()
 	if err := s.planSub(n, 0, graph.AttnQK, in[:2], -1); err != nil {
 		return nil, err
 	}
@@ -244,7 +383,6 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 	}
 	s.rows, s.cols = rows, cols
 	var pt *graph.Tensor
-	var err error
 	header := -1
 	if n.Outputs[1] != "" {
 		if pt, err = kern.NewUninit(n, graph.Float32, qk.yShape); err != nil { // every element is written
@@ -337,6 +475,10 @@ func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Te
 		return nil, n.Errorf("has %d outputs, want dQ, dK and dV", len(n.Outputs))
 	}
 	if !allFloat32(in) {
+		in, err := unpackedCopy(n, in, [3]int{3, 4, 2})
+		if err != nil {
+			return nil, err
+		}
 		return attentionGradUnfused(ctx, n, in)
 	}
 	return attentionGrad(n, in, nil)
@@ -365,6 +507,10 @@ func attentionSoftmaxGradConcatKernel(ctx *kern.Context, n *graph.Node, in []*gr
 		yShape[i] = int(d)
 	}
 	if !allFloat32(in) {
+		in, err := unpackedCopy(n, in, [3]int{3, 4, 2})
+		if err != nil {
+			return nil, err
+		}
 		res, err := attentionGradUnfused(ctx, n, in)
 		if err != nil {
 			return nil, err
@@ -390,8 +536,13 @@ func attentionSoftmaxGradConcatKernel(ctx *kern.Context, n *graph.Node, in []*gr
 // dQ, dK and dV, or with packed (a shape) into one output of that shape
 // holding them side by side along its last axis.
 func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Tensor, error) {
-	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
 	s := kern.State[attnState](n)
+	in, err := s.unpack(n, in, [3]int{3, 4, 2})
+	if err != nil {
+		return nil, err
+	}
+	defer s.dropPacked()
+	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
 	s.grad = true
 	s.scale, s.hasScale = n.AttrFloat(graph.AttnDSScale, 1), n.Attr(graph.AttnDSScale) != nil
 	if p.Validate() != nil || p.Rank() < 2 {

@@ -138,6 +138,12 @@ type permutedState struct {
 	// packE elements each (packInto): a product's C offset oc of the
 	// part's own layout lies at packed(oc), and ldc is the packed one.
 	packE, packPart int
+	// inA, inB: the operands (indices into plan's in) whose data a and b
+	// are; packA, packB: when packed[0] > 0, that operand is part
+	// packed[1] of a packed tensor (packInput), its offsets remapped as
+	// packed does C's.
+	inA, inB     int
+	packA, packB [2]int
 }
 
 // packInto makes p write its products into part part (0, 1 or 2) of y,
@@ -165,7 +171,56 @@ func (p *permutedState) packInto(y []float32, e, part int) bool {
 // packed is where C offset oc of the part's own layout lies in the packed
 // output (packInto).
 func (p *permutedState) packed(oc int) int {
-	return oc/p.packE*3*p.packE + p.packPart*p.packE + oc%p.packE
+	return packedOffset(oc, p.packE, p.packPart)
+}
+
+// packedOffset is where offset f of a part's own layout lies in a tensor
+// that holds three such parts side by side along a last axis of 3e.
+func packedOffset(f, e, part int) int {
+	return f/e*3*e + part*e + f%e
+}
+
+// packInput makes p read its operand in (an index into the operands
+// plan was given) from part part of a packed tensor, whose data that
+// operand's was: three parts of its size side by side along a last axis
+// of 3e (packedOffset). It reports false, changing nothing, when a row
+// of some product's matrix of that operand would cross from one run of e
+// elements into the next. An operand the product does not read (dV's V,
+// there for its shape) needs nothing.
+func (p *permutedState) packInput(in, e, part int) bool {
+	if p.inA != in && p.inB != in {
+		return true
+	}
+	if e <= 0 {
+		return false
+	}
+	// The stored matrices: A is m×k (k×m transposed), B k×n (n×k).
+	wa, wb := p.k, p.n
+	if p.ta {
+		wa = p.m
+	}
+	if p.tb {
+		wb = p.k
+	}
+	useA, useB := p.inA == in, p.inB == in
+	if (useA && (p.lda%e != 0 || wa > e)) || (useB && (p.ldb%e != 0 || wb > e)) {
+		return false
+	}
+	idx := p.index(0)
+	for i := 0; i < p.batch; i++ {
+		oa, ob, _ := p.offsets(&idx)
+		if (useA && oa%e+wa > e) || (useB && ob%e+wb > e) {
+			return false
+		}
+		p.advance(&idx)
+	}
+	if useA {
+		p.packA, p.lda = [2]int{e, part}, 3*p.lda
+	}
+	if useB {
+		p.packB, p.ldb = [2]int{e, part}, 3*p.ldb
+	}
+	return true
 }
 
 // index is the multi-index of product i of the batch.
@@ -362,14 +417,16 @@ func permutedF32(n *graph.Node, in []*graph.Tensor, views []strided, grad int64,
 func (p *permutedState) plan(n *graph.Node, in []*graph.Tensor, views []strided, grad int64, permY []int64) (bool, error) {
 	var va, vb strided // op(A), op(B) of the product
 	var xa, xb []float32
+	var ia, ib int // the operands they are
 	switch grad {
 	case 0:
-		va, vb, xa, xb = views[0], views[1], in[0].Float32s(), in[1].Float32s()
+		va, vb, ia, ib = views[0], views[1], 0, 1
 	case 1: // dY·Bᵀ
-		va, vb, xa, xb = views[0], swapped(views[2]), in[0].Float32s(), in[2].Float32s()
+		va, vb, ia, ib = views[0], swapped(views[2]), 0, 2
 	case 2: // Aᵀ·dY
-		va, vb, xa, xb = swapped(views[1]), views[0], in[1].Float32s(), in[0].Float32s()
+		va, vb, ia, ib = swapped(views[1]), views[0], 1, 0
 	}
+	xa, xb = in[ia].Float32s(), in[ib].Float32s()
 	ra, rb := va.rank, vb.rank
 	m, k, kb, nn := va.shape[ra-2], va.shape[ra-1], vb.shape[rb-2], vb.shape[rb-1]
 	if k != kb {
@@ -488,7 +545,7 @@ func (p *permutedState) plan(n *graph.Node, in []*graph.Tensor, views []strided,
 		ta:     ta, tb: tb, m: m, n: nn, k: k, lda: lda, ldb: ldb, ldc: ldc,
 		a: xa, b: xb, batchRank: br,
 		offA: va.off, offB: vb.off,
-		swapC: tc,
+		swapC: tc, inA: ia, inB: ib,
 	}
 	if tc {
 		// C is stored column-major: compute Cᵀ = op(B)ᵀ·op(A)ᵀ, whose
@@ -496,6 +553,7 @@ func (p *permutedState) plan(n *graph.Node, in []*graph.Tensor, views []strided,
 		p.ta, p.tb = !tb, !ta
 		p.lda, p.ldb = ldb, lda
 		p.a, p.b = xb, xa
+		p.inA, p.inB = ib, ia
 		p.offA, p.offB = vb.off, va.off
 		p.m, p.n = nn, m
 		sa, sb = sb, sa
