@@ -24,19 +24,7 @@ func attentionConcatGraph(t *testing.T, edit func(nodes map[string]*Node, g *Gra
 	g.Nodes = append(g.Nodes, &Node{Name: "cat", OpType: "Concat", Inputs: []string{"dqr", "dkr", "dvr"}, Outputs: []string{"dqkv"},
 		Attrs: map[string]*Attr{"axis": IntAttr("axis", 2)}})
 	g.Outputs = []*ValueInfo{{Name: "o"}, {Name: "dqkv"}}
-	byName := map[string]*Node{}
-	for _, n := range g.Nodes {
-		byName[n.Name] = n
-	}
-	if edit != nil {
-		edit(byName, g)
-	}
-	types, err := InferShapes(g, 17, nil)
-	require.NoError(t, err)
-	for name, ty := range types {
-		g.ValueInfo[name] = &ValueInfo{Name: name, Type: ty}
-	}
-	return g
+	return editAndInfer(t, g, edit)
 }
 
 // TestFuseAttentionGradConcat: the Concat of the three reshaped gradients
@@ -112,19 +100,7 @@ func attentionPackedGraph(t *testing.T, edit func(nodes map[string]*Node, g *Gra
 			&Node{Name: "reshape" + v, OpType: "Reshape", Inputs: []string{v + "s", "heads"}, Outputs: []string{v}})
 	}
 	g.Nodes = append(cut, g.Nodes...)
-	byName := map[string]*Node{}
-	for _, n := range g.Nodes {
-		byName[n.Name] = n
-	}
-	if edit != nil {
-		edit(byName, g)
-	}
-	types, err := InferShapes(g, 17, nil)
-	require.NoError(t, err)
-	for name, ty := range types {
-		g.ValueInfo[name] = &ValueInfo{Name: name, Type: ty}
-	}
-	return g
+	return editAndInfer(t, g, edit)
 }
 
 // TestFuseAttentionPackedQKV: the Slices and Reshapes of q, k and v go,
@@ -191,4 +167,23 @@ func TestFuseAttentionPackedQKV(t *testing.T) {
 		assert.Zero(t, FuseAttentionPackedQKV(g), name)
 		assert.Len(t, g.Nodes, n, name)
 	}
+}
+
+// editAndInfer applies edit to g's nodes (by name) and records the
+// inferred shapes in g.ValueInfo, as specialisation leaves them.
+func editAndInfer(t *testing.T, g *Graph, edit func(nodes map[string]*Node, g *Graph)) *Graph {
+	t.Helper()
+	byName := map[string]*Node{}
+	for _, n := range g.Nodes {
+		byName[n.Name] = n
+	}
+	if edit != nil {
+		edit(byName, g)
+	}
+	types, err := InferShapes(g, 17, nil)
+	require.NoError(t, err)
+	for name, ty := range types {
+		g.ValueInfo[name] = &ValueInfo{Name: name, Type: ty}
+	}
+	return g
 }

@@ -58,20 +58,12 @@ type attnState struct {
 // place through permutedState.packInput).
 func (s *attnState) unpack(n *graph.Node, in []*graph.Tensor, pos [3]int) ([]*graph.Tensor, error) {
 	s.packed = false
-	shape := n.AttrInts(graph.AttnPackedQKV, nil)
-	if shape == nil {
-		return in, nil
-	}
-	x := in[pos[0]]
-	if err := x.Validate(); err != nil {
-		return nil, n.Errorf("packed q, k and v (input %d): %v", pos[0], err)
-	}
-	size, e, err := packedParts(n, x, shape)
-	if err != nil {
-		return nil, err
+	x, shape, size, e, err := packedOperand(n, in, pos)
+	if err != nil || shape == nil {
+		return in, err
 	}
 	for _, p := range pos[1:] {
-		if t := in[p]; t.DType != x.DType || !slices.Equal(t.Shape, x.Shape) || t.Size() != x.Size() || (size > 0 && &t.Float32s()[0] != &x.Float32s()[0]) {
+		if size > 0 && &in[p].Float32s()[0] != &x.Float32s()[0] {
 			return nil, n.Errorf("inputs %d, %d and %d must be one packed tensor (q, k and v side by side)", pos[0], pos[1], pos[2])
 		}
 	}
@@ -90,24 +82,39 @@ func (s *attnState) unpack(n *graph.Node, in []*graph.Tensor, pos [3]int) ([]*gr
 	return ops, nil
 }
 
-// packedParts checks a packed q, k, v tensor x against the part shape
-// of graph.AttnPackedQKV: each part has size elements, e of them a run.
-func packedParts(n *graph.Node, x *graph.Tensor, shape []int64) (size, e int, err error) {
+// packedOperand reads graph.AttnPackedQKV (shape nil without it): the
+// packed tensor x (the operand at pos[0], the same as at pos[1] and
+// pos[2]) checked against the parts' shape, each part of size elements,
+// e of them a run of x's last axis.
+func packedOperand(n *graph.Node, in []*graph.Tensor, pos [3]int) (x *graph.Tensor, shape []int64, size, e int, err error) {
+	shape = n.AttrInts(graph.AttnPackedQKV, nil)
+	if shape == nil {
+		return nil, nil, 0, 0, nil
+	}
+	x = in[pos[0]]
+	if err := x.Validate(); err != nil {
+		return nil, nil, 0, 0, n.Errorf("packed q, k and v (input %d): %v", pos[0], err)
+	}
+	for _, p := range pos[1:] {
+		if t := in[p]; t.DType != x.DType || !slices.Equal(t.Shape, x.Shape) || t.Size() != x.Size() {
+			return nil, nil, 0, 0, n.Errorf("inputs %d, %d and %d must be one packed tensor (q, k and v side by side)", pos[0], pos[1], pos[2])
+		}
+	}
 	size = 1
 	for _, d := range shape {
 		if d < 0 {
-			return 0, 0, n.Errorf("attribute %s %v has a negative dimension", graph.AttnPackedQKV, shape)
+			return nil, nil, 0, 0, n.Errorf("attribute %s %v has a negative dimension", graph.AttnPackedQKV, shape)
 		}
 		size *= int(d)
 	}
 	if x.Rank() == 0 || x.Shape[x.Rank()-1]%3 != 0 || x.Shape[x.Rank()-1] == 0 || 3*size != x.Size() {
-		return 0, 0, n.Errorf("packed q, k and v of shape %v do not hold three parts of shape %v side by side along the last axis", x.Shape, shape)
+		return nil, nil, 0, 0, n.Errorf("packed q, k and v of shape %v do not hold three parts of shape %v side by side along the last axis", x.Shape, shape)
 	}
 	e = x.Shape[x.Rank()-1] / 3
 	if size%e != 0 {
-		return 0, 0, n.Errorf("parts of shape %v are not whole rows of %d of the packed shape %v", shape, e, x.Shape)
+		return nil, nil, 0, 0, n.Errorf("parts of shape %v are not whole rows of %d of the packed shape %v", shape, e, x.Shape)
 	}
-	return size, e, nil
+	return x, shape, size, e, nil
 }
 
 // part is the part of the packed q, k, v that t is a header of, or -1.
@@ -135,17 +142,9 @@ func (s *attnState) dropPacked() {
 // packed q, k, v operand (graph.AttnPackedQKV) as tensors of their own, of
 // any dtype, in the operands at pos.
 func unpackedCopy(n *graph.Node, in []*graph.Tensor, pos [3]int) ([]*graph.Tensor, error) {
-	shape := n.AttrInts(graph.AttnPackedQKV, nil)
-	if shape == nil {
-		return in, nil
-	}
-	x := in[pos[0]]
-	if err := x.Validate(); err != nil {
-		return nil, n.Errorf("packed q, k and v (input %d): %v", pos[0], err)
-	}
-	size, e, err := packedParts(n, x, shape)
-	if err != nil {
-		return nil, err
+	x, shape, size, e, err := packedOperand(n, in, pos)
+	if err != nil || shape == nil {
+		return in, err
 	}
 	dims := make([]int, len(shape))
 	for i, d := range shape {
