@@ -67,6 +67,9 @@ func (s *attnState) unpack(n *graph.Node, in []*graph.Tensor, pos [3]int) ([]*gr
 			return nil, n.Errorf("inputs %d, %d and %d must be one packed tensor (q, k and v side by side)", pos[0], pos[1], pos[2])
 		}
 	}
+	if len(in) > len(s.ops) {
+		return nil, n.Errorf("has %d inputs, want at most %d", len(in), len(s.ops))
+	}
 	ops := s.ops[:len(in)]
 	copy(ops, in)
 	for i := range s.qkv {
