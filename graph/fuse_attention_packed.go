@@ -49,39 +49,14 @@ func FuseAttentionGradConcat(g *Graph) int {
 		}
 		part := slices.Clone(yShape)
 		part[r-1] /= 3
-		var grad *Node
-		var reshapes [3]*Node
-		for i, in := range c.Inputs {
-			rs := producer[in]
-			if rs == nil || rs.OpType != "Reshape" || !isPlain(rs) || readers[in] != 1 || len(rs.Inputs) < 1 {
-				grad = nil
-				break
-			}
-			if s, _, ok := knownTensorType(g, in); !ok || !slices.Equal(s, part) {
-				grad = nil
-				break
-			}
-			src := rs.Inputs[0]
-			p := producer[src]
-			if p == nil || p.Domain != FusedDomain || p.OpType != AttentionSoftmaxGrad || len(p.Outputs) != 3 ||
-				p.Outputs[i] != src || readers[src] != 1 || (grad != nil && p != grad) {
-				grad = nil
-				break
-			}
-			grad, reshapes[i] = p, rs
-		}
+		grad, reshapes := joinedGradients(g, c.Inputs, part, readers, producer)
 		if grad == nil || replace[grad] != nil {
 			continue
 		}
-		shape := make([]int64, r)
-		for i, d := range yShape {
-			shape[i] = int64(d)
-		}
 		f := copyNode(grad)
 		f.OpType = AttentionSoftmaxGradConcat
-		f.Inputs = slices.Clone(grad.Inputs)
 		f.Outputs = []string{c.Outputs[0]}
-		f.Attrs["shape"] = IntsAttr("shape", shape...)
+		f.Attrs["shape"] = IntsAttr("shape", dims64(yShape)...)
 		replace[grad] = f
 		drop[c] = true
 		for _, rs := range reshapes {
@@ -89,11 +64,40 @@ func FuseAttentionGradConcat(g *Graph) int {
 		}
 		fused++
 	}
-	if fused == 0 {
-		return 0
-	}
-	replaceAndRemove(g, replace, drop)
+	replaceAndRemove(g, replace, drop) // nothing to do when nothing fused
 	return fused
+}
+
+// joinedGradients checks that the values joined are Reshapes, to shape
+// part, of dQ, dK and dV of one AttentionSoftmaxGrad in that order, each
+// read once, and returns that node and the Reshapes, or nil.
+func joinedGradients(g *Graph, joined []string, part []int, readers map[string]int, producer map[string]*Node) (grad *Node, reshapes []*Node) {
+	for i, in := range joined {
+		rs := producer[in]
+		if rs == nil || rs.OpType != "Reshape" || !isPlain(rs) || readers[in] != 1 || len(rs.Inputs) < 1 {
+			return nil, nil
+		}
+		if s, _, ok := knownTensorType(g, in); !ok || !slices.Equal(s, part) {
+			return nil, nil
+		}
+		src := rs.Inputs[0]
+		p := producer[src]
+		if p == nil || p.Domain != FusedDomain || p.OpType != AttentionSoftmaxGrad || len(p.Outputs) != 3 ||
+			p.Outputs[i] != src || readers[src] != 1 || (grad != nil && p != grad) {
+			return nil, nil
+		}
+		grad, reshapes = p, append(reshapes, rs)
+	}
+	return grad, reshapes
+}
+
+// dims64 is a static shape as an ints attribute holds it.
+func dims64(shape []int) []int64 {
+	out := make([]int64, len(shape))
+	for i, d := range shape {
+		out[i] = int64(d)
+	}
+	return out
 }
 
 // inferAttentionSoftmaxGradConcat: Y has the "shape" attribute's shape
@@ -152,7 +156,8 @@ func FuseAttentionPackedQKV(g *Graph) int {
 		}
 		want := 1
 		if grad != nil {
-			if grad.Inputs[3] != f.Inputs[0] || grad.Inputs[4] != f.Inputs[1] || grad.Inputs[2] != f.Inputs[2] || grad.Attr(AttnPackedQKV) != nil {
+			if gq := AttentionQKV(grad.OpType); grad.Inputs[gq[0]] != f.Inputs[0] || grad.Inputs[gq[1]] != f.Inputs[1] ||
+				grad.Inputs[gq[2]] != f.Inputs[2] || grad.Attr(AttnPackedQKV) != nil {
 				continue
 			}
 			want = 2
@@ -161,10 +166,7 @@ func FuseAttentionPackedQKV(g *Graph) int {
 		if x == "" {
 			continue
 		}
-		shape := make([]int64, len(part))
-		for i, d := range part {
-			shape[i] = int64(d)
-		}
+		shape := dims64(part)
 		for _, n := range []*Node{f, grad} {
 			if n == nil {
 				continue
@@ -184,10 +186,7 @@ func FuseAttentionPackedQKV(g *Graph) int {
 		}
 		fused++
 	}
-	if fused == 0 {
-		return 0
-	}
-	replaceAndRemove(g, replace, drop)
+	replaceAndRemove(g, replace, drop) // nothing to do when nothing fused
 	return fused
 }
 
@@ -212,7 +211,9 @@ func packedSlices(g *Graph, qkv []string, want int, readers map[string]int, prod
 		x = sl.Inputs[0]
 		xs, xdt, ok := knownTensorType(g, x)
 		r := len(xs)
-		if !ok || xdt != Float32 || r == 0 || xs[r-1]%3 != 0 || 3*elems(part) != elems(xs) {
+		pn, errP := NumElements(part)
+		xn, errX := NumElements(xs)
+		if !ok || xdt != Float32 || r == 0 || xs[r-1]%3 != 0 || errP != nil || errX != nil || 3*pn != xn {
 			return "", nil, nil
 		}
 		e := int64(xs[r-1] / 3)
@@ -243,13 +244,4 @@ func packedSlices(g *Graph, qkv []string, want int, readers map[string]int, prod
 		cut = append(cut, sl, rs)
 	}
 	return x, part, cut
-}
-
-// elems is the number of elements of a static shape.
-func elems(shape []int) int {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	return n
 }

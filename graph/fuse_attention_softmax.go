@@ -56,6 +56,16 @@ const (
 	AttnPackedQKV = "packed_qkv"
 )
 
+// AttentionQKV is which inputs of an attention node of type op are its q,
+// k and v, in that order: 0, 1, 2 of AttentionSoftmax, 3, 4, 2 of its
+// gradients.
+func AttentionQKV(op string) [3]int {
+	if op == AttentionSoftmax {
+		return [3]int{0, 1, 2}
+	}
+	return [3]int{3, 4, 2}
+}
+
 func init() {
 	fusedInferRules[AttentionSoftmax] = inferAttentionSoftmax
 	fusedInferRules[AttentionSoftmaxGrad] = inferAttentionSoftmaxGrad
@@ -322,7 +332,7 @@ func inferAttentionSoftmax(c *inferCall) error {
 		p = n.Name + "/attention-scores"
 		defer delete(c.st.types, p)
 	}
-	in, done := attentionOperands(c, [3]int{0, 1, 2})
+	in, done := attentionOperands(c)
 	defer done()
 	if err := inferPermutedMatMul(&inferCall{st: c.st, n: AttentionProduct(n, AttnQK, []string{in[0], in[1]}, p)}); err != nil {
 		return err
@@ -331,10 +341,11 @@ func inferAttentionSoftmax(c *inferCall) error {
 }
 
 // attentionOperands is the names an attention node's products read: its
-// inputs, or, with AttnPackedQKV, in place of the packed tensor at pos
-// (q, k, v) a name of the attribute's shape known for the call's length
-// (done forgets it).
-func attentionOperands(c *inferCall, pos [3]int) (in []string, done func()) {
+// inputs, or, with AttnPackedQKV, in place of the packed tensor as q, k
+// and v a name of the attribute's shape known for the call's length (done
+// forgets it).
+func attentionOperands(c *inferCall) (in []string, done func()) {
+	pos := AttentionQKV(c.n.OpType)
 	n := c.n
 	in = make([]string, max(len(n.Inputs), 5))
 	for i := range in {
@@ -359,7 +370,7 @@ func attentionOperands(c *inferCall, pos [3]int) (in []string, done func()) {
 // inferAttentionSoftmaxGrad: each gradient has its operand's shape.
 func inferAttentionSoftmaxGrad(c *inferCall) error {
 	n := c.n
-	in, done := attentionOperands(c, [3]int{3, 4, 2})
+	in, done := attentionOperands(c)
 	defer done()
 	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
 	for i, sub := range []*Node{

@@ -97,7 +97,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		// Q·Kᵀ then P·V (the Softmax's elementwise work is not counted):
 		// P has |O|/Dv·N elements, each of Dk terms, and each element of O
 		// has N terms.
-		in = packedParts(n, in, [3]int{0, 1, 2})
+		in = packedParts(n, in)
 		qv, vv := viewShape(n, at(in, 0), graph.AttnQK+"axes0"), viewShape(n, at(in, 2), graph.AttnPV+"axes1")
 		if len(qv) >= 2 && len(vv) >= 2 && vv[len(vv)-1] > 0 {
 			dk, nk, dv := float64(qv[len(qv)-1]), float64(vv[len(vv)-2]), float64(vv[len(vv)-1])
@@ -107,7 +107,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		// dP = dO·Vᵀ and dV = Pᵀ·dO, Dv terms per element of P each; dQ =
 		// dS·K and dK = dSᵀ·Q, Dk terms per element of P each (SoftmaxGrad
 		// not counted).
-		in = packedParts(n, in, [3]int{3, 4, 2})
+		in = packedParts(n, in)
 		ov, qv := viewShape(n, at(in, 0), graph.AttnDP+"axes0"), viewShape(n, at(in, 3), graph.AttnDQ+"axes1")
 		if len(ov) >= 1 && len(qv) >= 1 {
 			flops = 4 * size(at(in, 1)) * float64(ov[len(ov)-1]+qv[len(qv)-1])
@@ -234,8 +234,8 @@ func tensorBytes(t *graph.Tensor) float64 {
 
 // packedParts is in with, for an attention node that reads q, k and v
 // packed in one tensor (graph.AttnPackedQKV), a header of the attribute's
-// shape (no data) in place of each of them at pos.
-func packedParts(n *graph.Node, in []*graph.Tensor, pos [3]int) []*graph.Tensor {
+// shape (no data) in place of each of them (graph.AttentionQKV).
+func packedParts(n *graph.Node, in []*graph.Tensor) []*graph.Tensor {
 	shape := n.AttrInts(graph.AttnPackedQKV, nil)
 	if shape == nil {
 		return in
@@ -245,7 +245,7 @@ func packedParts(n *graph.Node, in []*graph.Tensor, pos [3]int) []*graph.Tensor 
 		part.Shape = append(part.Shape, int(d))
 	}
 	out := append([]*graph.Tensor(nil), in...)
-	for _, p := range pos {
+	for _, p := range graph.AttentionQKV(n.OpType) {
 		if p < len(out) {
 			out[p] = part
 		}

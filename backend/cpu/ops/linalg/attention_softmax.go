@@ -49,15 +49,18 @@ type attnState struct {
 	qkv    [3]graph.Tensor
 	e      int
 	ops    [5]*graph.Tensor
+	// yShape: AttentionSoftmaxGradConcat's output shape (its attribute).
+	yShape []int
 }
 
 // unpack reads a node's graph.AttnPackedQKV: without it in is returned as
-// it is; with it the operands at pos (q, k, v) must be one float32
-// tensor X whose last axis holds the three parts side by side, and the
+// it is; with it the operands that are q, k and v (graph.AttentionQKV)
+// must be one float32 tensor X whose last axis holds the three parts side by side, and the
 // operands are returned with a header of each part in X's place (read in
 // place through permutedState.packInput).
-func (s *attnState) unpack(n *graph.Node, in []*graph.Tensor, pos [3]int) ([]*graph.Tensor, error) {
+func (s *attnState) unpack(n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	s.packed = false
+	pos := graph.AttentionQKV(n.OpType)
 	x, shape, size, e, err := packedOperand(n, in, pos)
 	if err != nil || shape == nil {
 		return in, err
@@ -132,7 +135,7 @@ func (s *attnState) part(t *graph.Tensor) int {
 	return -1
 }
 
-// release drops the packed headers' data.
+// dropPacked drops the packed headers' data.
 func (s *attnState) dropPacked() {
 	for i := range s.qkv {
 		s.qkv[i].Data = nil
@@ -143,8 +146,9 @@ func (s *attnState) dropPacked() {
 
 // unpackedCopy makes, for the unfused kernels, the three parts of a
 // packed q, k, v operand (graph.AttnPackedQKV) as tensors of their own, of
-// any dtype, in the operands at pos.
-func unpackedCopy(n *graph.Node, in []*graph.Tensor, pos [3]int) ([]*graph.Tensor, error) {
+// any dtype, in the operands that are q, k and v.
+func unpackedCopy(n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	pos := graph.AttentionQKV(n.OpType)
 	x, shape, size, e, err := packedOperand(n, in, pos)
 	if err != nil || shape == nil {
 		return in, err
@@ -156,8 +160,9 @@ func unpackedCopy(n *graph.Node, in []*graph.Tensor, pos [3]int) ([]*graph.Tenso
 	out := slices.Clone(in)
 	for part, p := range pos {
 		t := graph.Zeros(x.DType, dims...)
+		at := packing{e, part}
 		for f := 0; f < size; f++ {
-			t.SetFloat(f, x.Float(f/e*3*e+part*e+f%e))
+			t.SetFloat(f, x.Float(at.at(f)))
 		}
 		out[p] = t
 	}
@@ -293,12 +298,7 @@ func shapesOf(in []*graph.Tensor) [][]int {
 func (p *permutedState) head(i int, x []float32, onA bool, c []float32) {
 	idx := p.index(i)
 	oa, ob, oc := p.offsets(&idx)
-	if p.packA[0] > 0 {
-		oa = packedOffset(oa, p.packA[0], p.packA[1])
-	}
-	if p.packB[0] > 0 {
-		ob = packedOffset(ob, p.packB[0], p.packB[1])
-	}
+	oa, ob = p.packA.at(oa), p.packB.at(ob)
 	a, b := p.a, p.b
 	if x != nil {
 		if onA {
@@ -308,10 +308,7 @@ func (p *permutedState) head(i int, x []float32, onA bool, c []float32) {
 		}
 	}
 	if c == nil {
-		c = p.c
-		if p.packE > 0 {
-			oc = p.packed(oc)
-		}
+		c, oc = p.c, p.packC.at(oc)
 	} else {
 		oc = 0
 	}
@@ -362,7 +359,7 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 		return nil, n.Errorf("has %d outputs, want O and P", len(n.Outputs))
 	}
 	if !allFloat32(in) {
-		in, err := unpackedCopy(n, in, [3]int{0, 1, 2})
+		in, err := unpackedCopy(n, in)
 		if err != nil {
 			return nil, err
 		}
@@ -370,7 +367,7 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 	}
 	s := kern.State[attnState](n)
 	s.grad = false
-	in, err := s.unpack(n, in, [3]int{0, 1, 2})
+	in, err := s.unpack(n, in)
 	if err != nil {
 		return nil, err
 	}
@@ -477,7 +474,7 @@ func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Te
 		return nil, n.Errorf("has %d outputs, want dQ, dK and dV", len(n.Outputs))
 	}
 	if !allFloat32(in) {
-		in, err := unpackedCopy(n, in, [3]int{3, 4, 2})
+		in, err := unpackedCopy(n, in)
 		if err != nil {
 			return nil, err
 		}
@@ -501,15 +498,17 @@ func attentionSoftmaxGradConcatKernel(ctx *kern.Context, n *graph.Node, in []*gr
 	if len(shape) == 0 || shape[len(shape)-1] <= 0 || shape[len(shape)-1]%3 != 0 {
 		return nil, n.Errorf("attribute shape %v must end in a positive dimension divisible by 3", shape)
 	}
-	yShape := make([]int, len(shape))
-	for i, d := range shape {
+	s := kern.State[attnState](n)
+	s.yShape = s.yShape[:0]
+	for _, d := range shape {
 		if d < 0 {
 			return nil, n.Errorf("attribute shape %v has a negative dimension", shape)
 		}
-		yShape[i] = int(d)
+		s.yShape = append(s.yShape, int(d))
 	}
+	yShape := s.yShape
 	if !allFloat32(in) {
-		in, err := unpackedCopy(n, in, [3]int{3, 4, 2})
+		in, err := unpackedCopy(n, in)
 		if err != nil {
 			return nil, err
 		}
@@ -534,12 +533,15 @@ func attentionSoftmaxGradConcatKernel(ctx *kern.Context, n *graph.Node, in []*gr
 	return attentionGrad(n, in, yShape)
 }
 
+// gradPlans are the plans of the gradient's outputs dQ, dK and dV.
+var gradPlans = [3]int{2, 3, 1}
+
 // attentionGrad runs attention's gradient over float32 operands: into
 // dQ, dK and dV, or with packed (a shape) into one output of that shape
 // holding them side by side along its last axis.
 func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Tensor, error) {
 	s := kern.State[attnState](n)
-	in, err := s.unpack(n, in, [3]int{3, 4, 2})
+	in, err := s.unpack(n, in)
 	if err != nil {
 		return nil, err
 	}
@@ -584,7 +586,7 @@ func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Te
 	e := 0
 	if packed != nil {
 		e = packed[len(packed)-1] / 3
-		for i, pl := range []int{2, 3, 1} {
+		for i, pl := range gradPlans {
 			if sz := product(s.plans[pl].yShape); sz*3 != product(packed) || sz%e != 0 {
 				return nil, n.Errorf("gradient %d of shape %v: three do not make attribute shape %v", i, s.plans[pl].yShape, packed)
 			}
@@ -594,7 +596,7 @@ func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Te
 			return nil, err
 		}
 	}
-	for i, pl := range []int{2, 3, 1} { // dQ, dK, dV
+	for i, pl := range gradPlans {
 		if y != nil {
 			if !s.plans[pl].packInto(y.Float32s(), e, i) {
 				apart[i] = kern.Scratch[float32](product(s.plans[pl].yShape))

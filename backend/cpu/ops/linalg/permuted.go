@@ -134,66 +134,75 @@ type permutedState struct {
 	// (permuted_causal.go), fill: what the skipped part of C gets.
 	tri  triKind
 	fill float32
-	// packE > 0: C is part packPart of three laid side by side, runs of
-	// packE elements each (packInto): a product's C offset oc of the
-	// part's own layout lies at packed(oc), and ldc is the packed one.
-	packE, packPart int
 	// inA, inB: the operands (indices into plan's in) whose data a and b
-	// are; packA, packB: when packed[0] > 0, that operand is part
-	// packed[1] of a packed tensor (packInput), its offsets remapped as
-	// packed does C's.
-	inA, inB     int
-	packA, packB [2]int
+	// are. packA, packB, packC: where A, B and C lie when their matrix is
+	// a part of a packed tensor (packInput, packInto).
+	inA, inB            int
+	packA, packB, packC packing
 }
 
-// packInto makes p write its products into part part (0, 1 or 2) of y,
-// which holds three outputs of p's size side by side along a last axis
-// of 3e elements: element f of the part's own row-major layout lies at
-// (f/e)·3e + part·e + f%e of y. It reports false, changing nothing, when
-// some row of some product's C would cross from one run of e elements
-// into the next (then the caller writes the part and copies it).
-func (p *permutedState) packInto(y []float32, e, part int) bool {
-	if e <= 0 || p.ldc%e != 0 || p.n > e || p.batch <= 0 || p.m <= 0 {
+// packing places a matrix that is part part of a tensor holding three
+// parts of one size side by side along a last axis of 3e elements: offset
+// f of the part's own row-major layout lies at at(f). The zero value
+// (e = 0) is no packing.
+type packing struct{ e, part int }
+
+func (k packing) at(f int) int {
+	if k.e == 0 {
+		return f
+	}
+	return f/k.e*3*k.e + k.part*k.e + f%k.e
+}
+
+// side names the matrices of a plan, for inRuns.
+type side int
+
+const (
+	sideA side = iota
+	sideB
+	sideC
+)
+
+// inRuns reports whether every row of matrix s of every product (width
+// elements from its offset, ld apart) lies inside one run of e elements,
+// so that the matrix can be read or written as part of a packed tensor.
+func (p *permutedState) inRuns(s side, e, width, ld int) bool {
+	if e <= 0 || ld%e != 0 || width > e || p.batch <= 0 {
 		return false
 	}
 	idx := p.index(0)
 	for i := 0; i < p.batch; i++ {
-		_, _, oc := p.offsets(&idx)
-		if oc%e+p.n > e {
+		oa, ob, oc := p.offsets(&idx)
+		o := [3]int{oa, ob, oc}[s]
+		if o%e+width > e {
 			return false
 		}
 		p.advance(&idx)
 	}
-	p.c, p.packE, p.packPart, p.ldc = y, e, part, 3*p.ldc
 	return true
 }
 
-// packed is where C offset oc of the part's own layout lies in the packed
-// output (packInto).
-func (p *permutedState) packed(oc int) int {
-	return packedOffset(oc, p.packE, p.packPart)
-}
-
-// packedOffset is where offset f of a part's own layout lies in a tensor
-// that holds three such parts side by side along a last axis of 3e.
-func packedOffset(f, e, part int) int {
-	return f/e*3*e + part*e + f%e
+// packInto makes p write its products into part part (0, 1 or 2) of y,
+// which holds three outputs of p's size side by side along a last axis
+// of 3e elements (packing). It reports false, changing nothing, when some
+// row of some product's C would cross from one run of e elements into the
+// next (then the caller writes the part and copies it).
+func (p *permutedState) packInto(y []float32, e, part int) bool {
+	if p.m <= 0 || !p.inRuns(sideC, e, p.n, p.ldc) {
+		return false
+	}
+	p.c, p.packC, p.ldc = y, packing{e, part}, 3*p.ldc
+	return true
 }
 
 // packInput makes p read its operand in (an index into the operands
 // plan was given) from part part of a packed tensor, whose data that
-// operand's was: three parts of its size side by side along a last axis
-// of 3e (packedOffset). It reports false, changing nothing, when a row
+// operand's was (packing). It reports false, changing nothing, when a row
 // of some product's matrix of that operand would cross from one run of e
 // elements into the next. An operand the product does not read (dV's V,
 // there for its shape) needs nothing.
 func (p *permutedState) packInput(in, e, part int) bool {
-	if p.inA != in && p.inB != in {
-		return true
-	}
-	if e <= 0 {
-		return false
-	}
+	useA, useB := p.inA == in, p.inB == in
 	// The stored matrices: A is m×k (k×m transposed), B k×n (n×k).
 	wa, wb := p.k, p.n
 	if p.ta {
@@ -202,23 +211,14 @@ func (p *permutedState) packInput(in, e, part int) bool {
 	if p.tb {
 		wb = p.k
 	}
-	useA, useB := p.inA == in, p.inB == in
-	if (useA && (p.lda%e != 0 || wa > e)) || (useB && (p.ldb%e != 0 || wb > e)) {
+	if (useA && !p.inRuns(sideA, e, wa, p.lda)) || (useB && !p.inRuns(sideB, e, wb, p.ldb)) {
 		return false
 	}
-	idx := p.index(0)
-	for i := 0; i < p.batch; i++ {
-		oa, ob, _ := p.offsets(&idx)
-		if (useA && oa%e+wa > e) || (useB && ob%e+wb > e) {
-			return false
-		}
-		p.advance(&idx)
-	}
 	if useA {
-		p.packA, p.lda = [2]int{e, part}, 3*p.lda
+		p.packA, p.lda = packing{e, part}, 3*p.lda
 	}
 	if useB {
-		p.packB, p.ldb = [2]int{e, part}, 3*p.ldb
+		p.packB, p.ldb = packing{e, part}, 3*p.ldb
 	}
 	return true
 }
