@@ -22,6 +22,12 @@ import (
 //	                two axes are read; a kernel may write fillY (float)
 //	                above it instead of the product
 //
+// and, on the Softmax of the masked scores, one of Softmax:
+//
+//	maskedX (int 1): X is −inf strictly above the diagonal of its last two
+//	                 axes; a kernel may leave those elements unread and
+//	                 write their exact result, +0, without computing it
+//
 // "Zero" here is an exact zero (of either sign): a product that leaves out
 // terms a·0 sums the same terms in the same order, which is bit for bit
 // the full sum while the other operand is finite (a NaN or infinity there
@@ -32,6 +38,7 @@ const (
 	CausalLowerAttr  = "lower"
 	CausalLowerYAttr = "lowerY"
 	CausalFillYAttr  = "fillY"
+	CausalMaskedAttr = "maskedX"
 )
 
 // MarkCausalAttention sets the hints above on the PermutedMatMul nodes
@@ -44,6 +51,8 @@ const (
 //     diagonal whatever finite X holds there);
 //   - Softmax(X + M) along the last axis: zero above the diagonal (its
 //     rows' maxima lie on or below it, so exp(−inf − max) is exactly 0);
+//     the Softmax gets maskedX (X + M is −inf there for any X but +inf
+//     or NaN, whose rows the Softmax would make NaN);
 //   - Identity of such a value, and Mul or Div by a finite scalar
 //     constant (not 0 for Div): zero again;
 //   - SoftmaxGrad(dY, Y) along the last axis with Y zero above the
@@ -106,6 +115,7 @@ func MarkCausalAttention(g *Graph, opset int64) int {
 			}
 		case n.OpType == "Softmax" && plain && len(n.Inputs) == 1 && masked[n.Inputs[0]] && lastAxis(n):
 			zero[n.Outputs[0]] = true
+			mark(n).SetAttr(IntAttr(CausalMaskedAttr, 1))
 		case n.OpType == "Identity" && plain && len(n.Inputs) == 1 && zero[n.Inputs[0]]:
 			zero[n.Outputs[0]] = true
 		case (n.OpType == "Mul" || n.OpType == "Div") && plain && len(n.Inputs) == 2:

@@ -109,8 +109,11 @@ func TestMarkCausalAttention(t *testing.T) {
 	inf := float32(math.Inf(-1))
 	g := causalGraph(maskOf(8, inf))
 	before := g.Nodes[0]
-	require.Equal(t, 6, MarkCausalAttention(g, 17))
+	softmax := g.Nodes[2]
+	require.Equal(t, 7, MarkCausalAttention(g, 17))
 	assert.Nil(t, before.Attr(CausalLowerYAttr), "the marked node is a copy")
+	assert.Nil(t, softmax.Attr(CausalMaskedAttr), "the marked node is a copy")
+	assert.Equal(t, int64(1), g.Nodes[2].AttrInt(CausalMaskedAttr, 0), "the Softmax of the masked scores")
 	assert.Equal(t, map[string][2]any{
 		"s":  {[]int64(nil), inf},        // scores: −inf above the diagonal
 		"o":  {[]int64{0}, nil},          // P·v
@@ -126,6 +129,7 @@ func TestMarkCausalAttention(t *testing.T) {
 		for name, m := range map[string]*Tensor{"moved": moved, "−1e9": maskOf(8, -1e9)} {
 			g := causalGraph(m)
 			assert.Zero(t, MarkCausalAttention(g, 17), name)
+			assert.Nil(t, g.Nodes[2].Attr(CausalMaskedAttr), name)
 		}
 	})
 	t.Run("scores and dP read twice", func(t *testing.T) {
@@ -141,6 +145,7 @@ func TestMarkCausalAttention(t *testing.T) {
 		g := causalGraph(maskOf(8, inf))
 		g.Nodes[2].Attrs["axis"] = IntAttr("axis", 1)
 		assert.Equal(t, 1, MarkCausalAttention(g, 17), "only the scores")
+		assert.Nil(t, g.Nodes[2].Attr(CausalMaskedAttr))
 	})
 	t.Run("scaled by infinity", func(t *testing.T) {
 		g := causalGraph(maskOf(8, inf))

@@ -48,7 +48,7 @@ func runAttention(t *testing.T, m *graph.Model, inputs map[string]*graph.Tensor)
 	pi, ok := exe.(backend.PlanInspector)
 	require.True(t, ok)
 	for _, n := range pi.LastRunNodes() {
-		if n.Attr(graph.CausalLowerAttr) != nil || n.Attr(graph.CausalLowerYAttr) != nil {
+		if n.Attr(graph.CausalLowerAttr) != nil || n.Attr(graph.CausalLowerYAttr) != nil || n.Attr(graph.CausalMaskedAttr) != nil {
 			hinted++
 		}
 	}
@@ -75,7 +75,7 @@ func TestCausalAttentionSkipsMaskedHalf(t *testing.T) {
 	mask := causalMask(T, negInf)
 	m := maskedAttentionGraph(t, B, T, H, D, false, mask)
 	got, cuts, hinted := runAttention(t, m, inputs)
-	assert.Equal(t, 6, hinted, "the six products carry hints")
+	assert.Equal(t, 7, hinted, "the six products and the Softmax carry hints")
 	assert.Equal(t, int64(6), cuts, "the six products were cut")
 	whole, cuts0 := func() (map[string]*graph.Tensor, int64) {
 		*linalg.FollowCausalHints = false

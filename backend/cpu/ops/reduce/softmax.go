@@ -64,16 +64,50 @@ func softmaxKernel(kind softmaxKind) kern.Kernel {
 		if err != nil {
 			return nil, err
 		}
+		tri := maskedRows(kind, n, x.Shape, b)
 		switch xs := x.Data.(type) {
 		case []float32:
-			softmaxBlocksWith(kern.State[softmaxTask[float32]](n), kind, xs, out.Data.([]float32), b)
+			t := kern.State[softmaxTask[float32]](n)
+			t.tri = tri
+			softmaxBlocksWith(t, kind, xs, out.Data.([]float32), b)
 		case []float64:
-			softmaxBlocksWith(kern.State[softmaxTask[float64]](n), kind, xs, out.Data.([]float64), b)
+			t := kern.State[softmaxTask[float64]](n)
+			t.tri = tri
+			softmaxBlocksWith(t, kind, xs, out.Data.([]float64), b)
 		default:
 			return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
 		}
 		return kern.Results(n, out), nil
 	}
+}
+
+// maskedRows is T where n is a Softmax whose input graph.MarkCausalAttention
+// found −inf strictly above the diagonal of its last two axes (hint
+// graph.CausalMaskedAttr) and that runs along the last axis of T×T
+// matrices: row i of each matrix then has i+1 elements that count, and
+// its softmax is +0 past them. 0 otherwise.
+func maskedRows(kind softmaxKind, n *graph.Node, shape []int, b blocks) int {
+	rank := len(shape)
+	if kind != kindSoftmax || n.AttrInt(graph.CausalMaskedAttr, 0) != 1 || rank < 2 || b.inner != 1 {
+		return 0
+	}
+	t := shape[rank-1]
+	if shape[rank-2] != t || b.r != t {
+		return 0
+	}
+	return t
+}
+
+// maskedPrefix is how many elements of row i of a masked T×T matrix
+// (maskedRows) the softmax computes: the i+1 that count, rounded up to a
+// multiple of 8, at most t. The row kernels sum the exponentials in
+// float64 lanes that take the elements eight at a time, in order
+// (vmath.ExpShift32, also the AVX-512 loops), and the skipped elements'
+// exponentials are exact zeros: the prefix's maximum and sum, and so
+// every value it writes, are the whole row's bit for bit, and the rest
+// of the row is +0, as the whole row's exp(−inf − max)·(1/s) is.
+func maskedPrefix(i, t int) int {
+	return min(t, (i+8)&^7)
 }
 
 // softmaxBlocks applies the op along r in every block of x, writing y.
@@ -87,22 +121,32 @@ type softmaxTask[F float] struct {
 	kind softmaxKind
 	x, y []F
 	size int
+	// tri: the rows are those of masked tri×tri matrices (maskedRows),
+	// whose softmax takes a prefix of each row; 0: whole rows.
+	tri int
 }
 
 // Chunk applies the op to rows [lo, hi).
 func (t *softmaxTask[F]) Chunk(lo, hi int) {
 	size := t.size
 	for o := lo; o < hi; o++ {
-		softmaxRow(t.kind, t.x[o*size:(o+1)*size], t.y[o*size:(o+1)*size])
+		x, y := t.x[o*size:(o+1)*size], t.y[o*size:(o+1)*size]
+		if t.tri > 0 {
+			l := maskedPrefix(o%t.tri, t.tri)
+			softmaxRow(t.kind, x[:l], y[:l])
+			clear(y[l:])
+			continue
+		}
+		softmaxRow(t.kind, x, y)
 	}
 }
 
 // softmaxBlocksWith is softmaxBlocks with the work object t (a node's,
-// kept between runs).
+// kept between runs; its tri, set by the caller, is kept for this run).
 func softmaxBlocksWith[F float](t *softmaxTask[F], kind softmaxKind, x, y []F, b blocks) {
 	size := b.r * b.inner
 	if b.inner == 1 {
-		*t = softmaxTask[F]{kind: kind, x: x, y: y, size: size}
+		*t = softmaxTask[F]{kind: kind, x: x, y: y, size: size, tri: t.tri}
 		runRows(b.outer, size, t)
 		*t = softmaxTask[F]{}
 		return
