@@ -14,6 +14,7 @@ var fusedOps = []string{
 	graph.PermutedMatMulAdd, graph.MatMulAddAdd, graph.BatchNormAddRelu, graph.AddReluGrad,
 	graph.BatchNormAddReluGrad, graph.MaxPoolArgmax, graph.MaxPoolArgmaxGrad,
 	graph.AttentionSoftmax, graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat,
+	graph.Patchify,
 }
 
 // FusedOps implements backend.FusedOpsDeclarer: every fused kernel, or

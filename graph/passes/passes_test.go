@@ -66,7 +66,7 @@ func TestStandardPipelinesAreInOrder(t *testing.T) {
 		"fuse-gelu-erf", "fuse-gemm-relu", "fuse-batchnorm-relu", "prune-fused"}, compile.Names())
 	spec, err := passes.Continue(compile, "specialise", passes.SpecialisedPasses()...)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"specialize", "drop-identity-arithmetic", "fuse-matmul-bias", "fuse-gelu-erf-grad", "recompute-gelu-grad", "fuse-slice-grad-concat", "prune-dropout-masks", "recompute-gelu-output", "fuse-matmul-gelu", "fuse-matmul-gelu-grad", "fuse-matmul-add-residual", "fuse-permuted-matmul-bias", "fuse-layernorm-grad-add", "fuse-batchnorm-add-relu", "fuse-add-relu-grad", "drop-same-shape-sum-to-shape", "fuse-permuted-matmul-transpose", "fuse-attention-softmax", "fuse-attention-grad-concat", "fuse-attention-packed-qkv", "fuse-batchnorm-add-relu-grad", "fuse-maxpool-argmax", "lower-specialised", "mark-causal-attention"}, spec.Names())
+	assert.Equal(t, []string{"specialize", "drop-identity-arithmetic", "fuse-matmul-bias", "fuse-gelu-erf-grad", "recompute-gelu-grad", "fuse-slice-grad-concat", "prune-dropout-masks", "recompute-gelu-output", "fuse-matmul-gelu", "fuse-matmul-gelu-grad", "fuse-matmul-add-residual", "fuse-permuted-matmul-bias", "fuse-layernorm-grad-add", "fuse-batchnorm-add-relu", "fuse-add-relu-grad", "drop-same-shape-sum-to-shape", "fuse-permuted-matmul-transpose", "fuse-attention-softmax", "fuse-attention-grad-concat", "fuse-attention-packed-qkv", "fuse-batchnorm-add-relu-grad", "fuse-patch-embedding", "fuse-maxpool-argmax", "lower-specialised", "mark-causal-attention"}, spec.Names())
 	_, err = passes.New("subgraph", passes.SubgraphPasses()...)
 	require.NoError(t, err)
 	for _, p := range append(passes.CompilePasses(), passes.SpecialisedPasses()...) {

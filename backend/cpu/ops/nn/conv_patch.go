@@ -50,12 +50,18 @@ func (g *Conv2D) productElems() int { return g.M * g.N * g.OH * g.OW }
 // patches writes g's patch matrix P of x (N·OH·OW rows of C·KH·KW) into
 // a scratch buffer; give it back with release.
 func (g *Conv2D) patches(x []float32) []float32 {
+	p := scratch[float32](g.patchElems())
+	g.writePatches(x, p)
+	return p
+}
+
+// writePatches writes g's patch matrix P of x into p (g.patchElems()
+// elements): the graph.Patchify op's result, and the patchify path's.
+func (g *Conv2D) writePatches(x, p []float32) {
 	ck := g.C * g.KH * g.KW
 	rows := g.N * g.OH
-	p := scratch[float32](g.patchElems())
 	// One item per row of windows (image, oh): OW·C·KH·KW values.
 	ParallelItemsOf(rows, nnWorkers(rows, g.OW*ck), false, patchTask{g: *g, x: x, p: p})
-	return p
 }
 
 // patchTask is patches' work: item it (image it/OH, window row it%OH)

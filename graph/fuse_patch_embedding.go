@@ -1,0 +1,160 @@
+package graph
+
+import "slices"
+
+// Patchify is the fused op of FusePatchEmbedding: Patchify(X) with
+// attribute kernel_shape [KH, KW] rearranges X [N, C, H, W] (H and W
+// multiples of KH and KW) into the patches of its KH×KW tiles, [N,
+// (H/KH)·(W/KW), C·KH·KW]: row oh·(W/KW) + ow of image n holds X[n, c,
+// oh·KH + a, ow·KW + b] at column (c·KH + a)·KW + b. Every element is
+// copied once; nothing is computed.
+const Patchify = "Patchify"
+
+// FusePatchEmbedding rewrites a vision transformer's patch embedding,
+// Transpose(Reshape(Conv(X, W, B)), perm [0, 2, 1]), where the Conv's
+// windows tile X exactly (kernel = stride, no padding, dilations 1, one
+// group) and the Reshape flattens its output's spatial axes ([N, M,
+// OH·OW]), into MatMulAdd(Patchify(X), Flatten(W), B) with transB
+// (TransposedMatMul without B): one GEMM of the batch's patches by the
+// filters, written as [N, OH·OW, M] where the Transpose put it, instead
+// of the convolution's per-image planes and a Transpose that copies them
+// back. The values are the same sums of the same products (C·KH·KW of them
+// per output, in the convolution's tap order), to float32 rounding: the
+// GEMM may add the bias at another point of the sum than the
+// convolution's kernel does. Only the forward pass changes: the Conv's
+// gradients read X, W and the output's gradient, not the Conv's output,
+// which (with the Reshape's) may have no other reader. Shapes must be
+// known and float32 (a specialised graph). It returns the number of
+// rewrites.
+func FusePatchEmbedding(g *Graph) int {
+	ix := newFuseIndex(g)
+	expand := map[*Node][]*Node{}
+	drop := map[*Node]bool{}
+	for _, c := range g.Nodes {
+		r, t, ok := patchEmbedding(g, ix, c)
+		if !ok {
+			continue
+		}
+		xs, _, _ := knownTensorType(g, c.Inputs[0])
+		ws, _, _ := knownTensorType(g, c.Inputs[1])
+		n, ch, h, w := xs[0], xs[1], xs[2], xs[3]
+		m, kh, kw := ws[0], ws[2], ws[3]
+		l, ckk := (h/kh)*(w/kw), ch*kh*kw
+		patches := uniqueName(g, ix, t.Outputs[0]+"/patches")
+		ix.producer[patches] = c // taken, for uniqueName
+		flat := uniqueName(g, ix, c.Inputs[1]+"/flat")
+		ix.producer[flat] = c
+		g.ValueInfo[patches] = &ValueInfo{Name: patches, Type: staticType(Float32, n, l, ckk)}
+		g.ValueInfo[flat] = &ValueInfo{Name: flat, Type: staticType(Float32, m, ckk)}
+		product := &Node{Name: c.Name + "/matmul", OpType: TransposedMatMul, Domain: FusedDomain,
+			Inputs: []string{patches, flat}, Outputs: []string{t.Outputs[0]},
+			Attrs: map[string]*Attr{"transA": IntAttr("transA", 0), "transB": IntAttr("transB", 1)}}
+		if len(c.Inputs) == 3 && c.Inputs[2] != "" {
+			product.OpType = MatMulAdd
+			product.Inputs = append(product.Inputs, c.Inputs[2])
+		}
+		expand[c] = []*Node{
+			{Name: c.Name + "/patchify", OpType: Patchify, Domain: FusedDomain, Inputs: []string{c.Inputs[0]},
+				Outputs: []string{patches}, Attrs: map[string]*Attr{"kernel_shape": IntsAttr("kernel_shape", int64(kh), int64(kw))}},
+			{Name: c.Name + "/flatten", OpType: "Flatten", Inputs: []string{c.Inputs[1]}, Outputs: []string{flat},
+				Attrs: map[string]*Attr{"axis": IntAttr("axis", 1)}},
+			product,
+		}
+		drop[r], drop[t] = true, true
+	}
+	if len(expand) == 0 {
+		return 0
+	}
+	out := make([]*Node, 0, len(g.Nodes)+2*len(expand))
+	for _, n := range g.Nodes {
+		switch {
+		case expand[n] != nil:
+			out = append(out, expand[n]...)
+		case !drop[n]:
+			out = append(out, n)
+		}
+	}
+	g.Nodes = out
+	return len(expand)
+}
+
+// patchEmbedding matches the chain FusePatchEmbedding rewrites at Conv c:
+// its Reshape r and Transpose t.
+func patchEmbedding(g *Graph, ix *fuseIndex, c *Node) (r, t *Node, ok bool) {
+	if c.OpType != "Conv" || !isPlain(c) || len(c.Inputs) < 2 || len(c.Inputs) > 3 || len(c.Outputs) != 1 || c.Outputs[0] == "" {
+		return nil, nil, false
+	}
+	xs, xd, ok1 := knownTensorType(g, c.Inputs[0])
+	ws, wd, ok2 := knownTensorType(g, c.Inputs[1])
+	if !ok1 || !ok2 || xd != Float32 || wd != Float32 || len(xs) != 4 || len(ws) != 4 || ws[1] != xs[1] {
+		return nil, nil, false
+	}
+	n, h, w, m, kh, kw := xs[0], xs[2], xs[3], ws[0], ws[2], ws[3]
+	if kh < 1 || kw < 1 || kh*kw < 2 || h%kh != 0 || w%kw != 0 || !tilesExactly(c, kh, kw) {
+		return nil, nil, false
+	}
+	if len(c.Inputs) == 3 && c.Inputs[2] != "" {
+		if bs, bd, ok := knownTensorType(g, c.Inputs[2]); !ok || bd != Float32 || !slices.Equal(bs, []int{m}) {
+			return nil, nil, false
+		}
+	}
+	l := (h / kh) * (w / kw)
+	r = onlyReader(g, ix, c.Outputs[0])
+	if r == nil || r.OpType != "Reshape" || !isPlain(r) || len(r.Inputs) != 2 || r.Inputs[0] != c.Outputs[0] ||
+		len(r.Outputs) != 1 || !slices.Equal(knownShape(g, r.Outputs[0]), []int{n, m, l}) {
+		return nil, nil, false
+	}
+	t = onlyReader(g, ix, r.Outputs[0])
+	if t == nil || t.OpType != "Transpose" || !isPlain(t) || len(t.Inputs) != 1 || len(t.Outputs) != 1 || t.Outputs[0] == "" ||
+		!slices.Equal(t.AttrInts("perm", nil), []int64{0, 2, 1}) || !slices.Equal(knownShape(g, t.Outputs[0]), []int{n, l, m}) {
+		return nil, nil, false
+	}
+	return r, t, true
+}
+
+// onlyReader is the one node that reads v, when v is read once (by one
+// input of one node) and is no graph output.
+func onlyReader(g *Graph, ix *fuseIndex, v string) *Node {
+	if at := ix.readAt[v]; len(at) == 1 && !ix.outputs[v] {
+		return g.Nodes[at[0]]
+	}
+	return nil
+}
+
+// tilesExactly reports whether Conv c's KH×KW windows tile its input with
+// no overlap, gap or padding: strides equal to the kernel, dilations 1, one
+// group, zero pads, auto_pad NOTSET or VALID, and a kernel_shape (if
+// given) equal to the weight's.
+func tilesExactly(c *Node, kh, kw int) bool {
+	want := []int64{int64(kh), int64(kw)}
+	if k := c.AttrInts("kernel_shape", nil); k != nil && !slices.Equal(k, want) {
+		return false
+	}
+	if !slices.Equal(c.AttrInts("strides", []int64{1, 1}), want) || c.AttrInt("group", 1) != 1 {
+		return false
+	}
+	for _, d := range c.AttrInts("dilations", nil) {
+		if d != 1 {
+			return false
+		}
+	}
+	for _, p := range c.AttrInts("pads", nil) {
+		if p != 0 {
+			return false
+		}
+	}
+	switch c.AttrString("auto_pad", "NOTSET") {
+	case "NOTSET", "VALID":
+		return true
+	}
+	return false
+}
+
+// staticType is the tensor type of dtype dt and the known shape dims.
+func staticType(dt DType, dims ...int) *Type {
+	t := &Type{Kind: KindTensor, DType: dt, HasShape: true, Shape: make([]Dim, len(dims))}
+	for i, d := range dims {
+		t.Shape[i] = Dim{Value: int64(d), Known: true}
+	}
+	return t
+}
