@@ -19,9 +19,10 @@ const Patchify = "Patchify"
 // filters, written as [N, OH·OW, M] where the Transpose put it, instead
 // of the convolution's per-image planes and a Transpose that copies them
 // back. The values are the same sums of the same products (C·KH·KW of them
-// per output, in the convolution's tap order), to float32 rounding: the
-// GEMM may add the bias at another point of the sum than the
-// convolution's kernel does. Only the forward pass changes: the Conv's
+// per output, in the convolution's tap order, the bias added to the
+// rounded product in both), equal to float32 rounding; bit for bit where
+// the GEMM splits the transposed product's work as it split the
+// convolution's (every gradient of the ViT fixtures, vit_tiny and vit_tv). Only the forward pass changes: the Conv's
 // gradients read X, W and the output's gradient, not the Conv's output,
 // which (with the Reshape's) may have no other reader. Shapes must be
 // known and float32 (a specialised graph). It returns the number of
