@@ -112,6 +112,15 @@ func (ix *fuseIndex) definedBefore(name string, at int) bool {
 	return p != nil && ix.at[p] < at
 }
 
+// onlyReader is the node that reads name, when name is read once (by one
+// input of one node) and is no graph output (nor read by a subgraph).
+func (ix *fuseIndex) onlyReader(name string) *Node {
+	if at := ix.readAt[name]; len(at) == 1 && !ix.outputs[name] {
+		return ix.g.Nodes[at[0]]
+	}
+	return nil
+}
+
 // readBetween reports whether a node strictly between positions lo and hi
 // reads name.
 func (ix *fuseIndex) readBetween(name string, lo, hi int) bool {

@@ -32,21 +32,18 @@ func FusePatchEmbedding(g *Graph) int {
 	expand := map[*Node][]*Node{}
 	drop := map[*Node]bool{}
 	for _, c := range g.Nodes {
-		r, t, ok := patchEmbedding(g, ix, c)
+		pe, ok := patchEmbedding(g, ix, c)
 		if !ok {
 			continue
 		}
-		xs, _, _ := knownTensorType(g, c.Inputs[0])
-		ws, _, _ := knownTensorType(g, c.Inputs[1])
-		n, ch, h, w := xs[0], xs[1], xs[2], xs[3]
-		m, kh, kw := ws[0], ws[2], ws[3]
-		l, ckk := (h/kh)*(w/kw), ch*kh*kw
+		t := pe.t
+		l, ckk := (pe.h/pe.kh)*(pe.w/pe.kw), pe.c*pe.kh*pe.kw
 		patches := uniqueName(g, ix, t.Outputs[0]+"/patches")
 		ix.producer[patches] = c // taken, for uniqueName
 		flat := uniqueName(g, ix, c.Inputs[1]+"/flat")
 		ix.producer[flat] = c
-		g.ValueInfo[patches] = &ValueInfo{Name: patches, Type: staticType(Float32, n, l, ckk)}
-		g.ValueInfo[flat] = &ValueInfo{Name: flat, Type: staticType(Float32, m, ckk)}
+		g.ValueInfo[patches] = &ValueInfo{Name: patches, Type: staticType(Float32, pe.n, l, ckk)}
+		g.ValueInfo[flat] = &ValueInfo{Name: flat, Type: staticType(Float32, pe.m, ckk)}
 		product := &Node{Name: c.Name + "/matmul", OpType: TransposedMatMul, Domain: FusedDomain,
 			Inputs: []string{patches, flat}, Outputs: []string{t.Outputs[0]},
 			Attrs: map[string]*Attr{"transA": IntAttr("transA", 0), "transB": IntAttr("transB", 1)}}
@@ -56,12 +53,12 @@ func FusePatchEmbedding(g *Graph) int {
 		}
 		expand[c] = []*Node{
 			{Name: c.Name + "/patchify", OpType: Patchify, Domain: FusedDomain, Inputs: []string{c.Inputs[0]},
-				Outputs: []string{patches}, Attrs: map[string]*Attr{"kernel_shape": IntsAttr("kernel_shape", int64(kh), int64(kw))}},
+				Outputs: []string{patches}, Attrs: map[string]*Attr{"kernel_shape": IntsAttr("kernel_shape", int64(pe.kh), int64(pe.kw))}},
 			{Name: c.Name + "/flatten", OpType: "Flatten", Inputs: []string{c.Inputs[1]}, Outputs: []string{flat},
 				Attrs: map[string]*Attr{"axis": IntAttr("axis", 1)}},
 			product,
 		}
-		drop[r], drop[t] = true, true
+		drop[pe.r], drop[t] = true, true
 	}
 	if len(expand) == 0 {
 		return 0
@@ -79,47 +76,46 @@ func FusePatchEmbedding(g *Graph) int {
 	return len(expand)
 }
 
-// patchEmbedding matches the chain FusePatchEmbedding rewrites at Conv c:
-// its Reshape r and Transpose t.
-func patchEmbedding(g *Graph, ix *fuseIndex, c *Node) (r, t *Node, ok bool) {
+// patchEmbed is a chain FusePatchEmbedding rewrites: the Conv's Reshape
+// r and Transpose t, X's shape [n, c, h, w] and the filters' [m, c, kh,
+// kw].
+type patchEmbed struct {
+	r, t                  *Node
+	n, c, h, w, m, kh, kw int
+}
+
+// patchEmbedding matches the chain FusePatchEmbedding rewrites at Conv c.
+func patchEmbedding(g *Graph, ix *fuseIndex, c *Node) (pe patchEmbed, ok bool) {
 	if c.OpType != "Conv" || !isPlain(c) || len(c.Inputs) < 2 || len(c.Inputs) > 3 || len(c.Outputs) != 1 || c.Outputs[0] == "" {
-		return nil, nil, false
+		return pe, false
 	}
 	xs, xd, ok1 := knownTensorType(g, c.Inputs[0])
 	ws, wd, ok2 := knownTensorType(g, c.Inputs[1])
 	if !ok1 || !ok2 || xd != Float32 || wd != Float32 || len(xs) != 4 || len(ws) != 4 || ws[1] != xs[1] {
-		return nil, nil, false
+		return pe, false
 	}
-	n, h, w, m, kh, kw := xs[0], xs[2], xs[3], ws[0], ws[2], ws[3]
-	if kh < 1 || kw < 1 || kh*kw < 2 || h%kh != 0 || w%kw != 0 || !tilesExactly(c, kh, kw) {
-		return nil, nil, false
+	pe = patchEmbed{n: xs[0], c: xs[1], h: xs[2], w: xs[3], m: ws[0], kh: ws[2], kw: ws[3]}
+	if pe.kh < 1 || pe.kw < 1 || pe.kh*pe.kw < 2 || pe.h%pe.kh != 0 || pe.w%pe.kw != 0 || !tilesExactly(c, pe.kh, pe.kw) {
+		return pe, false
 	}
 	if len(c.Inputs) == 3 && c.Inputs[2] != "" {
-		if bs, bd, ok := knownTensorType(g, c.Inputs[2]); !ok || bd != Float32 || !slices.Equal(bs, []int{m}) {
-			return nil, nil, false
+		if bs, bd, ok := knownTensorType(g, c.Inputs[2]); !ok || bd != Float32 || !slices.Equal(bs, []int{pe.m}) {
+			return pe, false
 		}
 	}
-	l := (h / kh) * (w / kw)
-	r = onlyReader(g, ix, c.Outputs[0])
+	l := (pe.h / pe.kh) * (pe.w / pe.kw)
+	r := ix.onlyReader(c.Outputs[0])
 	if r == nil || r.OpType != "Reshape" || !isPlain(r) || len(r.Inputs) != 2 || r.Inputs[0] != c.Outputs[0] ||
-		len(r.Outputs) != 1 || !slices.Equal(knownShape(g, r.Outputs[0]), []int{n, m, l}) {
-		return nil, nil, false
+		len(r.Outputs) != 1 || !slices.Equal(knownShape(g, r.Outputs[0]), []int{pe.n, pe.m, l}) {
+		return pe, false
 	}
-	t = onlyReader(g, ix, r.Outputs[0])
+	t := ix.onlyReader(r.Outputs[0])
 	if t == nil || t.OpType != "Transpose" || !isPlain(t) || len(t.Inputs) != 1 || len(t.Outputs) != 1 || t.Outputs[0] == "" ||
-		!slices.Equal(t.AttrInts("perm", nil), []int64{0, 2, 1}) || !slices.Equal(knownShape(g, t.Outputs[0]), []int{n, l, m}) {
-		return nil, nil, false
+		!slices.Equal(t.AttrInts("perm", nil), []int64{0, 2, 1}) || !slices.Equal(knownShape(g, t.Outputs[0]), []int{pe.n, l, pe.m}) {
+		return pe, false
 	}
-	return r, t, true
-}
-
-// onlyReader is the one node that reads v, when v is read once (by one
-// input of one node) and is no graph output.
-func onlyReader(g *Graph, ix *fuseIndex, v string) *Node {
-	if at := ix.readAt[v]; len(at) == 1 && !ix.outputs[v] {
-		return g.Nodes[at[0]]
-	}
-	return nil
+	pe.r, pe.t = r, t
+	return pe, true
 }
 
 // tilesExactly reports whether Conv c's KH×KW windows tile its input with
@@ -155,7 +151,7 @@ func tilesExactly(c *Node, kh, kw int) bool {
 func staticType(dt DType, dims ...int) *Type {
 	t := &Type{Kind: KindTensor, DType: dt, HasShape: true, Shape: make([]Dim, len(dims))}
 	for i, d := range dims {
-		t.Shape[i] = Dim{Value: int64(d), Known: true}
+		t.Shape[i] = knownDim(int64(d))
 	}
 	return t
 }

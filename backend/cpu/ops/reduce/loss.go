@@ -95,9 +95,9 @@ func softmaxCrossEntropyLoss(_ *kern.Context, n *graph.Node, in []*graph.Tensor)
 	b := blocks{outer: x.Shape[0], r: x.Shape[1], inner: product(x.Shape[2:])}
 	switch xs := x.Data.(type) {
 	case []float32:
-		softmaxBlocksWith(kern.State[softmaxTask[float32]](n), kindLogSoftmax, xs, logProb.Data.([]float32), b)
+		softmaxBlocksWith(kern.State[softmaxTask[float32]](n), kindLogSoftmax, xs, logProb.Data.([]float32), b, 0)
 	case []float64:
-		softmaxBlocksWith(kern.State[softmaxTask[float64]](n), kindLogSoftmax, xs, logProb.Data.([]float64), b)
+		softmaxBlocksWith(kern.State[softmaxTask[float64]](n), kindLogSoftmax, xs, logProb.Data.([]float64), b, 0)
 	default:
 		return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
 	}

@@ -67,13 +67,9 @@ func softmaxKernel(kind softmaxKind) kern.Kernel {
 		tri := maskedRows(kind, n, x.Shape, b)
 		switch xs := x.Data.(type) {
 		case []float32:
-			t := kern.State[softmaxTask[float32]](n)
-			t.tri = tri
-			softmaxBlocksWith(t, kind, xs, out.Data.([]float32), b)
+			softmaxBlocksWith(kern.State[softmaxTask[float32]](n), kind, xs, out.Data.([]float32), b, tri)
 		case []float64:
-			t := kern.State[softmaxTask[float64]](n)
-			t.tri = tri
-			softmaxBlocksWith(t, kind, xs, out.Data.([]float64), b)
+			softmaxBlocksWith(kern.State[softmaxTask[float64]](n), kind, xs, out.Data.([]float64), b, tri)
 		default:
 			return nil, n.Errorf("dtype %v is not supported (want a float type)", x.DType)
 		}
@@ -112,7 +108,7 @@ func maskedPrefix(i, t int) int {
 
 // softmaxBlocks applies the op along r in every block of x, writing y.
 func softmaxBlocks[F float](kind softmaxKind, x, y []F, b blocks) {
-	softmaxBlocksWith(new(softmaxTask[F]), kind, x, y, b)
+	softmaxBlocksWith(new(softmaxTask[F]), kind, x, y, b, 0)
 }
 
 // softmaxTask is softmaxBlocks's work over contiguous rows, kept in a
@@ -142,11 +138,12 @@ func (t *softmaxTask[F]) Chunk(lo, hi int) {
 }
 
 // softmaxBlocksWith is softmaxBlocks with the work object t (a node's,
-// kept between runs; its tri, set by the caller, is kept for this run).
-func softmaxBlocksWith[F float](t *softmaxTask[F], kind softmaxKind, x, y []F, b blocks) {
+// kept between runs); tri > 0 (maskedRows, contiguous rows only) takes a
+// prefix of each row of masked tri×tri matrices.
+func softmaxBlocksWith[F float](t *softmaxTask[F], kind softmaxKind, x, y []F, b blocks, tri int) {
 	size := b.r * b.inner
 	if b.inner == 1 {
-		*t = softmaxTask[F]{kind: kind, x: x, y: y, size: size, tri: t.tri}
+		*t = softmaxTask[F]{kind: kind, x: x, y: y, size: size, tri: tri}
 		runRows(b.outer, size, t)
 		*t = softmaxTask[F]{}
 		return
