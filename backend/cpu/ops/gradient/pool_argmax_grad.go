@@ -15,7 +15,11 @@ import (
 // plane of dX is cleared by the worker that adds into it (while it is in
 // cache), then each window's dY goes to the tap its code names, window
 // after window in row-major order as MaxPoolGrad adds them, so the sums
-// are the same bits. A code that names no tap of its window (or 255 for a
+// are the same bits. Runs of more than eight 3×3 windows two columns
+// apart with three rows inside the input (ResNet's stem pool) take an AVX2
+// loop eight windows at a time (argmaxRun3): each of the three rows'
+// elements gathers the gradients of the windows whose code names it, in
+// the same order. A code that names no tap of its window (or 255 for a
 // window that has taps) is an error naming the output.
 
 func init() {
@@ -52,37 +56,8 @@ func maxPoolArgmaxGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 	}
 	st := kern.State[argmaxGradState](n)
 	if st.win == nil || !shapeHolds(shapeT, st.in) {
-		shape := shapeT.Ints()
-		if len(shape) != 4 {
-			return nil, n.Errorf("the forward input must have rank 4 (N, C, H, W), has shape %v", shape)
-		}
-		w, err := poolGradWindow(n, shape)
-		if err != nil {
+		if err := st.plan(n, shapeT.Ints()); err != nil {
 			return nil, err
-		}
-		if w.kernelSize > graph.MaxPoolNoTap {
-			return nil, n.Errorf("kernel_shape %v has more than %d taps, too many for a one-byte code", w.kernel, graph.MaxPoolNoTap)
-		}
-		p := newPoolGradPlan(w)
-		rows, ok1 := p.spans(0)
-		cols, ok2 := p.spans(1)
-		if !ok1 || !ok2 {
-			return nil, n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", w.dilations)
-		}
-		st.in = append(st.in[:0], shape...)
-		st.win, st.rows, st.cols = w, rows, cols
-		kh, kw := w.kernel[0], w.kernel[1]
-		qa, qb, k := nn.PoolStride2Run(len(cols), func(i int) (int, int) { return cols[i].lo, cols[i].n })
-		st.qa, st.qb = 0, 0
-		if k == 3 && kw == 3 {
-			st.qa, st.qb = qa, qb
-		}
-		for c := range 256 {
-			st.row[c], st.col[c], st.off[c] = 255, 255, 0
-			if c < kh*kw {
-				st.row[c], st.col[c] = uint8(c/kw), uint8(c%kw)
-				st.off[c] = int32(c/kw*w.in[1] + c%kw)
-			}
 		}
 	}
 	w := st.win
@@ -108,6 +83,42 @@ func maxPoolArgmaxGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 		return nil, n.Errorf("code %d of output %d names no tap of its window", codes.Data.([]uint8)[at], at)
 	}
 	return kern.Results(n, dx), nil
+}
+
+// plan sets st up for the forward input shape (N, C, H, W) of node n.
+func (st *argmaxGradState) plan(n *graph.Node, shape []int) error {
+	if len(shape) != 4 {
+		return n.Errorf("the forward input must have rank 4 (N, C, H, W), has shape %v", shape)
+	}
+	w, err := poolGradWindow(n, shape)
+	if err != nil {
+		return err
+	}
+	if w.kernelSize > graph.MaxPoolNoTap {
+		return n.Errorf("kernel_shape %v has more than %d taps, too many for a one-byte code", w.kernel, graph.MaxPoolNoTap)
+	}
+	p := newPoolGradPlan(w)
+	rows, ok1 := p.spans(0)
+	cols, ok2 := p.spans(1)
+	if !ok1 || !ok2 {
+		return n.Errorf("dilations %v: the window's taps must be consecutive for argmax codes", w.dilations)
+	}
+	st.in = append(st.in[:0], shape...)
+	st.win, st.rows, st.cols = w, rows, cols
+	kh, kw := w.kernel[0], w.kernel[1]
+	qa, qb, k := nn.PoolStride2Run(len(cols), func(i int) (int, int) { return cols[i].lo, cols[i].n })
+	st.qa, st.qb = 0, 0
+	if k == 3 && kw == 3 {
+		st.qa, st.qb = qa, qb
+	}
+	for c := range 256 {
+		st.row[c], st.col[c], st.off[c] = 255, 255, 0
+		if c < kh*kw {
+			st.row[c], st.col[c] = uint8(c/kw), uint8(c%kw)
+			st.off[c] = int32(c/kw*w.in[1] + c%kw)
+		}
+	}
+	return nil
 }
 
 // argmaxGradTask is maxPoolArgmaxGrad's work: item c is plane c. st.bad
@@ -153,8 +164,16 @@ func argmaxScatterPlane(st *argmaxGradState, dy []float32, codes []uint8, dx []f
 				return r*ow + at
 			}
 			lim := uint8(3 * rs.n)
-			d, gr := dx[base+st.cols[qa].lo:], g[qa:qb]
-			for i, code := range cr[qa:qb] {
+			d, gr, crr := dx[base+st.cols[qa].lo:], g[qa:qb], cr[qa:qb]
+			i := 0
+			if rs.n == 3 && len(crr) > 8 && argmaxGradAsm {
+				if at := argmaxRun3(st, d, iw, gr, crr); at >= 0 {
+					return r*ow + qa + at
+				}
+				i = len(crr)
+			}
+			for ; i < len(crr); i++ {
+				code := crr[i]
 				if code >= lim {
 					return r*ow + qa + i
 				}
@@ -168,6 +187,41 @@ func argmaxScatterPlane(st *argmaxGradState, dy []float32, codes []uint8, dx []f
 		if at := argmaxScatterWindows(st, rs.n, g, cr, st.cols, dx[base:]); at >= 0 {
 			return r*ow + at
 		}
+	}
+	return -1
+}
+
+// argmaxRun3 adds each g[i] to d at the tap codes[i] names, for a run of
+// more than eight 3×3 windows two columns apart (window i's taps start at
+// d[2i] in each of three rows iw apart), in window order, with the vector
+// loop: window 0's first two columns here, then blocks of eight windows
+// (each block adding the third column of the window before it), the
+// windows left as one more block that overlaps those added, and the last
+// window's third column here. It returns -1, or the first i whose code
+// is above 8 (a window of three full rows has taps 0…8).
+func argmaxRun3(st *argmaxGradState, d []float32, iw int, g []float32, codes []uint8) int {
+	n := len(codes)
+	if codes[0] > 8 {
+		return 0
+	}
+	if c := codes[0]; st.col[c] < 2 {
+		d[st.off[c]] += g[0]
+	}
+	blocks := (n - 1) / 8
+	bad := argmaxGrad3x3S2(d[2:], iw, g, codes, blocks, 0)
+	if done := 1 + 8*blocks; done < n {
+		k := n - 8
+		bad = argmaxGrad3x3S2(d[2*k:], iw, g[k-1:], codes[k-1:], 1, done-k) || bad
+	}
+	if bad {
+		for i, c := range codes {
+			if c > 8 {
+				return i
+			}
+		}
+	}
+	if c := codes[n-1]; st.col[c] == 2 {
+		d[2*(n-1)+int(st.off[c])] += g[n-1]
 	}
 	return -1
 }

@@ -83,8 +83,9 @@ func argmaxCodesByDefinition(tc poolCase, x []float32, planes, h, w, oh, ow int)
 // ceil_mode, windows wholly in padding) over odd-sized planes, small and
 // wide, of coarse values (ties), with and without NaNs and signed zeros,
 // and checks bit for bit: Y against the MaxPool kernel's, the codes against
-// their definition, and dX against the MaxPoolGrad kernel (argmax found
-// in X) and the definition.
+// their definition, and dX, with and without the vector loop of the 3×3
+// runs, against the MaxPoolGrad kernel (argmax found in X) and the
+// definition.
 func TestMaxPoolArgmaxGradMatchesMaxPoolGrad(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, size := range [][4]int{{2, 3, 113, 115}, {2, 5, 11, 10}, {1, 2, 9, 37}} {
@@ -137,12 +138,20 @@ func TestMaxPoolArgmaxGradMatchesMaxPoolGrad(t *testing.T) {
 					bwd, err := runKernel(t, tc.poolNode(graph.FusedDomain, graph.MaxPoolArgmaxGrad), 1,
 						dyt, fwd[1], graph.FromInt64([]int64{int64(n), int64(c), int64(h), int64(w)}, 4))
 					require.NoError(t, err)
+					// The same without the vector loop of the 3×3 runs.
+					saved := argmaxGradAsm
+					argmaxGradAsm = false
+					scalar, err := runKernel(t, tc.poolNode(graph.FusedDomain, graph.MaxPoolArgmaxGrad), 1,
+						dyt, fwd[1], graph.FromInt64([]int64{int64(n), int64(c), int64(h), int64(w)}, 4))
+					argmaxGradAsm = saved
+					require.NoError(t, err)
 					old, err := runKernel(t, tc.poolNode(graph.InternalDomain, "MaxPoolGrad"), 1, dyt, xt)
 					require.NoError(t, err)
 					want := maxPoolGradByDefinition(tc.poolCase, x, dy, n*c, h, w, oh, ow)
-					got, cur := bwd[0].Float32s(), old[0].Float32s()
+					got, cur, inGo := bwd[0].Float32s(), old[0].Float32s(), scalar[0].Float32s()
 					for i := range want {
 						require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "dx[%d] = %v, want %v", i, got[i], want[i])
+						require.Equal(t, math.Float32bits(want[i]), math.Float32bits(inGo[i]), "dx[%d] in Go = %v, want %v", i, inGo[i], want[i])
 						require.Equal(t, math.Float32bits(cur[i]), math.Float32bits(got[i]), "dx[%d] = %v, MaxPoolGrad's %v", i, got[i], cur[i])
 					}
 				})
@@ -176,6 +185,32 @@ func TestMaxPoolArgmaxGradBadInput(t *testing.T) {
 		_, err := runKernel(t, tc.poolNode(graph.FusedDomain, graph.MaxPoolArgmaxGrad), 1, dy, codes(bad.at, bad.code), shape)
 		require.Error(t, err, "code %d at %d", bad.code, bad.at)
 		assert.Contains(t, err.Error(), fmt.Sprintf("code %d of output %d", bad.code, bad.at))
+	}
+	// A plane 41 wide: windows 1-19 of each row are a run of 3×3
+	// windows, rows 1-3 have three rows inside the input (the vector loop
+	// with AVX2: window 1 here, two blocks of eight, one block over the
+	// last eight); the first code above 8 in row-major order is named.
+	const wh, ww, wow = 9, 41, 21
+	wide := graph.FromInt64([]int64{1, 1, wh, ww}, 4)
+	wdy := graph.FromFloat32(make([]float32, 5*wow), 1, 1, 5, wow)
+	for _, bad := range [][]struct {
+		at   int
+		code uint8
+	}{{{wow + 1, 9}}, {{2*wow + 5, 12}}, {{2*wow + 16, 9}, {2*wow + 18, 200}}, {{3*wow + 19, 9}}, {{3*wow + 12, 255}, {3*wow + 3, 9}}} {
+		d := make([]uint8, 5*wow)
+		for _, b := range bad {
+			d[b.at] = b.code
+		}
+		_, err := runKernel(t, tc.poolNode(graph.FusedDomain, graph.MaxPoolArgmaxGrad), 1, wdy,
+			&graph.Tensor{DType: graph.Uint8, Shape: []int{1, 1, 5, wow}, Data: d}, wide)
+		first := bad[0]
+		for _, b := range bad[1:] {
+			if b.at < first.at {
+				first = b
+			}
+		}
+		require.Error(t, err, "codes %v", bad)
+		assert.Contains(t, err.Error(), fmt.Sprintf("code %d of output %d", first.code, first.at))
 	}
 	_, err = runKernel(t, tc.poolNode(graph.FusedDomain, graph.MaxPoolArgmaxGrad), 1, dy,
 		&graph.Tensor{DType: graph.Uint8, Shape: []int{n, c, oh, ow - 1}, Data: make([]uint8, n*c*oh*(ow-1))}, shape)
