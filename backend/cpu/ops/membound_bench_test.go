@@ -281,6 +281,13 @@ func BenchmarkMemboundResNet50ReluGrad(b *testing.B) {
 	benchOp(b, mkNode(graph.FusedDomain, graph.ReluGrad, 1), 14, 12*size(sh...), randn(1, sh...), randn(2, sh...))
 }
 
+// The global pool's gradient: dY [8, 2048, 1, 1] broadcast over the 7×7
+// planes (then divided by 49).
+func BenchmarkMemboundResNet50ExpandPool(b *testing.B) {
+	// writes the 7×7 planes (the input is 64 KiB)
+	benchOp(b, mkNode("", "Expand", 1), 17, 4*size(8, 2048, 7, 7), randn(1, 8, 2048, 1, 1), graph.FromInt64([]int64{8, 2048, 7, 7}, 4))
+}
+
 // --- ViT-B/16, batch 4: 197 tokens of width 768, MLP 3072, 12 heads ---
 
 func BenchmarkMemboundViTLayerNorm(b *testing.B) {

@@ -1,6 +1,7 @@
 package shape
 
 import (
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -216,6 +217,45 @@ func TestLargeShapeOpsSplitOverThePool(t *testing.T) {
 					t.Fatalf("class-token concat element (%d, %d, %d) is %v, want %v", b, s, j, got, want)
 				}
 			}
+		}
+	}
+}
+
+// A float32 gather whose rows each repeat one source value (Expand of
+// [N, C, 1, 1] to [N, C, H, W]: one outer axis, an inner axis of stride
+// 0) takes gatherRows' fill, not the transpose tiles: any split of its
+// rows gives every element its row's value, bit for bit (NaN payloads,
+// −0), for rows of 1 to 60 elements starting at odd and even offsets.
+func TestBroadcastRowsFloat32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	src := make([]float32, 4096)
+	for i := range src {
+		src[i] = rng.Float32() - 0.5
+	}
+	src[3] = math.Float32frombits(0x7fc01234)
+	src[5] = float32(math.Copysign(0, -1))
+	for trial := 0; trial < 200; trial++ {
+		rows, n := 1+rng.IntN(100), 1+rng.IntN(60)
+		if trial%4 == 0 {
+			n = 49
+		}
+		stride, start := []int{1, 2, 35}[rng.IntN(3)], rng.IntN(8)
+		maps := []axisMap{arith(rows, start, stride), arith(n, 0, 0)}
+		var buf [stackRank]axisMap
+		var g gatherPlan
+		require.True(t, g.init(buf[:], 0, append([]axisMap{}, maps...)))
+		require.False(t, g.tiled, "trial %d: a broadcast row is not a transpose", trial)
+		got := make([]float32, rows*n)
+		for i := range got {
+			got[i] = -99
+		}
+		cuts := randomCuts(rng, g.units)
+		for k := 1; k < len(cuts); k++ {
+			gatherUnits(got, src, 0, &g, cuts[k-1], cuts[k])
+		}
+		for i, v := range got {
+			want := src[start+(i/n)*stride]
+			require.Equal(t, math.Float32bits(want), math.Float32bits(v), "trial %d: element %d (rows %d of %d, stride %d)", trial, i, rows, n, stride)
 		}
 	}
 }

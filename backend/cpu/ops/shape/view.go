@@ -2,6 +2,8 @@ package shape
 
 import (
 	"fmt"
+	"math"
+	"unsafe"
 )
 
 // padOffset marks a source offset that reads the fill value instead of the
@@ -219,6 +221,15 @@ func gatherRows[T any](dst, src []T, fill T, base int, maps []axisMap, lo, hi in
 	inner := &maps[len(maps)-1]
 	outer := maps[:len(maps)-1]
 	n := inner.n
+	if d, ok := any(dst).([]float32); ok && len(outer) == 1 && outer[0].table == nil && inner.table == nil && inner.stride == 0 {
+		// Each row one value (Expand of [N, C, 1, 1] to [N, C, H, W], the
+		// global pool's gradient), the rows' values a strided run.
+		s, o := any(src).([]float32), base+inner.start+outer[0].start
+		for row := lo; row < hi; row++ {
+			fill32(d[row*n:(row+1)*n], s[o+row*outer[0].stride])
+		}
+		return
+	}
 	// elementwise: every inner element is its own run and none is padding.
 	// An arithmetic inner axis (n >= 2 after simplifyMaps) is either one
 	// run (stride 1) or n runs of one element.
@@ -324,11 +335,14 @@ const tileBlock = 32
 // copies in square tiles, or -1. That is the case where the innermost output
 // axis strides through the source while an outer output axis (the one
 // returned) walks it contiguously: copying element by element would load a
-// source cache line per element. maps are simplified, at least two.
+// source cache line per element. An innermost axis of stride 0 is a
+// broadcast (each row one value: Expand of [N, C, 1, 1] to [N, C, H, W]),
+// not a transpose: gatherRows fills it a row at a time. maps are
+// simplified, at least two.
 func tileAxis(maps []axisMap) int {
 	r := len(maps)
 	inner := &maps[r-1]
-	if inner.table != nil || inner.stride == 1 {
+	if inner.table != nil || inner.stride == 1 || inner.stride == 0 {
 		return -1
 	}
 	c := -1
@@ -401,5 +415,34 @@ func transposePlane[T any](dst, src []T, do, so, i0, i1, ni, dsc, ssi int) {
 				s += ssi
 			}
 		}
+	}
+}
+
+// fill32 sets every element of row to v, from the first 8-byte boundary
+// two elements a store (a 7×7 plane of the global pool's gradient in 26
+// stores instead of 49).
+func fill32(row []float32, v float32) {
+	if len(row) < 8 {
+		for j := range row {
+			row[j] = v
+		}
+		return
+	}
+	if uintptr(unsafe.Pointer(&row[0]))%8 != 0 {
+		row[0] = v
+		row = row[1:]
+	}
+	b := uint64(math.Float32bits(v))
+	pair := b | b<<32
+	pairs := unsafe.Slice((*uint64)(unsafe.Pointer(&row[0])), len(row)/2)
+	j := 0
+	for ; j+4 <= len(pairs); j += 4 {
+		pairs[j], pairs[j+1], pairs[j+2], pairs[j+3] = pair, pair, pair, pair
+	}
+	for ; j < len(pairs); j++ {
+		pairs[j] = pair
+	}
+	if len(row)%2 == 1 {
+		row[len(row)-1] = v
 	}
 }
