@@ -22,20 +22,24 @@ const Patchify = "Patchify"
 // per output, in the convolution's tap order, the bias added to the
 // rounded product in both), equal to float32 rounding; bit for bit where
 // the GEMM splits the transposed product's work as it split the
-// convolution's (every gradient of the ViT fixtures, vit_tiny and vit_tv). Only the forward pass changes: the Conv's
-// gradients read X, W and the output's gradient, not the Conv's output,
-// which (with the Reshape's) may have no other reader. Shapes must be
-// known and float32 (a specialised graph). It returns the number of
-// rewrites.
+// convolution's (every gradient of the ViT fixtures, vit_tiny and vit_tv).
+// The Conv's gradients read X, W and the output's gradient, not the Conv's
+// output, which (with the Reshape's) may have no other reader; those that
+// read the output's gradient back through the Transpose and Reshape
+// autodiff writes become a GEMM over it and the kept patch matrix, and a
+// SumToShape (rewritePatchGradients). Shapes must be known and float32 (a
+// specialised graph). It returns the number of patch embeddings rewritten.
 func FusePatchEmbedding(g *Graph) int {
 	ix := newFuseIndex(g)
 	expand := map[*Node][]*Node{}
 	drop := map[*Node]bool{}
+	fused := 0
 	for _, c := range g.Nodes {
 		pe, ok := patchEmbedding(g, ix, c)
 		if !ok {
 			continue
 		}
+		fused++
 		t := pe.t
 		l, ckk := (pe.h/pe.kh)*(pe.w/pe.kw), pe.c*pe.kh*pe.kw
 		patches := uniqueName(g, ix, t.Outputs[0]+"/patches")
@@ -59,6 +63,11 @@ func FusePatchEmbedding(g *Graph) int {
 			product,
 		}
 		drop[pe.r], drop[t] = true, true
+		bias := ""
+		if len(c.Inputs) == 3 {
+			bias = c.Inputs[2]
+		}
+		rewritePatchGradients(g, ix, pe, c.Inputs[0], patches, flat, bias, expand, drop)
 	}
 	if len(expand) == 0 {
 		return 0
@@ -73,7 +82,92 @@ func FusePatchEmbedding(g *Graph) int {
 		}
 	}
 	g.Nodes = out
-	return len(expand)
+	return fused
+}
+
+// rewritePatchGradients rewrites the gradients of a patch embedding pe
+// (its Conv's input x; the forward's patch matrix and flattened filters
+// after the rewrite) that read its output's gradient dT [N, L, M] through
+// Transpose(dT, [0, 2, 1]) reshaped to [N, M, OH, OW]:
+//
+//	ConvBackwardFilter(dY, x, S)      → Reshape(MatMulGradB(patches, dT, flat), S)
+//	ReduceSum(Reshape(dY, [N, M, L]), axes [0, 2]) → SumToShape(dT, bias)
+//
+// The filters' gradient Σₙ dT[n]ᵀ·patches[n] is one GEMM over the N·L
+// patches reading dT in place, not the patch matrix built again and a
+// Transpose of dT; the bias's sums run over dT's rows. The Transpose and
+// Reshapes that only those read go (into drop).
+func rewritePatchGradients(g *Graph, ix *fuseIndex, pe patchEmbed, x, patches, flat, bias string, expand map[*Node][]*Node, drop map[*Node]bool) {
+	l := (pe.h / pe.kh) * (pe.w / pe.kw)
+	var constants map[string]*Tensor
+	for _, at := range ix.readAt[x] {
+		n := g.Nodes[at]
+		if n.OpType != "ConvBackwardFilter" || n.Domain != InternalDomain || len(n.Inputs) != 3 || n.Inputs[1] != x ||
+			len(n.Outputs) != 1 || n.Outputs[0] == "" || expand[n] != nil || !tilesExactly(n, pe.kh, pe.kw) {
+			continue
+		}
+		r := ix.producer[n.Inputs[0]]
+		if r == nil || r.OpType != "Reshape" || !isPlain(r) || len(r.Inputs) != 2 || len(r.Outputs) != 1 ||
+			!slices.Equal(knownShape(g, r.Outputs[0]), []int{pe.n, pe.m, pe.h / pe.kh, pe.w / pe.kw}) {
+			continue
+		}
+		t := ix.producer[r.Inputs[0]]
+		if t == nil || t.OpType != "Transpose" || !isPlain(t) || len(t.Inputs) != 1 || len(t.Outputs) != 1 ||
+			!slices.Equal(t.AttrInts("perm", nil), []int64{0, 2, 1}) || !slices.Equal(knownShape(g, t.Inputs[0]), []int{pe.n, l, pe.m}) {
+			continue
+		}
+		dT := t.Inputs[0]
+		grad := uniqueName(g, ix, n.Outputs[0]+"/flat")
+		ix.producer[grad] = n
+		g.ValueInfo[grad] = &ValueInfo{Name: grad, Type: staticType(Float32, pe.m, pe.c*pe.kh*pe.kw)}
+		expand[n] = []*Node{
+			{Name: n.Name + "/matmul", OpType: "MatMulGradB", Domain: InternalDomain, Inputs: []string{patches, dT, flat}, Outputs: []string{grad}},
+			{Name: n.Name + "/reshape", OpType: "Reshape", Inputs: []string{grad, n.Inputs[2]}, Outputs: []string{n.Outputs[0]}},
+		}
+		readers := 1 // n
+		// The bias's gradient: the sums of dY over the images and positions.
+		for _, ra := range ix.readAt[r.Outputs[0]] {
+			r2 := g.Nodes[ra]
+			if r2 == n {
+				continue
+			}
+			sum := ix.onlyReader(r2.Outputs[0])
+			if bias == "" || r2.OpType != "Reshape" || !isPlain(r2) || len(r2.Outputs) != 1 ||
+				!slices.Equal(knownShape(g, r2.Outputs[0]), []int{pe.n, pe.m, l}) || sum == nil || !reducesBatchAndPositions(g, &constants, sum, pe.m) {
+				continue
+			}
+			expand[sum] = []*Node{{Name: sum.Name + "/sum", OpType: "SumToShape", Domain: InternalDomain, Inputs: []string{dT, bias}, Outputs: []string{sum.Outputs[0]}}}
+			drop[r2] = true
+			readers++
+		}
+		if len(ix.readAt[r.Outputs[0]]) == readers && !ix.outputs[r.Outputs[0]] {
+			drop[r] = true
+			if ix.onlyReader(t.Outputs[0]) == r {
+				drop[t] = true
+			}
+		}
+	}
+}
+
+// reducesBatchAndPositions reports whether n is ReduceSum of an [N, M, L]
+// value over axes 0 and 2 (keepdims 0) into [M]: the bias gradient of a
+// Conv whose output gradient was flattened to [N, M, L].
+func reducesBatchAndPositions(g *Graph, constants *map[string]*Tensor, n *Node, m int) bool {
+	if n.OpType != "ReduceSum" || !isPlain(n) || len(n.Outputs) != 1 || n.AttrInt("keepdims", 1) != 0 ||
+		n.AttrInt("noop_with_empty_axes", 0) != 0 || !slices.Equal(knownShape(g, n.Outputs[0]), []int{m}) {
+		return false
+	}
+	axes := n.AttrInts("axes", nil)
+	if len(n.Inputs) == 2 && n.Inputs[1] != "" {
+		if *constants == nil {
+			*constants = graphConstants(g)
+		}
+		var ok bool
+		if axes, ok = constInts(*constants, n.Inputs[1]); !ok {
+			return false
+		}
+	}
+	return slices.Equal(axes, []int64{0, 2}) || slices.Equal(axes, []int64{0, -1}) || slices.Equal(axes, []int64{-3, -1}) || slices.Equal(axes, []int64{-3, 2})
 }
 
 // patchEmbed is a chain FusePatchEmbedding rewrites: the Conv's Reshape

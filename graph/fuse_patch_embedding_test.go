@@ -95,3 +95,99 @@ func TestFusePatchEmbedding(t *testing.T) {
 		assert.Equal(t, "Conv", g.Nodes[0].OpType, name)
 	}
 }
+
+// patchGradientGraph is patchEmbeddingGraph with the Conv's gradients as
+// autodiff writes them, from dt (t's gradient, a graph input): dY =
+// Reshape(Transpose(dt, [0, 2, 1]), [2, 5, 2, 3]), the filters' gradient
+// ConvBackwardFilter(dY, x, Shape(w)) and the bias's ReduceSum(Reshape(dY,
+// [2, 5, 6]), axes [0, 2]). edit changes it before the pass.
+func patchGradientGraph(edit func(g *Graph)) *Graph {
+	g := patchEmbeddingGraph(nil)
+	g.Inputs = append(g.Inputs, &ValueInfo{Name: "dt", Type: f32(2, 6, 5)})
+	g.Initializers["dyshape"] = FromInt64([]int64{2, 5, 2, 3}, 4)
+	g.Initializers["wshape"] = FromInt64([]int64{5, 3, 4, 4}, 4)
+	g.Initializers["axes"] = FromInt64([]int64{0, 2}, 2)
+	conv := g.Nodes[0]
+	g.Nodes = append(g.Nodes,
+		&Node{Name: "dtr", OpType: "Transpose", Inputs: []string{"dt"}, Outputs: []string{"dtt"}, Attrs: map[string]*Attr{"perm": IntsAttr("perm", 0, 2, 1)}},
+		&Node{Name: "dyr", OpType: "Reshape", Inputs: []string{"dtt", "dyshape"}, Outputs: []string{"dy"}},
+		&Node{Name: "dw", OpType: "ConvBackwardFilter", Domain: InternalDomain, Inputs: []string{"dy", "x", "wshape"}, Outputs: []string{"dw"}, Attrs: conv.Attrs},
+		&Node{Name: "dbr", OpType: "Reshape", Inputs: []string{"dy", "shape"}, Outputs: []string{"dy3"}},
+		&Node{Name: "db", OpType: "ReduceSum", Inputs: []string{"dy3", "axes"}, Outputs: []string{"db"}, Attrs: map[string]*Attr{"keepdims": IntAttr("keepdims", 0)}},
+	)
+	for name, shape := range map[string][]int64{"dt": {2, 6, 5}, "dtt": {2, 5, 6}, "dy": {2, 5, 2, 3}, "dw": {5, 3, 4, 4}, "dy3": {2, 5, 6}, "db": {5}} {
+		g.ValueInfo[name] = &ValueInfo{Name: name, Type: f32(shape...)}
+	}
+	g.Outputs = append(g.Outputs, &ValueInfo{Name: "dw"}, &ValueInfo{Name: "db"})
+	if edit != nil {
+		edit(g)
+	}
+	return g
+}
+
+// TestFusePatchEmbeddingGradients: with the forward rewritten, the
+// filters' gradient becomes MatMulGradB(patches, dt, flat) (Σₙ dtᵀ·patches,
+// one GEMM reading dt in place) reshaped to w's shape, and the bias's
+// ReduceSum SumToShape(dt, b); the Transpose and Reshapes of dt go. A dY
+// read elsewhere keeps them (the gradients still rewritten); another
+// permutation, or a ReduceSum over other axes, is left alone.
+func TestFusePatchEmbeddingGradients(t *testing.T) {
+	g := patchGradientGraph(nil)
+	require.Equal(t, 1, FusePatchEmbedding(g))
+	ops := map[string]*Node{}
+	for _, n := range g.Nodes {
+		ops[n.OpType] = n
+	}
+	require.Len(t, g.Nodes, 7, "Patchify, Flatten, MatMulAdd, Relu, MatMulGradB, Reshape, SumToShape")
+	mm := ops["MatMulGradB"]
+	require.NotNil(t, mm)
+	assert.Equal(t, InternalDomain, mm.Domain)
+	assert.Equal(t, []string{ops[Patchify].Outputs[0], "dt", ops["Flatten"].Outputs[0]}, mm.Inputs)
+	assert.Equal(t, []int{5, 48}, knownShape(g, mm.Outputs[0]))
+	rs := ops["Reshape"]
+	assert.Equal(t, []string{mm.Outputs[0], "wshape"}, rs.Inputs)
+	assert.Equal(t, []string{"dw"}, rs.Outputs)
+	sum := ops["SumToShape"]
+	assert.Equal(t, InternalDomain, sum.Domain)
+	assert.Equal(t, []string{"dt", "b"}, sum.Inputs)
+	assert.Equal(t, []string{"db"}, sum.Outputs)
+	assert.Nil(t, ops["Transpose"])
+	assert.Nil(t, ops["ConvBackwardFilter"])
+	assert.Nil(t, ops["ReduceSum"])
+
+	read := patchGradientGraph(func(g *Graph) {
+		g.Nodes = append(g.Nodes, &Node{Name: "more", OpType: "Relu", Inputs: []string{"dy"}, Outputs: []string{"dy2"}})
+		g.Outputs = append(g.Outputs, &ValueInfo{Name: "dy2"})
+	})
+	require.Equal(t, 1, FusePatchEmbedding(read))
+	count := map[string]int{}
+	for _, n := range read.Nodes {
+		count[n.OpType]++
+	}
+	assert.Equal(t, map[string]int{Patchify: 1, "Flatten": 1, MatMulAdd: 1, "Relu": 2, "Transpose": 1, "Reshape": 2, "MatMulGradB": 1, "SumToShape": 1}, count)
+
+	for name, edit := range map[string]func(g *Graph){
+		"other permutation": func(g *Graph) {
+			g.Nodes[4].Attrs = map[string]*Attr{"perm": IntsAttr("perm", 1, 0, 2)}
+			g.ValueInfo["dtt"] = &ValueInfo{Name: "dtt", Type: f32(6, 2, 5)}
+		},
+		"other axes": func(g *Graph) { g.Initializers["axes"] = FromInt64([]int64{0, 1}, 2) },
+	} {
+		g := patchGradientGraph(edit)
+		require.Equal(t, 1, FusePatchEmbedding(g), name)
+		count := map[string]int{}
+		for _, n := range g.Nodes {
+			count[n.OpType]++
+		}
+		if name == "other axes" {
+			assert.Equal(t, 1, count["MatMulGradB"], name)
+			assert.Equal(t, 1, count["ReduceSum"], name)
+			assert.Zero(t, count["SumToShape"], name)
+			assert.Equal(t, 1, count["Transpose"], name, "dY is still read")
+		} else {
+			assert.Equal(t, 1, count["ConvBackwardFilter"], name)
+			assert.Equal(t, 1, count["ReduceSum"], name)
+			assert.Zero(t, count["MatMulGradB"], name)
+		}
+	}
+}

@@ -25,8 +25,9 @@ func init() {
 
 // TestPatchEmbeddingGradients: the patch embeddings of vit_tiny (timm's
 // flatten(2).transpose(1, 2)) and vit_tv (torchvision's reshape and
-// permute) run as Patchify and one GEMM (fuse-patch-embedding): the step
-// has a Patchify and no Conv forward, and gives the loss and gradients of
+// permute) run as Patchify and one GEMM (fuse-patch-embedding), and the
+// filters' gradient as one GEMM over the output's gradient: the step has a
+// Patchify and no Conv forward or ConvBackwardFilter, and gives the loss and gradients of
 // the step without the pass to rounding (within 1e-5 of each gradient's
 // RMS), both matching PyTorch's (models/vit_tiny_grad_golden.py).
 func TestPatchEmbeddingGradients(t *testing.T) {
@@ -43,8 +44,10 @@ func patchEmbeddingGradients(t *testing.T, name string) {
 	on, off := step("cpu"), step(noPatchifyBackend)
 	assert.Equal(t, 1, on.ops[graph.Patchify], "the pass ran")
 	assert.Zero(t, on.ops["Conv"], "no Conv forward left")
+	assert.Zero(t, on.ops["ConvBackwardFilter"], "the filters' gradient is one GEMM over dT")
 	assert.Zero(t, off.ops[graph.Patchify])
 	assert.Equal(t, 1, off.ops["Conv"])
+	assert.Equal(t, 1, off.ops["ConvBackwardFilter"])
 
 	torchLoss := float64(golden["loss"].Float32s()[0])
 	assert.InEpsilon(t, torchLoss, on.loss, 1e-6, "loss with the pass against PyTorch")

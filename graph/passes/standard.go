@@ -191,7 +191,7 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
 			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},
-		{Name: FusePatchEmbed, Doc: "a vision transformer's patch embedding, a Conv whose windows tile the image then its output flattened and transposed to [N, patches, channels], becomes one GEMM of the batch's patches (Patchify) by the filters, written in that layout (MatMulAdd); needs every shape",
+		{Name: FusePatchEmbed, Doc: "a vision transformer's patch embedding, a Conv whose windows tile the image then its output flattened and transposed to [N, patches, channels], becomes one GEMM of the batch's patches (Patchify) by the filters, written in that layout (MatMulAdd), and the filters' gradient one GEMM of the output's gradient by the kept patches (MatMulGradB), the bias's a SumToShape of it; needs every shape",
 			Fuses: []string{graph.Patchify, graph.MatMulAdd, graph.TransposedMatMul}, Requires: []string{Specialize},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FusePatchEmbedding(g), nil }},
 		{Name: FuseMaxPoolArgmax, Doc: "a 2-D float32 MaxPool writes each window's argmax tap as a byte (MaxPoolArgmax) and its gradient routes dY through those codes (MaxPoolArgmaxGrad), so the backward does not read X; needs every shape",
