@@ -86,12 +86,14 @@ GLOBL argmaxGradLane<>(SB), RODATA|NOPTR, $32
 // For 8·blocks 3×3 windows two columns apart, window i with code c[i]
 // (tap 3·row + column) and gradient dy[i], its taps at d[2i], d[2i+1],
 // d[2i+2] of the rows at d, d+iw and d+2·iw: adds dy[i] to the tap its code
-// names, except window 8·blocks−1's third column, and g[−1] (the window
-// before, read at c[−1] and g[−1]) to d[0] of the row its code names when
+// names, except window 8·blocks−1's third column, and dy[−1] (the window
+// before, read at c[−1] and dy[−1]) to d[0] of the row its code names when
 // it names its third column. Each element takes its windows' gradients in
-// window order, as MaxPoolGrad adds them. The first skip windows (and the
-// one before them) add nothing: a block that overlaps windows already
-// added. Reports whether a code of the 8·blocks windows is above 8.
+// window order, as MaxPoolGrad adds them. With skip > 0 the first block's
+// first skip lanes are masked off: windows 0 … skip−1 add their first two
+// columns and windows −1 … skip−2 their third column nothing (a block over
+// windows already added, whose last one's third column is still to come).
+// Reports whether a code of the 8·blocks windows is above 8.
 TEXT ·argmaxGrad3x3S2AVX2(SB), NOSPLIT, $0-49
 	MOVQ d+0(FP), DI
 	MOVQ iw+8(FP), DX
