@@ -56,6 +56,21 @@ const (
 	AttnPackedQKV = "packed_qkv"
 )
 
+// AttnPackedShape is the shape of each of q, k and v that attention node n
+// reads from its packed operand (AttnPackedQKV), or nil when n has no
+// packed operand.
+func AttnPackedShape(n *Node) []int {
+	shape := n.AttrInts(AttnPackedQKV, nil)
+	if shape == nil {
+		return nil
+	}
+	dims := make([]int, len(shape))
+	for i, d := range shape {
+		dims[i] = int(d)
+	}
+	return dims
+}
+
 // AttentionQKV is which inputs of an attention node of type op are its q,
 // k and v, in that order: 0, 1, 2 of AttentionSoftmax, 3, 4, 2 of its
 // gradients.

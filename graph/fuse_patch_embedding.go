@@ -131,9 +131,12 @@ func rewritePatchGradients(g *Graph, ix *fuseIndex, pe patchEmbed, x, patches, f
 			if r2 == n {
 				continue
 			}
-			sum := ix.onlyReader(r2.Outputs[0])
 			if bias == "" || r2.OpType != "Reshape" || !isPlain(r2) || len(r2.Outputs) != 1 ||
-				!slices.Equal(knownShape(g, r2.Outputs[0]), []int{pe.n, pe.m, l}) || sum == nil || !reducesBatchAndPositions(g, &constants, sum, pe.m) {
+				!slices.Equal(knownShape(g, r2.Outputs[0]), []int{pe.n, pe.m, l}) {
+				continue
+			}
+			sum := ix.onlyReader(r2.Outputs[0])
+			if sum == nil || !reducesBatchAndPositions(g, &constants, sum, pe.m) {
 				continue
 			}
 			expand[sum] = []*Node{{Name: sum.Name + "/sum", OpType: "SumToShape", Domain: InternalDomain, Inputs: []string{dT, bias}, Outputs: []string{sum.Outputs[0]}}}
@@ -167,7 +170,12 @@ func reducesBatchAndPositions(g *Graph, constants *map[string]*Tensor, n *Node, 
 			return false
 		}
 	}
-	return slices.Equal(axes, []int64{0, 2}) || slices.Equal(axes, []int64{0, -1}) || slices.Equal(axes, []int64{-3, -1}) || slices.Equal(axes, []int64{-3, 2})
+	norm, err := normAxes(axes, 3)
+	if err != nil {
+		return false
+	}
+	slices.Sort(norm)
+	return slices.Equal(norm, []int{0, 2})
 }
 
 // patchEmbed is a chain FusePatchEmbedding rewrites: the Conv's Reshape

@@ -128,9 +128,10 @@ func patchGradientGraph(edit func(g *Graph)) *Graph {
 // TestFusePatchEmbeddingGradients: with the forward rewritten, the
 // filters' gradient becomes MatMulGradB(patches, dt, flat) (Σₙ dtᵀ·patches,
 // one GEMM reading dt in place) reshaped to w's shape, and the bias's
-// ReduceSum SumToShape(dt, b); the Transpose and Reshapes of dt go. A dY
-// read elsewhere keeps them (the gradients still rewritten); another
-// permutation, or a ReduceSum over other axes, is left alone.
+// ReduceSum SumToShape(dt, b), its axes given as 0, 2 or negative; the
+// Transpose and Reshapes of dt go. A dY read elsewhere keeps them (the
+// gradients still rewritten); another permutation, or a ReduceSum over
+// other axes, is left alone.
 func TestFusePatchEmbeddingGradients(t *testing.T) {
 	g := patchGradientGraph(nil)
 	require.Equal(t, 1, FusePatchEmbedding(g))
@@ -165,6 +166,15 @@ func TestFusePatchEmbeddingGradients(t *testing.T) {
 		count[n.OpType]++
 	}
 	assert.Equal(t, map[string]int{Patchify: 1, "Flatten": 1, MatMulAdd: 1, "Relu": 2, "Transpose": 1, "Reshape": 2, "MatMulGradB": 1, "SumToShape": 1}, count)
+
+	negative := patchGradientGraph(func(g *Graph) { g.Initializers["axes"] = FromInt64([]int64{-1, -3}, 2) })
+	require.Equal(t, 1, FusePatchEmbedding(negative))
+	count = map[string]int{}
+	for _, n := range negative.Nodes {
+		count[n.OpType]++
+	}
+	assert.Equal(t, 1, count["SumToShape"], "axes −1 and −3 are axes 2 and 0")
+	assert.Zero(t, count["ReduceSum"])
 
 	for name, edit := range map[string]func(g *Graph){
 		"other permutation": func(g *Graph) {

@@ -236,14 +236,11 @@ func tensorBytes(t *graph.Tensor) float64 {
 // packed in one tensor (graph.AttnPackedQKV), a header of the attribute's
 // shape (no data) in place of each of them (graph.AttentionQKV).
 func packedParts(n *graph.Node, in []*graph.Tensor) []*graph.Tensor {
-	shape := n.AttrInts(graph.AttnPackedQKV, nil)
+	shape := graph.AttnPackedShape(n)
 	if shape == nil {
 		return in
 	}
-	part := &graph.Tensor{DType: graph.Float32}
-	for _, d := range shape {
-		part.Shape = append(part.Shape, int(d))
-	}
+	part := &graph.Tensor{DType: graph.Float32, Shape: shape}
 	out := append([]*graph.Tensor(nil), in...)
 	for _, p := range graph.AttentionQKV(n.OpType) {
 		if p < len(out) {

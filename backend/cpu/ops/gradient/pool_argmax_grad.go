@@ -198,10 +198,11 @@ func argmaxScatterPlane(st *argmaxGradState, dy []float32, codes []uint8, dx []f
 // (each block adding the third column of the window before it), the
 // windows left as one more block that overlaps those added, and the last
 // window's third column here. It returns -1, or the first i whose code
-// is above 8 (a window of three full rows has taps 0…8).
+// names no tap (a window of three full rows has taps 0…8).
 func argmaxRun3(st *argmaxGradState, d []float32, iw int, g []float32, codes []uint8) int {
+	const lastTap = 8 // a 3×3 window's taps are 0…8
 	n := len(codes)
-	if codes[0] > 8 {
+	if codes[0] > lastTap {
 		return 0
 	}
 	if c := codes[0]; st.col[c] < 2 {
@@ -215,7 +216,7 @@ func argmaxRun3(st *argmaxGradState, d []float32, iw int, g []float32, codes []u
 	}
 	if bad {
 		for i, c := range codes {
-			if c > 8 {
+			if c > lastTap {
 				return i
 			}
 		}

@@ -57,7 +57,8 @@ type attnState struct {
 // it is; with it the operands that are q, k and v (graph.AttentionQKV)
 // must be one float32 tensor X whose last axis holds the three parts side by side, and the
 // operands are returned with a header of each part in X's place (read in
-// place through permutedState.packInput).
+// place through permutedState.packInput). The headers' shapes reuse their
+// storage (graph.AttnPackedShape would allocate a step).
 func (s *attnState) unpack(n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	s.packed = false
 	pos := graph.AttentionQKV(n.OpType)
@@ -153,10 +154,7 @@ func unpackedCopy(n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	if err != nil || shape == nil {
 		return in, err
 	}
-	dims := make([]int, len(shape))
-	for i, d := range shape {
-		dims[i] = int(d)
-	}
+	dims := graph.AttnPackedShape(n)
 	out := slices.Clone(in)
 	for part, p := range pos {
 		t := graph.Zeros(x.DType, dims...)

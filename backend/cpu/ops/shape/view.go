@@ -221,12 +221,13 @@ func gatherRows[T any](dst, src []T, fill T, base int, maps []axisMap, lo, hi in
 	inner := &maps[len(maps)-1]
 	outer := maps[:len(maps)-1]
 	n := inner.n
-	if d, ok := any(dst).([]float32); ok && len(outer) == 1 && outer[0].table == nil && inner.table == nil && inner.stride == 0 {
+	if len(outer) == 1 && outer[0].table == nil && inner.table == nil && inner.stride == 0 {
 		// Each row one value (Expand of [N, C, 1, 1] to [N, C, H, W], the
-		// global pool's gradient), the rows' values a strided run.
-		s, o := any(src).([]float32), base+inner.start+outer[0].start
+		// global pool's gradient), the rows' values a strided run: no
+		// odometer.
+		o := base + inner.start + outer[0].start
 		for row := lo; row < hi; row++ {
-			fill32(d[row*n:(row+1)*n], s[o+row*outer[0].stride])
+			fillRow(dst[row*n:(row+1)*n], src[o+row*outer[0].stride])
 		}
 		return
 	}
@@ -293,12 +294,9 @@ func readRow[T any](row, src []T, b int, inner *axisMap, spans []span, elementwi
 			row[j] = fill
 		}
 	case elementwise && inner.table == nil && inner.stride == 0:
-		// A broadcast row (Expand of [N, C, 1, 1] to [N, C, H, W], the
-		// global pool's gradient): one value repeated.
-		v := src[b+inner.start]
-		for j := range row {
-			row[j] = v
-		}
+		// A broadcast row: one value repeated (gatherRows takes those of
+		// one outer axis without the odometer).
+		fillRow(row, src[b+inner.start])
 	case elementwise && inner.table == nil:
 		o, st := b+inner.start, inner.stride
 		for j := range row {
@@ -415,6 +413,17 @@ func transposePlane[T any](dst, src []T, do, so, i0, i1, ni, dsc, ssi int) {
 				s += ssi
 			}
 		}
+	}
+}
+
+// fillRow sets every element of row to v (float32 rows with fill32).
+func fillRow[T any](row []T, v T) {
+	if r, ok := any(row).([]float32); ok {
+		fill32(r, any(v).(float32))
+		return
+	}
+	for j := range row {
+		row[j] = v
 	}
 }
 
