@@ -3,6 +3,7 @@ package gradient
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -71,8 +72,12 @@ func TestGatherGradScattersIntoZeros(t *testing.T) {
 				}
 				n := &graph.Node{Name: "gg", OpType: "GatherGrad", Domain: graph.InternalDomain, Outputs: []string{"dx"},
 					Attrs: map[string]*graph.Attr{"axis": graph.IntAttr("axis", int64(tc.axis))}}
-				kern.Bind(n, &kern.Binding{Allocator: dirtyAlloc{}})
+				// kern.Bind holds the Binding weakly: keep it alive, or a
+				// GC would leave the kernel a fresh, zeroed output.
+				bind := &kern.Binding{Allocator: dirtyAlloc{}}
+				kern.Bind(n, bind)
 				defer kern.Unbind(n)
+				defer runtime.KeepAlive(bind)
 				var out []*graph.Tensor
 				var err error
 				withProcs(procs, func() {

@@ -53,8 +53,7 @@ func BenchmarkFlatInProj(b *testing.B) {
 					defer func(r, g bool) { flatRowSplit, spreadGathers = r, g }(flatRowSplit, spreadGathers)
 					flatRowSplit, spreadGathers = on, on
 					n := permutedNode(c.grad, c.permY, c.bases, c.steps)
-					kern.Bind(n, &kern.Binding{Allocator: &reuseAlloc{}}) // the output reused, as in a step
-					defer kern.Unbind(n)
+					bindReuse(b, n) // the output reused, as in a step
 					for i := 0; i < b.N; i++ {
 						if _, err := permutedMatMulKernel(ctx, n, c.bases); err != nil {
 							b.Fatal(err)

@@ -181,8 +181,7 @@ func BenchmarkAttentionCausalGPT(b *testing.B) {
 				defer func(old int) { causalBlockSize = old }(causalBlockSize)
 				causalBlockSize = bs
 				for _, n := range []*graph.Node{whole, cut} {
-					kern.Bind(n, &kern.Binding{Allocator: &reuseAlloc{}})
-					defer kern.Unbind(n)
+					bindReuse(b, n)
 				}
 				cuts := causalCuts.Load()
 				// Alternating, so that a disturbance hits both.
