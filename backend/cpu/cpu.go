@@ -603,8 +603,11 @@ func (e *Executable) runPlan(ctx context.Context, p *plan, fr *frame, ar *arena)
 			t0 = time.Now()
 		}
 		kctx.InPlace = st.inplace
+		if ar != nil {
+			kctx.Donated = ar.donated(i, st, fr) // memplan_donate.go
+		}
 		out, err := e.call(kctx, st.spec, n, in)
-		kctx.InPlace = false
+		kctx.InPlace, kctx.Donated = false, 0
 		if err != nil {
 			return fmt.Errorf("cpu: %w", err)
 		}

@@ -292,6 +292,9 @@ type memPlan struct {
 	// (-1: not in the arena).
 	expect [][]int32
 	stats  MemoryStats
+	// donate gives, for each step, the inputs whose storage its kernel
+	// may write over (kern.Context.Donated; memplan_donate.go).
+	donate []uint64
 	// usable is false when the record found values the plan cannot keep
 	// sound (stats.Unplanned says which): runs then use the heap.
 	usable bool
@@ -307,9 +310,10 @@ type recorder struct {
 	last   []int
 	allocs []allocRec
 	live   []int // allocations still in use, by index
-	// perStep and expect as in memPlan, by allocation index.
+	// perStep, expect and donate as in memPlan, by allocation index.
 	perStep [][]int32
 	expect  [][]int32
+	donate  []uint64
 	// Storage the plan does not own: values allocated by kernels outside
 	// kern.New, by address (for the peak estimate), and the addresses of
 	// inputs and initializers (never counted).
@@ -354,6 +358,7 @@ func (r *recorder) begin(p *plan, fr *frame) {
 		last:    lastUses(p),
 		perStep: make([][]int32, len(p.steps)),
 		expect:  make([][]int32, len(p.steps)),
+		donate:  make([]uint64, len(p.steps)),
 		heap:    map[uintptr]*heapRec{},
 		fed:     map[uintptr]bool{},
 		spare:   map[int][]unsafe.Pointer{},
@@ -494,7 +499,7 @@ func (r *recorder) endStep(s int, st *step, fr *frame) {
 
 // finish turns the record into a plan.
 func (r *recorder) finish() *memPlan {
-	mp := &memPlan{perStep: r.perStep, expect: r.expect, slots: make([]memSlot, len(r.allocs))}
+	mp := &memPlan{perStep: r.perStep, expect: r.expect, donate: r.donate, slots: make([]memSlot, len(r.allocs))}
 	items := make([]interval, len(r.allocs))
 	for i, a := range r.allocs {
 		end := min(a.end, r.nsteps)

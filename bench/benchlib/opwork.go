@@ -21,7 +21,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 	switch n.OpType {
 	case "Reshape", "Identity", "Shape", "Size", "Unsqueeze", "Squeeze", "Flatten", "Constant":
 	default:
-		if aliasesInput(in, out) {
+		if aliasesInput(in, out) && !overwritesInput[n.OpType] {
 			break
 		}
 		for i, t := range in {
@@ -161,6 +161,13 @@ func shapeOnlyInput(op string, i int) bool {
 	}
 	return false
 }
+
+// overwritesInput are the ops whose kernels may write their output over an
+// input the executor donates (kern.Context.Donated): their output shares
+// that input's storage, but they read and write their bytes as with a
+// fresh one.
+var overwritesInput = map[string]bool{graph.LayerNormGradAdd: true, "BatchNormalizationGrad": true,
+	graph.BatchNormReluGrad: true, graph.BatchNormAddReluGrad: true}
 
 // aliasesInput reports whether an output shares its storage with an
 // input (the op returned a view).

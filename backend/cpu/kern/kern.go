@@ -55,9 +55,24 @@ type Context struct {
 	// node reads. Kernels of the optimizer-step ops then update their
 	// operands in place instead of allocating new tensors.
 	InPlace bool
+	// Donated has bit i set when the executor hands input i's storage
+	// to the kernel: the run reads no value that lies in it after this
+	// node (the input's last reader is this node, it is not a graph
+	// output, input or weight, no other input of the node shares its
+	// storage, and no live view of it remains). A kernel may write an
+	// output of the input's dtype and shape over it and return the
+	// input's tensor as that output (MayOverwrite), saving a buffer and
+	// the reads for ownership of a fresh one.
+	Donated uint64
 	// Winograd is the executable's compile option for 3×3 convolutions
 	// (backend.Tuning.Winograd; the zero value is auto).
 	Winograd backend.WinogradPolicy
+}
+
+// MayOverwrite reports whether input i's storage is the kernel's to
+// write over (Donated); false for a nil Context.
+func (c *Context) MayOverwrite(i int) bool {
+	return c != nil && i >= 0 && i < 64 && c.Donated&(1<<uint(i)) != 0
 }
 
 var registry = map[string][]Spec{}

@@ -31,13 +31,18 @@ func batchNormAddReluGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) 
 		fast = fast && t.DType == graph.Float32 && graph.SameShape(t.Shape, x.Shape) && len(t.Float32s()) == t.Size()
 	}
 	if fast {
-		ds, err := kern.NewUninit(n, graph.Float32, x.Shape) // the gradient task writes every element
-		if err != nil {
-			return nil, err
+		// dS over A when the executor hands A's storage over: each
+		// channel's dS is written after its A and B were read.
+		ds := a
+		if !ctx.MayOverwrite(0) {
+			var err error
+			if ds, err = kern.NewUninit(n, graph.Float32, x.Shape); err != nil { // the gradient task writes every element
+				return nil, err
+			}
 		}
 		pre := kern.State[addReluPre](n)
 		*pre = addReluPre{a: a.Float32s(), b: b.Float32s(), r: r.Float32s(), ds: ds.Float32s()}
-		out, err := batchNormGradMasked(n, []*graph.Tensor{ds, x, in[4], in[5], in[6]}, nil, pre)
+		out, err := batchNormGradMasked(n, []*graph.Tensor{ds, x, in[4], in[5], in[6]}, nil, pre, false)
 		*pre = addReluPre{} // drop the operands
 		return out, err
 	}
@@ -75,11 +80,11 @@ func batchNormAddReluGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) 
 // The kernel handles half types itself so that each gradient takes the
 // dtype of its forward value (from opset 15 the statistics may have a
 // dtype other than X's).
-func batchNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+func batchNormGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	if err := kern.Need(n, in, 5); err != nil {
 		return nil, err
 	}
-	return batchNormGradMasked(n, in, nil, nil)
+	return batchNormGradMasked(n, in, nil, nil, ctx.MayOverwrite(0))
 }
 
 // batchNormReluGrad is graph.BatchNormReluGrad(dR, R, X, scale, mean, var):
@@ -87,11 +92,11 @@ func batchNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 // Relu gradient's mask (R > 0; NaN and zeros give 0) applied to dR as the
 // sums read it, so the masked gradient is never stored. The results are
 // bit for bit those of the two kernels.
-func batchNormReluGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+func batchNormReluGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	if err := kern.Need(n, in, 6); err != nil {
 		return nil, err
 	}
-	return batchNormGradMasked(n, []*graph.Tensor{in[0], in[2], in[3], in[4], in[5]}, in[1], nil)
+	return batchNormGradMasked(n, []*graph.Tensor{in[0], in[2], in[3], in[4], in[5]}, in[1], nil, ctx.MayOverwrite(0))
 }
 
 // batchNormGradMasked is BatchNormalizationGrad(dy, X, scale, mean, var)
@@ -99,7 +104,7 @@ func batchNormReluGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 // is not nil. With pre (float32 X, relu nil), dy is pre.ds, which the
 // kernel first fills channel by channel with AddReluGrad(pre.a, pre.b,
 // pre.r), and which then comes first among the results.
-func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor, pre *addReluPre) ([]*graph.Tensor, error) {
+func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor, pre *addReluPre, overDY bool) ([]*graph.Tensor, error) {
 	dy, err := halfToFloat32(n, in[0])
 	if err != nil {
 		return nil, err
@@ -157,8 +162,11 @@ func batchNormGradMasked(n *graph.Node, in []*graph.Tensor, relu *graph.Tensor, 
 	// widened from a half type and dX must be cast back.
 	var dx *graph.Tensor
 	if x.DType == in[1].DType {
-		// bnBackward writes every element of dX.
-		if dx, err = kern.NewUninit(n, x.DType, x.Shape); err != nil {
+		if overDY && pre == nil && dy == in[0] && graph.SameShape(dy.Shape, x.Shape) {
+			// dX over dy (the executor handed its storage over): each
+			// channel's dX is written after the channel's sums read dy.
+			dx = dy
+		} else if dx, err = kern.NewUninit(n, x.DType, x.Shape); err != nil { // bnBackward writes every element of dX
 			return nil, err
 		}
 	} else if dx, err = graph.NewTensor(x.DType, x.Shape); err != nil {

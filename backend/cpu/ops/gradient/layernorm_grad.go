@@ -145,7 +145,7 @@ func layerNormRowsBackwardRange[F float](dy, x, dx, res []F, lo, hi, size int, e
 // axis and epsilon; outputs dX, and dScale and dB shaped like X.shape[axis:]
 // (the rule sums them down to the shapes of Scale and B, which may
 // broadcast).
-func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+func layerNormGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	if err := kern.Need(n, in, 3); err != nil {
 		return nil, err
 	}
@@ -201,9 +201,14 @@ func layerNormGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph
 	dscale := kern.Scratch[float64](2 * size)
 	defer kern.ReleaseScratch(dscale)
 	dscale, dbias := dscale[:size], dscale[size:]
-	dx, err := kern.NewUninit(n, x.DType, x.Shape) // every row is written
-	if err != nil {
-		return nil, err
+	// dX over R when the executor hands R's storage over (the residual
+	// gradient's last reader): each row of R is read, element by element,
+	// just before the same elements of dX are written.
+	dx := res
+	if res == nil || !ctx.MayOverwrite(3) {
+		if dx, err = kern.NewUninit(n, x.DType, x.Shape); err != nil { // every row is written
+			return nil, err
+		}
 	}
 	switch xs := x.Data.(type) {
 	case []float32:
