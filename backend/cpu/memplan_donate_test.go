@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -122,8 +123,8 @@ func TestDonatedInputs(t *testing.T) {
 }
 
 // TestKernelsWriteOverDonatedInputs: the kernels that take a donated
-// input (LayerNormGradAdd's R, the batch norm gradients' dY, and
-// BatchNormAddReluGrad's A) write their output over it when the input is
+// input (LayerNormGradAdd's R, the batch norm and softmax gradients' dY,
+// and BatchNormAddReluGrad's A) write their output over it when the input is
 // made by the run and read last by the node, with the same bits as into
 // fresh storage (the memory plan off), on the recording run and after.
 func TestKernelsWriteOverDonatedInputs(t *testing.T) {
@@ -143,9 +144,12 @@ func TestKernelsWriteOverDonatedInputs(t *testing.T) {
 		{"BatchNormalizationGrad", graph.InternalDomain, bnAttrs, [][]int64{x4, x4, vec, vec, vec}, 0, 5},
 		{graph.BatchNormReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, vec, vec, vec}, 0, 5},
 		{graph.BatchNormAddReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, x4, vec, vec, vec}, 0, 6},
+		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1},
+		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", 1)}, [][]int64{x4, x4}, 0, 1},
+		{"LogSoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1},
 	}
 	for _, tc := range cases {
-		t.Run(tc.op, func(t *testing.T) {
+		t.Run(tc.op+fmt.Sprint(tc.inputs[0]), func(t *testing.T) {
 			g := graph.NewGraph("over")
 			rng := rand.New(rand.NewPCG(5, 6))
 			inputs := map[string]*graph.Tensor{}

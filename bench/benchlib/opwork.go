@@ -167,7 +167,7 @@ func shapeOnlyInput(op string, i int) bool {
 // that input's storage, but they read and write their bytes as with a
 // fresh one.
 var overwritesInput = map[string]bool{graph.LayerNormGradAdd: true, "BatchNormalizationGrad": true,
-	graph.BatchNormReluGrad: true, graph.BatchNormAddReluGrad: true}
+	graph.BatchNormReluGrad: true, graph.BatchNormAddReluGrad: true, "SoftmaxGrad": true, "LogSoftmaxGrad": true}
 
 // aliasesInput reports whether an output shares its storage with an
 // input (the op returned a view).

@@ -14,7 +14,7 @@ import (
 // Softmax: dx = y·(dy - Σ dy·y). LogSoftmax: dx = dy - exp(y)·Σ dy. Sums run
 // along the softmax axis.
 func softmaxGradKernel(log bool) kern.Kernel {
-	return func(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	return func(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 		if err := kern.Need(n, in, 2); err != nil {
 			return nil, err
 		}
@@ -26,9 +26,13 @@ func softmaxGradKernel(log bool) kern.Kernel {
 		if err != nil {
 			return nil, err
 		}
-		out, err := kern.NewUninit(n, y.DType, y.Shape) // every element is written
-		if err != nil {
-			return nil, err
+		// dX over dY when the executor hands dY's storage over: each row
+		// of dX is written after its sums read the row of dY.
+		out := dy
+		if !ctx.MayOverwrite(0) || !graph.SameShape(dy.Shape, y.Shape) {
+			if out, err = kern.NewUninit(n, y.DType, y.Shape); err != nil { // every element is written
+				return nil, err
+			}
 		}
 		switch ys := y.Data.(type) {
 		case []float32:
