@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -138,15 +139,20 @@ func TestKernelsWriteOverDonatedInputs(t *testing.T) {
 		inputs     [][]int64 // shapes; the donated one is made by an Add of two graph inputs
 		donated    int
 		outs       int
+		labels     []int // inputs that hold int64 labels in [0, the last dim of the donated input)
 	}{
 		{graph.LayerNormGradAdd, graph.FusedDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1), "epsilon": graph.FloatAttr("epsilon", 1e-5)},
-			[][]int64{{rows, width}, {rows, width}, {width}, {rows, width}}, 3, 3},
-		{"BatchNormalizationGrad", graph.InternalDomain, bnAttrs, [][]int64{x4, x4, vec, vec, vec}, 0, 5},
-		{graph.BatchNormReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, vec, vec, vec}, 0, 5},
-		{graph.BatchNormAddReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, x4, vec, vec, vec}, 0, 6},
-		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1},
-		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", 1)}, [][]int64{x4, x4}, 0, 1},
-		{"LogSoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1},
+			[][]int64{{rows, width}, {rows, width}, {width}, {rows, width}}, 3, 3, nil},
+		{"LayerNormalizationGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1), "epsilon": graph.FloatAttr("epsilon", 1e-5)},
+			[][]int64{{rows, width}, {rows, width}, {width}}, 0, 3, nil},
+		{"BatchNormalizationGrad", graph.InternalDomain, bnAttrs, [][]int64{x4, x4, vec, vec, vec}, 0, 5, nil},
+		{graph.BatchNormReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, vec, vec, vec}, 0, 5, nil},
+		{graph.BatchNormAddReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, x4, vec, vec, vec}, 0, 6, nil},
+		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil},
+		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", 1)}, [][]int64{x4, x4}, 0, 1, nil},
+		{"LogSoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil},
+		{"SoftmaxCrossEntropyLossGrad", graph.InternalDomain, map[string]*graph.Attr{"reduction": graph.StringAttr("reduction", "mean")},
+			[][]int64{{}, {rows, width}, {rows}}, 1, 1, []int{2}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.op+fmt.Sprint(tc.inputs[0]), func(t *testing.T) {
@@ -166,9 +172,26 @@ func TestKernelsWriteOverDonatedInputs(t *testing.T) {
 				}
 				inputs[name] = v
 			}
+			feedLabels := func(name string, shape []int64, classes int) {
+				dims := make([]graph.Dim, len(shape))
+				for i, d := range shape {
+					dims[i] = graph.Dim{Value: d, Known: true}
+				}
+				g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Int64, HasShape: true, Shape: dims}})
+				labels := make([]int64, shape[0])
+				for i := range labels {
+					labels[i] = rng.Int64N(int64(classes))
+				}
+				inputs[name] = graph.FromInt64(labels, int(shape[0]))
+			}
 			var names []string
 			for i, shape := range tc.inputs {
 				name := string(rune('a' + i))
+				if slices.Contains(tc.labels, i) {
+					feedLabels(string(rune('a'+i)), shape, int(tc.inputs[tc.donated][len(tc.inputs[tc.donated])-1]))
+					names = append(names, string(rune('a'+i)))
+					continue
+				}
 				if i == tc.donated {
 					feed(name+"p", shape)
 					feed(name+"q", shape)

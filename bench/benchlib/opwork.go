@@ -166,8 +166,9 @@ func shapeOnlyInput(op string, i int) bool {
 // input the executor donates (kern.Context.Donated): their output shares
 // that input's storage, but they read and write their bytes as with a
 // fresh one.
-var overwritesInput = map[string]bool{graph.LayerNormGradAdd: true, "BatchNormalizationGrad": true,
-	graph.BatchNormReluGrad: true, graph.BatchNormAddReluGrad: true, "SoftmaxGrad": true, "LogSoftmaxGrad": true}
+var overwritesInput = map[string]bool{graph.LayerNormGradAdd: true, "LayerNormalizationGrad": true, "BatchNormalizationGrad": true,
+	graph.BatchNormReluGrad: true, graph.BatchNormAddReluGrad: true, "SoftmaxGrad": true, "LogSoftmaxGrad": true,
+	"SoftmaxCrossEntropyLossGrad": true}
 
 // aliasesInput reports whether an output shares its storage with an
 // input (the op returned a view).

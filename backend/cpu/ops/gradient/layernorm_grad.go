@@ -201,11 +201,18 @@ func layerNormGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 	dscale := kern.Scratch[float64](2 * size)
 	defer kern.ReleaseScratch(dscale)
 	dscale, dbias := dscale[:size], dscale[size:]
-	// dX over R when the executor hands R's storage over (the residual
-	// gradient's last reader): each row of R is read, element by element,
-	// just before the same elements of dX are written.
-	dx := res
-	if res == nil || !ctx.MayOverwrite(3) {
+	// dX over R, or else over dY, when the executor hands that input's
+	// storage over (its last reader): each row of R and dY is read,
+	// element by element, just before the same elements of dX are
+	// written, and the sums of row j+1, taken before row j is written,
+	// read row j+1.
+	var dx *graph.Tensor
+	switch {
+	case res != nil && ctx.MayOverwrite(3):
+		dx = res
+	case ctx.MayOverwrite(0) && graph.SameShape(dy.Shape, x.Shape):
+		dx = dy
+	default:
 		if dx, err = kern.NewUninit(n, x.DType, x.Shape); err != nil { // every row is written
 			return nil, err
 		}

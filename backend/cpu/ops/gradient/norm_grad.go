@@ -383,7 +383,7 @@ func nllLossGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 // with the forward's reduction and ignore_index attributes. With
 // p = softmax(scores) along axis 1 and G the gradient of log_prob (dlog_prob
 // plus -weight[t]·dloss_k at each target), d scores = G - p·ΣG.
-func softmaxCrossEntropyLossGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+func softmaxCrossEntropyLossGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	if len(in) < 3 || in[1] == nil || in[2] == nil {
 		return nil, n.Errorf("needs the scores and target inputs (1 and 2)")
 	}
@@ -414,10 +414,15 @@ func softmaxCrossEntropyLossGrad(_ *kern.Context, n *graph.Node, in []*graph.Ten
 	if xs, ok := x.Data.([]float32); ok && b.inner == 1 && dlogp == nil && s != nil && b.r > 0 {
 		// The row kernel writes every element (a row of weight 0 is
 		// cleared), so the storage comes unzeroed: zeroing 512×50257
-		// logits' worth first was a third pass over memory.
-		dx, err := kern.NewUninit(n, x.DType, x.Shape)
-		if err != nil {
-			return nil, err
+		// logits' worth first was a third pass over memory. When the
+		// executor hands the scores' storage over (their last reader),
+		// the gradient goes over them: each row's exponentials are
+		// written element by element after its maximum read the row.
+		dx := x
+		if !ctx.MayOverwrite(1) {
+			if dx, err = kern.NewUninit(n, x.DType, x.Shape); err != nil {
+				return nil, err
+			}
 		}
 		st.rows = sceRowsTask{x: xs, dx: dx.Data.([]float32), c: b.r, labels: labels, w: w, s: s}
 		st.rows.run(b.outer)
