@@ -9,7 +9,8 @@ import "github.com/onnxtrain/onnxtrain/graph"
 // already in the cache, owned, and the buffer is not needed.
 //
 // The recording run works the mask out step by step, before the step
-// runs, from what it has seen: input i is donated when this step is its
+// runs, from what it has seen: input i, one its kernel may write over
+// (kern.Spec.Overwrites), is donated when this step is its
 // value's last reader, its data lies in an allocation of the run (not a
 // graph input, weight or a kernel's heap tensor), no value found in that
 // allocation so far is read after this step (a view of it, or the
@@ -33,8 +34,12 @@ func (a *arena) donated(s int, st *step, fr *frame) uint64 {
 // run.
 func (r *recorder) donated(s int, st *step, fr *frame) uint64 {
 	var mask uint64
-	for k, slot := range st.in {
-		if k >= 64 || slot < 0 || r.last[slot] != s {
+	for _, k := range st.spec.Overwrites {
+		if k < 0 || k >= 64 || k >= len(st.in) {
+			continue
+		}
+		slot := st.in[k]
+		if slot < 0 || r.last[slot] != s {
 			continue
 		}
 		id := r.allocOf(fr.vals[slot])

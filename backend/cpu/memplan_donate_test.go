@@ -24,7 +24,7 @@ var overCalls sync.Map // string -> bool
 func init() {
 	// OverOne: y = x + 1 over x when x is donated (else into kern.New's
 	// storage); with a second input it adds that too. It records which.
-	kern.RegisterSpec(testDomain, "OverOne", kern.Spec{Fn: func(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	kern.RegisterSpec(testDomain, "OverOne", kern.Spec{Overwrites: []int{0}, Fn: func(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 		over := ctx.MayOverwrite(0)
 		overCalls.Store(n.Name, over)
 		out := in[0]
@@ -124,8 +124,9 @@ func TestDonatedInputs(t *testing.T) {
 }
 
 // TestKernelsWriteOverDonatedInputs: the kernels that take a donated
-// input (LayerNormGradAdd's R, the batch norm and softmax gradients' dY,
-// and BatchNormAddReluGrad's A) write their output over it when the input is
+// input (LayerNormGradAdd's R, the norm and softmax gradients' dY,
+// BatchNormAddReluGrad's A, the scores under their loss gradient, an
+// elementwise operand of the result's shape) write their output over it when the input is
 // made by the run and read last by the node, with the same bits as into
 // fresh storage (the memory plan off), on the recording run and after.
 func TestKernelsWriteOverDonatedInputs(t *testing.T) {
@@ -140,22 +141,27 @@ func TestKernelsWriteOverDonatedInputs(t *testing.T) {
 		donated    int
 		outs       int
 		labels     []int // inputs that hold int64 labels in [0, the last dim of the donated input)
+		fresh      bool  // the donated input broadcasts: the output must not go over it
 	}{
 		{graph.LayerNormGradAdd, graph.FusedDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1), "epsilon": graph.FloatAttr("epsilon", 1e-5)},
-			[][]int64{{rows, width}, {rows, width}, {width}, {rows, width}}, 3, 3, nil},
+			[][]int64{{rows, width}, {rows, width}, {width}, {rows, width}}, 3, 3, nil, false},
 		{"LayerNormalizationGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1), "epsilon": graph.FloatAttr("epsilon", 1e-5)},
-			[][]int64{{rows, width}, {rows, width}, {width}}, 0, 3, nil},
-		{"BatchNormalizationGrad", graph.InternalDomain, bnAttrs, [][]int64{x4, x4, vec, vec, vec}, 0, 5, nil},
-		{graph.BatchNormReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, vec, vec, vec}, 0, 5, nil},
-		{graph.BatchNormAddReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, x4, vec, vec, vec}, 0, 6, nil},
-		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil},
-		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", 1)}, [][]int64{x4, x4}, 0, 1, nil},
-		{"LogSoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil},
+			[][]int64{{rows, width}, {rows, width}, {width}}, 0, 3, nil, false},
+		{"BatchNormalizationGrad", graph.InternalDomain, bnAttrs, [][]int64{x4, x4, vec, vec, vec}, 0, 5, nil, false},
+		{graph.BatchNormReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, vec, vec, vec}, 0, 5, nil, false},
+		{graph.BatchNormAddReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, x4, vec, vec, vec}, 0, 6, nil, false},
+		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil, false},
+		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", 1)}, [][]int64{x4, x4}, 0, 1, nil, false},
+		{"LogSoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil, false},
+		{"Add", "", nil, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil, false},
+		{"Mul", "", nil, [][]int64{{width}, {rows, width}}, 1, 1, nil, false},
+		{"Sub", "", nil, [][]int64{{rows, width}, {1, width}}, 0, 1, nil, false},
+		{"Add", "", nil, [][]int64{{1, width}, {rows, width}}, 0, 1, nil, true},
 		{"SoftmaxCrossEntropyLossGrad", graph.InternalDomain, map[string]*graph.Attr{"reduction": graph.StringAttr("reduction", "mean")},
-			[][]int64{{}, {rows, width}, {rows}}, 1, 1, []int{2}},
+			[][]int64{{}, {rows, width}, {rows}}, 1, 1, []int{2}, false},
 	}
 	for _, tc := range cases {
-		t.Run(tc.op+fmt.Sprint(tc.inputs[0]), func(t *testing.T) {
+		t.Run(tc.op+fmt.Sprint(tc.inputs[tc.donated]), func(t *testing.T) {
 			g := graph.NewGraph("over")
 			rng := rand.New(rand.NewPCG(5, 6))
 			inputs := map[string]*graph.Tensor{}
@@ -216,13 +222,13 @@ func TestKernelsWriteOverDonatedInputs(t *testing.T) {
 			for run := 0; run < 3; run++ {
 				over := false
 				ctx := backend.WithNodeCallTimer(context.Background(), func(nd *graph.Node, in, out []*graph.Tensor, _ time.Duration) {
-					if nd.OpType == tc.op {
+					if nd.Name == "op" {
 						over = &out[0].Float32s()[0] == &in[tc.donated].Float32s()[0]
 					}
 				})
 				got, err := exe.Run(ctx, inputs)
 				require.NoError(t, err)
-				assert.True(t, over, "run %d: output 0 not written over input %d", run, tc.donated)
+				assert.Equal(t, !tc.fresh, over, "run %d: output 0 written over input %d", run, tc.donated)
 				for _, name := range outs {
 					assert.Equal(t, want[name].Float32s(), got[name].Float32s(), "run %d: %s", run, name)
 				}

@@ -149,6 +149,23 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 				}
 				continue
 			}
+			if j == 0 {
+				// Written over a donated input (memplan_donate.go): the
+				// first input the kernel may take whose value dies here
+				// with its whole storage, shares it with no other input
+				// and has the output's type.
+				if in := donatedInput(p, s, last, types, slot, func(v int) (any, int) {
+					if of[v] == nil {
+						return nil, 0
+					}
+					return of[v], of[v].end
+				}); in >= 0 {
+					of[slot] = of[in]
+					of[in].end = max(of[in].end, end)
+					of[in].output = of[in].output || isOut[slot]
+					continue
+				}
+			}
 			b, exact, ok := valueBytes(types[p.names[slot]])
 			if !ok {
 				unsized[p.names[slot]+" ("+n.OpType+")"] = true
@@ -492,4 +509,51 @@ func scratchBytes(p *plan, types map[string]*graph.Type, winograd nn.WinogradPol
 		total += satMul(c, 4)
 	}
 	return total
+}
+
+// donatedInput is the input slot of step s whose storage the static plan
+// expects its kernel to write output slot out over (the recording run's
+// rule, memplan_donate.go, in terms of the sweep's storages: store gives
+// a value's storage, comparable, and the last step any value in it is
+// read so far; nil for none of the run's), or -1.
+func donatedInput(p *plan, s int, last []int, types map[string]*graph.Type, out int, store func(slot int) (any, int)) int {
+	st := &p.steps[s]
+	ot := types[p.names[out]]
+	for _, k := range st.spec.Overwrites {
+		if k < 0 || k >= len(st.in) || st.in[k] < 0 {
+			continue
+		}
+		in := st.in[k]
+		sto, end := store(in)
+		if sto == nil || last[in] != s || end > s || !sameType(types[p.names[in]], ot) {
+			continue
+		}
+		shared := false
+		for k2, other := range st.in {
+			if k2 != k && other >= 0 {
+				if o, _ := store(other); other == in || o == sto {
+					shared = true
+					break
+				}
+			}
+		}
+		if !shared {
+			return in
+		}
+	}
+	return -1
+}
+
+// sameType reports whether a and b are tensor types of one dtype and the
+// same known shape.
+func sameType(a, b *graph.Type) bool {
+	if a == nil || b == nil || a.Kind != graph.KindTensor || b.Kind != graph.KindTensor || a.DType != b.DType || !a.HasShape || !b.HasShape || len(a.Shape) != len(b.Shape) {
+		return false
+	}
+	for i, d := range a.Shape {
+		if !d.Known || !b.Shape[i].Known || d.Value != b.Shape[i].Value {
+			return false
+		}
+	}
+	return true
 }

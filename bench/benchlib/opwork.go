@@ -168,7 +168,7 @@ func shapeOnlyInput(op string, i int) bool {
 // fresh one.
 var overwritesInput = map[string]bool{graph.LayerNormGradAdd: true, "LayerNormalizationGrad": true, "BatchNormalizationGrad": true,
 	graph.BatchNormReluGrad: true, graph.BatchNormAddReluGrad: true, "SoftmaxGrad": true, "LogSoftmaxGrad": true,
-	"SoftmaxCrossEntropyLossGrad": true}
+	"SoftmaxCrossEntropyLossGrad": true, "Add": true, "Sub": true, "Mul": true, "Div": true}
 
 // aliasesInput reports whether an output shares its storage with an
 // input (the op returned a view).

@@ -26,6 +26,12 @@ type Spec struct {
 	Half bool
 	// MinOpset and MaxOpset bound the opsets the kernel implements (0 = any).
 	MinOpset, MaxOpset int64
+	// Overwrites lists, in the order the kernel prefers them, the inputs
+	// whose storage it may write its first output over when the executor
+	// donates them (Context.Donated) and they have that output's dtype and
+	// shape. The executor offers only these, and its static memory plan
+	// assumes the kernel takes the first it can.
+	Overwrites []int
 }
 
 // SubgraphRunner runs a subgraph (the body of If, Loop, Scan) in the scope of

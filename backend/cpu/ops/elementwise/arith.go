@@ -235,7 +235,7 @@ func arithLoops[T number](op arithOp) binLoops[T, T, T] {
 }
 
 // arithTyped runs op on tensors whose data are []T.
-func arithTyped[T number](n *graph.Node, op arithOp, a, b *graph.Tensor) (*graph.Tensor, error) {
+func arithTyped[T number](n *graph.Node, op arithOp, a, b *graph.Tensor, over []*graph.Tensor) (*graph.Tensor, error) {
 	if op == opDiv {
 		bs, err := dataAs[T](n, b, 1)
 		if err != nil {
@@ -245,7 +245,7 @@ func arithTyped[T number](n *graph.Node, op arithOp, a, b *graph.Tensor) (*graph
 			return nil, n.Errorf("integer division by zero (input 1 holds a 0)")
 		}
 	}
-	return applyBinary(n, a, b, a.DType, arithLoops[T](op))
+	return applyBinaryOver(n, a, b, a.DType, arithLoops[T](op), over)
 }
 
 // hasZero reports whether s holds a zero.
@@ -260,33 +260,39 @@ func hasZero[T number](s []T) bool {
 
 // arith applies a same-dtype arithmetic op with numpy broadcasting.
 func arith(n *graph.Node, op arithOp, a, b *graph.Tensor) (*graph.Tensor, error) {
+	return arithOver(n, op, a, b, nil)
+}
+
+// arithOver is arith writing its result over the first of over whose
+// dtype and shape are the result's (applyBinaryOver).
+func arithOver(n *graph.Node, op arithOp, a, b *graph.Tensor, over []*graph.Tensor) (*graph.Tensor, error) {
 	if a.DType != b.DType {
 		return nil, n.Errorf("inputs have dtypes %v and %v (they must match)", a.DType, b.DType)
 	}
 	switch a.Data.(type) {
 	case []float32:
-		return arithTyped[float32](n, op, a, b)
+		return arithTyped[float32](n, op, a, b, over)
 	case []float64:
-		return arithTyped[float64](n, op, a, b)
+		return arithTyped[float64](n, op, a, b, over)
 	case []int8:
-		return arithTyped[int8](n, op, a, b)
+		return arithTyped[int8](n, op, a, b, over)
 	case []int16:
-		return arithTyped[int16](n, op, a, b)
+		return arithTyped[int16](n, op, a, b, over)
 	case []int32:
-		return arithTyped[int32](n, op, a, b)
+		return arithTyped[int32](n, op, a, b, over)
 	case []int64:
-		return arithTyped[int64](n, op, a, b)
+		return arithTyped[int64](n, op, a, b, over)
 	case []uint8:
-		return arithTyped[uint8](n, op, a, b)
+		return arithTyped[uint8](n, op, a, b, over)
 	case []uint16:
 		if a.DType != graph.Uint16 {
 			return nil, errDType(n, a)
 		}
-		return arithTyped[uint16](n, op, a, b)
+		return arithTyped[uint16](n, op, a, b, over)
 	case []uint32:
-		return arithTyped[uint32](n, op, a, b)
+		return arithTyped[uint32](n, op, a, b, over)
 	case []uint64:
-		return arithTyped[uint64](n, op, a, b)
+		return arithTyped[uint64](n, op, a, b, over)
 	}
 	return nil, errDType(n, a)
 }

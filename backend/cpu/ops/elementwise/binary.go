@@ -7,7 +7,7 @@ import (
 
 func init() {
 	for op, code := range map[string]arithOp{"Add": opAdd, "Sub": opSub, "Mul": opMul, "Div": opDiv} {
-		kern.Register(op, arithKernel(code))
+		kern.RegisterSpec("", op, kern.Spec{Fn: arithKernel(code), Overwrites: []int{0, 1}})
 	}
 	kern.Register("Max", variadicKernel(opMax, false))
 	kern.Register("Min", variadicKernel(opMin, false))
@@ -25,7 +25,18 @@ func arithKernel(op arithOp) kern.Kernel {
 		if err != nil {
 			return nil, err
 		}
-		out, err := arith(n, op, in[0], b)
+		// Over an input the executor donated and the result's shape
+		// (not one that broadcasts): a residual gradient's sum, the
+		// scores plus a mask.
+		var overBuf [2]*graph.Tensor
+		over := overBuf[:0]
+		if ctx.MayOverwrite(0) {
+			over = append(over, in[0])
+		}
+		if ctx.MayOverwrite(1) {
+			over = append(over, b)
+		}
+		out, err := arithOver(n, op, in[0], b, over)
 		if err != nil {
 			return nil, err
 		}

@@ -362,6 +362,14 @@ func dataAs[T any](n *graph.Node, t *graph.Tensor, idx int) ([]T, error) {
 // applyBinary broadcasts a and b, allocates an output of dtype od and runs
 // the loops. a's data must be []A and b's []B.
 func applyBinary[A, B, O any](n *graph.Node, a, b *graph.Tensor, od graph.DType, k binLoops[A, B, O]) (*graph.Tensor, error) {
+	return applyBinaryOver(n, a, b, od, k, nil)
+}
+
+// applyBinaryOver is applyBinary that writes the output over the first of
+// over (inputs the executor donated, nil or absent for none) whose dtype
+// and shape are the output's: each output element is then written over
+// the same element of that operand, after the loops read it.
+func applyBinaryOver[A, B, O any](n *graph.Node, a, b *graph.Tensor, od graph.DType, k binLoops[A, B, O], over []*graph.Tensor) (*graph.Tensor, error) {
 	as, err := dataAs[A](n, a, 0)
 	if err != nil {
 		return nil, err
@@ -374,9 +382,17 @@ func applyBinary[A, B, O any](n *graph.Node, a, b *graph.Tensor, od graph.DType,
 	if err != nil {
 		return nil, err
 	}
-	out, err := newFull(n, od, p.out)
-	if err != nil {
-		return nil, err
+	var out *graph.Tensor
+	for _, t := range over {
+		if t != nil && t.DType == od && graph.SameShape(t.Shape, p.out) {
+			out = t
+			break
+		}
+	}
+	if out == nil {
+		if out, err = newFull(n, od, p.out); err != nil {
+			return nil, err
+		}
 	}
 	dst, ok := out.Data.([]O)
 	if !ok {

@@ -10,8 +10,8 @@ import (
 )
 
 func init() {
-	kern.RegisterSpec(graph.FusedDomain, graph.BatchNormReluGrad, kern.Spec{Fn: batchNormReluGrad, Half: true})
-	kern.RegisterSpec(graph.FusedDomain, graph.BatchNormAddReluGrad, kern.Spec{Fn: batchNormAddReluGrad, Half: true})
+	kern.RegisterSpec(graph.FusedDomain, graph.BatchNormReluGrad, kern.Spec{Fn: batchNormReluGrad, Half: true, Overwrites: []int{0}})
+	kern.RegisterSpec(graph.FusedDomain, graph.BatchNormAddReluGrad, kern.Spec{Fn: batchNormAddReluGrad, Half: true, Overwrites: []int{0}})
 }
 
 // batchNormAddReluGrad is graph.BatchNormAddReluGrad(A, B, R, X, scale,

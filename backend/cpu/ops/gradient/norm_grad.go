@@ -13,14 +13,14 @@ import (
 // node's optional outputs, and float32 sums accumulate in float64.
 
 func init() {
-	register("SoftmaxGrad", softmaxGradKernel(false))
-	register("LogSoftmaxGrad", softmaxGradKernel(true))
-	kern.RegisterSpec(graph.InternalDomain, "BatchNormalizationGrad", kern.Spec{Fn: batchNormGrad, Half: true})
-	register("LayerNormalizationGrad", layerNormGrad)
-	kern.RegisterSpec(graph.FusedDomain, graph.LayerNormGradAdd, kern.Spec{Fn: layerNormGrad})
+	kern.RegisterSpec(graph.InternalDomain, "SoftmaxGrad", kern.Spec{Fn: softmaxGradKernel(false), Overwrites: []int{0}})
+	kern.RegisterSpec(graph.InternalDomain, "LogSoftmaxGrad", kern.Spec{Fn: softmaxGradKernel(true), Overwrites: []int{0}})
+	kern.RegisterSpec(graph.InternalDomain, "BatchNormalizationGrad", kern.Spec{Fn: batchNormGrad, Half: true, Overwrites: []int{0}})
+	kern.RegisterSpec(graph.InternalDomain, "LayerNormalizationGrad", kern.Spec{Fn: layerNormGrad, Overwrites: []int{0}})
+	kern.RegisterSpec(graph.FusedDomain, graph.LayerNormGradAdd, kern.Spec{Fn: layerNormGrad, Overwrites: []int{3, 0}})
 	register("GroupNormalizationGrad", groupNormGrad)
 	register("NegativeLogLikelihoodLossGrad", nllLossGrad)
-	register("SoftmaxCrossEntropyLossGrad", softmaxCrossEntropyLossGrad)
+	kern.RegisterSpec(graph.InternalDomain, "SoftmaxCrossEntropyLossGrad", kern.Spec{Fn: softmaxCrossEntropyLossGrad, Overwrites: []int{1}})
 }
 
 // float is the element types the backward kernels run on (half types arrive
