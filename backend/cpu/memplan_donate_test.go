@@ -141,24 +141,29 @@ func TestKernelsWriteOverDonatedInputs(t *testing.T) {
 		donated    int
 		outs       int
 		labels     []int // inputs that hold int64 labels in [0, the last dim of the donated input)
-		fresh      bool  // the donated input broadcasts: the output must not go over it
+		fresh      bool  // the output must not go over the donated input (it broadcasts; a general path)
+		f64        bool  // float64 operands (float32 otherwise)
 	}{
 		{graph.LayerNormGradAdd, graph.FusedDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1), "epsilon": graph.FloatAttr("epsilon", 1e-5)},
-			[][]int64{{rows, width}, {rows, width}, {width}, {rows, width}}, 3, 3, nil, false},
+			[][]int64{{rows, width}, {rows, width}, {width}, {rows, width}}, 3, 3, nil, false, false},
 		{"LayerNormalizationGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1), "epsilon": graph.FloatAttr("epsilon", 1e-5)},
-			[][]int64{{rows, width}, {rows, width}, {width}}, 0, 3, nil, false},
-		{"BatchNormalizationGrad", graph.InternalDomain, bnAttrs, [][]int64{x4, x4, vec, vec, vec}, 0, 5, nil, false},
-		{graph.BatchNormReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, vec, vec, vec}, 0, 5, nil, false},
-		{graph.BatchNormAddReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, x4, vec, vec, vec}, 0, 6, nil, false},
-		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil, false},
-		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", 1)}, [][]int64{x4, x4}, 0, 1, nil, false},
-		{"LogSoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil, false},
-		{"Add", "", nil, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil, false},
-		{"Mul", "", nil, [][]int64{{width}, {rows, width}}, 1, 1, nil, false},
-		{"Sub", "", nil, [][]int64{{rows, width}, {1, width}}, 0, 1, nil, false},
-		{"Add", "", nil, [][]int64{{1, width}, {rows, width}}, 0, 1, nil, true},
+			[][]int64{{rows, width}, {rows, width}, {width}}, 0, 3, nil, false, false},
+		{"BatchNormalizationGrad", graph.InternalDomain, bnAttrs, [][]int64{x4, x4, vec, vec, vec}, 0, 5, nil, false, false},
+		{graph.BatchNormReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, vec, vec, vec}, 0, 5, nil, false, false},
+		{graph.BatchNormAddReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, x4, vec, vec, vec}, 0, 6, nil, false, false},
+		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil, false, false},
+		{"SoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", 1)}, [][]int64{x4, x4}, 0, 1, nil, false, false},
+		{"LogSoftmaxGrad", graph.InternalDomain, map[string]*graph.Attr{"axis": graph.IntAttr("axis", -1)}, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil, false, false},
+		{"Add", "", nil, [][]int64{{rows, width}, {rows, width}}, 0, 1, nil, false, false},
+		{"Mul", "", nil, [][]int64{{width}, {rows, width}}, 1, 1, nil, false, false},
+		{"Sub", "", nil, [][]int64{{rows, width}, {1, width}}, 0, 1, nil, false, false},
+		{"Add", "", nil, [][]int64{{1, width}, {rows, width}}, 0, 1, nil, true, false},
+		// The general path (float64) runs AddReluGrad's kernel, then
+		// BatchNormalizationGrad's on its result: A's donation is not
+		// theirs to take.
+		{graph.BatchNormAddReluGrad, graph.FusedDomain, bnAttrs, [][]int64{x4, x4, x4, x4, vec, vec, vec}, 0, 6, nil, true, true},
 		{"SoftmaxCrossEntropyLossGrad", graph.InternalDomain, map[string]*graph.Attr{"reduction": graph.StringAttr("reduction", "mean")},
-			[][]int64{{}, {rows, width}, {rows}}, 1, 1, []int{2}, false},
+			[][]int64{{}, {rows, width}, {rows}}, 1, 1, []int{2}, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.op+fmt.Sprint(tc.inputs[tc.donated]), func(t *testing.T) {
@@ -171,10 +176,19 @@ func TestKernelsWriteOverDonatedInputs(t *testing.T) {
 				for i, d := range shape {
 					dims[i], ints[i] = graph.Dim{Value: d, Known: true}, int(d)
 				}
-				g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true, Shape: dims}})
-				v := graph.Zeros(graph.Float32, ints...)
-				for i := range v.Float32s() {
-					v.Float32s()[i] = float32(rng.NormFloat64()) + 0.5
+				dt := graph.Float32
+				if tc.f64 {
+					dt = graph.Float64
+				}
+				g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: name, Type: &graph.Type{Kind: graph.KindTensor, DType: dt, HasShape: true, Shape: dims}})
+				v := graph.Zeros(dt, ints...)
+				for i := 0; i < v.Size(); i++ {
+					x := rng.NormFloat64() + 0.5
+					if tc.f64 {
+						v.Data.([]float64)[i] = x
+					} else {
+						v.Float32s()[i] = float32(x)
+					}
 				}
 				inputs[name] = v
 			}
@@ -223,16 +237,22 @@ func TestKernelsWriteOverDonatedInputs(t *testing.T) {
 				over := false
 				ctx := backend.WithNodeCallTimer(context.Background(), func(nd *graph.Node, in, out []*graph.Tensor, _ time.Duration) {
 					if nd.Name == "op" {
-						over = &out[0].Float32s()[0] == &in[tc.donated].Float32s()[0]
+						over = dataAddr(out[0]) == dataAddr(in[tc.donated])
 					}
 				})
 				got, err := exe.Run(ctx, inputs)
 				require.NoError(t, err)
 				assert.Equal(t, !tc.fresh, over, "run %d: output 0 written over input %d", run, tc.donated)
 				for _, name := range outs {
-					assert.Equal(t, want[name].Float32s(), got[name].Float32s(), "run %d: %s", run, name)
+					assert.Equal(t, want[name].Data, got[name].Data, "run %d: %s", run, name)
 				}
 			}
 		})
 	}
+}
+
+// dataAddr is the address of t's first element.
+func dataAddr(t *graph.Tensor) uintptr {
+	p, _ := dataRange(t)
+	return p
 }

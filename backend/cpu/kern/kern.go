@@ -30,7 +30,8 @@ type Spec struct {
 	// whose storage it may write its first output over when the executor
 	// donates them (Context.Donated) and they have that output's dtype and
 	// shape. The executor offers only these, and its static memory plan
-	// assumes the kernel takes the first it can.
+	// assumes the kernel takes the first it can. A kernel that runs other
+	// kernels on operands of its own passes them Context.Nested.
 	Overwrites []int
 }
 
@@ -73,6 +74,18 @@ type Context struct {
 	// Winograd is the executable's compile option for 3×3 convolutions
 	// (backend.Tuning.Winograd; the zero value is auto).
 	Winograd backend.WinogradPolicy
+}
+
+// Nested is the Context for a kernel this one runs on operands of its
+// own (a fused kernel's general path through the kernels it fuses): c
+// without Donated, whose bits name this node's inputs, not those.
+func (c *Context) Nested() *Context {
+	if c == nil || c.Donated == 0 {
+		return c
+	}
+	cp := *c
+	cp.Donated = 0
+	return &cp
 }
 
 // MayOverwrite reports whether input i's storage is the kernel's to

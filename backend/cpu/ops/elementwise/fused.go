@@ -281,7 +281,7 @@ func unfusedStep(ctx *kern.Context, n *graph.Node, op string, args ...*graph.Ten
 	if !ok {
 		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
 	}
-	out, err := spec.Fn(ctx, n, args)
+	out, err := spec.Fn(ctx.Nested(), n, args)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,9 @@ func batchNormAddReluGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) 
 	if !ok {
 		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, graph.AddReluGrad)
 	}
+	// The two kernels on operands of their own: A's donation is not
+	// theirs (BatchNormalizationGrad would write dX over dS).
+	ctx = ctx.Nested()
 	dsOut, err := spec.Fn(ctx, n, in[:3])
 	if err != nil {
 		return nil, err

@@ -72,7 +72,7 @@ func runOp(ctx *kern.Context, n *graph.Node, domain, op string, args ...*graph.T
 	if !ok {
 		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
 	}
-	return spec.Fn(ctx, n, args)
+	return spec.Fn(ctx.Nested(), n, args)
 }
 
 // runSubOp runs the kernel of domain:op on in as a node of its own (n's

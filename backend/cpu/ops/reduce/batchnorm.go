@@ -47,7 +47,7 @@ func batchNormAddRelu(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*
 			return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op.name)
 		}
 		op.args[0] = res[0]
-		y, err := spec.Fn(ctx, n, op.args)
+		y, err := spec.Fn(ctx.Nested(), n, op.args)
 		if err != nil {
 			return nil, err
 		}
