@@ -24,10 +24,10 @@ func (a *arena) donated(s int, st *step, fr *frame) uint64 {
 	if a.rec != nil {
 		return a.rec.donated(s, st, fr)
 	}
-	if a.plan == nil || s >= len(a.plan.donate) {
+	if a.plan == nil {
 		return 0
 	}
-	return a.plan.donate[s]
+	return a.plan.donate[s] // one mask a step (recorder.begin)
 }
 
 // donated works out and records step s's Donated mask on the recording
@@ -57,9 +57,7 @@ func (r *recorder) donated(s int, st *step, fr *frame) uint64 {
 			mask |= 1 << uint(k)
 		}
 	}
-	if s < len(r.donate) {
-		r.donate[s] = mask
-	}
+	r.donate[s] = mask
 	return mask
 }
 

@@ -106,17 +106,21 @@ func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, e
 	return sp, nil
 }
 
+// shapeStore is one storage of planFromTypes' sweep: its size, the steps
+// it is live over (end: the last read of any value in it so far) and
+// whether a graph output lies in it.
+type shapeStore struct {
+	bytes, exact int64 // rounded to arenaAlign, and as requested
+	start, end   int
+	output       bool
+}
+
 // planFromTypes is the liveness sweep of PlanShapes over p's steps.
 func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 	var sp ShapePlan
 	last := lastUses(p)
-	type storage struct {
-		bytes, exact int64 // rounded to arenaAlign, and as requested
-		start, end   int
-		output       bool
-	}
-	var stores []*storage
-	of := make([]*storage, len(p.names)) // slot -> its storage
+	var stores []*shapeStore
+	of := make([]*shapeStore, len(p.names)) // slot -> its storage
 	isOut := make([]bool, len(p.names))
 	for _, o := range p.outs {
 		isOut[o] = true
@@ -154,12 +158,7 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 				// first input the kernel may take whose value dies here
 				// with its whole storage, shares it with no other input
 				// and has the output's type.
-				if in := donatedInput(p, s, last, types, slot, func(v int) (any, int) {
-					if of[v] == nil {
-						return nil, 0
-					}
-					return of[v], of[v].end
-				}); in >= 0 {
+				if in := donatedInput(p, s, last, types, slot, of); in >= 0 {
 					of[slot] = of[in]
 					of[in].end = max(of[in].end, end)
 					of[in].output = of[in].output || isOut[slot]
@@ -170,18 +169,18 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 			if !ok {
 				unsized[p.names[slot]+" ("+n.OpType+")"] = true
 			}
-			sto := &storage{bytes: b, exact: exact, start: s, end: end, output: isOut[slot]}
+			sto := &shapeStore{bytes: b, exact: exact, start: s, end: end, output: isOut[slot]}
 			of[slot] = sto
 			stores = append(stores, sto)
 		}
 	}
 	// Sweep: a storage is live from its step to its end, inclusive.
-	starts := make([][]*storage, len(p.steps)+1)
+	starts := make([][]*shapeStore, len(p.steps)+1)
 	for _, sto := range stores {
 		starts[sto.start] = append(starts[sto.start], sto)
 		sp.TotalBytes += sto.bytes
 	}
-	byEnd := append([]*storage(nil), stores...)
+	byEnd := append([]*shapeStore(nil), stores...)
 	sort.SliceStable(byEnd, func(a, b int) bool { return byEnd[a].end < byEnd[b].end })
 	var live, outs int64
 	spare := map[int64]int{} // the recorder's retired storage, by exact size
@@ -513,10 +512,9 @@ func scratchBytes(p *plan, types map[string]*graph.Type, winograd nn.WinogradPol
 
 // donatedInput is the input slot of step s whose storage the static plan
 // expects its kernel to write output slot out over (the recording run's
-// rule, memplan_donate.go, in terms of the sweep's storages: store gives
-// a value's storage, comparable, and the last step any value in it is
-// read so far; nil for none of the run's), or -1.
-func donatedInput(p *plan, s int, last []int, types map[string]*graph.Type, out int, store func(slot int) (any, int)) int {
+// rule, memplan_donate.go, over the sweep's storages, of: nil for values
+// not the run's), or -1.
+func donatedInput(p *plan, s int, last []int, types map[string]*graph.Type, out int, of []*shapeStore) int {
 	st := &p.steps[s]
 	ot := types[p.names[out]]
 	for _, k := range st.spec.Overwrites {
@@ -524,17 +522,15 @@ func donatedInput(p *plan, s int, last []int, types map[string]*graph.Type, out 
 			continue
 		}
 		in := st.in[k]
-		sto, end := store(in)
-		if sto == nil || last[in] != s || end > s || !sameType(types[p.names[in]], ot) {
+		sto := of[in]
+		if sto == nil || last[in] != s || sto.end > s || !sameType(types[p.names[in]], ot) {
 			continue
 		}
 		shared := false
 		for k2, other := range st.in {
-			if k2 != k && other >= 0 {
-				if o, _ := store(other); other == in || o == sto {
-					shared = true
-					break
-				}
+			if k2 != k && other >= 0 && (other == in || of[other] == sto) {
+				shared = true
+				break
 			}
 		}
 		if !shared {

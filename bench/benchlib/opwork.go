@@ -3,6 +3,7 @@ package benchlib
 import (
 	"reflect"
 
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -21,7 +22,7 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 	switch n.OpType {
 	case "Reshape", "Identity", "Shape", "Size", "Unsqueeze", "Squeeze", "Flatten", "Constant":
 	default:
-		if aliasesInput(in, out) && !overwritesInput[n.OpType] {
+		if aliasesInput(in, out) && !overwritesInput(n) {
 			break
 		}
 		for i, t := range in {
@@ -162,13 +163,14 @@ func shapeOnlyInput(op string, i int) bool {
 	return false
 }
 
-// overwritesInput are the ops whose kernels may write their output over an
-// input the executor donates (kern.Context.Donated): their output shares
-// that input's storage, but they read and write their bytes as with a
+// overwritesInput reports whether n's kernel may write its output over an
+// input the executor donates (kern.Spec.Overwrites): that output shares
+// the input's storage, but the op reads and writes its bytes as with a
 // fresh one.
-var overwritesInput = map[string]bool{graph.LayerNormGradAdd: true, "LayerNormalizationGrad": true, "BatchNormalizationGrad": true,
-	graph.BatchNormReluGrad: true, graph.BatchNormAddReluGrad: true, "SoftmaxGrad": true, "LogSoftmaxGrad": true,
-	"SoftmaxCrossEntropyLossGrad": true, "Add": true, "Sub": true, "Mul": true, "Div": true}
+func overwritesInput(n *graph.Node) bool {
+	spec, ok := kern.Lookup(n.Domain, n.OpType, 0)
+	return ok && len(spec.Overwrites) > 0
+}
 
 // aliasesInput reports whether an output shares its storage with an
 // input (the op returned a view).

@@ -117,6 +117,10 @@ func TestOpWorkShapes(t *testing.T) {
 	x := f32(4, 8)
 	_, bytes = opWork(node("CastLike"), []*graph.Tensor{x, f32(1)}, []*graph.Tensor{x})
 	assert.Zero(t, bytes, "an output that is an input moves no data")
+	// An output written over a donated input (kern.Spec.Overwrites) is
+	// read and written as a fresh one.
+	_, bytes = opWork(node("Add"), []*graph.Tensor{x, f32(4, 8)}, []*graph.Tensor{x})
+	assert.InDelta(t, 4*float64(3*32), bytes, 1e-9)
 }
 
 // TestOpProfileAttentionParts: a step of the transformer_loss fixture
