@@ -51,3 +51,29 @@ func TestSgemmSerialNextMatchesSerial(t *testing.T) {
 		}
 	}
 }
+
+// TestSgemmSerialNextOtherShape: the next product may have another shape
+// and other transposes (attention's scores, then P·V) and may name only
+// one operand (the other already in the cache); its operands are sized
+// exactly for that shape, so a prefetch over the current product's shape
+// would run past them (and panic on the bounds check). The result is
+// still SgemmSerial's, bit for bit.
+func TestSgemmSerialNextOtherShape(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const m, n, k = 197, 197, 64
+	a, b := randSlice(r, m*k), randSlice(r, k*n)
+	want := make([]float32, m*n)
+	SgemmSerial(false, true, m, n, k, 0.125, a, k, b, k, 0, want, n)
+	const nm, nn, nk = 64, 32, 16
+	na, nb := randSlice(r, nk*nm), randSlice(r, nk*nn) // op(A) = Aᵀ: stored nk×nm
+	for _, next := range []*Operands{
+		{A: na, LDA: nm, B: nb, LDB: nn, TransA: true, M: nm, N: nn, K: nk},
+		{A: na, LDA: nm, TransA: true, M: nm, N: nn, K: nk},
+		{B: nb, LDB: nn, TransA: true, M: nm, N: nn, K: nk},
+		{},
+	} {
+		got := make([]float32, m*n)
+		SgemmSerialNext(false, true, m, n, k, 0.125, a, k, b, k, 0, got, n, next)
+		require.Equal(t, want, got, "next %+v", next.M)
+	}
+}

@@ -11,28 +11,39 @@ func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	}
 }
 
-// Operands names the stored A and B of a product (as Sgemm takes them,
-// with the same shapes as the current one) for SgemmSerialNext to
-// prefetch.
+// Operands names the stored A and B of a product (as Sgemm takes them)
+// for SgemmSerialNext to prefetch: with M zero the product has the
+// current one's shape and transposes, else op(A) is M×K and op(B) K×N.
 type Operands struct {
-	A   []float32
-	LDA int
-	B   []float32
-	LDB int
+	A              []float32
+	LDA            int
+	B              []float32
+	LDB            int
+	TransA, TransB bool
+	M, N, K        int
 }
 
 // SgemmSerialNext is SgemmSerial that, while its last block computes,
-// prefetches next's operands (a product of the same shape the caller
-// runs next: the following head of a batch whose operands come from
-// memory), so that the next product does not start by waiting for
-// them. The result is SgemmSerial's, bit for bit.
+// prefetches next's operands (the product the caller runs next: the
+// following head of a batch whose operands come from memory), so that the next product does not start by waiting for
+// them; a nil A or B (an operand already in the cache) is not
+// prefetched. The result is SgemmSerial's, bit for bit.
 func SgemmSerialNext(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, next *Operands) {
 	if p, ok := newProblem(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); ok {
-		if next != nil && next.A != nil && next.B != nil {
+		if next != nil {
 			q := p
 			q.a, q.lda, q.b, q.ldb = next.A, next.LDA, next.B, next.LDB
-			p.after[0] = q.aRegion(0, m, 0, k)
-			p.after[1] = q.bRegion(0, k, 0, n)
+			nm, nn, nk := m, n, k
+			if next.M > 0 {
+				q.transA, q.transB = next.TransA, next.TransB
+				nm, nn, nk = next.M, next.N, next.K
+			}
+			if next.A != nil {
+				p.after[0] = q.aRegion(0, nm, 0, nk)
+			}
+			if next.B != nil {
+				p.after[1] = q.bRegion(0, nk, 0, nn)
+			}
 		}
 		p.blocked(kernel, 0, m, 0, n)
 	}

@@ -290,10 +290,31 @@ func shapesOf(in []*graph.Tensor) [][]int {
 	return out
 }
 
+// operands are the stored operands of product i of plan p for
+// gemm.SgemmSerialNext to prefetch: the side that x stands for (A when
+// onA, else B; a head's buffer, already in the cache) is left out.
+func (p *permutedState) operands(i int, x []float32, onA bool) *gemm.Operands {
+	if !prefetchNextProduct || !p.serial || i >= p.batch {
+		return nil
+	}
+	idx := p.index(i)
+	oa, ob, _ := p.offsets(&idx)
+	next := &gemm.Operands{LDA: p.lda, LDB: p.ldb, TransA: p.ta, TransB: p.tb, M: p.m, N: p.n, K: p.k}
+	if (x == nil || !onA) && p.a != nil {
+		next.A = p.a[p.packA.at(oa):]
+	}
+	if (x == nil || onA) && p.b != nil {
+		next.B = p.b[p.packB.at(ob):]
+	}
+	return next
+}
+
 // head runs product i of plan p. With x set, the operand on side A
 // (onA) or B of the plan is read from x at offset 0 instead of its
-// batch position; with c set, C is written there at offset 0.
-func (p *permutedState) head(i int, x []float32, onA bool, c []float32) {
+// batch position; with c set, C is written there at offset 0. With next
+// set (run serially), the product prefetches those operands while its
+// last block computes.
+func (p *permutedState) head(i int, x []float32, onA bool, c []float32, next *gemm.Operands) {
 	idx := p.index(i)
 	oa, ob, oc := p.offsets(&idx)
 	oa, ob = p.packA.at(oa), p.packB.at(ob)
@@ -321,7 +342,7 @@ func (p *permutedState) head(i int, x []float32, onA bool, c []float32) {
 		}()
 	}
 	if p.serial {
-		gemm.SgemmSerial(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc)
+		gemm.SgemmSerialNext(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc, next)
 		return
 	}
 	gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc)
@@ -439,23 +460,32 @@ func (s *attnState) Chunk(lo, hi int) {
 	qk, pv := &s.plans[0], &s.plans[1]
 	size := s.rows * s.cols
 	row := buf[size:]
+	// P's side of the values' plan: A unless the plan swapped the product.
+	pOnA := !pv.swapC
 	for h := lo; h < hi; h++ {
-		qk.head(h, nil, false, buf)
+		// While a product's last block computes, the next one's operands
+		// from memory are fetched: V with the scores, the next head's Q
+		// and K with P·V (P is in the cache: the buffer, or just written).
+		var after *gemm.Operands
+		if h+1 < hi {
+			after = qk.operands(h+1, nil, false)
+		}
 		if s.p != nil {
+			qk.head(h, nil, false, buf, pv.operands(h, s.p, pOnA))
 			ph := s.p[h*size : (h+1)*size]
 			for r := 0; r < s.rows; r++ {
 				reduce.SoftmaxRow32(ph[r*s.cols:(r+1)*s.cols], buf[r*s.cols:(r+1)*s.cols])
 			}
-			pv.head(h, nil, false, nil)
+			pv.head(h, nil, false, nil, after)
 			continue
 		}
+		qk.head(h, nil, false, buf, pv.operands(h, buf, pOnA))
 		for r := 0; r < s.rows; r++ {
 			x := buf[r*s.cols : (r+1)*s.cols]
 			reduce.SoftmaxRow32(row, x)
 			copy(x, row)
 		}
-		// P's side of the plan: A unless the plan swapped the product.
-		pv.head(h, buf, !pv.swapC, nil)
+		pv.head(h, buf, pOnA, nil, after)
 	}
 }
 
@@ -638,8 +668,15 @@ func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Te
 func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 	dp, dv, dq, dk := &s.plans[0], &s.plans[1], &s.plans[2], &s.plans[3]
 	size := s.rows * s.cols
+	pOnA := !dv.swapC // P's side of dV's plan (Pᵀ·dO)
 	for h := lo; h < hi; h++ {
-		dp.head(h, nil, false, buf)
+		// Each product prefetches the next one's operands from memory
+		// (see Chunk); dS, in buf, is in the cache.
+		var after *gemm.Operands
+		if h+1 < hi {
+			after = dp.operands(h+1, nil, false)
+		}
+		dp.head(h, nil, false, buf, dv.operands(h, nil, pOnA))
 		ph := s.p[h*size : (h+1)*size]
 		for r := 0; r < s.rows; r++ {
 			x := buf[r*s.cols : (r+1)*s.cols]
@@ -650,9 +687,9 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 				}
 			}
 		}
-		dv.head(h, nil, false, nil)
-		dq.head(h, buf, s.dqOnA, nil)
-		dk.head(h, buf, s.dkOnA, nil)
+		dv.head(h, nil, false, nil, dq.operands(h, buf, s.dqOnA))
+		dq.head(h, buf, s.dqOnA, nil, dk.operands(h, buf, s.dkOnA))
+		dk.head(h, buf, s.dkOnA, nil, after)
 	}
 }
 
