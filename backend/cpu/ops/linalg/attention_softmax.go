@@ -290,23 +290,25 @@ func shapesOf(in []*graph.Tensor) [][]int {
 	return out
 }
 
-// operands are the stored operands of product i of plan p for
-// gemm.SgemmSerialNext to prefetch: the side that x stands for (A when
-// onA, else B; a head's buffer, already in the cache) is left out.
-func (p *permutedState) operands(i int, x []float32, onA bool) *gemm.Operands {
+// operands sets *o to the stored operands of product i of plan p for
+// gemm.SgemmSerialNext to prefetch and returns o, or returns nil where
+// nothing is to be prefetched: the side that x stands for (A when onA,
+// else B; a head's buffer, already in the cache) is left out. o is the
+// caller's (a step allocates nothing).
+func (p *permutedState) operands(o *gemm.Operands, i int, x []float32, onA bool) *gemm.Operands {
 	if !prefetchNextProduct || !p.serial || i >= p.batch {
 		return nil
 	}
 	idx := p.index(i)
 	oa, ob, _ := p.offsets(&idx)
-	next := &gemm.Operands{LDA: p.lda, LDB: p.ldb, TransA: p.ta, TransB: p.tb, M: p.m, N: p.n, K: p.k}
+	*o = gemm.Operands{LDA: p.lda, LDB: p.ldb, TransA: p.ta, TransB: p.tb, M: p.m, N: p.n, K: p.k}
 	if (x == nil || !onA) && p.a != nil {
-		next.A = p.a[p.packA.at(oa):]
+		o.A = p.a[p.packA.at(oa):]
 	}
 	if (x == nil || onA) && p.b != nil {
-		next.B = p.b[p.packB.at(ob):]
+		o.B = p.b[p.packB.at(ob):]
 	}
-	return next
+	return o
 }
 
 // head runs product i of plan p. With x set, the operand on side A
@@ -462,16 +464,17 @@ func (s *attnState) Chunk(lo, hi int) {
 	row := buf[size:]
 	// P's side of the values' plan: A unless the plan swapped the product.
 	pOnA := !pv.swapC
+	var nextQK, nextPV gemm.Operands
 	for h := lo; h < hi; h++ {
 		// While a product's last block computes, the next one's operands
 		// from memory are fetched: V with the scores, the next head's Q
 		// and K with P·V (P is in the cache: the buffer, or just written).
 		var after *gemm.Operands
 		if h+1 < hi {
-			after = qk.operands(h+1, nil, false)
+			after = qk.operands(&nextQK, h+1, nil, false)
 		}
 		if s.p != nil {
-			qk.head(h, nil, false, buf, pv.operands(h, s.p, pOnA))
+			qk.head(h, nil, false, buf, pv.operands(&nextPV, h, s.p, pOnA))
 			ph := s.p[h*size : (h+1)*size]
 			for r := 0; r < s.rows; r++ {
 				reduce.SoftmaxRow32(ph[r*s.cols:(r+1)*s.cols], buf[r*s.cols:(r+1)*s.cols])
@@ -479,7 +482,7 @@ func (s *attnState) Chunk(lo, hi int) {
 			pv.head(h, nil, false, nil, after)
 			continue
 		}
-		qk.head(h, nil, false, buf, pv.operands(h, buf, pOnA))
+		qk.head(h, nil, false, buf, pv.operands(&nextPV, h, buf, pOnA))
 		for r := 0; r < s.rows; r++ {
 			x := buf[r*s.cols : (r+1)*s.cols]
 			reduce.SoftmaxRow32(row, x)
@@ -669,14 +672,15 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 	dp, dv, dq, dk := &s.plans[0], &s.plans[1], &s.plans[2], &s.plans[3]
 	size := s.rows * s.cols
 	pOnA := !dv.swapC // P's side of dV's plan (Pᵀ·dO)
+	var next [4]gemm.Operands
 	for h := lo; h < hi; h++ {
 		// Each product prefetches the next one's operands from memory
 		// (see Chunk); dS, in buf, is in the cache.
 		var after *gemm.Operands
 		if h+1 < hi {
-			after = dp.operands(h+1, nil, false)
+			after = dp.operands(&next[0], h+1, nil, false)
 		}
-		dp.head(h, nil, false, buf, dv.operands(h, nil, pOnA))
+		dp.head(h, nil, false, buf, dv.operands(&next[1], h, nil, pOnA))
 		ph := s.p[h*size : (h+1)*size]
 		for r := 0; r < s.rows; r++ {
 			x := buf[r*s.cols : (r+1)*s.cols]
@@ -687,8 +691,8 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 				}
 			}
 		}
-		dv.head(h, nil, false, nil, dq.operands(h, buf, s.dqOnA))
-		dq.head(h, buf, s.dqOnA, nil, dk.operands(h, buf, s.dkOnA))
+		dv.head(h, nil, false, nil, dq.operands(&next[2], h, buf, s.dqOnA))
+		dq.head(h, buf, s.dqOnA, nil, dk.operands(&next[3], h, buf, s.dkOnA))
 		dk.head(h, buf, s.dkOnA, nil, after)
 	}
 }
