@@ -244,12 +244,13 @@ func (p *permutedState) Chunk(lo, hi int) {
 		if i+1 < hi {
 			na, nb, nc = p.offsets(&idx)
 			if prefetchNextProduct {
-				nx = gemm.Operands{A: p.a[na:], LDA: p.lda, B: p.b[nb:], LDB: p.ldb}
+				nx = gemm.Operands{A: p.a[na:], LDA: p.lda, B: p.b[nb:], LDB: p.ldb,
+					TransA: p.ta, TransB: p.tb, M: p.m, N: p.n, K: p.k} // the whole product: a causal one's last block is smaller
 				next = &nx
 			}
 		}
 		if p.tri != triNone {
-			p.causalProduct(oa, ob, oc)
+			p.causalProduct(oa, ob, oc, next)
 		} else if p.serial {
 			// Each product whole on this goroutine; while its last
 			// block computes, the next product's operands are fetched

@@ -208,9 +208,17 @@ func (p *permutedState) causalUsable(kind triKind) bool {
 }
 
 // causalProduct computes one product of the batch (A, B and C at offsets
-// oa, ob and oc) as the blocks that skip the zero or unread half.
-func (p *permutedState) causalProduct(oa, ob, oc int) {
+// oa, ob and oc) as the blocks that skip the zero or unread half; the
+// last block prefetches next (the next product's operands), if not nil.
+func (p *permutedState) causalProduct(oa, ob, oc int, next *gemm.Operands) {
+	blocks := 0
+	p.causalBlocks(p.tri, func(causalBlock) { blocks++ })
 	p.causalBlocks(p.tri, func(b causalBlock) {
+		blocks--
+		var nx *gemm.Operands
+		if blocks == 0 {
+			nx = next
+		}
 		ao, bo, co := oa+b.i0*p.lda+b.l0, ob+b.l0*p.ldb+b.j0, oc+b.i0*p.ldc+b.j0
 		if p.ta {
 			ao = oa + b.l0*p.lda + b.i0
@@ -218,7 +226,7 @@ func (p *permutedState) causalProduct(oa, ob, oc int) {
 		if p.tb {
 			bo = ob + b.j0*p.ldb + b.l0
 		}
-		gemm.SgemmSerialNext(p.ta, p.tb, b.m, b.n, b.k, p.alpha, p.a[ao:], p.lda, p.b[bo:], p.ldb, 0, p.c[co:], p.ldc, nil)
+		gemm.SgemmSerialNext(p.ta, p.tb, b.m, b.n, b.k, p.alpha, p.a[ao:], p.lda, p.b[bo:], p.ldb, 0, p.c[co:], p.ldc, nx)
 		for i := b.fi0; i < b.fi1; i++ {
 			row := p.c[oc+i*p.ldc+b.fj0 : oc+i*p.ldc+b.fj1]
 			if p.fill == 0 {
