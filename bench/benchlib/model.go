@@ -162,6 +162,11 @@ type ModelResult struct {
 	// OpProfile (with ModelOptions.OpProfile) is the kernel time of a
 	// timed step by op type, largest first.
 	OpProfile []OpTime `json:"op_profile,omitempty"`
+	// OpProfileShapes is OpProfile by op type and shape when OpProfile is
+	// by op type or node (else nil): the rows the bars are judged on, since
+	// a type's row averages shapes that run at different rates (a
+	// Winograd convolution counted at direct flops beside a 1×1 one).
+	OpProfileShapes []OpTime `json:"-"`
 	// OpProfileRefs (with ModelOptions.OpProfileRefs) are the references
 	// measured between the timed steps.
 	OpProfileRefs *ProfileRefs `json:"op_profile_refs,omitempty"`
@@ -325,6 +330,7 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	if prof != nil {
 		prof.on = false
 		res.OpProfile = prof.table(o.Steps)
+		res.OpProfileShapes = prof.shapeTable(o.Steps)
 	}
 	st, err := Summarize(total)
 	if err != nil {
@@ -350,6 +356,7 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		res.OpProfileRefs, res.PeakRSSBytes, err = refs.finish()
 		if res.OpProfileRefs != nil {
 			applyRefs(res.OpProfile, res.OpProfileRefs)
+			applyRefs(res.OpProfileShapes, res.OpProfileRefs)
 		}
 	} else {
 		res.PeakRSSBytes, err = PeakRSS()
@@ -397,11 +404,21 @@ type OpTime struct {
 	bytes   float64
 }
 
-// opProfiler sums kernel times by op type while on.
+// opProfiler sums kernel times by op type while on (and, unless the
+// table is by shape already, by node with each node's shape, for the
+// bars: shapeTable).
 type opProfiler struct {
 	on, byNode, byShape bool
 	byOp                map[string]*OpTime
+	nodes               map[*graph.Node]*nodeTime
 	mu                  sync.Mutex // part: the kernels' workers report at once
+}
+
+// nodeTime is one node's calls, with its op type and shape as
+// --op-profile-by-shape keys them (of its first call).
+type nodeTime struct {
+	key string
+	t   OpTime
 }
 
 // part records a product timed inside a fused op's kernel
@@ -442,14 +459,60 @@ func (p *opProfiler) record(n *graph.Node, in, out []*graph.Tensor, d time.Durat
 	}
 	if p.byShape {
 		key += " " + shapeKey(n, in, out)
+	} else {
+		nt := p.nodes[n]
+		if nt == nil {
+			if p.nodes == nil {
+				p.nodes = map[*graph.Node]*nodeTime{}
+			}
+			nt = &nodeTime{key: n.OpType + " " + shapeKey(n, in, out)} // once per node
+			p.nodes[n] = nt
+		}
+		nt.t.total += d
+		nt.t.n++
+		nt.t.flops += flops
+		nt.t.bytes += bytes
 	}
 	p.add(key, "", flops, bytes, d)
 }
 
 func (p *opProfiler) table(steps int) []OpTime {
+	return opTable(p.byOp, steps)
+}
+
+// shapeTable is the profile by op type and shape, from the nodes' sums
+// and the products timed inside fused ops, or nil when the table is by
+// shape already.
+func (p *opProfiler) shapeTable(steps int) []OpTime {
+	if p.byShape {
+		return nil
+	}
+	rows := map[string]*OpTime{}
+	for _, nt := range p.nodes {
+		t := rows[nt.key]
+		if t == nil {
+			t = &OpTime{Op: nt.key}
+			rows[nt.key] = t
+		}
+		t.total += nt.t.total
+		t.n += nt.t.n
+		t.flops += nt.t.flops
+		t.bytes += nt.t.bytes
+	}
+	for k, t := range p.byOp {
+		if t.Within != "" {
+			c := *t
+			rows[k] = &c
+		}
+	}
+	return opTable(rows, steps)
+}
+
+// opTable turns sums by key into rows per step, largest first.
+func opTable(byOp map[string]*OpTime, steps int) []OpTime {
 	var sum time.Duration
-	out := make([]OpTime, 0, len(p.byOp))
-	for _, t := range p.byOp {
+	out := make([]OpTime, 0, len(byOp))
+	for _, t := range byOp {
 		if t.Within == "" {
 			sum += t.total
 		}

@@ -3,7 +3,9 @@ package benchlib
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -181,4 +183,51 @@ func opProfileAttentionParts(t *testing.T, model, loss, grad string) {
 		}
 		assert.InEpsilon(t, fused.GFLOP, gflop, 1e-9, op)
 	}
+}
+
+// TestOpProfileShapeTable: a profile by op type also keeps the rows by
+// shape that the bars are judged on. Two MatMul nodes of different shapes
+// (one fast, one slow) make one type row whose rate is between theirs and
+// two shape rows with each node's own rate; two nodes of the same shape
+// share a row; the products timed inside a fused op are kept; a profile
+// by shape has no second table.
+func TestOpProfileShapeTable(t *testing.T) {
+	mat := func(r, c int) *graph.Tensor { return graph.FromFloat32(make([]float32, r*c), r, c) }
+	big := &graph.Node{Name: "big", OpType: "MatMul"}
+	small := &graph.Node{Name: "small", OpType: "MatMul"}
+	small2 := &graph.Node{Name: "small2", OpType: "MatMul"}
+	p := &opProfiler{on: true, byOp: map[string]*OpTime{}}
+	// big: 2·64·64·64 flops in 1 µs; small: 2·8·8·8 flops in 1 µs each.
+	p.record(big, []*graph.Tensor{mat(64, 64), mat(64, 64)}, []*graph.Tensor{mat(64, 64)}, time.Microsecond)
+	p.record(small, []*graph.Tensor{mat(8, 8), mat(8, 8)}, []*graph.Tensor{mat(8, 8)}, time.Microsecond)
+	p.record(small2, []*graph.Tensor{mat(8, 8), mat(8, 8)}, []*graph.Tensor{mat(8, 8)}, time.Microsecond)
+	p.part("AttentionSoftmax/qk", 1000, time.Microsecond)
+
+	byType := p.table(1)
+	shapes := p.shapeTable(1)
+	rate := func(rows []OpTime, prefix string) []float64 {
+		var v []float64
+		for _, r := range rows {
+			if strings.HasPrefix(r.Op, prefix) {
+				v = append(v, r.GFLOPS)
+			}
+		}
+		return v
+	}
+	require.Len(t, rate(byType, "MatMul"), 1)
+	require.Len(t, rate(shapes, "MatMul"), 2)
+	bigRate, smallRate := 2*64*64*64/1e3, 2*8*8*8/1e3 // GFLOP/s at 1 µs a call
+	assert.InDelta(t, (2*64*64*64+2*2*8*8*8)/3e3, rate(byType, "MatMul")[0], 1e-9)
+	assert.InDelta(t, bigRate, rate(shapes, "MatMul in=[64 64]")[0], 1e-9)
+	assert.InDelta(t, smallRate, rate(shapes, "MatMul in=[8 8]")[0], 1e-9)
+	for _, r := range shapes {
+		if strings.HasPrefix(r.Op, "MatMul in=[8 8]") {
+			assert.Equal(t, 2.0, r.Calls, "both small nodes in one row")
+		}
+	}
+	assert.Len(t, rate(shapes, "AttentionSoftmax/qk"), 1)
+
+	byShape := &opProfiler{on: true, byShape: true, byOp: map[string]*OpTime{}}
+	byShape.record(big, []*graph.Tensor{mat(64, 64), mat(64, 64)}, []*graph.Tensor{mat(64, 64)}, time.Microsecond)
+	assert.Nil(t, byShape.shapeTable(1))
 }

@@ -234,7 +234,11 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			fmt.Fprintf(out, "    %-28s %8.3f ms %5.1f%% %6.1f calls%s\n", name, t.MS, 100*t.Share, t.Calls, rate)
 		}
 		if res.OpProfileRefs != nil {
-			printBelowRefs(out, res.OpProfile)
+			rows := res.OpProfile
+			if res.OpProfileShapes != nil {
+				rows = res.OpProfileShapes // the bars hold per shape
+			}
+			printBelowRefs(out, rows)
 		}
 	}
 	if f.cpuProfile != "" {
@@ -254,7 +258,8 @@ const (
 )
 
 // printBelowRefs lists the rows of an op profile under the bars, or says
-// that none is.
+// that none is: the caller gives the rows by shape (a type's row averages
+// shapes that run at different rates).
 func printBelowRefs(out io.Writer, rows []benchlib.OpTime) {
 	var products, membound []string
 	for _, t := range rows {
