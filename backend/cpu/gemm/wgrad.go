@@ -25,9 +25,9 @@ type Operands struct {
 
 // SgemmSerialNext is SgemmSerial that, while its last block computes,
 // prefetches next's operands (the product the caller runs next: the
-// following head of a batch whose operands come from memory), so that the next product does not start by waiting for
-// them; a nil A or B (an operand already in the cache) is not
-// prefetched. The result is SgemmSerial's, bit for bit.
+// following head of a batch whose operands come from memory), so that
+// the next product does not start by waiting for them; a nil A or B (an
+// operand already in the cache) is not prefetched. The result is SgemmSerial's, bit for bit.
 func SgemmSerialNext(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, next *Operands) {
 	if p, ok := newProblem(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); ok {
 		if next != nil {

@@ -94,6 +94,22 @@ func (c *Context) MayOverwrite(i int) bool {
 	return c != nil && i >= 0 && i < 64 && c.Donated&(1<<uint(i)) != 0
 }
 
+// RunNested runs the kernel registered for domain:op (at ctx's opset) on
+// args as part of node n's kernel — a fused kernel's general path through
+// the kernels it fuses — with ctx.Nested(), so that n's donated inputs
+// are not taken for those operands'. Errors name n.
+func RunNested(ctx *Context, n *graph.Node, domain, op string, args []*graph.Tensor) ([]*graph.Tensor, error) {
+	opset := int64(0)
+	if ctx != nil {
+		opset = ctx.Opset
+	}
+	spec, ok := Lookup(domain, op, opset)
+	if !ok {
+		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
+	}
+	return spec.Fn(ctx.Nested(), n, args)
+}
+
 var registry = map[string][]Spec{}
 
 func key(domain, op string) string {

@@ -277,11 +277,7 @@ func erfGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 // fallback of fused kernels for the dtypes they do not handle), returning
 // its first output; errors name the fused node n.
 func unfusedStep(ctx *kern.Context, n *graph.Node, op string, args ...*graph.Tensor) (*graph.Tensor, error) {
-	spec, ok := kern.Lookup("", op, ctx.Opset)
-	if !ok {
-		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
-	}
-	out, err := spec.Fn(ctx.Nested(), n, args)
+	out, err := kern.RunNested(ctx, n, "", op, args)
 	if err != nil {
 		return nil, err
 	}

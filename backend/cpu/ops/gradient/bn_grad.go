@@ -46,19 +46,14 @@ func batchNormAddReluGrad(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) 
 		*pre = addReluPre{} // drop the operands
 		return out, err
 	}
-	spec, ok := kern.Lookup(graph.FusedDomain, graph.AddReluGrad, ctx.Opset)
-	if !ok {
-		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, graph.AddReluGrad)
-	}
 	// The two kernels on operands of their own: A's donation is not
 	// theirs (BatchNormalizationGrad would write dX over dS).
-	ctx = ctx.Nested()
-	dsOut, err := spec.Fn(ctx, n, in[:3])
+	dsOut, err := kern.RunNested(ctx, n, graph.FusedDomain, graph.AddReluGrad, in[:3])
 	if err != nil {
 		return nil, err
 	}
 	ds := dsOut[0]
-	grads, err := batchNormGrad(ctx, n, []*graph.Tensor{ds, x, in[4], in[5], in[6]})
+	grads, err := batchNormGrad(ctx.Nested(), n, []*graph.Tensor{ds, x, in[4], in[5], in[6]})
 	if err != nil {
 		return nil, err
 	}

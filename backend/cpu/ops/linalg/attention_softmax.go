@@ -290,23 +290,21 @@ func shapesOf(in []*graph.Tensor) [][]int {
 	return out
 }
 
-// operands sets *o to the stored operands of product i of plan p for
-// gemm.SgemmSerialNext to prefetch and returns o, or returns nil where
-// nothing is to be prefetched: the side that x stands for (A when onA,
-// else B; a head's buffer, already in the cache) is left out. o is the
-// caller's (a step allocates nothing).
+// operands is operandsAt for product i of plan p, without the side
+// that x stands for (A when onA, else B: a head's buffer, already in the
+// cache); nil past the batch.
 func (p *permutedState) operands(o *gemm.Operands, i int, x []float32, onA bool) *gemm.Operands {
-	if !prefetchNextProduct || !p.serial || i >= p.batch {
+	if i >= p.batch {
 		return nil
 	}
 	idx := p.index(i)
 	oa, ob, _ := p.offsets(&idx)
-	*o = gemm.Operands{LDA: p.lda, LDB: p.ldb, TransA: p.ta, TransB: p.tb, M: p.m, N: p.n, K: p.k}
-	if (x == nil || !onA) && p.a != nil {
-		o.A = p.a[p.packA.at(oa):]
-	}
-	if (x == nil || onA) && p.b != nil {
-		o.B = p.b[p.packB.at(ob):]
+	if o = p.operandsAt(o, oa, ob); o != nil && x != nil {
+		if onA {
+			o.A = nil
+		} else {
+			o.B = nil
+		}
 	}
 	return o
 }

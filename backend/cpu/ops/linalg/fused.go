@@ -64,15 +64,7 @@ func biasRow(bias *graph.Tensor, out []int) bool {
 // runOp runs the kernel registered for domain/op on n's context: the
 // fused kernels' general path through the kernels they fuse.
 func runOp(ctx *kern.Context, n *graph.Node, domain, op string, args ...*graph.Tensor) ([]*graph.Tensor, error) {
-	opset := int64(0)
-	if ctx != nil {
-		opset = ctx.Opset
-	}
-	spec, ok := kern.Lookup(domain, op, opset)
-	if !ok {
-		return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op)
-	}
-	return spec.Fn(ctx.Nested(), n, args)
+	return kern.RunNested(ctx, n, domain, op, args)
 }
 
 // runSubOp runs the kernel of domain:op on in as a node of its own (n's

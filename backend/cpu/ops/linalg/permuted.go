@@ -243,11 +243,7 @@ func (p *permutedState) Chunk(lo, hi int) {
 		var na, nb, nc int
 		if i+1 < hi {
 			na, nb, nc = p.offsets(&idx)
-			if prefetchNextProduct {
-				nx = gemm.Operands{A: p.a[na:], LDA: p.lda, B: p.b[nb:], LDB: p.ldb,
-					TransA: p.ta, TransB: p.tb, M: p.m, N: p.n, K: p.k} // the whole product: a causal one's last block is smaller
-				next = &nx
-			}
+			next = p.operandsAt(&nx, na, nb)
 		}
 		if p.tri != triNone {
 			p.causalProduct(oa, ob, oc, next)
@@ -261,6 +257,25 @@ func (p *permutedState) Chunk(lo, hi int) {
 		}
 		oa, ob, oc = na, nb, nc
 	}
+}
+
+// operandsAt sets *o to the stored operands of the product whose A and B
+// start at offsets oa and ob, at the plan's whole shape (a causal
+// product's last block is smaller), for gemm.SgemmSerialNext to prefetch,
+// and returns o; nil where prefetchNextProduct is off. o is the
+// caller's, so that a step allocates nothing.
+func (p *permutedState) operandsAt(o *gemm.Operands, oa, ob int) *gemm.Operands {
+	if !prefetchNextProduct {
+		return nil
+	}
+	*o = gemm.Operands{LDA: p.lda, LDB: p.ldb, TransA: p.ta, TransB: p.tb, M: p.m, N: p.n, K: p.k}
+	if p.a != nil {
+		o.A = p.a[p.packA.at(oa):]
+	}
+	if p.b != nil {
+		o.B = p.b[p.packB.at(ob):]
+	}
+	return o
 }
 
 // prefetchNextProduct makes each product of a serial batch prefetch the

@@ -121,8 +121,12 @@ func causalKind(n *graph.Node, grad int64, views []strided, tc bool) (triKind, f
 
 // causalBlock is one GEMM of a cut product: rows [i0, i0+m) and columns
 // [j0, j0+n) of C, summing shared indices [l0, l0+k); then rows
-// [fi0, fi1) of columns [fj0, fj1) get the fill.
-type causalBlock struct{ i0, j0, l0, m, n, k, fi0, fi1, fj0, fj1 int }
+// [fi0, fi1) of columns [fj0, fj1) get the fill. last marks the
+// product's last block.
+type causalBlock struct {
+	i0, j0, l0, m, n, k, fi0, fi1, fj0, fj1 int
+	last                                    bool
+}
 
 // causalBlocks calls f with the blocks of a product of kind over the
 // plan's m, n and k, in order. A structure of A cuts C into blocks of
@@ -135,7 +139,7 @@ func (p *permutedState) causalBlocks(kind triKind, f func(causalBlock)) {
 		bs := blockSize(p.m)
 		for i0 := 0; i0 < p.m; {
 			i1 := blockEnd(i0, p.m, bs)
-			b := causalBlock{i0: i0, m: i1 - i0, n: p.n, k: i1}
+			b := causalBlock{i0: i0, m: i1 - i0, n: p.n, k: i1, last: i1 == p.m}
 			if kind == triAUpper {
 				b.l0, b.k = i0, p.k-i0
 			}
@@ -146,7 +150,7 @@ func (p *permutedState) causalBlocks(kind triKind, f func(causalBlock)) {
 		bs := blockSize(p.n)
 		for j0 := 0; j0 < p.n; {
 			j1 := blockEnd(j0, p.n, bs)
-			b := causalBlock{j0: j0, m: p.m, n: j1 - j0, k: p.k}
+			b := causalBlock{j0: j0, m: p.m, n: j1 - j0, k: p.k, last: j1 == p.n}
 			switch kind {
 			case triBLower:
 				b.l0, b.k = j0, p.k-j0
@@ -211,12 +215,9 @@ func (p *permutedState) causalUsable(kind triKind) bool {
 // oa, ob and oc) as the blocks that skip the zero or unread half; the
 // last block prefetches next (the next product's operands), if not nil.
 func (p *permutedState) causalProduct(oa, ob, oc int, next *gemm.Operands) {
-	blocks := 0
-	p.causalBlocks(p.tri, func(causalBlock) { blocks++ })
 	p.causalBlocks(p.tri, func(b causalBlock) {
-		blocks--
 		var nx *gemm.Operands
-		if blocks == 0 {
+		if b.last {
 			nx = next
 		}
 		ao, bo, co := oa+b.i0*p.lda+b.l0, ob+b.l0*p.ldb+b.j0, oc+b.i0*p.ldc+b.j0

@@ -42,12 +42,8 @@ func batchNormAddRelu(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*
 		name string
 		args []*graph.Tensor
 	}{{"Add", []*graph.Tensor{nil, r}}, {"Relu", []*graph.Tensor{nil}}} {
-		spec, ok := kern.Lookup("", op.name, ctx.Opset)
-		if !ok {
-			return nil, n.Errorf("%w: no %s kernel", graph.ErrUnsupportedOp, op.name)
-		}
 		op.args[0] = res[0]
-		y, err := spec.Fn(ctx.Nested(), n, op.args)
+		y, err := kern.RunNested(ctx, n, "", op.name, op.args)
 		if err != nil {
 			return nil, err
 		}
