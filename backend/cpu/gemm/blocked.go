@@ -546,18 +546,23 @@ var prefetchRowsFn = func(src []float32, ld, rows, width int) {}
 // to end, spread evenly over a block's tiles: the macro-kernels call step
 // once before each tile.
 type spreadPrefetch struct {
-	next                [2]region
+	next                [4]region
 	rows, perTile, done int
 }
 
 func newSpreadPrefetch(next [2]region, tiles int) spreadPrefetch {
-	rows := next[0].rows + next[1].rows
+	return newSpreadPrefetchN([4]region{next[0], next[1]}, tiles)
+}
+
+// newSpreadPrefetchN is newSpreadPrefetch for up to four regions.
+func newSpreadPrefetchN(next [4]region, tiles int) spreadPrefetch {
+	rows := next[0].rows + next[1].rows + next[2].rows + next[3].rows
 	return spreadPrefetch{next: next, rows: rows, perTile: (rows + tiles - 1) / max(tiles, 1)}
 }
 
-// step prefetches the next tile's share of the rows.
+// step prefetches the next tile's share of the rows (nothing on a nil p).
 func (p *spreadPrefetch) step() {
-	if p.done >= p.rows {
+	if p == nil || p.done >= p.rows {
 		return
 	}
 	rows := min(p.perTile, p.rows-p.done)

@@ -85,3 +85,108 @@ func TestPackedProductPackers(t *testing.T) {
 		}
 	}
 }
+
+// sourcedRows is rowsPacker naming its sources (ASourcer), recording the
+// blocks it names and the blocks it packs.
+type sourcedRows struct {
+	rowsPacker
+	named, packed [][4]int
+}
+
+func (p *sourcedRows) PackA(dst []float32, i0, mc, p0, kc int) {
+	p.packed = append(p.packed, [4]int{i0, mc, p0, kc})
+	p.rowsPacker.PackA(dst, i0, mc, p0, kc)
+}
+
+func (p *sourcedRows) SourceA(i0, mc, p0, kc int) [2]Region {
+	p.named = append(p.named, [4]int{i0, mc, p0, kc})
+	return [2]Region{{Src: p.a[i0*p.k+p0:], LD: p.k, Rows: mc, Width: kc}}
+}
+
+// sourcedTransposed is transposedPacker naming its sources (BSourcer).
+type sourcedTransposed struct {
+	transposedPacker
+	named, packed [][4]int
+}
+
+func (p *sourcedTransposed) PackB(dst []float32, p0, kc, j0, nc int) {
+	p.packed = append(p.packed, [4]int{p0, kc, j0, nc})
+	p.transposedPacker.PackB(dst, p0, kc, j0, nc)
+}
+
+func (p *sourcedTransposed) SourceB(p0, kc, j0, nc int) [2]Region {
+	p.named = append(p.named, [4]int{p0, kc, j0, nc})
+	return [2]Region{{Src: p.bt[j0*p.k+p0:], LD: p.k, Rows: nc, Width: kc}}
+}
+
+// TestPackedProductSources: packers that name their sources (ASourcer,
+// BSourcer) give C bit for bit as without, and every A block or B panel
+// named for prefetching is the one packed next (the last one named, after
+// the product's last block, none).
+func TestPackedProductSources(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	mk := kernel
+	for _, sh := range []struct{ m, n, k, nc int }{{37, 70, 300, 0}, {300, 40, 700, 0}, {64, 1200, 96, 256}, {150, 600, 520, 128}} {
+		m, n, k := sh.m, sh.n, sh.k
+		a := make([]float32, m*k)
+		bt := make([]float32, n*k)
+		for i := range a {
+			a[i] = float32(rng.NormFloat64())
+		}
+		for i := range bt {
+			bt[i] = float32(rng.NormFloat64())
+		}
+		plainC := make([]float32, m*n)
+		pp := PackedProduct{M: m, N: n, K: k, APacker: &rowsPacker{a: a, k: k}, BPacker: &transposedPacker{bt: bt, k: k}, C: plainC, LDC: n, NC: sh.nc}
+		pp.blocked(mk, 0, m, 0, n)
+		ap := &sourcedRows{rowsPacker: rowsPacker{a: a, k: k}}
+		bp := &sourcedTransposed{transposedPacker: transposedPacker{bt: bt, k: k}}
+		c := make([]float32, m*n)
+		pp = PackedProduct{M: m, N: n, K: k, APacker: ap, BPacker: bp, C: c, LDC: n, NC: sh.nc}
+		pp.blocked(mk, 0, m, 0, n)
+		require.Equal(t, plainC, c, "%+v", sh)
+		require.NotEmpty(t, ap.named, "%+v", sh)
+		require.NotEmpty(t, bp.named, "%+v", sh)
+		// Each named A block is packed right after the block that named it.
+		require.Equal(t, ap.packed[1:], ap.named, "%+v: A blocks named against packed", sh)
+		// B panels are named once per A block of the panel before: the
+		// distinct ones, in order, are the panels packed after the first.
+		var distinct [][4]int
+		for _, b := range bp.named {
+			if len(distinct) == 0 || distinct[len(distinct)-1] != b {
+				distinct = append(distinct, b)
+			}
+		}
+		require.Equal(t, bp.packed[1:], distinct, "%+v: B panels named against packed", sh)
+	}
+}
+
+// TestRowsShare: the shares of two regions' rows cover them once, in
+// order, for any number of parts.
+func TestRowsShare(t *testing.T) {
+	src := make([]float32, 1000)
+	for i := range src {
+		src[i] = float32(i)
+	}
+	for _, rows := range [][2]int{{7, 0}, {5, 9}, {0, 4}, {1, 1}} {
+		rs := [2]region{{src: src, ld: 10, rows: rows[0], width: 3}, {src: src[500:], ld: 20, rows: rows[1], width: 2}}
+		for parts := 1; parts <= 20; parts++ {
+			var got []float32
+			for t0 := 0; t0 < parts; t0++ {
+				a, b := rowsShare(rs, t0, parts)
+				for _, r := range []region{a, b} {
+					for i := 0; i < r.rows; i++ {
+						got = append(got, r.src[i*r.ld], float32(r.width))
+					}
+				}
+			}
+			var want []float32
+			for _, r := range rs {
+				for i := 0; i < r.rows; i++ {
+					want = append(want, r.src[i*r.ld], float32(r.width))
+				}
+			}
+			require.Equal(t, want, got, "rows %v, %d parts", rows, parts)
+		}
+	}
+}

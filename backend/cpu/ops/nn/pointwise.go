@@ -321,6 +321,19 @@ func (pk *planeRowsT) PackB(dst []float32, p0, kc, j0, nc int) {
 	}
 }
 
+// SourceB names the image runs PackB(p0, kc, j0, nc) reads, the first two
+// (gemm.BSourcer).
+func (pk *planeRowsT) SourceB(p0, kc, j0, nc int) [2]gemm.Region {
+	var rs [2]gemm.Region
+	for at, i := 0, 0; at < kc && i < len(rs); i++ {
+		img, pos := (p0+at)/pk.l, (p0+at)%pk.l
+		n := min(pk.l-pos, kc-at)
+		rs[i] = gemm.Region{Src: pk.x[(img*pk.c+j0)*pk.l+pos:], LD: pk.l, Rows: nc, Width: n}
+		at += n
+	}
+	return rs
+}
+
 // planeGradPackers are filterGradOneByOne's packers, boxed per call.
 type planeGradPackers struct {
 	a outputRowPacker
