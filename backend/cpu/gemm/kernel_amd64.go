@@ -35,6 +35,7 @@ func init() {
 		avx2Kernel6x16.pair = kernel6x32Pair
 		avx2Kernel6x16.pairA = kernel6x32PairA
 		avx2Kernel6x16.pairNT = kernel6x32PairNT
+		avx2Kernel6x16.pairB = kernel6x32PairB
 	}
 	avx2Kernel6x16.fnNT = kernel6x16NT
 	if hasAVX2FMA {
@@ -71,6 +72,23 @@ func kernel6x32PairA(kc int, a []float32, rs, ks int, bp, c []float32, ldc int, 
 	_ = bp[32*kc-1]
 	_ = c[5*ldc+31]
 	sgemmKernel6x32PairA(kc, &a[0], rs, ks, &bp[0], &c[0], ldc, alpha, beta)
+}
+
+// sgemmKernel6x32PairB is implemented in kernel512b_amd64.s (AVX-512F):
+// sgemmKernel6x32Pair reading its kc×32 B block in place, row q at
+// b[q*ldb], bit for bit what the pair kernel stores from the same values
+// packed; each step prefetches the two lines pf elements on from its row.
+//
+//go:noescape
+func sgemmKernel6x32PairB(kc int, ap, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, pf int)
+
+// kernel6x32PairB checks the bounds the assembly relies on and calls it.
+// (A prefetch does not fault: pf may point past b.)
+func kernel6x32PairB(kc int, ap, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, pf int) {
+	_ = ap[6*kc-1]
+	_ = b[(kc-1)*ldb+31]
+	_ = c[5*ldc+31]
+	sgemmKernel6x32PairB(kc, &ap[0], &b[0], ldb, &c[0], ldc, alpha, beta, pf)
 }
 
 // sgemmKernel6x16 is implemented in kernel_amd64.s. It stores

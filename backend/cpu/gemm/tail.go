@@ -120,7 +120,7 @@ func (sh *tailShare) work(buf *buffers) int {
 		}
 		mcur := min(u, sh.end-ic)
 		if sh.packed {
-			sh.pp.rowBlock(mk, buf, p, ic, mcur, sh.jc, sh.ncur, sh.pc, sh.kcur, sh.beta, sh.stream, sh.bp, nil)
+			sh.pp.rowBlock(mk, buf, p, ic, mcur, sh.jc, sh.ncur, sh.pc, sh.kcur, sh.beta, sh.stream, sh.bp, nil, nil)
 			done++
 			continue
 		}

@@ -438,3 +438,19 @@ func newT(d graph.DType, shape []int) *graph.Tensor {
 	}
 	return t
 }
+
+// Attention's head split: [4, 197, 768] → [197, 4, 768] (perm 1 0 2), rows
+// of 768 contiguous values moved whole.
+func BenchmarkMemboundViTTranspose(b *testing.B) {
+	sh := []int{4, 197, 768}
+	n := mkNode("", "Transpose", 1, graph.IntsAttr("perm", 1, 0, 2))
+	benchOp(b, n, 17, 8*size(sh...), randn(1, sh...))
+}
+
+// A pre-norm block's LayerNorm gradient with the residual gradient added
+// (LayerNormGradAdd): reads dY, X and R, writes dX.
+func BenchmarkMemboundGPTLayerNormGradAdd(b *testing.B) {
+	sh := []int{4, 128, 768}
+	n := mkNode(graph.FusedDomain, graph.LayerNormGradAdd, 3, graph.IntAttr("axis", -1), graph.FloatAttr("epsilon", 1e-5))
+	benchOp(b, n, 17, 16*size(sh...), randn(1, sh...), randn(2, sh...), filled(1.5, 768), randn(3, sh...))
+}

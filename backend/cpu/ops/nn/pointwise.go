@@ -295,6 +295,17 @@ func (pk *planeColumns) PackB(dst []float32, p0, kc, j0, nc int) {
 	}
 }
 
+// ViewB shows the block at channels [p0, p0+kc), batch columns [j0, j0+n)
+// in place when its columns lie in one image plane: channel rows l apart
+// (gemm.BViewer).
+func (pk *planeColumns) ViewB(p0, kc, j0, n int) ([]float32, int, bool) {
+	img, pos := j0/pk.l, j0%pk.l
+	if pos+n > pk.l {
+		return nil, 0, false
+	}
+	return pk.x[(img*pk.c+p0)*pk.l+pos:], pk.l, true
+}
+
 // planeRowsT is the PackB of a 1×1 product's filter gradient: B = Xᵀ,
 // rows the positions of the whole batch and columns the c channels,
 // B[i·l+p, ch] = x[(i·c+ch)·l+p]; each strip's NR channels are transposed
