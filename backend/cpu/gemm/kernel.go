@@ -50,12 +50,14 @@ type microKernel struct {
 	// that writes a result far larger than the caches in one pass (one k
 	// block, beta 0) uses them: see streamC.
 	fnNT, pairNT func(kc int, ap, bp, c []float32, ldc int, alpha float32)
-	// pairB, if not nil, is pair reading its kc×2nr B block in place
-	// (row q at b[q*ldb]) instead of from two packed strips, bit for bit
-	// as pair, prefetching with each row the two lines pf elements on:
+	// bIn, if not nil, computes an mr×bInCols tile (bInCols: 2nr, the
+	// pair kernel's, or nr, fn's) reading its kc×bInCols B block in place
+	// (row q at b[q*ldb]) instead of from packed strips, bit for bit as
+	// pair or fn, prefetching with each row the lines pf elements on:
 	// products whose B values each feed few rows of A skip packing B
 	// (see PackedProduct's BViewer).
-	pairB func(kc int, ap, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, pf int)
+	bIn     func(kc int, ap, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, pf int)
+	bInCols int
 }
 
 // kernel is the micro-kernel Sgemm uses. Architecture files replace it in

@@ -35,7 +35,9 @@ func init() {
 		avx2Kernel6x16.pair = kernel6x32Pair
 		avx2Kernel6x16.pairA = kernel6x32PairA
 		avx2Kernel6x16.pairNT = kernel6x32PairNT
-		avx2Kernel6x16.pairB = kernel6x32PairB
+		avx2Kernel6x16.bIn, avx2Kernel6x16.bInCols = kernel6x32PairB, 32
+	} else {
+		avx2Kernel6x16.bIn, avx2Kernel6x16.bInCols = kernel6x16B, 16
 	}
 	avx2Kernel6x16.fnNT = kernel6x16NT
 	if hasAVX2FMA {
@@ -89,6 +91,22 @@ func kernel6x32PairB(kc int, ap, b []float32, ldb int, c []float32, ldc int, alp
 	_ = b[(kc-1)*ldb+31]
 	_ = c[5*ldc+31]
 	sgemmKernel6x32PairB(kc, &ap[0], &b[0], ldb, &c[0], ldc, alpha, beta, pf)
+}
+
+// sgemmKernel6x16B is implemented in kernelb_amd64.s (AVX2):
+// sgemmKernel6x16 reading its kc×16 B block in place, row q at b[q*ldb],
+// bit for bit what it stores from the same values packed; each step
+// prefetches the lines pf elements on from its row.
+//
+//go:noescape
+func sgemmKernel6x16B(kc int, ap, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, pf int)
+
+// kernel6x16B checks the bounds the assembly relies on and calls it.
+func kernel6x16B(kc int, ap, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, pf int) {
+	_ = ap[6*kc-1]
+	_ = b[(kc-1)*ldb+15]
+	_ = c[5*ldc+15]
+	sgemmKernel6x16B(kc, &ap[0], &b[0], ldb, &c[0], ldc, alpha, beta, pf)
 }
 
 // sgemmKernel6x16 is implemented in kernel_amd64.s. It stores

@@ -108,7 +108,7 @@ type BSourcer interface {
 // and ok false where the block is not laid out so (a 1×1 convolution's
 // columns crossing from one image to the next). A product whose every B
 // value feeds few rows of A (M at most viewBMaxRows) then reads B in
-// place with the pair kernel (microKernel.pairB) instead of packing it.
+// place (microKernel.bIn) instead of packing it.
 type BViewer interface {
 	ViewB(p0, kc, j0, n int) (b []float32, ldb int, ok bool)
 }
@@ -484,11 +484,11 @@ const viewBMaxRows = 128
 const viewBAhead = 16
 
 // viewer returns the BPacker as a BViewer when the product reads B in
-// place: the kernel has pairB, the packer shows B, A has at most
+// place: the kernel has bIn, the packer shows B, A has at most
 // viewBMaxRows rows, and C is not streamed (the streaming kernels read
 // packed B).
 func (pp *PackedProduct) viewer(mk microKernel, stream bool) BViewer {
-	if mk.pairB == nil || stream || pp.M > viewBMaxRows {
+	if mk.bIn == nil || stream || pp.M > viewBMaxRows {
 		return nil
 	}
 	bv, _ := pp.BPacker.(BViewer)
@@ -496,24 +496,24 @@ func (pp *PackedProduct) viewer(mk microKernel, stream bool) BViewer {
 }
 
 // macroViewB is macro for a block whose B the packer shows in place (bv):
-// each 2·NR-column step that lies in one view runs the pair kernel on it
-// over every row strip, the first strip prefetching the block ahead; a
-// step that does not (it crosses an image, or is the panel's narrower
-// last one) is packed into buf.b and runs through macro. A comes packed in
-// buf.a.
+// each step of the kernel's bInCols columns that lies in one view runs
+// mk.bIn on it over every row strip, the first strip prefetching the
+// block ahead; a step that does not (it crosses an image, or is the
+// panel's narrower last one) is packed into buf.b and runs through macro.
+// A comes packed in buf.a.
 func (pp *PackedProduct) macroViewB(mk microKernel, bv BViewer, buf *buffers, ic, mc, jc, nc, pc, kc int, beta float32) {
-	mr, nr := mk.mr, mk.nr
+	mr, ww := mk.mr, mk.bInCols
 	ap, tile := buf.a, buf.tile[:]
-	for jr := 0; jr < nc; jr += 2 * nr {
-		w := min(2*nr, nc-jr)
+	for jr := 0; jr < nc; jr += ww {
+		w := min(ww, nc-jr)
 		var b []float32
 		var ldb int
 		ok := false
-		if w == 2*nr {
+		if w == ww {
 			b, ldb, ok = bv.ViewB(pc+pp.kOff, kc, jc+jr, w)
 		}
 		if !ok {
-			buf.b = grow(buf.b, 2*nr*kc)
+			buf.b = grow(buf.b, (w+mk.nr-1)/mk.nr*mk.nr*kc)
 			pp.BPacker.PackB(buf.b, pc+pp.kOff, kc, jc+jr, w)
 			pp.macro(mk, ic, mc, jc+jr, w, kc, ap, nil, buf.b, beta, false, tile, nil)
 			continue
@@ -527,15 +527,15 @@ func (pp *PackedProduct) macroViewB(mk microKernel, bv BViewer, buf *buffers, ic
 		for ir := 0; ir < mc; ir += mr {
 			off, _ := pp.cAt(ic+ir, jc+jr)
 			as := ap[ir*kc : ir*kc+mr*kc]
-			if mc-ir >= mr && run >= 2*nr {
-				mk.pairB(kc, as, b, ldb, pp.C[off:], pp.LDC, 1, beta, pf)
+			if mc-ir >= mr && run >= ww {
+				mk.bIn(kc, as, b, ldb, pp.C[off:], pp.LDC, 1, beta, pf)
 			} else {
-				mk.pairB(kc, as, b, ldb, tile, 2*nr, 1, 0, pf)
+				mk.bIn(kc, as, b, ldb, tile, ww, 1, 0, pf)
 				mb := min(mr, mc-ir)
-				for j := 0; j < 2*nr; {
+				for j := 0; j < ww; {
 					off, n := pp.cAt(ic+ir, jc+jr+j)
-					n = min(n, 2*nr-j)
-					storeRun(pp.C[off:], pp.LDC, tile[j:], 2*nr, mb, n, beta)
+					n = min(n, ww-j)
+					storeRun(pp.C[off:], pp.LDC, tile[j:], ww, mb, n, beta)
 					j += n
 				}
 			}
