@@ -194,23 +194,24 @@ func winoUse(p WinogradPolicy, cv *winoConv) bool { return winogradTakes(p, wino
 // against 16 per tile of up to 4 outputs), which rules out outputs of one
 // row or column and of 3×3.
 //
-// Where the GEMM runs its AVX-512 kernel (1.3-1.5× its AVX2 rate) the
-// transform must save half: ResNet-50's 512-channel 7×7 layer at batch 8
+// And it must save half: ResNet-50's 512-channel 7×7 layer at batch 8
 // (42% saved, edge tiles of one row and column) ran at 104 GFLOP/s
 // forward and 87 for the input gradient through it against 128 and 129
-// through the implicit GEMM on one core of an AVX-512 Xeon, while with
-// the AVX2 kernel on the same core the transform still won forward (105
-// against 93); its 14×14, 28×28 and 56×56 layers (56% saved) gain 1.5,
-// 1.3 and 1.1× with either kernel (BenchmarkWinogradResNet50,
-// docs/large-models.md).
+// through the implicit GEMM on one core of an AVX-512 Xeon. The AVX2
+// kernel once kept it (on that Xeon, 1.3-1.5× slower than its AVX-512
+// kernel, the transform still won forward, 105 against 93), but on the
+// Zen 4 EPYC, whose AVX2 GEMM runs at its AVX-512 rate, the input
+// gradient through the transform ran at 0.57-0.63 of the 2048³ GEMM in
+// ResNet-50's step against 0.85-0.88 through the implicit GEMM, the
+// forward pass at 0.80-0.91 against 0.86-0.89 (ONNXTRAIN_NO_AVX512=1,
+// two alternations, 6 December 2026). Its 14×14, 28×28 and 56×56 layers
+// (56% saved) gain 1.5, 1.3 and 1.1× with either kernel
+// (BenchmarkWinogradResNet50, docs/large-models.md).
 func winoAuto(cv *winoConv) bool {
 	if cv.c < 8 || cv.m < 8 || cv.tiles < winoAutoTiles {
 		return false
 	}
-	if gemm.AVX512() {
-		return 9*cv.oh*cv.ow >= 2*16*cv.th*cv.tw
-	}
-	return 2*9*cv.oh*cv.ow >= 3*16*cv.th*cv.tw
+	return 9*cv.oh*cv.ow >= 2*16*cv.th*cv.tw
 }
 
 // winoAutoTiles is the fewest tiles WinogradAuto takes the transform for.
