@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "tile_amd64.h"
 
 // One k step of the 6×32 tile: one B vector from each of the two strips
 // (16 columns each, at BX+boff and R10+boff) times six broadcast A values
@@ -29,16 +30,6 @@
 	VFMADD231PS  Z12, Z15, Z10;       \
 	VFMADD231PS  Z13, Z15, Z11
 
-#define ZSTOREROW(lo, hi, addr, addr2) \
-	VMOVUPS lo, addr;  \
-	VMOVUPS hi, addr2
-
-#define ZUPDATEROW(lo, hi, addr, addr2) \
-	VFMADD231PS addr, Z15, lo;  \
-	VFMADD231PS addr2, Z15, hi; \
-	VMOVUPS     lo, addr;       \
-	VMOVUPS     hi, addr2
-
 // func sgemmKernel6x32Pair(kc int, ap, bp, c *float32, ldc int, alpha, beta float32)
 //
 // Two adjacent 6×16 tiles of C (32 columns) from one A strip packed 6 wide
@@ -58,24 +49,7 @@ TEXT ·sgemmKernel6x32Pair(SB), NOSPLIT, $0-48
 	LEAQ (DI)(SI*2), R8
 	ADDQ SI, R8              // R8 = row 3
 
-	PREFETCHT0 (DI)
-	PREFETCHT0 64(DI)
-	PREFETCHT0 124(DI)
-	PREFETCHT0 (DI)(SI*1)
-	PREFETCHT0 64(DI)(SI*1)
-	PREFETCHT0 124(DI)(SI*1)
-	PREFETCHT0 (DI)(SI*2)
-	PREFETCHT0 64(DI)(SI*2)
-	PREFETCHT0 124(DI)(SI*2)
-	PREFETCHT0 (R8)
-	PREFETCHT0 64(R8)
-	PREFETCHT0 124(R8)
-	PREFETCHT0 (R8)(SI*1)
-	PREFETCHT0 64(R8)(SI*1)
-	PREFETCHT0 124(R8)(SI*1)
-	PREFETCHT0 (R8)(SI*2)
-	PREFETCHT0 64(R8)(SI*2)
-	PREFETCHT0 124(R8)(SI*2)
+	ZPREFETCHC
 
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -125,19 +99,7 @@ zloop1:
 	JNZ  zloop1
 
 zstore:
-	VBROADCASTSS alpha+40(FP), Z14
-	VMULPS       Z14, Z0, Z0
-	VMULPS       Z14, Z1, Z1
-	VMULPS       Z14, Z2, Z2
-	VMULPS       Z14, Z3, Z3
-	VMULPS       Z14, Z4, Z4
-	VMULPS       Z14, Z5, Z5
-	VMULPS       Z14, Z6, Z6
-	VMULPS       Z14, Z7, Z7
-	VMULPS       Z14, Z8, Z8
-	VMULPS       Z14, Z9, Z9
-	VMULPS       Z14, Z10, Z10
-	VMULPS       Z14, Z11, Z11
+	ZSCALE12(alpha+40(FP))
 
 	// beta == 0 (either sign) overwrites C without reading it.
 	MOVL beta+44(FP), R9
@@ -145,22 +107,12 @@ zstore:
 	JZ   zoverwrite
 
 	VBROADCASTSS beta+44(FP), Z15
-	ZUPDATEROW(Z0, Z1, (DI), 64(DI))
-	ZUPDATEROW(Z2, Z3, (DI)(SI*1), 64(DI)(SI*1))
-	ZUPDATEROW(Z4, Z5, (DI)(SI*2), 64(DI)(SI*2))
-	ZUPDATEROW(Z6, Z7, (R8), 64(R8))
-	ZUPDATEROW(Z8, Z9, (R8)(SI*1), 64(R8)(SI*1))
-	ZUPDATEROW(Z10, Z11, (R8)(SI*2), 64(R8)(SI*2))
+	ZUPDATE6
 	VZEROUPPER
 	RET
 
 zoverwrite:
-	ZSTOREROW(Z0, Z1, (DI), 64(DI))
-	ZSTOREROW(Z2, Z3, (DI)(SI*1), 64(DI)(SI*1))
-	ZSTOREROW(Z4, Z5, (DI)(SI*2), 64(DI)(SI*2))
-	ZSTOREROW(Z6, Z7, (R8), 64(R8))
-	ZSTOREROW(Z8, Z9, (R8)(SI*1), 64(R8)(SI*1))
-	ZSTOREROW(Z10, Z11, (R8)(SI*2), 64(R8)(SI*2))
+	ZSTORE6
 	VZEROUPPER
 	RET
 
@@ -236,19 +188,7 @@ ntloop1:
 	JNZ  ntloop1
 
 ntstore:
-	VBROADCASTSS alpha+40(FP), Z14
-	VMULPS       Z14, Z0, Z0
-	VMULPS       Z14, Z1, Z1
-	VMULPS       Z14, Z2, Z2
-	VMULPS       Z14, Z3, Z3
-	VMULPS       Z14, Z4, Z4
-	VMULPS       Z14, Z5, Z5
-	VMULPS       Z14, Z6, Z6
-	VMULPS       Z14, Z7, Z7
-	VMULPS       Z14, Z8, Z8
-	VMULPS       Z14, Z9, Z9
-	VMULPS       Z14, Z10, Z10
-	VMULPS       Z14, Z11, Z11
+	ZSCALE12(alpha+40(FP))
 	ZSTREAMROW(Z0, Z1, (DI), 64(DI))
 	ZSTREAMROW(Z2, Z3, (DI)(SI*1), 64(DI)(SI*1))
 	ZSTREAMROW(Z4, Z5, (DI)(SI*2), 64(DI)(SI*2))

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "tile_amd64.h"
 
 // One k step of the 6×32 tile with A read in place: the six A values
 // broadcast from rows AX, AX+R11, AX+2·R11, R12, R12+R11, R12+2·R11
@@ -31,16 +32,6 @@
 	ADDQ         R13, AX;              \
 	ADDQ         R13, R12
 
-#define ZSTOREROWA(lo, hi, addr, addr2) \
-	VMOVUPS lo, addr;  \
-	VMOVUPS hi, addr2
-
-#define ZUPDATEROWA(lo, hi, addr, addr2) \
-	VFMADD231PS addr, Z15, lo;  \
-	VFMADD231PS addr2, Z15, hi; \
-	VMOVUPS     lo, addr;       \
-	VMOVUPS     hi, addr2
-
 // func sgemmKernel6x32PairA(kc int, a *float32, rs, ks int, bp, c *float32, ldc int, alpha, beta float32)
 //
 // sgemmKernel6x32Pair with A read in place instead of from a packed
@@ -68,24 +59,7 @@ TEXT ·sgemmKernel6x32PairA(SB), NOSPLIT, $0-64
 	LEAQ (DI)(SI*2), R8
 	ADDQ SI, R8              // R8 = row 3 of C
 
-	PREFETCHT0 (DI)
-	PREFETCHT0 64(DI)
-	PREFETCHT0 124(DI)
-	PREFETCHT0 (DI)(SI*1)
-	PREFETCHT0 64(DI)(SI*1)
-	PREFETCHT0 124(DI)(SI*1)
-	PREFETCHT0 (DI)(SI*2)
-	PREFETCHT0 64(DI)(SI*2)
-	PREFETCHT0 124(DI)(SI*2)
-	PREFETCHT0 (R8)
-	PREFETCHT0 64(R8)
-	PREFETCHT0 124(R8)
-	PREFETCHT0 (R8)(SI*1)
-	PREFETCHT0 64(R8)(SI*1)
-	PREFETCHT0 124(R8)(SI*1)
-	PREFETCHT0 (R8)(SI*2)
-	PREFETCHT0 64(R8)(SI*2)
-	PREFETCHT0 124(R8)(SI*2)
+	ZPREFETCHC
 
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -132,19 +106,7 @@ aloop1:
 	JNZ  aloop1
 
 astore:
-	VBROADCASTSS alpha+56(FP), Z14
-	VMULPS       Z14, Z0, Z0
-	VMULPS       Z14, Z1, Z1
-	VMULPS       Z14, Z2, Z2
-	VMULPS       Z14, Z3, Z3
-	VMULPS       Z14, Z4, Z4
-	VMULPS       Z14, Z5, Z5
-	VMULPS       Z14, Z6, Z6
-	VMULPS       Z14, Z7, Z7
-	VMULPS       Z14, Z8, Z8
-	VMULPS       Z14, Z9, Z9
-	VMULPS       Z14, Z10, Z10
-	VMULPS       Z14, Z11, Z11
+	ZSCALE12(alpha+56(FP))
 
 	// beta == 0 (either sign) overwrites C without reading it.
 	MOVL beta+60(FP), R9
@@ -152,21 +114,11 @@ astore:
 	JZ   aoverwrite
 
 	VBROADCASTSS beta+60(FP), Z15
-	ZUPDATEROWA(Z0, Z1, (DI), 64(DI))
-	ZUPDATEROWA(Z2, Z3, (DI)(SI*1), 64(DI)(SI*1))
-	ZUPDATEROWA(Z4, Z5, (DI)(SI*2), 64(DI)(SI*2))
-	ZUPDATEROWA(Z6, Z7, (R8), 64(R8))
-	ZUPDATEROWA(Z8, Z9, (R8)(SI*1), 64(R8)(SI*1))
-	ZUPDATEROWA(Z10, Z11, (R8)(SI*2), 64(R8)(SI*2))
+	ZUPDATE6
 	VZEROUPPER
 	RET
 
 aoverwrite:
-	ZSTOREROWA(Z0, Z1, (DI), 64(DI))
-	ZSTOREROWA(Z2, Z3, (DI)(SI*1), 64(DI)(SI*1))
-	ZSTOREROWA(Z4, Z5, (DI)(SI*2), 64(DI)(SI*2))
-	ZSTOREROWA(Z6, Z7, (R8), 64(R8))
-	ZSTOREROWA(Z8, Z9, (R8)(SI*1), 64(R8)(SI*1))
-	ZSTOREROWA(Z10, Z11, (R8)(SI*2), 64(R8)(SI*2))
+	ZSTORE6
 	VZEROUPPER
 	RET

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "tile_amd64.h"
 
 // One k step of the 6×32 tile with B read in place: the step's 32 B values
 // from the row at BX (two vectors), times six A values of the packed strip
@@ -32,16 +33,6 @@
 	VFMADD231PS  Z13, Z15, Z11;      \
 	ADDQ         R13, BX
 
-#define ZSTOREROWB(lo, hi, addr, addr2) \
-	VMOVUPS lo, addr;  \
-	VMOVUPS hi, addr2
-
-#define ZUPDATEROWB(lo, hi, addr, addr2) \
-	VFMADD231PS addr, Z15, lo;  \
-	VFMADD231PS addr2, Z15, hi; \
-	VMOVUPS     lo, addr;       \
-	VMOVUPS     hi, addr2
-
 // func sgemmKernel6x32PairB(kc int, ap, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, pf int)
 //
 // sgemmKernel6x32Pair with B read in place instead of from two packed
@@ -65,24 +56,7 @@ TEXT ·sgemmKernel6x32PairB(SB), NOSPLIT, $0-64
 	MOVQ pf+56(FP), R14
 	SHLQ $2, R14             // the prefetch offset in bytes
 
-	PREFETCHT0 (DI)
-	PREFETCHT0 64(DI)
-	PREFETCHT0 124(DI)
-	PREFETCHT0 (DI)(SI*1)
-	PREFETCHT0 64(DI)(SI*1)
-	PREFETCHT0 124(DI)(SI*1)
-	PREFETCHT0 (DI)(SI*2)
-	PREFETCHT0 64(DI)(SI*2)
-	PREFETCHT0 124(DI)(SI*2)
-	PREFETCHT0 (R8)
-	PREFETCHT0 64(R8)
-	PREFETCHT0 124(R8)
-	PREFETCHT0 (R8)(SI*1)
-	PREFETCHT0 64(R8)(SI*1)
-	PREFETCHT0 124(R8)(SI*1)
-	PREFETCHT0 (R8)(SI*2)
-	PREFETCHT0 64(R8)(SI*2)
-	PREFETCHT0 124(R8)(SI*2)
+	ZPREFETCHC
 
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -121,19 +95,7 @@ bloop1:
 	JNZ  bloop1
 
 bstore:
-	VBROADCASTSS alpha+48(FP), Z14
-	VMULPS       Z14, Z0, Z0
-	VMULPS       Z14, Z1, Z1
-	VMULPS       Z14, Z2, Z2
-	VMULPS       Z14, Z3, Z3
-	VMULPS       Z14, Z4, Z4
-	VMULPS       Z14, Z5, Z5
-	VMULPS       Z14, Z6, Z6
-	VMULPS       Z14, Z7, Z7
-	VMULPS       Z14, Z8, Z8
-	VMULPS       Z14, Z9, Z9
-	VMULPS       Z14, Z10, Z10
-	VMULPS       Z14, Z11, Z11
+	ZSCALE12(alpha+48(FP))
 
 	// beta == 0 (either sign) overwrites C without reading it.
 	MOVL beta+52(FP), R9
@@ -141,21 +103,11 @@ bstore:
 	JZ   boverwrite
 
 	VBROADCASTSS beta+52(FP), Z15
-	ZUPDATEROWB(Z0, Z1, (DI), 64(DI))
-	ZUPDATEROWB(Z2, Z3, (DI)(SI*1), 64(DI)(SI*1))
-	ZUPDATEROWB(Z4, Z5, (DI)(SI*2), 64(DI)(SI*2))
-	ZUPDATEROWB(Z6, Z7, (R8), 64(R8))
-	ZUPDATEROWB(Z8, Z9, (R8)(SI*1), 64(R8)(SI*1))
-	ZUPDATEROWB(Z10, Z11, (R8)(SI*2), 64(R8)(SI*2))
+	ZUPDATE6
 	VZEROUPPER
 	RET
 
 boverwrite:
-	ZSTOREROWB(Z0, Z1, (DI), 64(DI))
-	ZSTOREROWB(Z2, Z3, (DI)(SI*1), 64(DI)(SI*1))
-	ZSTOREROWB(Z4, Z5, (DI)(SI*2), 64(DI)(SI*2))
-	ZSTOREROWB(Z6, Z7, (R8), 64(R8))
-	ZSTOREROWB(Z8, Z9, (R8)(SI*1), 64(R8)(SI*1))
-	ZSTOREROWB(Z10, Z11, (R8)(SI*2), 64(R8)(SI*2))
+	ZSTORE6
 	VZEROUPPER
 	RET

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "tile_amd64.h"
 
 // One k step of the 6×16 tile: two B vectors (16 columns) times six
 // broadcast A values (6 rows) into the twelve accumulators Y0–Y11 (row i in
@@ -27,18 +28,6 @@
 	VFMADD231PS  Y12, Y15, Y10;       \
 	VFMADD231PS  Y13, Y15, Y11
 
-// Stores one row of the tile (two accumulators, already scaled by alpha):
-// STOREROW overwrites C, UPDATEROW adds beta*C (beta in Y15) first.
-#define STOREROW(lo, hi, addr, addr2) \
-	VMOVUPS lo, addr;  \
-	VMOVUPS hi, addr2
-
-#define UPDATEROW(lo, hi, addr, addr2) \
-	VFMADD231PS addr, Y15, lo;  \
-	VFMADD231PS addr2, Y15, hi; \
-	VMOVUPS     lo, addr;       \
-	VMOVUPS     hi, addr2
-
 // func sgemmKernel6x16(kc int, ap, bp, c *float32, ldc int, alpha, beta float32)
 TEXT ·sgemmKernel6x16(SB), NOSPLIT, $0-48
 	MOVQ kc+0(FP), CX
@@ -51,18 +40,7 @@ TEXT ·sgemmKernel6x16(SB), NOSPLIT, $0-48
 	ADDQ SI, R8              // R8 = row 3
 
 	// Bring the C tile towards L1 while the products run.
-	PREFETCHT0 (DI)
-	PREFETCHT0 60(DI)
-	PREFETCHT0 (DI)(SI*1)
-	PREFETCHT0 60(DI)(SI*1)
-	PREFETCHT0 (DI)(SI*2)
-	PREFETCHT0 60(DI)(SI*2)
-	PREFETCHT0 (R8)
-	PREFETCHT0 60(R8)
-	PREFETCHT0 (R8)(SI*1)
-	PREFETCHT0 60(R8)(SI*1)
-	PREFETCHT0 (R8)(SI*2)
-	PREFETCHT0 60(R8)(SI*2)
+	PREFETCHC
 
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -109,19 +87,7 @@ loop1:
 	JNZ  loop1
 
 store:
-	VBROADCASTSS alpha+40(FP), Y14
-	VMULPS       Y14, Y0, Y0
-	VMULPS       Y14, Y1, Y1
-	VMULPS       Y14, Y2, Y2
-	VMULPS       Y14, Y3, Y3
-	VMULPS       Y14, Y4, Y4
-	VMULPS       Y14, Y5, Y5
-	VMULPS       Y14, Y6, Y6
-	VMULPS       Y14, Y7, Y7
-	VMULPS       Y14, Y8, Y8
-	VMULPS       Y14, Y9, Y9
-	VMULPS       Y14, Y10, Y10
-	VMULPS       Y14, Y11, Y11
+	SCALE12(alpha+40(FP))
 
 	// beta == 0 (either sign) overwrites C without reading it.
 	MOVL beta+44(FP), R9
@@ -129,22 +95,12 @@ store:
 	JZ   overwrite
 
 	VBROADCASTSS beta+44(FP), Y15
-	UPDATEROW(Y0, Y1, (DI), 32(DI))
-	UPDATEROW(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
-	UPDATEROW(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))
-	UPDATEROW(Y6, Y7, (R8), 32(R8))
-	UPDATEROW(Y8, Y9, (R8)(SI*1), 32(R8)(SI*1))
-	UPDATEROW(Y10, Y11, (R8)(SI*2), 32(R8)(SI*2))
+	UPDATE6
 	VZEROUPPER
 	RET
 
 overwrite:
-	STOREROW(Y0, Y1, (DI), 32(DI))
-	STOREROW(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
-	STOREROW(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))
-	STOREROW(Y6, Y7, (R8), 32(R8))
-	STOREROW(Y8, Y9, (R8)(SI*1), 32(R8)(SI*1))
-	STOREROW(Y10, Y11, (R8)(SI*2), 32(R8)(SI*2))
+	STORE6
 	VZEROUPPER
 	RET
 
@@ -349,41 +305,19 @@ rloop1:
 	JNZ  rloop1
 
 rstore:
-	VBROADCASTSS alpha+48(FP), Y14
-	VMULPS       Y14, Y0, Y0
-	VMULPS       Y14, Y1, Y1
-	VMULPS       Y14, Y2, Y2
-	VMULPS       Y14, Y3, Y3
-	VMULPS       Y14, Y4, Y4
-	VMULPS       Y14, Y5, Y5
-	VMULPS       Y14, Y6, Y6
-	VMULPS       Y14, Y7, Y7
-	VMULPS       Y14, Y8, Y8
-	VMULPS       Y14, Y9, Y9
-	VMULPS       Y14, Y10, Y10
-	VMULPS       Y14, Y11, Y11
+	SCALE12(alpha+48(FP))
 
 	MOVL beta+52(FP), R11
 	ANDL $0x7fffffff, R11
 	JZ   roverwrite
 
 	VBROADCASTSS beta+52(FP), Y15
-	UPDATEROW(Y0, Y1, (DI), 32(DI))
-	UPDATEROW(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
-	UPDATEROW(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))
-	UPDATEROW(Y6, Y7, (R8), 32(R8))
-	UPDATEROW(Y8, Y9, (R8)(SI*1), 32(R8)(SI*1))
-	UPDATEROW(Y10, Y11, (R8)(SI*2), 32(R8)(SI*2))
+	UPDATE6
 	VZEROUPPER
 	RET
 
 roverwrite:
-	STOREROW(Y0, Y1, (DI), 32(DI))
-	STOREROW(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
-	STOREROW(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))
-	STOREROW(Y6, Y7, (R8), 32(R8))
-	STOREROW(Y8, Y9, (R8)(SI*1), 32(R8)(SI*1))
-	STOREROW(Y10, Y11, (R8)(SI*2), 32(R8)(SI*2))
+	STORE6
 	VZEROUPPER
 	RET
 
@@ -535,19 +469,7 @@ ntloop1:
 	JNZ  ntloop1
 
 ntstore:
-	VBROADCASTSS alpha+40(FP), Y14
-	VMULPS       Y14, Y0, Y0
-	VMULPS       Y14, Y1, Y1
-	VMULPS       Y14, Y2, Y2
-	VMULPS       Y14, Y3, Y3
-	VMULPS       Y14, Y4, Y4
-	VMULPS       Y14, Y5, Y5
-	VMULPS       Y14, Y6, Y6
-	VMULPS       Y14, Y7, Y7
-	VMULPS       Y14, Y8, Y8
-	VMULPS       Y14, Y9, Y9
-	VMULPS       Y14, Y10, Y10
-	VMULPS       Y14, Y11, Y11
+	SCALE12(alpha+40(FP))
 	STREAMROW(Y0, Y1, (DI), 32(DI))
 	STREAMROW(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
 	STREAMROW(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "tile_amd64.h"
 
 // One k step of the 6×16 tile with B read in place: the row's 16 B values
 // at BX (two vectors) times six A values of the packed strip at AX+aoff,
@@ -32,16 +33,6 @@
 	VFMADD231PS  Y13, Y15, Y11;      \
 	ADDQ         R13, BX
 
-#define STOREROWB(lo, hi, addr, addr2) \
-	VMOVUPS lo, addr;  \
-	VMOVUPS hi, addr2
-
-#define UPDATEROWB(lo, hi, addr, addr2) \
-	VFMADD231PS addr, Y15, lo;  \
-	VFMADD231PS addr2, Y15, hi; \
-	VMOVUPS     lo, addr;       \
-	VMOVUPS     hi, addr2
-
 // func sgemmKernel6x16B(kc int, ap, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, pf int)
 //
 // sgemmKernel6x16 with B read in place instead of from a packed strip:
@@ -62,18 +53,7 @@ TEXT ·sgemmKernel6x16B(SB), NOSPLIT, $0-64
 	MOVQ pf+56(FP), R14
 	SHLQ $2, R14             // the prefetch offset in bytes
 
-	PREFETCHT0 (DI)
-	PREFETCHT0 60(DI)
-	PREFETCHT0 (DI)(SI*1)
-	PREFETCHT0 60(DI)(SI*1)
-	PREFETCHT0 (DI)(SI*2)
-	PREFETCHT0 60(DI)(SI*2)
-	PREFETCHT0 (R8)
-	PREFETCHT0 60(R8)
-	PREFETCHT0 (R8)(SI*1)
-	PREFETCHT0 60(R8)(SI*1)
-	PREFETCHT0 (R8)(SI*2)
-	PREFETCHT0 60(R8)(SI*2)
+	PREFETCHC
 
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -112,19 +92,7 @@ loopb1:
 	JNZ  loopb1
 
 storeb:
-	VBROADCASTSS alpha+48(FP), Y14
-	VMULPS       Y14, Y0, Y0
-	VMULPS       Y14, Y1, Y1
-	VMULPS       Y14, Y2, Y2
-	VMULPS       Y14, Y3, Y3
-	VMULPS       Y14, Y4, Y4
-	VMULPS       Y14, Y5, Y5
-	VMULPS       Y14, Y6, Y6
-	VMULPS       Y14, Y7, Y7
-	VMULPS       Y14, Y8, Y8
-	VMULPS       Y14, Y9, Y9
-	VMULPS       Y14, Y10, Y10
-	VMULPS       Y14, Y11, Y11
+	SCALE12(alpha+48(FP))
 
 	// beta == 0 (either sign) overwrites C without reading it.
 	MOVL beta+52(FP), R9
@@ -132,21 +100,11 @@ storeb:
 	JZ   overwriteb
 
 	VBROADCASTSS beta+52(FP), Y15
-	UPDATEROWB(Y0, Y1, (DI), 32(DI))
-	UPDATEROWB(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
-	UPDATEROWB(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))
-	UPDATEROWB(Y6, Y7, (R8), 32(R8))
-	UPDATEROWB(Y8, Y9, (R8)(SI*1), 32(R8)(SI*1))
-	UPDATEROWB(Y10, Y11, (R8)(SI*2), 32(R8)(SI*2))
+	UPDATE6
 	VZEROUPPER
 	RET
 
 overwriteb:
-	STOREROWB(Y0, Y1, (DI), 32(DI))
-	STOREROWB(Y2, Y3, (DI)(SI*1), 32(DI)(SI*1))
-	STOREROWB(Y4, Y5, (DI)(SI*2), 32(DI)(SI*2))
-	STOREROWB(Y6, Y7, (R8), 32(R8))
-	STOREROWB(Y8, Y9, (R8)(SI*1), 32(R8)(SI*1))
-	STOREROWB(Y10, Y11, (R8)(SI*2), 32(R8)(SI*2))
+	STORE6
 	VZEROUPPER
 	RET
