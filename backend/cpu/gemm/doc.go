@@ -36,6 +36,18 @@
 // line of C; ONNXTRAIN_GEMM_NO_STREAM=1 turns that off. PackedBlock
 // (Winograd's products) runs the pair kernel when k is one k block.
 //
+// A PackedProduct's packers may name what they read (ASourcer, BSourcer):
+// the product then prefetches each next block's source as the plain GEMM
+// does (a 1×1 convolution's filter gradient packs dY and X from memory).
+// A BPacker that can show a block of B already laid out row-major
+// (BViewer) lets a product with at most 128 rows of A skip packing B: a
+// kernel reading B's rows in place (kernel512b_amd64.s, 32 columns with
+// AVX-512; kernelb_amd64.s, 16 with AVX2), bit for bit the packed
+// kernels, runs where a step's columns lie in one view (a 1×1
+// convolution's 64-channel passes, whose every B value feeds 64 rows).
+// The six-row tiles' stores and C prefetch are shared by the kernel files
+// through tile_amd64.h.
+//
 // Small problems skip packing and run a direct loop. Large problems are split
 // over up to GOMAXPROCS workers of kern's persistent pool (kern.RunTask, no
 // goroutine started and nothing allocated per product) over the rows, the
