@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/onnxtrain/onnxtrain/internal/testutil"
@@ -88,11 +89,12 @@ func TestBInKernel(t *testing.T) {
 // planesPacker packs B from images of c channel planes of l positions,
 // B[ch, i·l+p] = x[(i·c+ch)·l+p] (a 1×1 convolution's input over the
 // batch), element by element, and shows a block in place when its columns
-// stay in one image (BViewer); views counts the blocks it showed.
+// stay in one image (BViewer); views counts the blocks it showed (the
+// product's goroutines call it concurrently).
 type planesPacker struct {
 	x     []float32
 	c, l  int
-	views int
+	views atomic.Int64
 }
 
 func (pk *planesPacker) PackB(dst []float32, p0, kc, j0, nc int) {
@@ -111,7 +113,7 @@ func (pk *planesPacker) ViewB(p0, kc, j0, n int) ([]float32, int, bool) {
 	if pos+n > pk.l {
 		return nil, 0, false
 	}
-	pk.views++
+	pk.views.Add(1)
 	return pk.x[(img*pk.c+p0)*pk.l+pos:], pk.l, true
 }
 
@@ -154,7 +156,7 @@ func TestPackedProductViewB(t *testing.T) {
 					want := run(packed, &planesPacker{x: x, c: sh.k, l: sh.l})
 					name := fmt.Sprintf("%s/%d procs=%d %+v beta=%v", mkIn.name, mkIn.bInCols, procs, sh, beta)
 					require.Equal(t, want, got, "%s: B in place against packed", name)
-					require.Positive(t, viewed.views, "%s: no block read in place", name)
+					require.Positive(t, viewed.views.Load(), "%s: no block read in place", name)
 					for img := 0; img < sh.imgs; img++ {
 						for i := 0; i < sh.m; i++ {
 							for p := 0; p < sh.l; p++ {
