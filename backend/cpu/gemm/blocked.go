@@ -398,7 +398,7 @@ func (p *problem) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *tailShare
 				// packing steps read: the next A block, or after the
 				// last one the next k slice of B and the first A block
 				// of that slice, as far as the budget allows.
-				var next [2]region
+				var next [2]Region
 				switch {
 				case ic+mc < i1:
 					next[0] = p.aRegion(ic+mc, min(mc, i1-ic-mc), pc, kcur)
@@ -409,9 +409,9 @@ func (p *problem) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *tailShare
 				case pc+kc < p.k:
 					knext := min(kc, p.k-pc-kc)
 					budget, used := prefetchBudget/4, 0
-					for _, r := range [2]region{p.bRegion(pc+kc, knext, jc, ncur), p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)} {
-						if r.rows*r.width <= budget {
-							budget -= r.rows * r.width
+					for _, r := range [2]Region{p.bRegion(pc+kc, knext, jc, ncur), p.aRegion(i0, min(mc, i1-i0), pc+kc, knext)} {
+						if r.Rows*r.Width <= budget {
+							budget -= r.Rows * r.Width
 							next[used] = r
 							used++
 						}
@@ -427,7 +427,7 @@ func (p *problem) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *tailShare
 // for the k block [pc, pc+kcur) from B packed in bp, packing A into buf
 // (or reading its full strips in place), and applies the epilogue when
 // the k block is the last; next is prefetched while it computes.
-func (p *problem) rowBlock(mk microKernel, buf *buffers, bp []float32, ic, mcur, jc, ncur, pc, kcur int, beta float32, next [2]region) {
+func (p *problem) rowBlock(mk microKernel, buf *buffers, bp []float32, ic, mcur, jc, ncur, pc, kcur int, beta float32, next [2]Region) {
 	mstrips := (mcur + mk.mr - 1) / mk.mr
 	if pc == 0 && p.cRow != nil && beta != 0 {
 		fillRows(p.c, p.ldc, ic, ic+mcur, jc, jc+ncur, p.cRow)
@@ -513,50 +513,42 @@ const rowACols = 128
 // that the current panels need: a 1 MiB B panel is left to the hardware.
 const prefetchBudget = 512 << 10
 
-// region is a rows×width block of a row-major matrix, starting at src[0]
-// with rows ld apart: the source of one packing step, which macroKernel
-// prefetches while it computes the previous block. Zero rows: nothing.
-type region struct {
-	src             []float32
-	ld, rows, width int
-}
-
 // aRegion is the part of the stored A that packA reads for rows
 // [i0, i0+mc) and shared indices [p0, p0+kc) of op(A).
-func (p *problem) aRegion(i0, mc, p0, kc int) region {
+func (p *problem) aRegion(i0, mc, p0, kc int) Region {
 	if p.transA {
-		return region{src: p.a[p0*p.lda+i0:], ld: p.lda, rows: kc, width: mc}
+		return Region{Src: p.a[p0*p.lda+i0:], LD: p.lda, Rows: kc, Width: mc}
 	}
-	return region{src: p.a[i0*p.lda+p0:], ld: p.lda, rows: mc, width: kc}
+	return Region{Src: p.a[i0*p.lda+p0:], LD: p.lda, Rows: mc, Width: kc}
 }
 
 // bRegion is the part of the stored B that packB reads for shared indices
 // [p0, p0+kc) and columns [j0, j0+nc) of op(B).
-func (p *problem) bRegion(p0, kc, j0, nc int) region {
+func (p *problem) bRegion(p0, kc, j0, nc int) Region {
 	if p.transB {
-		return region{src: p.b[j0*p.ldb+p0:], ld: p.ldb, rows: nc, width: kc}
+		return Region{Src: p.b[j0*p.ldb+p0:], LD: p.ldb, Rows: nc, Width: kc}
 	}
-	return region{src: p.b[p0*p.ldb+j0:], ld: p.ldb, rows: kc, width: nc}
+	return Region{Src: p.b[p0*p.ldb+j0:], LD: p.ldb, Rows: kc, Width: nc}
 }
 
-// prefetchRowsFn prefetches rows of a region; a no-op without assembly.
+// prefetchRowsFn prefetches rows of a Region; a no-op without assembly.
 var prefetchRowsFn = func(src []float32, ld, rows, width int) {}
 
-// spreadPrefetch prefetches the rows of the next two regions, taken end
+// spreadPrefetch prefetches the rows of the next regions (up to four), taken end
 // to end, spread evenly over a block's tiles: the macro-kernels call step
 // once before each tile.
 type spreadPrefetch struct {
-	next                [4]region
+	next                [4]Region
 	rows, perTile, done int
 }
 
-func newSpreadPrefetch(next [2]region, tiles int) spreadPrefetch {
-	return newSpreadPrefetchN([4]region{next[0], next[1]}, tiles)
+func newSpreadPrefetch(next [2]Region, tiles int) spreadPrefetch {
+	return newSpreadPrefetchN([4]Region{next[0], next[1]}, tiles)
 }
 
 // newSpreadPrefetchN is newSpreadPrefetch for up to four regions.
-func newSpreadPrefetchN(next [4]region, tiles int) spreadPrefetch {
-	rows := next[0].rows + next[1].rows + next[2].rows + next[3].rows
+func newSpreadPrefetchN(next [4]Region, tiles int) spreadPrefetch {
+	rows := next[0].Rows + next[1].Rows + next[2].Rows + next[3].Rows
 	return spreadPrefetch{next: next, rows: rows, perTile: (rows + tiles - 1) / max(tiles, 1)}
 }
 
@@ -568,13 +560,13 @@ func (p *spreadPrefetch) step() {
 	rows := min(p.perTile, p.rows-p.done)
 	for r, left := p.done, rows; left > 0; {
 		gi, gr := 0, r
-		for gr >= p.next[gi].rows {
-			gr -= p.next[gi].rows
+		for gr >= p.next[gi].Rows {
+			gr -= p.next[gi].Rows
 			gi++
 		}
 		g := p.next[gi]
-		n := min(left, g.rows-gr)
-		prefetchRowsFn(g.src[gr*g.ld:], g.ld, n, g.width)
+		n := min(left, g.Rows-gr)
+		prefetchRowsFn(g.Src[gr*g.LD:], g.LD, n, g.Width)
 		r += n
 		left -= n
 	}
@@ -591,7 +583,7 @@ func (p *spreadPrefetch) step() {
 // mr×2nr for the pair kernel to run. Between tiles it prefetches the rows of the next
 // regions, spread evenly over the tiles, so that the next packing steps
 // find their source in cache instead of waiting for memory.
-func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, next [2]region) {
+func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, next [2]Region) {
 	mr, nr := mk.mr, mk.nr
 	pairs := 0
 	if mk.pair != nil && arows == nil && 2*mr*nr <= len(tile) {
@@ -648,7 +640,7 @@ func macroKernel(mk microKernel, mc, nc, kc int, ap, arows []float32, lda int, b
 // (at ap[ir*kc:], as macroKernel's), computed into scratch and merged.
 // The next regions are prefetched spread over the tiles as macroKernel
 // does.
-func macroKernelA(mk microKernel, mc, nc, kc int, ap, ain []float32, rs, ks int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, next [2]region) {
+func macroKernelA(mk microKernel, mc, nc, kc int, ap, ain []float32, rs, ks int, bp, c []float32, ldc int, alpha, beta float32, tile []float32, next [2]Region) {
 	mr, nr := mk.mr, mk.nr
 	pf := newSpreadPrefetch(next, ((mc+mr-1)/mr)*(nc/(2*nr)))
 	for jr := 0; jr < nc; jr += 2 * nr {

@@ -312,7 +312,7 @@ type problem struct {
 	// after is what the last block prefetches while it computes: the
 	// operands of the product the caller runs next (SgemmSerialNext),
 	// or nothing.
-	after [2]region
+	after [2]Region
 }
 
 // direct computes rows [i0, i1) and columns [j0, j1) of C without packing. It

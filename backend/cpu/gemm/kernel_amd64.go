@@ -87,10 +87,17 @@ func sgemmKernel6x32PairB(kc int, ap, b *float32, ldb int, c *float32, ldc int, 
 // kernel6x32PairB checks the bounds the assembly relies on and calls it.
 // (A prefetch does not fault: pf may point past b.)
 func kernel6x32PairB(kc int, ap, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, pf int) {
-	_ = ap[6*kc-1]
-	_ = b[(kc-1)*ldb+31]
-	_ = c[5*ldc+31]
+	checkBIn(kc, 32, ap, b, ldb, c, ldc)
 	sgemmKernel6x32PairB(kc, &ap[0], &b[0], ldb, &c[0], ldc, alpha, beta, pf)
+}
+
+// checkBIn panics, as slicing would, unless a 6×w tile reading its kc×w B
+// block in place finds a 6-row A strip kc deep, B's block (rows ldb apart)
+// and C's tile (rows ldc apart) inside the slices.
+func checkBIn(kc, w int, ap, b []float32, ldb int, c []float32, ldc int) {
+	_ = ap[6*kc-1]
+	_ = b[(kc-1)*ldb+w-1]
+	_ = c[5*ldc+w-1]
 }
 
 // sgemmKernel6x16B is implemented in kernelb_amd64.s (AVX2):
@@ -103,9 +110,7 @@ func sgemmKernel6x16B(kc int, ap, b *float32, ldb int, c *float32, ldc int, alph
 
 // kernel6x16B checks the bounds the assembly relies on and calls it.
 func kernel6x16B(kc int, ap, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, pf int) {
-	_ = ap[6*kc-1]
-	_ = b[(kc-1)*ldb+15]
-	_ = c[5*ldc+15]
+	checkBIn(kc, 16, ap, b, ldb, c, ldc)
 	sgemmKernel6x16B(kc, &ap[0], &b[0], ldb, &c[0], ldc, alpha, beta, pf)
 }
 

@@ -149,15 +149,8 @@ func TestPackedProductSources(t *testing.T) {
 		require.NotEmpty(t, bp.named, "%+v", sh)
 		// Each named A block is packed right after the block that named it.
 		require.Equal(t, ap.packed[1:], ap.named, "%+v: A blocks named against packed", sh)
-		// B panels are named once per A block of the panel before: the
-		// distinct ones, in order, are the panels packed after the first.
-		var distinct [][4]int
-		for _, b := range bp.named {
-			if len(distinct) == 0 || distinct[len(distinct)-1] != b {
-				distinct = append(distinct, b)
-			}
-		}
-		require.Equal(t, bp.packed[1:], distinct, "%+v: B panels named against packed", sh)
+		// Each panel names the next once, before its A blocks compute.
+		require.Equal(t, bp.packed[1:], bp.named, "%+v: B panels named against packed", sh)
 	}
 }
 
@@ -169,21 +162,21 @@ func TestRowsShare(t *testing.T) {
 		src[i] = float32(i)
 	}
 	for _, rows := range [][2]int{{7, 0}, {5, 9}, {0, 4}, {1, 1}} {
-		rs := [2]region{{src: src, ld: 10, rows: rows[0], width: 3}, {src: src[500:], ld: 20, rows: rows[1], width: 2}}
+		rs := [2]Region{{Src: src, LD: 10, Rows: rows[0], Width: 3}, {Src: src[500:], LD: 20, Rows: rows[1], Width: 2}}
 		for parts := 1; parts <= 20; parts++ {
 			var got []float32
 			for t0 := 0; t0 < parts; t0++ {
 				a, b := rowsShare(rs, t0, parts)
-				for _, r := range []region{a, b} {
-					for i := 0; i < r.rows; i++ {
-						got = append(got, r.src[i*r.ld], float32(r.width))
+				for _, r := range []Region{a, b} {
+					for i := 0; i < r.Rows; i++ {
+						got = append(got, r.Src[i*r.LD], float32(r.Width))
 					}
 				}
 			}
 			var want []float32
 			for _, r := range rs {
-				for i := 0; i < r.rows; i++ {
-					want = append(want, r.src[i*r.ld], float32(r.width))
+				for i := 0; i < r.Rows; i++ {
+					want = append(want, r.Src[i*r.LD], float32(r.Width))
 				}
 			}
 			require.Equal(t, want, got, "rows %v, %d parts", rows, parts)

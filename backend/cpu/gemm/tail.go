@@ -124,7 +124,7 @@ func (sh *tailShare) work(buf *buffers) int {
 			done++
 			continue
 		}
-		var next [2]region
+		var next [2]Region
 		if ic+u < sh.end {
 			next[0] = p.aRegion(ic+u, min(u, sh.end-ic-u), sh.pc, sh.kcur)
 		}

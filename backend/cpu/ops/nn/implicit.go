@@ -978,14 +978,5 @@ func (pk *outputRowPacker) PackA(dst []float32, i0, mc, p0, kc int) {
 // SourceA names the image runs PackA(i0, mc, p0, kc) reads, the first two
 // (gemm.ASourcer).
 func (pk *outputRowPacker) SourceA(i0, mc, p0, kc int) [2]gemm.Region {
-	g := &pk.g
-	L := g.OH * g.OW
-	var rs [2]gemm.Region
-	for at, i := 0, 0; at < kc && i < len(rs); i++ {
-		img, pos := (p0+at)/L, (p0+at)%L
-		n := min(L-pos, kc-at)
-		rs[i] = gemm.Region{Src: pk.dy[(img*g.M+i0)*L+pos:], LD: L, Rows: mc, Width: n}
-		at += n
-	}
-	return rs
+	return planeRuns(pk.dy, pk.g.M, pk.g.OH*pk.g.OW, i0, mc, p0, kc)
 }

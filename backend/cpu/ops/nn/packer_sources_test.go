@@ -50,28 +50,32 @@ func TestPackerSources(t *testing.T) {
 		}
 		K := sh.n * sh.l
 		pk := planeRowsT{x: x, c: sh.c, l: sh.l}
-		for _, blk := range [][4]int{{0, 40, 0, sh.c}, {30, 100, nr, min(nr, sh.c-nr)}, {K - 70, 70, 3, 5}, {0, K, 0, sh.c}} {
-			p0, kc, j0, nc := blk[0], blk[1], blk[2], blk[3]
-			if nc <= 0 {
-				continue
-			}
-			dst := make([]float32, (nc+nr-1)/nr*nr*kc)
-			pk.PackB(dst, p0, kc, j0, nc)
-			runs := (p0+kc-1)/sh.l - p0/sh.l + 1
-			check("planeRowsT", covered(pk.SourceB(p0, kc, j0, nc), x), read(dst), runs)
-		}
-		// dY of a unit 1×1 convolution with c output channels.
+		// x as dY of a unit 1×1 convolution with c output channels.
 		g := Conv2D{N: sh.n, C: 1, H: sh.l, W: 1, M: sh.c, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, OH: sh.l, OW: 1}
 		ap := outputRowPacker{g: g, dy: x}
-		for _, blk := range [][4]int{{0, sh.c, 0, 40}, {mr, min(2*mr, sh.c-mr), 30, 100}, {1, 5, K - 70, 70}, {0, sh.c, 0, K}} {
-			i0, mc, p0, kc := blk[0], blk[1], blk[2], blk[3]
-			if mc <= 0 {
-				continue
+		// Both pack channels [ch0, ch0+n) at positions [p0, p0+kc) of
+		// the batch, in strips of width channels.
+		for _, pkr := range []struct {
+			name   string
+			width  int
+			pack   func(dst []float32, ch0, n, p0, kc int)
+			source func(ch0, n, p0, kc int) [2]gemm.Region
+		}{
+			{"planeRowsT", nr, func(dst []float32, ch0, n, p0, kc int) { pk.PackB(dst, p0, kc, ch0, n) },
+				func(ch0, n, p0, kc int) [2]gemm.Region { return pk.SourceB(p0, kc, ch0, n) }},
+			{"outputRowPacker", mr, ap.PackA, ap.SourceA},
+		} {
+			w := pkr.width
+			for _, blk := range [][4]int{{0, sh.c, 0, 40}, {w, min(w, sh.c-w), 30, 100}, {1, 5, K - 70, 70}, {0, sh.c, 0, K}} {
+				ch0, n, p0, kc := blk[0], blk[1], blk[2], blk[3]
+				if n <= 0 {
+					continue
+				}
+				dst := make([]float32, (n+w-1)/w*w*kc)
+				pkr.pack(dst, ch0, n, p0, kc)
+				runs := (p0+kc-1)/sh.l - p0/sh.l + 1
+				check(pkr.name, covered(pkr.source(ch0, n, p0, kc), x), read(dst), runs)
 			}
-			dst := make([]float32, (mc+mr-1)/mr*mr*kc)
-			ap.PackA(dst, i0, mc, p0, kc)
-			runs := (p0+kc-1)/sh.l - p0/sh.l + 1
-			check("outputRowPacker", covered(ap.SourceA(i0, mc, p0, kc), x), read(dst), runs)
 		}
 	}
 }

@@ -335,12 +335,20 @@ func (pk *planeRowsT) PackB(dst []float32, p0, kc, j0, nc int) {
 // SourceB names the image runs PackB(p0, kc, j0, nc) reads, the first two
 // (gemm.BSourcer).
 func (pk *planeRowsT) SourceB(p0, kc, j0, nc int) [2]gemm.Region {
+	return planeRuns(pk.x, pk.c, pk.l, j0, nc, p0, kc)
+}
+
+// planeRuns is what a block of channels [ch0, ch0+n), positions [p0,
+// p0+kc) of a batch reads, the batch being images of c channel planes of l
+// positions: the block's first two runs within one image, each n channel
+// rows l apart (a pack that crosses more images names only the first two).
+func planeRuns(x []float32, c, l, ch0, n, p0, kc int) [2]gemm.Region {
 	var rs [2]gemm.Region
 	for at, i := 0, 0; at < kc && i < len(rs); i++ {
-		img, pos := (p0+at)/pk.l, (p0+at)%pk.l
-		n := min(pk.l-pos, kc-at)
-		rs[i] = gemm.Region{Src: pk.x[(img*pk.c+j0)*pk.l+pos:], LD: pk.l, Rows: nc, Width: n}
-		at += n
+		img, pos := (p0+at)/l, (p0+at)%l
+		w := min(l-pos, kc-at)
+		rs[i] = gemm.Region{Src: x[(img*c+ch0)*l+pos:], LD: l, Rows: n, Width: w}
+		at += w
 	}
 	return rs
 }
