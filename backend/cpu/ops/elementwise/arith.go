@@ -17,19 +17,30 @@ const (
 )
 
 // Row kernels of the arithmetic ops, generic over every numeric type. Go
-// stencils one copy per element type, so each is a tight typed loop.
+// stencils one copy per element type, so each is a tight typed loop. For
+// float32, Add, Sub, Mul and Div run eight lanes at a time where the CPU
+// has AVX2 (vvPrefix, vsPrefix, svPrefix: each lane rounded as the scalar
+// instruction rounds it, so the bits are the loop's) and the loop does the
+// tail: the scalar loops ran at a third of the memory's rate on
+// attention's scaling by √d and its gradient (Div), and Go does not
+// vectorise them.
+//
+// Division: integer kernels are only called once the divisor is known to
+// hold no zero (Go panics on integer division by zero).
 
 func addVV[T number](dst, a, b []T) {
 	b, dst = b[:len(a)], dst[:len(a)]
-	for i, v := range a {
-		dst[i] = v + b[i]
+	i := vvStart(opAdd, dst, a, b)
+	for ; i < len(a); i++ {
+		dst[i] = a[i] + b[i]
 	}
 }
 
 func addVS[T number](dst, a []T, b T) {
 	dst = dst[:len(a)]
-	for i, v := range a {
-		dst[i] = v + b
+	i := vsStart(opAdd, dst, a, b)
+	for ; i < len(a); i++ {
+		dst[i] = a[i] + b
 	}
 }
 
@@ -37,54 +48,49 @@ func addSV[T number](dst []T, a T, b []T) { addVS(dst, b, a) }
 
 func subVV[T number](dst, a, b []T) {
 	b, dst = b[:len(a)], dst[:len(a)]
-	for i, v := range a {
-		dst[i] = v - b[i]
+	i := vvStart(opSub, dst, a, b)
+	for ; i < len(a); i++ {
+		dst[i] = a[i] - b[i]
 	}
 }
 
 func subVS[T number](dst, a []T, b T) {
 	dst = dst[:len(a)]
-	for i, v := range a {
-		dst[i] = v - b
+	i := vsStart(opSub, dst, a, b)
+	for ; i < len(a); i++ {
+		dst[i] = a[i] - b
 	}
 }
 
 func subSV[T number](dst []T, a T, b []T) {
 	dst = dst[:len(b)]
-	for i, v := range b {
-		dst[i] = a - v
+	i := svStart(opSub, dst, a, b)
+	for ; i < len(b); i++ {
+		dst[i] = a - b[i]
 	}
 }
 
 func mulVV[T number](dst, a, b []T) {
 	b, dst = b[:len(a)], dst[:len(a)]
-	for i, v := range a {
-		dst[i] = v * b[i]
+	i := vvStart(opMul, dst, a, b)
+	for ; i < len(a); i++ {
+		dst[i] = a[i] * b[i]
 	}
 }
 
 func mulVS[T number](dst, a []T, b T) {
 	dst = dst[:len(a)]
-	for i, v := range a {
-		dst[i] = v * b
+	i := vsStart(opMul, dst, a, b)
+	for ; i < len(a); i++ {
+		dst[i] = a[i] * b
 	}
 }
 
 func mulSV[T number](dst []T, a T, b []T) { mulVS(dst, b, a) }
 
-// Division: integer kernels are only called once the divisor is known to
-// hold no zero (Go panics on integer division by zero).
-
-// divVV and divVS take float32 eight lanes at a time where the CPU has
-// AVX2 (VDIVPS rounds each quotient as the scalar division does, so the
-// bits are the loop's): the scalar DIVSS loop ran at a third of the
-// memory's rate on attention's scaling by √d and its gradient.
 func divVV[T number](dst, a, b []T) {
 	b, dst = b[:len(a)], dst[:len(a)]
-	i := 0
-	if d32, ok := any(dst).([]float32); ok {
-		i = divVVVecPrefix(d32, any(a).([]float32), any(b).([]float32))
-	}
+	i := vvStart(opDiv, dst, a, b)
 	for ; i < len(a); i++ {
 		dst[i] = a[i] / b[i]
 	}
@@ -92,10 +98,7 @@ func divVV[T number](dst, a, b []T) {
 
 func divVS[T number](dst, a []T, b T) {
 	dst = dst[:len(a)]
-	i := 0
-	if d32, ok := any(dst).([]float32); ok {
-		i = divVSVecPrefix(d32, any(a).([]float32), any(b).(float32))
-	}
+	i := vsStart(opDiv, dst, a, b)
 	for ; i < len(a); i++ {
 		dst[i] = a[i] / b
 	}
@@ -103,9 +106,36 @@ func divVS[T number](dst, a []T, b T) {
 
 func divSV[T number](dst []T, a T, b []T) {
 	dst = dst[:len(b)]
-	for i, v := range b {
-		dst[i] = a / v
+	i := svStart(opDiv, dst, a, b)
+	for ; i < len(b); i++ {
+		dst[i] = a / b[i]
 	}
+}
+
+// vvStart runs the float32 vector loop of op over dst = a op b (T being
+// float32) and returns the elements it did, for the scalar loop to go on
+// from; 0 for the other types.
+func vvStart[T number](op arithOp, dst, a, b []T) int {
+	if d32, ok := any(dst).([]float32); ok {
+		return vvPrefix(op, d32, any(a).([]float32), any(b).([]float32))
+	}
+	return 0
+}
+
+// vsStart is vvStart for dst = a op s.
+func vsStart[T number](op arithOp, dst, a []T, s T) int {
+	if d32, ok := any(dst).([]float32); ok {
+		return vsPrefix(op, d32, any(a).([]float32), any(s).(float32))
+	}
+	return 0
+}
+
+// svStart is vvStart for dst = s op b.
+func svStart[T number](op arithOp, dst []T, s T, b []T) int {
+	if d32, ok := any(dst).([]float32); ok {
+		return svPrefix(op, d32, any(s).(float32), any(b).([]float32))
+	}
+	return 0
 }
 
 // max2 and min2 propagate NaN like numpy.maximum/minimum (for integers the

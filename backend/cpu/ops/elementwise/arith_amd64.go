@@ -1,0 +1,98 @@
+//go:build amd64 && !purego
+
+package elementwise
+
+// The float32 arithmetic loops of arith_amd64.s; n is a multiple of 8.
+// The VS and SV forms take the scalar s; SV computes s op a[i].
+
+//go:noescape
+func addVVAVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func subVVAVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func mulVVAVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func addVSAVX2(dst, a *float32, n int, s float32)
+
+//go:noescape
+func subVSAVX2(dst, a *float32, n int, s float32)
+
+//go:noescape
+func mulVSAVX2(dst, a *float32, n int, s float32)
+
+//go:noescape
+func subSVAVX2(dst, a *float32, n int, s float32)
+
+//go:noescape
+func divSVAVX2(dst, a *float32, n int, s float32)
+
+// vvPrefix sets dst[i] = a[i] op b[i] over the longest prefix whose length
+// is a multiple of 8 and returns how many elements it did (0 without
+// AVX2, or for an op without a loop).
+func vvPrefix(op arithOp, dst, a, b []float32) int {
+	n := len(a) &^ 7
+	if !reluVec || n == 0 {
+		return 0
+	}
+	d, x, y := &dst[:n][0], &a[0], &b[:n][0]
+	switch op {
+	case opAdd:
+		addVVAVX2(d, x, y, n)
+	case opSub:
+		subVVAVX2(d, x, y, n)
+	case opMul:
+		mulVVAVX2(d, x, y, n)
+	case opDiv:
+		divVVAVX2(d, x, y, n)
+	default:
+		return 0
+	}
+	return n
+}
+
+// vsPrefix is vvPrefix for a[i] op s.
+func vsPrefix(op arithOp, dst, a []float32, s float32) int {
+	n := len(a) &^ 7
+	if !reluVec || n == 0 {
+		return 0
+	}
+	d, x := &dst[:n][0], &a[0]
+	switch op {
+	case opAdd:
+		addVSAVX2(d, x, n, s)
+	case opSub:
+		subVSAVX2(d, x, n, s)
+	case opMul:
+		mulVSAVX2(d, x, n, s)
+	case opDiv:
+		divVSAVX2(d, x, n, s)
+	default:
+		return 0
+	}
+	return n
+}
+
+// svPrefix is vvPrefix for s op b[i].
+func svPrefix(op arithOp, dst []float32, s float32, b []float32) int {
+	n := len(b) &^ 7
+	if !reluVec || n == 0 {
+		return 0
+	}
+	d, y := &dst[:n][0], &b[0]
+	switch op {
+	case opAdd:
+		addVSAVX2(d, y, n, s)
+	case opSub:
+		subSVAVX2(d, y, n, s)
+	case opMul:
+		mulVSAVX2(d, y, n, s)
+	case opDiv:
+		divSVAVX2(d, y, n, s)
+	default:
+		return 0
+	}
+	return n
+}
