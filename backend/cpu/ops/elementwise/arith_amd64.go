@@ -15,6 +15,9 @@ func subVVAVX2(dst, a, b *float32, n int)
 func mulVVAVX2(dst, a, b *float32, n int)
 
 //go:noescape
+func divVVAVX2(dst, a, b *float32, n int)
+
+//go:noescape
 func addVSAVX2(dst, a *float32, n int, s float32)
 
 //go:noescape
@@ -22,6 +25,9 @@ func subVSAVX2(dst, a *float32, n int, s float32)
 
 //go:noescape
 func mulVSAVX2(dst, a *float32, n int, s float32)
+
+//go:noescape
+func divVSAVX2(dst, a *float32, n int, s float32)
 
 //go:noescape
 func subSVAVX2(dst, a *float32, n int, s float32)

@@ -142,6 +142,11 @@ TEXT ·mulVVAVX2(SB), NOSPLIT, $0-32
 	VV_ARGS
 	VV_LOOP(VMULPS, mulvv32, mulvv8, mulvvDone)
 
+// func divVVAVX2(dst, a, b *float32, n int)
+TEXT ·divVVAVX2(SB), NOSPLIT, $0-32
+	VV_ARGS
+	VV_LOOP(VDIVPS, divvv32, divvv8, divvvDone)
+
 // func addVSAVX2(dst, a *float32, n int, s float32)
 TEXT ·addVSAVX2(SB), NOSPLIT, $0-28
 	VS_ARGS
@@ -156,6 +161,11 @@ TEXT ·subVSAVX2(SB), NOSPLIT, $0-28
 TEXT ·mulVSAVX2(SB), NOSPLIT, $0-28
 	VS_ARGS
 	VS_LOOP(VMULPS, mulvs32, mulvs8, mulvsDone)
+
+// func divVSAVX2(dst, a *float32, n int, s float32)
+TEXT ·divVSAVX2(SB), NOSPLIT, $0-28
+	VS_ARGS
+	VS_LOOP(VDIVPS, divvs32, divvs8, divvsDone)
 
 // func subSVAVX2(dst, a *float32, n int, s float32)  (a is b: dst[i] = s - a[i])
 TEXT ·subSVAVX2(SB), NOSPLIT, $0-28
