@@ -61,41 +61,34 @@ func vvPrefix(op arithOp, dst, a, b []float32) int {
 
 // vsPrefix is vvPrefix for a[i] op s.
 func vsPrefix(op arithOp, dst, a []float32, s float32) int {
-	n := len(a) &^ 7
-	if !reluVec || n == 0 {
-		return 0
-	}
-	d, x := &dst[:n][0], &a[0]
-	switch op {
-	case opAdd:
-		addVSAVX2(d, x, n, s)
-	case opSub:
-		subVSAVX2(d, x, n, s)
-	case opMul:
-		mulVSAVX2(d, x, n, s)
-	case opDiv:
-		divVSAVX2(d, x, n, s)
-	default:
-		return 0
-	}
-	return n
+	return scalarPrefix(op, false, dst, a, s)
 }
 
 // svPrefix is vvPrefix for s op b[i].
 func svPrefix(op arithOp, dst []float32, s float32, b []float32) int {
-	n := len(b) &^ 7
+	return scalarPrefix(op, true, dst, b, s)
+}
+
+// scalarPrefix runs the loop of x[i] op s, or with sv of s op x[i] (the
+// same loop where op commutes).
+func scalarPrefix(op arithOp, sv bool, dst, x []float32, s float32) int {
+	n := len(x) &^ 7
 	if !reluVec || n == 0 {
 		return 0
 	}
-	d, y := &dst[:n][0], &b[0]
-	switch op {
-	case opAdd:
+	d, y := &dst[:n][0], &x[0]
+	switch {
+	case op == opAdd:
 		addVSAVX2(d, y, n, s)
-	case opSub:
-		subSVAVX2(d, y, n, s)
-	case opMul:
+	case op == opMul:
 		mulVSAVX2(d, y, n, s)
-	case opDiv:
+	case op == opSub && !sv:
+		subVSAVX2(d, y, n, s)
+	case op == opSub:
+		subSVAVX2(d, y, n, s)
+	case op == opDiv && !sv:
+		divVSAVX2(d, y, n, s)
+	case op == opDiv:
 		divSVAVX2(d, y, n, s)
 	default:
 		return 0

@@ -8,8 +8,16 @@
 // bits of the Go loop it replaces. DI: dst, SI: a, DX: b, CX: n; Y15 the
 // broadcast scalar of the VS and SV loops.
 
-// VV_LOOP: dst[i] = a[i] OP b[i].
-#define VV_LOOP(OP, L32, L8, DONE) \
+// The step of each form on register R, loaded from a[i] (OFF: the
+// register's byte offset in the step): VV_STEP R OP b[i] (b at DX),
+// VS_STEP R OP s, SV_STEP s OP R (s in Y15).
+#define VV_STEP(OP, R, OFF) OP OFF(DX), R, R
+#define VS_STEP(OP, R, OFF) OP Y15, R, R
+#define SV_STEP(OP, R, OFF) OP R, Y15, R
+
+// LOOP: dst[i] = STEP(OP) of a[i] (at SI), 32 a step, then 8. DX moves
+// with SI (the VS and SV forms do not read it).
+#define LOOP(STEP, OP, L32, L8, DONE) \
 L32: \
 	CMPQ    CX, $32 \
 	JL      L8 \
@@ -17,10 +25,10 @@ L32: \
 	VMOVUPS 32(SI), Y1 \
 	VMOVUPS 64(SI), Y2 \
 	VMOVUPS 96(SI), Y3 \
-	OP      0(DX), Y0, Y0 \
-	OP      32(DX), Y1, Y1 \
-	OP      64(DX), Y2, Y2 \
-	OP      96(DX), Y3, Y3 \
+	STEP(OP, Y0, 0) \
+	STEP(OP, Y1, 32) \
+	STEP(OP, Y2, 64) \
+	STEP(OP, Y3, 96) \
 	VMOVUPS Y0, 0(DI) \
 	VMOVUPS Y1, 32(DI) \
 	VMOVUPS Y2, 64(DI) \
@@ -34,80 +42,10 @@ L8: \
 	CMPQ    CX, $8 \
 	JL      DONE \
 	VMOVUPS 0(SI), Y0 \
-	OP      0(DX), Y0, Y0 \
+	STEP(OP, Y0, 0) \
 	VMOVUPS Y0, 0(DI) \
 	ADDQ    $32, SI \
 	ADDQ    $32, DX \
-	ADDQ    $32, DI \
-	SUBQ    $8, CX \
-	JMP     L8 \
-DONE: \
-	VZEROUPPER \
-	RET
-
-// VS_LOOP: dst[i] = a[i] OP s (s in Y15).
-#define VS_LOOP(OP, L32, L8, DONE) \
-L32: \
-	CMPQ    CX, $32 \
-	JL      L8 \
-	VMOVUPS 0(SI), Y0 \
-	VMOVUPS 32(SI), Y1 \
-	VMOVUPS 64(SI), Y2 \
-	VMOVUPS 96(SI), Y3 \
-	OP      Y15, Y0, Y0 \
-	OP      Y15, Y1, Y1 \
-	OP      Y15, Y2, Y2 \
-	OP      Y15, Y3, Y3 \
-	VMOVUPS Y0, 0(DI) \
-	VMOVUPS Y1, 32(DI) \
-	VMOVUPS Y2, 64(DI) \
-	VMOVUPS Y3, 96(DI) \
-	ADDQ    $128, SI \
-	ADDQ    $128, DI \
-	SUBQ    $32, CX \
-	JMP     L32 \
-L8: \
-	CMPQ    CX, $8 \
-	JL      DONE \
-	VMOVUPS 0(SI), Y0 \
-	OP      Y15, Y0, Y0 \
-	VMOVUPS Y0, 0(DI) \
-	ADDQ    $32, SI \
-	ADDQ    $32, DI \
-	SUBQ    $8, CX \
-	JMP     L8 \
-DONE: \
-	VZEROUPPER \
-	RET
-
-// SV_LOOP: dst[i] = s OP b[i] (s in Y15, b at SI).
-#define SV_LOOP(OP, L32, L8, DONE) \
-L32: \
-	CMPQ    CX, $32 \
-	JL      L8 \
-	VMOVUPS 0(SI), Y0 \
-	VMOVUPS 32(SI), Y1 \
-	VMOVUPS 64(SI), Y2 \
-	VMOVUPS 96(SI), Y3 \
-	OP      Y0, Y15, Y0 \
-	OP      Y1, Y15, Y1 \
-	OP      Y2, Y15, Y2 \
-	OP      Y3, Y15, Y3 \
-	VMOVUPS Y0, 0(DI) \
-	VMOVUPS Y1, 32(DI) \
-	VMOVUPS Y2, 64(DI) \
-	VMOVUPS Y3, 96(DI) \
-	ADDQ    $128, SI \
-	ADDQ    $128, DI \
-	SUBQ    $32, CX \
-	JMP     L32 \
-L8: \
-	CMPQ    CX, $8 \
-	JL      DONE \
-	VMOVUPS 0(SI), Y0 \
-	OP      Y0, Y15, Y0 \
-	VMOVUPS Y0, 0(DI) \
-	ADDQ    $32, SI \
 	ADDQ    $32, DI \
 	SUBQ    $8, CX \
 	JMP     L8 \
@@ -130,49 +68,49 @@ DONE: \
 // func addVVAVX2(dst, a, b *float32, n int)
 TEXT ·addVVAVX2(SB), NOSPLIT, $0-32
 	VV_ARGS
-	VV_LOOP(VADDPS, addvv32, addvv8, addvvDone)
+	LOOP(VV_STEP, VADDPS, addvv32, addvv8, addvvDone)
 
 // func subVVAVX2(dst, a, b *float32, n int)
 TEXT ·subVVAVX2(SB), NOSPLIT, $0-32
 	VV_ARGS
-	VV_LOOP(VSUBPS, subvv32, subvv8, subvvDone)
+	LOOP(VV_STEP, VSUBPS, subvv32, subvv8, subvvDone)
 
 // func mulVVAVX2(dst, a, b *float32, n int)
 TEXT ·mulVVAVX2(SB), NOSPLIT, $0-32
 	VV_ARGS
-	VV_LOOP(VMULPS, mulvv32, mulvv8, mulvvDone)
+	LOOP(VV_STEP, VMULPS, mulvv32, mulvv8, mulvvDone)
 
 // func divVVAVX2(dst, a, b *float32, n int)
 TEXT ·divVVAVX2(SB), NOSPLIT, $0-32
 	VV_ARGS
-	VV_LOOP(VDIVPS, divvv32, divvv8, divvvDone)
+	LOOP(VV_STEP, VDIVPS, divvv32, divvv8, divvvDone)
 
 // func addVSAVX2(dst, a *float32, n int, s float32)
 TEXT ·addVSAVX2(SB), NOSPLIT, $0-28
 	VS_ARGS
-	VS_LOOP(VADDPS, addvs32, addvs8, addvsDone)
+	LOOP(VS_STEP, VADDPS, addvs32, addvs8, addvsDone)
 
 // func subVSAVX2(dst, a *float32, n int, s float32)
 TEXT ·subVSAVX2(SB), NOSPLIT, $0-28
 	VS_ARGS
-	VS_LOOP(VSUBPS, subvs32, subvs8, subvsDone)
+	LOOP(VS_STEP, VSUBPS, subvs32, subvs8, subvsDone)
 
 // func mulVSAVX2(dst, a *float32, n int, s float32)
 TEXT ·mulVSAVX2(SB), NOSPLIT, $0-28
 	VS_ARGS
-	VS_LOOP(VMULPS, mulvs32, mulvs8, mulvsDone)
+	LOOP(VS_STEP, VMULPS, mulvs32, mulvs8, mulvsDone)
 
 // func divVSAVX2(dst, a *float32, n int, s float32)
 TEXT ·divVSAVX2(SB), NOSPLIT, $0-28
 	VS_ARGS
-	VS_LOOP(VDIVPS, divvs32, divvs8, divvsDone)
+	LOOP(VS_STEP, VDIVPS, divvs32, divvs8, divvsDone)
 
 // func subSVAVX2(dst, a *float32, n int, s float32)  (a is b: dst[i] = s - a[i])
 TEXT ·subSVAVX2(SB), NOSPLIT, $0-28
 	VS_ARGS
-	SV_LOOP(VSUBPS, subsv32, subsv8, subsvDone)
+	LOOP(SV_STEP, VSUBPS, subsv32, subsv8, subsvDone)
 
 // func divSVAVX2(dst, a *float32, n int, s float32)  (dst[i] = s / a[i])
 TEXT ·divSVAVX2(SB), NOSPLIT, $0-28
 	VS_ARGS
-	SV_LOOP(VDIVPS, divsv32, divsv8, divsvDone)
+	LOOP(SV_STEP, VDIVPS, divsv32, divsv8, divsvDone)
