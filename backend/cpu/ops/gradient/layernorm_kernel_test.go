@@ -162,6 +162,12 @@ func BenchmarkSumToShapePosEmbed(b *testing.B) {
 	benchSumToShape(b, []int{64, 65, 128}, []int{1, 65, 128})
 }
 
+// BenchmarkSumToShapePosEmbedGPT is the GPT decoder's (4 × 128 tokens,
+// width 768): four rows of 98,304 columns.
+func BenchmarkSumToShapePosEmbedGPT(b *testing.B) {
+	benchSumToShape(b, []int{4, 128, 768}, []int{1, 128, 768})
+}
+
 func benchSumToShape(b *testing.B, from, to []int) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	g := make([]float32, product(from))

@@ -140,9 +140,12 @@ func columnSums[F float](t *colSumTask[F], src, dst []F, outer, rows, cols int) 
 	items := outer * perOuter
 	// A core is worth waking for every 64K elements (about 10 µs of work).
 	workers := min(kern.Workers(), items, max(1, outer*rows*cols/(1<<16)))
-	*t = colSumTask[F]{src: src, partial: partial, rows: rows, cols: cols, chunks: chunks, colBlocks: colBlocks, perOuter: perOuter}
+	*t = colSumTask[F]{src: src, dst: dst, partial: partial, rows: rows, cols: cols, chunks: chunks, colBlocks: colBlocks, perOuter: perOuter}
 	kern.RunTask("SumToShape", items, workers, t)
-	t.src, t.partial = nil, nil
+	t.src, t.dst, t.partial = nil, nil, nil
+	if chunks == 1 {
+		return // each item rounded its sums into dst
+	}
 	for o := 0; o < outer; o++ {
 		d := dst[o*cols : (o+1)*cols]
 		sums := partial[o*chunks*cols : (o*chunks+1)*cols]
@@ -158,9 +161,12 @@ func columnSums[F float](t *colSumTask[F], src, dst []F, outer, rows, cols int) 
 }
 
 // colSumTask is columnSums's work: items [lo, hi) of (outer block, run of
-// rows, column block), each summed into its own partial sums.
+// rows, column block), each summed into its own partial sums; with one run
+// of rows per outer block (chunks 1) an item's sums are final, and it
+// rounds them into dst itself, on its core, instead of leaving them to the
+// one-core pass that adds the runs.
 type colSumTask[F float] struct {
-	src                                     []F
+	src, dst                                []F
 	partial                                 []float64
 	rows, cols, chunks, colBlocks, perOuter int
 }
@@ -174,17 +180,22 @@ func (t *colSumTask[F]) Chunk(lo, hi int) {
 		r0, r1 := c*rows/chunks, (c+1)*rows/chunks
 		c0, c1 := cb*columnSumCols, min(cols, (cb+1)*columnSumCols)
 		acc := partial[(o*chunks+c)*cols+c0 : (o*chunks+c)*cols+c1]
-		if r1 == r0 {
-			continue
+		if r1 > r0 {
+			block := src[(o*rows+r0)*cols+c0 : (o*rows+r1-1)*cols+c1]
+			if s32, ok := any(block).([]float32); ok {
+				colSum32(acc, s32, r1-r0, cols)
+			} else {
+				for r := 0; r < r1-r0; r++ {
+					for i, v := range block[r*cols : r*cols+c1-c0] {
+						acc[i] += float64(v)
+					}
+				}
+			}
 		}
-		block := src[(o*rows+r0)*cols+c0 : (o*rows+r1-1)*cols+c1]
-		if s32, ok := any(block).([]float32); ok {
-			colSum32(acc, s32, r1-r0, cols)
-			continue
-		}
-		for r := 0; r < r1-r0; r++ {
-			for i, v := range block[r*cols : r*cols+c1-c0] {
-				acc[i] += float64(v)
+		if chunks == 1 {
+			d := t.dst[o*cols+c0 : o*cols+c1]
+			for i, v := range acc {
+				d[i] = F(v)
 			}
 		}
 	}
