@@ -440,8 +440,13 @@ func (p *opProfiler) add(key, within string, flops, bytes float64, d time.Durati
 		t = &OpTime{Op: key, Within: within}
 		p.byOp[key] = t
 	}
+	t.count(d, 1, flops, bytes)
+}
+
+// count adds n calls that took d, did flops and moved bytes.
+func (t *OpTime) count(d time.Duration, n int, flops, bytes float64) {
 	t.total += d
-	t.n++
+	t.n += n
 	t.flops += flops
 	t.bytes += bytes
 }
@@ -468,10 +473,7 @@ func (p *opProfiler) record(n *graph.Node, in, out []*graph.Tensor, d time.Durat
 			nt = &nodeTime{key: n.OpType + " " + shapeKey(n, in, out)} // once per node
 			p.nodes[n] = nt
 		}
-		nt.t.total += d
-		nt.t.n++
-		nt.t.flops += flops
-		nt.t.bytes += bytes
+		nt.t.count(d, 1, flops, bytes)
 	}
 	p.add(key, "", flops, bytes, d)
 }
@@ -494,10 +496,7 @@ func (p *opProfiler) shapeTable(steps int) []OpTime {
 			t = &OpTime{Op: nt.key}
 			rows[nt.key] = t
 		}
-		t.total += nt.t.total
-		t.n += nt.t.n
-		t.flops += nt.t.flops
-		t.bytes += nt.t.bytes
+		t.count(nt.t.total, nt.t.n, nt.t.flops, nt.t.bytes)
 	}
 	for k, t := range p.byOp {
 		if t.Within != "" {

@@ -19,7 +19,7 @@ const (
 // Row kernels of the arithmetic ops, generic over every numeric type. Go
 // stencils one copy per element type, so each is a tight typed loop. For
 // float32, Add, Sub, Mul and Div run eight lanes at a time where the CPU
-// has AVX2 (vvPrefix, vsPrefix, svPrefix: each lane rounded as the scalar
+// has AVX2 (vvPrefix, scalarPrefix: each lane rounded as the scalar
 // instruction rounds it, so the bits are the loop's) and the loop does the
 // tail: the scalar loops ran at a third of the memory's rate on
 // attention's scaling by √d and its gradient (Div), and Go does not
@@ -125,7 +125,7 @@ func vvStart[T number](op arithOp, dst, a, b []T) int {
 // vsStart is vvStart for dst = a op s.
 func vsStart[T number](op arithOp, dst, a []T, s T) int {
 	if d32, ok := any(dst).([]float32); ok {
-		return vsPrefix(op, d32, any(a).([]float32), any(s).(float32))
+		return scalarPrefix(op, false, d32, any(a).([]float32), any(s).(float32))
 	}
 	return 0
 }
@@ -133,7 +133,7 @@ func vsStart[T number](op arithOp, dst, a []T, s T) int {
 // svStart is vvStart for dst = s op b.
 func svStart[T number](op arithOp, dst []T, s T, b []T) int {
 	if d32, ok := any(dst).([]float32); ok {
-		return svPrefix(op, d32, any(s).(float32), any(b).([]float32))
+		return scalarPrefix(op, true, d32, any(b).([]float32), any(s).(float32))
 	}
 	return 0
 }

@@ -39,8 +39,8 @@ func divSVAVX2(dst, a *float32, n int, s float32)
 // is a multiple of 8 and returns how many elements it did (0 without
 // AVX2, or for an op without a loop).
 func vvPrefix(op arithOp, dst, a, b []float32) int {
-	n := len(a) &^ 7
-	if !reluVec || n == 0 {
+	n := vecLen(len(a))
+	if n == 0 {
 		return 0
 	}
 	d, x, y := &dst[:n][0], &a[0], &b[:n][0]
@@ -59,21 +59,11 @@ func vvPrefix(op arithOp, dst, a, b []float32) int {
 	return n
 }
 
-// vsPrefix is vvPrefix for a[i] op s.
-func vsPrefix(op arithOp, dst, a []float32, s float32) int {
-	return scalarPrefix(op, false, dst, a, s)
-}
-
-// svPrefix is vvPrefix for s op b[i].
-func svPrefix(op arithOp, dst []float32, s float32, b []float32) int {
-	return scalarPrefix(op, true, dst, b, s)
-}
-
-// scalarPrefix runs the loop of x[i] op s, or with sv of s op x[i] (the
+// scalarPrefix is vvPrefix for x[i] op s, or with sv for s op x[i] (the
 // same loop where op commutes).
 func scalarPrefix(op arithOp, sv bool, dst, x []float32, s float32) int {
-	n := len(x) &^ 7
-	if !reluVec || n == 0 {
+	n := vecLen(len(x))
+	if n == 0 {
 		return 0
 	}
 	d, y := &dst[:n][0], &x[0]

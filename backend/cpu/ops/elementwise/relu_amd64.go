@@ -4,8 +4,18 @@ package elementwise
 
 import "golang.org/x/sys/cpu"
 
-// reluVec reports whether the CPU (and OS) support the Relu assembly loops.
-var reluVec = cpu.X86.HasAVX2
+// hasAVX2 reports whether the CPU (and OS) support the package's assembly
+// loops (Relu's here, the arithmetic's in arith_amd64.s).
+var hasAVX2 = cpu.X86.HasAVX2
+
+// vecLen is how many of n elements the eight-lane assembly loops take:
+// the longest prefix that is a multiple of 8, or none without AVX2.
+func vecLen(n int) int {
+	if !hasAVX2 {
+		return 0
+	}
+	return n &^ 7
+}
 
 // reluAVX2 and reluGradAVX2 are in relu_amd64.s; n is a multiple of 8.
 //
@@ -18,8 +28,8 @@ func reluGradAVX2(d, dy, x *float32, n int)
 // reluVecPrefix runs reluAVX2 over the longest prefix of src whose length
 // is a multiple of 8 and returns how many elements it did.
 func reluVecPrefix(dst, src []float32) int {
-	n := len(src) &^ 7
-	if !reluVec || n == 0 {
+	n := vecLen(len(src))
+	if n == 0 {
 		return 0
 	}
 	reluAVX2(&dst[:n][0], &src[0], n)
@@ -28,8 +38,8 @@ func reluVecPrefix(dst, src []float32) int {
 
 // reluGradVecPrefix is reluVecPrefix for reluGradAVX2.
 func reluGradVecPrefix(d, g, x []float32) int {
-	n := len(d) &^ 7
-	if !reluVec || n == 0 {
+	n := vecLen(len(d))
+	if n == 0 {
 		return 0
 	}
 	reluGradAVX2(&d[0], &g[:n][0], &x[:n][0], n)
@@ -41,8 +51,8 @@ func addReluGradAVX2(d, a, b, x *float32, n int)
 
 // addReluGradVecPrefix is reluVecPrefix for addReluGradAVX2.
 func addReluGradVecPrefix(d, a, b, x []float32) int {
-	n := len(d) &^ 7
-	if !reluVec || n == 0 {
+	n := vecLen(len(d))
+	if n == 0 {
 		return 0
 	}
 	addReluGradAVX2(&d[0], &a[:n][0], &b[:n][0], &x[:n][0], n)
