@@ -237,6 +237,18 @@ func amdCPU() bool { return cpuVendor() == "AuthenticAMD" }
 // the line fill buffers the kernel's own loads wait on).
 func NextOperandsPrefetchHelps() bool { return amdCPU() }
 
+// viewBPays lets PackedProduct read B in place (microKernel.bIn, a
+// BViewer's blocks) instead of packing it. On AMD's Zen 4 it made
+// ResNet-50's 56×56 passes with 64 output channels 8-10% faster
+// (BenchmarkResNet50OneByOne, 0.78-0.80 → 0.86 of the 2048³ GEMM; in the
+// step 0.77-0.80 → 0.81-0.84). On the AVX-512 Xeon (Intel, 2 MiB L2) it
+// lost: alone, the passes that take it ran 9-25% slower with AVX-512 and
+// 25-49% slower with AVX2 (56×56 256 → 128 forward 114 against 170
+// GFLOP/s), and with ONNXTRAIN_NO_AVX512=1 the ResNet-50 step was 3% longer
+// (1,247 against 1,207 ms, its 56×56 input gradient 64 ← 256 at 0.47 of
+// the GEMM against 0.81; docs/large-models.md, 6 December 2026).
+var viewBPays = amdCPU()
+
 // pairATransposed lets blocked read a transposed A in place with the
 // pair kernel (rs = 1, ks = lda) under column blocks of at most
 // pairAMaxCols, as it reads a row-major one: on AMD's Zen 4 attention's

@@ -13,5 +13,8 @@ func storeFence() {}
 // amd64's assembly kernels, so no.
 func NextOperandsPrefetchHelps() bool { return false }
 
+// viewBPays: there is no kernel reading B in place off amd64's assembly.
+var viewBPays = false
+
 // pairATransposed: no in-place pair kernel off amd64's assembly.
 const pairATransposed = false

@@ -109,7 +109,8 @@ type BSourcer interface {
 // and ok false where the block is not laid out so (a 1×1 convolution's
 // columns crossing from one image to the next). A product whose every B
 // value feeds few rows of A (M at most viewBMaxRows) then reads B in
-// place (microKernel.bIn) instead of packing it.
+// place (microKernel.bIn) instead of packing it, on CPUs where that pays
+// (viewBPays: AMD's).
 type BViewer interface {
 	ViewB(p0, kc, j0, n int) (b []float32, ldb int, ok bool)
 }
@@ -493,11 +494,11 @@ const viewBMaxRows = 128
 const viewBAhead = 16
 
 // viewer returns the BPacker as a BViewer when the product reads B in
-// place: the kernel has bIn, the packer shows B, A has at most
-// viewBMaxRows rows, and C is not streamed (the streaming kernels read
-// packed B).
+// place: the CPU gains from it (viewBPays), the kernel has bIn, the packer
+// shows B, A has at most viewBMaxRows rows, and C is not streamed (the
+// streaming kernels read packed B).
 func (pp *PackedProduct) viewer(mk microKernel, stream bool) BViewer {
-	if mk.bIn == nil || stream || pp.M > viewBMaxRows {
+	if !viewBPays || mk.bIn == nil || stream || pp.M > viewBMaxRows {
 		return nil
 	}
 	bv, _ := pp.BPacker.(BViewer)

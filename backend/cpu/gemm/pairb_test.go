@@ -130,6 +130,8 @@ func TestPackedProductViewB(t *testing.T) {
 	if len(ks) == 0 {
 		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no kernel reading B in place (it needs AVX2)", kernel.name)
 	}
+	defer func(was bool) { viewBPays = was }(viewBPays)
+	viewBPays = true // the path under test, whichever CPU runs it
 	r := rand.New(rand.NewPCG(83, 84))
 	for _, mkIn := range ks {
 		packed := mkIn
@@ -173,4 +175,35 @@ func TestPackedProductViewB(t *testing.T) {
 			runtime.GOMAXPROCS(prev)
 		}
 	}
+}
+
+// TestPackedProductViewBOff: where reading B in place does not pay
+// (viewBPays false: the Xeon), a BViewer's blocks are packed, never
+// shown, and C is the same bit for bit.
+func TestPackedProductViewBOff(t *testing.T) {
+	ks := bInKernels()
+	if len(ks) == 0 {
+		testutil.SkipHardware(t, "the CPU's GEMM kernel %s has no kernel reading B in place (it needs AVX2)", kernel.name)
+	}
+	defer func(was bool) { viewBPays = was }(viewBPays)
+	r := rand.New(rand.NewPCG(85, 86))
+	const m, k, l, imgs = 64, 256, 64, 9
+	a := randSlice(r, m*k)
+	x := randSlice(r, imgs*k*l)
+	run := func(pays bool) ([]float32, int64) {
+		viewBPays = pays
+		restore := useKernel(ks[0])
+		defer restore()
+		pk := &planesPacker{x: x, c: k, l: l}
+		c := make([]float32, imgs*m*l)
+		pp := PackedProduct{M: m, N: imgs * l, K: k, A: a, LDA: k, BPacker: pk,
+			C: c, LDC: l, ColBlock: l, ColStride: m * l, NC: 256}
+		pp.Run()
+		return c, pk.views.Load()
+	}
+	on, onViews := run(true)
+	off, offViews := run(false)
+	require.Positive(t, onViews, "viewBPays on: no block read in place")
+	require.Zero(t, offViews, "viewBPays off: a block was read in place")
+	require.Equal(t, on, off, "B packed against B in place")
 }
