@@ -355,6 +355,14 @@ func BenchmarkMemboundViTSumToShape(b *testing.B) {
 
 // --- GPT, batch 4 × 128 tokens, width 768, vocabulary 50257 ---
 
+// The position embedding's gradient: [4, 128, 768] summed to
+// [1, 128, 768] (four rows of 98,304 columns).
+func BenchmarkMemboundGPTSumToShapePosEmbed(b *testing.B) {
+	n := mkNode(graph.InternalDomain, "SumToShape", 1)
+	// reads dY, writes the sums
+	benchOp(b, n, 17, 4*(size(4, 128, 768)+size(128, 768)), randn(1, 4, 128, 768), newT(graph.Float32, []int{1, 128, 768}))
+}
+
 func BenchmarkMemboundGPTSoftmax(b *testing.B) {
 	sh := []int{4, 12, 128, 128}
 	benchOp(b, mkNode("", "Softmax", 1, graph.IntAttr("axis", -1)), 13, 8*size(sh...), randn(1, sh...))

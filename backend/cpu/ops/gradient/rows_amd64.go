@@ -14,6 +14,9 @@ var rowAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 func colSumAVX2(acc *float64, src *float32, n int, pf int)
 
 //go:noescape
+func colSumRoundAVX2(dst, src *float32, n, rows, stride int)
+
+//go:noescape
 func dotAVX2(a, b *float32, n int) float64
 
 //go:noescape

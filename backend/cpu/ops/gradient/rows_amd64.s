@@ -54,6 +54,45 @@ colSumDone:
 	VZEROUPPER
 	RET
 
+// func colSumRoundAVX2(dst, src *float32, n, rows, stride int)
+//
+// dst[i] = float32(Σ_r float64(src[r·stride + i])) for i < n, the sum
+// from +0 in row order (rows ≥ 1), eight columns a step in two float64
+// halves; n is a multiple of 8.
+TEXT ·colSumRoundAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R8
+	MOVQ stride+32(FP), R9
+	SHLQ $2, R9 // the row stride in bytes
+
+colSumRoundCol:
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	MOVQ   SI, AX
+	MOVQ   R8, DX
+
+colSumRoundRow:
+	VCVTPS2PD (AX), Y2
+	VCVTPS2PD 16(AX), Y3
+	VADDPD    Y2, Y0, Y0
+	VADDPD    Y3, Y1, Y1
+	ADDQ      R9, AX
+	DECQ      DX
+	JNZ       colSumRoundRow
+
+	VCVTPD2PSY Y0, X0
+	VCVTPD2PSY Y1, X1
+	VMOVUPS    X0, (DI)
+	VMOVUPS    X1, 16(DI)
+	ADDQ       $32, SI
+	ADDQ       $32, DI
+	SUBQ       $8, CX
+	JNZ        colSumRoundCol
+	VZEROUPPER
+	RET
+
 // func dotAVX2(a, b *float32, n int) float64
 //
 // Σ a[i]·b[i] in float64 (the products exact); n is a multiple of 8.

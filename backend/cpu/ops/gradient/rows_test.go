@@ -118,6 +118,84 @@ func TestSumToShapeMatchesFloat64Sums(t *testing.T) {
 	require.Error(t, err, "(4, 5) does not sum to (3)")
 }
 
+// TestSumToShapeFewRowsBits: column sums over at most
+// columnSumDirectRows rows (the position embeddings' gradients) go
+// straight into the output; each element must be the float64 sum from +0
+// in row order, rounded once, bit for bit (what the partial sums gave),
+// through the assembly and the Go loop, with 1 and 2 goroutines, and the
+// same for more rows than that (the partial sums' path) as a control.
+// The values mix magnitudes and signed zeros so that another order or an
+// early rounding shows.
+func TestSumToShapeFewRowsBits(t *testing.T) {
+	for _, c := range []struct{ from, to []int }{
+		{[]int{4, 128, 768}, []int{1, 128, 768}},
+		{[]int{4, 197, 768}, []int{1, 197, 768}},
+		{[]int{3, 5, 13}, []int{1, 5, 13}},
+		{[]int{8, 2, 9}, []int{1, 2, 9}},
+		{[]int{6, 1, 7}, []int{1, 1, 7}},
+		{[]int{2, 3, 4, 11}, []int{2, 1, 4, 11}},
+		{[]int{9, 3, 33}, []int{1, 3, 33}},
+	} {
+		t.Run(fmt.Sprintf("%v_to_%v", c.from, c.to), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(product(c.from)), 7))
+			g := make([]float32, product(c.from))
+			for i := range g {
+				switch rng.IntN(6) {
+				case 0:
+					g[i] = float32(math.Copysign(0, -1))
+				case 1:
+					g[i] = float32(rng.NormFloat64() * 1e7)
+				default:
+					g[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(9)-4)))
+				}
+			}
+			// outer blocks of rows × cols: the axes from the first kept
+			// one on are the columns; the summed axes before them, the rows.
+			outer, rows, cols := 1, 1, 1
+			lead := len(c.from) - len(c.to)
+			summed := true
+			for d := range c.from {
+				kept := d >= lead && c.to[d-lead] == c.from[d]
+				switch {
+				case !kept && summed:
+					rows *= c.from[d]
+				case kept && summed && d >= lead && rows == 1:
+					outer *= c.from[d]
+				default:
+					summed = false
+					cols *= c.from[d]
+				}
+			}
+			want := make([]float32, outer*cols)
+			for o := 0; o < outer; o++ {
+				for i := 0; i < cols; i++ {
+					s := 0.0
+					for r := 0; r < rows; r++ {
+						s += float64(g[(o*rows+r)*cols+i])
+					}
+					want[o*cols+i] = float32(s)
+				}
+			}
+			n := &graph.Node{OpType: "SumToShape", Domain: graph.InternalDomain, Outputs: []string{"y"}}
+			forEachRowPath(t, func(t *testing.T) {
+				for _, procs := range []int{1, 2} {
+					var out []*graph.Tensor
+					var err error
+					withProcs(procs, func() {
+						out, err = sumToShape(&kern.Context{}, n, []*graph.Tensor{graph.FromFloat32(g, c.from...), graph.FromFloat32(make([]float32, product(c.to)), c.to...)})
+					})
+					require.NoError(t, err)
+					got := out[0].Float32s()
+					require.Len(t, got, len(want))
+					for j := range want {
+						require.Equal(t, math.Float32bits(want[j]), math.Float32bits(got[j]), "element %d with %d goroutines: %v, want %v", j, procs, got[j], want[j])
+					}
+				}
+			})
+		})
+	}
+}
+
 // TestSoftmaxBackwardFloat32Rows checks the float32 softmax backward over
 // contiguous rows against dx = y·(dy − Σ dy·y) in float64, for row lengths
 // around the 8-element steps of the row kernels, through the assembly

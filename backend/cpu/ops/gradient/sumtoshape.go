@@ -122,6 +122,13 @@ const (
 	columnSumCols      = 1024
 )
 
+// columnSumDirectRows is the most rows an outer block may have for its
+// column sums to go straight into dst, a column at a time, without the
+// float64 partial sums (the position embedding's gradient: four rows of
+// 98,304 columns at the GPT's shape, where clearing, writing and reading
+// back 768 KiB of partial sums cost more than the sums).
+const columnSumDirectRows = 8
+
 // columnSums sets dst[o·cols + i] to Σ_r src[(o·rows + r)·cols + i]. The
 // rows of each outer block are split into up to columnSumChunks runs and
 // the columns into blocks of up to columnSumCols; each (run, column block)
@@ -134,8 +141,11 @@ func columnSums[F float](t *colSumTask[F], src, dst []F, outer, rows, cols int) 
 		chunks = 1
 	}
 	colBlocks := (cols + columnSumCols - 1) / columnSumCols
-	partial := kern.Scratch[float64](outer * chunks * cols)
-	defer kern.ReleaseScratch(partial)
+	var partial []float64
+	if chunks > 1 || rows > columnSumDirectRows {
+		partial = kern.Scratch[float64](outer * chunks * cols)
+		defer kern.ReleaseScratch(partial)
+	}
 	perOuter := chunks * colBlocks
 	items := outer * perOuter
 	// A core is worth waking for every 64K elements (about 10 µs of work).
@@ -179,6 +189,12 @@ func (t *colSumTask[F]) Chunk(lo, hi int) {
 		o, c, cb := it/perOuter, it%perOuter/colBlocks, it%colBlocks
 		r0, r1 := c*rows/chunks, (c+1)*rows/chunks
 		c0, c1 := cb*columnSumCols, min(cols, (cb+1)*columnSumCols)
+		if partial == nil {
+			// Few rows, one run: each column's float64 sum from +0 in row
+			// order, rounded once, as the partial sums would give it.
+			columnSumsDirect(t.dst[o*cols+c0:o*cols+c1], src[o*rows*cols+c0:], rows, cols)
+			continue
+		}
 		acc := partial[(o*chunks+c)*cols+c0 : (o*chunks+c)*cols+c1]
 		if r1 > r0 {
 			block := src[(o*rows+r0)*cols+c0 : (o*rows+r1-1)*cols+c1]
@@ -198,6 +214,25 @@ func (t *colSumTask[F]) Chunk(lo, hi int) {
 				d[i] = F(v)
 			}
 		}
+	}
+}
+
+// columnSumsDirect sets dst[i] to the float64 sum, from +0 in row order,
+// of src[r·stride + i] over rows r, rounded once to F.
+func columnSumsDirect[F float](dst, src []F, rows, stride int) {
+	n := len(dst)
+	_ = src[(rows-1)*stride+n-1]
+	if d32, ok := any(dst).([]float32); ok && rowAsm && n >= 8 {
+		body := n &^ 7
+		colSumRoundAVX2(&d32[0], &any(src).([]float32)[0], body, rows, stride)
+		dst, src = dst[body:], src[body:]
+	}
+	for i := range dst {
+		s := 0.0
+		for r := 0; r < rows; r++ {
+			s += float64(src[r*stride+i])
+		}
+		dst[i] = F(s)
 	}
 }
 
