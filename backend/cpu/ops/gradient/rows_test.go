@@ -135,6 +135,7 @@ func TestSumToShapeFewRowsBits(t *testing.T) {
 		{[]int{6, 1, 7}, []int{1, 1, 7}},
 		{[]int{2, 3, 4, 11}, []int{2, 1, 4, 11}},
 		{[]int{9, 3, 33}, []int{1, 3, 33}},
+		{[]int{0, 3000}, []int{3000}},
 	} {
 		t.Run(fmt.Sprintf("%v_to_%v", c.from, c.to), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(product(c.from)), 7))

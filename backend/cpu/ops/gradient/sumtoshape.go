@@ -192,7 +192,11 @@ func (t *colSumTask[F]) Chunk(lo, hi int) {
 		if partial == nil {
 			// Few rows, one run: each column's float64 sum from +0 in row
 			// order, rounded once, as the partial sums would give it.
-			columnSumsDirect(t.dst[o*cols+c0:o*cols+c1], src[o*rows*cols+c0:], rows, cols)
+			var s []F
+			if rows > 0 {
+				s = src[o*rows*cols+c0:]
+			}
+			columnSumsDirect(t.dst[o*cols+c0:o*cols+c1], s, rows, cols)
 			continue
 		}
 		acc := partial[(o*chunks+c)*cols+c0 : (o*chunks+c)*cols+c1]
@@ -221,6 +225,10 @@ func (t *colSumTask[F]) Chunk(lo, hi int) {
 // of src[r·stride + i] over rows r, rounded once to F.
 func columnSumsDirect[F float](dst, src []F, rows, stride int) {
 	n := len(dst)
+	if rows <= 0 || n == 0 {
+		clear(dst) // the sum of no rows: +0
+		return
+	}
 	_ = src[(rows-1)*stride+n-1]
 	if d32, ok := any(dst).([]float32); ok && rowAsm && n >= 8 {
 		body := n &^ 7
