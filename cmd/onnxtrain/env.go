@@ -44,8 +44,9 @@ type cpuReport struct {
 	PhysicalCores int             `json:"physical_cores,omitempty"` // 0: unknown
 	GOMAXPROCS    int             `json:"gomaxprocs"`
 	Features      map[string]bool `json:"features"`
-	GEMMAVX512    bool            `json:"gemm_avx512"`  // the GEMM's AVX-512 kernel is in use (ONNXTRAIN_NO_AVX512 turns it off)
-	VMathAVX512   bool            `json:"vmath_avx512"` // exp, erf and GELU run their AVX-512 loops (same bits as AVX2; ONNXTRAIN_NO_AVX512 turns them off)
+	GEMMAVX512    bool            `json:"gemm_avx512"`           // the GEMM's AVX-512 kernel is in use (ONNXTRAIN_NO_AVX512 turns it off)
+	VMathAVX512   bool            `json:"vmath_avx512"`          // exp, erf and GELU run their AVX-512 loops (same bits as AVX2; ONNXTRAIN_NO_AVX512 turns them off)
+	GEMMTuning    string          `json:"gemm_tuning,omitempty"` // the GEMM paths chosen by the CPU's vendor (gemm.CPUTuning)
 	featureOrder  []string
 }
 
@@ -174,6 +175,7 @@ func collectEnv() envReport {
 	}
 	r.CPU.featureOrder, r.CPU.Features = cpuFeatures()
 	r.CPU.GEMMAVX512 = gemm.AVX512()
+	r.CPU.GEMMTuning = gemm.CPUTuning()
 	r.CPU.VMathAVX512 = vmath.AVX512()
 
 	if f, err := os.Open("/proc/meminfo"); err == nil {
@@ -417,6 +419,9 @@ func writeEnvText(w io.Writer, r envReport) {
 		line("gemm", "AVX2 kernels (ONNXTRAIN_NO_AVX512 is set)")
 	} else if r.CPU.GEMMAVX512 {
 		line("gemm", "AVX-512 kernels (ONNXTRAIN_NO_AVX512=1 turns them off)")
+	}
+	if r.CPU.GEMMTuning != "" {
+		line("tuning", "%s", r.CPU.GEMMTuning)
 	}
 	if r.CPU.VMathAVX512 {
 		line("vmath", "AVX-512 loops for exp, erf and GELU (the AVX2 loops' bits)")

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
 )
 
@@ -42,6 +43,11 @@ func TestEnvText(t *testing.T) {
 	} else {
 		assert.NotRegexp(t, `(?m)^vmath: +AVX-512 loops`, out)
 	}
+	if tuning := gemm.CPUTuning(); tuning != "" {
+		assert.Contains(t, out, "\ntuning:    "+tuning+"\n")
+	} else {
+		assert.NotRegexp(t, `(?m)^tuning:`, out)
+	}
 	if slices.Contains(backend.Names(), "cuda") {
 		assert.Contains(t, out, "CUDA backend registered")
 	} else {
@@ -69,6 +75,9 @@ func TestEnvJSON(t *testing.T) {
 			assert.IsType(t, true, feats[f], "feature %s", f)
 		}
 		assert.Equal(t, vmath.AVX512(), c["vmath_avx512"])
+		if tuning := gemm.CPUTuning(); tuning != "" {
+			assert.Equal(t, tuning, c["gemm_tuning"])
+		}
 	}
 	if runtime.GOOS == "linux" {
 		m := r["memory"].(map[string]any)

@@ -3,6 +3,7 @@
 package gemm
 
 import (
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/cpu"
@@ -248,6 +249,23 @@ func NextOperandsPrefetchHelps() bool { return amdCPU() }
 // (1,247 against 1,207 ms, its 56×56 input gradient 64 ← 256 at 0.47 of
 // the GEMM against 0.81; docs/large-models.md, 6 December 2026).
 var viewBPays = amdCPU()
+
+// CPUTuning names the paths chosen by the CPU's vendor rather than by its
+// instruction set (viewBPays, pairATransposed, NextOperandsPrefetchHelps),
+// for onnxtrain env: each was measured faster on AMD's Zen 4 and slower
+// on the AVX-512 Xeon. Empty where the CPU has no AVX2 kernels.
+func CPUTuning() string {
+	if !hasAVX2FMA {
+		return ""
+	}
+	if viewBPays && pairATransposed && NextOperandsPrefetchHelps() {
+		return "AMD: B and transposed A read in place, the next product's operands prefetched"
+	}
+	if !viewBPays && !pairATransposed && !NextOperandsPrefetchHelps() {
+		return "B and transposed A packed, no prefetch of the next product's operands (the AMD paths are off)"
+	}
+	return fmt.Sprintf("B in place %v, transposed A in place %v, next operands prefetched %v", viewBPays, pairATransposed, NextOperandsPrefetchHelps())
+}
 
 // pairATransposed lets blocked read a transposed A in place with the
 // pair kernel (rs = 1, ks = lda) under column blocks of at most

@@ -13,6 +13,9 @@ func storeFence() {}
 // amd64's assembly kernels, so no.
 func NextOperandsPrefetchHelps() bool { return false }
 
+// CPUTuning: no vendor-chosen paths off amd64's assembly.
+func CPUTuning() string { return "" }
+
 // viewBPays: there is no kernel reading B in place off amd64's assembly.
 var viewBPays = false
 
