@@ -3,8 +3,8 @@
 package gemm
 
 import (
-	"fmt"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/cpu"
 )
@@ -225,8 +225,10 @@ func vendorString(b, c, d uint32) string {
 	return string(s[:])
 }
 
-// amdCPU reports whether the CPU's vendor is AMD.
-func amdCPU() bool { return cpuVendor() == "AuthenticAMD" }
+// onAMD is whether the CPU's vendor is AMD, read once: three GEMM paths
+// (viewBPays, pairATransposed, NextOperandsPrefetchHelps) were measured
+// faster on AMD's Zen 4 and slower on the AVX-512 Xeon, and follow it.
+var onAMD = cpuVendor() == "AuthenticAMD"
 
 // NextOperandsPrefetchHelps reports whether SgemmSerialNext's prefetch of
 // the next product's operands pays on this CPU, for callers that choose
@@ -236,7 +238,7 @@ func amdCPU() bool { return cpuVendor() == "AuthenticAMD" }
 // interleaved) and the step's per-head products 7% faster; on the
 // AVX-512 Xeon measured before it made them 2-8% slower (its burst held
 // the line fill buffers the kernel's own loads wait on).
-func NextOperandsPrefetchHelps() bool { return amdCPU() }
+func NextOperandsPrefetchHelps() bool { return onAMD }
 
 // viewBPays lets PackedProduct read B in place (microKernel.bIn, a
 // BViewer's blocks) instead of packing it. On AMD's Zen 4 it made
@@ -248,23 +250,32 @@ func NextOperandsPrefetchHelps() bool { return amdCPU() }
 // GFLOP/s), and with ONNXTRAIN_NO_AVX512=1 the ResNet-50 step was 3% longer
 // (1,247 against 1,207 ms, its 56×56 input gradient 64 ← 256 at 0.47 of
 // the GEMM against 0.81; docs/large-models.md, 6 December 2026).
-var viewBPays = amdCPU()
+var viewBPays = onAMD
 
-// CPUTuning names the paths chosen by the CPU's vendor rather than by its
-// instruction set (viewBPays, pairATransposed, NextOperandsPrefetchHelps),
-// for onnxtrain env: each was measured faster on AMD's Zen 4 and slower
-// on the AVX-512 Xeon. Empty where the CPU has no AVX2 kernels.
+// CPUTuning names, for onnxtrain env, the vendor-chosen paths this CPU
+// runs (onAMD), or says that none does; empty where the CPU has no AVX2
+// kernels.
 func CPUTuning() string {
 	if !hasAVX2FMA {
 		return ""
 	}
-	if viewBPays && pairATransposed && NextOperandsPrefetchHelps() {
-		return "AMD: B and transposed A read in place, the next product's operands prefetched"
+	var on []string
+	for _, p := range []struct {
+		on   bool
+		name string
+	}{
+		{viewBPays, "B read in place"},
+		{pairATransposed, "transposed A read in place"},
+		{NextOperandsPrefetchHelps(), "the next product's operands prefetched"},
+	} {
+		if p.on {
+			on = append(on, p.name)
+		}
 	}
-	if !viewBPays && !pairATransposed && !NextOperandsPrefetchHelps() {
+	if len(on) == 0 {
 		return "B and transposed A packed, no prefetch of the next product's operands (the AMD paths are off)"
 	}
-	return fmt.Sprintf("B in place %v, transposed A in place %v, next operands prefetched %v", viewBPays, pairATransposed, NextOperandsPrefetchHelps())
+	return strings.Join(on, ", ")
 }
 
 // pairATransposed lets blocked read a transposed A in place with the
@@ -276,4 +287,4 @@ func CPUTuning() string {
 // step's six values use 24 bytes of each line it loads, but packing
 // reads every line of P or dS once more for two strip pairs); on the
 // AVX-512 Xeon measured before, in place was slower (docs/large-models.md).
-var pairATransposed = amdCPU()
+var pairATransposed = onAMD
