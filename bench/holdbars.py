@@ -1,0 +1,26 @@
+#!/usr/bin/python3
+"""holdbars.py PROFILE.json...: the rows of `onnxtrain bench --op-profile-by-shape --log-format
+json` under issue 14's bars (products under 0.85 of the 2048³ GEMM, other ops under 0.50 of the
+triad, both measured between the steps), with their milliseconds a step, and how many
+milliseconds a step the products lose to the bar. Rows named OP/part are parts of a fused op's
+row (its products), listed but not summed again."""
+import json
+import sys
+
+for f in sys.argv[1:]:
+    d = json.loads([l for l in open(f) if l.startswith('{')][0])
+    r = d['op_profile_refs']
+    print("== %s step %.0f ms, gemm %.1f GFLOP/s, triad %.1f GB/s" % (f, d['median_step_ms'], r['gemm_gflops'], r['triad_gbps']))
+    products = short = 0.0
+    for o in d['op_profile']:
+        part = '/' in o['op'].split(' ')[0]
+        if 'of_gemm' in o:
+            if not part:
+                products += o['ms_per_step']
+            if o['of_gemm'] < 0.85:
+                if not part:
+                    short += o['ms_per_step'] * (1 - o['of_gemm'] / 0.85)
+                print("  P %.2f %7.1f ms  %s%s" % (o['of_gemm'], o['ms_per_step'], o['op'][:150], " (part of its op)" if part else ""))
+        elif 'of_triad' in o and o['of_triad'] < 0.5:
+            print("  M %.2f %7.2f ms  %s" % (o['of_triad'], o['ms_per_step'], o['op'][:150]))
+    print("  products %.0f ms a step; %.1f ms short of 0.85" % (products, short))
