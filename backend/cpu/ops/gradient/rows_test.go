@@ -57,23 +57,11 @@ func TestSumToShapeMatchesFloat64Sums(t *testing.T) {
 			}
 			// want[j] and abs[j]: Σ and Σ|·| of the elements that land
 			// on output element j.
-			full := make([]int, len(c.from))
-			for i := range full {
-				full[i] = 1
-				if k := i - (len(c.from) - len(c.to)); k >= 0 {
-					full[i] = c.to[k]
-				}
-			}
-			st := kern.BroadcastStrides(full, c.from)
+			full, target := sumTargets(c.from, c.to)
 			want, abs := make([]float64, product(c.to)), make([]float64, product(c.to))
 			for i, v := range g {
-				j, rem := 0, i
-				for d := len(c.from) - 1; d >= 0; d-- {
-					j += rem % c.from[d] * st[d]
-					rem /= c.from[d]
-				}
-				want[j] += v
-				abs[j] += math.Abs(v)
+				want[target[i]] += v
+				abs[target[i]] += math.Abs(v)
 			}
 			_, _, _, isColumns := columnSumLayout(c.from, full)
 			require.Equal(t, c.columns, isColumns, "column-sum layout")
@@ -118,6 +106,30 @@ func TestSumToShapeMatchesFloat64Sums(t *testing.T) {
 	require.Error(t, err, "(4, 5) does not sum to (3)")
 }
 
+// sumTargets returns, for a sum of shape from down to shape to, the
+// to-shape aligned to from's rank (ones in front) and, for every element of
+// from in row-major order, the output element it lands on.
+func sumTargets(from, to []int) (full, target []int) {
+	full = make([]int, len(from))
+	for i := range full {
+		full[i] = 1
+		if k := i - (len(from) - len(to)); k >= 0 {
+			full[i] = to[k]
+		}
+	}
+	st := kern.BroadcastStrides(full, from)
+	target = make([]int, product(from))
+	for i := range target {
+		j, rem := 0, i
+		for d := len(from) - 1; d >= 0; d-- {
+			j += rem % from[d] * st[d]
+			rem /= from[d]
+		}
+		target[i] = j
+	}
+	return full, target
+}
+
 // TestSumToShapeFewRowsBits: column sums over at most
 // columnSumDirectRows rows (the position embeddings' gradients) go
 // straight into the output; each element must be the float64 sum from +0
@@ -150,32 +162,16 @@ func TestSumToShapeFewRowsBits(t *testing.T) {
 					g[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(9)-4)))
 				}
 			}
-			// outer blocks of rows × cols: the axes from the first kept
-			// one on are the columns; the summed axes before them, the rows.
-			outer, rows, cols := 1, 1, 1
-			lead := len(c.from) - len(c.to)
-			summed := true
-			for d := range c.from {
-				kept := d >= lead && c.to[d-lead] == c.from[d]
-				switch {
-				case !kept && summed:
-					rows *= c.from[d]
-				case kept && summed && d >= lead && rows == 1:
-					outer *= c.from[d]
-				default:
-					summed = false
-					cols *= c.from[d]
-				}
+			// Each element's sum in the source's row-major order: for every
+			// output element, its rows in order, from +0.
+			_, target := sumTargets(c.from, c.to)
+			sums := make([]float64, product(c.to))
+			for i, v := range g {
+				sums[target[i]] += float64(v)
 			}
-			want := make([]float32, outer*cols)
-			for o := 0; o < outer; o++ {
-				for i := 0; i < cols; i++ {
-					s := 0.0
-					for r := 0; r < rows; r++ {
-						s += float64(g[(o*rows+r)*cols+i])
-					}
-					want[o*cols+i] = float32(s)
-				}
+			want := make([]float32, len(sums))
+			for j, v := range sums {
+				want[j] = float32(v)
 			}
 			n := &graph.Node{OpType: "SumToShape", Domain: graph.InternalDomain, Outputs: []string{"y"}}
 			forEachRowPath(t, func(t *testing.T) {
