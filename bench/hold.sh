@@ -10,6 +10,7 @@ set -u
 B=$(readlink -f "$1"); O=$(mkdir -p "$2" && readlink -f "$2"); K=${3:-/tmp/lead/keep}
 cd "$(dirname "$0")/.."
 ref() {
+  local nx # the caller loops over nx too
   for nx in "" 1; do ONNXTRAIN_NO_AVX512=$nx GOMAXPROCS=2 "$B" bench --gemm 2048,2048,2048 --steps 10 2>&1 | tail -1; done
   "$B" bench --stream 2>&1 | tail -1
 }
