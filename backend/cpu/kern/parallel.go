@@ -153,7 +153,19 @@ func poolWorker() {
 // to wake (futex, scheduler), which on a product of a few hundred
 // microseconds is a fifth of the second core. Spinning costs an idle core
 // at most this long after the last kernel.
-const spinWait = 50 * time.Microsecond
+//
+// At 50 µs, a third of the split calls of a real-size step found the pool
+// parked (ViT-B/16: 160–200 of 410 a step, the GPT 150–175 of 543,
+// ResNet-50 85–120), nearly all right after another split op: the
+// worker's chunk of that op had ended more than 50 µs before the caller's,
+// and the next op's second chunk then waited for a wake-up (~75–130 µs on
+// a 2-vCPU KVM guest) or ran after the caller's on the same thread. At
+// 1 ms, 0–12 a step are cold and the steps are about 2% faster on the
+// 2-vCPU Intel Xeon host (12 alternations of the three models, AVX-512
+// and AVX2: 11 faster by 0.9–4.8%, one 0.4% slower; docs/large-models.md,
+// "The pool spins for 1 ms"). OpenMP runtimes spin longer by default
+// (libgomp ~300,000 polls, Intel's 200 ms).
+const spinWait = time.Millisecond
 
 // spinners counts the pool goroutines polling now; at most GOMAXPROCS-1
 // poll, so that they never hold every P.
