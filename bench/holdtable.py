@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """holdtable.py HOLDDIR: the markdown table of a bench/hold.sh run (its large.json and
 large_avx2.json from compare.py): each round's step on both sides, the speed ratio of the best
-rounds and onnxtrain's peak RSS over PyTorch's, with AVX-512 and with both sides on AVX2."""
+rounds and onnxtrain's peak RSS over PyTorch's, with AVX-512 and with both sides on AVX2. A PyTorch
+round marked p or d was PyTorch's faster with OMP_WAIT_POLICY=PASSIVE or with OpenMP's default."""
 import json
 import sys
 
@@ -13,7 +14,10 @@ names = {'resnet50-sgd': 'ResNet-50, SGD', 'resnet50-adamw': 'ResNet-50, AdamW',
 
 
 def rounds(d, case, side):
-    return ' / '.join(format(round(r['median_step_ms']), ',') for r in d['raw'][case][side])
+    # p or d after a PyTorch round: the OpenMP wait policy that won it (compare.py's --omp-wait-policy best)
+    mark = {'PASSIVE': 'p', 'default': 'd'}
+    return ' / '.join(format(round(r['median_step_ms']), ',') + mark.get(r.get('omp_wait_policy'), '')
+                      for r in d['raw'][case][side])
 
 
 print('| case | PyTorch ms (AVX-512 rounds) | onnxtrain ms | speed | PyTorch ms (AVX2 rounds) | onnxtrain ms | speed | onnxtrain/PyTorch peak RSS |')
