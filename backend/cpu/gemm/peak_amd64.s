@@ -1,0 +1,62 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The FMA units' ceiling, for BenchmarkFMAPeak: n iterations of
+// independent register-only FMAs (no loads), enough accumulators to cover
+// the FMA's latency on two pipes. The results are discarded.
+
+// func fmaPeakZmm(n int)
+// 16 zmm FMAs an iteration (16·16·2 flops).
+TEXT ·fmaPeakZmm(SB), NOSPLIT, $0-8
+	MOVQ   n+0(FP), CX
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+zloop:
+	VFMADD231PS Z30, Z31, Z0
+	VFMADD231PS Z30, Z31, Z1
+	VFMADD231PS Z30, Z31, Z2
+	VFMADD231PS Z30, Z31, Z3
+	VFMADD231PS Z30, Z31, Z4
+	VFMADD231PS Z30, Z31, Z5
+	VFMADD231PS Z30, Z31, Z6
+	VFMADD231PS Z30, Z31, Z7
+	VFMADD231PS Z30, Z31, Z8
+	VFMADD231PS Z30, Z31, Z9
+	VFMADD231PS Z30, Z31, Z10
+	VFMADD231PS Z30, Z31, Z11
+	VFMADD231PS Z30, Z31, Z12
+	VFMADD231PS Z30, Z31, Z13
+	VFMADD231PS Z30, Z31, Z14
+	VFMADD231PS Z30, Z31, Z15
+	DECQ CX
+	JNZ  zloop
+	VZEROUPPER
+	RET
+
+// func fmaPeakYmm(n int)
+// 14 ymm FMAs an iteration (14·8·2 flops), in the 16 registers an AVX2
+// CPU has.
+TEXT ·fmaPeakYmm(SB), NOSPLIT, $0-8
+	MOVQ   n+0(FP), CX
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+yloop:
+	VFMADD231PS Y14, Y15, Y0
+	VFMADD231PS Y14, Y15, Y1
+	VFMADD231PS Y14, Y15, Y2
+	VFMADD231PS Y14, Y15, Y3
+	VFMADD231PS Y14, Y15, Y4
+	VFMADD231PS Y14, Y15, Y5
+	VFMADD231PS Y14, Y15, Y6
+	VFMADD231PS Y14, Y15, Y7
+	VFMADD231PS Y14, Y15, Y8
+	VFMADD231PS Y14, Y15, Y9
+	VFMADD231PS Y14, Y15, Y10
+	VFMADD231PS Y14, Y15, Y11
+	VFMADD231PS Y14, Y15, Y12
+	VFMADD231PS Y14, Y15, Y13
+	DECQ CX
+	JNZ  yloop
+	VZEROUPPER
+	RET
