@@ -293,6 +293,7 @@ func TestGemmOperandsComputeTheProduct(t *testing.T) {
 				}
 			}
 			assert.Less(t, maxErr, 1e-3, "transA=%v transB=%v", ta, tb)
+			g.free()
 		}
 	}
 	_, err := newGemmOperands(GemmOptions{M: 0, N: 1, K: 1})

@@ -61,10 +61,12 @@ func ParseGemmShape(s string) (m, n, k int, err error) {
 	return v[0], v[1], v[2], nil
 }
 
-// gemmOperands holds random A and B stored as GemmOptions says, and C.
+// gemmOperands holds random A and B stored as GemmOptions says, and C, in
+// huge pages (hugeFloats); free unmaps them.
 type gemmOperands struct {
 	a, b, c       []float32
 	lda, ldb, ldc int
+	free          func()
 }
 
 func newGemmOperands(o GemmOptions) (*gemmOperands, error) {
@@ -76,14 +78,25 @@ func newGemmOperands(o GemmOptions) (*gemmOperands, error) {
 		return nil, fmt.Errorf("benchlib: GEMM %dx%dx%d: an operand exceeds %d elements", o.M, o.N, o.K, maxElems)
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x67656d6d))
+	var frees []func()
+	alloc := func(n int) []float32 {
+		x, free := hugeFloats[float32](n)
+		frees = append(frees, free)
+		return x
+	}
 	fill := func(n int) []float32 {
-		x := make([]float32, n)
+		x := alloc(n)
 		for i := range x {
 			x[i] = float32(rng.NormFloat64())
 		}
 		return x
 	}
-	g := &gemmOperands{a: fill(o.M * o.K), b: fill(o.K * o.N), c: make([]float32, o.M*o.N), ldc: o.N}
+	g := &gemmOperands{a: fill(o.M * o.K), b: fill(o.K * o.N), c: alloc(o.M * o.N), ldc: o.N}
+	g.free = func() {
+		for _, f := range frees {
+			f()
+		}
+	}
 	g.lda, g.ldb = o.K, o.N
 	if o.TransA {
 		g.lda = o.M // A stored K×M
@@ -116,6 +129,7 @@ func RunGemm(o GemmOptions) (*GemmResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer ops.free()
 	// Warm up, then size a repetition so that it runs at least MinRepTime.
 	var one time.Duration
 	for i := 0; i < max(1, o.Warmup); i++ {

@@ -7,9 +7,9 @@ import (
 	"unsafe"
 )
 
-// newRefBuffers maps the references' storage outside the Go heap, so that
-// release can hand its pages back at once (MADV_DONTNEED) and the
-// process's resident size drops by all of it.
+// newRefBuffers maps the references' storage outside the Go heap, advised
+// for huge pages, so that release can hand its pages back at once
+// (MADV_DONTNEED) and the process's resident size drops by all of it.
 func newRefBuffers(gemmElems, triadElems int) (*refBuffers, error) {
 	f32 := 4 * gemmElems
 	f64 := 8 * triadElems
@@ -18,6 +18,8 @@ func newRefBuffers(gemmElems, triadElems int) (*refBuffers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("benchlib: op-profile references: mapping %d MiB: %w (--op-profile-refs=false runs the profile without them)", size>>20, err)
 	}
+	// In huge pages, as the step's operands are (hugeFloats).
+	_ = syscall.Madvise(mem, syscall.MADV_HUGEPAGE)
 	f32s := func(off int) []float32 { return unsafe.Slice((*float32)(unsafe.Pointer(&mem[off])), gemmElems) }
 	f64s := func(off int) []float64 { return unsafe.Slice((*float64)(unsafe.Pointer(&mem[off])), triadElems) }
 	return &refBuffers{

@@ -46,9 +46,13 @@ func RunStream(o StreamOptions) (*StreamResult, error) {
 	if o.Elements < o.Threads || o.Reps < 1 || o.Threads < 1 {
 		return nil, fmt.Errorf("benchlib: stream: invalid sizes (elements %d, reps %d, threads %d)", o.Elements, o.Reps, o.Threads)
 	}
-	a := make([]float64, o.Elements)
-	b := make([]float64, o.Elements)
-	c := make([]float64, o.Elements)
+	// In huge pages, as the step's operands are (hugeFloats).
+	a, freeA := hugeFloats[float64](o.Elements)
+	defer freeA()
+	b, freeB := hugeFloats[float64](o.Elements)
+	defer freeB()
+	c, freeC := hugeFloats[float64](o.Elements)
+	defer freeC()
 	gbps, err := triadGBps(a, b, c, o.Threads, o.Reps+1) // the first repetition warms up
 	if err != nil {
 		return nil, err
