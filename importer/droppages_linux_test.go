@@ -1,8 +1,6 @@
 package importer
 
 import (
-	"bufio"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,35 +15,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 )
 
 // residentKiB is the Rss of the mapping that holds address a, from
 // /proc/self/smaps.
 func residentKiB(t *testing.T, a uintptr) int {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
-	require.NoError(t, err)
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	in := false
-	for sc.Scan() {
-		line := sc.Text()
-		fields := strings.Fields(line)
-		if len(fields) > 0 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			var lo, hi uintptr
-			if _, err := fmt.Sscanf(fields[0], "%x-%x", &lo, &hi); err == nil {
-				in = a >= lo && a < hi
-			}
-			continue
-		}
-		if in && len(fields) >= 2 && fields[0] == "Rss:" {
-			n, err := strconv.Atoi(fields[1])
-			require.NoError(t, err)
-			return n
-		}
+	v, ok := testutil.SmapsField(t, a, "Rss")
+	if !ok {
+		t.Fatalf("no mapping holds %#x", a)
 	}
-	t.Fatalf("no mapping holds %#x", a)
-	return 0
+	n, err := strconv.Atoi(strings.TrimSuffix(v, " kB"))
+	require.NoError(t, err)
+	return n
 }
 
 // After the tensors that alias a model's mapping have been read, DropPages
