@@ -300,6 +300,14 @@ def run_json(cmd, env=None, timeout=3600):
     return json.loads(lines[-1]), None
 
 
+def run_ms(res):
+    """A run's time for choosing the faster: a model case's median step, a GEMM case's median product."""
+    for key in ("median_step_ms", "median_ms"):
+        if res.get(key) is not None:
+            return res[key]
+    return float("inf")
+
+
 def uptime():
     try:
         return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -492,22 +500,21 @@ def main():
             go_cmd += ["--trans-a"] if ta else []
             go_cmd += ["--trans-b"] if tb else []
         for r in range(args.rounds):
-            res, runs = None, []
+            runs = []
             # With two policies, alternate which goes first from round to round.
             for policy, tenv in (torch_envs if r % 2 == 0 else torch_envs[::-1]):
-                print("%s: round %d/%d: PyTorch%s" % (name, r + 1, args.rounds, " (%s)" % policy if policy else ""),
-                      file=sys.stderr)
+                tag = " (%s)" % policy if policy else ""
+                print("%s: round %d/%d: PyTorch%s" % (name, r + 1, args.rounds, tag), file=sys.stderr)
                 one, err = run_json(torch_cmd, env=tenv)
                 if err:
-                    errors.append("%s (PyTorch%s): %s" % (name, " " + policy if policy else "", err))
-                elif policy:
+                    errors.append("%s (PyTorch%s): %s" % (name, tag, err))
+                    continue
+                if policy:
                     one["omp_wait_policy"] = policy
-                    runs.append(one)
-                res = res or one
+                runs.append(one)
+            # The faster run of the round (a step's time, or a GEMM's); the other kept beside it.
+            res = min(runs, key=run_ms) if runs else None
             if len(runs) > 1:
-                # The faster of the two policies (a step's time, or a GEMM's).
-                key = "median_step_ms" if runs[0].get("median_step_ms") is not None else "median_ms"
-                res = min(runs, key=lambda x: x.get(key) if x.get(key) is not None else float("inf"))
                 res = dict(res, other_policy_runs=[x for x in runs if x is not res])
             torch_runs.append(res)
             print("%s: round %d/%d: onnxtrain" % (name, r + 1, args.rounds), file=sys.stderr)

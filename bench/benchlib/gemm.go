@@ -78,25 +78,13 @@ func newGemmOperands(o GemmOptions) (*gemmOperands, error) {
 		return nil, fmt.Errorf("benchlib: GEMM %dx%dx%d: an operand exceeds %d elements", o.M, o.N, o.K, maxElems)
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x67656d6d))
-	var frees []func()
-	alloc := func(n int) []float32 {
-		x, free := hugeFloats[float32](n)
-		frees = append(frees, free)
-		return x
+	na, nb := o.M*o.K, o.K*o.N
+	mem, free := hugeFloats[float32](na + nb + o.M*o.N)
+	a, b := mem[:na:na], mem[na:na+nb:na+nb]
+	for i := range mem[:na+nb] {
+		mem[i] = float32(rng.NormFloat64()) // A, then B
 	}
-	fill := func(n int) []float32 {
-		x := alloc(n)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-		}
-		return x
-	}
-	g := &gemmOperands{a: fill(o.M * o.K), b: fill(o.K * o.N), c: alloc(o.M * o.N), ldc: o.N}
-	g.free = func() {
-		for _, f := range frees {
-			f()
-		}
-	}
+	g := &gemmOperands{a: a, b: b, c: mem[na+nb:], ldc: o.N, free: free}
 	g.lda, g.ldb = o.K, o.N
 	if o.TransA {
 		g.lda = o.M // A stored K×M

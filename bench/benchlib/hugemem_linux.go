@@ -20,10 +20,20 @@ func hugeFloats[T float32 | float64](n int) ([]T, func()) {
 	if size == 0 {
 		return nil, func() {}
 	}
-	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	mem, err := mapHuge(size)
 	if err != nil {
 		return make([]T, n), func() {}
 	}
-	_ = syscall.Madvise(mem, syscall.MADV_HUGEPAGE)
 	return unsafe.Slice((*T)(unsafe.Pointer(&mem[0])), n), func() { _ = syscall.Munmap(mem) }
+}
+
+// mapHuge maps size bytes of zeroed anonymous memory advised for huge
+// pages: hugeFloats's storage, and the op profile's (newRefBuffers).
+func mapHuge(size int) ([]byte, error) {
+	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, err
+	}
+	_ = syscall.Madvise(mem, syscall.MADV_HUGEPAGE)
+	return mem, nil
 }

@@ -14,12 +14,10 @@ func newRefBuffers(gemmElems, triadElems int) (*refBuffers, error) {
 	f32 := 4 * gemmElems
 	f64 := 8 * triadElems
 	size := 3*f32 + 3*f64
-	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	mem, err := mapHuge(size) // in huge pages, as the step's operands are
 	if err != nil {
 		return nil, fmt.Errorf("benchlib: op-profile references: mapping %d MiB: %w (--op-profile-refs=false runs the profile without them)", size>>20, err)
 	}
-	// In huge pages, as the step's operands are (hugeFloats).
-	_ = syscall.Madvise(mem, syscall.MADV_HUGEPAGE)
 	f32s := func(off int) []float32 { return unsafe.Slice((*float32)(unsafe.Pointer(&mem[off])), gemmElems) }
 	f64s := func(off int) []float64 { return unsafe.Slice((*float64)(unsafe.Pointer(&mem[off])), triadElems) }
 	return &refBuffers{

@@ -47,12 +47,10 @@ func RunStream(o StreamOptions) (*StreamResult, error) {
 		return nil, fmt.Errorf("benchlib: stream: invalid sizes (elements %d, reps %d, threads %d)", o.Elements, o.Reps, o.Threads)
 	}
 	// In huge pages, as the step's operands are (hugeFloats).
-	a, freeA := hugeFloats[float64](o.Elements)
-	defer freeA()
-	b, freeB := hugeFloats[float64](o.Elements)
-	defer freeB()
-	c, freeC := hugeFloats[float64](o.Elements)
-	defer freeC()
+	mem, free := hugeFloats[float64](3 * o.Elements)
+	defer free()
+	n := o.Elements
+	a, b, c := mem[:n:n], mem[n:2*n:2*n], mem[2*n:]
 	gbps, err := triadGBps(a, b, c, o.Threads, o.Reps+1) // the first repetition warms up
 	if err != nil {
 		return nil, err

@@ -1,4 +1,6 @@
-// Package testutil holds the skip policy every onnxtrain test follows.
+// Package testutil holds the skip policy every onnxtrain test follows, and
+// helpers several packages' tests share (SmapsField: a mapping's fields in
+// /proc/self/smaps, on Linux).
 //
 // Outside CI a test may skip when something it needs is absent (a Python
 // module, a dataset, processes it may not start in -short mode). Under CI=true
