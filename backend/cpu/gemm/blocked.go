@@ -374,6 +374,10 @@ func (p *problem) blockedShare(mk microKernel, i0, i1, j0, j1 int, sh *tailShare
 	defer sh.finish()
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
+	if p.thinOK(mk, i0, i1, j0, j1) {
+		p.thin(mk, buf, i0, i1, j0, j1)
+		return
+	}
 	kc := blockSize(p.k, mk.kc, 1)
 	mc := aBlockRows(mk, i1-i0, min(kc, p.k))
 	for jc := j0; jc < j1; jc += mk.nc {
