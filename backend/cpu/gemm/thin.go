@@ -59,7 +59,7 @@ func (p *problem) thin(mk microKernel, buf *buffers, i0, i1, j0, j1 int) {
 	}
 }
 
-// thinSwapped is thin for B stored n×k: with q the swapped product
+// thinSwapped is thin's product: with q the swapped product
 // (op(B)ᵀ·op(A)ᵀ, whose A is B as stored), op(A)ᵀ's rows [i0, i1) are
 // packed as one B strip per k block, then for each six of B's rows (C's
 // columns) the half kernel reads them in place over every k block and each
@@ -73,7 +73,7 @@ func (p *problem) thinSwapped(mk microKernel, buf *buffers, i0, i1, j0, j1 int) 
 	for pc := 0; pc < p.k; pc += kc {
 		q.packB(buf.b[pc*nr:], pc, min(kc, p.k-pc), i0, rows, nr)
 	}
-	const ldt = 8 // the half kernel's tile: mr rows of its nr/2 columns
+	ldt := nr / 2 // the half kernel's tile: mr rows of its nr/2 columns
 	tile := buf.tile[:mr*ldt]
 	c := p.c[i0*p.ldc:]
 	for j := j0; j < j1; j += mr {
