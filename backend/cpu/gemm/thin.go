@@ -10,9 +10,9 @@ package gemm
 // computes the product swapped, Cᵀ = op(B)ᵀ·op(A)ᵀ: B's rows are read in
 // place as the kernel's A (halfRowA, six rows a call), op(A)ᵀ is packed
 // as one B strip per k block, and each tile is stored transposed. With
-// the AVX-512 build on the Xeon, 4×3072×768 ran 1.19 → 0.65 ms on one core
-// with B in cache and 1.16 → 0.77 ms on two from memory, 4×768×3072 1.01
-// → 0.49 ms from memory (BenchmarkThin).
+// the AVX-512 build on the Xeon, 4×3072×768 ran 1.19–1.26 → 0.61–0.65 ms
+// on one core with B in cache and 1.10–1.23 → 0.74–0.76 ms on two from
+// memory, 4×768×3072 0.84–1.00 → 0.47–0.51 ms from memory (BenchmarkThin).
 //
 // Every element is the same sum in the same order as blocked computes it
 // (the kernels' products commute exactly, the k blocks are blocked's, and
