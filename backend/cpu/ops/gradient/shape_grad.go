@@ -442,15 +442,21 @@ func splitLike(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		shape := append(st.shape[:0], dy.Shape...)
 		st.shape = shape
 		shape[ax] = like.Shape[ax]
-		out, err := kern.New(n, dy.DType, shape)
+		// Every element of a piece is copied from dy: no zeroing pass.
+		out, err := kern.NewUninit(n, dy.DType, shape)
 		if err != nil {
 			return nil, err
 		}
+		w, stride := shape[ax]*inner, dy.Shape[ax]*inner
 		switch src := dy.Data.(type) {
 		case []float32:
-			copyBlock(out.Data.([]float32), src, outer, shape[ax]*inner, dy.Shape[ax]*inner, off*inner)
+			st.copy32 = blockCopy[float32]{dst: out.Data.([]float32), src: src, w: w, stride: stride, off: off * inner}
+			kern.RunTask("SplitLike", outer*w, gradWorkers(outer*w, 1), &st.copy32)
+			st.copy32 = blockCopy[float32]{}
 		case []float64:
-			copyBlock(out.Data.([]float64), src, outer, shape[ax]*inner, dy.Shape[ax]*inner, off*inner)
+			st.copy64 = blockCopy[float64]{dst: out.Data.([]float64), src: src, w: w, stride: stride, off: off * inner}
+			kern.RunTask("SplitLike", outer*w, gradWorkers(outer*w, 1), &st.copy64)
+			st.copy64 = blockCopy[float64]{}
 		default:
 			return nil, n.Errorf("dtype %v is not supported", dy.DType)
 		}
@@ -464,15 +470,28 @@ func splitLike(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 // slice is reused like kern.Results's (the executor copies the results out
 // before the node runs again).
 type splitLikeState struct {
-	outs  []*graph.Tensor
-	shape []int
+	outs   []*graph.Tensor
+	shape  []int
+	copy32 blockCopy[float32]
+	copy64 blockCopy[float64]
 }
 
-// copyBlock copies rows of width w from src (row stride stride, starting at
-// column off) to dst (contiguous).
-func copyBlock[T any](dst, src []T, rows, w, stride, off int) {
-	for o := 0; o < rows; o++ {
-		copy(dst[o*w:(o+1)*w], src[o*stride+off:o*stride+off+w])
+// blockCopy copies rows of width w from src (row stride stride, starting
+// at column off) to dst (contiguous), as a kern.Chunker over dst's
+// elements, so that a few long rows — the patch tokens' gradient, 196×768
+// a row — spread over the cores too.
+type blockCopy[T any] struct {
+	dst, src       []T
+	w, stride, off int
+}
+
+func (b *blockCopy[T]) Chunk(lo, hi int) {
+	for lo < hi {
+		r, c := lo/b.w, lo%b.w
+		e := min(hi-lo, b.w-c)
+		s := r*b.stride + b.off + c
+		copy(b.dst[lo:lo+e], b.src[s:s+e])
+		lo += e
 	}
 }
 

@@ -31,7 +31,8 @@ func randomCuts(rng *rand.Rand, n int) []int {
 // Any split of a gather's units into contiguous ranges, each copied on its
 // own (as the pool's chunks do), gives exactly the whole gather: transposes
 // that take the tiled path (planes of 32-row strips with short last strips)
-// and row gathers with tables, padding and strided inner axes alike. The
+// row gathers with tables, padding and strided inner axes, and single runs
+// cut into flatUnit pieces alike. The
 // destination starts poisoned, so a unit no range covers fails too.
 func TestGatherUnitsAnySplitMatchesWhole(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -40,10 +41,18 @@ func TestGatherUnitsAnySplitMatchesWhole(t *testing.T) {
 		src[i] = int32(i)
 	}
 	fill := []int32{-7}
-	tiled := 0
+	tiled, flat := 0, 0
 	for trial := 0; trial < 400; trial++ {
 		var maps []axisMap
-		if trial%2 == 0 {
+		var run []int32 // what a flat trial must copy
+		if trial%8 == 7 {
+			// Leading rows of a matrix: one contiguous run after
+			// simplifyMaps (the flat plan), often several flatUnit
+			// pieces long.
+			rows, cols, start := 1+rng.IntN(3), 1+rng.IntN(20000), rng.IntN(100)
+			maps = append(maps, arith(rows, start, cols), arith(cols, 0, 1))
+			run = src[start : start+rows*cols]
+		} else if trial%2 == 0 {
 			// A transpose of a random shape (some axes past tileBlock).
 			r := 2 + rng.IntN(3)
 			shape := make([]int, r)
@@ -86,12 +95,18 @@ func TestGatherUnitsAnySplitMatchesWhole(t *testing.T) {
 		}
 		want := make([]int32, size)
 		require.NoError(t, gatherView(want, src, 0, append([]axisMap{}, maps...), fill))
+		if run != nil {
+			require.Equal(t, run, want, "trial %d: the whole run", trial)
+		}
 
 		var buf [stackRank]axisMap
 		var g gatherPlan
 		require.True(t, g.init(buf[:], 0, append([]axisMap{}, maps...)))
 		if g.tiled {
 			tiled++
+		}
+		if g.flat && g.units > 1 {
+			flat++
 		}
 		require.Equal(t, size, g.units*g.unitElems-tailShortfall(&g), "trial %d: units × elements per unit", trial)
 		for rep := 0; rep < 3; rep++ {
@@ -107,11 +122,15 @@ func TestGatherUnitsAnySplitMatchesWhole(t *testing.T) {
 		}
 	}
 	assert.Greater(t, tiled, 30, "trials that took the tiled path")
+	assert.Greater(t, flat, 20, "trials that took the flat path in more than one piece")
 }
 
 // tailShortfall is how many elements the last strip of each plane of a
 // tiled plan lacks (its plane's rows not a multiple of tileBlock).
 func tailShortfall(g *gatherPlan) int {
+	if g.flat {
+		return g.units*g.unitElems - g.maps[0].n
+	}
 	if !g.tiled {
 		return 0
 	}

@@ -156,7 +156,9 @@ func typedPair[T any](dst []T, src, fill any) ([]T, T, error) {
 // gatherPlan is a gather after simplifyMaps, cut into units that can be
 // copied independently (a pool's chunks take contiguous ranges of them):
 // rows of the innermost output axis, or, for a transpose that tileStrips
-// copies in square tiles, tileBlock-row strips of one plane.
+// copies in square tiles, tileBlock-row strips of one plane, or, for a
+// copy of one contiguous run (a Slice of leading rows, a Split), pieces of
+// flatUnit elements of it.
 type gatherPlan struct {
 	base int
 	maps []axisMap
@@ -164,6 +166,8 @@ type gatherPlan struct {
 	// tiles is the strips of one plane.
 	tiled    bool
 	c, tiles int
+	// flat: one contiguous run (a single stride-1 axis) cut into pieces.
+	flat bool
 	// units, and the output elements of one (for the split's grain).
 	units, unitElems int
 }
@@ -179,6 +183,13 @@ func (g *gatherPlan) init(buf []axisMap, base int, maps []axisMap) bool {
 	switch r := len(ms); {
 	case r == 0:
 		g.units, g.unitElems = 1, 1
+	case r == 1 && ms[0].table == nil && ms[0].stride == 1:
+		// One run: as rows it would be a single unit on one core (a
+		// contiguous Slice of a 2304×768 weight read 10 GB/s from memory
+		// on one core, 25 on two).
+		g.flat = true
+		g.unitElems = min(ms[0].n, flatUnit)
+		g.units = (ms[0].n + flatUnit - 1) / flatUnit
 	case r >= 2 && tileAxis(ms) >= 0:
 		g.tiled, g.c = true, tileAxis(ms)
 		g.tiles = (ms[g.c].n + tileBlock - 1) / tileBlock
@@ -210,10 +221,19 @@ func gatherUnits[T any](dst, src []T, fill T, g *gatherPlan, lo, hi int) {
 		}
 	case g.tiled:
 		tileStrips(dst, src, g.base, g.maps, g.c, g.tiles, lo, hi)
+	case g.flat:
+		n := g.maps[0].n
+		from, to := lo*flatUnit, min(hi*flatUnit, n)
+		o := g.base + g.maps[0].start
+		copy(dst[from:to], src[o+from:o+to])
 	default:
 		gatherRows(dst, src, fill, g.base, g.maps, lo, hi)
 	}
 }
+
+// flatUnit is the piece of a flat plan's run that one unit copies: 64 KiB
+// of float32, a multiple of every cache line and vector.
+const flatUnit = 1 << 14
 
 // gatherRows fills rows [lo, hi) of the innermost output axis (maps
 // simplified, at least one axis).
