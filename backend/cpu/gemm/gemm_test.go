@@ -96,6 +96,7 @@ func TestSgemmRandomShapes(t *testing.T) {
 		{4, 4, 4}, {5, 9, 13}, {17, 33, 65}, {31, 1, 300}, {64, 64, 64},
 		{67, 131, 257}, {130, 70, 300}, {257, 9, 513}, {9, 300, 20}, {200, 200, 3},
 		{129, 2050, 5},
+		{1, 197, 64}, {1, 64, 197}, {1, 777, 768}, // single rows on the kernels
 	}
 	for _, sz := range sizes {
 		for _, tA := range []bool{false, true} {

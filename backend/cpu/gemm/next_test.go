@@ -18,6 +18,7 @@ func TestSgemmSerialNextMatchesSerial(t *testing.T) {
 	shapes := []struct{ m, n, k, pad int }{
 		{197, 197, 64, 3008}, {197, 64, 197, 0}, {128, 128, 64, 0},
 		{300, 70, 600, 5}, {13, 29, 7, 0}, {6, 16, 1, 0},
+		{1, 197, 64, 3008}, {1, 64, 197, 0}, // one row: thin or blocked
 	}
 	for _, s := range shapes {
 		for _, ta := range []bool{false, true} {
@@ -60,20 +61,22 @@ func TestSgemmSerialNextMatchesSerial(t *testing.T) {
 // still SgemmSerial's, bit for bit.
 func TestSgemmSerialNextOtherShape(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	const m, n, k = 197, 197, 64
-	a, b := randSlice(r, m*k), randSlice(r, k*n)
-	want := make([]float32, m*n)
-	SgemmSerial(false, true, m, n, k, 0.125, a, k, b, k, 0, want, n)
-	const nm, nn, nk = 64, 32, 16
-	na, nb := randSlice(r, nk*nm), randSlice(r, nk*nn) // op(A) = Aᵀ: stored nk×nm
-	for _, next := range []*Operands{
-		{A: na, LDA: nm, B: nb, LDB: nn, TransA: true, M: nm, N: nn, K: nk},
-		{A: na, LDA: nm, TransA: true, M: nm, N: nn, K: nk},
-		{B: nb, LDB: nn, TransA: true, M: nm, N: nn, K: nk},
-		{},
-	} {
-		got := make([]float32, m*n)
-		SgemmSerialNext(false, true, m, n, k, 0.125, a, k, b, k, 0, got, n, next)
-		require.Equal(t, want, got, "next %+v", next.M)
+	const n, k = 197, 64
+	for _, m := range []int{197, 1} { // blocked; the thin path of one row
+		a, b := randSlice(r, m*k), randSlice(r, k*n)
+		want := make([]float32, m*n)
+		SgemmSerial(false, true, m, n, k, 0.125, a, k, b, k, 0, want, n)
+		const nm, nn, nk = 64, 32, 16
+		na, nb := randSlice(r, nk*nm), randSlice(r, nk*nn) // op(A) = Aᵀ: stored nk×nm
+		for _, next := range []*Operands{
+			{A: na, LDA: nm, B: nb, LDB: nn, TransA: true, M: nm, N: nn, K: nk},
+			{A: na, LDA: nm, TransA: true, M: nm, N: nn, K: nk},
+			{B: nb, LDB: nn, TransA: true, M: nm, N: nn, K: nk},
+			{},
+		} {
+			got := make([]float32, m*n)
+			SgemmSerialNext(false, true, m, n, k, 0.125, a, k, b, k, 0, got, n, next)
+			require.Equal(t, want, got, "m %d next %+v", m, next.M)
+		}
 	}
 }

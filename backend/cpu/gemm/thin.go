@@ -1,12 +1,13 @@
 package gemm
 
-// Thin products: C has fewer rows than one micro-kernel strip (2 to
-// mr-1; one row runs the direct loops) and B is stored n×k (transposed,
-// as ONNX's Gemm and the exports' MatMul store a weight), as in a batch of
-// a few samples through a dense layer, or ViT-B/16's class token through
-// its last block (4×768 against a 3072×768 weight). blocked would pack all
-// of B, transposing k·n values that each feed those few rows only: the
-// transposing pack was 64-70% of such a product's time. The thin path
+// Thin products: C has fewer rows than one micro-kernel strip (1 to
+// mr-1) and B is stored n×k (transposed, as ONNX's Gemm and the exports'
+// MatMul store a weight), as in a batch of a few samples through a dense
+// layer, or ViT-B/16's class token through its last block (4×768
+// against a 3072×768 weight; one row per head in its attention). blocked
+// would pack all of B, transposing k·n values that each feed those few
+// rows only: the transposing pack was 64-70% of such a product's time
+// (and a single row ran the direct loops, scalar). The thin path
 // computes the product swapped, Cᵀ = op(B)ᵀ·op(A)ᵀ: B's rows are read in
 // place as the kernel's A (halfRowA, six rows a call), op(A)ᵀ is packed
 // as one B strip per k block, and each tile is stored transposed. With
@@ -30,7 +31,7 @@ const thinMinCols = 64
 // the thin path with mk.
 func (p *problem) thinOK(mk microKernel, i0, i1, j0, j1 int) bool {
 	rows := i1 - i0
-	if rows < 2 || rows >= mk.mr || j1-j0 < thinMinCols || !thinPath {
+	if rows < 1 || rows >= mk.mr || j1-j0 < thinMinCols || !thinPath {
 		return false
 	}
 	return p.transB && mk.halfRowA != nil && mk.half != nil && rows <= mk.nr/2
@@ -76,7 +77,11 @@ func (p *problem) thinSwapped(mk microKernel, buf *buffers, i0, i1, j0, j1 int) 
 	ldt := nr / 2 // the half kernel's tile: mr rows of its nr/2 columns
 	tile := buf.tile[:mr*ldt]
 	c := p.c[i0*p.ldc:]
+	// The next product's operands (SgemmSerialNext), fetched over the
+	// groups: a head's one-row products wait on memory, not on the FMAs.
+	pf := newSpreadPrefetch(p.after, (j1-j0+mr-1)/mr)
 	for j := j0; j < j1; j += mr {
+		pf.step()
 		n := min(mr, j1-j)
 		if n < mr {
 			buf.a = grow(buf.a, mr*kc)

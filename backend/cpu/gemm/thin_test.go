@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestThinMatchesBlocked checks that the thin path (products of 2 to mr-1
+// TestThinMatchesBlocked checks that the thin path (products of 1 to mr-1
 // rows, B transposed) stores the bits blocked stores, with A either way,
 // k within one block and across several, a last group of fewer than six
 // of B's rows, every kind of beta, leading dimensions wider than the
@@ -17,7 +17,7 @@ import (
 // (the same comparison, on the same path).
 func TestThinMatchesBlocked(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
-	for _, tc := range []struct{ m, n, k int }{{2, 64, 1}, {2, 1200, 1}, {4, 197, 64}, {5, 300, 300}, {3, 777, 768}, {4, 768, 3072}, {2, 95, 513}} {
+	for _, tc := range []struct{ m, n, k int }{{2, 64, 1}, {2, 1200, 1}, {4, 197, 64}, {5, 300, 300}, {3, 777, 768}, {4, 768, 3072}, {2, 95, 513}, {1, 197, 64}, {1, 3072, 768}, {1, 65, 40}} {
 		for _, transA := range []bool{false, true} {
 			for _, transB := range []bool{false, true} {
 				for _, beta := range []float32{0, 1, 0.5} {
@@ -115,6 +115,40 @@ func BenchmarkThin(b *testing.B) {
 					b.ReportMetric(float64(4*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkOneRow times single-row products on the direct loops (what
+// every one-row product ran before 7 December) against the path Sgemm
+// takes now (the thin path for B stored n×k, blocked for k×n): a sample
+// through a dense layer (1×3072×768, 1×768×3072, weight in cache) and
+// ViT-B/16's class token against one head's keys and values (1×197×64,
+// 1×64×197).
+func BenchmarkOneRow(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, s := range []struct {
+		n, k   int
+		transB bool
+	}{{3072, 768, true}, {768, 3072, true}, {3072, 768, false}, {197, 64, true}, {64, 197, false}} {
+		a, w, c := randSlice(r, s.k), randSlice(r, s.k*s.n), make([]float32, s.n)
+		ldb := s.n
+		if s.transB {
+			ldb = s.k
+		}
+		for _, direct := range []bool{true, false} {
+			b.Run(fmt.Sprintf("1x%dx%d_tB%v/direct=%v", s.n, s.k, s.transB, direct), func(b *testing.B) {
+				for b.Loop() {
+					if direct {
+						clear(c)
+						p := problem{transB: s.transB, m: 1, n: s.n, k: s.k, alpha: 1, a: a, lda: s.k, b: w, ldb: ldb, c: c, ldc: s.n}
+						p.direct(0, 1, 0, s.n)
+						continue
+					}
+					Sgemm(false, s.transB, 1, s.n, s.k, 1, a, s.k, w, ldb, 0, c, s.n)
+				}
+				b.ReportMetric(2*float64(s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
 		}
 	}
 }
