@@ -16,15 +16,21 @@ const smallWork = 16 * 16 * 8
 // computes an m×n×k product (k ≥ 1) with its direct loops instead of the
 // packed kernel, whose sums run in another order: a caller that cuts a
 // product into blocks and wants the whole product's bits keeps every
-// block on the packed kernel. A single row takes the kernel too once it
-// is thinMinCols wide (the thin path when B is stored transposed, blocked
-// otherwise): the direct loops are scalar and on one core, 5-6 GFLOP/s
-// on a 1×3072×768 product against 11-14 on the kernels, and the class
-// token's per-head rows of ViT-B/16 (1×197×64, 1×64×197) ran 1.3-2.3×
-// slower on them.
+// block on the packed kernel. Where the kernel is assembly (it has the
+// thin path's half kernels), a single row takes it too once it is
+// thinMinCols wide (the thin path when B is stored transposed, blocked
+// otherwise): the direct loops are scalar and on one core, 5-6 GFLOP/s on
+// a 1×3072×768 product against 8.6-14 on the kernels (BenchmarkOneRow),
+// and the class token's per-head rows of ViT-B/16 (1×197×64, 1×64×197)
+// ran 1.3-2.3× slower on them. The portable Go kernel is 2-3× slower than
+// the direct loops on one row, so without assembly one row stays on them.
 func DirectLoops(m, n, k int) bool {
-	return m*n*k <= smallWork || n < 2 || m < 2 && n < thinMinCols
+	return m*n*k <= smallWork || n < 2 || m < 2 && (n < thinMinCols || !hasThinKernels(kernel))
 }
+
+// hasThinKernels reports whether mk has the thin path's kernels (the
+// assembly kernels do; the portable one does not).
+func hasThinKernels(mk microKernel) bool { return mk.halfRowA != nil && mk.half != nil }
 
 // parallelWork is the m*n*k from which a product is split across goroutines.
 const parallelWork = 128 * 128 * 64

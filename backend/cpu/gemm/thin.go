@@ -34,7 +34,7 @@ func (p *problem) thinOK(mk microKernel, i0, i1, j0, j1 int) bool {
 	if rows < 1 || rows >= mk.mr || j1-j0 < thinMinCols || !thinPath {
 		return false
 	}
-	return p.transB && mk.halfRowA != nil && mk.half != nil && rows <= mk.nr/2
+	return p.transB && hasThinKernels(mk) && rows <= mk.nr/2
 }
 
 // thinPath is off in tests that compare the thin path with blocked;

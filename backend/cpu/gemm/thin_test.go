@@ -80,8 +80,6 @@ func thinCase(t *testing.T, r *rand.Rand, m, n, k int, transA, transB bool, beta
 	}
 }
 
-// hasThinKernels reports whether mk has the thin path's kernels.
-func hasThinKernels(mk microKernel) bool { return mk.halfRowA != nil && mk.half != nil }
 
 // BenchmarkThin times the thin path against blocked (thin=false) on ViT-B/16's
 // class-token products (4 rows against a weight stored n×k), with the
