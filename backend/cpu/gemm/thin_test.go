@@ -80,7 +80,6 @@ func thinCase(t *testing.T, r *rand.Rand, m, n, k int, transA, transB bool, beta
 	}
 }
 
-
 // BenchmarkThin times the thin path against blocked (thin=false) on ViT-B/16's
 // class-token products (4 rows against a weight stored n×k), with the
 // weight in cache (hot: one weight) and from memory (cold: a different one
