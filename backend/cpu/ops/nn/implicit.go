@@ -695,15 +695,18 @@ func (pk *columnPacker) PackB(dst []float32, p0, kc, j0, nc int) {
 			continue
 		}
 		if sw == 1 {
-			// A run of 5 to 7 positions (output rows of 7: the
-			// 7×7 layers) is copied 8 wide with GatherRows when the
-			// runs after it in the strip overwrite the extra lanes
-			// (they are packed after it) and the extra values lie
-			// in x: one vector move per tap instead of two.
+			// A run of 4 to 7 positions (output rows of 7: the
+			// 7×7 layers) is copied 8 wide, and one of 9 to 15 (a
+			// strip across two output rows of 28: the 28×28 and
+			// stride-2 56×56 layers) 16 wide, with GatherRows when
+			// the runs after it in the strip overwrite the extra
+			// lanes (they are packed after it) and the extra values
+			// lie in x: one vector move per tap instead of two, and
+			// no Go loop over the taps.
 			filled := ss[len(ss)-1].dst + ss[len(ss)-1].n
 			for _, s := range ss {
-				if nr == 16 && s.n > 4 && s.n < 8 && s.dst+8 <= filled && s.src+hiOff+8 <= len(x) {
-					gemm.GatherRows(sd[s.dst:], nr, x, s.src, offs, 8)
+				if w := overWidth(s.n); nr == 16 && w > 0 && s.dst+w <= filled && s.src+hiOff+w <= len(x) {
+					gemm.GatherRows(sd[s.dst:], nr, x, s.src, offs, w)
 					continue
 				}
 				packRun(sd, nr, x, offs, s)
@@ -717,6 +720,19 @@ func (pk *columnPacker) PackB(dst []float32, p0, kc, j0, nc int) {
 			}
 		}
 	}
+}
+
+// overWidth is the width GatherRows copies a run of n positions at when
+// the lanes past it may be overwritten (PackB): 8 for 4 to 7, 16 for 9 to
+// 15, 0 (none: the run takes packRun) otherwise.
+func overWidth(n int) int {
+	switch {
+	case n >= 4 && n < 8:
+		return 8
+	case n > 8 && n < 16:
+		return 16
+	}
+	return 0
 }
 
 // packRun copies run s (column stride 1) into every row of a block whose

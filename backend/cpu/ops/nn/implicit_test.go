@@ -31,6 +31,14 @@ var implicitCases = []convCase{
 	// next runs overwrite the extra lanes), past a k block.
 	{"implicit_rows_of_7", []int{5, 40, 7, 7}, []int{24, 40, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
 	{"implicit_rows_of_6", []int{3, 30, 6, 8}, []int{12, 30, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 0, 0}, false},
+	// Output rows of 12, 14 and 28 positions: strips of 16 cut into
+	// runs of 12+4, 8+8 and 4+12, of 14+2 … 2+14, and of 16, 12+4, 8+8,
+	// 4+12 (ResNet-50's stride-2 56×56 layer): runs of 4-7 packed 8 wide
+	// and of 9-15 packed 16 wide where the next run overwrites the extra
+	// lanes, the strip's last run exactly.
+	{"implicit_rows_of_12", []int{2, 9, 12, 12}, []int{12, 9, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true},
+	{"implicit_rows_of_14_stride2", []int{2, 30, 28, 28}, []int{16, 30, 3, 3}, 1, []int{2, 2}, []int{1, 1}, []int{1, 1, 1, 1}, false},
+	{"implicit_rows_of_28_stride2", []int{1, 8, 56, 56}, []int{16, 8, 3, 3}, 1, []int{2, 2}, []int{1, 1}, []int{1, 1, 1, 1}, true},
 	{"implicit_pad_beyond_image", []int{2, 5, 3, 2}, []int{7, 5, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{3, 2, 2, 3}, true},
 	// Column strides above 1 with phase-split rows: three phases all
 	// read (dilation 2 over stride 3), one phase of two read (dilation 2
