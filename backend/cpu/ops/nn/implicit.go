@@ -753,12 +753,9 @@ func packRun(sd []float32, nr int, x []float32, offs []int, s posSeg) {
 	case n == 16 || n == 8:
 		gemm.GatherRows(sd[s.dst:], nr, x, s.src, offs, n)
 	case n > 8 && n < 16:
-		for q, off := range offs {
-			d := sd[q*nr+s.dst : q*nr+s.dst+n]
-			src := x[s.src+off : s.src+off+n]
-			copy8(d, src)
-			copy8(d[n-8:], src[n-8:])
-		}
+		// Two overlapping runs of 8, each one vector move a tap.
+		gemm.GatherRows(sd[s.dst:], nr, x, s.src, offs, 8)
+		gemm.GatherRows(sd[s.dst+n-8:], nr, x, s.src+n-8, offs, 8)
 	case n >= 4 && n < 8:
 		for q, off := range offs {
 			d := sd[q*nr+s.dst : q*nr+s.dst+n]
