@@ -49,12 +49,14 @@
 // The six-row tiles' stores and C prefetch are shared by the kernel files
 // through tile_amd64.h.
 //
-// A product of 2 to 5 rows whose B is stored transposed (a few samples
-// through a dense layer's weight) is computed swapped instead, B's rows
-// read in place as the kernel's A, so that B is not transposed into
-// packed strips for so few rows (thin.go).
+// A product of 1 to 5 rows whose B is stored transposed (a few samples
+// through a dense layer's weight, a head's one query row) is computed
+// swapped instead, B's rows read in place as the kernel's A, so that B is
+// not transposed into packed strips for so few rows (thin.go).
 //
-// Small problems skip packing and run a direct loop. Large problems are split
+// Small problems skip packing and run a direct loop, as do single rows
+// narrower than 64 columns and every single row where the kernel is the
+// portable Go one (DirectLoops). Large problems are split
 // over up to GOMAXPROCS workers of kern's persistent pool (kern.RunTask, no
 // goroutine started and nothing allocated per product) over the rows, the
 // columns or the shared dimension, whichever duplicates the least packing
