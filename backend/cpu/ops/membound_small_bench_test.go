@@ -68,3 +68,10 @@ func BenchmarkMemboundSmallResNet50Tail(b *testing.B) {
 		benchOp(b, mkNode("", "GlobalAveragePool", 1), 17, 4*size(8, 2048, 7, 7), randn(1, 8, 2048, 7, 7))
 	})
 }
+
+// The GPT's final LayerNorm gradient (the one LayerNormalizationGrad of
+// its step; the blocks' are LayerNormGradAdd): reads dY and X, writes dX.
+func BenchmarkMemboundSmallGPTLayerNormGrad(b *testing.B) {
+	n := mkNode(graph.InternalDomain, "LayerNormalizationGrad", 3, graph.IntAttr("axis", -1), graph.FloatAttr("epsilon", 1e-5))
+	benchOp(b, n, 17, 12*size(4, 128, 768), randn(1, 4, 128, 768), randn(2, 4, 128, 768), filled(1.5, 768))
+}
