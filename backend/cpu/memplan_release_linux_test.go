@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -135,35 +135,17 @@ func TestArenaPagesFaultBeforeTheKernels(t *testing.T) {
 }
 
 // smapsOf returns the AnonHugePages bytes and the VmFlags of the mapping
-// that holds addr, from /proc/self/smaps.
+// that holds addr, from /proc/self/smaps (testutil.SmapsField).
 func smapsOf(t *testing.T, addr uintptr) (huge int64, flags []string) {
-	data, err := os.ReadFile("/proc/self/smaps")
-	require.NoError(t, err)
-	in, found := false, false
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 5 && !strings.HasSuffix(f[0], ":") { // a mapping's header
-			var lo, hi uintptr
-			if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err == nil {
-				in = lo <= addr && addr < hi
-				found = found || in
-				continue
-			}
-		}
-		if !in || len(f) < 2 {
-			continue
-		}
-		switch f[0] {
-		case "AnonHugePages:":
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			require.NoError(t, err)
-			huge = kb << 10
-		case "VmFlags:":
-			flags = f[1:]
-		}
-	}
+	v, found := testutil.SmapsField(t, addr, "AnonHugePages")
 	require.True(t, found, "no mapping in /proc/self/smaps holds %#x", addr)
-	return huge, flags
+	if v != "" { // a kernel without huge pages may not write the field
+		kb, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
+		require.NoError(t, err)
+		huge = kb << 10
+	}
+	fl, _ := testutil.SmapsField(t, addr, "VmFlags")
+	return huge, strings.Fields(fl)
 }
 
 // TestPrefaultPagesAsksForHugePages: a fresh arena's storage is mapped

@@ -447,18 +447,14 @@ func splitLike(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		if err != nil {
 			return nil, err
 		}
-		w, stride := shape[ax]*inner, dy.Shape[ax]*inner
-		switch src := dy.Data.(type) {
-		case []float32:
-			st.copy32 = blockCopy[float32]{dst: out.Data.([]float32), src: src, w: w, stride: stride, off: off * inner}
-			kern.RunTask("SplitLike", outer*w, gradWorkers(outer*w, 1), &st.copy32)
-			st.copy32 = blockCopy[float32]{}
-		case []float64:
-			st.copy64 = blockCopy[float64]{dst: out.Data.([]float64), src: src, w: w, stride: stride, off: off * inner}
-			kern.RunTask("SplitLike", outer*w, gradWorkers(outer*w, 1), &st.copy64)
-			st.copy64 = blockCopy[float64]{}
+		switch dy.DType {
+		case graph.Float32, graph.Float64:
 		default:
 			return nil, n.Errorf("dtype %v is not supported", dy.DType)
+		}
+		// Rows of the piece's width, dy's rows apart, over the cores.
+		if err := shapeops.CopyRows(n, out.Data, dy.Data, outer, shape[ax]*inner, dy.Shape[ax]*inner, off*inner); err != nil {
+			return nil, n.Errorf("%v", err)
 		}
 		off += shape[ax]
 		outs[i] = out
@@ -470,29 +466,8 @@ func splitLike(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 // slice is reused like kern.Results's (the executor copies the results out
 // before the node runs again).
 type splitLikeState struct {
-	outs   []*graph.Tensor
-	shape  []int
-	copy32 blockCopy[float32]
-	copy64 blockCopy[float64]
-}
-
-// blockCopy copies rows of width w from src (row stride stride, starting
-// at column off) to dst (contiguous), as a kern.Chunker over dst's
-// elements, so that a few long rows — the patch tokens' gradient, 196×768
-// a row — spread over the cores too.
-type blockCopy[T any] struct {
-	dst, src       []T
-	w, stride, off int
-}
-
-func (b *blockCopy[T]) Chunk(lo, hi int) {
-	for lo < hi {
-		r, c := lo/b.w, lo%b.w
-		e := min(hi-lo, b.w-c)
-		s := r*b.stride + b.off + c
-		copy(b.dst[lo:lo+e], b.src[s:s+e])
-		lo += e
-	}
+	outs  []*graph.Tensor
+	shape []int
 }
 
 // ---------------------------------------------------------------- SliceGrad

@@ -102,6 +102,16 @@ func (t *gatherTask) run(dst, src any, base int, maps []axisMap, fill any) error
 	return nil
 }
 
+// CopyRows copies rows rows of w elements, row r read from src at
+// off + r·stride, end to end into dst (the data of two tensors of one
+// element type), through n's gather (gatherIntoNode): spread over the
+// kernel pool by rows, or by pieces when the rows make one contiguous
+// run. Concat's gradient (SplitLike) cuts its pieces with it.
+func CopyRows(n *graph.Node, dst, src any, rows, w, stride, off int) error {
+	maps := [2]axisMap{arith(rows, 0, stride), arith(w, 0, 1)}
+	return gatherIntoNode(n, dst, src, off, maps[:], nil)
+}
+
 // gatherIntoNode is gatherInto's copy: through the node's gatherTask.
 func gatherIntoNode(n *graph.Node, dst, src any, base int, maps []axisMap, fill any) error {
 	return kern.State[gatherTask](n).run(dst, src, base, maps, fill)
