@@ -40,7 +40,7 @@ func TestSoftmaxRowAVX2MatchesSteps(t *testing.T) {
 	}
 	checkSoftmaxRowMatchesSteps(t, 8, func(dst, src []float32) {
 		require.True(t, SoftmaxRow32(dst, src) || AVX512(), "the fused row runs where the AVX2 loops do")
-		softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0])
+		softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0], 0)
 	})
 }
 
@@ -163,4 +163,35 @@ func TestSumExpShiftMaxMatches(t *testing.T) {
 	require.False(t, ok, "rows shorter than a block are left to the caller")
 	_, _, ok = SumExpShiftMax32(make([]float32, 16), 0, make([]float32, 15))
 	require.False(t, ok, "rows of different lengths are left to the caller")
+}
+
+// TestSoftmaxRowNextSameBits: the fused softmax rows that fetch the next
+// row's destination (SoftmaxRowNext32, and the AVX2 loop with its
+// prefetch distance set, which runs on AVX-512 hosts too) give the bits
+// of the same rows without it, rows end to end as attention writes P.
+func TestSoftmaxRowNextSameBits(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2 and FMA on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, cols := range []int{8, 9, 16, 23, 128, 197} {
+		const rows = 13
+		src := make([]float32, rows*cols)
+		for i := range src {
+			src[i] = float32(3 * rng.NormFloat64())
+		}
+		want, got := make([]float32, len(src)), make([]float32, len(src))
+		want2, got2 := make([]float32, len(src)), make([]float32, len(src))
+		for r := 0; r < rows; r++ {
+			o := r * cols
+			s := src[o : o+cols]
+			require.Equal(t, SoftmaxRow32(want[o:o+cols], s), SoftmaxRowNext32(got[o:o+cols], s, 4*cols))
+			softmaxRowAVX2(&want2[o], &s[0], cols, &avxConst[0], &tailMask[0], 0)
+			softmaxRowAVX2(&got2[o], &s[0], cols, &avxConst[0], &tailMask[0], 4*cols)
+		}
+		for i := range want {
+			require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "cols %d, element %d", cols, i)
+			require.Equal(t, math.Float32bits(want2[i]), math.Float32bits(got2[i]), "AVX2 loop, cols %d, element %d", cols, i)
+		}
+	}
 }

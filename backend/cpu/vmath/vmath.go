@@ -85,7 +85,19 @@ func SoftmaxRow32(dst, src []float32) bool {
 	if len(dst) < len(src) {
 		return false
 	}
-	return softmaxRow(dst[:len(src)], src)
+	return softmaxRow(dst[:len(src)], src, 0)
+}
+
+// SoftmaxRowNext32 is SoftmaxRow32 that, while it writes dst, fetches the
+// lines pf bytes past dst's (pf ≥ 0; they need not lie in dst): with rows
+// end to end and pf a row's length in bytes, the next row's destination,
+// whose lines a row written to memory then finds in cache instead of
+// waiting to own each one. The results are SoftmaxRow32's.
+func SoftmaxRowNext32(dst, src []float32, pf int) bool {
+	if len(dst) < len(src) || pf < 0 {
+		return false
+	}
+	return softmaxRow(dst[:len(src)], src, pf)
 }
 
 // Erf32 sets dst[i] = erf(src[i]); dst may be src.

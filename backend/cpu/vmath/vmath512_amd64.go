@@ -85,7 +85,7 @@ func ScaleRow512(x []float32, s float64) {
 // softmaxRow512 is softmaxRowAVX2's AVX-512 form (n ≥ 16).
 //
 //go:noescape
-func softmaxRow512(dst, src *float32, n int, consts *[16]float32)
+func softmaxRow512(dst, src *float32, n int, consts *[16]float32, pf int)
 
 //go:noescape
 func sumExpShift512(src *float32, n int, m float32, consts *[16]float32, pf *float32) float64

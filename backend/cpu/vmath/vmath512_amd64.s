@@ -839,7 +839,7 @@ TEXT ·maxRow512(SB), NOSPLIT, $0-20
 	VZEROUPPER
 	RET
 
-// func softmaxRow512(dst, src *float32, n int, consts *[16]float32)
+// func softmaxRow512(dst, src *float32, n int, consts *[16]float32, pf int)
 // n ≥ 16, dst not overlapping src. The softmax of a row in one call, what
 // reduce's three AVX-512 steps give apart (maxRow512, ExpShift32 through
 // expShift512, scaleRow512): (1) m, the largest element (MAXROW16; the
@@ -847,8 +847,11 @@ TEXT ·maxRow512(SB), NOSPLIT, $0-20
 // (EXPSHIFT_ROW) with mh = m and ml = +0 (ExpShift32's split of a float32
 // m), the exponentials into dst and their float64 sum s in the AVX2 loop's
 // order, its prefetches pointed at the lines in hand; (3) dst[i] =
-// float32(float64(dst[i])·(1/s)), 1/s rounded once in float64.
-TEXT ·softmaxRow512(SB), NOSPLIT, $0-32
+// float32(float64(dst[i])·(1/s)), 1/s rounded once in float64. The
+// loop's second prefetch stream points pf bytes past dst (PREFETCHT1):
+// with pf the row's length in bytes, the next row's destination (0: the
+// lines in hand).
+TEXT ·softmaxRow512(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), BX
@@ -868,7 +871,8 @@ TEXT ·softmaxRow512(SB), NOSPLIT, $0-32
 	MOVQ         BX, R10 // n, for (3)
 	MOVQ         BX, CX
 	MOVQ         SI, DX
-	MOVQ         SI, BX
+	MOVQ         pf+32(FP), BX
+	ADDQ         DI, BX
 	EXPSHIFT_ROW(smzShift32, smzShift16, smzShiftBody, smzSum, smzm1, smzd1, smzm2, smzd2, smzm3, smzd3)
 
 	// (3) The products with 1/s, rounded once each (scaleRow512).

@@ -134,21 +134,21 @@ func geluErfGrad(dst, dy, x, d, a []float32, c1, c3, k float32) {
 // softmaxRowAVX2 takes n ≥ 8.
 //
 //go:noescape
-func softmaxRowAVX2(dst, src *float32, n int, consts *[8]float32, masks *int32)
+func softmaxRowAVX2(dst, src *float32, n int, consts *[8]float32, masks *int32, pf int)
 
 // softmaxRow is SoftmaxRow32's fused path: false where it does not run.
-func softmaxRow(dst, src []float32) bool {
+func softmaxRow(dst, src []float32, pf int) bool {
 	if hasAVX512 {
 		if len(src) < 16 {
 			return false
 		}
-		softmaxRow512(&dst[0], &src[0], len(src), &avx512Const[0])
+		softmaxRow512(&dst[0], &src[0], len(src), &avx512Const[0], pf)
 		return true
 	}
 	if !hasAVX2FMA || len(src) < 8 {
 		return false
 	}
-	softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0])
+	softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0], pf)
 	return true
 }
 

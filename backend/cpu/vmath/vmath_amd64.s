@@ -575,7 +575,7 @@ ggDone:
 	VZEROUPPER
 	RET
 
-// func softmaxRowAVX2(dst, src *float32, n int, consts *[8]float32, masks *int32)
+// func softmaxRowAVX2(dst, src *float32, n int, consts *[8]float32, masks *int32, pf int)
 // n ≥ 8. The softmax of a row in one call, operation for operation what
 // SoftmaxRow32 spells out: (1) m, the largest element, as reduce's AVX2
 // row maximum takes it (lane maxima over the first n&^7 elements in two
@@ -584,11 +584,16 @@ ggDone:
 // ml = +0 (ExpShift32's split of a float32 m), the exponentials into dst
 // and their float64 sum s; (3) dst[i] = float32(float64(dst[i])·(1/s)),
 // eight at a time and then one at a time.
-TEXT ·softmaxRowAVX2(SB), NOSPLIT, $0-40
+// Each 64 bytes of dst the exponentials store ask for the line pf bytes
+// on (PREFETCHT0): with pf the row's length in bytes, the next row's
+// destination, which a row then finds in cache rather than waiting for
+// each line's read for ownership (0: the line in hand).
+TEXT ·softmaxRowAVX2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), BX
 	MOVQ consts+24(FP), R8
+	MOVQ pf+40(FP), R10
 
 	// (1) The maximum: blocks of eight, then the scalar tail.
 	MOVQ BX, CX
@@ -652,6 +657,7 @@ smMaxDone:
 smShift2:
 	CMPQ CX, $2
 	JLT smShift1
+	PREFETCHT0 (DI)(R10*1)
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y5
 	EXPSHIFT8R(Y0, Y1, Y2, Y3, Y4, smM1, smD1)

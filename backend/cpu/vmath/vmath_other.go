@@ -47,7 +47,7 @@ func wideGeluErfGradX(dst, y, dy, x []float32, c1, c2, c3, k float32) {
 	geluErfGradXBlocks(dst, y, dy, x, c1, c2, c3, k)
 }
 
-func softmaxRow(_, _ []float32) bool { return false }
+func softmaxRow(_, _ []float32, _ int) bool { return false }
 
 func fusedMax() bool { return false }
 

@@ -23,6 +23,9 @@ func dotAVX2(a, b *float32, n int) float64
 func softmaxRowGradAVX2(dy, y, dx *float32, n int, s float64)
 
 //go:noescape
+func softmaxGradRowAVX2(dy, y, dx *float32, n int, pf int) float64
+
+//go:noescape
 func lnGradStatsAVX2(x, dy *float32, scale *float64, n int, x0 float64, out *[4]float64)
 
 //go:noescape

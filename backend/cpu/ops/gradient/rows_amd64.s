@@ -318,3 +318,123 @@ DATA lnNegZero<>+20(SB)/4, $0x80000000
 DATA lnNegZero<>+24(SB)/4, $0x80000000
 DATA lnNegZero<>+28(SB)/4, $0x80000000
 GLOBL lnNegZero<>(SB), RODATA|NOPTR, $32
+
+// func softmaxGradRowAVX2(dy, y, dx *float32, n int, pf int) float64
+//
+// n ≥ 8. One softmax-gradient row in one call, operation for operation
+// what dot32 and softmaxRowGrad32 do apart: s = Σ dy·y in float64
+// (dotAVX2's two accumulators over the first n&^7 elements, folded as
+// dotAVX2 folds them, then the rest as dot32's Go tail adds them: pairs
+// into s0 and s1, a last odd element into s0, and s + (s0 + s1)); then
+// dx = float32(y·(dy − s)) (softmaxRowGradAVX2's loop, then one element
+// at a time). dx may be dy. While the sum runs, the lines pf bytes past
+// those of dy and y it reads are prefetched (PREFETCHT0): with pf the
+// row length in bytes, the next row's, so that a row read first from L2
+// or memory does not wait for each line (0: the lines in hand). It
+// returns s (for the tests).
+TEXT ·softmaxGradRowAVX2(SB), NOSPLIT, $0-48
+	MOVQ dy+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ dx+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ pf+32(FP), R8
+	LEAQ (SI)(R8*1), R9 // dy's prefetch base
+	ADDQ DI, R8         // y's
+	MOVQ CX, BX
+	ANDQ $-8, BX        // n &^ 7
+	MOVQ BX, R11
+	SHLQ $2, R11        // its bytes
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	XORQ R10, R10
+
+sgDot:
+	PREFETCHT0  (R9)(R10*1)
+	PREFETCHT0  (R8)(R10*1)
+	VCVTPS2PD   (SI)(R10*1), Y2
+	VCVTPS2PD   16(SI)(R10*1), Y3
+	VCVTPS2PD   (DI)(R10*1), Y4
+	VCVTPS2PD   16(DI)(R10*1), Y5
+	VFMADD231PD Y4, Y2, Y0
+	VFMADD231PD Y5, Y3, Y1
+	ADDQ        $32, R10
+	CMPQ        R10, R11
+	JB          sgDot
+
+	VADDPD       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD       X1, X0, X0
+	VUNPCKHPD    X0, X0, X1
+	VADDSD       X1, X0, X0 // dotAVX2's sum
+
+	// dot32's tail: pairs into s0 (X2) and s1 (X3), an odd last one
+	// into s0.
+	VXORPD X2, X2, X2
+	VXORPD X3, X3, X3
+	MOVQ   BX, R12
+
+sgPair:
+	LEAQ      2(R12), R13
+	CMPQ      R13, CX
+	JA        sgOdd
+	VCVTSS2SD (SI)(R12*4), X4, X4
+	VCVTSS2SD (DI)(R12*4), X5, X5
+	VMULSD    X5, X4, X4
+	VADDSD    X4, X2, X2
+	VCVTSS2SD 4(SI)(R12*4), X4, X4
+	VCVTSS2SD 4(DI)(R12*4), X5, X5
+	VMULSD    X5, X4, X4
+	VADDSD    X4, X3, X3
+	MOVQ      R13, R12
+	JMP       sgPair
+
+sgOdd:
+	CMPQ      R12, CX
+	JAE       sgSum
+	VCVTSS2SD (SI)(R12*4), X4, X4
+	VCVTSS2SD (DI)(R12*4), X5, X5
+	VMULSD    X5, X4, X4
+	VADDSD    X4, X2, X2
+
+sgSum:
+	VADDSD       X3, X2, X2
+	VADDSD       X2, X0, X0 // s
+	VMOVSD       X0, ret+40(FP)
+	VBROADCASTSD X0, Y15
+	XORQ         R10, R10
+
+sgGrad:
+	VCVTPS2PD  (SI)(R10*1), Y0
+	VCVTPS2PD  16(SI)(R10*1), Y1
+	VCVTPS2PD  (DI)(R10*1), Y2
+	VCVTPS2PD  16(DI)(R10*1), Y3
+	VSUBPD     Y15, Y0, Y0
+	VSUBPD     Y15, Y1, Y1
+	VMULPD     Y2, Y0, Y0
+	VMULPD     Y3, Y1, Y1
+	VCVTPD2PSY Y0, X0
+	VCVTPD2PSY Y1, X1
+	VMOVUPS    X0, (DX)(R10*1)
+	VMOVUPS    X1, 16(DX)(R10*1)
+	ADDQ       $32, R10
+	CMPQ       R10, R11
+	JB         sgGrad
+
+	// softmaxRowGrad32's tail, one element at a time.
+	MOVQ BX, R12
+
+sgTail:
+	CMPQ      R12, CX
+	JAE       sgDone
+	VCVTSS2SD (SI)(R12*4), X4, X4
+	VSUBSD    X15, X4, X4
+	VCVTSS2SD (DI)(R12*4), X5, X5
+	VMULSD    X5, X4, X4
+	VCVTSD2SS X4, X4, X4
+	VMOVSS    X4, (DX)(R12*4)
+	INCQ      R12
+	JMP       sgTail
+
+sgDone:
+	VZEROUPPER
+	RET

@@ -269,3 +269,47 @@ func TestLayerNormBackwardOneElementRows(t *testing.T) {
 		require.InDelta(t, sumDy, db[0], 1e-4)
 	})
 }
+
+// TestSoftmaxGradRowsMatchesRow: SoftmaxGradRows32 (one assembly call a
+// row where the CPU has the row kernels, each fetching the next row's
+// lines) gives SoftmaxGradRow32's bits (dot32, then softmaxRowGrad32) on
+// every row, for row lengths around the 8-element steps and their tails
+// (pairs and an odd element), attention's 128 and 197, in place (dx = dy,
+// as the fused attention gradient writes) and apart; through the Go loops
+// too. The gradients span twelve decades, so that the float64 sums round,
+// and the kernel's sum is checked too: a row kernel that summed its tail
+// in another order fails.
+func TestSoftmaxGradRowsMatchesRow(t *testing.T) {
+	forEachRowPath(t, func(t *testing.T) {
+		for _, cols := range []int{1, 7, 8, 9, 10, 11, 15, 16, 17, 23, 128, 197} {
+			rng := rand.New(rand.NewPCG(uint64(cols), 31))
+			const rows = 37
+			dy, y := make([]float32, rows*cols), make([]float32, rows*cols)
+			for i := range y {
+				// Magnitudes 1e-6..1e6, so that the float64 sums round
+				// and their order shows.
+				dy[i], y[i] = float32(rng.NormFloat64()*math.Pow(10, 12*rng.Float64()-6)), float32(rng.Float64())
+			}
+			want := make([]float32, len(y))
+			for o := 0; o < len(y); o += cols {
+				SoftmaxGradRow32(dy[o:o+cols], y[o:o+cols], want[o:o+cols])
+			}
+			apart := make([]float32, len(y))
+			SoftmaxGradRows32(dy, y, apart, cols)
+			inPlace := append([]float32(nil), dy...)
+			SoftmaxGradRows32(inPlace, y, inPlace, cols)
+			if rowAsm && cols >= 8 {
+				// The kernel's sum itself, whose last bits dx rarely shows.
+				out := make([]float32, cols)
+				for o := 0; o < len(y); o += cols {
+					s := softmaxGradRowAVX2(&dy[o], &y[o], &out[0], cols, 0)
+					require.Equal(t, math.Float64bits(dot32(dy[o:o+cols], y[o:o+cols])), math.Float64bits(s), "cols %d, row %d's sum", cols, o/cols)
+				}
+			}
+			for i := range want {
+				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(apart[i]), "cols %d, dx[%d] apart", cols, i)
+				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(inPlace[i]), "cols %d, dx[%d] in place", cols, i)
+			}
+		}
+	})
+}

@@ -473,10 +473,7 @@ func (s *attnState) Chunk(lo, hi int) {
 		}
 		if s.p != nil {
 			qk.head(h, nil, false, buf, pv.operands(&nextPV, h, s.p, pOnA))
-			ph := s.p[h*size : (h+1)*size]
-			for r := 0; r < s.rows; r++ {
-				reduce.SoftmaxRow32(ph[r*s.cols:(r+1)*s.cols], buf[r*s.cols:(r+1)*s.cols])
-			}
+			reduce.SoftmaxRows32(s.p[h*size:(h+1)*size], buf[:size], s.cols)
 			pv.head(h, nil, false, nil, after)
 			continue
 		}
@@ -679,14 +676,11 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 			after = dp.operands(&next[0], h+1, nil, false)
 		}
 		dp.head(h, nil, false, buf, dv.operands(&next[1], h, nil, pOnA))
-		ph := s.p[h*size : (h+1)*size]
-		for r := 0; r < s.rows; r++ {
-			x := buf[r*s.cols : (r+1)*s.cols]
-			gradient.SoftmaxGradRow32(x, ph[r*s.cols:(r+1)*s.cols], x)
-			if s.hasScale {
-				for i := range x {
-					x[i] *= s.scale
-				}
+		gradient.SoftmaxGradRows32(buf[:size], s.p[h*size:(h+1)*size], buf[:size], s.cols)
+		if s.hasScale {
+			x, c := buf[:size], s.scale
+			for i := range x {
+				x[i] *= c
 			}
 		}
 		dv.head(h, nil, false, nil, dq.operands(&next[2], h, buf, s.dqOnA))

@@ -2,6 +2,7 @@ package reduce
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/vmath"
@@ -125,15 +126,20 @@ type softmaxTask[F float] struct {
 // Chunk applies the op to rows [lo, hi).
 func (t *softmaxTask[F]) Chunk(lo, hi int) {
 	size := t.size
+	var zero F
 	for o := lo; o < hi; o++ {
 		x, y := t.x[o*size:(o+1)*size], t.y[o*size:(o+1)*size]
+		pf := 0 // each row fetches the next one's destination
+		if o+1 < hi {
+			pf = size * int(unsafe.Sizeof(zero))
+		}
 		if t.tri > 0 {
 			l := maskedPrefix(o%t.tri, t.tri)
-			softmaxRow(t.kind, x[:l], y[:l])
+			softmaxRowNext(t.kind, x[:l], y[:l], pf)
 			clear(y[l:])
 			continue
 		}
-		softmaxRow(t.kind, x, y)
+		softmaxRowNext(t.kind, x, y, pf)
 	}
 }
 
@@ -158,6 +164,14 @@ func softmaxBlocksWith[F float](t *softmaxTask[F], kind softmaxKind, x, y []F, b
 
 // softmaxRow applies the op to one contiguous row.
 func softmaxRow[F float](kind softmaxKind, row, dst []F) {
+	softmaxRowNext(kind, row, dst, 0)
+}
+
+// softmaxRowNext is softmaxRow that, where one assembly call runs the
+// row, fetches the lines pf bytes past dst's meanwhile (the next row's
+// destination, with pf a row's bytes and the rows end to end:
+// vmath.SoftmaxRowNext32). The results are softmaxRow's.
+func softmaxRowNext[F float](kind softmaxKind, row, dst []F, pf int) {
 	if len(row) == 0 {
 		return
 	}
@@ -165,7 +179,7 @@ func softmaxRow[F float](kind softmaxKind, row, dst []F) {
 		// One visit of the row while it sits in L1: the largest
 		// element, e^(x-m) summed unrounded, the products with 1/Σ.
 		d32 := any(dst).([]float32)
-		if useAVX2 && use512 == vmath.AVX512() && &r32[0] != &d32[0] && vmath.SoftmaxRow32(d32, r32) {
+		if useAVX2 && use512 == vmath.AVX512() && &r32[0] != &d32[0] && vmath.SoftmaxRowNext32(d32, r32, pf) {
 			// The three steps below in one assembly call (the row
 			// kernels and vmath on the same instruction set).
 			return
@@ -290,4 +304,23 @@ func softmaxStrided[F float](kind softmaxKind, block, dst []F, r int, mx, acc []
 // row, bit for bit (the fused attention kernel's rows, linalg).
 func SoftmaxRow32(dst, row []float32) {
 	softmaxRow(kindSoftmax, row, dst[:len(row)])
+}
+
+// SoftmaxRows32 is SoftmaxRow32 over each row of cols elements that src
+// holds end to end, into dst's (not overlapping src), with the same bits;
+// each row fetches the next row's destination lines while it computes,
+// as the Softmax kernel's rows do (the fused attention's P, written to
+// memory a head at a time).
+func SoftmaxRows32(dst, src []float32, cols int) {
+	if cols <= 0 {
+		return
+	}
+	rows := len(src) / cols
+	for r := 0; r < rows; r++ {
+		pf := 0
+		if r+1 < rows {
+			pf = 4 * cols
+		}
+		softmaxRowNext(kindSoftmax, src[r*cols:(r+1)*cols], dst[r*cols:(r+1)*cols], pf)
+	}
 }

@@ -213,3 +213,30 @@ func BenchmarkSoftmaxRowPaths(b *testing.B) {
 		}
 	}
 }
+
+// TestSoftmaxRowsNextMatchesRow: SoftmaxRows32 (each row fetching the next
+// row's destination as it computes) writes every row as SoftmaxRow32
+// does, bit for bit, for row lengths around the kernels' 8- and 16-element
+// steps and attention's 128 and 197, through every row path; the rows
+// after the last whole one are left alone.
+func TestSoftmaxRowsNextMatchesRow(t *testing.T) {
+	forEachRowPath(t, func(t *testing.T) {
+		for _, cols := range []int{1, 7, 8, 9, 16, 17, 33, 128, 197} {
+			rng := rand.New(rand.NewPCG(uint64(cols), 41))
+			const rows = 29
+			src := make([]float32, rows*cols+3) // a partial row at the end where cols > 3
+			for i := range src {
+				src[i] = float32(4 * rng.NormFloat64())
+			}
+			want := make([]float32, len(src))
+			for r := 0; r < len(src)/cols; r++ {
+				SoftmaxRow32(want[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols])
+			}
+			got := make([]float32, len(src))
+			SoftmaxRows32(got, src, cols)
+			for i := range want {
+				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "cols %d, element %d", cols, i)
+			}
+		}
+	})
+}
