@@ -79,8 +79,10 @@ func statsRow32(x []float32, x0 float64) (s, q float64) {
 // affineRow32 writes ((x − mHi) − mLo)·inv·scale + bias to y (bias may be
 // nil), where mHi + mLo = m with mHi = float32(m): x − mHi is exact for the
 // elements near the mean, so rows whose mean is large next to their spread
-// lose no accuracy. scale and bias have at least len(x) elements.
-func affineRow32(x, y []float32, m, inv float64, scale, bias []float32) {
+// lose no accuracy. scale and bias have at least len(x) elements. The
+// assembly loop prefetches pf bytes past y and 2·pf past x
+// (affineRowAVX2).
+func affineRow32(x, y []float32, m, inv float64, scale, bias []float32, pf int) {
 	n := len(x)
 	y, scale = y[:n], scale[:n]
 	if bias != nil {
@@ -95,7 +97,7 @@ func affineRow32(x, y []float32, m, inv float64, scale, bias []float32) {
 		if bias != nil {
 			b = &bias[0]
 		}
-		affineRowAVX2(&x[0], &y[0], &scale[0], b, i, &c)
+		affineRowAVX2(&x[0], &y[0], &scale[0], b, i, &c, pf)
 	}
 	if bias == nil {
 		for ; i < n; i++ {
@@ -131,7 +133,11 @@ func layerNormRows32(x, y []float32, lo, hi, size int, eps float64, scale, bias 
 			x0 = float64(next[0])
 			s, q = statsRow32(next, x0)
 		}
-		affineRow32(x[o*size:(o+1)*size], y[o*size:(o+1)*size], m, inv, scale, bias)
+		pf := 0 // the next row's destination, and x of the row after it
+		if o+1 < hi {
+			pf = 4 * size
+		}
+		affineRow32(x[o*size:(o+1)*size], y[o*size:(o+1)*size], m, inv, scale, bias, pf)
 	}
 }
 

@@ -31,4 +31,4 @@ func scaleRowAVX2(x *float32, n int, s float64)
 func statsRowAVX2(x *float32, n int, x0 float64) (s, q float64)
 
 //go:noescape
-func affineRowAVX2(x, y, scale, bias *float32, n int, c *[3]float32)
+func affineRowAVX2(x, y, scale, bias *float32, n int, c *[3]float32, pf int)

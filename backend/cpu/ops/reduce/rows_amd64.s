@@ -99,16 +99,23 @@ statsLoop:
 	VZEROUPPER
 	RET
 
-// func affineRowAVX2(x, y, scale, bias *float32, n int, c *[3]float32)
+// func affineRowAVX2(x, y, scale, bias *float32, n int, c *[3]float32, pf int)
 //
-// y = ((x − c[0]) − c[1])·c[2]·scale + bias, bias skipped when nil.
-TEXT ·affineRowAVX2(SB), NOSPLIT, $0-48
+// y = ((x − c[0]) − c[1])·c[2]·scale + bias, bias skipped when nil. Each
+// 32 bytes also ask (PREFETCHT0) for the line pf bytes on of y and 2·pf
+// bytes on of x: with pf a row's length in bytes, the next row's
+// destination and the row whose statistics come next (layerNormRows32
+// takes row j+1's before it writes row j), so that neither waits on
+// memory (0: the lines in hand).
+TEXT ·affineRowAVX2(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), SI
 	MOVQ         y+8(FP), DI
 	MOVQ         scale+16(FP), R8
 	MOVQ         bias+24(FP), R9
 	MOVQ         n+32(FP), CX
 	MOVQ         c+40(FP), AX
+	MOVQ         pf+48(FP), DX
+	LEAQ         (DX)(DX*1), BX
 	VBROADCASTSS 0(AX), Y13
 	VBROADCASTSS 4(AX), Y14
 	VBROADCASTSS 8(AX), Y15
@@ -116,6 +123,8 @@ TEXT ·affineRowAVX2(SB), NOSPLIT, $0-48
 	JZ           affineNoBias
 
 affineLoop:
+	PREFETCHT0 (DI)(DX*1)
+	PREFETCHT0 (SI)(BX*1)
 	VMOVUPS (SI), Y0
 	VSUBPS  Y13, Y0, Y0
 	VSUBPS  Y14, Y0, Y0
@@ -133,6 +142,8 @@ affineLoop:
 	RET
 
 affineNoBias:
+	PREFETCHT0 (DI)(DX*1)
+	PREFETCHT0 (SI)(BX*1)
 	VMOVUPS (SI), Y0
 	VSUBPS  Y13, Y0, Y0
 	VSUBPS  Y14, Y0, Y0
