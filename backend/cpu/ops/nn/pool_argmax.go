@@ -87,6 +87,11 @@ type argmaxPoolState struct {
 	qa, qb, k int
 }
 
+// poolArgmaxAhead is how many input rows past a window's first row the
+// vector loop prefetches (and the row after that): 5 and 6 are the new
+// rows two output rows on.
+var poolArgmaxAhead = 5
+
 // negInf32 is what MaxPool writes for a window with no tap.
 var negInf32 = float32(math.Inf(-1))
 
@@ -132,7 +137,11 @@ func (t *maxPoolArgmaxTask) Item(_, c int) {
 			if rs.n == 2 {
 				s2 = 0
 			}
-			if poolArgmaxMax3x3S2(cr[qa:qb], yr[qa:qb], xr[cols[qa].lo:], iw, s2) {
+			// Fetch the two rows that output row r+2 reads first
+			// (windows two rows apart: rows 2r+4 and 2r+5 where this
+			// row's start at 2r−1), so that memory keeps up with the
+			// compares; past the plane, the next plane's first rows.
+			if poolArgmaxMax3x3S2(cr[qa:qb], yr[qa:qb], xr[cols[qa].lo:], iw, s2, 4*poolArgmaxAhead*iw) {
 				for q := 0; q < qa; q++ {
 					cr[q], yr[q] = argmaxWindow(xr, iw, kw, int(rs.n), cols[q])
 				}

@@ -59,14 +59,17 @@ DATA argmaxTap<>+240(SB)/8, $0x0000000800000008
 DATA argmaxTap<>+248(SB)/8, $0x0000000800000008
 GLOBL argmaxTap<>(SB), RODATA|NOPTR, $256
 
-// func poolArgmaxMax3x3S2AVX2(codes *uint8, y, x *float32, s1, s2 int, blocks int)
+// func poolArgmaxMax3x3S2AVX2(codes *uint8, y, x *float32, s1, s2 int, blocks int, pf int)
 //
 // For 8·blocks 3×3 windows whose top-left taps are x[2i], with the window
 // rows at x, x+s1 and x+s1+s2: codes[i] = the index 0..8, in row-major
 // order, of the tap the row-major scan keeps (the first tap, replaced only
 // by a strictly greater one: ties keep the earliest, a NaN counts only as
-// the first tap) and y[i] = its value.
-TEXT ·poolArgmaxMax3x3S2AVX2(SB), NOSPLIT, $0-48
+// the first tap) and y[i] = its value. Each block also asks (PREFETCHT0)
+// for the lines pf and pf + 4·s1 bytes past its first row's: the caller
+// points them at the rows a later output row reads first, so that they
+// come from memory while this row computes (0: lines in hand).
+TEXT ·poolArgmaxMax3x3S2AVX2(SB), NOSPLIT, $0-56
 	MOVQ codes+0(FP), DI
 	MOVQ y+8(FP), R9
 	MOVQ x+16(FP), SI
@@ -75,10 +78,14 @@ TEXT ·poolArgmaxMax3x3S2AVX2(SB), NOSPLIT, $0-48
 	MOVQ s2+32(FP), BX
 	SHLQ $2, BX
 	MOVQ blocks+40(FP), CX
+	MOVQ pf+48(FP), R10
+	LEAQ (R10)(DX*1), R11
 
 amm:
 	TESTQ CX, CX
 	JE    ammDone
+	PREFETCHT0 (SI)(R10*1)
+	PREFETCHT0 (SI)(R11*1)
 	MOVQ SI, R8
 	ATAPS(R8, Y0, Y1, Y2)
 	ADDQ DX, R8
@@ -150,12 +157,13 @@ GLOBL argmaxIdx512<>(SB), RODATA|NOPTR, $128
 	VMOVAPS T, K1, Z9 \
 	VMOVDQA32 C, K1, Z10
 
-// func poolArgmaxMax3x3S2AVX512(codes *uint8, y, x *float32, s1, s2 int, n int)
+// func poolArgmaxMax3x3S2AVX512(codes *uint8, y, x *float32, s1, s2 int, n int, pf int)
 //
 // poolArgmaxMax3x3S2AVX2 for n windows, sixteen at a time, the last block
 // storing only its windows below n; it reads x up to x[32·⌈n/16⌉+1] in
-// each window row.
-TEXT ·poolArgmaxMax3x3S2AVX512(SB), NOSPLIT, $0-48
+// each window row, and prefetches as the AVX2 loop does (two lines a row
+// a block).
+TEXT ·poolArgmaxMax3x3S2AVX512(SB), NOSPLIT, $0-56
 	MOVQ codes+0(FP), DI
 	MOVQ y+8(FP), R9
 	MOVQ x+16(FP), SI
@@ -164,6 +172,8 @@ TEXT ·poolArgmaxMax3x3S2AVX512(SB), NOSPLIT, $0-48
 	MOVQ s2+32(FP), BX
 	SHLQ $2, BX
 	MOVQ n+40(FP), CX
+	MOVQ pf+48(FP), R10
+	LEAQ (R10)(DX*1), R11
 	VMOVDQU32 argmaxIdx512<>+0(SB), Z11
 	VMOVDQU32 argmaxIdx512<>+64(SB), Z12
 	MOVL $1, AX
@@ -197,6 +207,10 @@ zmm:
 	KMOVW AX, K2
 
 zmmFull:
+	PREFETCHT0 (SI)(R10*1)
+	PREFETCHT0 64(SI)(R10*1)
+	PREFETCHT0 (SI)(R11*1)
+	PREFETCHT0 64(SI)(R11*1)
 	MOVQ SI, R8
 	ZTAPS(R8, Z0, Z1, Z2)
 	ADDQ DX, R8

@@ -33,4 +33,4 @@ func PoolArgmaxScatter3x3S2(dx, dy, x []float32, s1, s2 int) (ok, nan bool) { re
 func PoolScatterLoop() bool { return false }
 
 // poolArgmaxMax3x3S2 has no vector loop here: it sets nothing.
-func poolArgmaxMax3x3S2(codes []uint8, y, x []float32, s1, s2 int) bool { return false }
+func poolArgmaxMax3x3S2(codes []uint8, y, x []float32, s1, s2, pf int) bool { return false }
