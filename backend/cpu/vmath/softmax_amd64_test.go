@@ -39,7 +39,7 @@ func TestSoftmaxRowAVX2MatchesSteps(t *testing.T) {
 		t.Skip("no AVX2 and FMA on this CPU")
 	}
 	checkSoftmaxRowMatchesSteps(t, 8, func(dst, src []float32) {
-		require.True(t, SoftmaxRow32(dst, src) || AVX512(), "the fused row runs where the AVX2 loops do")
+		require.True(t, SoftmaxRow32(dst, src, 0) || AVX512(), "the fused row runs where the AVX2 loops do")
 		softmaxRowAVX2(&dst[0], &src[0], len(src), &avxConst[0], &tailMask[0], 0)
 	})
 }
@@ -52,9 +52,9 @@ func TestSoftmaxRow512MatchesSteps(t *testing.T) {
 		t.Skip("no AVX-512 on this CPU (or ONNXTRAIN_NO_AVX512 set)")
 	}
 	checkSoftmaxRowMatchesSteps(t, 16, func(dst, src []float32) {
-		require.True(t, SoftmaxRow32(dst, src), "the fused row runs from 16 elements")
+		require.True(t, SoftmaxRow32(dst, src, 0), "the fused row runs from 16 elements")
 	})
-	require.False(t, SoftmaxRow32(make([]float32, 15), make([]float32, 15)), "a row of 15 is left to the caller")
+	require.False(t, SoftmaxRow32(make([]float32, 15), make([]float32, 15), 0), "a row of 15 is left to the caller")
 }
 
 // checkSoftmaxRowMatchesSteps runs a fused softmax row (run) on rows of
@@ -166,7 +166,7 @@ func TestSumExpShiftMaxMatches(t *testing.T) {
 }
 
 // TestSoftmaxRowNextSameBits: the fused softmax rows that fetch the next
-// row's destination (SoftmaxRowNext32, and the AVX2 loop with its
+// row's destination (SoftmaxRow32 with a prefetch distance, and the AVX2 loop with its
 // prefetch distance set, which runs on AVX-512 hosts too) give the bits
 // of the same rows without it, rows end to end as attention writes P.
 func TestSoftmaxRowNextSameBits(t *testing.T) {
@@ -185,7 +185,7 @@ func TestSoftmaxRowNextSameBits(t *testing.T) {
 		for r := 0; r < rows; r++ {
 			o := r * cols
 			s := src[o : o+cols]
-			require.Equal(t, SoftmaxRow32(want[o:o+cols], s), SoftmaxRowNext32(got[o:o+cols], s, 4*cols))
+			require.Equal(t, SoftmaxRow32(want[o:o+cols], s, 0), SoftmaxRow32(got[o:o+cols], s, 4*cols))
 			softmaxRowAVX2(&want2[o], &s[0], cols, &avxConst[0], &tailMask[0], 0)
 			softmaxRowAVX2(&got2[o], &s[0], cols, &avxConst[0], &tailMask[0], 4*cols)
 		}

@@ -81,19 +81,13 @@ func ExpShiftAhead32(dst, src []float32, m float64, ahead, aheadDst []float32) f
 // call instead of three saves the calls, the Go tails and the returns of
 // the maximum and the sum: a Softmax over short rows (attention's 128 or
 // 197 keys) spends a tenth of its time there.
-func SoftmaxRow32(dst, src []float32) bool {
-	if len(dst) < len(src) {
-		return false
-	}
-	return softmaxRow(dst[:len(src)], src, 0)
-}
-
-// SoftmaxRowNext32 is SoftmaxRow32 that, while it writes dst, fetches the
-// lines pf bytes past dst's (pf ≥ 0; they need not lie in dst): with rows
-// end to end and pf a row's length in bytes, the next row's destination,
-// whose lines a row written to memory then finds in cache instead of
-// waiting to own each one. The results are SoftmaxRow32's.
-func SoftmaxRowNext32(dst, src []float32, pf int) bool {
+//
+// While it writes dst it fetches the lines pf bytes past dst's (pf ≥ 0;
+// they need not lie in dst; 0 fetches nothing new): with rows end to end
+// and pf a row's length in bytes, the next row's destination, whose lines
+// a row written to memory then finds in cache instead of waiting to own
+// each one. pf changes no result.
+func SoftmaxRow32(dst, src []float32, pf int) bool {
 	if len(dst) < len(src) || pf < 0 {
 		return false
 	}

@@ -2,7 +2,8 @@ package gradient
 
 // Float32 row kernels of SumToShape, SoftmaxGrad and
 // LayerNormalizationGrad. On amd64 with AVX2 and FMA the body of a row runs
-// in assembly (rows_amd64.s) and the rest in Go; elsewhere, or with rowAsm
+// in assembly (rows_amd64.s; a softmax-gradient row wholly) and the rest in
+// Go; elsewhere, or with rowAsm
 // off, all of it runs in Go. The Go forms take the same steps in the same
 // order where the assembly has no fused multiply-add, so that those give
 // the same bits either way.
@@ -43,17 +44,15 @@ func colSum32(acc []float64, src []float32, rows, stride int) {
 }
 
 // dot32 returns Σ a[i]·b[i] in float64 over len(a) elements (the products
-// are exact).
+// are exact), in pairs: even elements into one sum, odd into another. It
+// is the softmax gradient's sum where the row kernel does not run (rows
+// under 8 elements, or no AVX2); softmaxGradRowAVX2 takes its tail the
+// same way.
 func dot32(a, b []float32) float64 {
 	n := len(a)
 	b = b[:n]
-	i := 0
-	var s float64
-	if rowAsm && n >= 8 {
-		i = n &^ 7
-		s = dotAVX2(&a[0], &b[0], i)
-	}
 	var s0, s1 float64
+	i := 0
 	for ; i+2 <= n; i += 2 {
 		s0 += float64(a[i]) * float64(b[i])
 		s1 += float64(a[i+1]) * float64(b[i+1])
@@ -61,26 +60,16 @@ func dot32(a, b []float32) float64 {
 	if i < n {
 		s0 += float64(a[i]) * float64(b[i])
 	}
-	return s + (s0 + s1)
+	return s0 + s1
 }
 
 // softmaxRowGrad32 writes dx = float32(y·(dy − s)), the difference and
 // product taken in float64.
 func softmaxRowGrad32(dy, y, dx []float32, s float64) {
-	n := len(dy)
-	y, dx = y[:n], dx[:n]
-	i := 0
-	if rowAsm && n >= 8 {
-		i = n &^ 7
-		softmaxRowGrad32AVX2(dy, y, dx, i, s)
+	y, dx = y[:len(dy)], dx[:len(dy)]
+	for i, g := range dy {
+		dx[i] = float32(float64(y[i]) * (float64(g) - s))
 	}
-	for ; i < n; i++ {
-		dx[i] = float32(float64(y[i]) * (float64(dy[i]) - s))
-	}
-}
-
-func softmaxRowGrad32AVX2(dy, y, dx []float32, n int, s float64) {
-	softmaxRowGradAVX2(&dy[0], &y[0], &dx[0], n, s)
 }
 
 // lnGradSums returns, over a LayerNorm row, Σd, Σd², Σg and Σg·d in

@@ -17,12 +17,6 @@ func colSumAVX2(acc *float64, src *float32, n int, pf int)
 func colSumRoundAVX2(dst, src *float32, n, rows, stride int)
 
 //go:noescape
-func dotAVX2(a, b *float32, n int) float64
-
-//go:noescape
-func softmaxRowGradAVX2(dy, y, dx *float32, n int, s float64)
-
-//go:noescape
 func softmaxGradRowAVX2(dy, y, dx *float32, n int, pf int) float64
 
 //go:noescape

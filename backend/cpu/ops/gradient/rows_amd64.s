@@ -93,69 +93,6 @@ colSumRoundRow:
 	VZEROUPPER
 	RET
 
-// func dotAVX2(a, b *float32, n int) float64
-//
-// Σ a[i]·b[i] in float64 (the products exact); n is a multiple of 8.
-TEXT ·dotAVX2(SB), NOSPLIT, $0-32
-	MOVQ   a+0(FP), SI
-	MOVQ   b+8(FP), DI
-	MOVQ   n+16(FP), CX
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-
-dotLoop:
-	VCVTPS2PD   (SI), Y2
-	VCVTPS2PD   16(SI), Y3
-	VCVTPS2PD   (DI), Y4
-	VCVTPS2PD   16(DI), Y5
-	VFMADD231PD Y4, Y2, Y0
-	VFMADD231PD Y5, Y3, Y1
-	ADDQ        $32, SI
-	ADDQ        $32, DI
-	SUBQ        $8, CX
-	JNZ         dotLoop
-
-	VADDPD       Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPD       X1, X0, X0
-	VUNPCKHPD    X0, X0, X1
-	VADDSD       X1, X0, X0
-	VMOVSD       X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func softmaxRowGradAVX2(dy, y, dx *float32, n int, s float64)
-//
-// dx = y·(dy − s), each step in float64, rounded once to float32; n is a
-// multiple of 8.
-TEXT ·softmaxRowGradAVX2(SB), NOSPLIT, $0-40
-	MOVQ         dy+0(FP), SI
-	MOVQ         y+8(FP), DI
-	MOVQ         dx+16(FP), DX
-	MOVQ         n+24(FP), CX
-	VBROADCASTSD s+32(FP), Y15
-
-smGradLoop:
-	VCVTPS2PD  (SI), Y0
-	VCVTPS2PD  16(SI), Y1
-	VCVTPS2PD  (DI), Y2
-	VCVTPS2PD  16(DI), Y3
-	VSUBPD     Y15, Y0, Y0
-	VSUBPD     Y15, Y1, Y1
-	VMULPD     Y2, Y0, Y0
-	VMULPD     Y3, Y1, Y1
-	VCVTPD2PSY Y0, X0
-	VCVTPD2PSY Y1, X1
-	VMOVUPS    X0, (DX)
-	VMOVUPS    X1, 16(DX)
-	ADDQ       $32, SI
-	ADDQ       $32, DI
-	ADDQ       $32, DX
-	SUBQ       $8, CX
-	JNZ        smGradLoop
-	VZEROUPPER
-	RET
-
 // func lnGradStatsAVX2(x, dy *float32, scale *float64, n int, x0 float64, out *[4]float64)
 //
 // out = Σd, Σd², Σg, Σg·d in float64 with d = x − x0 and g = dy·scale;
@@ -321,13 +258,14 @@ GLOBL lnNegZero<>(SB), RODATA|NOPTR, $32
 
 // func softmaxGradRowAVX2(dy, y, dx *float32, n int, pf int) float64
 //
-// n ≥ 8. One softmax-gradient row in one call, operation for operation
-// what dot32 and softmaxRowGrad32 do apart: s = Σ dy·y in float64
-// (dotAVX2's two accumulators over the first n&^7 elements, folded as
-// dotAVX2 folds them, then the rest as dot32's Go tail adds them: pairs
-// into s0 and s1, a last odd element into s0, and s + (s0 + s1)); then
-// dx = float32(y·(dy − s)) (softmaxRowGradAVX2's loop, then one element
-// at a time). dx may be dy. While the sum runs, the lines pf bytes past
+// n ≥ 8. One softmax-gradient row in one call: s = Σ dy·y in float64,
+// then dx = float32(y·(dy − s)) (the difference and the product in
+// float64, rounded once); dx may be dy. The sum's order: over the first
+// n&^7 elements two accumulators of four lanes (element 8i+j into lane j
+// of the first for j < 4, lane j−4 of the second otherwise; the products
+// are exact, so the fused multiply-adds round as adds do), added lane by
+// lane, then (l0 + l2) + (l1 + l3); the rest as dot32 takes a row: pairs
+// into s0 and s1, an odd last element into s0; s + (s0 + s1). While the sum runs, the lines pf bytes past
 // those of dy and y it reads are prefetched (PREFETCHT0): with pf the
 // row length in bytes, the next row's, so that a row read first from L2
 // or memory does not wait for each line (0: the lines in hand). It
@@ -365,7 +303,7 @@ sgDot:
 	VEXTRACTF128 $1, Y0, X1
 	VADDPD       X1, X0, X0
 	VUNPCKHPD    X0, X0, X1
-	VADDSD       X1, X0, X0 // dotAVX2's sum
+	VADDSD       X1, X0, X0 // the body's sum
 
 	// dot32's tail: pairs into s0 (X2) and s1 (X3), an odd last one
 	// into s0.

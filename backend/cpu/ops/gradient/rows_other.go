@@ -8,8 +8,6 @@ var rowAsm = false
 
 func colSumAVX2(*float64, *float32, int, int)                   { panic("no AVX2 row kernels") }
 func colSumRoundAVX2(_, _ *float32, _, _, _ int)                { panic("no AVX2 row kernels") }
-func dotAVX2(_, _ *float32, _ int) float64                      { panic("no AVX2 row kernels") }
-func softmaxRowGradAVX2(_, _, _ *float32, _ int, _ float64)     { panic("no AVX2 row kernels") }
 func softmaxGradRowAVX2(_, _, _ *float32, _ int, _ int) float64 { panic("no AVX2 row kernels") }
 func lnGradStatsAVX2(_, _ *float32, _ *float64, _ int, _ float64, _ *[4]float64) {
 	panic("no AVX2 row kernels")

@@ -270,16 +270,39 @@ func TestLayerNormBackwardOneElementRows(t *testing.T) {
 	})
 }
 
-// TestSoftmaxGradRowsMatchesRow: SoftmaxGradRows32 (one assembly call a
+// softmaxGradSumModel is, in Go, the sum the softmax gradient's row takes
+// on the path in use: with the row kernel (rowAsm, eight elements or
+// more), its two four-lane accumulators over the first n&^7 elements,
+// added lane by lane and folded as (l0 + l2) + (l1 + l3), then dot32's
+// pairs over the rest; otherwise dot32.
+func softmaxGradSumModel(dy, y []float32) float64 {
+	n := len(dy)
+	if !rowAsm || n < 8 {
+		return dot32(dy, y)
+	}
+	body := n &^ 7
+	var lanes [8]float64
+	for i := 0; i < body; i++ {
+		lanes[i%8] += float64(dy[i]) * float64(y[i])
+	}
+	var t [4]float64
+	for j := range t {
+		t[j] = lanes[j] + lanes[j+4]
+	}
+	return (t[0] + t[2]) + (t[1] + t[3]) + dot32(dy[body:], y[body:])
+}
+
+// TestSoftmaxGradRowsMatchesModel: SoftmaxGradRows32 (one assembly call a
 // row where the CPU has the row kernels, each fetching the next row's
-// lines) gives SoftmaxGradRow32's bits (dot32, then softmaxRowGrad32) on
-// every row, for row lengths around the 8-element steps and their tails
-// (pairs and an odd element), attention's 128 and 197, in place (dx = dy,
-// as the fused attention gradient writes) and apart; through the Go loops
-// too. The gradients span twelve decades, so that the float64 sums round,
-// and the kernel's sum is checked too: a row kernel that summed its tail
-// in another order fails.
-func TestSoftmaxGradRowsMatchesRow(t *testing.T) {
+// lines) writes every row as float32(y·(dy − s)) with s the sum in the
+// order softmaxGradSumModel spells out, bit for bit, for row lengths
+// around the 8-element steps and their tails (pairs and an odd element),
+// attention's 128 and 197, in place (dx = dy, as the fused attention
+// gradient writes) and apart; through the Go loops too. The gradients
+// span twelve decades, so that the float64 sums round, and the kernel's
+// sum is checked itself (dx rarely shows its last bits): a row kernel
+// that summed in another order fails.
+func TestSoftmaxGradRowsMatchesModel(t *testing.T) {
 	forEachRowPath(t, func(t *testing.T) {
 		for _, cols := range []int{1, 7, 8, 9, 10, 11, 15, 16, 17, 23, 128, 197} {
 			rng := rand.New(rand.NewPCG(uint64(cols), 31))
@@ -292,18 +315,20 @@ func TestSoftmaxGradRowsMatchesRow(t *testing.T) {
 			}
 			want := make([]float32, len(y))
 			for o := 0; o < len(y); o += cols {
-				SoftmaxGradRow32(dy[o:o+cols], y[o:o+cols], want[o:o+cols])
+				s := softmaxGradSumModel(dy[o:o+cols], y[o:o+cols])
+				for i := o; i < o+cols; i++ {
+					want[i] = float32(float64(y[i]) * (float64(dy[i]) - s))
+				}
 			}
 			apart := make([]float32, len(y))
 			SoftmaxGradRows32(dy, y, apart, cols)
 			inPlace := append([]float32(nil), dy...)
 			SoftmaxGradRows32(inPlace, y, inPlace, cols)
 			if rowAsm && cols >= 8 {
-				// The kernel's sum itself, whose last bits dx rarely shows.
 				out := make([]float32, cols)
 				for o := 0; o < len(y); o += cols {
 					s := softmaxGradRowAVX2(&dy[o], &y[o], &out[0], cols, 0)
-					require.Equal(t, math.Float64bits(dot32(dy[o:o+cols], y[o:o+cols])), math.Float64bits(s), "cols %d, row %d's sum", cols, o/cols)
+					require.Equal(t, math.Float64bits(softmaxGradSumModel(dy[o:o+cols], y[o:o+cols])), math.Float64bits(s), "cols %d, row %d's sum", cols, o/cols)
 				}
 			}
 			for i := range want {

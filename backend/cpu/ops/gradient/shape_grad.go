@@ -423,6 +423,9 @@ func splitLike(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 	if total != dy.Shape[ax] {
 		return nil, n.Errorf("the pieces add up to %d along axis %d, dy has shape %v", total, ax, dy.Shape)
 	}
+	if dy.DType != graph.Float32 && dy.DType != graph.Float64 {
+		return nil, n.Errorf("dtype %v is not supported", dy.DType)
+	}
 	outer, inner := 1, 1
 	for a, d := range dy.Shape {
 		switch {
@@ -446,11 +449,6 @@ func splitLike(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Ten
 		out, err := kern.NewUninit(n, dy.DType, shape)
 		if err != nil {
 			return nil, err
-		}
-		switch dy.DType {
-		case graph.Float32, graph.Float64:
-		default:
-			return nil, n.Errorf("dtype %v is not supported", dy.DType)
 		}
 		// Rows of the piece's width, dy's rows apart, over the cores.
 		if err := shapeops.CopyRows(n, out.Data, dy.Data, outer, shape[ax]*inner, dy.Shape[ax]*inner, off*inner); err != nil {

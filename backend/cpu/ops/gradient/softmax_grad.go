@@ -154,8 +154,7 @@ func softmaxBackwardRows[F float](log bool, dy, y, dx []F, b layout, lo, hi int,
 func softmaxBackwardContiguous[F float](log bool, dy, y, dx []F, size int) {
 	if !log {
 		if g32, ok := any(dy).([]float32); ok {
-			rows := len(g32) / size
-			SoftmaxGradRows32(g32[:rows*size], any(y).([]float32), any(dx).([]float32), size)
+			SoftmaxGradRows32(g32, any(y).([]float32), any(dx).([]float32), size)
 			return
 		}
 	}
@@ -181,43 +180,36 @@ func softmaxBackwardContiguous[F float](log bool, dy, y, dx []F, size int) {
 	}
 }
 
-// SoftmaxGradRow32 writes dx = y·(dy − Σ dy·y) over one contiguous row
-// (dx may be dy): the SoftmaxGrad kernel's arithmetic along the last
-// axis, bit for bit.
-func SoftmaxGradRow32(dy, y, dx []float32) {
-	y, dx = y[:len(dy)], dx[:len(dy)]
-	softmaxRowGrad32(dy, y, dx, dot32(dy, y))
-}
-
-// SoftmaxGradRows32 is SoftmaxGradRow32 over each row of cols elements
-// that dy holds end to end (y and dx alike; dx may be dy), with the same
-// bits. With the assembly row kernels a row is one call that takes the
-// sum and writes the row, and fetches the next row's lines of dy and y
-// meanwhile: the fused attention gradient's rows (linalg), read just
-// after the product that wrote them, spent twice as long per row as
-// rows already in L1 (BenchmarkAttentionSoftmaxViT at -cpu 1, 7 December
-// 2026: 230 ns against 87 for a 197-element row).
+// SoftmaxGradRows32 writes dx = y·(dy − Σ dy·y) over each row of cols
+// elements that dy holds end to end (y and dx alike; dx may be dy): the
+// SoftmaxGrad kernel's arithmetic along the last axis, bit for bit (the
+// fused attention gradient's rows, linalg). With the assembly row kernels
+// a row is one call that takes the sum and writes the row
+// (softmaxGradRowAVX2) and fetches the next row's lines of dy and y
+// meanwhile: the fused attention gradient's rows, read just after the
+// product that wrote them, spent twice as long per row as rows already in
+// L1 (BenchmarkAttentionSoftmaxViT at -cpu 1, 7 December 2026: 230 ns
+// against 87 for a 197-element row). Rows under 8 elements, and every row
+// without AVX2, take dot32 and softmaxRowGrad32.
 func SoftmaxGradRows32(dy, y, dx []float32, cols int) {
 	if cols <= 0 {
 		return
 	}
-	rows := len(dy) / cols
-	if rows == 0 {
+	n := len(dy) / cols * cols
+	if n == 0 {
 		return
 	}
-	n := rows * cols
 	dy, y, dx = dy[:n], y[:n], dx[:n]
-	if !rowAsm || cols < 8 {
-		for o := 0; o < n; o += cols {
-			softmaxRowGrad32(dy[o:o+cols], y[o:o+cols], dx[o:o+cols], dot32(dy[o:o+cols], y[o:o+cols]))
-		}
-		return
-	}
 	for o := 0; o < n; o += cols {
+		g, v, d := dy[o:o+cols], y[o:o+cols], dx[o:o+cols]
+		if !rowAsm || cols < 8 {
+			softmaxRowGrad32(g, v, d, dot32(g, v))
+			continue
+		}
 		pf := 4 * cols // the next row's lines
 		if o+cols == n {
 			pf = 0
 		}
-		softmaxGradRowAVX2(&dy[o], &y[o], &dx[o], cols, pf)
+		softmaxGradRowAVX2(&g[0], &v[0], &d[0], cols, pf)
 	}
 }

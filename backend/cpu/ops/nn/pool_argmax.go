@@ -90,7 +90,7 @@ type argmaxPoolState struct {
 // poolArgmaxAhead is how many input rows past a window's first row the
 // vector loop prefetches (and the row after that): 5 and 6 are the new
 // rows two output rows on.
-var poolArgmaxAhead = 5
+const poolArgmaxAhead = 5
 
 // negInf32 is what MaxPool writes for a window with no tap.
 var negInf32 = float32(math.Inf(-1))

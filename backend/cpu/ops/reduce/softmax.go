@@ -170,7 +170,7 @@ func softmaxRow[F float](kind softmaxKind, row, dst []F) {
 // softmaxRowNext is softmaxRow that, where one assembly call runs the
 // row, fetches the lines pf bytes past dst's meanwhile (the next row's
 // destination, with pf a row's bytes and the rows end to end:
-// vmath.SoftmaxRowNext32). The results are softmaxRow's.
+// vmath.SoftmaxRow32). The results are softmaxRow's.
 func softmaxRowNext[F float](kind softmaxKind, row, dst []F, pf int) {
 	if len(row) == 0 {
 		return
@@ -179,7 +179,7 @@ func softmaxRowNext[F float](kind softmaxKind, row, dst []F, pf int) {
 		// One visit of the row while it sits in L1: the largest
 		// element, e^(x-m) summed unrounded, the products with 1/Σ.
 		d32 := any(dst).([]float32)
-		if useAVX2 && use512 == vmath.AVX512() && &r32[0] != &d32[0] && vmath.SoftmaxRowNext32(d32, r32, pf) {
+		if useAVX2 && use512 == vmath.AVX512() && &r32[0] != &d32[0] && vmath.SoftmaxRow32(d32, r32, pf) {
 			// The three steps below in one assembly call (the row
 			// kernels and vmath on the same instruction set).
 			return
