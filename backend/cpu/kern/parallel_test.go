@@ -79,11 +79,24 @@ func TestColdHandoffsCountCallsToAParkedPool(t *testing.T) {
 	RunTask("test", 2, 2, c) // the pool has a goroutine (where GOMAXPROCS > 1)
 	for range 3 {
 		// Every goroutine gives up polling (within spinWait, unless the
-		// machine is loaded).
-		for end := time.Now().Add(5 * time.Second); spinners.Load() > 0 && time.Now().Before(end); {
+		// machine is loaded) and stays parked: the queue holds no job a
+		// caller claimed first (the test before leaves hundreds), which
+		// a goroutine would take and then poll again for another
+		// spinWait, and the pool is still quiet 2·spinWait later (a
+		// goroutine that had just taken one when the queue emptied has
+		// polled and parked by then).
+		quiet := func() bool { return spinners.Load() == 0 && len(poolJobs) == 0 }
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+			if quiet() {
+				time.Sleep(2 * spinWait)
+				if quiet() {
+					break
+				}
+			}
 			time.Sleep(spinWait)
 		}
 		require.Zero(t, spinners.Load(), "goroutines still polling")
+		require.Zero(t, len(poolJobs), "jobs left in the queue")
 		cold0 := ColdHandoffs()
 		RunTask("test", 2, 1, c) // not split
 		assert.Equal(t, cold0, ColdHandoffs(), "a call that is not split")
