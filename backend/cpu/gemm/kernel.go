@@ -36,6 +36,10 @@ type microKernel struct {
 	// for bit as two calls of fn: with wider vectors (AVX-512) it runs
 	// both tiles at the rate fn runs one.
 	pair func(kc int, ap, bp, c []float32, ldc int, alpha, beta float32)
+	// pairS, if not nil, is pair with its two B strips apart: the first
+	// tile's columns from b1, the second's from b2 (SgemmSerialTri starts
+	// a tile's shared indices inside the packed strips).
+	pairS func(kc int, ap, b1, b2, c []float32, ldc int, alpha, beta float32)
 	// pairA, if not nil, is pair reading A in place instead of from a
 	// packed strip, bit for bit as pair: element (i, q) of the mr×kc
 	// strip at a[i*rs + q*ks] (a row-major A: rs = lda, ks = 1; a

@@ -30,21 +30,19 @@
 	VFMADD231PS  Z12, Z15, Z10;       \
 	VFMADD231PS  Z13, Z15, Z11
 
-// func sgemmKernel6x32Pair(kc int, ap, bp, c *float32, ldc int, alpha, beta float32)
+// func sgemmKernel6x32Pair(kc int, ap, bp, bp2, c *float32, ldc int, alpha, beta float32)
 //
 // Two adjacent 6×16 tiles of C (32 columns) from one A strip packed 6 wide
-// and two consecutive B strips packed 16 wide (the second starts 16*kc
-// floats after the first), with AVX-512: each zmm accumulator holds a
-// whole 16-column row of one tile.
-TEXT ·sgemmKernel6x32Pair(SB), NOSPLIT, $0-48
+// and two B strips packed 16 wide (bp for the first tile's columns, bp2
+// for the second's), with AVX-512: each zmm accumulator holds a whole
+// 16-column row of one tile.
+TEXT ·sgemmKernel6x32Pair(SB), NOSPLIT, $0-56
 	MOVQ kc+0(FP), CX
 	MOVQ ap+8(FP), AX
 	MOVQ bp+16(FP), BX
-	MOVQ c+24(FP), DI
-	MOVQ ldc+32(FP), SI
-	MOVQ CX, R10
-	SHLQ $6, R10
-	ADDQ BX, R10             // R10 = second B strip
+	MOVQ bp2+24(FP), R10
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), SI
 	SHLQ $2, SI              // row stride in bytes
 	LEAQ (DI)(SI*2), R8
 	ADDQ SI, R8              // R8 = row 3
@@ -99,14 +97,14 @@ zloop1:
 	JNZ  zloop1
 
 zstore:
-	ZSCALE12(alpha+40(FP))
+	ZSCALE12(alpha+48(FP))
 
 	// beta == 0 (either sign) overwrites C without reading it.
-	MOVL beta+44(FP), R9
+	MOVL beta+52(FP), R9
 	ANDL $0x7fffffff, R9
 	JZ   zoverwrite
 
-	VBROADCASTSS beta+44(FP), Z15
+	VBROADCASTSS beta+52(FP), Z15
 	ZUPDATE6
 	VZEROUPPER
 	RET

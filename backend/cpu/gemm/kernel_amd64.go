@@ -34,6 +34,7 @@ func AVX512() bool { return hasAVX512 }
 func init() {
 	if hasAVX512 {
 		avx2Kernel6x16.pair = kernel6x32Pair
+		avx2Kernel6x16.pairS = kernel6x32PairS
 		avx2Kernel6x16.pairA = kernel6x32PairA
 		avx2Kernel6x16.pairNT = kernel6x32PairNT
 		avx2Kernel6x16.bIn, avx2Kernel6x16.bInCols = kernel6x32PairB, 32
@@ -47,18 +48,31 @@ func init() {
 }
 
 // sgemmKernel6x32Pair is implemented in kernel512_amd64.s (AVX-512F): two
-// adjacent 6×16 tiles from one A strip and two consecutive B strips packed
-// 16 wide, bit for bit what two sgemmKernel6x16 calls store.
+// adjacent 6×16 tiles from one A strip and two B strips packed 16 wide
+// (bp and bp2), bit for bit what two sgemmKernel6x16 calls store.
 //
 //go:noescape
-func sgemmKernel6x32Pair(kc int, ap, bp, c *float32, ldc int, alpha, beta float32)
+func sgemmKernel6x32Pair(kc int, ap, bp, bp2, c *float32, ldc int, alpha, beta float32)
 
-// kernel6x32Pair checks the bounds the assembly relies on and calls it.
+// kernel6x32Pair checks the bounds the assembly relies on and calls it:
+// the two B strips consecutive in bp (the second 16·kc floats on).
 func kernel6x32Pair(kc int, ap, bp, c []float32, ldc int, alpha, beta float32) {
 	_ = ap[6*kc-1]
 	_ = bp[32*kc-1]
 	_ = c[5*ldc+31]
-	sgemmKernel6x32Pair(kc, &ap[0], &bp[0], &c[0], ldc, alpha, beta)
+	sgemmKernel6x32Pair(kc, &ap[0], &bp[0], &bp[16*kc], &c[0], ldc, alpha, beta)
+}
+
+// kernel6x32PairS is kernel6x32Pair with its two B strips anywhere: the
+// first tile's columns from b1, the second's from b2 (each 16 wide, kc
+// deep), as a product that starts its shared indices past a strip's
+// first reads them.
+func kernel6x32PairS(kc int, ap, b1, b2, c []float32, ldc int, alpha, beta float32) {
+	_ = ap[6*kc-1]
+	_ = b1[16*kc-1]
+	_ = b2[16*kc-1]
+	_ = c[5*ldc+31]
+	sgemmKernel6x32Pair(kc, &ap[0], &b1[0], &b2[0], &c[0], ldc, alpha, beta)
 }
 
 // sgemmKernel6x32PairA is implemented in kernel512a_amd64.s (AVX-512F):

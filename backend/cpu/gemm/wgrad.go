@@ -31,20 +31,27 @@ type Operands struct {
 func SgemmSerialNext(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, next *Operands) {
 	if p, ok := newProblem(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); ok {
 		if next != nil {
-			q := p
-			q.a, q.lda, q.b, q.ldb = next.A, next.LDA, next.B, next.LDB
-			nm, nn, nk := m, n, k
-			if next.M > 0 {
-				q.transA, q.transB = next.TransA, next.TransB
-				nm, nn, nk = next.M, next.N, next.K
-			}
-			if next.A != nil {
-				p.after[0] = q.aRegion(0, nm, 0, nk)
-			}
-			if next.B != nil {
-				p.after[1] = q.bRegion(0, nk, 0, nn)
-			}
+			p.after = nextRegions(&p, next)
 		}
 		p.blocked(kernel, 0, m, 0, n)
 	}
+}
+
+// nextRegions is what p's last block prefetches for next (a product of
+// p's shape and layout unless next names its own).
+func nextRegions(p *problem, next *Operands) (after [2]Region) {
+	q := *p
+	q.a, q.lda, q.b, q.ldb = next.A, next.LDA, next.B, next.LDB
+	nm, nn, nk := p.m, p.n, p.k
+	if next.M > 0 {
+		q.transA, q.transB = next.TransA, next.TransB
+		nm, nn, nk = next.M, next.N, next.K
+	}
+	if next.A != nil {
+		after[0] = q.aRegion(0, nm, 0, nk)
+	}
+	if next.B != nil {
+		after[1] = q.bRegion(0, nk, 0, nn)
+	}
+	return after
 }

@@ -13,44 +13,27 @@ import (
 // strictly above the diagonal) and lowerY (only R's elements on or below
 // the diagonal are read; fillY goes above) are hints: ignoring them gives
 // the same result. The kernel follows them where each product runs whole
-// on one goroutine (the serial batch of attention's heads), as a few GEMMs
-// over blocks of rows or columns, each of which sums its shared indices in
-// the order the whole product would (so results are bit for bit the full
-// product's while the shared dimension fits one k block of the GEMM).
+// on one goroutine (the serial batch of attention's heads): as one
+// gemm.SgemmSerialTri call, which skips micro-tiles and shared indices,
+// where the shared dimension fits the GEMM's k block, else as a few GEMMs
+// over blocks of rows or columns. Either sums each element's shared
+// indices in the order the whole product would (so results are bit for
+// bit the full product's while the shared dimension fits one k block).
 
 // triKind is the structure a product's blocks follow, in the coordinates
 // of the product the GEMM computes (C = op(A)·op(B), after any swap of
-// the operands for a column-major C).
-type triKind uint8
+// the operands for a column-major C): gemm's.
+type triKind = gemm.Tri
 
 const (
-	triNone   triKind = iota
-	triALower         // op(A)[i, l] = 0 for l > i: row block [i0, i1) sums l < i1
-	triAUpper         // op(A)[i, l] = 0 for l < i: row block [i0, i1) sums l ≥ i0
-	triBLower         // op(B)[l, j] = 0 for j > l: column block [j0, j1) sums l ≥ j0
-	triBUpper         // op(B)[l, j] = 0 for l > j: column block [j0, j1) sums l < j1
-	triCLower         // C[i, j] read only for j ≤ i: row block [i0, i1) computes j < i1
-	triCUpper         // C[i, j] read only for j ≥ i: row block [i0, i1) computes j ≥ i0
+	triNone   = gemm.TriNone
+	triALower = gemm.TriALower // row block [i0, i1) sums l < i1
+	triAUpper = gemm.TriAUpper // row block [i0, i1) sums l ≥ i0
+	triBLower = gemm.TriBLower // column block [j0, j1) sums l ≥ j0
+	triBUpper = gemm.TriBUpper // column block [j0, j1) sums l < j1
+	triCLower = gemm.TriCLower // row block [i0, i1) computes j < i1
+	triCUpper = gemm.TriCUpper // row block [i0, i1) computes j ≥ i0
 )
-
-// transposed is the structure of the transposed product Cᵀ = op(B)ᵀ·op(A)ᵀ.
-func (k triKind) transposed() triKind {
-	switch k {
-	case triALower:
-		return triBUpper
-	case triAUpper:
-		return triBLower
-	case triBLower:
-		return triAUpper
-	case triBUpper:
-		return triALower
-	case triCLower:
-		return triCUpper
-	case triCUpper:
-		return triCLower
-	}
-	return triNone
-}
 
 // causalBlockSize is the height (or width) of the blocks a triangular
 // product is cut into (at most; a side below two blocks is cut in two):
@@ -73,6 +56,11 @@ func blockSize(t int) int {
 
 // followCausalHints switches the hints off (tests compare).
 var followCausalHints = true
+
+// causalTiles runs a cut product as one gemm.SgemmSerialTri call where it
+// applies (skipping micro-tiles and shared indices), and as GEMMs over
+// blocks where it does not or this is off (tests and benchmarks compare).
+var causalTiles = true
 
 // causalCuts counts the PermutedMatMul calls that followed a hint (tests
 // check that the cut path ran, or did not).
@@ -114,7 +102,7 @@ func causalKind(n *graph.Node, grad int64, views []strided, tc bool) (triKind, f
 		}
 	}
 	if tc {
-		kind = kind.transposed()
+		kind = kind.Transposed()
 	}
 	return kind, n.AttrFloat(graph.CausalFillYAttr, 0)
 }
@@ -215,6 +203,9 @@ func (p *permutedState) causalUsable(kind triKind) bool {
 // oa, ob and oc) as the blocks that skip the zero or unread half; the
 // last block prefetches next (the next product's operands), if not nil.
 func (p *permutedState) causalProduct(oa, ob, oc int, next *gemm.Operands) {
+	if causalTiles && gemm.SgemmSerialTri(p.tri, p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a[oa:], p.lda, p.b[ob:], p.ldb, p.c[oc:], p.ldc, p.fill, next) {
+		return
+	}
 	p.causalBlocks(p.tri, func(b causalBlock) {
 		var nx *gemm.Operands
 		if b.last {

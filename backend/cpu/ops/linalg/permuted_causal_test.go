@@ -156,7 +156,8 @@ func TestPermutedMatMulCausalIgnored(t *testing.T) {
 
 // BenchmarkAttentionCausalGPT times attention's six products at the GPT's
 // shapes (T=128, batch 4 × 12 heads of 64, as the step lays them out)
-// whole and cut by the causal hints at several block sizes, alternately;
+// whole and cut by the causal hints (as one product skipping tiles, or as
+// GEMMs over blocks of two sizes), alternately;
 // the metrics: the whole product's GFLOP/s and the cut one's time over
 // the whole one's.
 func BenchmarkAttentionCausalGPT(b *testing.B) {
@@ -173,13 +174,17 @@ func BenchmarkAttentionCausalGPT(b *testing.B) {
 		graph.IntAttr(graph.CausalLowerYAttr, 1), graph.IntsAttr(graph.CausalLowerAttr, 1),
 		graph.IntsAttr(graph.CausalLowerAttr, 0), graph.IntsAttr(graph.CausalLowerAttr, 0)}
 	for ci, c := range cases {
-		for _, bs := range []int{24, 32, 48, 64} {
-			b.Run(c.name+"/block"+strconv.Itoa(bs), func(b *testing.B) {
+		for _, bs := range []int{0, 32, 64} {
+			name := "/tiles"
+			if bs > 0 {
+				name = "/block" + strconv.Itoa(bs)
+			}
+			b.Run(c.name+name, func(b *testing.B) {
 				whole := permutedNode(c.grad, c.permY, c.bases, c.steps)
 				cut := permutedNode(c.grad, c.permY, c.bases, c.steps)
 				cut.SetAttr(hints[ci])
-				defer func(old int) { causalBlockSize = old }(causalBlockSize)
-				causalBlockSize = bs
+				defer func(old int, tiles bool) { causalBlockSize, causalTiles = old, tiles }(causalBlockSize, causalTiles)
+				causalBlockSize, causalTiles = max(bs, 64), bs == 0
 				for _, n := range []*graph.Node{whole, cut} {
 					bindReuse(b, n)
 				}
