@@ -765,7 +765,7 @@ type globalPoolState struct{ shape []int }
 func globalPool[T poolFloat](kind poolKind, x, y []T, planes, size int, p float64) {
 	workers := nnWorkers(planes, size)
 	if kind == poolAvg {
-		groups := (planes + avgPlaneGroup - 1) / avgPlaneGroup
+		groups := (planes + avgItemPlanes - 1) / avgItemPlanes
 		ParallelItemsOf(groups, min(workers, groups), true, avgPlanesTask[T]{x: x, y: y, planes: planes, size: size})
 		return
 	}
@@ -779,16 +779,46 @@ func globalPool[T poolFloat](kind poolKind, x, y []T, planes, size int, p float6
 // 2 GB/s, against a triad of 30).
 const avgPlaneGroup = 8
 
-// avgPlanesTask is globalPool's mean: item g is planes [8g, 8g+8).
+// avgItemPlanes is the planes of one item of globalPool's mean: two
+// groups, the sixteen planes avgPlanes16 takes in one call.
+const avgItemPlanes = 2 * avgPlaneGroup
+
+// avgPlanesTask is globalPool's mean: item g is planes [16g, 16g+16).
 type avgPlanesTask[T poolFloat] struct {
 	x, y         []T
 	planes, size int
 }
 
 func (t *avgPlanesTask[T]) Item(_, g int) {
-	c0 := g * avgPlaneGroup
-	avgPlanes(t.x, t.y, c0, min(c0+avgPlaneGroup, t.planes), t.size)
+	c0, c1 := g*avgItemPlanes, min((g+1)*avgItemPlanes, t.planes)
+	if c1-c0 == avgItemPlanes && avgPlanes16(t.x, t.y, c0, t.size) {
+		return
+	}
+	for ; c0 < c1; c0 += avgPlaneGroup {
+		avgPlanes(t.x, t.y, c0, min(c0+avgPlaneGroup, c1), t.size)
+	}
 }
+
+// avgPlanes16 is avgPlanes over planes [c0, c0+16) of float32 x in one
+// vector loop, where there is one (avgPlanes16AVX2: the same sums, bit
+// for bit, the element of eight planes gathered at a time), and reports
+// whether it ran. ResNet-50's 16,384 planes of 7×7 in cache
+// (BenchmarkMemboundSmallResNet50Tail/GlobalAveragePool, no eviction):
+// 0.36 → 0.27 ms on one core, 0.21 → 0.16 on two; this host's gathers
+// take about 8 cycles each, so the loop is bound by them, not the adds.
+func avgPlanes16[T poolFloat](x, y []T, c0, size int) bool {
+	if !poolAVX2 || unsafe.Sizeof(x[0]) != 4 || size < 1 || size > avgGatherMax {
+		return false
+	}
+	_ = x[(c0+avgItemPlanes)*size-1]
+	_ = y[c0+avgItemPlanes-1]
+	avgPlanes16AVX2((*float32)(unsafe.Pointer(&y[c0])), (*float32)(unsafe.Pointer(&x[c0*size])), size, float64(size))
+	return true
+}
+
+// avgGatherMax bounds the plane size avgPlanes16 takes: its gather offsets
+// (up to 15·size elements, in bytes) are int32s.
+const avgGatherMax = 1 << 24
 
 // avgPlanes writes the means of planes [c0, c1) of size elements each into
 // y: each plane summed in float64 in its own order, as one plane alone

@@ -128,3 +128,6 @@ func PoolArgmaxScatter3x3S2(dx, dy, x []float32, s1, s2 int) (ok, nan bool) {
 // PoolScatterLoop reports whether PoolArgmaxScatter3x3S2 has a vector
 // loop (it then runs for 8 windows or more).
 func PoolScatterLoop() bool { return poolAVX2 }
+
+//go:noescape
+func avgPlanes16AVX2(y, x *float32, size int, n float64)

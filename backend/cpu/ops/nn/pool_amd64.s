@@ -477,3 +477,76 @@ asNaN:
 	MOVB $1, nan+48(FP)
 	VZEROUPPER
 	RET
+
+// func avgPlanes16AVX2(y, x *float32, size int, n float64)
+//
+// The means of 16 consecutive planes of size (≥ 1) float32 elements each
+// (x the first plane's first element, planes end to end): plane j's
+// elements summed in order in float64, the sum divided by n and rounded to
+// float32 into y[j] — avgPlanes's loop, bit for bit, with each lane of
+// four float64 accumulators one plane and the element of eight planes at
+// a time gathered (VGATHERDPS at offsets 0, size, ..., 7·size).
+TEXT ·avgPlanes16AVX2(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ size+16(FP), CX
+	// Y8 = [0, size, ..., 7·size] (element offsets of the first eight
+	// planes); R8 = the second group of eight, 8·size elements on.
+	MOVQ    CX, AX
+	VMOVD   AX, X8
+	VPBROADCASTD X8, Y9            // size in every lane
+	VMOVDQU avgLaneIdx<>(SB), Y8    // 0..7
+	VPMULLD Y9, Y8, Y8
+	MOVQ    CX, R8
+	SHLQ    $5, R8
+	ADDQ    SI, R8                  // the second group: 8·size elements on
+	VXORPD  Y0, Y0, Y0
+	VXORPD  Y1, Y1, Y1
+	VXORPD  Y2, Y2, Y2
+	VXORPD  Y3, Y3, Y3
+
+avgloop:
+	VPCMPEQD     Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VGATHERDPS   Y10, (SI)(Y8*4), Y4
+	VGATHERDPS   Y11, (R8)(Y8*4), Y5
+	VCVTPS2PD    X4, Y6
+	VEXTRACTF128 $1, Y4, X4
+	VCVTPS2PD    X4, Y7
+	VADDPD       Y6, Y0, Y0
+	VADDPD       Y7, Y1, Y1
+	VCVTPS2PD    X5, Y6
+	VEXTRACTF128 $1, Y5, X5
+	VCVTPS2PD    X5, Y7
+	VADDPD       Y6, Y2, Y2
+	VADDPD       Y7, Y3, Y3
+	ADDQ         $4, SI
+	ADDQ         $4, R8
+	DECQ         CX
+	JNZ          avgloop
+
+	VBROADCASTSD n+24(FP), Y9
+	VDIVPD       Y9, Y0, Y0
+	VDIVPD       Y9, Y1, Y1
+	VDIVPD       Y9, Y2, Y2
+	VDIVPD       Y9, Y3, Y3
+	VCVTPD2PSY   Y0, X0
+	VCVTPD2PSY   Y1, X1
+	VCVTPD2PSY   Y2, X2
+	VCVTPD2PSY   Y3, X3
+	VMOVUPS      X0, (DI)
+	VMOVUPS      X1, 16(DI)
+	VMOVUPS      X2, 32(DI)
+	VMOVUPS      X3, 48(DI)
+	VZEROUPPER
+	RET
+
+DATA avgLaneIdx<>+0(SB)/4, $0
+DATA avgLaneIdx<>+4(SB)/4, $1
+DATA avgLaneIdx<>+8(SB)/4, $2
+DATA avgLaneIdx<>+12(SB)/4, $3
+DATA avgLaneIdx<>+16(SB)/4, $4
+DATA avgLaneIdx<>+20(SB)/4, $5
+DATA avgLaneIdx<>+24(SB)/4, $6
+DATA avgLaneIdx<>+28(SB)/4, $7
+GLOBL avgLaneIdx<>(SB), RODATA|NOPTR, $32

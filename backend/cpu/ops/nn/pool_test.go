@@ -284,12 +284,13 @@ func TestMaxPool2DMatchesDefinition(t *testing.T) {
 }
 
 // TestGlobalAveragePoolGroups checks the mean of planes summed eight at a
-// time against each plane's float64 sum taken alone, bit for bit: 2×19
-// channels (four full groups and a partial one per item run), 7×7 planes
-// like ResNet-50's last, and one plane too few for a group; float64 too.
+// time (sixteen in the AVX2 gather loop) against each plane's float64 sum
+// taken alone, bit for bit: 2×19 channels (two items of sixteen and a
+// partial one), 7×7 planes like ResNet-50's last, one plane too few for a
+// group, planes of one element and of 36; float64 too.
 func TestGlobalAveragePoolGroups(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, shape := range [][]int{{2, 19, 7, 7}, {1, 1, 3, 5}, {3, 8, 1, 1}} {
+	for _, shape := range [][]int{{2, 19, 7, 7}, {1, 1, 3, 5}, {3, 8, 1, 1}, {1, 40, 4, 9}} {
 		n := shape[0] * shape[1]
 		size := shape[2] * shape[3]
 		vals := make([]float32, n*size)
