@@ -14,7 +14,7 @@ import "sort"
 //	MaxPool:       dX = MaxPoolGrad(dy, X[, Indices])
 //	AveragePool:   dX = AveragePoolGrad(dy, Shape(X))
 //	GlobalMaxPool: dX = GlobalMaxPoolGrad(dy, X)
-//	GlobalAveragePool: dX = Expand(dy, Shape(X)) / (Size(X)/Size(Y))
+//	GlobalAveragePool: dX = Expand(dy / (Size(X)/Size(Y)), Shape(X))
 //	Resize, Upsample:  dX = ResizeGrad(dy, Shape(X), roi, scales, sizes)
 //
 // The semantics are PyTorch autograd's: a max pool's gradient goes to the
@@ -48,10 +48,12 @@ func init() {
 		if dy[0] == "" || !b.NeedsGrad(x) {
 			return out, nil
 		}
-		full := b.Op("Expand", []string{dy[0], b.Op("Shape", []string{x})})
+		// The mean's share of each element, dy/count, is divided once per
+		// plane and then broadcast (the same values as dividing the
+		// broadcast planes, without a pass over them).
 		count := b.Op("Div", []string{b.Op("CastLike", []string{b.Op("Size", []string{x}), x}),
 			b.Op("CastLike", []string{b.Op("Size", []string{n.Outputs[0]}), x})})
-		out[0] = b.Op("Div", []string{full, count})
+		out[0] = b.Op("Expand", []string{b.Op("Div", []string{dy[0], count}), b.Op("Shape", []string{x})})
 		return out, nil
 	})
 	RegisterGrad("Resize", resizeGradRule)

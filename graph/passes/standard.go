@@ -45,6 +45,7 @@ const (
 	LowerSpecialised   = "lower-specialised"
 	MarkCausal         = "mark-causal-attention"
 	FusePatchEmbed     = "fuse-patch-embedding"
+	FoldExpandReluGrad = "fold-expand-into-relu-grad"
 )
 
 // fusions are the compile-time fusion passes, in the order they run.
@@ -191,6 +192,9 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
 			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},
+		{Name: FoldExpandReluGrad, Doc: "an Expand read only as a ReluGrad's dY dropped, the ReluGrad broadcasting it as its Where does (a global average pool's gradient spread over the planes of the Relu before the pool: not written and read back); needs every shape; after the fusions that read ReluGrads",
+			Fuses: []string{graph.ReluGrad}, Requires: []string{Specialize}, After: []string{FuseAddReluGrad, FuseBatchNormGrad, FuseBatchNormAdd},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FoldExpandIntoReluGrad(g), nil }},
 		{Name: FusePatchEmbed, Doc: "a vision transformer's patch embedding, a Conv whose windows tile the image then its output flattened and transposed to [N, patches, channels], becomes one GEMM of the batch's patches (Patchify) by the filters, written in that layout (MatMulAdd), and the filters' gradient one GEMM of the output's gradient by the kept patches (MatMulGradB), the bias's a SumToShape of it; needs every shape",
 			Fuses: []string{graph.Patchify, graph.MatMulAdd, graph.TransposedMatMul}, Requires: []string{Specialize},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FusePatchEmbedding(g), nil }},

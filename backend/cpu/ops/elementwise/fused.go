@@ -113,6 +113,19 @@ func reluGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gr
 			return reluGradSame(n, dy, xs)
 		}
 	}
+	if xs, ok := x.Data.([]float32); ok && dy.DType == x.DType {
+		if inner, ok := planeBroadcast(dy.Shape, x.Shape); ok {
+			out, err := kern.NewUninit(n, x.DType, x.Shape) // every element is written
+			if err != nil {
+				return nil, err
+			}
+			t := kern.State[reluGradPlanesTask](n)
+			t.d, t.g, t.x, t.inner = out.Float32s(), dy.Float32s(), xs, inner
+			parallelTask(len(t.g), max(1, parallelGrain/max(inner, 1)), t)
+			*t = reluGradPlanesTask{} // drop the operands
+			return kern.Results(n, out), nil
+		}
+	}
 	// The unfused form, with scalar zeros of each operand's dtype.
 	zero := func(like *graph.Tensor) (*graph.Tensor, error) {
 		z, err := graph.NewTensor(like.DType, nil)
@@ -134,6 +147,58 @@ func reluGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gr
 		return nil, err
 	}
 	return whereKernel(ctx, n, []*graph.Tensor{mask[0], dy, zdy})
+}
+
+// planeBroadcast reports whether dY of shape dy broadcasts to x by
+// repeating each of its elements over inner consecutive elements of x:
+// dy is x's leading dims (after any leading ones) followed by ones, as a
+// global pool's gradient [N, C, 1, 1] against [N, C, H, W] (the
+// fold-expand-into-relu-grad pass makes such ReluGrads), with at least
+// one element.
+func planeBroadcast(dy, x []int) (inner int, ok bool) {
+	if len(dy) > len(x) {
+		return 0, false
+	}
+	off := len(x) - len(dy)
+	lead := 1 // x's dims the two share
+	k := 0
+	for ; k < len(x) && (k < off && x[k] == 1 || k >= off && dy[k-off] == x[k]); k++ {
+		lead *= x[k]
+	}
+	inner = 1
+	for ; k < len(x); k++ {
+		if k >= off && dy[k-off] != 1 {
+			return 0, false
+		}
+		inner *= x[k]
+	}
+	return inner, lead > 0 && inner > 0
+}
+
+// reluGradPlanesTask is ReluGrad of a dY broadcast over planes of inner
+// elements (planeBroadcast): chunk [lo, hi) writes those planes of d.
+type reluGradPlanesTask struct {
+	d, g, x []float32
+	inner   int
+}
+
+func (t *reluGradPlanesTask) Chunk(lo, hi int) {
+	in := t.inner
+	if reluGradPlanesVec(t.d[lo*in:hi*in], t.g[lo:hi], t.x[lo*in:hi*in], in) {
+		return
+	}
+	var buf [256]float32
+	for p := lo; p < hi; p++ {
+		v := t.g[p]
+		for o := 0; o < in; o += len(buf) {
+			b := buf[:min(len(buf), in-o)]
+			for i := range b {
+				b[i] = v
+			}
+			at := p*in + o
+			reluGradF32(t.d[at:at+len(b)], b, t.x[at:at+len(b)])
+		}
+	}
 }
 
 // reluGradSame is ReluGrad for dY and X of one float type and shape.

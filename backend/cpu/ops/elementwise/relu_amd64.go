@@ -58,3 +58,19 @@ func addReluGradVecPrefix(d, a, b, x []float32) int {
 	addReluGradAVX2(&d[0], &a[:n][0], &b[:n][0], &x[:n][0], n)
 	return n
 }
+
+//go:noescape
+func reluGradPlanesAVX2(d, gy, x *float32, planes, inner int)
+
+// reluGradPlanesVec runs reluGradPlanesAVX2 over the planes of g (each
+// of inner elements of d and x) and reports whether it did (not without
+// AVX2).
+func reluGradPlanesVec(d, g, x []float32, inner int) bool {
+	if !hasAVX2 || len(g) == 0 || inner < 1 {
+		return false
+	}
+	_ = d[len(g)*inner-1]
+	_ = x[len(g)*inner-1]
+	reluGradPlanesAVX2(&d[0], &g[0], &x[0], len(g), inner)
+	return true
+}

@@ -127,3 +127,58 @@ argrad8:
 argradDone:
 	VZEROUPPER
 	RET
+
+// func reluGradPlanesAVX2(d, gy, x *float32, planes, inner int)
+//
+// ReluGrad of a dY broadcast over planes: for each of planes (≥ 1) planes
+// of inner (≥ 1) elements, d = x > 0 ? gy[p] : +0, element by element as
+// reluGradAVX2 does (the comparison's mask keeps gy[p]'s bits), eight lanes
+// at a time and the plane's last inner % 8 one at a time.
+TEXT ·reluGradPlanesAVX2(SB), NOSPLIT, $0-40
+	MOVQ d+0(FP), DI
+	MOVQ gy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ planes+24(FP), CX
+	MOVQ inner+32(FP), R8
+	MOVQ R8, R9
+	SHRQ $3, R9              // full vectors a plane
+	ANDQ $7, R8              // the rest
+	VXORPS Y15, Y15, Y15
+
+rpPlane:
+	VBROADCASTSS (DX), Y1
+	MOVQ R9, AX
+	TESTQ AX, AX
+	JZ   rpTail
+
+rpVec:
+	VMOVUPS 0(SI), Y0
+	VCMPPS  $14, Y15, Y0, Y0 // Y0 = x > 0
+	VANDPS  Y1, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    AX
+	JNZ     rpVec
+
+rpTail:
+	MOVQ R8, AX
+	TESTQ AX, AX
+	JZ   rpNext
+
+rpOne:
+	VMOVSS  0(SI), X0
+	VCMPSS  $14, X15, X0, X0
+	VANDPS  X1, X0, X0
+	VMOVSS  X0, 0(DI)
+	ADDQ    $4, SI
+	ADDQ    $4, DI
+	DECQ    AX
+	JNZ     rpOne
+
+rpNext:
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  rpPlane
+	VZEROUPPER
+	RET
