@@ -1,0 +1,66 @@
+package train_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/tensorio"
+	"github.com/onnxtrain/onnxtrain/train"
+)
+
+// noReluGradBackend is the CPU backend without the fused ReluGrad, so that
+// neither fuse-relu-grad nor fold-expand-into-relu-grad runs.
+const noReluGradBackend = "cpu-no-relugrad"
+
+func init() {
+	backend.Register(noReluGradBackend, func() (backend.Backend, error) {
+		ops := slices.DeleteFunc((&cpu.Backend{}).FusedOps(), func(op string) bool { return op == graph.ReluGrad })
+		return &cpu.Backend{FusedOnly: ops}, nil
+	})
+}
+
+// TestGlobalPoolGradientFolded: in resnet18_small's step the global
+// average pool's gradient reaches the Relu before the pool without an
+// Expand (fold-expand-into-relu-grad), and the loss and every gradient
+// are bit for bit those of the step without the fused ReluGrad (Expand,
+// Greater and Where as autodiff wrote them).
+func TestGlobalPoolGradientFolded(t *testing.T) {
+	dir := filepath.Join("..", "models", "resnet18_small")
+	m, err := importer.Load(filepath.Join(dir, "resnet18_small_train.onnx"))
+	require.NoError(t, err)
+	batch, err := tensorio.ReadNPZ(filepath.Join(dir, "train_case.npz"))
+	require.NoError(t, err)
+	run := func(be string) gradOutcome {
+		p, err := train.Build(m, train.ProgramConfig{Loss: train.LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}, Backend: be})
+		require.NoError(t, err)
+		res, err := p.ForwardBackward(context.Background(), map[string]*graph.Tensor{"input": batch["input"]}, batch["labels"], 1)
+		require.NoError(t, err)
+		o := gradOutcome{loss: res.Loss, grads: map[string][]float32{}, ops: map[string]int{}}
+		for i, prm := range p.Params {
+			o.grads[prm.Name] = append([]float32(nil), res.Grads[i].Float32s()...)
+		}
+		pi, ok := p.Executable().(backend.PlanInspector)
+		require.True(t, ok)
+		for _, n := range pi.LastRunNodes() {
+			o.ops[n.OpType]++
+		}
+		return o
+	}
+	on, off := run("cpu"), run(noReluGradBackend)
+	assert.Zero(t, on.ops["Expand"], "the pool's gradient is not broadcast into a tensor")
+	assert.Positive(t, off.ops["Expand"], "without the fused ReluGrad the Expand stays")
+	assert.Equal(t, off.loss, on.loss)
+	require.Len(t, on.grads, len(off.grads))
+	for name, g := range on.grads {
+		assert.Equal(t, off.grads[name], g, name)
+	}
+}
