@@ -1,7 +1,6 @@
 package train_test
 
 import (
-	"context"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -40,20 +39,7 @@ func TestGlobalPoolGradientFolded(t *testing.T) {
 	batch, err := tensorio.ReadNPZ(filepath.Join(dir, "train_case.npz"))
 	require.NoError(t, err)
 	run := func(be string) gradOutcome {
-		p, err := train.Build(m, train.ProgramConfig{Loss: train.LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}, Backend: be})
-		require.NoError(t, err)
-		res, err := p.ForwardBackward(context.Background(), map[string]*graph.Tensor{"input": batch["input"]}, batch["labels"], 1)
-		require.NoError(t, err)
-		o := gradOutcome{loss: res.Loss, grads: map[string][]float32{}, ops: map[string]int{}}
-		for i, prm := range p.Params {
-			o.grads[prm.Name] = append([]float32(nil), res.Grads[i].Float32s()...)
-		}
-		pi, ok := p.Executable().(backend.PlanInspector)
-		require.True(t, ok)
-		for _, n := range pi.LastRunNodes() {
-			o.ops[n.OpType]++
-		}
-		return o
+		return gradStep(t, m, batch, train.ProgramConfig{Loss: train.LossConfig{Kind: "cross_entropy", IgnoreIndex: -100}, Backend: be})
 	}
 	on, off := run("cpu"), run(noReluGradBackend)
 	assert.Zero(t, on.ops["Expand"], "the pool's gradient is not broadcast into a tensor")
