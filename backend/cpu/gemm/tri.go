@@ -53,10 +53,9 @@ func (t Tri) Transposed() Tri {
 // are products with an exact zero, which leave such a sum unchanged
 // while the values are finite (a NaN or ±inf where the structure says
 // zero no longer spreads). It reports false, and writes nothing, where it
-// does not apply — k deeper than the kernel's k block, no packed kernel
-// (a product small or thin enough that SgemmSerialNext would not pack
-// it, or no assembly), tri TriNone — and the caller computes the product
-// another way.
+// does not apply — k deeper than the kernel's k block, a product small or
+// thin enough that SgemmSerialNext would not pack it, tri TriNone — and
+// the caller computes the product another way.
 func SgemmSerialTri(tri Tri, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, fill float32, next *Operands) bool {
 	mk := kernel
 	if tri == TriNone || m <= 0 || n <= 0 || k <= 0 || k > mk.kc || DirectLoops(m, n, k) {
