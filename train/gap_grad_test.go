@@ -2,14 +2,11 @@ package train_test
 
 import (
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/onnxtrain/onnxtrain/backend"
-	"github.com/onnxtrain/onnxtrain/backend/cpu"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/tensorio"
@@ -20,12 +17,7 @@ import (
 // neither fuse-relu-grad nor fold-expand-into-relu-grad runs.
 const noReluGradBackend = "cpu-no-relugrad"
 
-func init() {
-	backend.Register(noReluGradBackend, func() (backend.Backend, error) {
-		ops := slices.DeleteFunc((&cpu.Backend{}).FusedOps(), func(op string) bool { return op == graph.ReluGrad })
-		return &cpu.Backend{FusedOnly: ops}, nil
-	})
-}
+func init() { registerCPUWithout(noReluGradBackend, graph.ReluGrad) }
 
 // TestGlobalPoolGradientFolded: in resnet18_small's step the global
 // average pool's gradient reaches the Relu before the pool without an

@@ -16,9 +16,13 @@ import (
 // that fuse-patch-embedding does not run.
 const noPatchifyBackend = "cpu-no-patchify"
 
-func init() {
-	backend.Register(noPatchifyBackend, func() (backend.Backend, error) {
-		ops := slices.DeleteFunc((&cpu.Backend{}).FusedOps(), func(op string) bool { return op == graph.Patchify })
+func init() { registerCPUWithout(noPatchifyBackend, graph.Patchify) }
+
+// registerCPUWithout registers, as name, the CPU backend without the fused
+// op op, so that the passes that make it do not run.
+func registerCPUWithout(name, op string) {
+	backend.Register(name, func() (backend.Backend, error) {
+		ops := slices.DeleteFunc((&cpu.Backend{}).FusedOps(), func(o string) bool { return o == op })
 		return &cpu.Backend{FusedOnly: ops}, nil
 	})
 }

@@ -74,10 +74,10 @@ func SgemmSerialTri(tri Tri, transA, transB bool, m, n, k int, alpha float32, a 
 	buf.b = grow(buf.b, nstrips*nr*k)
 	pair := mk.pairS != nil
 	// The structures of C sum every shared index: their full A strips are
-	// read in place where the pair kernel runs every column step (each strip feeds only the
-	// column steps up to the diagonal, too few to repay packing it: the
-	// GPT's scores and dP 0.81-0.86 → 0.77-0.79 of the whole products'
-	// time, BenchmarkAttentionCausalGPT at -cpu 1).
+	// read in place where the pair kernel runs every column step (each
+	// strip feeds only the column steps up to the diagonal, too few to
+	// repay packing it: the GPT's scores and dP 0.81-0.86 → 0.77-0.79 of
+	// the whole products' time, BenchmarkAttentionCausalGPT at -cpu 1).
 	inPlaceA := (tri == TriCLower || tri == TriCUpper) && pair && mk.pairA != nil && n%(2*nr) == 0 && (!transA || pairATransposed)
 	rs, ks := lda, 1
 	if transA {
@@ -120,9 +120,9 @@ func SgemmSerialTri(tri Tri, transA, transB bool, m, n, k int, alpha float32, a 
 	if next != nil {
 		after = nextRegions(&p, next)
 	}
-	steps := nstrips
-	if pair {
-		steps = n/(2*nr) + (n%(2*nr)+nr-1)/nr
+	steps := 0 // column steps
+	for jr := 0; jr < n; jr += triStep(pair, jr, n, nr) {
+		steps++
 	}
 	pf := newSpreadPrefetch(after, mstrips*steps)
 	tile := buf.tile[:]

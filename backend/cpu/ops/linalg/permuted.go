@@ -132,7 +132,7 @@ type permutedState struct {
 	serial bool
 	// tri: the triangular structure each product's blocks follow
 	// (permuted_causal.go), fill: what the skipped part of C gets.
-	tri  triKind
+	tri  gemm.Tri
 	fill float32
 	// inA, inB: the operands (indices into plan's in) whose data a and b
 	// are. packA, packB, packC: where A, B and C lie when their matrix is
@@ -245,7 +245,7 @@ func (p *permutedState) Chunk(lo, hi int) {
 			na, nb, nc = p.offsets(&idx)
 			next = p.operandsAt(&nx, na, nb)
 		}
-		if p.tri != triNone {
+		if p.tri != gemm.TriNone {
 			p.causalProduct(oa, ob, oc, next)
 		} else if p.serial {
 			// Each product whole on this goroutine; while its last

@@ -20,21 +20,6 @@ import (
 // indices in the order the whole product would (so results are bit for
 // bit the full product's while the shared dimension fits one k block).
 
-// triKind is the structure a product's blocks follow, in the coordinates
-// of the product the GEMM computes (C = op(A)·op(B), after any swap of
-// the operands for a column-major C): gemm's.
-type triKind = gemm.Tri
-
-const (
-	triNone   = gemm.TriNone
-	triALower = gemm.TriALower // row block [i0, i1) sums l < i1
-	triAUpper = gemm.TriAUpper // row block [i0, i1) sums l ≥ i0
-	triBLower = gemm.TriBLower // column block [j0, j1) sums l ≥ j0
-	triBUpper = gemm.TriBUpper // column block [j0, j1) sums l < j1
-	triCLower = gemm.TriCLower // row block [i0, i1) computes j < i1
-	triCUpper = gemm.TriCUpper // row block [i0, i1) computes j ≥ i0
-)
-
 // causalBlockSize is the height (or width) of the blocks a triangular
 // product is cut into (at most; a side below two blocks is cut in two):
 // smaller blocks skip more of the zero half, but each block is a GEMM
@@ -73,15 +58,15 @@ const causalMinSize = 64
 // whose views are views (before the swap for a column-major C) and
 // returns the structure to follow in the computed product's coordinates
 // (tc: C is computed transposed), and the value for the skipped part of
-// C. It returns triNone when there is no usable hint.
-func causalKind(n *graph.Node, grad int64, views []strided, tc bool) (triKind, float32) {
+// C. It returns gemm.TriNone when there is no usable hint.
+func causalKind(n *graph.Node, grad int64, views []strided, tc bool) (gemm.Tri, float32) {
 	lower := n.AttrInts(graph.CausalLowerAttr, nil)
-	kind := triNone
+	kind := gemm.TriNone
 	if n.AttrInt(graph.CausalLowerYAttr, 0) == 1 {
-		kind = triCLower
+		kind = gemm.TriCLower
 	}
 	for _, i := range lower {
-		if kind != triNone {
+		if kind != gemm.TriNone {
 			break
 		}
 		if i < 0 || int(i) >= len(views) {
@@ -92,13 +77,13 @@ func causalKind(n *graph.Node, grad int64, views []strided, tc bool) (triKind, f
 		}
 		switch {
 		case grad == 0 && i == 0, grad == 1 && i == 0:
-			kind = triALower
+			kind = gemm.TriALower
 		case grad == 0 && i == 1, grad == 2 && i == 0:
-			kind = triBLower
+			kind = gemm.TriBLower
 		case grad == 1 && i == 2: // op(B) = B's view transposed
-			kind = triBUpper
+			kind = gemm.TriBUpper
 		case grad == 2 && i == 1: // op(A) = A's view transposed
-			kind = triAUpper
+			kind = gemm.TriAUpper
 		}
 	}
 	if tc {
@@ -121,33 +106,33 @@ type causalBlock struct {
 // rows (each packs the part of B it reads: B is packed up to twice over
 // in all); the others into blocks of columns (B packed once in all, A
 // read in place).
-func (p *permutedState) causalBlocks(kind triKind, f func(causalBlock)) {
+func (p *permutedState) causalBlocks(kind gemm.Tri, f func(causalBlock)) {
 	switch kind {
-	case triALower, triAUpper:
+	case gemm.TriALower, gemm.TriAUpper:
 		bs := blockSize(p.m)
 		for i0 := 0; i0 < p.m; {
 			i1 := blockEnd(i0, p.m, bs)
 			b := causalBlock{i0: i0, m: i1 - i0, n: p.n, k: i1, last: i1 == p.m}
-			if kind == triAUpper {
+			if kind == gemm.TriAUpper {
 				b.l0, b.k = i0, p.k-i0
 			}
 			f(b)
 			i0 = i1
 		}
-	case triBLower, triBUpper, triCLower, triCUpper:
+	case gemm.TriBLower, gemm.TriBUpper, gemm.TriCLower, gemm.TriCUpper:
 		bs := blockSize(p.n)
 		for j0 := 0; j0 < p.n; {
 			j1 := blockEnd(j0, p.n, bs)
 			b := causalBlock{j0: j0, m: p.m, n: j1 - j0, k: p.k, last: j1 == p.n}
 			switch kind {
-			case triBLower:
+			case gemm.TriBLower:
 				b.l0, b.k = j0, p.k-j0
-			case triBUpper:
+			case gemm.TriBUpper:
 				b.k = j1
-			case triCLower: // rows i ≥ j0 only
+			case gemm.TriCLower: // rows i ≥ j0 only
 				b.i0, b.m = j0, p.m-j0
 				b.fi0, b.fi1, b.fj0, b.fj1 = 0, j0, j0, j1
-			case triCUpper: // rows i < j1 only
+			case gemm.TriCUpper: // rows i < j1 only
 				b.m = j1
 				b.fi0, b.fi1, b.fj0, b.fj1 = j1, p.m, j0, j1
 			}
@@ -170,20 +155,20 @@ func blockEnd(i0, t, bs int) int {
 // causalUsable reports whether the plan's products can be cut as kind
 // says: the structured matrix square, at least causalMinSize on a side,
 // and every block a packed-kernel GEMM (as the whole product is).
-func (p *permutedState) causalUsable(kind triKind) bool {
+func (p *permutedState) causalUsable(kind gemm.Tri) bool {
 	var t int
 	switch kind {
-	case triALower, triAUpper:
+	case gemm.TriALower, gemm.TriAUpper:
 		t = p.m
 		if p.m != p.k {
 			return false
 		}
-	case triBLower, triBUpper:
+	case gemm.TriBLower, gemm.TriBUpper:
 		t = p.n
 		if p.k != p.n {
 			return false
 		}
-	case triCLower, triCUpper:
+	case gemm.TriCLower, gemm.TriCUpper:
 		t = p.m
 		if p.m != p.n {
 			return false

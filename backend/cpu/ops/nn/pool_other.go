@@ -35,7 +35,7 @@ func PoolScatterLoop() bool { return false }
 // poolArgmaxMax3x3S2 has no vector loop here: it sets nothing.
 func poolArgmaxMax3x3S2(codes []uint8, y, x []float32, s1, s2, pf int) bool { return false }
 
-// poolAVX2: no vector loops here.
+// poolAVX2: no vector loops here, so avgPlanes16AVX2 is never called.
 const poolAVX2 = false
 
-func avgPlanes16AVX2(y, x *float32, size int, n float64) {}
+func avgPlanes16AVX2(y, x *float32, size int, n float64) { panic("no AVX2 loops") }
