@@ -3,6 +3,7 @@
 package vmath
 
 import (
+	"math"
 	"os"
 
 	"golang.org/x/sys/cpu"
@@ -22,13 +23,15 @@ func AVX512() bool { return hasAVX512 }
 
 // avx512Const is avxConst with every row sixteen lanes wide, in the order
 // of the Z_* offsets in vmath512_amd64.s (erfTab's rows with interval 7
-// in lanes 8-15: VPERMPS on zmm indexes sixteen lanes, and ERF16 leaves
-// the index unclamped, 8 at the top of the range), then
-// the rows only EXP_FINISH16 reads: expKSub as a float (it compares k as
-// a float, as with avxConst's expKMin row), 64, 2^-64 and 2^-62 (its
-// subnormal band: p·2^k = (p·2^(k+64))·2^-64, subnormal where p·2^(k+64)
-// < 2^-62).
-var avx512Const = func() (c [len(avxConst) + 4][16]float32) {
+// in lanes 8-14: VPERMPS on zmm indexes sixteen lanes, and ERF16 leaves
+// the index unclamped, 8 at the top of the range; lane 15 holds the small
+// form's coefficients for ERF16's single chain: centre and c0h 0, c0l =
+// erfR[4], Q0 = Q1 = 0, Q2-Q5 = erfR[0-3]), then the rows only
+// EXP_FINISH16 reads: expKSub as a float (it compares k as a float, as
+// with avxConst's expKMin row), 64, 2^-64 and 2^-62 (its subnormal band:
+// p·2^k = (p·2^(k+64))·2^-64, subnormal where p·2^(k+64) < 2^-62), and
+// the int32 15, the index ERF16 gives its small lanes.
+var avx512Const = func() (c [len(avxConst) + 5][16]float32) {
 	const firstTab = len(avxConst) - len(erfTab) - 5 // erfTab's rows (then the exponential's five)
 	for i := range avxConst {
 		for j := range c[i] {
@@ -38,7 +41,12 @@ var avx512Const = func() (c [len(avxConst) + 4][16]float32) {
 			}
 		}
 	}
-	for i, v := range []float32{expKSub, 64, 0x1p-64, 0x1p-62} {
+	// erfTab's rows: centres, c0h, c0l, Q0..Q5.
+	small := [len(erfTab)]float32{0, 0, erfR[4], 0, 0, erfR[0], erfR[1], erfR[2], erfR[3]}
+	for r, v := range small {
+		c[firstTab+r][15] = v
+	}
+	for i, v := range []float32{expKSub, 64, 0x1p-64, 0x1p-62, math.Float32frombits(15)} {
 		for j := range c[len(avxConst)+i] {
 			c[len(avxConst)+i][j] = v
 		}

@@ -52,6 +52,7 @@
 #define Z_K64 2496
 #define Z_M64 2560
 #define Z_TINY 2624
+#define Z_SMALLIDX 2688
 
 // EXP_REDUCE16 is EXP_REDUCE on sixteen lanes.
 #define EXP_REDUCE16(X, T, K) \
@@ -355,14 +356,17 @@ sumExpFold:
 	VZEROUPPER
 	RET
 
-// ERF16 is ERF8 on sixteen lanes, without its clamp of the interval
-// index: Z5 = erf(Z0); Z0-Z4, Z6, Z7 and K2 are clobbered. Needs Z29 =
-// |x| mask, Z28 = 4 and R8 = avx512Const. The index trunc((b - 0.5)·8/3.5)
-// is 0-8 where a ≥ 0.5 (8 only at b = 4), -1 or 0 where a < 0.5 (those
-// lanes take the small form) and 0x80000000 for a NaN; VPERMPS on zmm reads
+// ERF16 is ERF8 on sixteen lanes in one chain of dependent operations:
+// Z5 = erf(Z0); Z0-Z4, Z6 and K2 are clobbered. Needs Z29 = |x| mask, Z28
+// = 4 and R8 = avx512Const. The index trunc((b - 0.5)·8/3.5) is 0-8 where
+// a ≥ 0.5 (8 only at b = 4) and 0x80000000 for a NaN; VPERMPS on zmm reads
 // its low four bits, and avx512Const's interval rows hold interval 7 in
-// lanes 8-15 (see there), so every lane reads ERF8's clamped interval
-// (0 for a NaN) or a lane the small form replaces.
+// lanes 8-14 (see there), so every such lane reads ERF8's clamped interval
+// (0 for a NaN). Lanes with a < 0.5 (K2) take index 15, whose lane holds
+// the small form's R as the chain's last five coefficients (the first two
+// and c0h are 0) with t = a²: the chain's FMAs then compute R(a²) with
+// the small form's operations (0·t + 0 and 0·t + R0 are exact), and a
+// last FMA on those lanes alone gives a + a·R(a²), the bits ERF8 blends in.
 #define ERF16 \
 	VPANDD Z29, Z0, Z1 \
 	VPXORD Z1, Z0, Z0 \
@@ -370,8 +374,11 @@ sumExpFold:
 	VMOVUPS Z_IDXMUL(R8), Z3 \
 	VFMADD213PS Z_IDXADD(R8), Z2, Z3 \
 	VCVTTPS2DQ Z3, Z3 \
+	VCMPPS $1, Z_SPLIT(R8), Z1, K2 \
+	VMOVDQU32 Z_SMALLIDX(R8), K2, Z3 \
 	VPERMPS Z_CENTRE(R8), Z3, Z4 \
 	VSUBPS Z4, Z2, Z4 \
+	VMULPS Z1, Z1, K2, Z4 \
 	VPERMPS Z_Q0(R8), Z3, Z5 \
 	VPERMPS Z_Q1(R8), Z3, Z6 \
 	VFMADD213PS Z6, Z4, Z5 \
@@ -387,15 +394,7 @@ sumExpFold:
 	VFMADD213PS Z6, Z4, Z5 \
 	VPERMPS Z_C0H(R8), Z3, Z6 \
 	VADDPS Z6, Z5, Z5 \
-	VMULPS Z1, Z1, Z2 \
-	VMOVUPS Z_R0(R8), Z6 \
-	VFMADD213PS Z_R1(R8), Z2, Z6 \
-	VFMADD213PS Z_R2(R8), Z2, Z6 \
-	VFMADD213PS Z_R3(R8), Z2, Z6 \
-	VFMADD213PS Z_R4(R8), Z2, Z6 \
-	VFMADD213PS Z1, Z1, Z6 \
-	VCMPPS $1, Z_SPLIT(R8), Z1, K2 \
-	VMOVAPS Z6, K2, Z5 \
+	VFMADD213PS Z1, Z1, K2, Z5 \
 	VPORD Z0, Z5, Z5
 
 #define ERF_CONSTS16 \
