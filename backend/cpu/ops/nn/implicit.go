@@ -418,7 +418,7 @@ func (t *padPhasedTask) Item(_, it int) {
 		dst := xp[p*hp*wp : (p+1)*hp*wp]
 		src := x[p*g.H*g.W : (p+1)*g.H*g.W]
 		for r := 0; r < hp; r++ {
-			if r < len(t.read) && !t.read[r] || r >= len(t.read) && !g.rowRead(r) {
+			if !t.rowIsRead(r) {
 				continue
 			}
 			row := dst[r*wp : (r+1)*wp]
@@ -433,6 +433,16 @@ func (t *padPhasedTask) Item(_, it int) {
 			}
 			in := src[ir*g.W : (ir+1)*g.W]
 			if sw == 2 && usedPhase[0] && usedPhase[1] {
+				// The image rows read from here on, split in one
+				// call where the vector loop can take them.
+				n := 1
+				for r+n < hp && r+n-g.PadTop < g.H && t.rowIsRead(r+n) {
+					n++
+				}
+				if done := deinterleave2Rows(dst[r*wp:], x, p*g.H*g.W+ir*g.W, g.W, wp, pw, g.PadLeft, n); done > 0 {
+					r += done - 1
+					continue
+				}
 				deinterleave2(row[:pw], row[pw:2*pw], in, g.PadLeft)
 				continue
 			}
@@ -452,6 +462,47 @@ func (t *padPhasedTask) Item(_, it int) {
 			}
 		}
 	}
+}
+
+// rowIsRead reports whether some tap reads padded row r.
+func (t *padPhasedTask) rowIsRead(r int) bool {
+	if r < len(t.read) {
+		return t.read[r]
+	}
+	return t.g.rowRead(r)
+}
+
+// deinterleave2Rows is deinterleave2 for rows consecutive image rows of
+// x, w wide, the first at x[at], into the phase-split padded rows of dst
+// (wp apart; ev = dst[:pw], od = dst[pw:2pw] of each) through the vector
+// loop: each row's 2·pw logical columns are read as one run of x from
+// at − left (its neighbours' values where its pads are, cleared after).
+// It returns the rows done, from the first: none without the vector loop,
+// for pw < 8 or where the first row's run would start before x; the last
+// rows are left out where their runs would end past it.
+func deinterleave2Rows(dst, x []float32, at, w, wp, pw, left, rows int) int {
+	if pw < 8 || at < left || rows < 1 {
+		return 0
+	}
+	n := rows
+	for n > 0 && at+(n-1)*w-left+2*pw > len(x) {
+		n--
+	}
+	if n == 0 || !deinterleave2RowsVec(dst[:(n-1)*wp+2*pw], x[at-left:at+(n-1)*w-left+2*pw], n, wp, w, pw) {
+		return 0
+	}
+	// Pair i is image columns 2i − left and 2i + 1 − left: the pairs
+	// outside [0, w) read the neighbours, and are zero.
+	e0, e1 := min(pw, (left+1)/2), min(pw, (w+left+1)/2)
+	o0, o1 := min(pw, left/2), min(pw, (w+left)/2)
+	for k := range n {
+		ev, od := dst[k*wp:k*wp+pw], dst[k*wp+pw:k*wp+2*pw]
+		clear(ev[:e0])
+		clear(ev[max(e0, e1):])
+		clear(od[:o0])
+		clear(od[max(o0, o1):])
+	}
+	return n
 }
 
 // rowRead reports whether some window tap reads padded row r.

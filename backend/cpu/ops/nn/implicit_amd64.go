@@ -14,6 +14,25 @@ var pairsAVX2 = cpu.X86.HasAVX2
 //go:noescape
 func deinterleave2AVX2(ev, od, s *float32, blocks int)
 
+// deinterleave2RowsAVX2 splits rows runs of 2·pw values (src, srcStride
+// apart) into their even and odd positions, dst[0:pw] and dst[pw:2pw] of
+// each row (dstStride apart), eight pairs a block, the last block at
+// pair pw − 8 (pw ≥ 8).
+//
+//go:noescape
+func deinterleave2RowsAVX2(dst, src *float32, rows, dstStride, srcStride, pw int)
+
+// deinterleave2RowsVec runs deinterleave2RowsAVX2 over dst and src (which
+// hold the rows' outputs and runs), or reports false without AVX2.
+func deinterleave2RowsVec(dst, src []float32, rows, dstStride, srcStride, pw int) bool {
+	if !pairsAVX2 || pw < 8 || rows < 1 {
+		return false
+	}
+	_, _ = dst[(rows-1)*dstStride+2*pw-1], src[(rows-1)*srcStride+2*pw-1]
+	deinterleave2RowsAVX2(&dst[0], &src[0], rows, dstStride, srcStride, pw)
+	return true
+}
+
 // interleave2AVX2 writes blocks·8 values of ev and of od alternately
 // into d (d[2v] = ev[v], d[2v+1] = od[v]), blocks·16 values.
 //

@@ -2,6 +2,19 @@
 
 #include "textflag.h"
 
+// DEINT2_BLOCK is deinterleave2RowsAVX2's block: 16 values of the row at
+// SI from byte 2·OFF split into the 8 evens at DI and the 8 odds at BX,
+// both from byte OFF.
+#define DEINT2_BLOCK(OFF) \
+	VMOVUPS (SI)(OFF*2), Y0 \
+	VMOVUPS 32(SI)(OFF*2), Y1 \
+	VSHUFPS $0x88, Y1, Y0, Y2 \
+	VSHUFPS $0xDD, Y1, Y0, Y3 \
+	VPERMPD $0xD8, Y2, Y2 \
+	VPERMPD $0xD8, Y3, Y3 \
+	VMOVUPS Y2, (DI)(OFF*1) \
+	VMOVUPS Y3, (BX)(OFF*1)
+
 // func deinterleave2AVX2(ev, od, s *float32, blocks int)
 //
 // Each block loads 16 values of s, x0 … x15, as two registers; VSHUFPS
@@ -32,6 +45,44 @@ dloop:
 	VZEROUPPER
 
 dnone:
+	RET
+
+// func deinterleave2RowsAVX2(dst, src *float32, rows, dstStride, srcStride, pw int)
+//
+// deinterleave2AVX2's block on each row's pairs 0, 8, 16, … below pw − 8,
+// then on pairs pw − 8 … pw − 1 (overlapping the block before: the same
+// values written again).
+TEXT ·deinterleave2RowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ rows+16(FP), CX
+	MOVQ dstStride+24(FP), R8
+	SHLQ $2, R8
+	MOVQ srcStride+32(FP), R9
+	SHLQ $2, R9
+	MOVQ pw+40(FP), R10
+	LEAQ -8(R10), R11
+	SHLQ $2, R10 // od's offset in bytes
+	SHLQ $2, R11 // the last block's offset in dst, bytes
+
+drow:
+	LEAQ (DI)(R10*1), BX
+	XORQ AX, AX
+
+dblock:
+	CMPQ AX, R11
+	JGE  dlast
+	DEINT2_BLOCK(AX)
+	ADDQ $32, AX
+	JMP  dblock
+
+dlast:
+	DEINT2_BLOCK(R11)
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ  drow
+	VZEROUPPER
 	RET
 
 // func interleave2AVX2(d, ev, od *float32, blocks int)

@@ -1,8 +1,12 @@
 package nn
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
 // resnet50Strided are ResNet-50's convolutions with a window larger than
@@ -33,5 +37,48 @@ func BenchmarkResNet50Strided(b *testing.B) {
 		oh := (l.h+2*l.p-l.k)/l.s + 1
 		benchConvPasses(b, rng, l.name, Conv2D{N: n, C: l.c, H: l.h, W: l.h, M: l.m, KH: l.k, KW: l.k, SH: l.s, SW: l.s, DH: 1, DW: 1,
 			PadTop: l.p, PadLeft: l.p, OH: oh, OW: oh})
+	}
+}
+
+// BenchmarkResNet50StridedPhases times the phase split (Conv2D.pad, its
+// padded input written stride phase by stride phase) of ResNet-50's
+// strided 3×3 and 7×7 layers at batch 8, which their forward product and
+// filter gradient each run first; reported as GB/s of the input read and
+// the split written, with the caches dirtied between calls (256 MiB
+// written by both cores, so that the pool stays awake) or not.
+func BenchmarkResNet50StridedPhases(b *testing.B) {
+	const n = 8
+	rng := rand.New(rand.NewPCG(1, 2))
+	ev := make([]float32, 64<<20)
+	for _, l := range resnet50Strided {
+		oh := (l.h+2*l.p-l.k)/l.s + 1
+		g := Conv2D{N: n, C: l.c, H: l.h, W: l.h, M: l.m, KH: l.k, KW: l.k, SH: l.s, SW: l.s, DH: 1, DW: 1,
+			PadTop: l.p, PadLeft: l.p, OH: oh, OW: oh}
+		x := toF32(randF64(rng, n*l.c*l.h*l.h))
+		for _, cold := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/cold=%v", l.name, cold), func(b *testing.B) {
+				var bytes int
+				var d time.Duration
+				for i := 0; i < b.N; i++ {
+					if cold {
+						kern.RunChunks("evict", 64, 2, func(lo, hi int) {
+							for c := lo; c < hi; c++ {
+								e := ev[c*len(ev)/64 : (c+1)*len(ev)/64]
+								for j := 0; j < len(e); j += 16 {
+									e[j] = float32(j)
+								}
+							}
+						})
+					}
+					t0 := time.Now()
+					xp := g.pad(x)
+					d += time.Since(t0)
+					bytes = 4 * (len(x) + len(xp.x))
+					xp.release()
+				}
+				b.ReportMetric(float64(bytes)*float64(b.N)/d.Seconds()/1e9, "GB/s")
+				b.ReportMetric(float64(d.Microseconds())/float64(b.N)/1e3, "ms/op")
+			})
+		}
 	}
 }
