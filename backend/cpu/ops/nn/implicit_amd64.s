@@ -2,9 +2,9 @@
 
 #include "textflag.h"
 
-// DEINT2_BLOCK is deinterleave2RowsAVX2's block: 16 values of the row at
-// SI from byte 2·OFF split into the 8 evens at DI and the 8 odds at BX,
-// both from byte OFF.
+// DEINT2_BLOCK is the deinterleave loops' block: 16 values at SI from
+// byte 2·OFF split into the 8 evens at DI and the 8 odds at BX, both
+// from byte OFF (OFF a register).
 #define DEINT2_BLOCK(OFF) \
 	VMOVUPS (SI)(OFF*2), Y0 \
 	VMOVUPS 32(SI)(OFF*2), Y1 \
@@ -22,24 +22,16 @@
 // VPERMPD puts the 64-bit pairs back in order (x0 x2 x4 … x14).
 TEXT ·deinterleave2AVX2(SB), NOSPLIT, $0-32
 	MOVQ ev+0(FP), DI
-	MOVQ od+8(FP), DX
+	MOVQ od+8(FP), BX
 	MOVQ s+16(FP), SI
 	MOVQ blocks+24(FP), CX
 	TESTQ CX, CX
 	JLE  dnone
+	XORQ AX, AX
 
 dloop:
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VSHUFPS $0x88, Y1, Y0, Y2
-	VSHUFPS $0xDD, Y1, Y0, Y3
-	VPERMPD $0xD8, Y2, Y2
-	VPERMPD $0xD8, Y3, Y3
-	VMOVUPS Y2, (DI)
-	VMOVUPS Y3, (DX)
-	ADDQ $64, SI
-	ADDQ $32, DI
-	ADDQ $32, DX
+	DEINT2_BLOCK(AX)
+	ADDQ $32, AX
 	DECQ CX
 	JNZ  dloop
 	VZEROUPPER
