@@ -495,7 +495,7 @@ TEXT ·avgPlanes16AVX2(SB), NOSPLIT, $0-32
 	MOVQ    CX, AX
 	VMOVD   AX, X8
 	VPBROADCASTD X8, Y9            // size in every lane
-	VMOVDQU avgLaneIdx<>(SB), Y8    // 0..7
+	VMOVDQU poolLane1<>(SB), Y8     // 0..7
 	VPMULLD Y9, Y8, Y8
 	MOVQ    CX, R8
 	SHLQ    $5, R8
@@ -540,13 +540,3 @@ avgloop:
 	VMOVUPS      X3, 48(DI)
 	VZEROUPPER
 	RET
-
-DATA avgLaneIdx<>+0(SB)/4, $0
-DATA avgLaneIdx<>+4(SB)/4, $1
-DATA avgLaneIdx<>+8(SB)/4, $2
-DATA avgLaneIdx<>+12(SB)/4, $3
-DATA avgLaneIdx<>+16(SB)/4, $4
-DATA avgLaneIdx<>+20(SB)/4, $5
-DATA avgLaneIdx<>+24(SB)/4, $6
-DATA avgLaneIdx<>+28(SB)/4, $7
-GLOBL avgLaneIdx<>(SB), RODATA|NOPTR, $32
