@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """holdbars.py PROFILE.json...: the rows of `onnxtrain bench --op-profile-by-shape --log-format
 json` under issue 14's bars (products under 0.85 of the 2048³ GEMM, other ops under 0.50 of the
-triad, both measured between the steps), with their milliseconds a step, and how many
+triad, both measured before and after the steps), with their milliseconds a step, and how many
 milliseconds a step the products lose to the bar. Rows named OP/part are parts of a fused op's
 row (its products), listed but not summed again."""
 import json

@@ -4,7 +4,7 @@ other in one model's training step. Each round runs every variant once, alternat
 `onnxtrain bench --op-profile-by-shape` (SGD, momentum 0.9, STEPS timed steps, default 3); then
 prints each variant's step medians and the shapes whose milliseconds differ most between the
 first and the last variant (TOP rows, default 14), each as its share of the GEMM or triad
-measured between the steps and its ms a step. MODEL is resnet50, vit or gpt, exported by
+measured before and after the steps and its ms a step. MODEL is resnet50, vit or gpt, exported by
 compare.export_large into EXPORTS (default /tmp/lead/keep)."""
 import json
 import os

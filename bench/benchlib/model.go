@@ -64,9 +64,9 @@ type ModelOptions struct {
 	// attrs"), the others staying per op type.
 	OpProfile, OpProfileByNode, OpProfileByShape bool
 	// OpProfileRefs, with an op profile, measures the 2048³ GEMM and the
-	// triad after every timed step (ProfileRefs; about 0.3 s each time)
-	// and gives each row its rate as a fraction of them (OpTime.OfGemm,
-	// OfTriad).
+	// triad before the warm-up steps and after the last timed step
+	// (ProfileRefs; about 0.3 s each time) and gives each row its rate as
+	// a fraction of them (OpTime.OfGemm, OfTriad).
 	OpProfileRefs bool
 	// PeakLive reports what the training step's memory plan holds at its
 	// fullest step (ModelResult.PeakLive), on backends that say.
@@ -168,7 +168,7 @@ type ModelResult struct {
 	// Winograd convolution counted at direct flops beside a 1×1 one).
 	OpProfileShapes []OpTime `json:"-"`
 	// OpProfileRefs (with ModelOptions.OpProfileRefs) are the references
-	// measured between the timed steps.
+	// measured before the warm-up steps and after the last timed step.
 	OpProfileRefs *ProfileRefs `json:"op_profile_refs,omitempty"`
 	// PeakLive (with ModelOptions.PeakLive) is the training step's memory
 	// plan at its fullest step: the values alive there, largest first.
@@ -273,6 +273,17 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	}
 	res.SetupMS = ms(time.Since(start))
 
+	// The references are sampled before the warm-up steps and after the
+	// last timed step, never between timed steps: a 2048³ GEMM and three
+	// 128 MiB arrays evict every cache and park the pool, which no
+	// training run does to its next step (its first ops read their inputs
+	// from memory and its first product waits for the workers). With no
+	// warm-up step, the first timed step follows the first sample.
+	var refs *refSampler
+	if prof != nil && o.OpProfileRefs {
+		refs = newRefSampler(runtime.GOMAXPROCS(0))
+		refs.sample()
+	}
 	first := true
 	for i := 0; i < o.Warmup; i++ {
 		loss, _, _, err := step()
@@ -289,12 +300,8 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var refs *refSampler
 	if prof != nil {
 		prof.on = true
-		if o.OpProfileRefs {
-			refs = newRefSampler(runtime.GOMAXPROCS(0))
-		}
 	}
 	total := make([]time.Duration, o.Steps)
 	fbs := make([]time.Duration, o.Steps)
@@ -317,12 +324,6 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 			res.FirstLoss, first = loss, false
 		}
 		res.LastLoss = loss
-		if refs != nil {
-			// Between the steps, outside their times and the profile.
-			prof.on = false
-			refs.sample()
-			prof.on = true
-		}
 	}
 	if o.Profile != nil {
 		pprof.StopCPUProfile()
@@ -351,8 +352,9 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 		}
 	}
 	if refs != nil {
-		// The peak without the references' buffers, where it can be kept
-		// apart.
+		// The second sample, after the profile's last step; then the peak
+		// without the references' buffers, where it can be kept apart.
+		refs.sample()
 		res.OpProfileRefs, res.PeakRSSBytes, err = refs.finish()
 		if res.OpProfileRefs != nil {
 			applyRefs(res.OpProfile, res.OpProfileRefs)
@@ -394,7 +396,7 @@ type OpTime struct {
 	// step's kernel time).
 	Within string `json:"within,omitempty"`
 	// OfGemm (products) and OfTriad (the others) are GFLOPS and GBPS as
-	// fractions of the references measured between the steps
+	// fractions of the references measured before and after the steps
 	// (ModelResult.OpProfileRefs), when there are any.
 	OfGemm  float64 `json:"of_gemm,omitempty"`
 	OfTriad float64 `json:"of_triad,omitempty"`

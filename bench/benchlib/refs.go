@@ -6,8 +6,8 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 )
 
-// ProfileRefs are the machine's two references, measured between the timed
-// steps of an op-profiled run (ModelOptions.OpProfileRefs), so that each
+// ProfileRefs are the machine's two references, measured at the start and
+// the end of an op-profiled run (ModelOptions.OpProfileRefs), so that each
 // op's rate is read against what the machine gave in the same minutes:
 // on a shared host both move by up to 2× from one run to the next (a
 // memory-bound op's GB/s most of all), and a ratio against a reference
@@ -26,8 +26,8 @@ type ProfileRefs struct {
 	TriadGBps float64 `json:"triad_gbps"`
 	TriadMin  float64 `json:"triad_gbps_min"`
 	TriadMax  float64 `json:"triad_gbps_max"`
-	// Samples is the number of times both were measured (one after each
-	// timed step).
+	// Samples is the number of times both were measured (two: before the
+	// warm-up steps and after the last timed step).
 	Samples int `json:"samples"`
 	// PeakRSSIncluded says that the run's peak RSS includes the
 	// references' buffers (ProfileRefsBytes): where the peak cannot be reset after
@@ -82,8 +82,7 @@ func newRefSampler(threads int) *refSampler {
 	return &refSampler{threads: threads, resetOK: true}
 }
 
-// sample measures both references once: the step before it has ended, the
-// next has not begun.
+// sample measures both references once, outside every step.
 func (r *refSampler) sample() {
 	if r.err != nil {
 		return
