@@ -85,7 +85,7 @@ K×N) and reports GFLOP/s, the median over --steps repetitions.`,
 	fl.BoolVar(&f.model.OpProfile, "op-profile", false, "time every kernel call of the timed steps and report the time per op type (JSON: op_profile)")
 	fl.BoolVar(&f.model.PeakLive, "peak-live", false, "list what the training step's memory plan holds at its fullest step, largest first (JSON: peak_live)")
 	fl.BoolVar(&f.model.OpProfileByNode, "op-profile-by-node", false, "as --op-profile, per node instead of per op type")
-	fl.BoolVar(&f.model.OpProfileRefs, "op-profile-refs", true, "with an op profile: measure the 2048³ GEMM and the triad before the warm-up steps and after the last timed step and print each op's rate as a fraction of them (JSON: op_profile_refs, of_gemm, of_triad; --cpuprofile then includes them)")
+	fl.BoolVar(&f.model.OpProfileRefs, "op-profile-refs", true, "with an op profile: measure the 2048³ GEMM and the triad before the warm-up steps and after the last timed step and print each op's rate as a fraction of them (JSON: op_profile_refs, of_gemm, of_triad; outside the timed steps and --cpuprofile)")
 	fl.BoolVar(&f.model.OpProfileByShape, "op-profile-by-shape", false, "as --op-profile, with each op split by its operands' shapes and the attributes that choose its work (transposes, gradient, views, perm, axis)")
 	return cmd
 }
