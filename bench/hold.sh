@@ -4,11 +4,10 @@
 # rounds with AVX-512, two with both sides on AVX2), then --op-profile-by-shape of the three
 # models with and without AVX-512 (three timed steps each; the profile measures its own GEMM
 # and triad before the warm-up step and after the last timed step), and the GEMM and triad
-# again. EXPORTS (default
-# /tmp/lead/keep) holds resnet50.onnx, vit_b16.onnx and gpt.onnx; compare.py exports what is
-# missing. About 20 minutes on the 2-core VM (compare.py runs each PyTorch round with two
-# OpenMP wait policies and keeps the faster); read the profiles with bench/holdbars.py and the
-# two compare.py runs with bench/holdtable.py.
+# again. EXPORTS (default /tmp/lead/keep) holds resnet50.onnx, vit_b16.onnx and gpt.onnx;
+# compare.py exports what is missing. About 20 minutes on the 2-core VM (compare.py runs each
+# PyTorch round with two OpenMP wait policies and keeps the faster); read the profiles with
+# bench/holdbars.py and the two compare.py runs with bench/holdtable.py.
 set -u
 B=$(readlink -f "$1"); O=$(mkdir -p "$2" && readlink -f "$2"); K=${3:-/tmp/lead/keep}
 cd "$(dirname "$0")/.."

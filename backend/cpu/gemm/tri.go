@@ -204,9 +204,10 @@ func triTile(tri Tri, i0, mb, j0, nb, k int) (k0, k1 int, skip bool) {
 
 // fillTile sets the rows×cols block of c (rows ldc apart) to v.
 func fillTile(c []float32, ldc, rows, cols int, v float32) {
+	plusZero := v == 0 && !math.Signbit(float64(v))
 	for i := 0; i < rows; i++ {
 		row := c[i*ldc : i*ldc+cols]
-		if v == 0 && !math.Signbit(float64(v)) {
+		if plusZero {
 			clear(row)
 			continue
 		}
