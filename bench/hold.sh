@@ -7,7 +7,8 @@
 # again. EXPORTS (default /tmp/lead/keep) holds resnet50.onnx, vit_b16.onnx and gpt.onnx;
 # compare.py exports what is missing. About 20 minutes on the 2-core VM (compare.py runs each
 # PyTorch round with two OpenMP wait policies and keeps the faster); read the profiles with
-# bench/holdbars.py and the two compare.py runs with bench/holdtable.py.
+# bench/holdbars.py, the two compare.py runs with bench/holdtable.py, and several holds
+# together with bench/holdranges.py.
 set -u
 B=$(readlink -f "$1"); O=$(mkdir -p "$2" && readlink -f "$2"); K=${3:-/tmp/lead/keep}
 cd "$(dirname "$0")/.."

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""holdranges.py HOLDDIR...: issue 14's criteria over several bench/hold.sh runs, as the status
+table of docs/large-models.md states them: per case the speed against PyTorch's best round (the
+range over the holds, with AVX-512 and with both sides on AVX2; cases under 1.3x marked), the
+range of onnxtrain's peak RSS over PyTorch's, per profile the milliseconds a step the products
+lose to 0.85 of the 2048^3 GEMM, and the memory-bound rows under half the triad with the holds
+they were under in. It reads what holdtable.py and holdbars.py read: large.json,
+large_avx2.json and prof_*.json."""
+import json
+import os
+import sys
+
+CASES = ['resnet50-sgd', 'resnet50-adamw', 'vit_b16-sgd', 'vit_b16-adamw', 'gpt-sgd', 'gpt-adamw']
+PROFILES = [('resnet50', 'ResNet-50'), ('vit', 'ViT-B/16'), ('gpt', 'GPT')]
+SPEED_BAR, RSS_BAR, GEMM_BAR, TRIAD_BAR = 1.3, 0.8, 0.85, 0.5
+
+
+def span(xs, fmt='%.2f'):
+    if not xs:
+        return '-'
+    lo, hi = min(xs), max(xs)
+    return fmt % lo if lo == hi else (fmt + '–' + fmt) % (lo, hi)
+
+
+def rows(path):
+    with open(path) as f:
+        return {r['case']: r for r in json.load(f)['rows']}
+
+
+def profile(path):
+    with open(path) as f:
+        return json.loads([line for line in f if line.startswith('{')][0])
+
+
+def start(h):
+    # a hold is named by the time hold.sh wrote into its start file
+    try:
+        with open(os.path.join(h, 'start')) as f:
+            return f.read().strip()
+    except OSError:
+        return os.path.basename(h.rstrip('/'))
+
+
+def main(holds):
+    if not holds:
+        sys.exit(__doc__)
+    speed = {(c, isa): [] for c in CASES for isa in ('avx512', 'avx2')}
+    rss = []
+    short = {}
+    under = {}
+    for h in holds:
+        for isa, name in (('avx512', 'large.json'), ('avx2', 'large_avx2.json')):
+            for c, r in rows(os.path.join(h, name)).items():
+                speed.setdefault((c, isa), []).append(r['pt_ms'] / r['ot_ms'])
+                rss.append(r['ot_rss'] / r['pt_rss'])
+        for key, label in PROFILES:
+            for isa, suffix in (('avx512', ''), ('avx2', '1')):
+                path = os.path.join(h, 'prof_%s%s.json' % (key, suffix))
+                if not os.path.exists(path):
+                    continue
+                d = profile(path)
+                lost = 0.0
+                for o in d['op_profile']:
+                    part = '/' in o['op'].split(' ')[0]  # a fused op's product, counted in its op
+                    if 'of_gemm' in o and not part and o['of_gemm'] < GEMM_BAR:
+                        lost += o['ms_per_step'] * (1 - o['of_gemm'] / GEMM_BAR)
+                    elif 'of_triad' in o and o['of_triad'] < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
+                        under.setdefault((label, o['op'][:110]), []).append((start(h), isa, o['of_triad']))
+                short.setdefault((label, isa), []).append(lost)
+    print('holds: ' + ', '.join('%s (%s)' % (h, start(h)) for h in holds))
+    print('\n| case | speed, AVX-512 | speed, AVX2 |')
+    print('| --- | ---: | ---: |')
+    for c in CASES:
+        cells = []
+        for isa in ('avx512', 'avx2'):
+            xs = speed[(c, isa)]
+            low = sum(x < SPEED_BAR for x in xs)
+            cells.append(span(xs) + (' (%d of %d under %.1f)' % (low, len(xs), SPEED_BAR) if low else ''))
+        print('| %s | %s | %s |' % (c, cells[0], cells[1]))
+    print('\npeak RSS over PyTorch\'s: %s (bar %.1f)' % (span(rss), RSS_BAR))
+    print('\n| profile | products short of %.2f of the GEMM, ms a step, AVX-512 | AVX2 |' % GEMM_BAR)
+    print('| --- | ---: | ---: |')
+    for _, label in PROFILES:
+        print('| %s | %s | %s |' % (label, span(short.get((label, 'avx512'), []), '%.0f'), span(short.get((label, 'avx2'), []), '%.0f')))
+    print('\nmemory-bound rows under %.1f of the triad (1 MB a step or more), by hold start and instruction set:' % TRIAD_BAR)
+    for (label, op), seen in sorted(under.items()):
+        print('- %s: %s — %s' % (label, op, ', '.join('%s %s %.2f' % s for s in seen)))
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
