@@ -40,6 +40,19 @@ import "fmt"
 //	               outputs found_inf (bool scalar: any element inf or NaN before scaling), G'_i = G_i*inv_scale
 //	AccumulateGrad inputs  fresh (bool scalar), S_1..S_n, G_1..G_n
 //	               outputs S'_i = fresh ? G_i : S_i + G_i
+//	SGDUpdateGathered  SGDUpdate of one tensor (tensors=1) whose gradient is GatherGrad(dY, X,
+//	               indices) along axis 0 (an embedding table's), made by FuseUpdateGathered:
+//	               inputs consts, hyper (and skip when gated), indices, X, dY (and B with momentum);
+//	               outputs and attributes SGDUpdate's. Every element of X and B is updated as
+//	               SGDUpdate updates it with G = GatherGrad(dY, X, indices) (G's rows summed in
+//	               index order from +0, rows no index names +0), bit for bit, without G being
+//	               written and read back (the GPT's token table: 154 MB each way a step).
+//	               With attribute norm=1 it is also the per-tensor ClipGradNorm before the
+//	               update: max_norm follows skip (before the indices) and the norm is output 0,
+//	               the gradient scaled as ClipGradNorm scales it
+//	AdamUpdateGathered  the same for AdamUpdate: inputs consts, hyper (and skip when gated),
+//	               (max_norm with norm=1,) indices, X, dY, M, V (and MX with amsgrad); outputs
+//	               (the norm with norm=1 and) AdamUpdate's; attributes AdamUpdate's and norm
 const (
 	SGDUpdateOp      = "SGDUpdate"
 	AdamUpdateOp     = "AdamUpdate"
@@ -47,11 +60,15 @@ const (
 	ClipGradValueOp  = "ClipGradValue"
 	UnscaleGradsOp   = "UnscaleGrads"
 	AccumulateGradOp = "AccumulateGrad"
+
+	SGDUpdateGatheredOp  = "SGDUpdateGathered"
+	AdamUpdateGatheredOp = "AdamUpdateGathered"
 )
 
 // OptimizerOps lists the optimizer-step ops.
 var OptimizerOps = []string{SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp, UnscaleGradsOp, AccumulateGradOp,
-	ClipGradNormShardedOp, UnscaleGradsShardedOp} // zero_ops.go
+	ClipGradNormShardedOp, UnscaleGradsShardedOp, // zero_ops.go
+	SGDUpdateGatheredOp, AdamUpdateGatheredOp} // fuse_update_gathered.go
 
 // IsOptimizerOp reports whether n is one of the optimizer-step ops.
 func IsOptimizerOp(n *Node) bool {
@@ -109,8 +126,24 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 			groups = 3
 			updGroups = []int{0, 2}
 		}
-	case AdamUpdateOp:
+	case SGDUpdateGatheredOp: // the indices a scalar-like input after skip; G's place holds dY
+		lead, groups = 3+int(n.AttrInt("gated", 0)&1), 2
+		if n.AttrInt("norm", 0) == 1 { // max_norm in, the norm out first
+			lead, outLead = lead+1, 1
+		}
+		updGroups = []int{0}
+		if n.AttrInt("momentum", 0) == 1 {
+			groups = 3
+			updGroups = []int{0, 2}
+		}
+	case AdamUpdateOp, AdamUpdateGatheredOp:
 		lead, groups = 2+int(n.AttrInt("gated", 0)&1), 4
+		if n.OpType == AdamUpdateGatheredOp {
+			lead++ // the indices
+			if n.AttrInt("norm", 0) == 1 {
+				lead, outLead = lead+1, 1
+			}
+		}
 		updGroups = []int{0, 2, 3}
 		if n.AttrInt("amsgrad", 0) == 1 {
 			groups = 5
@@ -134,6 +167,9 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 	k := (ins - lead) / groups
 	if t := n.AttrInt("tensors", int64(k)); int(t) != k {
 		return lay, n.Errorf("attribute tensors=%d but the inputs hold %d tensors per operand group", t, k)
+	}
+	if (n.OpType == SGDUpdateGatheredOp || n.OpType == AdamUpdateGatheredOp) && k != 1 {
+		return lay, n.Errorf("updates %d tensors, want 1", k)
 	}
 	lay.tensors = k
 	for range outLead {

@@ -4,8 +4,9 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
-// fusedOps are the fused ops (graph.FusedDomain) the CPU backend has
-// kernels for: every fusion of the pass pipeline (graph/passes).
+// fusedOps are the fused ops the CPU backend has kernels for (of
+// graph.FusedDomain, but the optimizer updates SGDUpdateGathered and AdamUpdateGathered of
+// graph.InternalDomain): every fusion of the pass pipeline (graph/passes).
 var fusedOps = []string{
 	graph.TransposedMatMul, graph.PermutedMatMul, graph.GatherGradSum,
 	graph.ReluGrad, graph.ErfGrad, graph.GeluErf, graph.GeluErfGrad, graph.GeluErfGradX,
@@ -14,7 +15,7 @@ var fusedOps = []string{
 	graph.PermutedMatMulAdd, graph.MatMulAddAdd, graph.BatchNormAddRelu, graph.AddReluGrad,
 	graph.BatchNormAddReluGrad, graph.MaxPoolArgmax, graph.MaxPoolArgmaxGrad,
 	graph.AttentionSoftmax, graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat,
-	graph.Patchify,
+	graph.Patchify, graph.SGDUpdateGatheredOp, graph.AdamUpdateGatheredOp,
 }
 
 // FusedOps implements backend.FusedOpsDeclarer: every fused kernel, or

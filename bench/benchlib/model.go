@@ -616,7 +616,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 	// The update's own time: its nodes' kernels, timed inside the step.
 	prevTimer := backend.NodeTimerFrom(ctx)
 	optCtx := backend.WithNodeTimer(ctx, func(n *graph.Node, d time.Duration) {
-		if n.Domain == graph.InternalDomain && (n.OpType == graph.SGDUpdateOp || n.OpType == graph.AdamUpdateOp) {
+		if n.Domain == graph.InternalDomain && (n.OpType == graph.SGDUpdateOp || n.OpType == graph.SGDUpdateGatheredOp || n.OpType == graph.AdamUpdateOp || n.OpType == graph.AdamUpdateGatheredOp) {
 			*update += d
 		}
 		if prevTimer != nil {

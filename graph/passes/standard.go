@@ -46,6 +46,7 @@ const (
 	MarkCausal         = "mark-causal-attention"
 	FusePatchEmbed     = "fuse-patch-embedding"
 	FoldExpandReluGrad = "fold-expand-into-relu-grad"
+	FuseUpdateGathered = "fuse-update-gathered"
 )
 
 // fusions are the compile-time fusion passes, in the order they run.
@@ -201,6 +202,9 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseMaxPoolArgmax, Doc: "a 2-D float32 MaxPool writes each window's argmax tap as a byte (MaxPoolArgmax) and its gradient routes dY through those codes (MaxPoolArgmaxGrad), so the backward does not read X; needs every shape",
 			Fuses: []string{graph.MaxPoolArgmax, graph.MaxPoolArgmaxGrad}, Requires: []string{Specialize},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseMaxPoolArgmax(g), nil }},
+		{Name: FuseUpdateGathered, Doc: "an SGD or Adam update of an embedding table whose gradient is a GatherGrad read by nothing else reads the gathered rows of dY instead (SGDUpdateGathered, AdamUpdateGathered), so the table-sized gradient, mostly zeros, is not written and read back; needs the table's shape",
+			Fuses: []string{graph.SGDUpdateGatheredOp, graph.AdamUpdateGatheredOp}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseUpdateGathered(g), nil }},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
 			After: []string{Specialize, FuseMaxPoolArgmax, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseBatchNormAdd, FuseAddReluGrad, FuseBatchNormGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},

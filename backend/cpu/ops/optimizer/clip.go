@@ -34,15 +34,7 @@ func clipGradNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 			st.partial[i] = s
 		}
 	})
-	var sum float64
-	for i := range st.n {
-		nrm := float64(float32(math.Sqrt(st.partial[i])))
-		sum += nrm * nrm
-	}
-	total := float32(math.Sqrt(sum))
-	// clip_coef = max_norm / (total_norm + 1e-6): a float32 tensor, and
-	// scalar/tensor is tensor.reciprocal() * scalar.
-	coef := (1 / (total + float32(1e-6))) * maxNorm
+	total, coef := clipCoef(st.partial[:st.n], maxNorm)
 	if coef < 1 {
 		st.scalar = coef
 		if st.fn == nil {
@@ -57,6 +49,21 @@ func clipGradNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 	norm.Float32s()[0] = total
 	st.outs[0] = norm
 	return kern.Results(n, st.outs...), nil
+}
+
+// clipCoef is clip_grad_norm_'s total norm of the tensors whose sums of
+// squares are partial, and its coefficient for maxNorm (applied only when
+// below 1).
+func clipCoef(partial []float64, maxNorm float32) (total, coef float32) {
+	var sum float64
+	for _, p := range partial {
+		nrm := float64(float32(math.Sqrt(p)))
+		sum += nrm * nrm
+	}
+	total = float32(math.Sqrt(sum))
+	// clip_coef = max_norm / (total_norm + 1e-6): a float32 tensor, and
+	// scalar/tensor is tensor.reciprocal() * scalar.
+	return total, (1 / (total + float32(1e-6))) * maxNorm
 }
 
 func scaleRun(st *nodeState, i, lo, hi int) {

@@ -159,13 +159,19 @@ func (r *chunkRunner) forChunks(sizes []int, fn func(i, lo, hi int)) {
 	for _, n := range sizes {
 		total += n
 	}
-	workers := min(kern.Workers(), total/parallelElems+1)
 	r.chunks = r.chunks[:0]
 	for i, n := range sizes {
 		for lo := 0; lo < n; lo += chunkElems {
 			r.chunks = append(r.chunks, chunk{i, lo, min(lo+chunkElems, n)})
 		}
 	}
+	r.run(total, fn)
+}
+
+// run calls fn for each of r.chunks, concurrently when they cover at
+// least parallelElems elements (total).
+func (r *chunkRunner) run(total int, fn func(i, lo, hi int)) {
+	workers := min(kern.Workers(), total/parallelElems+1)
 	if workers <= 1 {
 		for _, c := range r.chunks {
 			fn(c.i, c.lo, c.hi)

@@ -24,19 +24,8 @@ func sgdUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 		}
 		return kern.Results(n, st.outs...), nil // every output its input (copied if not in place)
 	}
-	c := in[0]
-	if c == nil || c.DType != graph.Float32 || len(c.Float32s()) != 2 {
-		return nil, n.Errorf("input 0 (consts) must be float32 [2]: momentum, 1-dampening")
-	}
-	h, err := hyperRows(n, in[1], st.n, 3)
-	if err != nil {
+	if err := st.sgdSetup(n, in); err != nil {
 		return nil, err
-	}
-	st.hyper = h
-	st.sgd = sgdConsts{
-		m32: c.Float32s()[0], damp32: c.Float32s()[1],
-		maximize: n.AttrInt("maximize", 0) == 1, nesterov: n.AttrInt("nesterov", 0) == 1,
-		momentum: n.AttrInt("momentum", 0) == 1,
 	}
 	if st.fn == nil {
 		st.fn = func(i, lo, hi int) { sgdRun(st, i, lo, hi) }
@@ -46,11 +35,40 @@ func sgdUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 	return kern.Results(n, st.outs...), nil
 }
 
+// sgdSetup reads an SGD update's consts and hyper rows (inputs 0 and 1)
+// and attributes into st.
+func (st *nodeState) sgdSetup(n *graph.Node, in []*graph.Tensor) error {
+	c := in[0]
+	if c == nil || c.DType != graph.Float32 || len(c.Float32s()) != 2 {
+		return n.Errorf("input 0 (consts) must be float32 [2]: momentum, 1-dampening")
+	}
+	h, err := hyperRows(n, in[1], st.n, 3)
+	if err != nil {
+		return err
+	}
+	st.hyper = h
+	st.sgd = sgdConsts{
+		m32: c.Float32s()[0], damp32: c.Float32s()[1],
+		maximize: n.AttrInt("maximize", 0) == 1, nesterov: n.AttrInt("nesterov", 0) == 1,
+		momentum: n.AttrInt("momentum", 0) == 1,
+	}
+	return nil
+}
+
 // sgdRun updates elements [lo, hi) of tensor i.
 func sgdRun(st *nodeState, i, lo, hi int) {
-	c := &st.sgd
 	nt := st.n
-	pv, gv := st.ops[i][lo:hi], st.ops[nt+i][lo:hi]
+	var bv []float32
+	if st.sgd.momentum {
+		bv = st.ops[2*nt+i][lo:hi]
+	}
+	sgdSlices(st, i, st.ops[i][lo:hi], st.ops[nt+i][lo:hi], bv)
+}
+
+// sgdSlices updates the elements of pv (and of the momentum buffer bv
+// with momentum) of tensor i from the gradient gv (at least as long).
+func sgdSlices(st *nodeState, i int, pv, gv, bv []float32) {
+	c := &st.sgd
 	gv = gv[:len(pv)]
 	row := st.hyper[3*i : 3*i+3]
 	negLR, wd32, first := row[0], row[1], row[2] != 0
@@ -59,9 +77,7 @@ func sgdRun(st *nodeState, i, lo, hi int) {
 		fmaAxpy32(negLR, gv, pv) // plain SGD: param.add_(grad, alpha=-lr)
 		return
 	}
-	var bv []float32
 	if c.momentum {
-		bv = st.ops[2*nt+i][lo:hi]
 		bv = bv[:len(pv)]
 		if !noVector {
 			// Eight lanes at a time where the CPU can (fma_amd64.go),
@@ -132,20 +148,8 @@ func adamUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 		}
 		return kern.Results(n, st.outs...), nil // every output its input (copied if not in place)
 	}
-	c := in[0]
-	if c == nil || c.DType != graph.Float32 || len(c.Float32s()) != 5 {
-		return nil, n.Errorf("input 0 (consts) must be float32 [5]: beta1, beta2, 1-beta1, 1-beta2, eps")
-	}
-	h, err := hyperRows(n, in[1], st.n, 5)
-	if err != nil {
+	if err := st.adamSetup(n, in); err != nil {
 		return nil, err
-	}
-	st.hyper = h
-	cv := c.Float32s()
-	st.adam = adamConsts{
-		b1f: cv[0], b2f: cv[1], omb1: cv[2], omb2: cv[3], eps: cv[4],
-		maximize: n.AttrInt("maximize", 0) == 1, decoupled: n.AttrInt("decoupled", 0) == 1,
-		amsgrad: n.AttrInt("amsgrad", 0) == 1,
 	}
 	if st.fn == nil {
 		st.fn = func(i, lo, hi int) { adamRun(st, i, lo, hi) }
@@ -155,15 +159,44 @@ func adamUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.
 	return kern.Results(n, st.outs...), nil
 }
 
+// adamSetup reads an Adam update's consts and hyper rows (inputs 0 and 1)
+// and attributes into st.
+func (st *nodeState) adamSetup(n *graph.Node, in []*graph.Tensor) error {
+	c := in[0]
+	if c == nil || c.DType != graph.Float32 || len(c.Float32s()) != 5 {
+		return n.Errorf("input 0 (consts) must be float32 [5]: beta1, beta2, 1-beta1, 1-beta2, eps")
+	}
+	h, err := hyperRows(n, in[1], st.n, 5)
+	if err != nil {
+		return err
+	}
+	st.hyper = h
+	cv := c.Float32s()
+	st.adam = adamConsts{
+		b1f: cv[0], b2f: cv[1], omb1: cv[2], omb2: cv[3], eps: cv[4],
+		maximize: n.AttrInt("maximize", 0) == 1, decoupled: n.AttrInt("decoupled", 0) == 1,
+		amsgrad: n.AttrInt("amsgrad", 0) == 1,
+	}
+	return nil
+}
+
 // adamRun updates elements [lo, hi) of tensor i.
 func adamRun(st *nodeState, i, lo, hi int) {
-	c := &st.adam
 	nt := st.n
-	pv, gv, m, v := st.ops[i][lo:hi], st.ops[nt+i][lo:hi], st.ops[2*nt+i][lo:hi], st.ops[3*nt+i][lo:hi]
-	gv, m, v = gv[:len(pv)], m[:len(pv)], v[:len(pv)]
 	var mx []float32
-	if c.amsgrad {
+	if st.adam.amsgrad {
 		mx = st.ops[4*nt+i][lo:hi]
+	}
+	adamSlices(st, i, st.ops[i][lo:hi], st.ops[nt+i][lo:hi], st.ops[2*nt+i][lo:hi], st.ops[3*nt+i][lo:hi], mx)
+}
+
+// adamSlices updates the elements of pv and of the moments m, v (and the
+// running maximum mx with amsgrad) of tensor i from the gradient gv (each
+// at least as long as pv).
+func adamSlices(st *nodeState, i int, pv, gv, m, v, mx []float32) {
+	c := &st.adam
+	gv, m, v = gv[:len(pv)], m[:len(pv)], v[:len(pv)]
+	if mx != nil {
 		mx = mx[:len(pv)]
 	}
 	row := st.hyper[5*i : 5*i+5]

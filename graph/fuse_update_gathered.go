@@ -1,0 +1,108 @@
+package graph
+
+import "slices"
+
+// FuseUpdateGathered rewrites each SGDUpdate (or AdamUpdate) of one tensor X whose
+// gradient is a GatherGrad(dY, X, indices) along axis 0 that nothing else
+// reads, directly or through Identities read by nothing else and the
+// per-tensor ClipGradNorm that reports its norm (an embedding table's,
+// updated right after its gradient is final)
+// into SGDUpdateGathered(consts, hyper[, skip], indices, X, dY[, B]) (or
+// AdamUpdateGathered(consts, hyper[, skip], indices, X, dY, M, V[, MX])): the
+// update reads the gathered rows of dY where GatherGrad would have written
+// the whole table, mostly zeros, for the update to read back; with the
+// ClipGradNorm the fused node takes its max_norm and writes its norm
+// (attribute norm=1). The values are the same bits (optimizer_ops.go). Nodes are in topological order; it
+// returns the number of updates rewritten.
+func FuseUpdateGathered(g *Graph) int {
+	ix := newFuseIndex(g)
+	fused := 0
+	drop := map[*Node]bool{}
+	for at, n := range g.Nodes {
+		fusedOp := map[string]string{SGDUpdateOp: SGDUpdateGatheredOp, AdamUpdateOp: AdamUpdateGatheredOp}[n.OpType]
+		if fusedOp == "" || n.Domain != InternalDomain {
+			continue
+		}
+		lay, err := optimizerLayout(n)
+		if err != nil || lay.tensors != 1 {
+			continue
+		}
+		lead := 2 + int(n.AttrInt("gated", 0)&1) // consts, hyper[, skip]; then X, G, ...
+		x, gname := n.Inputs[lead], n.Inputs[lead+1]
+		// The gradient's value (the program's onnxtrain/grad/NAME) may be
+		// an Identity of GatherGrad's output, and the update may read it
+		// through the per-tensor ClipGradNorm that reports its norm: each
+		// link read by the next only.
+		var chain []*Node
+		var clip *Node
+		reader, gg := n, ix.producer[gname]
+		for gg != nil {
+			switch {
+			case gg.OpType == "Identity" && isPlain(gg) && len(gg.Inputs) == 1 && len(gg.Outputs) == 1 &&
+				ix.onlyReader(gg.Outputs[0]) == reader:
+				gname = gg.Inputs[0]
+			case clip == nil && gg.OpType == ClipGradNormOp && gg.Domain == InternalDomain && len(gg.Inputs) == 2 &&
+				len(gg.Outputs) == 2 && gg.Outputs[1] == gname && gg.Outputs[0] != "" && gg.Inputs[0] != "" &&
+				ix.onlyReader(gname) == reader:
+				clip, gname = gg, gg.Inputs[1]
+			default:
+				goto walked
+			}
+			chain = append(chain, gg)
+			reader, gg = gg, ix.producer[gname]
+		}
+	walked:
+		if gg == nil || gg.OpType != "GatherGrad" || gg.Domain != InternalDomain || len(gg.Inputs) != 3 ||
+			len(gg.Outputs) != 1 || gg.Inputs[1] != x || gg.Inputs[0] == "" || gg.Inputs[2] == "" ||
+			ix.onlyReader(gname) != reader || ix.at[gg] > at {
+			continue
+		}
+		if clip != nil && slices.ContainsFunc(ix.readAt[clip.Outputs[0]], func(r int) bool { return r < at }) {
+			continue // the norm is read before the update, where the fused node would write it
+		}
+		xs, xd, ok := knownTensorType(g, x)
+		if !ok || xd != Float32 || len(xs) == 0 {
+			continue
+		}
+		if ax := gg.AttrInt("axis", 0); ax != 0 && ax != -int64(len(xs)) {
+			continue
+		}
+		if _, dd, ok := knownTensorType(g, gg.Inputs[0]); !ok || dd != Float32 {
+			continue
+		}
+		ins := append([]string{}, n.Inputs[:lead]...)
+		outs := n.Outputs
+		attrs := n.Attrs
+		if clip != nil {
+			ins = append(ins, clip.Inputs[0])
+			outs = append([]string{clip.Outputs[0]}, n.Outputs...)
+			attrs = map[string]*Attr{"norm": {Name: "norm", Type: AttrInt, I: 1}}
+			for k, v := range n.Attrs {
+				attrs[k] = v
+			}
+		}
+		ins = append(ins, gg.Inputs[2], x, gg.Inputs[0])
+		ins = append(ins, n.Inputs[lead+2:]...)
+		g.Nodes[at] = &Node{Name: n.Name, OpType: fusedOp, Domain: InternalDomain, Inputs: ins,
+			Outputs: outs, Attrs: attrs}
+		if clip != nil {
+			ix.producer[clip.Outputs[0]] = g.Nodes[at]
+		}
+		drop[gg] = true // read by n only, through the chain
+		for _, m := range chain {
+			drop[m] = true
+		}
+		fused++
+	}
+	if fused > 0 {
+		kept := g.Nodes[:0]
+		for _, m := range g.Nodes {
+			if !drop[m] {
+				kept = append(kept, m)
+			}
+		}
+		clear(g.Nodes[len(kept):])
+		g.Nodes = kept
+	}
+	return fused
+}
