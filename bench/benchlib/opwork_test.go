@@ -231,3 +231,19 @@ func TestOpProfileShapeTable(t *testing.T) {
 	byShape.record(big, []*graph.Tensor{mat(64, 64), mat(64, 64)}, []*graph.Tensor{mat(64, 64)}, time.Microsecond)
 	assert.Nil(t, byShape.shapeTable(1))
 }
+
+// TestOptimizerBytesLeaveOutGatheredGradients: in the GPT fixture's fused
+// SGD step the token table (256 × 64) is updated from the gathered rows of
+// its gradient, so the optimizer's bytes count every parameter's five
+// streams (momentum) but that table's gradient read: 5·4·P − 4·16384. The
+// MLP, with no embedding, keeps all five (TestBenchOptimizerBytes).
+func TestOptimizerBytesLeaveOutGatheredGradients(t *testing.T) {
+	res, err := RunModel(context.Background(), ModelOptions{
+		Model: "../../models/gpt/gpt_small_train.onnx", Loss: "output:loss", BatchSize: 4,
+		Steps: 1, Warmup: 1, IntHigh: 256, Optimizer: "sgd", LR: 0.01, Momentum: 0.9,
+	})
+	require.NoError(t, err)
+	require.True(t, res.FusedUpdate)
+	assert.EqualValues(t, 5*4*int64(res.Parameters)-4*256*64, res.OptimizerBytes)
+	assert.Positive(t, res.OptimizerGBps)
+}
