@@ -94,15 +94,6 @@ func FuseUpdateGathered(g *Graph) int {
 		}
 		fused++
 	}
-	if fused > 0 {
-		kept := g.Nodes[:0]
-		for _, m := range g.Nodes {
-			if !drop[m] {
-				kept = append(kept, m)
-			}
-		}
-		clear(g.Nodes[len(kept):])
-		g.Nodes = kept
-	}
+	removeNodes(g, drop)
 	return fused
 }
