@@ -12,22 +12,24 @@ import "slices"
 // update reads the gathered rows of dY where GatherGrad would have written
 // the whole table, mostly zeros, for the update to read back; with the
 // ClipGradNorm the fused node takes its max_norm and writes its norm
-// (attribute norm=1). The values are the same bits (optimizer_ops.go). Nodes are in topological order; it
-// returns the number of updates rewritten.
+// (attribute norm=1). The values are the same bits (optimizer_ops.go).
+// Nodes are in topological order; it returns the number of updates
+// rewritten.
 func FuseUpdateGathered(g *Graph) int {
+	gatheredForm := map[string]string{SGDUpdateOp: SGDUpdateGatheredOp, AdamUpdateOp: AdamUpdateGatheredOp}
 	ix := newFuseIndex(g)
 	fused := 0
 	drop := map[*Node]bool{}
 	for at, n := range g.Nodes {
-		fusedOp := map[string]string{SGDUpdateOp: SGDUpdateGatheredOp, AdamUpdateOp: AdamUpdateGatheredOp}[n.OpType]
-		if fusedOp == "" || n.Domain != InternalDomain {
+		fusedOp := gatheredForm[n.OpType]
+		if fusedOp == "" || !IsParamUpdate(n) {
 			continue
 		}
 		lay, err := optimizerLayout(n)
 		if err != nil || lay.tensors != 1 {
 			continue
 		}
-		lead := 2 + int(n.AttrInt("gated", 0)&1) // consts, hyper[, skip]; then X, G, ...
+		lead := lay.updated[0] // X, after consts, hyper[, skip]; then G and the buffers
 		x, gname := n.Inputs[lead], n.Inputs[lead+1]
 		// The gradient's value (the program's onnxtrain/grad/NAME) may be
 		// an Identity of GatherGrad's output, and the update may read it

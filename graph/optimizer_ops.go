@@ -70,6 +70,19 @@ var OptimizerOps = []string{SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradV
 	ClipGradNormShardedOp, UnscaleGradsShardedOp, // zero_ops.go
 	SGDUpdateGatheredOp, AdamUpdateGatheredOp} // fuse_update_gathered.go
 
+// IsParamUpdate reports whether n updates parameters: SGDUpdate,
+// AdamUpdate, or one of their gathered forms.
+func IsParamUpdate(n *Node) bool {
+	return n.Domain == InternalDomain && (n.OpType == SGDUpdateOp || n.OpType == AdamUpdateOp) || IsGatheredUpdate(n)
+}
+
+// IsGatheredUpdate reports whether n is SGDUpdateGathered or
+// AdamUpdateGathered (an embedding table's update from the gathered rows
+// of its gradient, FuseUpdateGathered).
+func IsGatheredUpdate(n *Node) bool {
+	return n.Domain == InternalDomain && (n.OpType == SGDUpdateGatheredOp || n.OpType == AdamUpdateGatheredOp)
+}
+
 // IsOptimizerOp reports whether n is one of the optimizer-step ops.
 func IsOptimizerOp(n *Node) bool {
 	if n.Domain != InternalDomain {
@@ -113,24 +126,22 @@ type optimizerOpLayout struct {
 	updated []int
 }
 
-func optimizerLayout(n *Node) (optimizerOpLayout, error) {
-	lay := optimizerOpLayout{}
-	ins := len(n.Inputs)
-	var lead, groups, outLead int // scalar inputs, operand groups, leading non-update outputs
-	var updGroups []int           // operand groups the outputs update, in order
+// UpdateOperands says, from an optimizer op's type and attributes alone,
+// where its operand groups start (the input index of its first tensor's
+// first operand: X for the updates, after the scalar inputs) and how many
+// groups it has; ok is false for other ops.
+func UpdateOperands(n *Node) (first, groups int, ok bool) {
+	lead, groups, _, _, err := optimizerShape(n)
+	return lead, groups, err == nil
+}
+
+// optimizerShape is an optimizer op's scalar inputs (lead), operand
+// groups, leading outputs that replace no input, and the groups its
+// outputs update, in order.
+func optimizerShape(n *Node) (lead, groups, outLead int, updGroups []int, err error) {
 	switch n.OpType {
-	case SGDUpdateOp:
+	case SGDUpdateOp, SGDUpdateGatheredOp:
 		lead, groups = 2+int(n.AttrInt("gated", 0)&1), 2
-		updGroups = []int{0}
-		if n.AttrInt("momentum", 0) == 1 {
-			groups = 3
-			updGroups = []int{0, 2}
-		}
-	case SGDUpdateGatheredOp: // the indices a scalar-like input after skip; G's place holds dY
-		lead, groups = 3+int(n.AttrInt("gated", 0)&1), 2
-		if n.AttrInt("norm", 0) == 1 { // max_norm in, the norm out first
-			lead, outLead = lead+1, 1
-		}
 		updGroups = []int{0}
 		if n.AttrInt("momentum", 0) == 1 {
 			groups = 3
@@ -138,12 +149,6 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 		}
 	case AdamUpdateOp, AdamUpdateGatheredOp:
 		lead, groups = 2+int(n.AttrInt("gated", 0)&1), 4
-		if n.OpType == AdamUpdateGatheredOp {
-			lead++ // the indices
-			if n.AttrInt("norm", 0) == 1 {
-				lead, outLead = lead+1, 1
-			}
-		}
 		updGroups = []int{0, 2, 3}
 		if n.AttrInt("amsgrad", 0) == 1 {
 			groups = 5
@@ -159,8 +164,27 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 		lead, groups = 1, 2
 		updGroups = []int{0}
 	default:
-		return lay, fmt.Errorf("not an optimizer op")
+		return 0, 0, 0, nil, fmt.Errorf("not an optimizer op")
 	}
+	if IsGatheredUpdate(n) {
+		// The indices follow the scalar inputs (G's place holds dY); with
+		// norm=1 max_norm comes before them and the norm is output 0.
+		lead++
+		if n.AttrInt("norm", 0) == 1 {
+			lead, outLead = lead+1, 1
+		}
+	}
+	return lead, groups, outLead, updGroups, nil
+}
+
+func optimizerLayout(n *Node) (optimizerOpLayout, error) {
+	lay := optimizerOpLayout{}
+	ins := len(n.Inputs)
+	lead, groups, outLead, updGroups, err := optimizerShape(n)
+	if err != nil {
+		return lay, err
+	}
+	gathered := IsGatheredUpdate(n)
 	if (ins-lead)%groups != 0 || ins <= lead {
 		return lay, n.Errorf("%d inputs do not make %d scalar inputs and %d groups of operands", ins, lead, groups)
 	}
@@ -168,7 +192,7 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 	if t := n.AttrInt("tensors", int64(k)); int(t) != k {
 		return lay, n.Errorf("attribute tensors=%d but the inputs hold %d tensors per operand group", t, k)
 	}
-	if (n.OpType == SGDUpdateGatheredOp || n.OpType == AdamUpdateGatheredOp) && k != 1 {
+	if gathered && k != 1 {
 		return lay, n.Errorf("updates %d tensors, want 1", k)
 	}
 	lay.tensors = k

@@ -620,7 +620,7 @@ func trainingStep(ctx context.Context, m *graph.Model, o ModelOptions, rng *rand
 	// The update's own time: its nodes' kernels, timed inside the step.
 	prevTimer := backend.NodeTimerFrom(ctx)
 	optCtx := backend.WithNodeTimer(ctx, func(n *graph.Node, d time.Duration) {
-		if n.Domain == graph.InternalDomain && (n.OpType == graph.SGDUpdateOp || n.OpType == graph.SGDUpdateGatheredOp || n.OpType == graph.AdamUpdateOp || n.OpType == graph.AdamUpdateGatheredOp) {
+		if graph.IsParamUpdate(n) {
 			*update += d
 		}
 		if prevTimer != nil {
@@ -828,7 +828,7 @@ func gatheredTableElems(prog *train.Program) int64 {
 	}
 	var elems int64
 	for _, n := range pi.LastRunNodes() {
-		if n.Domain != graph.InternalDomain || (n.OpType != graph.SGDUpdateGatheredOp && n.OpType != graph.AdamUpdateGatheredOp) {
+		if !graph.IsGatheredUpdate(n) {
 			continue
 		}
 		for _, in := range graph.UpdatedInput(n) {

@@ -9,8 +9,8 @@ import (
 )
 
 func init() {
-	kern.RegisterSpec(graph.InternalDomain, graph.SGDUpdateGatheredOp, kern.Spec{Fn: sgdUpdateGathered})
-	kern.RegisterSpec(graph.InternalDomain, graph.AdamUpdateGatheredOp, kern.Spec{Fn: adamUpdateGathered})
+	kern.RegisterSpec(graph.InternalDomain, graph.SGDUpdateGatheredOp, kern.Spec{Fn: updateGathered})
+	kern.RegisterSpec(graph.InternalDomain, graph.AdamUpdateGatheredOp, kern.Spec{Fn: updateGathered})
 }
 
 // gatheredState is what an SGDUpdateGathered or AdamUpdateGathered node
@@ -28,46 +28,25 @@ type gatheredState struct {
 	inner   int
 	in      []*graph.Tensor
 	task    gatheredTask
-	// adamRows: the update is Adam's (else SGD's).
-	adamRows bool
 }
 
-// sgdUpdateGathered is graph.SGDUpdateGatheredOp: SGDUpdate of the table X
-// with G = GatherGrad(dY, X, indices) along axis 0. G's rows are summed
-// from +0 in index order into a row per distinct index (as GatherGrad adds
-// them into its zeros), then every row of X is updated as SGDUpdate
-// updates it, reading its summed row or zeros: the same arithmetic on the
-// same values, so the same bits, without G's table being written and read.
-func sgdUpdateGathered(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
-	groups := 2 // X, dY
-	if n.AttrInt("momentum", 0) == 1 {
-		groups++ // B
-	}
-	return updateGathered(ctx, n, in, groups, false)
-}
+// isAdam reports whether the node's update is Adam's (else SGD's).
+func (st *gatheredState) isAdam() bool { return st.node.OpType == graph.AdamUpdateGatheredOp }
 
-// adamUpdateGathered is graph.AdamUpdateGatheredOp: AdamUpdate of the
-// table X with G = GatherGrad(dY, X, indices) along axis 0, as
-// sgdUpdateGathered is SGDUpdate's.
-func adamUpdateGathered(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
-	groups := 4 // X, dY, M, V
-	if n.AttrInt("amsgrad", 0) == 1 {
-		groups++ // MX
+// updateGathered is graph.SGDUpdateGatheredOp and AdamUpdateGatheredOp:
+// SGDUpdate or AdamUpdate of the table X with G = GatherGrad(dY, X,
+// indices) along axis 0. G's rows are summed from +0 in index order into a
+// row per distinct index (as GatherGrad adds them into its zeros), then
+// every row of X and its buffers is updated as the update updates it,
+// reading its summed row or zeros: the same arithmetic on the same values,
+// so the same bits, without G's table being written and read.
+func updateGathered(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	lead, groups, ok := graph.UpdateOperands(n) // X at lead, the indices before it
+	if !ok || !graph.IsGatheredUpdate(n) {
+		return nil, n.Errorf("is not a gathered update")
 	}
-	return updateGathered(ctx, n, in, groups, true)
-}
-
-// updateGathered runs an SGD (adam false) or Adam update of a table from
-// its gathered gradient rows; groups is the number of operands after the
-// indices (X, dY and the optimizer's buffers).
-func updateGathered(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, groups int, adam bool) ([]*graph.Tensor, error) {
-	norm := n.AttrInt("norm", 0) == 1
-	lead := 3 + int(n.AttrInt("gated", 0)&1)
-	if norm {
-		lead++ // max_norm, before the indices
-	}
-	want := lead + groups
-	if len(in) != want {
+	norm := n.AttrInt("norm", 0) == 1 // max_norm before the indices
+	if want := lead + groups; len(in) != want {
 		return nil, n.Errorf("has %d inputs, want %d", len(in), want)
 	}
 	ind, x, dy := in[lead-1], in[lead], in[lead+1]
@@ -147,7 +126,7 @@ func updateGathered(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, groups
 		return kern.Results(n, st.outs...), nil
 	}
 	var err error
-	if adam {
+	if st.isAdam() {
 		err = st.adamSetup(n, in)
 	} else {
 		err = st.sgdSetup(n, in)
@@ -155,13 +134,12 @@ func updateGathered(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, groups
 	if err != nil {
 		return nil, err
 	}
-	st.adamRows = adam
 	if dim*inner == 0 {
 		return kern.Results(n, st.outs...), nil
 	}
 	// Chunks of whole rows, about chunkElems elements each.
 	per := max(1, chunkElems/max(inner, 1))
-	if len(st.zeros) < per*inner || st.zeros[0] != zero || math.Signbit(float64(st.zeros[0])) != math.Signbit(float64(zero)) {
+	if len(st.zeros) < per*inner || math.Float32bits(st.zeros[0]) != math.Float32bits(zero) {
 		st.zeros = kern.Grow(st.zeros, per*inner)
 		for i := range st.zeros {
 			st.zeros[i] = zero
@@ -263,7 +241,7 @@ func (st *gatheredState) apply(a, c int, g []float32) {
 		}
 		return st.ops[k][a*st.inner : c*st.inner]
 	}
-	if st.adamRows {
+	if st.isAdam() {
 		var mx []float32
 		if st.adam.amsgrad {
 			mx = rows(4)

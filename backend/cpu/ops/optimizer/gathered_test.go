@@ -109,7 +109,7 @@ func runGathered(t *testing.T, c gatheredCase, x, b *graph.Tensor, dys []*graph.
 		if c.momentum {
 			in = append(in, fused[1])
 		}
-		out, err := sgdUpdateGathered(ctx, fn, in)
+		out, err := updateGathered(ctx, fn, in)
 		require.NoError(t, err)
 		if c.norm != 0 {
 			fused[2], out = out[0], out[1:]
@@ -235,15 +235,15 @@ func TestSGDUpdateGatheredErrors(t *testing.T) {
 	hyper := graph.FromFloat32([]float32{-1, 0, 0}, 1, 3)
 	table := func() *graph.Tensor { return graph.FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 3, 2) }
 
-	_, err := sgdUpdateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{0, 3}, 2), table(), graph.FromFloat32([]float32{7, 7, 7, 7}, 2, 2)})
+	_, err := updateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{0, 3}, 2), table(), graph.FromFloat32([]float32{7, 7, 7, 7}, 2, 2)})
 	assert.ErrorContains(t, err, "index 3 is out of range for an axis of size 3")
-	_, err = sgdUpdateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{0, -4}, 2), table(), graph.Zeros(graph.Float32, 2, 2)})
+	_, err = updateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{0, -4}, 2), table(), graph.Zeros(graph.Float32, 2, 2)})
 	assert.ErrorContains(t, err, "index -4 is out of range")
-	_, err = sgdUpdateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{0, 1}, 2), table(), graph.Zeros(graph.Float32, 2, 3)})
+	_, err = updateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{0, 1}, 2), table(), graph.Zeros(graph.Float32, 2, 3)})
 	assert.ErrorContains(t, err, "dY has shape [2 3], want [2 2]")
-	_, err = sgdUpdateGathered(ctx, n, []*graph.Tensor{consts, hyper, f(0, 1), table(), graph.Zeros(graph.Float32, 2, 2)})
+	_, err = updateGathered(ctx, n, []*graph.Tensor{consts, hyper, f(0, 1), table(), graph.Zeros(graph.Float32, 2, 2)})
 	assert.ErrorContains(t, err, "(indices) must be an integer tensor")
-	_, err = sgdUpdateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{0}, 1), table()})
+	_, err = updateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{0}, 1), table()})
 	assert.ErrorContains(t, err, "has 4 inputs, want 5")
 
 	// After the failed runs above (the first had summed a row before its
@@ -251,7 +251,7 @@ func TestSGDUpdateGatheredErrors(t *testing.T) {
 	// dY rows that name r, summed.
 	x := table()
 	dy := graph.FromFloat32([]float32{1, 1, 10, 10, 100, 100}, 3, 2)
-	out, err := sgdUpdateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{2, 0, 2}, 3), x, dy})
+	out, err := updateGathered(ctx, n, []*graph.Tensor{consts, hyper, graph.FromInt64([]int64{2, 0, 2}, 3), x, dy})
 	require.NoError(t, err)
 	assert.Equal(t, []float32{-9, -8, 3, 4, -96, -95}, out[0].Float32s())
 }
@@ -335,7 +335,7 @@ func TestAdamUpdateGatheredMatchesGatherGradThenAdamUpdate(t *testing.T) {
 			ctx := &kern.Context{InPlace: true}
 			for range 2 {
 				dy := randTensor(rng, append([]int{len(c.idx)}, c.shape[1:]...)...)
-				out, err := adamUpdateGathered(ctx, fn, append(append(append([]*graph.Tensor{}, lead...), ind, fused[0], dy), fused[1:]...))
+				out, err := updateGathered(ctx, fn, append(append(append([]*graph.Tensor{}, lead...), ind, fused[0], dy), fused[1:]...))
 				require.NoError(t, err)
 				copy(fused, out)
 				g, err := gg.Fn(&kern.Context{}, ggn, []*graph.Tensor{dy, plain[0], ind})
