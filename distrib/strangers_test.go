@@ -150,14 +150,23 @@ func (j *job) run(t *testing.T, attack func(phase string)) [][]float32 {
 	return out
 }
 
-// refusal waits for the log record of the refusal of the connection from
-// local on the given port and returns its reason.
-func (j *job) refusal(t *testing.T, local, port, what string) string {
+// mark is where the next log record will go: a refusal is looked for only
+// among the records after the mark taken before its connection was dialled.
+func (j *job) mark() int { return len(j.hook.AllEntries()) }
+
+// refusal waits for the log record, at or after since, of the refusal of
+// the connection from local on the given port and returns its reason.
+// Records before since are not read: the kernel hands out the same
+// ephemeral local port again for a connection to another listener (rank
+// 0's and rank 1's peer ports are both "the peer port"), so an earlier
+// knock's record can name the same address.
+func (j *job) refusal(t *testing.T, since int, local, port, what string) string {
 	t.Helper()
 	want := fmt.Sprintf("distrib: refused a connection from %s on the %s: ", local, port)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, e := range j.hook.AllEntries() {
+		entries := j.hook.AllEntries()
+		for _, e := range entries[min(since, len(entries)):] {
 			if strings.HasPrefix(e.Message, want) {
 				assert.Equal(t, logrus.WarnLevel, e.Level, what)
 				return strings.TrimPrefix(e.Message, want)
@@ -183,9 +192,10 @@ const silent = "no greeting before the handshake deadline"
 func (j *job) knock(t *testing.T, addr, port string, k strangers.Knock, what string) {
 	t.Helper()
 	for try := 1; ; try++ {
+		since := j.mark()
 		local, err := strangers.Try(addr, k, 20*time.Second)
 		require.NoError(t, err, what)
-		reason := j.refusal(t, local, port, what)
+		reason := j.refusal(t, since, local, port, what)
 		if strings.Contains(reason, silent) && !strings.Contains(k.Reason, silent) && try < 4 {
 			t.Logf("%s on the %s: refused as silent (try %d), knocking again", what, port, try)
 			continue
@@ -222,9 +232,10 @@ func TestStrangersAreRefused(t *testing.T) {
 			for _, k := range knocks {
 				j.knock(t, p.addr, p.name, k, fmt.Sprintf("%s: %s", phase, k.Name))
 			}
+			since := j.mark()
 			local, err := strangers.Stall(p.addr, 20*time.Second)
 			require.NoError(t, err, "%s: silence", phase)
-			assert.Contains(t, j.refusal(t, local, p.name, phase+": silence"), silent, phase+": silence")
+			assert.Contains(t, j.refusal(t, since, local, p.name, phase+": silence"), silent, phase+": silence")
 		}
 		if phase == "training" {
 			// A process that holds the secret but comes after the group
