@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"math"
 	"slices"
 	"strings"
 )
@@ -47,6 +48,15 @@ const (
 	AttnDQ      = "dq."
 	AttnDK      = "dk."
 	AttnDSScale = "scale"
+	// AttnCausal (int 1), on AttentionSoftmax: a causal mask is added to
+	// the scores before their Softmax (−inf strictly above the diagonal
+	// of each head's T×T scores, +0 on and below it; the heads square):
+	// P is exactly zero above the diagonal. FuseAttentionSoftmax then
+	// also gives the products the hints MarkCausalAttention would have
+	// given them unfused (qk.lowerY with qk.fillY −inf, pv.lower; on the
+	// gradient dp.lowerY with dp.fillY 0, dv.lower, dq.lower, dk.lower),
+	// which a kernel may follow or ignore.
+	AttnCausal = "causal"
 	// AttnPackedQKV (ints), on AttentionSoftmax and its gradients: q, k
 	// and v are one tensor X (inputs 0, 1, 2 of AttentionSoftmax; 3, 4, 2
 	// of the gradients) holding them side by side along its last axis,
@@ -114,8 +124,11 @@ func prefixAttrs(dst map[string]*Attr, prefix string, p *Node) {
 
 // FuseAttentionSoftmax rewrites attention's core into AttentionSoftmax
 // and its gradient into AttentionSoftmaxGrad (see both); the gradient only
-// where the forward was fused (a mask added to the scores stops both, so
-// that MarkCausalAttention still sees a causal mask's products). The forward:
+// where the forward was fused. A constant causal mask added to the scores
+// (Add(S, M) read by the Softmax alone, M causal with zeros on and below
+// the diagonal, S's heads square and of M's size: a decoder's attention)
+// is taken in as AttnCausal, with the products' causal hints; any other
+// mask stops both. The forward:
 // Softmax along the last axis of a PermutedMatMul's result (grad 0, no
 // permY, nothing else reading it), read by a PermutedMatMul as its first
 // operand without a view; every other reader of P comes after that
@@ -157,12 +170,22 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 		return true
 	}
 	made := 0
-	fusedP := map[string]bool{} // the P of every forward fused
+	fusedP := map[string]bool{} // the P of every forward fused: whether causal
 	for _, sm := range g.Nodes {
 		if !isPlain(sm) || sm.OpType != "Softmax" || len(sm.Inputs) != 1 || len(sm.Outputs) != 1 || sm.Outputs[0] == "" || !softmaxOnLastAxis(sm, opset) {
 			continue
 		}
 		s, p := sm.Inputs[0], sm.Outputs[0]
+		// A causal mask added to the scores: Softmax(Add(S, M)).
+		var maskAdd *Node
+		if add := producer[s]; add != nil && readers[s] == 1 {
+			if x, t, ok := causalMaskAdd(add, constants); ok {
+				if !squareHeads(g, x, add, t) {
+					continue
+				}
+				maskAdd, s = add, x
+			}
+		}
 		qk := producer[s]
 		if !plainAttentionProduct(qk, 0) || len(qk.Inputs) != 2 || qk.Attr("permY") != nil || readers[s] != 1 {
 			continue
@@ -178,7 +201,7 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 				pv = u
 			}
 		}
-		if pv == nil || !free(qk, sm, pv) {
+		if pv == nil || !free(qk, sm, pv) || maskAdd != nil && !free(maskAdd) {
 			continue
 		}
 		later := true
@@ -197,8 +220,15 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 			Attrs: map[string]*Attr{}}
 		prefixAttrs(f.Attrs, AttnQK, qk)
 		prefixAttrs(f.Attrs, AttnPV, pv)
+		if maskAdd != nil {
+			f.SetAttr(IntAttr(AttnCausal, 1))
+			f.SetAttr(IntAttr(AttnQK+CausalLowerYAttr, 1))
+			f.SetAttr(FloatAttr(AttnQK+CausalFillYAttr, float32(math.Inf(-1))))
+			f.SetAttr(IntsAttr(AttnPV+CausalLowerAttr, 0))
+			drop[maskAdd] = true
+		}
 		replace[pv] = f
-		fusedP[p] = true
+		fusedP[p] = maskAdd != nil
 		drop[qk], drop[sm] = true, true
 		made++
 	}
@@ -208,8 +238,9 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 			continue
 		}
 		dP, p := sg.Inputs[0], sg.Inputs[1]
-		if !fusedP[p] {
-			continue // a masked forward: its products keep their causal hints
+		causal, ok := fusedP[p]
+		if !ok {
+			continue // a forward not fused
 		}
 		dp := producer[dP]
 		if !plainAttentionProduct(dp, 1) || len(dp.Inputs) != 3 || dp.Inputs[1] != p || dp.Attr("permY") != nil ||
@@ -299,6 +330,17 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 		if hasScale {
 			f.SetAttr(&Attr{Name: AttnDSScale, Type: AttrFloat, F: scale})
 		}
+		if causal {
+			// P and dS are zero above the diagonal (MarkCausalAttention's
+			// reasoning): dP there is multiplied by P's zeros, and the
+			// products reading P or dS (dV's input 1, dQ's and dK's 0)
+			// multiply by them.
+			f.SetAttr(IntAttr(AttnDP+CausalLowerYAttr, 1))
+			f.SetAttr(FloatAttr(AttnDP+CausalFillYAttr, 0))
+			f.SetAttr(IntsAttr(AttnDV+CausalLowerAttr, 1))
+			f.SetAttr(IntsAttr(AttnDQ+CausalLowerAttr, 0))
+			f.SetAttr(IntsAttr(AttnDK+CausalLowerAttr, 0))
+		}
 		for _, n := range group {
 			if n != first {
 				drop[n] = true
@@ -312,6 +354,44 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 	}
 	replaceAndRemove(g, replace, drop)
 	return made
+}
+
+// causalMaskAdd reports whether add is Add(X, M) (either order) with M a
+// constant causal mask (IsCausalMask) of T×T that holds zeros on and
+// below the diagonal, so that the sum is X there (up to the sign of a
+// zero, which no Softmax sees); it returns X and T.
+func causalMaskAdd(add *Node, constants map[string]*Tensor) (string, int, bool) {
+	if !isPlain(add) || add.OpType != "Add" || len(add.Inputs) != 2 || len(add.Outputs) != 1 || add.Inputs[0] == add.Inputs[1] {
+		return "", 0, false
+	}
+	for i, in := range add.Inputs {
+		m := constants[in]
+		if !IsCausalMask(m) {
+			continue
+		}
+		t := m.Shape[m.Rank()-1]
+		zero := true
+		for r := 0; r < t && zero; r++ {
+			for c := 0; c <= r; c++ {
+				if m.Float(r*t+c) != 0 {
+					zero = false
+					break
+				}
+			}
+		}
+		if zero {
+			return add.Inputs[1-i], t, true
+		}
+	}
+	return "", 0, false
+}
+
+// squareHeads reports whether scores s are known to be t×t matrices whose
+// sum with add's mask has s's own shape.
+func squareHeads(g *Graph, s string, add *Node, t int) bool {
+	shape := knownShape(g, s)
+	r := len(shape)
+	return r >= 2 && shape[r-1] == t && shape[r-2] == t && slices.Equal(knownShape(g, add.Outputs[0]), shape)
 }
 
 // plainAttentionProduct reports whether n is a PermutedMatMul with the

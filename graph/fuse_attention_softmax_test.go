@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -138,5 +139,90 @@ func TestFuseAttentionSoftmax(t *testing.T) {
 			assert.Zero(t, ops[AttentionSoftmaxGrad], name)
 			assert.Equal(t, 1, ops["SoftmaxGrad"], name)
 		}
+	}
+}
+
+// causalAttentionGraph is attentionSoftmaxGraph with mask (an
+// initializer) added to the scores before the Softmax, shapes inferred;
+// edit changes the nodes first.
+func causalAttentionGraph(t *testing.T, mask *Tensor, edit func(map[string]*Node, *Graph)) *Graph {
+	t.Helper()
+	g := attentionSoftmaxGraph(nil)
+	g.Initializers["mask"] = mask
+	g.Nodes[1].Inputs = []string{"sm_in"}
+	g.Nodes = append(g.Nodes[:1], append([]*Node{{Name: "add", OpType: "Add", Inputs: []string{"s", "mask"}, Outputs: []string{"sm_in"}}}, g.Nodes[1:]...)...)
+	return editAndInfer(t, g, edit)
+}
+
+// upperMask is T×T (with leading ones) holding neg strictly above the
+// diagonal and 0 elsewhere.
+func upperMask(T int, neg float32, lead ...int) *Tensor {
+	d := make([]float32, T*T)
+	for i := 0; i < T; i++ {
+		for j := i + 1; j < T; j++ {
+			d[i*T+j] = neg
+		}
+	}
+	return FromFloat32(d, append(lead, T, T)...)
+}
+
+// TestFuseAttentionSoftmaxCausal: a constant causal mask added to the
+// scores (either operand order, [T, T] or [1, T, T]) is taken into the
+// AttentionSoftmax (causal 1, the Add gone) with the hints that
+// MarkCausalAttention would give the unfused products: the scores' lowerY
+// with fill −inf and P's lower on the forward; dP's lowerY with fill 0 and
+// P's or dS's lower on the gradient's products; −0 for 0 too. A mask
+// with a finite value on or below the diagonal, −1e9 for −inf, a mask of
+// another size, or masked scores read twice are not fused.
+func TestFuseAttentionSoftmaxCausal(t *testing.T) {
+	const T = 5 // attentionSoftmaxGraph's heads: 6 of 5×5
+	negInf := float32(math.Inf(-1))
+	for name, edit := range map[string]func(map[string]*Node, *Graph){
+		"mask second":      nil,
+		"mask first":       func(n map[string]*Node, _ *Graph) { n["add"].Inputs = []string{"mask", "s"} },
+		"mask of rank two": func(_ map[string]*Node, g *Graph) { g.Initializers["mask"] = upperMask(T, negInf) },
+		"−0 below the diagonal": func(_ map[string]*Node, g *Graph) {
+			g.Initializers["mask"].Float32s()[2*T+1] = float32(math.Copysign(0, -1))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := causalAttentionGraph(t, upperMask(T, negInf, 1), edit)
+			require.Equal(t, 2, FuseAttentionSoftmax(g, 17))
+			require.Len(t, g.Nodes, 2)
+			f, b := g.Nodes[0], g.Nodes[1]
+			require.Equal(t, AttentionSoftmax, f.OpType)
+			require.Equal(t, AttentionSoftmaxGrad, b.OpType)
+			assert.Equal(t, []string{"q", "k", "v"}, f.Inputs)
+			assert.Equal(t, int64(1), f.AttrInt(AttnCausal, 0))
+			assert.Equal(t, int64(1), f.AttrInt("qk.lowerY", 0))
+			assert.True(t, math.IsInf(float64(f.AttrFloat("qk.fillY", 0)), -1))
+			assert.Equal(t, []int64{0}, f.AttrInts("pv.lower", nil))
+			assert.Equal(t, int64(1), b.AttrInt("dp.lowerY", 0))
+			assert.Equal(t, float32(0), b.AttrFloat("dp.fillY", 1))
+			assert.Equal(t, []int64{1}, b.AttrInts("dv.lower", nil))
+			assert.Equal(t, []int64{0}, b.AttrInts("dq.lower", nil))
+			assert.Equal(t, []int64{0}, b.AttrInts("dk.lower", nil))
+			assert.Nil(t, b.Attr(AttnCausal), "the gradient reads P: the mask is in it")
+		})
+	}
+	finite := upperMask(T, negInf, 1)
+	finite.Float32s()[3*T+3] = 0.25
+	for name, c := range map[string]struct {
+		mask *Tensor
+		edit func(map[string]*Node, *Graph)
+	}{
+		"a finite value on the diagonal": {finite, nil},
+		"−1e9 for −inf":                  {upperMask(T, -1e9, 1), nil},
+		"a mask of another size": {upperMask(T, negInf, 1), func(_ map[string]*Node, g *Graph) {
+			g.Initializers["mask"] = upperMask(1, negInf, 1)
+		}},
+		"masked scores read twice": {upperMask(T, negInf, 1), func(_ map[string]*Node, g *Graph) {
+			g.Outputs = append(g.Outputs, &ValueInfo{Name: "sm_in"})
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := causalAttentionGraph(t, c.mask, c.edit)
+			assert.Zero(t, FuseAttentionSoftmax(g, 17))
+		})
 	}
 }

@@ -66,13 +66,19 @@ func TestDropIdentityArithmeticKeepsGPTBits(t *testing.T) {
 			}
 		}
 	}
+	// muls: the Mul nodes, and the scales of dS that the fused attention
+	// gradient took in (fuse-attention-softmax reads a Mul by a scalar
+	// constant after the SoftmaxGrad as one); lowerY: the causal marks on
+	// products, their own or under a fused attention node's prefix.
 	count := func(exe *cpu.Executable) (muls, lowerY int) {
 		for _, n := range exe.LastRunNodes() {
-			if n.OpType == "Mul" {
+			if n.OpType == "Mul" || n.Attr(graph.AttnDSScale) != nil {
 				muls++
 			}
-			if n.Attr(graph.CausalLowerYAttr) != nil {
-				lowerY++
+			for _, prefix := range []string{"", graph.AttnQK, graph.AttnDP} {
+				if n.Attr(prefix+graph.CausalLowerYAttr) != nil {
+					lowerY++
+				}
 			}
 		}
 		return muls, lowerY
@@ -80,7 +86,8 @@ func TestDropIdentityArithmeticKeepsGPTBits(t *testing.T) {
 	mulsOn, lowerYOn := count(exeOn)
 	mulsOff, lowerYOff := count(exeOff)
 	t.Logf("Mul nodes: %d with the pass, %d without; products with lowerY: %d, %d", mulsOn, mulsOff, lowerYOn, lowerYOff)
-	assert.Equal(t, 2, mulsOff, "without the pass: each layer's Mul(dScores, 1)")
+	assert.Equal(t, 2, mulsOff, "without the pass: each layer's Mul(dScores, 1), as a node or as the fused gradient's scale")
 	assert.Zero(t, mulsOn, "with the pass: none")
+	assert.Equal(t, 4, lowerYOn, "each layer's scores and dP marked")
 	assert.Equal(t, lowerYOff, lowerYOn, "the causal marks are the same")
 }

@@ -33,7 +33,14 @@ func TestOpProfileCountsGPTProducts(t *testing.T) {
 	require.NoError(t, err)
 	var gflop, gb float64
 	products := map[string]bool{}
+	within := map[string]float64{} // the products timed inside fused ops, by op
 	for _, op := range res.OpProfile {
+		if op.Within != "" {
+			// A product inside a fused op (the causal attention's): its
+			// work is the op's too.
+			within[op.Within] += op.GFLOP
+			continue
+		}
 		gflop += op.GFLOP
 		gb += op.GB
 		if op.GFLOP > 0 {
@@ -43,6 +50,12 @@ func TestOpProfileCountsGPTProducts(t *testing.T) {
 		}
 	}
 	assert.InEpsilon(t, 3*forward/1e9, gflop, 1e-9, "product GFLOP per step; ops %v", products)
+	require.Len(t, within, 2, "the fused attention's products timed: %v", within)
+	for _, op := range res.OpProfile {
+		if w, ok := within[op.Op]; ok {
+			assert.InEpsilon(t, op.GFLOP, w, 1e-9, "%s: its products' work", op.Op)
+		}
+	}
 	assert.Greater(t, gb, 0.0)
 }
 

@@ -1,6 +1,7 @@
 package linalg
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -51,6 +52,13 @@ type attnState struct {
 	ops    [5]*graph.Tensor
 	// yShape: AttentionSoftmaxGradConcat's output shape (its attribute).
 	yShape []int
+	// causal: the forward's scores take a causal mask (graph.AttnCausal).
+	// tri, fill: the causal structure product i may follow (its hints,
+	// as the unfused PermutedMatMul reads them), set on its plan when the
+	// heads run serially (run).
+	causal bool
+	tri    [4]gemm.Tri
+	fill   [4]float32
 }
 
 // unpack reads a node's graph.AttnPackedQKV: without it in is returned as
@@ -267,6 +275,12 @@ func (s *attnState) planSub(n *graph.Node, i int, prefix string, in []*graph.Ten
 	if err != nil {
 		return err
 	}
+	s.tri[i] = gemm.TriNone
+	if ok && followCausalHints && (sub.Attr(graph.CausalLowerYAttr) != nil || sub.Attr(graph.CausalLowerAttr) != nil) {
+		if kind, fill := causalKind(sub, grad, views[:need], s.plans[i].swapC); s.plans[i].causalUsable(kind) {
+			s.tri[i], s.fill[i] = kind, fill
+		}
+	}
 	if s.labels[i] == "" {
 		s.labels[i] = n.OpType + "/" + strings.TrimSuffix(prefix, ".")
 	}
@@ -341,6 +355,10 @@ func (p *permutedState) head(i int, x []float32, onA bool, c []float32, next *ge
 			(*t)(p.label, 2*float64(p.m)*float64(p.n)*float64(p.k), d)
 		}()
 	}
+	if p.tri != gemm.TriNone {
+		p.causalProductOf(a, b, c, oa, ob, oc, next)
+		return
+	}
 	if p.serial {
 		gemm.SgemmSerialNext(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, 0, c[oc:], p.ldc, next)
 		return
@@ -386,6 +404,7 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 	}
 	s := kern.State[attnState](n)
 	s.grad = false
+	s.causal = n.AttrInt(graph.AttnCausal, 0) == 1
 	in, err := s.unpack(n, in)
 	if err != nil {
 		return nil, err
@@ -400,6 +419,9 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 		return nil, n.Errorf("the scores' product %v writes no row-major T×T matrix per head", qk.yShape)
 	}
 	s.rows, s.cols = rows, cols
+	if s.causal && rows != cols {
+		return nil, n.Errorf("causal: each head's scores must be square, got %d×%d", rows, cols)
+	}
 	var pt *graph.Tensor
 	header := -1
 	if n.Outputs[1] != "" {
@@ -443,8 +465,17 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 func (s *attnState) run(batch, work int) {
 	var workers int
 	workers, s.serial = spread(batch, work)
+	used := 2
+	if s.grad {
+		used = 4
+	}
 	for i := range s.plans {
 		s.plans[i].serial = s.serial
+		s.plans[i].tri = gemm.TriNone
+		if s.serial && i < used && s.tri[i] != gemm.TriNone {
+			s.plans[i].tri, s.plans[i].fill = s.tri[i], s.fill[i]
+			causalCuts.Add(1)
+		}
 	}
 	kern.RunTask("Attention", batch, min(workers, batch), s)
 }
@@ -473,11 +504,20 @@ func (s *attnState) Chunk(lo, hi int) {
 		}
 		if s.p != nil {
 			qk.head(h, nil, false, buf, pv.operands(&nextPV, h, s.p, pOnA))
-			reduce.SoftmaxRows32(s.p[h*size:(h+1)*size], buf[:size], s.cols)
+			if s.causal {
+				reduce.SoftmaxCausalRows32(s.p[h*size:(h+1)*size], buf[:size], row, s.cols)
+			} else {
+				reduce.SoftmaxRows32(s.p[h*size:(h+1)*size], buf[:size], s.cols)
+			}
 			pv.head(h, nil, false, nil, after)
 			continue
 		}
 		qk.head(h, nil, false, buf, pv.operands(&nextPV, h, buf, pOnA))
+		if s.causal {
+			reduce.SoftmaxCausalRows32(buf[:size], buf[:size], row, s.cols)
+			pv.head(h, buf, pOnA, nil, after)
+			continue
+		}
 		for r := 0; r < s.rows; r++ {
 			x := buf[r*s.cols : (r+1)*s.cols]
 			reduce.SoftmaxRow32(row, x)
@@ -706,6 +746,21 @@ func attentionUnfused(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*
 	s, err := permutedMatMulKernel(ctx, graph.AttentionProduct(n, graph.AttnQK, n.Inputs[:2], n.Name+"/scores"), in[:2])
 	if err != nil {
 		return nil, err
+	}
+	if n.AttrInt(graph.AttnCausal, 0) == 1 {
+		// The mask: −inf above each head's diagonal (+0 on and below it
+		// leaves the scores as they are).
+		sc := s[0]
+		r := sc.Rank()
+		if r < 2 || sc.Shape[r-1] != sc.Shape[r-2] {
+			return nil, n.Errorf("causal: each head's scores must be square, got shape %v", sc.Shape)
+		}
+		t := sc.Shape[r-1]
+		for i := 0; i < sc.Size(); i++ {
+			if i%t > i/t%t {
+				sc.SetFloat(i, math.Inf(-1))
+			}
+		}
 	}
 	p, err := runSubOp(ctx, n, "", "Softmax", s[:1], graph.IntAttr("axis", -1))
 	if err != nil {

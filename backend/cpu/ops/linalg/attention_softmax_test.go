@@ -2,6 +2,7 @@ package linalg_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -95,8 +96,15 @@ func runCounting(t *testing.T, b *cpu.Backend, m *graph.Model, inputs map[string
 // [T, B·H, D], dK through permY [2 0 1], dS scaled by 2), against
 // attention and its gradient written out as sums in float64: float32
 // through the fused heads, float64 through the unfused kernels (the
-// dtypes autocast may give them).
+// dtypes autocast may give them); without and with a causal mask
+// (graph.AttnCausal and the products' hints as the fusion sets them).
 func TestAttentionSoftmaxKernelsReference(t *testing.T) {
+	for _, causal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("causal=%v", causal), func(t *testing.T) { testAttentionKernelsReference(t, causal) })
+	}
+}
+
+func testAttentionKernelsReference(t *testing.T, causal bool) {
 	const T, BH, D = 7, 3, 5
 	const alpha, scale = 0.5, 2.0
 	rng := rand.New(rand.NewPCG(21, 22))
@@ -120,6 +128,9 @@ func TestAttentionSoftmaxKernelsReference(t *testing.T) {
 			for j := range row {
 				for d := 0; d < D; d++ {
 					row[j] += alpha * at(q, i, h, d) * at(k, j, h, d)
+				}
+				if causal && j > i {
+					row[j] = math.Inf(-1)
 				}
 				m = math.Max(m, row[j])
 			}
@@ -172,6 +183,17 @@ func TestAttentionSoftmaxKernelsReference(t *testing.T) {
 		alphaAttr("dq.alpha"), heads("dq.axes1"), kt("dq.axes2"), graph.IntAttr("dq.grad", 1), heads("dq.permY"),
 		alphaAttr("dk.alpha"), heads("dk.axes1"), kt("dk.axes2"), graph.IntAttr("dk.grad", 2), graph.IntsAttr("dk.permY", 2, 0, 1),
 		&graph.Attr{Name: graph.AttnDSScale, Type: graph.AttrFloat, F: scale})
+	if causal {
+		fwd.SetAttr(graph.IntAttr(graph.AttnCausal, 1))
+		fwd.SetAttr(graph.IntAttr("qk.lowerY", 1))
+		fwd.SetAttr(graph.FloatAttr("qk.fillY", float32(math.Inf(-1))))
+		fwd.SetAttr(graph.IntsAttr("pv.lower", 0))
+		bwd.SetAttr(graph.IntAttr("dp.lowerY", 1))
+		bwd.SetAttr(graph.FloatAttr("dp.fillY", 0))
+		bwd.SetAttr(graph.IntsAttr("dv.lower", 1))
+		bwd.SetAttr(graph.IntsAttr("dq.lower", 0))
+		bwd.SetAttr(graph.IntsAttr("dk.lower", 0))
+	}
 	ctx := &kern.Context{Opset: 17}
 	for _, c := range []struct {
 		dtype graph.DType

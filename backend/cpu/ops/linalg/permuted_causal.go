@@ -188,24 +188,30 @@ func (p *permutedState) causalUsable(kind gemm.Tri) bool {
 // oa, ob and oc) as the blocks that skip the zero or unread half; the
 // last block prefetches next (the next product's operands), if not nil.
 func (p *permutedState) causalProduct(oa, ob, oc int, next *gemm.Operands) {
-	if causalTiles && gemm.SgemmSerialTri(p.tri, p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a[oa:], p.lda, p.b[ob:], p.ldb, p.c[oc:], p.ldc, p.fill, next) {
+	p.causalProductOf(p.a, p.b, p.c, oa, ob, oc, next)
+}
+
+// causalProductOf is causalProduct with A, B and C in a, b and c (the
+// attention kernels put a head's buffer in place of one of them).
+func (p *permutedState) causalProductOf(a, b, c []float32, oa, ob, oc int, next *gemm.Operands) {
+	if causalTiles && gemm.SgemmSerialTri(p.tri, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, c[oc:], p.ldc, p.fill, next) {
 		return
 	}
-	p.causalBlocks(p.tri, func(b causalBlock) {
+	p.causalBlocks(p.tri, func(bl causalBlock) {
 		var nx *gemm.Operands
-		if b.last {
+		if bl.last {
 			nx = next
 		}
-		ao, bo, co := oa+b.i0*p.lda+b.l0, ob+b.l0*p.ldb+b.j0, oc+b.i0*p.ldc+b.j0
+		ao, bo, co := oa+bl.i0*p.lda+bl.l0, ob+bl.l0*p.ldb+bl.j0, oc+bl.i0*p.ldc+bl.j0
 		if p.ta {
-			ao = oa + b.l0*p.lda + b.i0
+			ao = oa + bl.l0*p.lda + bl.i0
 		}
 		if p.tb {
-			bo = ob + b.j0*p.ldb + b.l0
+			bo = ob + bl.j0*p.ldb + bl.l0
 		}
-		gemm.SgemmSerialNext(p.ta, p.tb, b.m, b.n, b.k, p.alpha, p.a[ao:], p.lda, p.b[bo:], p.ldb, 0, p.c[co:], p.ldc, nx)
-		for i := b.fi0; i < b.fi1; i++ {
-			row := p.c[oc+i*p.ldc+b.fj0 : oc+i*p.ldc+b.fj1]
+		gemm.SgemmSerialNext(p.ta, p.tb, bl.m, bl.n, bl.k, p.alpha, a[ao:], p.lda, b[bo:], p.ldb, 0, c[co:], p.ldc, nx)
+		for i := bl.fi0; i < bl.fi1; i++ {
+			row := c[oc+i*p.ldc+bl.fj0 : oc+i*p.ldc+bl.fj1]
 			if p.fill == 0 {
 				clear(row)
 				continue

@@ -4,11 +4,14 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
@@ -18,7 +21,8 @@ import (
 // TestCausalGPTStep: a training step of the models/gpt decoder (2 layers,
 // 4 heads of 16) lengthened to T = 64, the smallest T whose attention
 // products are cut, gives the same loss and gradients bit for bit with the
-// causal hints followed as without (T = 16 of the committed instance, whose
+// causal hints followed as without, and with its attention fused (a causal
+// AttentionSoftmax) as unfused (T = 16 of the committed instance, whose
 // PyTorch goldens train/ checks, is below that size).
 func TestCausalGPTStep(t *testing.T) {
 	const T, B, vocab = 64, 3, 256
@@ -52,14 +56,22 @@ func TestCausalGPTStep(t *testing.T) {
 	require.NoError(t, err)
 	prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: "cpu", Seed: 7})
 	require.NoError(t, err)
+	unfusedOnce.Do(func() {
+		backend.Register("cpu-unfused-attention", func() (backend.Backend, error) { return withoutAttentionSoftmax(), nil })
+	})
+	unfused, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: "cpu-unfused-attention", Seed: 7})
+	require.NoError(t, err)
 	tokens, targets := make([]int64, B*T), make([]int64, B*T)
 	for i := range tokens {
 		tokens[i], targets[i] = rng.Int64N(vocab), rng.Int64N(vocab)
 	}
 	inputs := map[string]*graph.Tensor{"tokens": graph.FromInt64(tokens, B, T), "targets": graph.FromInt64(targets, B, T)}
-	step := func() (float64, [][]float32, int64) {
+	ops := map[string]int{} // the last step's nodes by op type
+	step := func(prog *train.Program) (float64, [][]float32, int64) {
 		before := linalg.CausalCuts.Load()
-		res, err := prog.ForwardBackward(context.Background(), inputs, nil, 1)
+		clear(ops)
+		ctx := backend.WithNodeTimer(context.Background(), func(n *graph.Node, _ time.Duration) { ops[n.OpType]++ })
+		res, err := prog.ForwardBackward(ctx, inputs, nil, 1)
 		require.NoError(t, err)
 		grads := make([][]float32, len(res.Grads))
 		for i, g := range res.Grads {
@@ -67,15 +79,28 @@ func TestCausalGPTStep(t *testing.T) {
 		}
 		return res.Loss, grads, linalg.CausalCuts.Load() - before
 	}
-	lossCut, gradsCut, cuts := step()
+	lossCut, gradsCut, cuts := step(prog)
 	assert.Equal(t, int64(12), cuts, "six products in each of the two layers cut")
+	assert.Equal(t, 2, ops[graph.AttentionSoftmax], "%v", ops)
+	assert.Equal(t, 2, ops[graph.AttentionSoftmaxGradConcat], "%v", ops)
+	assert.Zero(t, ops["Softmax"]+ops["Slice"], "%v", ops)
+	lossUnfused, gradsUnfused, cuts := step(unfused)
+	assert.Equal(t, int64(12), cuts, "six products in each of the two layers cut, unfused")
+	assert.Equal(t, 2, ops["Softmax"], "%v", ops)
 	*linalg.FollowCausalHints = false
 	defer func() { *linalg.FollowCausalHints = true }()
-	lossWhole, gradsWhole, cuts := step()
+	lossWhole, gradsWhole, cuts := step(prog)
 	assert.Zero(t, cuts)
-	assert.Equal(t, math.Float64bits(lossWhole), math.Float64bits(lossCut), "loss %v against %v", lossCut, lossWhole)
-	require.Len(t, gradsCut, len(gradsWhole))
-	for i := range gradsWhole {
-		assert.Equal(t, gradsWhole[i], gradsCut[i], "gradient %d", i)
+	for name, c := range map[string]struct {
+		loss  float64
+		grads [][]float32
+	}{"whole products": {lossWhole, gradsWhole}, "attention unfused": {lossUnfused, gradsUnfused}} {
+		assert.Equal(t, math.Float64bits(c.loss), math.Float64bits(lossCut), "%s: loss %v against %v", name, lossCut, c.loss)
+		require.Len(t, gradsCut, len(c.grads))
+		for i := range c.grads {
+			assert.Equal(t, c.grads[i], gradsCut[i], "%s: gradient %d", name, i)
+		}
 	}
 }
+
+var unfusedOnce sync.Once

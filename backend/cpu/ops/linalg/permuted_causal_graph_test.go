@@ -2,6 +2,7 @@ package linalg_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -30,8 +31,9 @@ func causalMask(T int, neg float32) *graph.Tensor {
 
 // runAttention compiles m on the CPU and runs it twice (the second run in
 // the memory plan), returning the outputs of the second run, how many
-// PermutedMatMul calls of that run followed a causal hint, and how many
-// compiled nodes carry one.
+// products of that run followed a causal hint, and how many compiled
+// nodes carry one (a causal attention node, or a product, Softmax or
+// gradient with its own hint).
 func runAttention(t *testing.T, m *graph.Model, inputs map[string]*graph.Tensor) (map[string]*graph.Tensor, int64, int) {
 	t.Helper()
 	exe, err := (&cpu.Backend{}).Compile(m, backend.CompileOptions{})
@@ -48,7 +50,8 @@ func runAttention(t *testing.T, m *graph.Model, inputs map[string]*graph.Tensor)
 	pi, ok := exe.(backend.PlanInspector)
 	require.True(t, ok)
 	for _, n := range pi.LastRunNodes() {
-		if n.Attr(graph.CausalLowerAttr) != nil || n.Attr(graph.CausalLowerYAttr) != nil || n.Attr(graph.CausalMaskedAttr) != nil {
+		if n.Attr(graph.CausalLowerAttr) != nil || n.Attr(graph.CausalLowerYAttr) != nil || n.Attr(graph.CausalMaskedAttr) != nil ||
+			n.Attr(graph.AttnCausal) != nil || n.Attr(graph.AttnDP+graph.CausalLowerYAttr) != nil {
 			hinted++
 		}
 	}
@@ -60,7 +63,8 @@ func runAttention(t *testing.T, m *graph.Model, inputs map[string]*graph.Tensor)
 }
 
 // TestCausalAttentionSkipsMaskedHalf: attention with a causal mask (T =
-// 128) runs its six products cut to the unmasked half, and gives the
+// 128) runs as a causal AttentionSoftmax and its gradient whose six
+// products are cut to the unmasked half, and gives the
 // output and the gradient of the whole products bit for bit (the hints
 // switched off in the kernel); both agree with a float64 reference written
 // out here (output) and its central differences (gradient). A mask with
@@ -75,7 +79,7 @@ func TestCausalAttentionSkipsMaskedHalf(t *testing.T) {
 	mask := causalMask(T, negInf)
 	m := maskedAttentionGraph(t, B, T, H, D, false, mask)
 	got, cuts, hinted := runAttention(t, m, inputs)
-	assert.Equal(t, 7, hinted, "the six products and the Softmax carry hints")
+	assert.Equal(t, 2, hinted, "the causal AttentionSoftmax and its gradient, whose products carry the hints")
 	assert.Equal(t, int64(6), cuts, "the six products were cut")
 	whole, cuts0 := func() (map[string]*graph.Tensor, int64) {
 		*linalg.FollowCausalHints = false
@@ -175,6 +179,61 @@ func TestCausalAttentionSkipsMaskedHalf(t *testing.T) {
 			assert.Zero(t, hinted, "no hints")
 			assert.Zero(t, cuts, "no product cut")
 			assert.Equal(t, c.same, slices.Equal(got["y"].Float32s(), out["y"].Float32s()), "output equal to the causal mask's")
+		})
+	}
+}
+
+// TestCausalAttentionFused: attention with a causal mask added to its
+// scores runs as one causal AttentionSoftmax and one gradient node (no
+// Add, Softmax, SoftmaxGrad or PermutedMatMul left beside them) and gives
+// the output and the gradient of x that the unfused nodes give (the
+// products with MarkCausalAttention's hints, the masked Softmax) bit for
+// bit: at T = 17 (products whole), 64 and 128 (the six products cut) and
+// 200 (a last block of 8 rows). A mask with a finite value on the
+// diagonal (added to the scores there) or −1e9 for −inf is not fused.
+func TestCausalAttentionFused(t *testing.T) {
+	const B, H, D = 2, 2, 16
+	for _, T := range []int{17, 64, 128, 200} {
+		t.Run(fmt.Sprintf("T=%d", T), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(T), 21))
+			inputs := attentionInputs(rng, B, T, H, D)
+			m := maskedAttentionGraph(t, B, int64(T), H, D, false, causalMask(T, float32(math.Inf(-1))))
+			cuts := linalg.CausalCuts.Load()
+			fused, fops := runCounting(t, &cpu.Backend{}, m, inputs)
+			if T >= 64 {
+				assert.Equal(t, int64(12), linalg.CausalCuts.Load()-cuts, "six products cut in each of the two runs")
+			} else {
+				assert.Equal(t, cuts, linalg.CausalCuts.Load(), "no product cut below T = 64")
+			}
+			plain, pops := runCounting(t, withoutAttentionSoftmax(), m, inputs)
+			assert.Equal(t, 1, fops[graph.AttentionSoftmax], "%v", fops)
+			assert.Equal(t, 1, fops[graph.AttentionSoftmaxGrad]+fops[graph.AttentionSoftmaxGradConcat], "%v", fops)
+			for _, op := range []string{graph.PermutedMatMul, "Add", "Softmax", "SoftmaxGrad"} {
+				assert.Zero(t, fops[op], "%s left beside the attention nodes: %v", op, fops)
+			}
+			assert.Equal(t, 6, pops[graph.PermutedMatMul], "%v", pops)
+			assert.Equal(t, 1, pops["Softmax"], "%v", pops)
+			require.Len(t, fused, len(plain))
+			for name, want := range plain {
+				require.NotNil(t, fused[name], name)
+				assert.Equal(t, want.Shape, fused[name].Shape, name)
+				assert.Equal(t, want.Float32s(), fused[name].Float32s(), "%s: fused and unfused differ", name)
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(5, 21))
+	const T = 64
+	inputs := attentionInputs(rng, B, T, H, D)
+	diagonal := causalMask(T, float32(math.Inf(-1)))
+	diagonal.Float32s()[5*T+5] = 0.5
+	for name, mask := range map[string]*graph.Tensor{"0.5 on the diagonal": diagonal, "−1e9 for −inf": causalMask(T, -1e9)} {
+		t.Run(name, func(t *testing.T) {
+			m := maskedAttentionGraph(t, B, T, H, D, false, mask)
+			fused, fops := runCounting(t, &cpu.Backend{}, m, inputs)
+			assert.Zero(t, fops[graph.AttentionSoftmax], "%v", fops)
+			assert.Equal(t, 1, fops["Add"], "%v", fops)
+			plain, _ := runCounting(t, withoutAttentionSoftmax(), m, inputs)
+			assert.Equal(t, plain["y"].Float32s(), fused["y"].Float32s())
 		})
 	}
 }

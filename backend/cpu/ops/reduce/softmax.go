@@ -306,6 +306,38 @@ func SoftmaxRow32(dst, row []float32) {
 	softmaxRow(kindSoftmax, row, dst[:len(row)])
 }
 
+// SoftmaxCausalRows32 is the Softmax of a Softmax node with the causal
+// hint (graph.CausalMaskedAttr) over t rows of t elements that src holds
+// end to end, into dst's, with that kernel's bits: row i's elements past
+// i are taken as −inf (src's are overwritten so: what the mask makes of
+// them), the softmax takes the row's maskedPrefix and writes +0 past it.
+// dst may be src; row (t elements at least) is then where each row's
+// result is made before it is copied back.
+func SoftmaxCausalRows32(dst, src, row []float32, t int) {
+	if t <= 0 {
+		return
+	}
+	negInf := float32(math.Inf(-1))
+	for r := 0; r < len(src)/t; r++ {
+		x, y := src[r*t:(r+1)*t], dst[r*t:(r+1)*t]
+		l := maskedPrefix(r%t, t)
+		for j := r%t + 1; j < l; j++ {
+			x[j] = negInf
+		}
+		pf := 0
+		if (r+1)*t < len(src) {
+			pf = 4 * t
+		}
+		if &x[0] == &y[0] {
+			softmaxRowNext(kindSoftmax, x[:l], row[:l], pf)
+			copy(y, row[:l])
+		} else {
+			softmaxRowNext(kindSoftmax, x[:l], y[:l], pf)
+		}
+		clear(y[l:])
+	}
+}
+
 // SoftmaxRows32 is SoftmaxRow32 over each row of cols elements that src
 // holds end to end, into dst's (not overlapping src), with the same bits;
 // each row fetches the next row's destination lines while it computes,
