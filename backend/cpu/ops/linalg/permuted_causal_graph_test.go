@@ -189,8 +189,9 @@ func TestCausalAttentionSkipsMaskedHalf(t *testing.T) {
 // the output and the gradient of x that the unfused nodes give (the
 // products with MarkCausalAttention's hints, the masked Softmax) bit for
 // bit: at T = 17 (products whole), 64 and 128 (the six products cut) and
-// 200 (a last block of 8 rows). A mask with a finite value on the
-// diagonal (added to the scores there) or −1e9 for −inf is not fused.
+// 200 (a last block of 8 rows), and so does the forward alone (P not
+// kept). A mask with a finite value on the diagonal (added to the scores
+// there) or −1e9 for −inf is not fused.
 func TestCausalAttentionFused(t *testing.T) {
 	const B, H, D = 2, 2, 16
 	for _, T := range []int{17, 64, 128, 200} {
@@ -219,6 +220,16 @@ func TestCausalAttentionFused(t *testing.T) {
 				assert.Equal(t, want.Shape, fused[name].Shape, name)
 				assert.Equal(t, want.Float32s(), fused[name].Float32s(), "%s: fused and unfused differ", name)
 			}
+
+			// Inference: the output alone, each head's P in the kernel's
+			// buffer.
+			fwd := *m
+			g := *m.Graph
+			g.Outputs = g.Outputs[:1]
+			fwd.Graph = &g
+			fusedY, fops := runCounting(t, &cpu.Backend{}, &fwd, inputs)
+			assert.Equal(t, 1, fops[graph.AttentionSoftmax], "%v", fops)
+			assert.Equal(t, plain["y"].Float32s(), fusedY["y"].Float32s(), "the forward alone")
 		})
 	}
 	rng := rand.New(rand.NewPCG(5, 21))
