@@ -47,22 +47,35 @@ func TestAttentionSoftmaxFused(t *testing.T) {
 			}
 			assert.Equal(t, 6, pops[graph.PermutedMatMul], "%v", pops)
 			require.Len(t, fused, 2)
-			for name, want := range plain {
-				require.NotNil(t, fused[name], name)
-				assert.Equal(t, want.Shape, fused[name].Shape, name)
-				assert.Equal(t, want.Float32s(), fused[name].Float32s(), "%s: fused and unfused differ", name)
-			}
+			assertSameOutputs(t, plain, fused)
 
 			// Inference: the output alone.
-			fwd := *m
-			g := *m.Graph
-			g.Outputs = g.Outputs[:1]
-			fwd.Graph = &g
-			fusedY, fops := runCounting(t, &cpu.Backend{}, &fwd, inputs)
+			fusedY, fops := runCounting(t, &cpu.Backend{}, forwardOnly(m), inputs)
 			assert.Equal(t, map[string]int{graph.AttentionSoftmax: 1, "Reshape": 2}, fops)
 			assert.Equal(t, plain["y"].Float32s(), fusedY["y"].Float32s(), "the forward alone, P in the kernel's buffer")
 		})
 	}
+}
+
+// assertSameOutputs checks that got holds want's outputs, shapes and
+// values bit for bit.
+func assertSameOutputs(t *testing.T, want, got map[string]*graph.Tensor) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for name, w := range want {
+		require.NotNil(t, got[name], name)
+		assert.Equal(t, w.Shape, got[name].Shape, name)
+		assert.Equal(t, w.Float32s(), got[name].Float32s(), "%s: fused and unfused differ", name)
+	}
+}
+
+// forwardOnly is m with its first output alone (inference).
+func forwardOnly(m *graph.Model) *graph.Model {
+	fwd := *m
+	g := *m.Graph
+	g.Outputs = g.Outputs[:1]
+	fwd.Graph = &g
+	return &fwd
 }
 
 // runCounting compiles m on b, runs it twice (the second run with the
