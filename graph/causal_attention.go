@@ -62,6 +62,10 @@ const (
 //   - a PermutedMatMul that reads such a value's values (not only its
 //     shape) without a view: that input in lower.
 //
+// A causal AttentionSoftmax (AttnCausal) whose gradient was not fused
+// starts the structure too: its P is zero above the diagonal, so the
+// unfused gradient's products get the hints above.
+//
 // A mask with a finite large negative value instead of −inf is not
 // causal here: its softmax is tiny above the diagonal, not zero. opset
 // is the model's (a Softmax without an axis attribute is along the last
@@ -130,6 +134,11 @@ func MarkCausalAttention(g *Graph, opset int64) int {
 			n.Outputs[0] != "" && zero[n.Inputs[1]] && n.AttrInt("axis", 0) == -1:
 			zero[n.Outputs[0]] = true
 			markY(n.Inputs[0], 0)
+		case n.Domain == FusedDomain && n.OpType == AttentionSoftmax && n.AttrInt(AttnCausal, 0) == 1 &&
+			len(n.Outputs) > 1 && n.Outputs[1] != "":
+			// A causal attention fused without its gradient: its P is
+			// zero above the diagonal, for the unfused gradient's nodes.
+			zero[n.Outputs[1]] = true
 		case isPermutedMatMul(n):
 			var lower []int64
 			for i, in := range n.Inputs {

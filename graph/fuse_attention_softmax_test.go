@@ -226,3 +226,30 @@ func TestFuseAttentionSoftmaxCausal(t *testing.T) {
 		})
 	}
 }
+
+// TestMarkCausalAttentionAfterForwardFused: where the causal forward is
+// fused but its gradient is not (here without dV), MarkCausalAttention
+// reads the fused node's P as zero above the diagonal and gives the
+// unfused gradient's products their hints: dP's lowerY with fill 0, dS's
+// products lower.
+func TestMarkCausalAttentionAfterForwardFused(t *testing.T) {
+	g := causalAttentionGraph(t, upperMask(5, float32(math.Inf(-1)), 1), func(n map[string]*Node, g *Graph) {
+		for i, nd := range g.Nodes {
+			if nd == n["dv"] {
+				g.Nodes = append(g.Nodes[:i], g.Nodes[i+1:]...)
+				break
+			}
+		}
+		g.Outputs = g.Outputs[:3]
+	})
+	require.Equal(t, 1, FuseAttentionSoftmax(g, 17), "the forward alone")
+	require.Equal(t, 3, MarkCausalAttention(g, 17))
+	byName := map[string]*Node{}
+	for _, n := range g.Nodes {
+		byName[n.Name] = n
+	}
+	assert.Equal(t, int64(1), byName["dp"].AttrInt(CausalLowerYAttr, 0))
+	assert.Equal(t, float32(0), byName["dp"].AttrFloat(CausalFillYAttr, 1))
+	assert.Equal(t, []int64{0}, byName["dq"].AttrInts(CausalLowerAttr, nil))
+	assert.Equal(t, []int64{0}, byName["dk"].AttrInts(CausalLowerAttr, nil))
+}
