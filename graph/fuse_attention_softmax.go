@@ -222,9 +222,7 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 		prefixAttrs(f.Attrs, AttnPV, pv)
 		if maskAdd != nil {
 			f.SetAttr(IntAttr(AttnCausal, 1))
-			f.SetAttr(IntAttr(AttnQK+CausalLowerYAttr, 1))
-			f.SetAttr(FloatAttr(AttnQK+CausalFillYAttr, float32(math.Inf(-1))))
-			f.SetAttr(IntsAttr(AttnPV+CausalLowerAttr, 0))
+			setCausalHints(f, AttnQK, AttnPV)
 			drop[maskAdd] = true
 		}
 		replace[pv] = f
@@ -331,15 +329,7 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 			f.SetAttr(&Attr{Name: AttnDSScale, Type: AttrFloat, F: scale})
 		}
 		if causal {
-			// P and dS are zero above the diagonal (MarkCausalAttention's
-			// reasoning): dP there is multiplied by P's zeros, and the
-			// products reading P or dS (dV's input 1, dQ's and dK's 0)
-			// multiply by them.
-			f.SetAttr(IntAttr(AttnDP+CausalLowerYAttr, 1))
-			f.SetAttr(FloatAttr(AttnDP+CausalFillYAttr, 0))
-			f.SetAttr(IntsAttr(AttnDV+CausalLowerAttr, 1))
-			f.SetAttr(IntsAttr(AttnDQ+CausalLowerAttr, 0))
-			f.SetAttr(IntsAttr(AttnDK+CausalLowerAttr, 0))
+			setCausalHints(f, AttnDP, AttnDV, AttnDQ, AttnDK)
 		}
 		for _, n := range group {
 			if n != first {
@@ -354,6 +344,32 @@ func FuseAttentionSoftmax(g *Graph, opset int64) int {
 	}
 	replaceAndRemove(g, replace, drop)
 	return made
+}
+
+// causalHints are the hints MarkCausalAttention gives each product of a
+// causal attention, by the product's prefix in the fused node: the scores
+// are −inf above the diagonal whatever the product writes there; P·V reads
+// P, zero above it; dP there is multiplied by P's zeros; dV reads P (its
+// input 1), dQ and dK read dS (input 0), zero above it too.
+var causalHints = map[string][]*Attr{
+	AttnQK: {IntAttr(CausalLowerYAttr, 1), FloatAttr(CausalFillYAttr, float32(math.Inf(-1)))},
+	AttnPV: {IntsAttr(CausalLowerAttr, 0)},
+	AttnDP: {IntAttr(CausalLowerYAttr, 1), FloatAttr(CausalFillYAttr, 0)},
+	AttnDV: {IntsAttr(CausalLowerAttr, 1)},
+	AttnDQ: {IntsAttr(CausalLowerAttr, 0)},
+	AttnDK: {IntsAttr(CausalLowerAttr, 0)},
+}
+
+// setCausalHints gives attention node f's products under the prefixes
+// their causalHints.
+func setCausalHints(f *Node, prefixes ...string) {
+	for _, prefix := range prefixes {
+		for _, a := range causalHints[prefix] {
+			c := *a
+			c.Name = prefix + a.Name
+			f.SetAttr(&c)
+		}
+	}
 }
 
 // causalMaskAdd reports whether add is Add(X, M) (either order) with M a
@@ -371,13 +387,8 @@ func causalMaskAdd(add *Node, constants map[string]*Tensor) (string, int, bool) 
 		}
 		t := m.Shape[m.Rank()-1]
 		zero := true
-		for r := 0; r < t && zero; r++ {
-			for c := 0; c <= r; c++ {
-				if m.Float(r*t+c) != 0 {
-					zero = false
-					break
-				}
-			}
+		for e := range t * t {
+			zero = zero && (e%t > e/t || m.Float(e) == 0)
 		}
 		if zero {
 			return add.Inputs[1-i], t, true

@@ -53,12 +53,7 @@ type attnState struct {
 	// yShape: AttentionSoftmaxGradConcat's output shape (its attribute).
 	yShape []int
 	// causal: the forward's scores take a causal mask (graph.AttnCausal).
-	// tri, fill: the causal structure product i may follow (its hints,
-	// as the unfused PermutedMatMul reads them), set on its plan when the
-	// heads run serially (run).
 	causal bool
-	tri    [4]gemm.Tri
-	fill   [4]float32
 }
 
 // unpack reads a node's graph.AttnPackedQKV: without it in is returned as
@@ -275,10 +270,12 @@ func (s *attnState) planSub(n *graph.Node, i int, prefix string, in []*graph.Ten
 	if err != nil {
 		return err
 	}
-	s.tri[i] = gemm.TriNone
+	// The causal structure the product may follow (its hints, as the
+	// unfused PermutedMatMul reads them); run keeps it only where the
+	// heads run serially.
 	if ok && followCausalHints && (sub.Attr(graph.CausalLowerYAttr) != nil || sub.Attr(graph.CausalLowerAttr) != nil) {
 		if kind, fill := causalKind(sub, grad, views[:need], s.plans[i].swapC); s.plans[i].causalUsable(kind) {
-			s.tri[i], s.fill[i] = kind, fill
+			s.plans[i].tri, s.plans[i].fill = kind, fill
 		}
 	}
 	if s.labels[i] == "" {
@@ -465,16 +462,15 @@ func attentionSoftmaxKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor
 func (s *attnState) run(batch, work int) {
 	var workers int
 	workers, s.serial = spread(batch, work)
-	used := 2
-	if s.grad {
-		used = 4
-	}
 	for i := range s.plans {
-		s.plans[i].serial = s.serial
-		s.plans[i].tri = gemm.TriNone
-		if s.serial && i < used && s.tri[i] != gemm.TriNone {
-			s.plans[i].tri, s.plans[i].fill = s.tri[i], s.fill[i]
+		p := &s.plans[i]
+		p.serial = s.serial
+		switch {
+		case p.tri == gemm.TriNone:
+		case s.serial:
 			causalCuts.Add(1)
+		default:
+			p.tri = gemm.TriNone // a product split over the cores runs whole
 		}
 	}
 	kern.RunTask("Attention", batch, min(workers, batch), s)
