@@ -604,7 +604,7 @@ func (t *winoTask) outputBlock(p []float32, off []int, rows, cols []int8, nt int
 				full = full && rows[j] == 2 && cols[j] == 2
 			}
 			if full {
-				winoOutput8(y, off[j0:j0+8], p[j0:], ps, cv.tb, oplane, ow, cv.m, beta == 1)
+				winoOutput8(y, off[j0:j0+8], p[j0:], ps, cv.tb, oplane, ow, cv.m, beta == 1, off[min(j0+8, nt):min(j0+16, nt)])
 				continue
 			}
 		}

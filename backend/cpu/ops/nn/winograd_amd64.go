@@ -12,7 +12,7 @@ var winoAVX2 = cpu.X86.HasAVX2
 func winoInputAVX2(dst *float32, dstStride int, src *float32, offs *int, plane, wp, channels, chStride, groups int)
 
 //go:noescape
-func winoOutput8AVX2(y *float32, offs *int, p *float32, ps, pm, oplane, ow, channels int, acc bool)
+func winoOutput8AVX2(y *float32, offs *int, p *float32, ps, pm, oplane, ow, channels int, acc bool, pfa, pfb int)
 
 // winoInput transforms the patches of len(offs) tiles (8 or 16) over
 // channels channels (see winoInputAVX2): tile j's patch of channel c at
@@ -35,8 +35,10 @@ func winoInput(dst []float32, dstStride int, src []float32, offs []int, plane, w
 }
 
 // winoOutput8 is the output transform of 8 tiles over channels channels
-// (see winoOutput8AVX2), checking the bounds the assembly relies on.
-func winoOutput8(y []float32, offs []int, p []float32, ps, pm, oplane, ow, channels int, acc bool) {
+// (see winoOutput8AVX2), checking the bounds the assembly relies on. next
+// holds the output offsets of the tiles the caller transforms next (up to
+// 8, the first and last of them fetched ahead; none: the 8 tiles' own).
+func winoOutput8(y []float32, offs []int, p []float32, ps, pm, oplane, ow, channels int, acc bool, next []int) {
 	if channels <= 0 {
 		return
 	}
@@ -46,7 +48,20 @@ func winoOutput8(y []float32, offs []int, p []float32, ps, pm, oplane, ow, chann
 	for _, o := range offs[:8] {
 		_ = y[o : o+last]
 	}
-	winoOutput8AVX2(&y[0], &offs[0], &p[0], ps, pm, oplane, ow, channels, acc)
+	if len(next) == 0 {
+		next = offs[:8]
+	}
+	// Only lines inside y are asked for (an edge tile's second row or
+	// column may lie past it).
+	span := (channels-1)*oplane + ow + 1
+	a, b := next[0], next[len(next)-1]+1
+	if a < 0 || a+span > len(y) {
+		a = offs[0]
+	}
+	if b < 0 || b+span > len(y) {
+		b = offs[0]
+	}
+	winoOutput8AVX2(&y[0], &offs[0], &p[0], ps, pm, oplane, ow, channels, acc, 4*a, 4*b)
 }
 
 //go:noescape

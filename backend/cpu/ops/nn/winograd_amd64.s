@@ -109,13 +109,19 @@ inDone:
 	VZEROUPPER
 	RET
 
-// func winoOutput8AVX2(y *float32, offs *int, p *float32, ps, pm, oplane, ow, channels int, acc bool)
+// func winoOutput8AVX2(y *float32, offs *int, p *float32, ps, pm, oplane, ow, channels int, acc bool, pfa, pfb int)
 //
 // The output transform of 8 tiles over channels channels: position ξ of
 // channel m's products for tile j is p[ξ·ps + m·pm + j]; the tile's 2×2
 // outputs Aᵀ·M·A go to y[offs[j] + m·oplane] (and the next row, ow
-// floats on), added to what is there when acc is set.
-TEXT ·winoOutput8AVX2(SB), NOSPLIT, $0-65
+// floats on), added to what is there when acc is set. Each channel also
+// asks (PREFETCHT0) for the lines pfa and pfb bytes past its first output,
+// and the same in the next row: the caller passes the next 8 tiles' first
+// and last outputs, so that their stores find y's lines owned instead of
+// each waiting on memory (y, the size of the layer's output, is out of
+// the caches; Go's assembler has no PREFETCHW, and a line no other core
+// holds arrives exclusive).
+TEXT ·winoOutput8AVX2(SB), NOSPLIT, $0-88
 	MOVQ y+0(FP), DI
 	MOVQ offs+8(FP), DX
 	MOVQ p+16(FP), SI
@@ -131,6 +137,14 @@ outChannel:
 	TESTQ CX, CX
 	JEQ   outDone
 	MOVQ  SI, R13
+	MOVQ  pfa+72(FP), R8
+	MOVQ  pfb+80(FP), R9
+	ADDQ  DI, R8
+	ADDQ  DI, R9
+	PREFETCHT0 (R8)
+	PREFETCHT0 (R8)(R10*1)
+	PREFETCHT0 (R9)
+	PREFETCHT0 (R9)(R10*1)
 
 	// Rows of M: s0 = m0 + m1 + m2, s1 = m1 − m2 − m3 (four columns
 	// each, Y0..Y3 and Y4..Y7).

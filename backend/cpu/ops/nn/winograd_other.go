@@ -9,7 +9,7 @@ func winoInput(dst []float32, dstStride int, src []float32, offs []int, plane, w
 	panic("nn: winoInput without assembly")
 }
 
-func winoOutput8(y []float32, offs []int, p []float32, ps, pm, oplane, ow, channels int, acc bool) {
+func winoOutput8(y []float32, offs []int, p []float32, ps, pm, oplane, ow, channels int, acc bool, next []int) {
 	panic("nn: winoOutput8 without assembly")
 }
 
