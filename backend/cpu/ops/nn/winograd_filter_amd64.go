@@ -112,38 +112,36 @@ func wgradHorzYAsm(out []float32, ld int, s []float32, gr wgradGroups) {
 	wgradHorzYAVX2(&out[0], ld, &s[0], gr.nsg, gr.gps, gr.sgstride, gr.boff)
 }
 
-// wgradHorzXIdxAsm is wgradHorzXIdxGo in assembly (len(idx) a multiple
-// of 8). The columns are checked here: VGATHERDPS reads wherever they
-// point.
-func wgradHorzXIdxAsm(out []float32, ld int, s []float32, idx []int32) {
-	if len(idx) == 0 {
+// wgradHorzXIdxAsm is wgradHorzXIdxGo in assembly (len(idx.at) a
+// multiple of 8). The columns' range is checked here: VGATHERDPS reads
+// wherever they point.
+func wgradHorzXIdxAsm(out []float32, ld int, s []float32, idx wgradCols) {
+	if len(idx.at) == 0 {
 		return
 	}
 	wgradCheckIdx(idx, len(s)-4)
-	_ = out[3*ld+len(idx)-1]
-	wgradHorzXGatherAVX2(&out[0], ld, &s[0], &idx[0], len(idx)/8)
+	_ = out[3*ld+len(idx.at)-1]
+	wgradHorzXGatherAVX2(&out[0], ld, &s[0], &idx.at[0], len(idx.at)/8)
 }
 
 // wgradHorzYIdxAsm is wgradHorzYIdxGo in assembly, like wgradHorzXIdxAsm.
-func wgradHorzYIdxAsm(out []float32, ld int, s []float32, idx []int32) {
-	if len(idx) == 0 {
+func wgradHorzYIdxAsm(out []float32, ld int, s []float32, idx wgradCols) {
+	if len(idx.at) == 0 {
 		return
 	}
 	wgradCheckIdx(idx, len(s)-2)
-	_ = out[3*ld+len(idx)-1]
-	wgradHorzYGatherAVX2(&out[0], ld, &s[0], &idx[0], len(idx)/8)
+	_ = out[3*ld+len(idx.at)-1]
+	wgradHorzYGatherAVX2(&out[0], ld, &s[0], &idx.at[0], len(idx.at)/8)
 }
 
-// wgradCheckIdx panics unless len(idx) is a multiple of 8 and every
+// wgradCheckIdx panics unless len(idx.at) is a multiple of 8 and every
 // column is in [0, limit].
-func wgradCheckIdx(idx []int32, limit int) {
-	if len(idx)%8 != 0 {
+func wgradCheckIdx(idx wgradCols, limit int) {
+	if len(idx.at)%8 != 0 {
 		panic("nn: Winograd gather of a partial group")
 	}
-	for _, col := range idx {
-		if col < 0 || int(col) > limit {
-			panic("nn: Winograd gather column out of range")
-		}
+	if idx.lo < 0 || idx.hi > limit {
+		panic("nn: Winograd gather column out of range")
 	}
 }
 

@@ -235,12 +235,36 @@ func TestWinogradFilterGradNoAllocs(t *testing.T) {
 // implicit GEMM (gemm), in ms of CPU per call and GFLOP/s of the direct
 // product's arithmetic.
 func BenchmarkWinogradFilterGrad(b *testing.B) {
-	const n = 32
-	rng := rand.New(rand.NewPCG(1, 2))
+	var layers []wgradBenchLayer
 	for _, l := range resnet18Layers {
-		if l.k != 3 || l.s != 1 {
-			continue
+		if l.k == 3 && l.s == 1 {
+			layers = append(layers, wgradBenchLayer{l.name, 32, l.c, l.h, l.m})
 		}
+	}
+	benchWgrad(b, layers)
+}
+
+// BenchmarkWinogradFilterGradResNet50 times ResNet-50's 3×3 stride-1
+// layers at 224 px, batch 8 (the training benchmark's shapes), as
+// BenchmarkWinogradFilterGrad does.
+func BenchmarkWinogradFilterGradResNet50(b *testing.B) {
+	benchWgrad(b, []wgradBenchLayer{
+		{"c64_56x56", 8, 64, 56, 64},
+		{"c128_28x28", 8, 128, 28, 128},
+		{"c256_14x14", 8, 256, 14, 256},
+		{"c512_7x7", 8, 512, 7, 512},
+	})
+}
+
+type wgradBenchLayer struct {
+	name       string
+	n, c, h, m int
+}
+
+func benchWgrad(b *testing.B, layers []wgradBenchLayer) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, l := range layers {
+		n := l.n
 		g := wgradConv(n, l.c, l.h, l.h, l.m, 1, 1, 1, 1)
 		x := toF32(randF64(rng, n*l.c*l.h*l.h))
 		dy := toF32(randF64(rng, n*l.m*g.OH*g.OW))
