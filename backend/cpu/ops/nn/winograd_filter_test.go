@@ -165,6 +165,40 @@ func TestWinogradFilterGradParts(t *testing.T) {
 	}
 }
 
+// TestWinogradFilterGradSameBitsAnyWorkers checks that 1 to 4 workers,
+// whose items take 4, 2 or 1 rows of the transforms block by block, give
+// the same bits (each position sums its blocks in order within one item),
+// close to the float64 definition, also when adding to dW.
+func TestWinogradFilterGradSameBitsAnyWorkers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, g := range []Conv2D{
+		wgradConv(3, 20, 30, 26, 23, 1, 1, 1, 1),
+		wgradConv(2, 16, 56, 56, 16, 1, 1, 1, 1), // 28 tiles a row: gathered
+	} {
+		g.Winograd = WinogradForce
+		x := randF64(rng, g.N*g.C*g.H*g.W)
+		dy := randF64(rng, g.N*g.M*g.OH*g.OW)
+		want := wgradRef(g, dy, x)
+		start := toF32(randF64(rng, len(want)))
+		var first, firstAcc []float32
+		for _, procs := range []int{1, 2, 3, 4} {
+			runtime.GOMAXPROCS(procs)
+			dw := make([]float32, len(want))
+			g.FilterGrad(toF32(dy), toF32(x), dw, false)
+			acc := append([]float32(nil), start...)
+			g.FilterGrad(toF32(dy), toF32(x), acc, true)
+			if first == nil {
+				first, firstAcc = dw, acc
+				wgradAssertClose(t, want, dw, float64(g.N*g.OH*g.OW)+1)
+				continue
+			}
+			assert.Equal(t, first, dw, "GOMAXPROCS %d", procs)
+			assert.Equal(t, firstAcc, acc, "GOMAXPROCS %d, accumulating", procs)
+		}
+	}
+}
+
 // TestWinogradFilterGradPolicy checks that Force runs the Winograd path
 // through Conv2D.FilterGrad and agrees with Off (the implicit GEMM), that
 // Off never takes it, and that shapes it cannot compute fall back.
