@@ -2,11 +2,23 @@
 
 package nn
 
-import "golang.org/x/sys/cpu"
+import (
+	"os"
+
+	"golang.org/x/sys/cpu"
+)
 
 // winoAVX2 reports whether the CPU (and OS) support the transforms in
 // winograd_amd64.s.
 var winoAVX2 = cpu.X86.HasAVX2
+
+// winoAVX512 reports whether the 16-tile input transform runs with
+// AVX-512 (winoInput16AVX512): the CPU has AVX-512F and
+// ONNXTRAIN_NO_AVX512 is not set.
+var winoAVX512 = winoAVX2 && cpu.X86.HasAVX512F && os.Getenv("ONNXTRAIN_NO_AVX512") == ""
+
+//go:noescape
+func winoInput16AVX512(dst *float32, dstStride int, src *float32, offs *int, plane, wp, channels, chStride int)
 
 //go:noescape
 func winoInputAVX2(dst *float32, dstStride int, src *float32, offs *int, plane, wp, channels, chStride, groups int)
@@ -30,6 +42,10 @@ func winoInput(dst []float32, dstStride int, src []float32, offs []int, plane, w
 	last := (channels-1)*plane + 3*wp + 4
 	for _, o := range offs {
 		_ = src[o : o+last]
+	}
+	if groups == 2 && winoAVX512 {
+		winoInput16AVX512(&dst[0], dstStride, &src[0], &offs[0], plane, wp, channels, chStride)
+		return
 	}
 	winoInputAVX2(&dst[0], dstStride, &src[0], &offs[0], plane, wp, channels, chStride, groups)
 }

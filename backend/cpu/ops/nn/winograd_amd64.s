@@ -360,3 +360,109 @@ kernelLast:
 kernelDone:
 	VZEROUPPER
 	RET
+
+// func winoInput16AVX512(dst *float32, dstStride int, src *float32, offs *int, plane, wp, channels, chStride int)
+//
+// winoInputAVX2 for 16 tiles (two groups) with AVX-512, the same
+// arithmetic in the same order (the same bits): the patches are loaded
+// four tiles to a register (tile p in lane 0, p+4, p+8 and p+12 in lanes
+// 1 to 3), combined over rows, parked on the stack, transposed 4×4 within
+// each 128-bit lane (tiles into lanes) and combined over columns, and
+// each position of a channel's 16 tiles is stored as one register: half
+// the row combinations, transposes and stores of two 8-tile groups.
+TEXT ·winoInput16AVX512(SB), $1024-64
+	MOVQ dst+0(FP), AX
+	MOVQ dstStride+8(FP), BX
+	SHLQ $2, BX
+	MOVQ src+16(FP), SI
+	MOVQ offs+24(FP), DX
+	MOVQ plane+32(FP), DI
+	SHLQ $2, DI
+	MOVQ wp+40(FP), R10
+	SHLQ $2, R10
+	LEAQ (R10)(R10*2), R11
+	MOVQ channels+48(FP), CX
+	LEAQ (BX)(BX*2), R12
+
+in16Channel:
+	TESTQ CX, CX
+	JEQ   in16Done
+
+#define LOADQUAD(p) \
+	MOVQ (p*8)(DX), R8; \
+	MOVQ ((p+4)*8)(DX), R9; \
+	MOVQ ((p+8)*8)(DX), R14; \
+	MOVQ ((p+12)*8)(DX), R15; \
+	LEAQ (SI)(R8*4), R8; \
+	LEAQ (SI)(R9*4), R9; \
+	LEAQ (SI)(R14*4), R14; \
+	LEAQ (SI)(R15*4), R15; \
+	VMOVUPS (R8), X0; \
+	VINSERTF32X4 $1, (R9), Z0, Z0; \
+	VINSERTF32X4 $2, (R14), Z0, Z0; \
+	VINSERTF32X4 $3, (R15), Z0, Z0; \
+	VMOVUPS (R8)(R10*1), X1; \
+	VINSERTF32X4 $1, (R9)(R10*1), Z1, Z1; \
+	VINSERTF32X4 $2, (R14)(R10*1), Z1, Z1; \
+	VINSERTF32X4 $3, (R15)(R10*1), Z1, Z1; \
+	VMOVUPS (R8)(R10*2), X2; \
+	VINSERTF32X4 $1, (R9)(R10*2), Z2, Z2; \
+	VINSERTF32X4 $2, (R14)(R10*2), Z2, Z2; \
+	VINSERTF32X4 $3, (R15)(R10*2), Z2, Z2; \
+	VMOVUPS (R8)(R11*1), X3; \
+	VINSERTF32X4 $1, (R9)(R11*1), Z3, Z3; \
+	VINSERTF32X4 $2, (R14)(R11*1), Z3, Z3; \
+	VINSERTF32X4 $3, (R15)(R11*1), Z3, Z3; \
+	VSUBPS Z2, Z0, Z4; \
+	VADDPS Z2, Z1, Z5; \
+	VSUBPS Z1, Z2, Z6; \
+	VSUBPS Z3, Z1, Z7; \
+	VMOVUPS Z4, ((0*4+p)*64)(SP); \
+	VMOVUPS Z5, ((1*4+p)*64)(SP); \
+	VMOVUPS Z6, ((2*4+p)*64)(SP); \
+	VMOVUPS Z7, ((3*4+p)*64)(SP)
+
+	LOADQUAD(0)
+	LOADQUAD(1)
+	LOADQUAD(2)
+	LOADQUAD(3)
+
+	MOVQ AX, R13
+
+#define ROWOUT16(i) \
+	VMOVUPS ((i*4+0)*64)(SP), Z0; \
+	VMOVUPS ((i*4+1)*64)(SP), Z1; \
+	VMOVUPS ((i*4+2)*64)(SP), Z2; \
+	VMOVUPS ((i*4+3)*64)(SP), Z3; \
+	VUNPCKLPS Z1, Z0, Z4; \
+	VUNPCKHPS Z1, Z0, Z5; \
+	VUNPCKLPS Z3, Z2, Z6; \
+	VUNPCKHPS Z3, Z2, Z7; \
+	VUNPCKLPD Z6, Z4, Z0; \
+	VUNPCKHPD Z6, Z4, Z1; \
+	VUNPCKLPD Z7, Z5, Z2; \
+	VUNPCKHPD Z7, Z5, Z3; \
+	VSUBPS Z2, Z0, Z4; \
+	VADDPS Z2, Z1, Z5; \
+	VSUBPS Z1, Z2, Z6; \
+	VSUBPS Z3, Z1, Z7; \
+	VMOVUPS Z4, (R13); \
+	VMOVUPS Z5, (R13)(BX*1); \
+	VMOVUPS Z6, (R13)(BX*2); \
+	VMOVUPS Z7, (R13)(R12*1); \
+	LEAQ (R13)(BX*4), R13
+
+	ROWOUT16(0)
+	ROWOUT16(1)
+	ROWOUT16(2)
+	ROWOUT16(3)
+
+	MOVQ chStride+56(FP), R8
+	LEAQ (AX)(R8*4), AX
+	ADDQ DI, SI
+	DECQ CX
+	JMP  in16Channel
+
+in16Done:
+	VZEROUPPER
+	RET
