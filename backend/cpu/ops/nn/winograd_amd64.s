@@ -2,6 +2,25 @@
 
 #include "textflag.h"
 
+// WINO_IN_ARGS loads the input transforms' shared arguments (dst,
+// dstStride, src, offs, plane, wp, channels: the same offsets in both):
+// AX = dst, BX = dstStride in bytes, R12 = 3 of them, SI = src, DX =
+// offs, DI = plane in bytes, R10 = wp in bytes, R11 = 3 of them, CX =
+// channels.
+#define WINO_IN_ARGS \
+	MOVQ dst+0(FP), AX \
+	MOVQ dstStride+8(FP), BX \
+	SHLQ $2, BX \
+	MOVQ src+16(FP), SI \
+	MOVQ offs+24(FP), DX \
+	MOVQ plane+32(FP), DI \
+	SHLQ $2, DI \
+	MOVQ wp+40(FP), R10 \
+	SHLQ $2, R10 \
+	LEAQ (R10)(R10*2), R11 \
+	MOVQ channels+48(FP), CX \
+	LEAQ (BX)(BX*2), R12
+
 // func winoInputAVX2(dst *float32, dstStride int, src *float32, offs *int, plane, wp, channels, chStride, groups int)
 //
 // Transforms the 4×4 patches of groups·8 tiles (groups 1 or 2) over
@@ -15,18 +34,7 @@
 // over rows, parked on the stack, transposed 4×4 within each lane (tiles
 // into lanes) and combined over columns.
 TEXT ·winoInputAVX2(SB), $520-72
-	MOVQ dst+0(FP), AX
-	MOVQ dstStride+8(FP), BX
-	SHLQ $2, BX
-	MOVQ src+16(FP), SI
-	MOVQ offs+24(FP), DX
-	MOVQ plane+32(FP), DI
-	SHLQ $2, DI
-	MOVQ wp+40(FP), R10
-	SHLQ $2, R10
-	LEAQ (R10)(R10*2), R11
-	MOVQ channels+48(FP), CX
-	LEAQ (BX)(BX*2), R12
+	WINO_IN_ARGS
 
 inChannel:
 	TESTQ CX, CX
@@ -371,18 +379,7 @@ kernelDone:
 // each position of a channel's 16 tiles is stored as one register: half
 // the row combinations, transposes and stores of two 8-tile groups.
 TEXT ·winoInput16AVX512(SB), $1024-64
-	MOVQ dst+0(FP), AX
-	MOVQ dstStride+8(FP), BX
-	SHLQ $2, BX
-	MOVQ src+16(FP), SI
-	MOVQ offs+24(FP), DX
-	MOVQ plane+32(FP), DI
-	SHLQ $2, DI
-	MOVQ wp+40(FP), R10
-	SHLQ $2, R10
-	LEAQ (R10)(R10*2), R11
-	MOVQ channels+48(FP), CX
-	LEAQ (BX)(BX*2), R12
+	WINO_IN_ARGS
 
 in16Channel:
 	TESTQ CX, CX
