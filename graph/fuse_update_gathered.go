@@ -38,6 +38,7 @@ func FuseUpdateGathered(g *Graph) int {
 		var chain []*Node
 		var clip *Node
 		reader, gg := n, ix.producer[gname]
+	walk:
 		for gg != nil {
 			switch {
 			case gg.OpType == "Identity" && isPlain(gg) && len(gg.Inputs) == 1 && len(gg.Outputs) == 1 &&
@@ -48,12 +49,11 @@ func FuseUpdateGathered(g *Graph) int {
 				ix.onlyReader(gname) == reader:
 				clip, gname = gg, gg.Inputs[1]
 			default:
-				goto walked
+				break walk
 			}
 			chain = append(chain, gg)
 			reader, gg = gg, ix.producer[gname]
 		}
-	walked:
 		if gg == nil || gg.OpType != "GatherGrad" || gg.Domain != InternalDomain || len(gg.Inputs) != 3 ||
 			len(gg.Outputs) != 1 || gg.Inputs[1] != x || gg.Inputs[0] == "" || gg.Inputs[2] == "" ||
 			ix.onlyReader(gname) != reader || ix.at[gg] > at {

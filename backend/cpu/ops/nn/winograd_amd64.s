@@ -74,28 +74,35 @@ inGroup:
 
 	MOVQ 512(SP), R13
 
-#define ROWOUT(i) \
-	VMOVUPS ((i*4+0)*32)(SP), Y0; \
-	VMOVUPS ((i*4+1)*32)(SP), Y1; \
-	VMOVUPS ((i*4+2)*32)(SP), Y2; \
-	VMOVUPS ((i*4+3)*32)(SP), Y3; \
-	VUNPCKLPS Y1, Y0, Y4; \
-	VUNPCKHPS Y1, Y0, Y5; \
-	VUNPCKLPS Y3, Y2, Y6; \
-	VUNPCKHPS Y3, Y2, Y7; \
-	VUNPCKLPD Y6, Y4, Y0; \
-	VUNPCKHPD Y6, Y4, Y1; \
-	VUNPCKLPD Y7, Y5, Y2; \
-	VUNPCKHPD Y7, Y5, Y3; \
-	VSUBPS Y2, Y0, Y4; \
-	VADDPS Y2, Y1, Y5; \
-	VSUBPS Y1, Y2, Y6; \
-	VSUBPS Y3, Y1, Y7; \
-	VMOVUPS Y4, (R13); \
-	VMOVUPS Y5, (R13)(BX*1); \
-	VMOVUPS Y6, (R13)(BX*2); \
-	VMOVUPS Y7, (R13)(R12*1); \
+// ROWOUTW turns combined row i of 4 vectors of sz bytes parked on the
+// stack (a pair or quad of tiles each) into positions 4i … 4i+3 of the
+// tiles: transposed 4×4 within each 128-bit lane (tiles into lanes),
+// combined over columns, stored at R13 (BX bytes apart), R13 moved 4
+// positions on. V0 … V7 are ymm (8 tiles) or zmm (16) registers.
+#define ROWOUTW(i, sz, V0, V1, V2, V3, V4, V5, V6, V7) \
+	VMOVUPS ((i*4+0)*sz)(SP), V0; \
+	VMOVUPS ((i*4+1)*sz)(SP), V1; \
+	VMOVUPS ((i*4+2)*sz)(SP), V2; \
+	VMOVUPS ((i*4+3)*sz)(SP), V3; \
+	VUNPCKLPS V1, V0, V4; \
+	VUNPCKHPS V1, V0, V5; \
+	VUNPCKLPS V3, V2, V6; \
+	VUNPCKHPS V3, V2, V7; \
+	VUNPCKLPD V6, V4, V0; \
+	VUNPCKHPD V6, V4, V1; \
+	VUNPCKLPD V7, V5, V2; \
+	VUNPCKHPD V7, V5, V3; \
+	VSUBPS V2, V0, V4; \
+	VADDPS V2, V1, V5; \
+	VSUBPS V1, V2, V6; \
+	VSUBPS V3, V1, V7; \
+	VMOVUPS V4, (R13); \
+	VMOVUPS V5, (R13)(BX*1); \
+	VMOVUPS V6, (R13)(BX*2); \
+	VMOVUPS V7, (R13)(R12*1); \
 	LEAQ (R13)(BX*4), R13
+
+#define ROWOUT(i) ROWOUTW(i, 32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 
 	ROWOUT(0)
 	ROWOUT(1)
@@ -426,28 +433,7 @@ in16Channel:
 
 	MOVQ AX, R13
 
-#define ROWOUT16(i) \
-	VMOVUPS ((i*4+0)*64)(SP), Z0; \
-	VMOVUPS ((i*4+1)*64)(SP), Z1; \
-	VMOVUPS ((i*4+2)*64)(SP), Z2; \
-	VMOVUPS ((i*4+3)*64)(SP), Z3; \
-	VUNPCKLPS Z1, Z0, Z4; \
-	VUNPCKHPS Z1, Z0, Z5; \
-	VUNPCKLPS Z3, Z2, Z6; \
-	VUNPCKHPS Z3, Z2, Z7; \
-	VUNPCKLPD Z6, Z4, Z0; \
-	VUNPCKHPD Z6, Z4, Z1; \
-	VUNPCKLPD Z7, Z5, Z2; \
-	VUNPCKHPD Z7, Z5, Z3; \
-	VSUBPS Z2, Z0, Z4; \
-	VADDPS Z2, Z1, Z5; \
-	VSUBPS Z1, Z2, Z6; \
-	VSUBPS Z3, Z1, Z7; \
-	VMOVUPS Z4, (R13); \
-	VMOVUPS Z5, (R13)(BX*1); \
-	VMOVUPS Z6, (R13)(BX*2); \
-	VMOVUPS Z7, (R13)(R12*1); \
-	LEAQ (R13)(BX*4), R13
+#define ROWOUT16(i) ROWOUTW(i, 64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 
 	ROWOUT16(0)
 	ROWOUT16(1)
