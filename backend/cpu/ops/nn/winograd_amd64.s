@@ -21,6 +21,20 @@
 	MOVQ channels+48(FP), CX \
 	LEAQ (BX)(BX*2), R12
 
+// PARKW combines the 4 rows V0 … V3 of a patch (Bᵀ·d: d0−d2, d1+d2,
+// d2−d1, d1−d3, into V4 … V7) and parks combined row k of tile group p
+// at ((k·4+p)·sz)(SP), vectors of sz bytes: ymm (two tiles) or zmm
+// (four).
+#define PARKW(p, sz, V0, V1, V2, V3, V4, V5, V6, V7) \
+	VSUBPS V2, V0, V4; \
+	VADDPS V2, V1, V5; \
+	VSUBPS V1, V2, V6; \
+	VSUBPS V3, V1, V7; \
+	VMOVUPS V4, ((0*4+p)*sz)(SP); \
+	VMOVUPS V5, ((1*4+p)*sz)(SP); \
+	VMOVUPS V6, ((2*4+p)*sz)(SP); \
+	VMOVUPS V7, ((3*4+p)*sz)(SP)
+
 // func winoInputAVX2(dst *float32, dstStride int, src *float32, offs *int, plane, wp, channels, chStride, groups int)
 //
 // Transforms the 4×4 patches of groups·8 tiles (groups 1 or 2) over
@@ -58,14 +72,7 @@ inGroup:
 	VINSERTF128 $1, (R9)(R10*2), Y2, Y2; \
 	VMOVUPS (R8)(R11*1), X3; \
 	VINSERTF128 $1, (R9)(R11*1), Y3, Y3; \
-	VSUBPS Y2, Y0, Y4; \
-	VADDPS Y2, Y1, Y5; \
-	VSUBPS Y1, Y2, Y6; \
-	VSUBPS Y3, Y1, Y7; \
-	VMOVUPS Y4, ((0*4+p)*32)(SP); \
-	VMOVUPS Y5, ((1*4+p)*32)(SP); \
-	VMOVUPS Y6, ((2*4+p)*32)(SP); \
-	VMOVUPS Y7, ((3*4+p)*32)(SP)
+	PARKW(p, 32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 
 	LOADPAIR(0)
 	LOADPAIR(1)
@@ -417,14 +424,7 @@ in16Channel:
 	VINSERTF32X4 $1, (R9)(R11*1), Z3, Z3; \
 	VINSERTF32X4 $2, (R14)(R11*1), Z3, Z3; \
 	VINSERTF32X4 $3, (R15)(R11*1), Z3, Z3; \
-	VSUBPS Z2, Z0, Z4; \
-	VADDPS Z2, Z1, Z5; \
-	VSUBPS Z1, Z2, Z6; \
-	VSUBPS Z3, Z1, Z7; \
-	VMOVUPS Z4, ((0*4+p)*64)(SP); \
-	VMOVUPS Z5, ((1*4+p)*64)(SP); \
-	VMOVUPS Z6, ((2*4+p)*64)(SP); \
-	VMOVUPS Z7, ((3*4+p)*64)(SP)
+	PARKW(p, 64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 
 	LOADQUAD(0)
 	LOADQUAD(1)
