@@ -13,6 +13,14 @@ type sgdConsts struct {
 
 // sgdUpdate is graph.SGDUpdateOp (torch 1.13 _single_tensor_sgd).
 func sgdUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
+	return runUpdate(ctx, n, in, (*nodeState).sgdSetup, sgdRun)
+}
+
+// runUpdate is an update kernel: the operands prepared, every output its
+// input when the step is skipped, else setup's constants read and run
+// called on the tensors' chunks.
+func runUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor,
+	setup func(*nodeState, *graph.Node, []*graph.Tensor) error, run func(st *nodeState, i, lo, hi int)) ([]*graph.Tensor, error) {
 	st := kern.State[nodeState](n)
 	defer st.dropOperands()
 	if err := prepare(ctx, n, in, st); err != nil {
@@ -24,11 +32,11 @@ func sgdUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.T
 		}
 		return kern.Results(n, st.outs...), nil // every output its input (copied if not in place)
 	}
-	if err := st.sgdSetup(n, in); err != nil {
+	if err := setup(st, n, in); err != nil {
 		return nil, err
 	}
 	if st.fn == nil {
-		st.fn = func(i, lo, hi int) { sgdRun(st, i, lo, hi) }
+		st.fn = func(i, lo, hi int) { run(st, i, lo, hi) } // made once: a step allocates nothing
 	}
 	st.runner.forChunks(st.sizes[:st.n], st.fn)
 	st.hyper = nil
@@ -137,26 +145,7 @@ var noVector bool
 // adamUpdate is graph.AdamUpdateOp (torch 1.13 _single_tensor_adam and
 // _single_tensor_adamw).
 func adamUpdate(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
-	st := kern.State[nodeState](n)
-	defer st.dropOperands()
-	if err := prepare(ctx, n, in, st); err != nil {
-		return nil, err
-	}
-	if skip, err := skipped(n, in); err != nil || skip {
-		if err != nil {
-			return nil, err
-		}
-		return kern.Results(n, st.outs...), nil // every output its input (copied if not in place)
-	}
-	if err := st.adamSetup(n, in); err != nil {
-		return nil, err
-	}
-	if st.fn == nil {
-		st.fn = func(i, lo, hi int) { adamRun(st, i, lo, hi) }
-	}
-	st.runner.forChunks(st.sizes[:st.n], st.fn)
-	st.hyper = nil
-	return kern.Results(n, st.outs...), nil
+	return runUpdate(ctx, n, in, (*nodeState).adamSetup, adamRun)
 }
 
 // adamSetup reads an Adam update's consts and hyper rows (inputs 0 and 1)
