@@ -597,12 +597,13 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows
 	for jr := 0; jr < nc; {
 		nb := min(nr, nc-jr)
 		_, run := pp.cAt(0, jc+jr)
-		if mk.pair != nil && arows == nil && jr+2*nr <= nc && run >= 2*nr && 2*mr*nr <= len(tile) {
+		if mk.pair != nil && arows == nil && jr+2*nr <= nc && 2*mr*nr <= len(tile) {
 			bs := bp[jr*kc : jr*kc+2*nr*kc]
+			whole := run >= 2*nr
 			for ir := 0; ir < mc; ir += mr {
 				pf.step()
 				pf.step()
-				if mc-ir >= mr {
+				if whole && mc-ir >= mr {
 					off, _ := pp.cAt(ic+ir, jc+jr)
 					if stream && mk.pairNT != nil && aligned64(pp.C[off:]) {
 						mk.pairNT(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1)
@@ -611,11 +612,19 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows
 					mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1, beta)
 					continue
 				}
-				// A last, partial row strip: both tiles into
-				// scratch, then the valid rows stored.
-				off, _ := pp.cAt(ic+ir, jc+jr)
+				// A last, partial row strip, or columns that cross
+				// from one column block of C to the next (a 1×1
+				// convolution's images of 196 or 49 positions): both
+				// tiles into scratch, then the valid rows stored run
+				// by run, so that the pair kernel still computes them.
 				mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, 2*nr, 1, 0)
-				storeRun(pp.C[off:], pp.LDC, tile, 2*nr, mc-ir, 2*nr, beta)
+				mb := min(mr, mc-ir)
+				for j := 0; j < 2*nr; {
+					off, n := pp.cAt(ic+ir, jc+jr+j)
+					n = min(n, 2*nr-j)
+					storeRun(pp.C[off:], pp.LDC, tile[j:], 2*nr, mb, n, beta)
+					j += n
+				}
 			}
 			jr += 2 * nr
 			continue

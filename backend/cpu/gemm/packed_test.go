@@ -33,7 +33,8 @@ func TestPackedProduct(t *testing.T) {
 			{41, 1032, 77, 4},
 			{41, 1030, 77, 0},
 			// Column blocks of 48: a pair kernel runs two strips
-			// together only where both stay in one block.
+			// in place where both stay in one block, and through
+			// the scratch tile where they cross into the next.
 			{50, 192, 300, 48},
 			// At most rowACols columns: a plain A is read in place,
 			// full strips through the kernel's rowA, tiles crossing
@@ -222,5 +223,62 @@ func TestPackPanelB(t *testing.T) {
 		}
 		PackPanelB(got, src, tc.ld, tc.kc, tc.strips)
 		require.Equal(t, want, got, "kc %d strips %d", tc.kc, tc.strips)
+	}
+}
+
+// TestPackedProductPairsAcrossBlocks: a product into column blocks whose
+// strip pairs cross from one block to the next (a 1×1 convolution's
+// images of 49 and 196 positions), which the pair kernel computes into
+// its scratch tile, stores bit for bit what the same product stores into
+// plain C (every pair in place), rearranged into the blocks: beta 0 and
+// 1, a last partial row strip, one and two k blocks, on one goroutine and
+// on two.
+func TestPackedProductPairsAcrossBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(87, 88))
+	for _, procs := range []int{1, 2} {
+		prev := runtime.GOMAXPROCS(procs)
+		for _, sh := range []struct{ m, k, l, imgs int }{{64, 256, 49, 8}, {40, 300, 196, 3}, {13, 70, 49, 5}} {
+			for _, beta := range []float32{0, 1} {
+				n := sh.imgs * sh.l
+				a := randSlice(r, sh.m*sh.k)
+				x := randSlice(r, sh.imgs*sh.k*sh.l)
+				// B as one matrix: B[q, img·l+p] = x[(img·k+q)·l+p].
+				b := make([]float32, sh.k*n)
+				for img := 0; img < sh.imgs; img++ {
+					for q := 0; q < sh.k; q++ {
+						copy(b[q*n+img*sh.l:], x[(img*sh.k+q)*sh.l:(img*sh.k+q+1)*sh.l])
+					}
+				}
+				blocked := randSlice(r, sh.imgs*sh.m*sh.l)
+				plain := make([]float32, sh.m*n)
+				for img := 0; img < sh.imgs; img++ {
+					for i := 0; i < sh.m; i++ {
+						copy(plain[i*n+img*sh.l:], blocked[(img*sh.m+i)*sh.l:(img*sh.m+i+1)*sh.l])
+					}
+				}
+				c0 := append([]float32(nil), blocked...)
+				pb := PackedProduct{M: sh.m, N: n, K: sh.k, A: a, LDA: sh.k, BPacker: &planesPacker{x: x, c: sh.k, l: sh.l},
+					C: blocked, LDC: sh.l, ColBlock: sh.l, ColStride: sh.m * sh.l, Beta: beta, NC: 256}
+				pb.Run()
+				pp := PackedProduct{M: sh.m, N: n, K: sh.k, A: a, LDA: sh.k, B: b, LDB: n, C: plain, LDC: n, Beta: beta, NC: 256}
+				pp.Run()
+				name := fmt.Sprintf("procs=%d %+v beta=%v", procs, sh, beta)
+				for img := 0; img < sh.imgs; img++ {
+					for i := 0; i < sh.m; i++ {
+						for p := 0; p < sh.l; p++ {
+							got, want := blocked[(img*sh.m+i)*sh.l+p], plain[i*n+img*sh.l+p]
+							if math.Float32bits(got) != math.Float32bits(want) {
+								s := float64(beta) * float64(c0[(img*sh.m+i)*sh.l+p])
+								for q := 0; q < sh.k; q++ {
+									s += float64(a[i*sh.k+q]) * float64(x[(img*sh.k+q)*sh.l+p])
+								}
+								t.Fatalf("%s: C[%d,%d,%d] = %v in blocks, %v in plain C (float64 %v)", name, img, i, p, got, want, s)
+							}
+						}
+					}
+				}
+			}
+		}
+		runtime.GOMAXPROCS(prev)
 	}
 }
