@@ -597,9 +597,14 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows
 	for jr := 0; jr < nc; {
 		nb := min(nr, nc-jr)
 		_, run := pp.cAt(0, jc+jr)
-		if mk.pair != nil && arows == nil && jr+2*nr <= nc && 2*mr*nr <= len(tile) {
+		if mk.pair != nil && arows == nil && jr+nr < nc && 2*mr*nr <= len(tile) {
+			// Two strips, the second possibly the panel's last,
+			// partial one (its lanes past nc, whatever the packer
+			// left there, go to scratch columns that are not
+			// stored).
 			bs := bp[jr*kc : jr*kc+2*nr*kc]
-			whole := run >= 2*nr
+			nb2 := min(2*nr, nc-jr)
+			whole := run >= 2*nr && nb2 == 2*nr
 			for ir := 0; ir < mc; ir += mr {
 				pf.step()
 				pf.step()
@@ -612,16 +617,18 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows
 					mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, pp.C[off:], pp.LDC, 1, beta)
 					continue
 				}
-				// A last, partial row strip, or columns that cross
-				// from one column block of C to the next (a 1×1
-				// convolution's images of 196 or 49 positions): both
-				// tiles into scratch, then the valid rows stored run
-				// by run, so that the pair kernel still computes them.
+				// A last, partial row strip, a last, partial
+				// column strip (the stem's filter gradient, 147
+				// columns), or columns that cross from one column
+				// block of C to the next (a 1×1 convolution's images
+				// of 196 or 49 positions): both tiles into scratch,
+				// then the valid rows and columns stored run by run,
+				// so that the pair kernel still computes them.
 				mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, 2*nr, 1, 0)
 				mb := min(mr, mc-ir)
-				for j := 0; j < 2*nr; {
+				for j := 0; j < nb2; {
 					off, n := pp.cAt(ic+ir, jc+jr+j)
-					n = min(n, 2*nr-j)
+					n = min(n, nb2-j)
 					storeRun(pp.C[off:], pp.LDC, tile[j:], 2*nr, mb, n, beta)
 					j += n
 				}
