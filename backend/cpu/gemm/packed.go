@@ -834,13 +834,14 @@ func PackTransposedB(strip []float32, src []float32, ld, cols, kc int) {
 		return
 	}
 	dst := strip[:nr*kc]
-	for j := 0; j < nr; j++ {
-		if j >= cols {
-			for q := 0; q < kc; q++ {
-				dst[q*nr+j] = 0
-			}
-			continue
+	if cols < nr {
+		// A strip's unused lanes cleared row by row (one short clear
+		// each, not nr−cols strided stores per row of src).
+		for q := 0; q < kc; q++ {
+			clear(dst[q*nr+cols : q*nr+nr])
 		}
+	}
+	for j := 0; j < cols; j++ {
 		row := src[j*ld : j*ld+kc]
 		for q, v := range row {
 			dst[q*nr+j] = v
