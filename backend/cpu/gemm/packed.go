@@ -541,13 +541,7 @@ func (pp *PackedProduct) macroViewB(mk microKernel, bv BViewer, buf *buffers, ic
 				mk.bIn(kc, as, b, ldb, pp.C[off:], pp.LDC, 1, beta, pf)
 			} else {
 				mk.bIn(kc, as, b, ldb, tile, ww, 1, 0, pf)
-				mb := min(mr, mc-ir)
-				for j := 0; j < ww; {
-					off, n := pp.cAt(ic+ir, jc+jr+j)
-					n = min(n, ww-j)
-					storeRun(pp.C[off:], pp.LDC, tile[j:], ww, mb, n, beta)
-					j += n
-				}
+				pp.storeTile(tile, ww, ic+ir, jc+jr, min(mr, mc-ir), ww, beta)
 			}
 			pf = 0
 		}
@@ -625,13 +619,7 @@ func (pp *PackedProduct) macro(mk microKernel, ic, mc, jc, nc, kc int, ap, arows
 				// then the valid rows and columns stored run by run,
 				// so that the pair kernel still computes them.
 				mk.pair(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, 2*nr, 1, 0)
-				mb := min(mr, mc-ir)
-				for j := 0; j < nb2; {
-					off, n := pp.cAt(ic+ir, jc+jr+j)
-					n = min(n, nb2-j)
-					storeRun(pp.C[off:], pp.LDC, tile[j:], 2*nr, mb, n, beta)
-					j += n
-				}
+				pp.storeTile(tile, 2*nr, ic+ir, jc+jr, min(mr, mc-ir), nb2, beta)
 			}
 			jr += 2 * nr
 			continue
@@ -675,14 +663,19 @@ func (pp *PackedProduct) tile(mk microKernel, ic, ir, mc, jc, jr, nb, kc int, ap
 	default:
 		mk.fn(kc, ap[ir*kc:ir*kc+mr*kc], bs, tile, nr, 1, 0)
 	}
-	// Column run by column run (a run stays in one column block of C),
-	// then row by row: the block arithmetic is done once per run
-	// instead of once per row and run.
-	for j := 0; j < nb; {
-		off, n := pp.cAt(ic+ir, jc+jr+j)
-		n = min(n, nb-j)
-		storeRun(pp.C[off:], pp.LDC, tile[j:], nr, mb, n, beta)
-		j += n
+	pp.storeTile(tile, nr, ic+ir, jc+jr, mb, nb, beta)
+}
+
+// storeTile stores rows×cols of a scratch tile (rows ld apart) into C at
+// (i, j), column run by column run (a run stays in one column block of
+// C), then row by row: the block arithmetic is done once per run instead
+// of once per row and run.
+func (pp *PackedProduct) storeTile(tile []float32, ld, i, j, rows, cols int, beta float32) {
+	for at := 0; at < cols; {
+		off, n := pp.cAt(i, j+at)
+		n = min(n, cols-at)
+		storeRun(pp.C[off:], pp.LDC, tile[at:], ld, rows, n, beta)
+		at += n
 	}
 }
 

@@ -2,15 +2,12 @@
 
 package nn
 
-import (
-	"os"
-
-	"golang.org/x/sys/cpu"
-)
+import "github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 
 // poolAVX512 reports whether the AVX-512 loop of poolArgmaxMax3x3S2 may
-// run: the CPU has AVX-512F and ONNXTRAIN_NO_AVX512 is not set.
-var poolAVX512 = poolAVX2 && cpu.X86.HasAVX512F && os.Getenv("ONNXTRAIN_NO_AVX512") == ""
+// run: where the GEMM's AVX-512 kernels do (the CPU has AVX-512F and
+// ONNXTRAIN_NO_AVX512 is not set).
+var poolAVX512 = poolAVX2 && gemm.AVX512()
 
 // The loops are in pool_argmax_amd64.s.
 //

@@ -3,9 +3,9 @@
 package nn
 
 import (
-	"os"
-
 	"golang.org/x/sys/cpu"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 )
 
 // winoAVX2 reports whether the CPU (and OS) support the transforms in
@@ -13,9 +13,9 @@ import (
 var winoAVX2 = cpu.X86.HasAVX2
 
 // winoAVX512 reports whether the 16-tile input transform runs with
-// AVX-512 (winoInput16AVX512): the CPU has AVX-512F and
-// ONNXTRAIN_NO_AVX512 is not set.
-var winoAVX512 = winoAVX2 && cpu.X86.HasAVX512F && os.Getenv("ONNXTRAIN_NO_AVX512") == ""
+// AVX-512 (winoInput16AVX512): where the GEMM's AVX-512 kernels do (the
+// CPU has AVX-512F and ONNXTRAIN_NO_AVX512 is not set).
+var winoAVX512 = winoAVX2 && gemm.AVX512()
 
 //go:noescape
 func winoInput16AVX512(dst *float32, dstStride int, src *float32, offs *int, plane, wp, channels, chStride int)

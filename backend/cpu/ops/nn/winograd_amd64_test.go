@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -16,7 +17,7 @@ import (
 // same values in the same order: exactly).
 func TestWinoInput16AVX512SameBits(t *testing.T) {
 	if !winoAVX512 {
-		t.Skip("no AVX-512")
+		testutil.SkipHardware(t, "no AVX-512F on this CPU (or ONNXTRAIN_NO_AVX512 set)")
 	}
 	rng := rand.New(rand.NewPCG(21, 22))
 	const channels, wp, plane, chStride = 5, 37, 37 * 11, 16

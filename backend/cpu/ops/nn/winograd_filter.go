@@ -197,7 +197,6 @@ func (g *Conv2D) winogradFilterGrad(dy, x, dw []float32, accumulate bool) {
 			c.idx.at = make([]int32, c.tb)
 		}
 		c.idx.at = c.idx.at[:c.tb]
-		c.idx.lo, c.idx.hi = 0, 0
 		for t := range c.idx.at {
 			col := c.rows * seg
 			if t < c.rows*c.tw {

@@ -5,8 +5,8 @@ package nn
 import (
 	"testing"
 
+	"github.com/onnxtrain/onnxtrain/internal/testutil"
 	"github.com/stretchr/testify/assert"
-	"golang.org/x/sys/cpu"
 )
 
 // TestWgradGatherColumnsChecked checks that the gathering passes refuse
@@ -14,8 +14,8 @@ import (
 // group, from the range kept as the columns are set (the check no longer
 // reads every column per call), and that a prefix keeps that range.
 func TestWgradGatherColumnsChecked(t *testing.T) {
-	if !cpu.X86.HasAVX2 {
-		t.Skip("no AVX2")
+	if !winoAVX2 {
+		testutil.SkipHardware(t, "no AVX2 on this CPU")
 	}
 	var c wgradCols
 	c.at = make([]int32, 16)
