@@ -12,8 +12,17 @@ for f in sys.argv[1:]:
     r = d['op_profile_refs']
     print("== %s step %.0f ms, gemm %.1f GFLOP/s, triad %.1f GB/s" % (f, d['median_step_ms'], r['gemm_gflops'], r['triad_gbps']))
     products = short = 0.0
+    floor = {'products': 0.0, 'memory': 0.0, 'other': 0.0,
+             'optimizer': d.get('optimizer_bytes', 0) / r['triad_gbps'] / 1e6}
     for o in d['op_profile']:
         part = '/' in o['op'].split(' ')[0]
+        if not part:
+            if o.get('gflop_per_step'):
+                floor['products'] += o['gflop_per_step'] / r['gemm_gflops'] * 1e3
+            elif o.get('gb_per_step'):
+                floor['memory'] += o['gb_per_step'] / r['triad_gbps'] * 1e3
+            elif not o['op'].split(' ')[0].endswith(('Update', 'UpdateGathered')):  # in 'optimizer'
+                floor['other'] += o['ms_per_step']
         if 'of_gemm' in o:
             if not part:
                 products += o['ms_per_step']
@@ -24,3 +33,6 @@ for f in sys.argv[1:]:
         elif 'of_triad' in o and o['of_triad'] < 0.5:
             print("  M %.2f %7.2f ms  %s" % (o['of_triad'], o['ms_per_step'], o['op'][:150]))
     print("  products %.0f ms a step; %.1f ms short of 0.85" % (products, short))
+    total = sum(floor.values())
+    print("  floor %.0f ms (products %.0f at the GEMM, memory-bound %.0f and the update %.0f at the triad, the rest %.0f as run): the step %.2f of it"
+          % (total, floor['products'], floor['memory'], floor['optimizer'], floor['other'], d['median_step_ms'] / total))
