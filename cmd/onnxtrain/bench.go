@@ -208,7 +208,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		if r.PeakRSSIncluded {
 			inc = fmt.Sprintf("; the peak RSS includes their %d MiB", benchlib.ProfileRefsBytes>>20)
 		}
-		fmt.Fprintf(out, "  references after each timed step (%d): 2048³ GEMM %.1f GFLOP/s (%.1f-%.1f), triad %.1f GB/s (%.1f-%.1f)%s\n",
+		fmt.Fprintf(out, "  references before the warm-up and after the last timed step (%d samples): 2048³ GEMM %.1f GFLOP/s (%.1f-%.1f), triad %.1f GB/s (%.1f-%.1f)%s\n",
 			r.Samples, r.GemmGFLOPS, r.GemmMin, r.GemmMax, r.TriadGBps, r.TriadMin, r.TriadMax, inc)
 	}
 	if len(res.OpProfile) > 0 {

@@ -268,7 +268,7 @@ func TestBenchOpProfile(t *testing.T) {
 	out, err = runBenchChild(t, "--model", "../../models/mlp/mlp_train.onnx", "--batch-size", "8",
 		"--steps", "2", "--warmup", "1", "--op-profile")
 	require.NoError(t, err, out)
-	assert.Regexp(t, `references after each timed step \(2\): 2048³ GEMM [0-9.]+ GFLOP/s \([0-9.]+-[0-9.]+\), triad [0-9.]+ GB/s`, out)
+	assert.Regexp(t, `references before the warm-up and after the last timed step \(2 samples\): 2048³ GEMM [0-9.]+ GFLOP/s \([0-9.]+-[0-9.]+\), triad [0-9.]+ GB/s`, out)
 	assert.Regexp(t, `GFLOP/s  [0-9.]+ of the GEMM\n`, out)
 	assert.Regexp(t, `GB/s +[0-9.]+ of the triad\n`, out)
 	assert.Regexp(t, `\n  below 0.85 of the GEMM \(rows of 0.5 ms a step or more\): \S.*\n  below 0.50 of the triad`, out)
