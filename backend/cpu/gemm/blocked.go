@@ -551,6 +551,21 @@ func (p *problem) bRegion(p0, kc, j0, nc int) Region {
 // prefetchRowsFn prefetches rows of a Region; a no-op without assembly.
 var prefetchRowsFn = func(src []float32, ld, rows, width int) {}
 
+// PrefetchRows asks for the cache lines of the first width elements of
+// rows rows of src, ld elements apart, to be brought towards L2
+// (PREFETCHT1), and returns at once; a no-op without the assembly. For a
+// kernel that knows which lines its next piece of work reads or
+// overwrites, so that their transfers overlap the current piece's
+// arithmetic. src must hold the rows (the call panics otherwise, as an
+// index would).
+func PrefetchRows(src []float32, ld, rows, width int) {
+	if rows <= 0 || width <= 0 {
+		return
+	}
+	_ = src[(rows-1)*ld+width-1]
+	prefetchRowsFn(src, ld, rows, width)
+}
+
 // spreadPrefetch prefetches the rows of the next regions (up to four), taken end
 // to end, spread evenly over a block's tiles: the macro-kernels call step
 // once before each tile.

@@ -200,3 +200,23 @@ func rerunWithoutStream(pp *PackedProduct, c0 []float32) []float32 {
 	streamC = savedStream
 	return c
 }
+
+// TestPrefetchRows: the hint reads nothing it may not (a region past the
+// slice's end panics before any prefetch, as an index would), writes
+// nothing, and takes an empty region of an empty slice.
+func TestPrefetchRows(t *testing.T) {
+	src := make([]float32, 10*112)
+	for i := range src {
+		src[i] = float32(i)
+	}
+	PrefetchRows(src, 112, 10, 112)
+	PrefetchRows(src[5*112:], 112, 5, 112)
+	PrefetchRows(src[3:], 112, 9, 100) // rows of 100 of 112, the last ending 9 before the end
+	for i, v := range src {
+		require.Equal(t, float32(i), v, "element %d", i)
+	}
+	PrefetchRows(nil, 112, 0, 112)
+	PrefetchRows(nil, 112, 3, 0)
+	require.Panics(t, func() { PrefetchRows(src, 112, 11, 112) }, "an 11th row")
+	require.Panics(t, func() { PrefetchRows(src[1:], 112, 10, 112) }, "the last row one element short")
+}
