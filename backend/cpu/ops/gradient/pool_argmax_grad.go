@@ -82,9 +82,8 @@ func maxPoolArgmaxGrad(_ *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*g
 	// consecutive planes (static), so that the plane after its current
 	// one is its own and it can fetch that plane's lines of dX while it
 	// scatters into this one.
-	fetch := 4*w.inSize >= fetchNextPlaneBytes
-	nn.ParallelItemsOf(planes, gradWorkers(planes, w.inSize/4+w.outSize), fetch, argmaxGradTask{st: st,
-		dy: dy.Float32s(), codes: codes.Data.([]uint8), dx: dx.Float32s(), fetch: fetch})
+	nn.ParallelItemsOf(planes, gradWorkers(planes, w.inSize/4+w.outSize), st.fetchesAhead(), argmaxGradTask{st: st,
+		dy: dy.Float32s(), codes: codes.Data.([]uint8), dx: dx.Float32s()})
 	if at := st.bad.Load(); at >= 0 {
 		return nil, n.Errorf("code %d of output %d names no tap of its window", codes.Data.([]uint8)[at], at)
 	}
@@ -134,7 +133,6 @@ type argmaxGradTask struct {
 	st     *argmaxGradState
 	dy, dx []float32
 	codes  []uint8
-	fetch  bool // fetch the next plane's lines of dX (fetchNextPlaneBytes)
 }
 
 func (t *argmaxGradTask) Item(_, c int) {
@@ -142,7 +140,7 @@ func (t *argmaxGradTask) Item(_, c int) {
 	inSize, outSize, iw, ow := st.win.inSize, st.win.outSize, st.win.in[1], len(st.cols)
 	dx := t.dx[c*inSize : (c+1)*inSize]
 	var next []float32
-	if t.fetch && (c+2)*inSize <= len(t.dx) {
+	if st.fetchesAhead() && (c+2)*inSize <= len(t.dx) {
 		next = t.dx[(c+1)*inSize : (c+2)*inSize]
 	}
 	clear(dx)
@@ -156,11 +154,17 @@ func (t *argmaxGradTask) Item(_, c int) {
 // gradient (112×112 planes, 49 KiB, 25.7 MB over the batch) spent a third
 // of its time clearing planes whose lines came from memory, read for
 // ownership when the clear first wrote them. Fetched while the plane
-// before is scattered, in runs of planes per worker: 2.54–2.66 → 1.81–1.96
-// ms in ResNet-50's step (0.46–0.48 → 0.62–0.67 of the triad; 7 December,
-// docs/large-models.md). Smaller planes (the small fixtures' 4 KiB) stay
-// in the caches anyway and are handed out one at a time.
+// before is scattered, in runs of planes per worker: 2.54–2.70 → 1.81–2.11
+// ms in ResNet-50's step with AVX-512 (0.46–0.48 → 0.58–0.67 of the
+// triad; 7 December, docs/large-models.md). Smaller planes (the small
+// fixtures' 4 KiB) stay in the caches anyway and are handed out one at a
+// time.
 const fetchNextPlaneBytes = 16 << 10
+
+// fetchesAhead reports whether the planes of dX are large enough to fetch
+// the next one's lines while one is scattered (fetchNextPlaneBytes); the
+// workers then take runs of consecutive planes.
+func (st *argmaxGradState) fetchesAhead() bool { return 4*st.win.inSize >= fetchNextPlaneBytes }
 
 // argmaxScatterPlane adds each window's dy (the plane's outputs in
 // row-major order) to dx at the tap its code names, and returns -1, or
