@@ -35,7 +35,8 @@ const AttentionSoftmax = "AttentionSoftmax"
 //
 // A kernel computes one head's dP and dS in a buffer that stays in the
 // core's cache and reads that head's P once: neither T×T gradient is
-// written to memory.
+// written to memory. With AttnRecomputeP (RecomputeAttentionProbs) P is
+// absent and each head's is computed again from Q and K.
 const AttentionSoftmaxGrad = "AttentionSoftmaxGrad"
 
 // Attribute-name prefixes of the products inside the attention ops, and
@@ -479,6 +480,15 @@ func inferAttentionSoftmaxGrad(c *inferCall) error {
 	in, done := attentionOperands(c)
 	defer done()
 	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
+	if p == "" && n.AttrInt(AttnRecomputeP, 0) == 1 {
+		// P recomputed: its shape is the scores' product's, inferred
+		// under a name of its own, then forgotten.
+		p = n.Name + "/attention-scores"
+		defer delete(c.st.types, p)
+		if err := inferPermutedMatMul(&inferCall{st: c.st, n: AttentionProduct(n, AttnQK, []string{q, k}, p)}); err != nil {
+			return err
+		}
+	}
 	for i, sub := range []*Node{
 		AttentionProduct(n, AttnDQ, []string{dO, q, k}, ""),
 		AttentionProduct(n, AttnDK, []string{dO, q, k}, ""),

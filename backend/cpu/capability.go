@@ -14,7 +14,7 @@ var fusedOps = []string{
 	graph.MatMulAddGeluErf, graph.MatMulGeluErfGrad, graph.LayerNormGradAdd,
 	graph.PermutedMatMulAdd, graph.MatMulAddAdd, graph.BatchNormAddRelu, graph.AddReluGrad,
 	graph.BatchNormAddReluGrad, graph.MaxPoolArgmax, graph.MaxPoolArgmaxGrad,
-	graph.AttentionSoftmax, graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat,
+	graph.AttentionSoftmax, graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat, graph.AttnRecomputePMode,
 	graph.Patchify, graph.SGDUpdateGatheredOp, graph.AdamUpdateGatheredOp,
 }
 

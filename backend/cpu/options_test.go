@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,11 +43,14 @@ func TestNoMemoryPlanOption(t *testing.T) {
 }
 
 // TestFusedOpsHaveKernels: every fused op the backend declares has a
-// kernel.
+// kernel, and so does the op of every mode it declares (OP+mode, as
+// graph.AttnRecomputePMode).
 func TestFusedOpsHaveKernels(t *testing.T) {
 	ops := (&Backend{}).FusedOps()
 	require.NotEmpty(t, ops)
+	assert.Contains(t, ops, graph.AttnRecomputePMode)
 	for _, op := range ops {
+		op, _, _ = strings.Cut(op, "+")
 		domain := graph.FusedDomain
 		if graph.IsOptimizerOp(&graph.Node{OpType: op, Domain: graph.InternalDomain}) {
 			domain = graph.InternalDomain // a fused optimizer update (SGDUpdateGathered)

@@ -107,11 +107,21 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 	case graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat:
 		// dP = dO·Vᵀ and dV = Pᵀ·dO, Dv terms per element of P each; dQ =
 		// dS·K and dK = dSᵀ·Q, Dk terms per element of P each (SoftmaxGrad
-		// not counted).
+		// not counted). Where P is recomputed (graph.AttnRecomputeP, no P
+		// operand) it has |dO|/Dv times the keys (V's rows) elements, and
+		// the scores' product adds Dk terms for each.
 		in = packedParts(n, in)
 		ov, qv := viewShape(n, at(in, 0), graph.AttnDP+"axes0"), viewShape(n, at(in, 3), graph.AttnDQ+"axes1")
 		if len(ov) >= 1 && len(qv) >= 1 {
-			flops = 4 * size(at(in, 1)) * float64(ov[len(ov)-1]+qv[len(qv)-1])
+			dv, dk, np := float64(ov[len(ov)-1]), float64(qv[len(qv)-1]), size(at(in, 1))
+			recompute := n.AttrInt(graph.AttnRecomputeP, 0) == 1
+			if vv := viewShape(n, at(in, 2), graph.AttnDP+"axes2"); recompute && len(vv) >= 2 && dv > 0 {
+				np = size(at(in, 0)) / dv * float64(vv[len(vv)-2])
+			}
+			flops = 4 * np * (dv + dk)
+			if recompute {
+				flops += 2 * np * dk
+			}
 		}
 	case "Conv", "ConvBackwardData":
 		// Per output (or input-gradient) element, one multiply-add per

@@ -100,6 +100,12 @@ func TestOpWorkShapes(t *testing.T) {
 		{"AttentionSoftmaxGrad", node(graph.AttentionSoftmaxGrad, graph.IntsAttr("dp.axes0", 1, 0, 2), graph.IntsAttr("dq.axes1", 1, 0, 2)),
 			[]*graph.Tensor{f32(5, 6, 4), f32(6, 5, 5), f32(5, 6, 4), f32(5, 6, 4), f32(5, 6, 4)},
 			[]*graph.Tensor{f32(5, 6, 4), f32(5, 6, 4), f32(5, 6, 4)}, 4 * (2 * 6 * 5 * 5 * 4)},
+		// P recomputed (no P operand): its 6·5·5 elements from dO and V's
+		// views, and the scores' product a fifth product of 4 terms each.
+		{"AttentionSoftmaxGrad recompute_p", node(graph.AttentionSoftmaxGrad, graph.IntsAttr("dp.axes0", 1, 0, 2), graph.IntsAttr("dp.axes2", 1, 0, 2),
+			graph.IntsAttr("dq.axes1", 1, 0, 2), graph.IntAttr(graph.AttnRecomputeP, 1)),
+			[]*graph.Tensor{f32(5, 6, 4), nil, f32(5, 6, 4), f32(5, 6, 4), f32(5, 6, 4)},
+			[]*graph.Tensor{f32(5, 6, 4), f32(5, 6, 4), f32(5, 6, 4)}, 5 * (2 * 6 * 5 * 5 * 4)},
 		{"Add", node("Add"), []*graph.Tensor{f32(4, 8), f32(8)}, []*graph.Tensor{f32(4, 8)}, 0},
 	}
 	for _, c := range cases {
@@ -148,7 +154,9 @@ func TestOpWorkShapes(t *testing.T) {
 // four in the gradient, one call per head each, whose flops (as the
 // kernel reports them) add up to the fused op's (as opWork counts them
 // from its operands, the packed ones at their parts' shape), and which
-// the shares' sum leaves out.
+// the shares' sum leaves out. With the gradient recomputing P
+// (graph.RecomputeMinRatio lowered to reach the fixtures) it lists the
+// scores' product as a fifth part of the gradient, counted in its flops.
 func TestOpProfileAttentionParts(t *testing.T) {
 	for _, c := range []struct {
 		model, loss string
@@ -157,11 +165,16 @@ func TestOpProfileAttentionParts(t *testing.T) {
 		{"../../models/transformer_loss/transformer_loss_train.onnx", "output:loss", graph.AttentionSoftmaxGrad},
 		{"../../models/vit_tv/vit_tv_train.onnx", "", graph.AttentionSoftmaxGradConcat},
 	} {
-		t.Run(c.grad, func(t *testing.T) { opProfileAttentionParts(t, c.model, c.loss, c.grad) })
+		t.Run(c.grad, func(t *testing.T) { opProfileAttentionParts(t, c.model, c.loss, c.grad, false) })
+		t.Run(c.grad+"/recompute_p", func(t *testing.T) {
+			defer func(r int) { graph.RecomputeMinRatio = r }(graph.RecomputeMinRatio)
+			graph.RecomputeMinRatio = 0
+			opProfileAttentionParts(t, c.model, c.loss, c.grad, true)
+		})
 	}
 }
 
-func opProfileAttentionParts(t *testing.T, model, loss, grad string) {
+func opProfileAttentionParts(t *testing.T, model, loss, grad string, recompute bool) {
 	res, err := RunModel(context.Background(), ModelOptions{
 		Model: model, Loss: loss, BatchSize: 4,
 		Steps: 2, Warmup: 1, IntHigh: 16, OpProfile: true,
@@ -176,9 +189,15 @@ func opProfileAttentionParts(t *testing.T, model, loss, grad string) {
 		}
 	}
 	assert.InDelta(t, 1, share, 1e-9)
+	gradParts := []string{"dp", "dv", "dq", "dk"}
+	if recompute {
+		gradParts = append(gradParts, "qk")
+	} else {
+		assert.NotContains(t, rows, grad+"/qk")
+	}
 	for op, parts := range map[string][]string{
 		graph.AttentionSoftmax: {"qk", "pv"},
-		grad:                   {"dp", "dv", "dq", "dk"},
+		grad:                   gradParts,
 	} {
 		fused, ok := rows[op]
 		require.True(t, ok, "%s in the profile: %v", op, rows)

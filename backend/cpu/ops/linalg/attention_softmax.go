@@ -25,14 +25,18 @@ func init() {
 // as PermutedMatMul nodes (built from its attributes once), their plans,
 // and the per-core T×T buffers the heads' scores (or dP and dS) live in.
 type attnState struct {
-	subs   [4]*graph.Node
-	labels [4]string // the products' profile labels
-	plans  [4]permutedState
+	subs   [5]*graph.Node
+	labels [5]string // the products' profile labels
+	plans  [5]permutedState
 	// fwd: plans[0] the scores (Q·Kᵀ), plans[1] P·V. grad: plans[0] dP,
-	// plans[1] dV, plans[2] dQ, plans[3] dK.
-	grad     bool
-	scale    float32
-	hasScale bool
+	// plans[1] dV, plans[2] dQ, plans[3] dK, and with recompute plans[4]
+	// the scores again.
+	grad bool
+	// recompute: the gradient computes each head's P again
+	// (graph.AttnRecomputeP) into the second half of its buffer.
+	recompute bool
+	scale     float32
+	hasScale  bool
 	// header: P's shape without storage, when P is omitted.
 	header graph.Tensor
 	// p: P's storage (the output, or nil when omitted); rows, cols: a
@@ -194,10 +198,14 @@ var attnBuffers struct {
 	free [][]float32
 }
 
-// buffer takes a buffer of a head's T×T elements and one row more (a new
-// one when none free is large enough).
+// buffer takes a buffer of a head's T×T elements and one row more, and
+// for a gradient that recomputes P another T×T after them (a new one
+// when none free is large enough).
 func (s *attnState) buffer() []float32 {
 	want := (s.rows + 1) * s.cols
+	if s.grad && s.recompute {
+		want += s.rows * s.cols
+	}
 	attnBuffers.mu.Lock()
 	defer attnBuffers.mu.Unlock()
 	for i := len(attnBuffers.free) - 1; i >= 0; i-- {
@@ -529,7 +537,7 @@ func (s *attnState) Chunk(lo, hi int) {
 // what the PermutedMatMul gradients, SoftmaxGrad and Mul compute, bit for
 // bit.
 func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
-	if err := kern.Need(n, in, 5); err != nil {
+	if err := needGradInputs(n, in); err != nil {
 		return nil, err
 	}
 	if len(n.Outputs) != 3 {
@@ -550,7 +558,7 @@ func attentionSoftmaxGradKernel(ctx *kern.Context, n *graph.Node, in []*graph.Te
 // the output keeps them (permutedState.packInto); a part whose rows do
 // not fit the output's runs is written apart and copied in.
 func attentionSoftmaxGradConcatKernel(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
-	if err := kern.Need(n, in, 5); err != nil {
+	if err := needGradInputs(n, in); err != nil {
 		return nil, err
 	}
 	if len(n.Outputs) != 1 {
@@ -595,6 +603,26 @@ func attentionSoftmaxGradConcatKernel(ctx *kern.Context, n *graph.Node, in []*gr
 	return attentionGrad(n, in, yShape)
 }
 
+// needGradInputs checks a gradient node's five operands: all present, but
+// P (input 1) absent where the node recomputes it (graph.AttnRecomputeP).
+func needGradInputs(n *graph.Node, in []*graph.Tensor) error {
+	if n.AttrInt(graph.AttnRecomputeP, 0) != 1 {
+		return kern.Need(n, in, 5)
+	}
+	if len(in) < 5 {
+		return n.Errorf("needs 5 inputs, has %d", len(in))
+	}
+	for i, t := range in[:5] {
+		switch {
+		case i == 1 && t != nil:
+			return n.Errorf("input 1 (P) must be empty: attribute %s recomputes it", graph.AttnRecomputeP)
+		case i != 1 && t == nil:
+			return n.Errorf("input %d is required", i)
+		}
+	}
+	return nil
+}
+
 // gradPlans are the plans of the gradient's outputs dQ, dK and dV.
 var gradPlans = [3]int{2, 3, 1}
 
@@ -611,10 +639,26 @@ func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Te
 	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
 	s.grad = true
 	s.scale, s.hasScale = n.AttrFloat(graph.AttnDSScale, 1), n.Attr(graph.AttnDSScale) != nil
-	if p.Validate() != nil || p.Rank() < 2 {
+	s.recompute = n.AttrInt(graph.AttnRecomputeP, 0) == 1
+	pHeader := -1 // the operand that is P where P has no storage
+	if s.recompute {
+		// P as the forward computed it: the scores' product planned
+		// from the forward's attributes, P a header of its shape over
+		// no storage (each head's is the buffer's second half).
+		s.causal = n.AttrInt(graph.AttnCausal, 0) == 1
+		if err := s.planSub(n, 4, graph.AttnQK, []*graph.Tensor{q, k}, -1); err != nil {
+			return nil, err
+		}
+		qk := &s.plans[4]
+		if qk.swapC || qk.m <= 0 || !headMatrix(qk, qk.m, qk.n) || s.causal && qk.m != qk.n {
+			return nil, n.Errorf("the recomputed scores' product %v writes no row-major (square, where causal) T×T matrix per head", qk.yShape)
+		}
+		s.header = graph.Tensor{DType: graph.Float32, Shape: append(s.header.Shape[:0], qk.yShape...), Data: []float32(nil)}
+		p, pHeader = &s.header, 1
+	} else if p.Validate() != nil || p.Rank() < 2 {
 		return nil, n.Errorf("P (input 1) must be a tensor of rank 2 or more, got %v", p.Shape)
 	}
-	if err := s.planSub(n, 0, graph.AttnDP, []*graph.Tensor{dO, p, v}, -1); err != nil {
+	if err := s.planSub(n, 0, graph.AttnDP, []*graph.Tensor{dO, p, v}, pHeader); err != nil {
 		return nil, err
 	}
 	dp := &s.plans[0]
@@ -623,21 +667,29 @@ func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Te
 		return nil, n.Errorf("dP's product %v writes no row-major T×T matrix per head of P %v", dp.yShape, p.Shape)
 	}
 	s.rows, s.cols = rows, cols
-	if err := s.planSub(n, 1, graph.AttnDV, []*graph.Tensor{dO, p, v}, -1); err != nil {
+	if err := s.planSub(n, 1, graph.AttnDV, []*graph.Tensor{dO, p, v}, pHeader); err != nil {
 		return nil, err
 	}
 	// dS as the dQ and dK plans see it: P's shape, its data the buffers.
 	ds := &graph.Tensor{DType: graph.Float32, Shape: p.Shape, Data: p.Data}
-	if err := s.planSub(n, 2, graph.AttnDQ, []*graph.Tensor{ds, q, k}, -1); err != nil {
+	dsHeader := -1
+	if s.recompute {
+		dsHeader = 0
+	}
+	if err := s.planSub(n, 2, graph.AttnDQ, []*graph.Tensor{ds, q, k}, dsHeader); err != nil {
 		return nil, err
 	}
-	if err := s.planSub(n, 3, graph.AttnDK, []*graph.Tensor{ds, q, k}, -1); err != nil {
+	if err := s.planSub(n, 3, graph.AttnDK, []*graph.Tensor{ds, q, k}, dsHeader); err != nil {
 		return nil, err
 	}
 	// dS is op(A) of dQ's product (dS·K) and op(B) of dK's (dSᵀ·Q);
 	// a plan that swapped its product holds it on the other side.
 	s.dqOnA, s.dkOnA = !s.plans[2].swapC, s.plans[3].swapC
-	for i := 1; i < 4; i++ {
+	last := 4
+	if s.recompute {
+		last = 5
+	}
+	for i := 1; i < last; i++ {
 		if s.plans[i].batch != dp.batch {
 			return nil, n.Errorf("the gradients' products have batches %d and %d", dp.batch, s.plans[i].batch)
 		}
@@ -673,7 +725,10 @@ func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Te
 		outs[i] = t
 		s.plans[pl].c = t.Float32s()
 	}
-	s.p = p.Float32s()
+	s.p = nil
+	if !s.recompute {
+		s.p = p.Float32s()
+	}
 	if dp.batch > 0 && rows > 0 && cols > 0 {
 		s.run(dp.batch, rows*cols*max(dp.k, 1))
 	}
@@ -698,28 +753,52 @@ func attentionGrad(n *graph.Node, in []*graph.Tensor, packed []int) ([]*graph.Te
 }
 
 // gradHeads runs heads [lo, hi) of the gradient with buf (T×T) as dP, then
-// dS.
+// dS. With recompute each head's scores go into buf first, their Softmax
+// (the forward's call, so P's bits are the forward's) into buf's second
+// T×T, which the head's products then read as P.
 func (s *attnState) gradHeads(lo, hi int, buf []float32) {
-	dp, dv, dq, dk := &s.plans[0], &s.plans[1], &s.plans[2], &s.plans[3]
+	dp, dv, dq, dk, qk := &s.plans[0], &s.plans[1], &s.plans[2], &s.plans[3], &s.plans[4]
 	size := s.rows * s.cols
 	pOnA := !dv.swapC // P's side of dV's plan (Pᵀ·dO)
-	var next [4]gemm.Operands
+	var pbuf []float32
+	if s.recompute {
+		pbuf = buf[size+s.cols : 2*size+s.cols]
+	}
+	var next [5]gemm.Operands
 	for h := lo; h < hi; h++ {
 		// Each product prefetches the next one's operands from memory
 		// (see Chunk); dS, in buf, is in the cache.
 		var after *gemm.Operands
-		if h+1 < hi {
-			after = dp.operands(&next[0], h+1, nil, false)
+		var ph []float32 // this head's P, where the products read it from
+		if s.recompute {
+			if h+1 < hi {
+				after = qk.operands(&next[0], h+1, nil, false)
+			}
+			qk.head(h, nil, false, buf, dp.operands(&next[4], h, nil, false))
+			if s.causal {
+				reduce.SoftmaxCausalRows32(pbuf, buf[:size], buf[size:size+s.cols], s.cols)
+			} else {
+				reduce.SoftmaxRows32(pbuf, buf[:size], s.cols)
+			}
+			ph = pbuf
+		} else {
+			if h+1 < hi {
+				after = dp.operands(&next[0], h+1, nil, false)
+			}
 		}
-		dp.head(h, nil, false, buf, dv.operands(&next[1], h, nil, pOnA))
-		gradient.SoftmaxGradRows32(buf[:size], s.p[h*size:(h+1)*size], buf[:size], s.cols)
+		dp.head(h, nil, false, buf, dv.operands(&next[1], h, ph, pOnA))
+		p := ph
+		if p == nil {
+			p = s.p[h*size : (h+1)*size]
+		}
+		gradient.SoftmaxGradRows32(buf[:size], p, buf[:size], s.cols)
 		if s.hasScale {
 			x, c := buf[:size], s.scale
 			for i := range x {
 				x[i] *= c
 			}
 		}
-		dv.head(h, nil, false, nil, dq.operands(&next[2], h, buf, s.dqOnA))
+		dv.head(h, ph, pOnA, nil, dq.operands(&next[2], h, buf, s.dqOnA))
 		dq.head(h, buf, s.dqOnA, nil, dk.operands(&next[3], h, buf, s.dkOnA))
 		dk.head(h, buf, s.dkOnA, nil, after)
 	}
@@ -728,7 +807,7 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 // allFloat32 reports whether every tensor is float32.
 func allFloat32(in []*graph.Tensor) bool {
 	for _, t := range in {
-		if t.DType != graph.Float32 {
+		if t != nil && t.DType != graph.Float32 {
 			return false
 		}
 	}
@@ -739,7 +818,26 @@ func allFloat32(in []*graph.Tensor) bool {
 // through their kernels (operands of other dtypes: under autocast), with
 // their results on the heap.
 func attentionUnfused(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
-	s, err := permutedMatMulKernel(ctx, graph.AttentionProduct(n, graph.AttnQK, n.Inputs[:2], n.Name+"/scores"), in[:2])
+	p, err := unfusedProbs(ctx, n, [2]string{n.Inputs[0], n.Inputs[1]}, in[0], in[1])
+	if err != nil {
+		return nil, err
+	}
+	o, err := permutedMatMulKernel(ctx, graph.AttentionProduct(n, graph.AttnPV, []string{n.Name + "/p", n.Inputs[2]}, n.Outputs[0]),
+		[]*graph.Tensor{p, in[2]})
+	if err != nil {
+		return nil, err
+	}
+	if n.Outputs[1] == "" {
+		p = nil
+	}
+	return kern.Results(n, o[0], p), nil
+}
+
+// unfusedProbs is P = Softmax(scores, axis=-1) of attention node n (its
+// qk.* product of q and k, named qkNames, and its causal mask) through the
+// unfused kernels.
+func unfusedProbs(ctx *kern.Context, n *graph.Node, qkNames [2]string, q, k *graph.Tensor) (*graph.Tensor, error) {
+	s, err := permutedMatMulKernel(ctx, graph.AttentionProduct(n, graph.AttnQK, qkNames[:], n.Name+"/scores"), []*graph.Tensor{q, k})
 	if err != nil {
 		return nil, err
 	}
@@ -758,24 +856,18 @@ func attentionUnfused(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*
 			}
 		}
 	}
-	p, err := runSubOp(ctx, n, "", "Softmax", s[:1], graph.IntAttr("axis", -1))
-	if err != nil {
-		return nil, err
-	}
-	o, err := permutedMatMulKernel(ctx, graph.AttentionProduct(n, graph.AttnPV, []string{n.Name + "/p", n.Inputs[2]}, n.Outputs[0]),
-		[]*graph.Tensor{p, in[2]})
-	if err != nil {
-		return nil, err
-	}
-	if n.Outputs[1] == "" {
-		p = nil
-	}
-	return kern.Results(n, o[0], p), nil
+	return runSubOp(ctx, n, "", "Softmax", s[:1], graph.IntAttr("axis", -1))
 }
 
 // attentionGradUnfused is attentionUnfused for AttentionSoftmaxGrad.
 func attentionGradUnfused(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	dO, p, v, q, k := in[0], in[1], in[2], in[3], in[4]
+	if n.AttrInt(graph.AttnRecomputeP, 0) == 1 {
+		var err error
+		if p, err = unfusedProbs(ctx, n, [2]string{n.Inputs[3], n.Inputs[4]}, q, k); err != nil {
+			return nil, err
+		}
+	}
 	product := func(prefix string, ops ...*graph.Tensor) (*graph.Tensor, error) {
 		r, err := permutedMatMulKernel(ctx, graph.AttentionProduct(n, prefix, make([]string, len(ops)), n.Name+"/"+prefix), ops)
 		if err != nil {

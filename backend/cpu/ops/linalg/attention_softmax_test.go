@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +112,9 @@ func runCounting(t *testing.T, b *cpu.Backend, m *graph.Model, inputs map[string
 // through the fused heads, float64 through the unfused kernels (the
 // dtypes autocast may give them); without and with a causal mask
 // (graph.AttnCausal and the products' hints as the fusion sets them).
+// The gradient node that recomputes P (graph.AttnRecomputeP: no P input,
+// the forward's qk.* attributes and causal flag) gives the same
+// gradients bit for bit, on both paths.
 func TestAttentionSoftmaxKernelsReference(t *testing.T) {
 	for _, causal := range []bool{false, true} {
 		t.Run(fmt.Sprintf("causal=%v", causal), func(t *testing.T) { testAttentionKernelsReference(t, causal) })
@@ -239,5 +243,38 @@ func testAttentionKernelsReference(t *testing.T, causal bool) {
 		check("dQ", grads[0], dq, T, BH, D)
 		check("dK", grads[1], dk, T, BH, D)
 		check("dV", grads[2], dv, T, BH, D)
+
+		again := recomputingGrad(bwd, fwd)
+		regrads, err := spec.Fn(ctx, again, []*graph.Tensor{tensor(dO, T, BH, D), nil, tensor(v, T, BH, D), tensor(q, T, BH, D), tensor(k, T, BH, D)})
+		require.NoError(t, err)
+		require.Len(t, regrads, 3)
+		for i, name := range []string{"dQ", "dK", "dV"} {
+			require.Equal(t, grads[i].Shape, regrads[i].Shape, "%v %s, P recomputed", c.dtype, name)
+			for e := 0; e < grads[i].Size(); e++ {
+				require.Equal(t, math.Float64bits(grads[i].Float(e)), math.Float64bits(regrads[i].Float(e)), "%v %s[%d]: P recomputed against P read", c.dtype, name, e)
+			}
+		}
+		_, err = spec.Fn(ctx, again, []*graph.Tensor{tensor(dO, T, BH, D), out[1], tensor(v, T, BH, D), tensor(q, T, BH, D), tensor(k, T, BH, D)})
+		require.ErrorContains(t, err, "input 1 (P) must be empty")
 	}
+}
+
+// recomputingGrad is gradient node bwd as graph.RecomputeAttentionProbs
+// makes it from its forward fwd: no P input, fwd's qk.* attributes and
+// causal flag, graph.AttnRecomputeP.
+func recomputingGrad(bwd, fwd *graph.Node) *graph.Node {
+	n := *bwd
+	n.Inputs = append([]string(nil), bwd.Inputs...)
+	n.Inputs[1] = ""
+	n.Attrs = map[string]*graph.Attr{}
+	for k, a := range bwd.Attrs {
+		n.Attrs[k] = a
+	}
+	for k, a := range fwd.Attrs {
+		if strings.HasPrefix(k, graph.AttnQK) || k == graph.AttnCausal {
+			n.Attrs[k] = a
+		}
+	}
+	n.SetAttr(graph.IntAttr(graph.AttnRecomputeP, 1))
+	return &n
 }

@@ -1,0 +1,114 @@
+package linalg_test
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/graph"
+	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/train"
+)
+
+var noRecomputeOnce sync.Once
+
+// TestRecomputedProbsStep: training steps of two fixtures whose attention
+// is not causal — models/vit_tv (torchvision's nn.MultiheadAttention: q,
+// k and v read packed, the gradients written side by side,
+// AttentionSoftmaxGradConcat) and models/transformer_loss
+// (AttentionSoftmaxGrad) — with graph.RecomputeMinRatio lowered so that
+// every attention gradient recomputes P give the same losses and
+// gradients bit for bit as the backend that keeps P (without
+// graph.AttnRecomputePMode), in the recording run and the planned one; the
+// forward then writes no P
+// and the step's memory plan is smaller. The causal fixtures (the GPT's
+// TestCausalGPTStep, TestCausalAttentionFused at T ≥ 64) recompute P at the
+// default ratio.
+func TestRecomputedProbsStep(t *testing.T) {
+	defer func(r int) { graph.RecomputeMinRatio = r }(graph.RecomputeMinRatio)
+	graph.RecomputeMinRatio = 0
+	noRecomputeOnce.Do(func() {
+		backend.Register("cpu-keeps-attention-probs", func() (backend.Backend, error) { return backendWithout(graph.AttnRecomputePMode), nil })
+	})
+	rng := rand.New(rand.NewPCG(31, 32))
+	const B = 4
+	image := graph.Zeros(graph.Float32, B, 3, 32, 32)
+	for i := range image.Float32s() {
+		image.Float32s()[i] = float32(rng.NormFloat64())
+	}
+	tokens, next := make([]int64, B*8), make([]int64, B*8)
+	for i := range tokens {
+		tokens[i], next[i] = rng.Int64N(16), rng.Int64N(16)
+	}
+	for _, c := range []struct {
+		model, loss string
+		inputs      map[string]*graph.Tensor
+		labels      *graph.Tensor
+		grad        string
+	}{
+		{"vit_tv", "cross_entropy", map[string]*graph.Tensor{"input": image}, graph.FromInt64([]int64{1, 7, 3, 9}, B), graph.AttentionSoftmaxGradConcat},
+		{"transformer_loss", "output:loss", map[string]*graph.Tensor{"x": graph.FromInt64(tokens, B, 8), "labels": graph.FromInt64(next, B, 8)}, nil, graph.AttentionSoftmaxGrad},
+	} {
+		t.Run(c.model, func(t *testing.T) {
+			m, err := importer.Load("../../../../models/" + c.model + "/" + c.model + "_train.onnx")
+			require.NoError(t, err)
+			loss, err := train.ParseLoss(c.loss)
+			require.NoError(t, err)
+			type run struct {
+				losses    []float64
+				grads     [][]float32
+				recompute int // gradient nodes run that recompute P
+				ops       map[string]int
+				keptP     int // forward nodes run that write P
+				planned   int64
+			}
+			steps := func(be string) run {
+				prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: be, Seed: 5})
+				require.NoError(t, err)
+				var r run
+				for range 2 {
+					r.recompute, r.keptP, r.ops = 0, 0, map[string]int{}
+					ctx := backend.WithNodeTimer(context.Background(), func(n *graph.Node, _ time.Duration) {
+						switch {
+						case (n.OpType == graph.AttentionSoftmaxGrad || n.OpType == graph.AttentionSoftmaxGradConcat) && n.AttrInt(graph.AttnRecomputeP, 0) == 1:
+							r.recompute++
+							r.ops[n.OpType]++
+						case n.OpType == graph.AttentionSoftmax && len(n.Outputs) > 1 && n.Outputs[1] != "":
+							r.keptP++
+						}
+					})
+					res, err := prog.ForwardBackward(ctx, c.inputs, c.labels, 1)
+					require.NoError(t, err)
+					r.losses = append(r.losses, res.Loss)
+					r.grads = r.grads[:0]
+					for _, g := range res.Grads {
+						r.grads = append(r.grads, append([]float32(nil), g.Float32s()...))
+					}
+				}
+				r.planned = prog.PlannedBytes()
+				return r
+			}
+			again, kept := steps("cpu"), steps("cpu-keeps-attention-probs")
+			assert.Positive(t, again.ops[c.grad], "%s nodes that recompute P: %v", c.grad, again.ops)
+			assert.Zero(t, again.keptP, "forwards that write P")
+			assert.Zero(t, kept.recompute)
+			assert.Equal(t, again.recompute, kept.keptP, "one forward keeping P for each gradient")
+			require.Len(t, again.losses, 2)
+			for i := range kept.losses {
+				assert.Equal(t, math.Float64bits(kept.losses[i]), math.Float64bits(again.losses[i]), "step %d: loss %v against %v", i, again.losses[i], kept.losses[i])
+			}
+			require.Len(t, again.grads, len(kept.grads))
+			for i := range kept.grads {
+				assert.Equal(t, kept.grads[i], again.grads[i], "gradient %d", i)
+			}
+			assert.Less(t, again.planned, kept.planned, "the plan without P")
+		})
+	}
+}
