@@ -1,6 +1,12 @@
 package graph
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strconv"
+)
 
 // Evaluator computes one node's outputs from constant inputs. Backends
 // provide it to FoldConstants, so graph stays free of kernels.
@@ -17,7 +23,8 @@ var nondeterministic = map[string]bool{
 // turns its outputs into initializers. Nodes with subgraphs and random ops
 // are left alone. Nodes the evaluator fails on are kept as they are: folding
 // is an optimisation, and the error will surface at run time if it is real.
-// It returns the number of nodes folded.
+// Equal results of shareMinBytes or more are one tensor under their names
+// (sharedResults). It returns the number of nodes folded.
 func FoldConstants(g *Graph, eval Evaluator) int {
 	isInput := map[string]bool{}
 	for _, in := range g.Inputs {
@@ -31,6 +38,7 @@ func FoldConstants(g *Graph, eval Evaluator) int {
 		return ok && !isInput[name]
 	}
 	folded := 0
+	var same sharedResults
 	kept := g.Nodes[:0]
 	for _, n := range g.Nodes {
 		ok := !nondeterministic[n.OpType] && len(n.Subgraphs()) == 0 && n.Domain == ""
@@ -57,7 +65,7 @@ func FoldConstants(g *Graph, eval Evaluator) int {
 		}
 		for i, name := range n.Outputs {
 			if name != "" && i < len(out) && out[i] != nil {
-				g.Initializers[name] = out[i]
+				g.Initializers[name] = same.share(out[i])
 			}
 		}
 		folded++
@@ -65,6 +73,46 @@ func FoldConstants(g *Graph, eval Evaluator) int {
 	g.Nodes = kept
 	return folded
 }
+
+// shareMinBytes is the size from which FoldConstants keeps one tensor for
+// equal results: a PyTorch export repeats a causal mask's arithmetic in
+// every layer (the GPT of models/gpt at T = 1024: twelve equal 4 MiB
+// masks, kept by each compiled program).
+const shareMinBytes = 64 << 10
+
+// sharedResults finds, among the tensors a FoldConstants call has made,
+// one equal to a new result: the same dtype, shape and bytes.
+type sharedResults map[uint64][]*Tensor
+
+// share returns a tensor folded before that equals t (bit for bit), or t
+// (remembered) when there is none or t is under shareMinBytes.
+func (s *sharedResults) share(t *Tensor) *Tensor {
+	b := ElementBytes(t.Data)
+	if len(b) < shareMinBytes || t.IsContainer() {
+		return t
+	}
+	var h maphash.Hash
+	h.SetSeed(foldSeed)
+	h.WriteByte(byte(t.DType))
+	for _, d := range t.Shape {
+		h.WriteString(strconv.Itoa(d))
+		h.WriteByte(',')
+	}
+	h.Write(b)
+	key := h.Sum64()
+	if *s == nil {
+		*s = sharedResults{}
+	}
+	for _, u := range (*s)[key] {
+		if u.DType == t.DType && slices.Equal(u.Shape, t.Shape) && bytes.Equal(ElementBytes(u.Data), b) {
+			return u
+		}
+	}
+	(*s)[key] = append((*s)[key], t)
+	return t
+}
+
+var foldSeed = maphash.MakeSeed()
 
 func countNamed(names []string) int {
 	c := 0
