@@ -21,7 +21,9 @@ at 224 px, batch 4; and the GPT decoder of models/gpt/export_gpt.py at its
 GPT-2-small shape (12 layers, width 768, 12 heads, vocabulary 50257, T=128,
 untied head, 162M parameters, loss inside the graph), batch 4. Defaults: 3
 timed steps after 1 warm-up step; give --rounds 1 on a busy machine, as
-a round of the six cases takes tens of minutes there.
+a round of the six cases takes tens of minutes there. --cases gpt1024 runs
+the same decoder at GPT-2's own sequence length, T=1024, batch 1 (not in
+the large group: PyTorch takes about 9 s a step there).
 
 GEMM cases time one float32 product C = op(A)·op(B) with torch.mm against
 `onnxtrain bench --gemm M,N,K [--trans-a] [--trans-b]`.
@@ -62,7 +64,12 @@ LARGE_MODELS = {
     "resnet50": (8, "ResNet-50 (torchvision, 100 classes) 3x224x224, batch 8"),
     "vit_b16": (4, "ViT-B/16 (torchvision, 100 classes) 3x224x224, batch 4"),
     "gpt": (4, "GPT decoder 12 layers, width 768, 12 heads, vocab 50257, T=128, untied (162M), batch 4"),
+    "gpt1024": (1, "GPT decoder 12 layers, width 768, 12 heads, vocab 50257, T=1024, untied (163M), batch 1"),
 }
+# The large group (--cases large): the three models of issue 14's bars.
+LARGE_GROUP = ("resnet50", "vit_b16", "gpt")
+# The GPT decoders' sequence lengths (models/gpt/export_gpt.py).
+GPT_SEQ = {"gpt": 128, "gpt1024": 1024}
 LARGE_OPTIMIZERS = {
     "sgd": ("SGD momentum 0.9", ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9"]),
     # onnxtrain bench's AdamW has weight decay 0.01 (bench/benchlib), as
@@ -123,10 +130,10 @@ def build_model(name):
     if name == "vit_b16":
         import torchvision
         return torchvision.models.vit_b_16(num_classes=100), (3, 224, 224)
-    if name == "gpt":
+    if name in GPT_SEQ:
         sys.path.insert(0, os.path.join(ROOT, "models", "gpt"))
         import export_gpt  # noqa: E402  (models/gpt/export_gpt.py)
-        return export_gpt.GPT(), (128,)
+        return export_gpt.GPT(seq=GPT_SEQ[name]), (GPT_SEQ[name],)
     raise SystemExit("unknown model case %r (have %s)" % (name, ", ".join(MODEL_CASES)))
 
 
@@ -140,11 +147,11 @@ def export_large(model_name, folder):
     path = os.path.join(folder, model_name + ".onnx")
     if os.path.exists(path):
         return path
-    if model_name == "gpt":
+    if model_name in GPT_SEQ:
         sys.path.insert(0, os.path.join(ROOT, "models", "gpt"))
         import export_gpt  # noqa: E402
         torch.manual_seed(0)
-        export_gpt.export(export_gpt.GPT(), path, 2, "auto")
+        export_gpt.export(export_gpt.GPT(seq=GPT_SEQ[model_name]), path, 2, "auto")
         return path
     model, shape = build_model(model_name)
     batch = LARGE_MODELS[model_name][0]
@@ -214,7 +221,7 @@ def torch_train_worker(name, steps, warmup, threads):
             opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         else:
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-        if model_name == "gpt":
+        if model_name in GPT_SEQ:
             x = torch.randint(0, model.vocab, (batch, model.seq), generator=gen)
             y = torch.randint(0, model.vocab, (batch, model.seq), generator=gen)
             forward_loss = lambda: model(x, y)  # noqa: E731  (the loss is the model's output)
@@ -338,7 +345,7 @@ def select_cases(spec):
         elif part == "models":
             names += list(MODEL_CASES)
         elif part == "large":
-            names += list(LARGE_CASES)
+            names += [n for n in LARGE_CASES if LARGE_CASES[n][0] in LARGE_GROUP]
         elif part in LARGE_MODELS:
             names += [n for n in LARGE_CASES if LARGE_CASES[n][0] == part]
         elif part in LARGE_CASES:
@@ -475,7 +482,7 @@ def main():
                          "--steps", str(steps), "--warmup", str(warmup), "--threads", str(args.threads)]
             go_cmd = [binary, "bench", "--model", path, "--batch-size", str(batch), "--steps", str(steps),
                       "--warmup", str(warmup), "--log-format", "json"] + LARGE_OPTIMIZERS[opt_name][1]
-            if model_name == "gpt":
+            if model_name in GPT_SEQ:
                 go_cmd += ["--loss", "output:loss", "--int-high", "50257"]
             if args.profile_dir:
                 go_cmd += ["--cpuprofile", os.path.join(os.path.abspath(args.profile_dir), name + ".pprof")]
