@@ -102,8 +102,132 @@ func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, e
 		}
 	}
 	sp := planFromTypes(p, types)
-	sp.ScratchBytes = scratchBytes(p, types, e.opts.Winograd)
+	sp.ScratchBytes = scratchBytes(p, types, e.opts.Winograd) + attnScratchBytes(p, types, e.opset)
 	return sp, nil
+}
+
+// attnKept is how many head buffers the attention kernels keep between
+// calls (ops/linalg attnState.release).
+const attnKept = 8
+
+// attnScratchBytes replays the attention kernels' head buffers (ops/linalg
+// attnState.buffer and release) over two steps of the planned graph: each
+// call takes one buffer per core running its heads, of a head's T×Tk
+// scores and one row more, and a gradient that recomputes P
+// (graph.AttnRecomputeP) T×Tk more; a request takes the last kept buffer
+// large enough or allocates; the list keeps the attnKept largest.
+func attnScratchBytes(p *plan, types map[string]*graph.Type, opset int64) int64 {
+	var kept []int64 // capacities in elements
+	take := func(n int64) int64 {
+		for i := len(kept) - 1; i >= 0; i-- {
+			if c := kept[i]; c >= n {
+				kept = append(kept[:i], kept[i+1:]...)
+				return c
+			}
+		}
+		return n
+	}
+	release := func(c int64) {
+		kept = append(kept, c)
+		if len(kept) > attnKept {
+			small := 0
+			for i, k := range kept {
+				if k < kept[small] {
+					small = i
+				}
+			}
+			kept = append(kept[:small], kept[small+1:]...)
+		}
+	}
+	workers := int64(runtime.GOMAXPROCS(0))
+	type request struct{ elems, count int64 }
+	var reqs []request
+	for _, st := range p.steps {
+		n := st.node
+		if n.Domain != graph.FusedDomain || (n.OpType != graph.AttentionSoftmax && n.OpType != graph.AttentionSoftmaxGrad && n.OpType != graph.AttentionSoftmaxGradConcat) {
+			continue
+		}
+		heads, rows, cols, ok := attnHeadShape(n, types, opset)
+		if !ok {
+			continue
+		}
+		elems := (rows + 1) * cols
+		if n.OpType != graph.AttentionSoftmax && n.AttrInt(graph.AttnRecomputeP, 0) == 1 {
+			elems += rows * cols
+		}
+		reqs = append(reqs, request{elems, min(workers, heads)})
+	}
+	for range 2 {
+		for _, r := range reqs {
+			got := make([]int64, r.count)
+			for i := range got {
+				got[i] = take(r.elems)
+			}
+			for _, c := range got {
+				release(c)
+			}
+		}
+	}
+	var total int64
+	for _, c := range kept {
+		total += 4 * c
+	}
+	return total
+}
+
+// attnHeadShape is the heads and each head's T×Tk matrix of attention
+// node n: P's shape, where n writes or reads P, else the scores' product
+// (qk.*) inferred over q and k's types (with graph.AttnPackedQKV, at the
+// attribute's shape).
+func attnHeadShape(n *graph.Node, types map[string]*graph.Type, opset int64) (heads, rows, cols int64, ok bool) {
+	var pt *graph.Type
+	switch {
+	case n.OpType == graph.AttentionSoftmax && len(n.Outputs) > 1 && n.Outputs[1] != "":
+		pt = types[n.Outputs[1]]
+	case n.OpType != graph.AttentionSoftmax && len(n.Inputs) > 1 && n.Inputs[1] != "":
+		pt = types[n.Inputs[1]]
+	default:
+		qkv := graph.AttentionQKV(n.OpType)
+		g := graph.NewGraph("attention-scores")
+		for i, op := range qkv[:2] {
+			t := &graph.Type{Kind: graph.KindTensor, DType: graph.Float32, HasShape: true}
+			if packed := graph.AttnPackedShape(n); packed != nil {
+				for _, d := range packed {
+					t.Shape = append(t.Shape, graph.Dim{Value: int64(d), Known: true})
+				}
+			} else if op < len(n.Inputs) && types[n.Inputs[op]] != nil {
+				t = types[n.Inputs[op]]
+			} else {
+				return 0, 0, 0, false
+			}
+			g.Inputs = append(g.Inputs, &graph.ValueInfo{Name: fmt.Sprintf("in%d", i), Type: t})
+		}
+		g.Nodes = []*graph.Node{graph.AttentionProduct(n, graph.AttnQK, []string{"in0", "in1"}, "p")}
+		g.Outputs = []*graph.ValueInfo{{Name: "p"}}
+		out, err := graph.InferShapes(g, opset, nil)
+		if err != nil {
+			return 0, 0, 0, false
+		}
+		pt = out["p"]
+	}
+	if pt == nil || !pt.HasShape || len(pt.Shape) < 2 {
+		return 0, 0, 0, false
+	}
+	heads = 1
+	for i, d := range pt.Shape {
+		if !d.Known {
+			return 0, 0, 0, false
+		}
+		switch i {
+		case len(pt.Shape) - 2:
+			rows = d.Value
+		case len(pt.Shape) - 1:
+			cols = d.Value
+		default:
+			heads = satMul(heads, d.Value)
+		}
+	}
+	return heads, rows, cols, true
 }
 
 // shapeStore is one storage of planFromTypes' sweep: its size, the steps

@@ -2,6 +2,7 @@ package linalg_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onnxtrain/onnxtrain/backend"
+	"github.com/onnxtrain/onnxtrain/backend/cpu"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/train"
@@ -112,3 +115,49 @@ func TestRecomputedProbsStep(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionScratchEstimate: the head buffers the attention kernels
+// keep after two runs of a causal attention graph (B = 2, two heads of 16,
+// T = 64) are what the plan from shapes counts as scratch (the graph has
+// no other kernel scratch), at most: its replay takes a buffer per core
+// in every call, which a run whose second core joins late does not. With
+// the gradient recomputing P (T = 4·16) the replay holds buffers of 2T×T
+// + T floats, without it (the ratio raised) none over T×T + T.
+func TestAttentionScratchEstimate(t *testing.T) {
+	const B, T, H, D = 2, 64, 2, 16
+	defer func(r int) { graph.RecomputeMinRatio = r }(graph.RecomputeMinRatio)
+	for _, recompute := range []bool{true, false} {
+		t.Run(fmt.Sprintf("recompute=%v", recompute), func(t *testing.T) {
+			graph.RecomputeMinRatio = 4
+			if !recompute {
+				graph.RecomputeMinRatio = 1000
+			}
+			rng := rand.New(rand.NewPCG(7, 8))
+			inputs := attentionInputs(rng, B, T, H, D)
+			m := maskedAttentionGraph(t, B, T, H, D, false, causalMask(T, float32(math.Inf(-1))))
+			linalg.DropAttentionBuffers()
+			exe, err := (&cpu.Backend{}).Compile(m, backend.CompileOptions{})
+			require.NoError(t, err)
+			for range 2 {
+				_, err = exe.Run(context.Background(), inputs)
+				require.NoError(t, err)
+			}
+			kept := linalg.AttentionBufferBytes()
+			plan, err := exe.(*cpu.Executable).PlanMemoryFromShapes(map[string][]int{"x": inputs["x"].Shape, "dy": inputs["dy"].Shape})
+			require.NoError(t, err)
+			require.Positive(t, kept)
+			assert.LessOrEqual(t, kept, plan.ScratchBytes)
+			one := int64(4 * (T + 1) * T)
+			if recompute {
+				assert.GreaterOrEqual(t, plan.ScratchBytes, 4*int64(2*T+1)*T+one, "a recomputing buffer beside a forward one")
+			} else {
+				assert.LessOrEqual(t, plan.ScratchBytes, attnKeptForTest*one)
+				assert.Zero(t, plan.ScratchBytes%one, "buffers of T×T + T floats")
+			}
+		})
+	}
+}
+
+// attnKeptForTest is how many head buffers the kernels keep (ops/linalg
+// attnState.release).
+const attnKeptForTest = 8

@@ -200,7 +200,8 @@ var attnBuffers struct {
 
 // buffer takes a buffer of a head's T×T elements and one row more, and
 // for a gradient that recomputes P another T×T after them (a new one
-// when none free is large enough).
+// when none free is large enough). backend/cpu's attnScratchBytes replays
+// buffer and release from shapes: keep the three in step.
 func (s *attnState) buffer() []float32 {
 	want := (s.rows + 1) * s.cols
 	if s.grad && s.recompute {
@@ -215,6 +216,26 @@ func (s *attnState) buffer() []float32 {
 		}
 	}
 	return make([]float32, want)
+}
+
+// AttentionBufferBytes is the bytes of the head buffers the attention
+// kernels keep between calls (what backend/cpu's attnScratchBytes replays
+// for estimate-memory's workspace). For tests.
+func AttentionBufferBytes() int64 {
+	attnBuffers.mu.Lock()
+	defer attnBuffers.mu.Unlock()
+	var n int64
+	for _, b := range attnBuffers.free {
+		n += 4 * int64(cap(b))
+	}
+	return n
+}
+
+// DropAttentionBuffers forgets the kept head buffers. For tests.
+func DropAttentionBuffers() {
+	attnBuffers.mu.Lock()
+	defer attnBuffers.mu.Unlock()
+	attnBuffers.free = nil
 }
 
 // release returns a buffer taken by buffer; at most eight are kept (the
