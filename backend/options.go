@@ -30,6 +30,12 @@ type Tuning struct {
 	// Device names the device whose worker pool the executable uses
 	// (with Workers > 0).
 	Device string
+	// RecomputeAttention makes every attention gradient the backend fuses
+	// compute its probabilities again instead of keeping them from the
+	// forward pass (graph.RecomputeAttentionProbs at ratio 0), where
+	// without it only those of long sequences do: less memory, more time.
+	// train.ProgramConfig.Recompute sets it.
+	RecomputeAttention bool
 }
 
 // WinogradPolicy is the choice of Tuning.Winograd.

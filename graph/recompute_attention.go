@@ -27,10 +27,13 @@ const AttnRecomputePMode = AttentionSoftmaxGrad + "+" + AttnRecomputeP
 // scores' product and Softmax again, about a sixth of attention's
 // arithmetic) would cost time for little; at a GPT-2's 1024 (16) it is
 // over half of them. A variable: tests lower it to reach small fixtures.
+// train's Recompute (backend.Tuning.RecomputeAttention) recomputes P at
+// every size.
 var RecomputeMinRatio = 4
 
 // RecomputeAttentionProbs makes the gradient of each AttentionSoftmax
-// whose P is at least RecomputeMinRatio times its O compute P again
+// whose P is at least minRatio times its O (RecomputeMinRatio, or 0 for
+// every one: train's Recompute) compute P again
 // instead of reading the forward's (AttnRecomputeP), so that the T×T
 // probabilities of every layer are not kept from the forward pass to the
 // backward: the forward writes none, and the gradient recomputes each
@@ -41,7 +44,7 @@ var RecomputeMinRatio = 4
 // and the same AttnPackedQKV). Nodes are copied, not changed (they may be
 // shared with the graph this one was specialised from). It returns the
 // number of gradients rewritten.
-func RecomputeAttentionProbs(g *Graph) int {
+func RecomputeAttentionProbs(g *Graph, minRatio int) int {
 	readers := readCounts(g)
 	gradOf := map[string]*Node{}
 	for _, n := range g.Nodes {
@@ -72,7 +75,7 @@ func RecomputeAttentionProbs(g *Graph) int {
 		}
 		pn, err1 := NumElements(ps)
 		on, err2 := NumElements(os)
-		if err1 != nil || err2 != nil || on <= 0 || pn < RecomputeMinRatio*on {
+		if err1 != nil || err2 != nil || on <= 0 || pn < minRatio*on {
 			continue
 		}
 		fc := copyNode(f)

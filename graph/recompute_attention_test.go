@@ -18,17 +18,16 @@ func recomputeGraph(t *testing.T, edit func(nodes map[string]*Node, g *Graph)) *
 	return editAndInfer(t, g, edit)
 }
 
-// TestRecomputeAttentionProbs: where P is at least RecomputeMinRatio
-// times O, the forward omits P and the gradient takes no P input but the
+// TestRecomputeAttentionProbs: where P is at least the ratio given times
+// O, the forward omits P and the gradient takes no P input but the
 // forward's qk.* attributes (and its causal flag) with AttnRecomputeP; the
 // replaced nodes are not changed, inference gives the gradients their
 // shapes without P, and a second run finds nothing to do. Below the
 // ratio, with P read by another node or as a graph output, with the
 // gradient reading another q or k, or with P's shape unknown, nothing
-// changes.
+// changes; at ratio 0 (train's Recompute) P under twice O is rewritten
+// too.
 func TestRecomputeAttentionProbs(t *testing.T) {
-	defer func(r int) { RecomputeMinRatio = r }(RecomputeMinRatio)
-	RecomputeMinRatio = 1
 	g := recomputeGraph(t, func(n map[string]*Node, g *Graph) {
 		for _, x := range g.Nodes {
 			if x.OpType == AttentionSoftmax {
@@ -44,7 +43,7 @@ func TestRecomputeAttentionProbs(t *testing.T) {
 	require.Equal(t, []string{"o", "p"}, fwd.Outputs)
 	require.Equal(t, "p", grad.Inputs[1])
 
-	require.Equal(t, 1, RecomputeAttentionProbs(g))
+	require.Equal(t, 1, RecomputeAttentionProbs(g, 1))
 	require.Len(t, g.Nodes, 2)
 	f, gr := g.Nodes[0], g.Nodes[1]
 	assert.Equal(t, []string{"o", ""}, f.Outputs)
@@ -75,7 +74,7 @@ func TestRecomputeAttentionProbs(t *testing.T) {
 		assert.Equal(t, before[v].String(), after[v].String(), v)
 	}
 	assert.Nil(t, after["p"])
-	assert.Zero(t, RecomputeAttentionProbs(g), "already rewritten")
+	assert.Zero(t, RecomputeAttentionProbs(g, 0), "already rewritten")
 
 	for name, c := range map[string]struct {
 		ratio int
@@ -89,13 +88,13 @@ func TestRecomputeAttentionProbs(t *testing.T) {
 		"another k":          {1, func(n map[string]*Node, g *Graph) { g.Nodes[1].Inputs[4] = "q" }},
 		"P of unknown shape": {1, nil},
 	} {
-		RecomputeMinRatio = c.ratio
 		g := recomputeGraph(t, c.edit)
 		if name == "P of unknown shape" {
 			delete(g.ValueInfo, "p")
 		}
-		assert.Zero(t, RecomputeAttentionProbs(g), name)
+		assert.Zero(t, RecomputeAttentionProbs(g, c.ratio), name)
 		assert.Equal(t, "p", g.Nodes[1].Inputs[1], name)
 		assert.Equal(t, "p", g.Nodes[0].Outputs[1], name)
 	}
+	assert.Equal(t, 1, RecomputeAttentionProbs(recomputeGraph(t, nil), 0), "ratio 0: every one")
 }

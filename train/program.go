@@ -68,7 +68,9 @@ type ProgramConfig struct {
 	SyncBatchNorm bool
 	// Recompute trades time for memory: cheap forward values the backward
 	// pass reads are computed again just before their use instead of being
-	// kept alive from forward to backward (graph.Recompute).
+	// kept alive from forward to backward (graph.Recompute), and attention's
+	// probabilities in its gradient at every sequence length
+	// (backend.Tuning.RecomputeAttention).
 	Recompute bool
 	// MixedPrecision is "no" (or ""), "bf16" or "fp16": the forward pass
 	// and loss run under graph.AutoCast with that low-precision type
@@ -159,6 +161,9 @@ var ErrData = errors.New("data does not fit the model")
 func Build(m *graph.Model, cfg ProgramConfig) (*Program, error) {
 	if cfg.Backend == "" {
 		cfg.Backend = "cpu"
+	}
+	if cfg.Recompute {
+		cfg.Tuning.RecomputeAttention = true // attention's probabilities too, at every size
 	}
 	be, err := backend.Open(cfg.Backend)
 	if err != nil {

@@ -45,7 +45,7 @@ var keepIdentityArith atomic.Bool
 // the backend declares their ops (none under DisableFused or
 // PrimitivesOnly).
 func (e *Executable) passEnv(top bool, funcs map[string]*graph.Function) *passes.Env {
-	env := &passes.Env{Opset: e.opset, Functions: funcs, Fused: e.fused, Evaluate: e.evaluate}
+	env := &passes.Env{Opset: e.opset, Functions: funcs, Fused: e.fused, Evaluate: e.evaluate, RecomputeAttention: e.opts.RecomputeAttention}
 	if top && e.opts.NoFold {
 		env.Evaluate = nil
 	}

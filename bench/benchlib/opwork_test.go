@@ -154,9 +154,9 @@ func TestOpWorkShapes(t *testing.T) {
 // four in the gradient, one call per head each, whose flops (as the
 // kernel reports them) add up to the fused op's (as opWork counts them
 // from its operands, the packed ones at their parts' shape), and which
-// the shares' sum leaves out. With the gradient recomputing P
-// (graph.RecomputeMinRatio lowered to reach the fixtures) it lists the
-// scores' product as a fifth part of the gradient, counted in its flops.
+// the shares' sum leaves out. With the gradient recomputing P (--recompute,
+// which recomputes it at the fixtures' sizes too) it lists the scores'
+// product as a fifth part of the gradient, counted in its flops.
 func TestOpProfileAttentionParts(t *testing.T) {
 	for _, c := range []struct {
 		model, loss string
@@ -166,18 +166,14 @@ func TestOpProfileAttentionParts(t *testing.T) {
 		{"../../models/vit_tv/vit_tv_train.onnx", "", graph.AttentionSoftmaxGradConcat},
 	} {
 		t.Run(c.grad, func(t *testing.T) { opProfileAttentionParts(t, c.model, c.loss, c.grad, false) })
-		t.Run(c.grad+"/recompute_p", func(t *testing.T) {
-			defer func(r int) { graph.RecomputeMinRatio = r }(graph.RecomputeMinRatio)
-			graph.RecomputeMinRatio = 0
-			opProfileAttentionParts(t, c.model, c.loss, c.grad, true)
-		})
+		t.Run(c.grad+"/recompute_p", func(t *testing.T) { opProfileAttentionParts(t, c.model, c.loss, c.grad, true) })
 	}
 }
 
 func opProfileAttentionParts(t *testing.T, model, loss, grad string, recompute bool) {
 	res, err := RunModel(context.Background(), ModelOptions{
 		Model: model, Loss: loss, BatchSize: 4,
-		Steps: 2, Warmup: 1, IntHigh: 16, OpProfile: true,
+		Steps: 2, Warmup: 1, IntHigh: 16, OpProfile: true, Recompute: recompute,
 	})
 	require.NoError(t, err)
 	rows := map[string]OpTime{}

@@ -70,7 +70,7 @@ K×N) and reports GFLOP/s, the median over --steps repetitions.`,
 	fl.StringArrayVar(&f.dims, "dim", nil, "size of a symbolic input dimension other than the batch, NAME=SIZE (repeatable)")
 	fl.BoolVar(&f.model.Inference, "inference", false, "time the forward pass of the evaluation graph only")
 	fl.BoolVar(&f.model.SeparateUpdate, "separate-update", false, "run the optimizer's update as its own program after the step's forward and backward Run, over gradient sums kept as state, instead of inside the step (the default, except with --mixed-precision fp16)")
-	fl.BoolVar(&f.model.Recompute, "recompute", false, "recompute cheap activations in the backward pass instead of keeping them (less memory, more time)")
+	fl.BoolVar(&f.model.Recompute, "recompute", false, "recompute cheap activations and attention's probabilities in the backward pass instead of keeping them (less memory, more time)")
 	fl.StringVar(&f.model.MixedPrecision, "mixed-precision", "no", "no, bf16 or fp16: time the training step under autocast (as onnxtrain train --mixed-precision)")
 	fl.Int64Var(&f.model.Seed, "seed", 0, "seed for the random data and random ops")
 	fl.Int64Var(&f.model.IntHigh, "int-high", 2, "integer inputs are random in [0, int-high)")

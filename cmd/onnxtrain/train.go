@@ -110,7 +110,7 @@ func newTrainCmd() *cobra.Command {
 	f.BoolVar(&cfg.NoOverlap, "no-overlap", false, "data parallel: reduce gradients after the backward pass instead of while it runs (same result)")
 	f.IntVar(&cfg.Zero, "zero", 0, "data parallel: ZeRO stage; 1 shards the optimizer state across processes, 2 also the gradients (0: off)")
 	f.StringVar(&cfg.MixedPrecision, "mixed-precision", cfg.MixedPrecision, "no, bf16 or fp16: MatMul/Gemm/Conv in the low type, softmax, norms, losses and reductions in float32, float32 master weights; fp16 adds dynamic loss scaling (skipped steps are reported)")
-	f.BoolVar(&cfg.Recompute, "recompute", false, "recompute cheap activations (elementwise ops, activations, normalisations, views) in the backward pass instead of keeping them from the forward pass: a lower memory peak for a little more time; losses and gradients are unchanged")
+	f.BoolVar(&cfg.Recompute, "recompute", false, "recompute cheap activations (elementwise ops, activations, normalisations, views) and attention's probabilities in the backward pass instead of keeping them from the forward pass: a lower memory peak for a little more time; losses and gradients are unchanged (attention's probabilities are recomputed without it too where the keys outnumber the head's depth 4 to 1, as at GPT-2's 1024 tokens)")
 	f.BoolVar(&cfg.SyncBatchNorm, "sync-batchnorm", false, "data parallel: normalise BatchNorm layers with the statistics of the whole global batch, as torch.nn.SyncBatchNorm (4 small all-reduces per BatchNorm layer per step)")
 	addPipelineTrainFlags(f, &cfg) // train_pipeline.go
 	addFineTuneFlags(f, &cfg)      // finetune_flags.go

@@ -63,6 +63,10 @@ type Env struct {
 	Fused map[string]bool
 	// Shapes are the fed input shapes (specialize).
 	Shapes map[string][]int
+	// RecomputeAttention: recompute-attention-probs rewrites every
+	// attention gradient, not only those over graph.RecomputeMinRatio
+	// (backend.Tuning.RecomputeAttention).
+	RecomputeAttention bool
 
 	// counts are the rewrites of the passes that ran so far, by name.
 	counts map[string]int

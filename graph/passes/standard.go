@@ -191,9 +191,15 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseAttnPackedQKV, Doc: "attention's q, k and v read where the packed in-projection wrote them (AttentionSoftmax and its gradient with packed_qkv: nn.MultiheadAttention's three Slices and their Reshapes gone), so that they are not copied out; after fuse-attention-softmax and fuse-attention-grad-concat, whose nodes it rewrites",
 			Requires: []string{Specialize, FuseAttnSoftmax}, After: []string{FuseAttnGradConcat}, Before: []string{MarkCausal},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseAttentionPackedQKV(g), nil }},
-		{Name: RecomputeAttnProbs, Doc: "attention's gradient computes each head's probabilities P again from q and k (recompute_p) where P is at least graph.RecomputeMinRatio times attention's output (keys over the head's depth: a GPT-2's 1024 tokens, not ViT-B/16's 197), so the forward keeps no T×T tensor per layer for the backward; after the attention fusions, whose nodes it rewrites",
+		{Name: RecomputeAttnProbs, Doc: "attention's gradient computes each head's probabilities P again from q and k (recompute_p) where P is at least graph.RecomputeMinRatio times attention's output (keys over the head's depth: a GPT-2's 1024 tokens, not ViT-B/16's 197), or everywhere with Env.RecomputeAttention (train's Recompute), so the forward keeps no T×T tensor per layer for the backward; after the attention fusions, whose nodes it rewrites",
 			Fuses: []string{graph.AttnRecomputePMode}, Requires: []string{Specialize, FuseAttnSoftmax}, After: []string{FuseAttnGradConcat, FuseAttnPackedQKV}, Before: []string{MarkCausal},
-			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.RecomputeAttentionProbs(g), nil }},
+			Run: func(g *graph.Graph, env *Env) (int, error) {
+				ratio := graph.RecomputeMinRatio
+				if env.RecomputeAttention {
+					ratio = 0
+				}
+				return graph.RecomputeAttentionProbs(g, ratio), nil
+			}},
 		{Name: FuseBatchNormGrad, Doc: "an AddReluGrad and the gradient of the BatchNormalization that reads it in one node (BatchNormAddReluGrad): each channel's dS computed as the sums read it, not read back; needs every shape",
 			Fuses: []string{graph.BatchNormAddReluGrad}, Requires: []string{Specialize, FuseAddReluGrad}, After: []string{DropSameShapeSum},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseBatchNormAddReluGrad(g), nil }},

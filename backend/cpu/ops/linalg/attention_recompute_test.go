@@ -26,17 +26,16 @@ var noRecomputeOnce sync.Once
 // is not causal — models/vit_tv (torchvision's nn.MultiheadAttention: q,
 // k and v read packed, the gradients written side by side,
 // AttentionSoftmaxGradConcat) and models/transformer_loss
-// (AttentionSoftmaxGrad) — with graph.RecomputeMinRatio lowered so that
-// every attention gradient recomputes P give the same losses and
-// gradients bit for bit as the backend that keeps P (without
+// (AttentionSoftmaxGrad), both under graph.RecomputeMinRatio — built with
+// train's Recompute, which makes every attention gradient recompute P
+// (backend.Tuning.RecomputeAttention), give the same losses and gradients
+// bit for bit as with the backend that keeps P (without
 // graph.AttnRecomputePMode), in the recording run and the planned one; the
-// forward then writes no P
-// and the step's memory plan is smaller. The causal fixtures (the GPT's
-// TestCausalGPTStep, TestCausalAttentionFused at T ≥ 64) recompute P at the
-// default ratio.
+// forward then writes no P and the step's memory plan is smaller. Without
+// Recompute no gradient recomputes P at these sizes. The causal fixtures
+// (the GPT's TestCausalGPTStep, TestCausalAttentionFused at T ≥ 64)
+// recompute P at the default ratio.
 func TestRecomputedProbsStep(t *testing.T) {
-	defer func(r int) { graph.RecomputeMinRatio = r }(graph.RecomputeMinRatio)
-	graph.RecomputeMinRatio = 0
 	noRecomputeOnce.Do(func() {
 		backend.Register("cpu-keeps-attention-probs", func() (backend.Backend, error) { return backendWithout(graph.AttnRecomputePMode), nil })
 	})
@@ -72,8 +71,8 @@ func TestRecomputedProbsStep(t *testing.T) {
 				keptP     int // forward nodes run that write P
 				planned   int64
 			}
-			steps := func(be string) run {
-				prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: be, Seed: 5})
+			steps := func(be string, recompute bool) run {
+				prog, err := train.Build(m, train.ProgramConfig{Loss: loss, Backend: be, Seed: 5, Recompute: recompute})
 				require.NoError(t, err)
 				var r run
 				for range 2 {
@@ -98,7 +97,10 @@ func TestRecomputedProbsStep(t *testing.T) {
 				r.planned = prog.PlannedBytes()
 				return r
 			}
-			again, kept := steps("cpu"), steps("cpu-keeps-attention-probs")
+			again, kept := steps("cpu", true), steps("cpu-keeps-attention-probs", true)
+			plain := steps("cpu", false)
+			assert.Zero(t, plain.recompute, "without Recompute, under the ratio")
+			assert.Positive(t, plain.keptP)
 			assert.Positive(t, again.ops[c.grad], "%s nodes that recompute P: %v", c.grad, again.ops)
 			assert.Zero(t, again.keptP, "forwards that write P")
 			assert.Zero(t, kept.recompute)

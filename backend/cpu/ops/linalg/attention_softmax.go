@@ -802,10 +802,8 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 				reduce.SoftmaxRows32(pbuf, buf[:size], s.cols)
 			}
 			ph = pbuf
-		} else {
-			if h+1 < hi {
-				after = dp.operands(&next[0], h+1, nil, false)
-			}
+		} else if h+1 < hi {
+			after = dp.operands(&next[0], h+1, nil, false)
 		}
 		dp.head(h, nil, false, buf, dv.operands(&next[1], h, ph, pOnA))
 		p := ph
