@@ -206,3 +206,50 @@ func TestRecomputeKeepsSumToShapeOfBroadcastOperands(t *testing.T) {
 	}
 	assert.True(t, kept, "the gradient of the broadcast operand m must still be summed to its shape")
 }
+
+// A value computed from constants alone (here c = Identity(k) of an
+// initializer, and Neg of a Constant node's output) is not copied into
+// backward: a copy would free nothing, and the backends' fusions look for
+// the forward's constant by name (the GELU gradient's scalars).
+func TestRecomputeKeepsConstantValues(t *testing.T) {
+	g, forward := recomputeFixture(t)
+	g.Nodes = g.Nodes[:forward]
+	g.Outputs = nil
+	g.Initializers["k"] = FromFloat32([]float32{3})
+	c := &Node{Name: "kc", OpType: "Constant", Outputs: []string{"kk"}, Attrs: map[string]*Attr{"value": {Name: "value", Type: AttrTensor, T: FromFloat32([]float32{2})}}}
+	nodes := []*Node{g.Nodes[0], g.Nodes[1], g.Nodes[2],
+		{Name: "cid", OpType: "Identity", Inputs: []string{"k"}, Outputs: []string{"c"}},
+		c,
+		{Name: "neg", OpType: "Neg", Inputs: []string{"kk"}, Outputs: []string{"c2"}},
+		{Name: "sq", OpType: "Mul", Inputs: []string{"d", "c"}, Outputs: []string{"s0"}},
+		{Name: "sq2", OpType: "Mul", Inputs: []string{"s0", "c2"}, Outputs: []string{"s"}},
+	}
+	g.Nodes = append(nodes, g.Nodes[4:]...)
+	forward = len(g.Nodes)
+	grads, err := Gradients(g, "loss", []string{"w", "v"}, "", 17)
+	require.NoError(t, err)
+	for _, gr := range grads {
+		g.Outputs = append(g.Outputs, &ValueInfo{Name: gr})
+	}
+	read := func() map[string]bool {
+		r := map[string]bool{}
+		for _, n := range g.Nodes[forward:] {
+			for _, in := range n.Inputs {
+				r[in] = true
+			}
+		}
+		return r
+	}
+	require.True(t, read()["c"], "Mul's gradient reads c")
+	require.True(t, read()["c2"], "Mul's gradient reads c2")
+	st, err := Recompute(g, forward, 17, RecomputeOptions{})
+	require.NoError(t, err)
+	after := read()
+	assert.True(t, after["c"], "backward reads the forward's c")
+	assert.True(t, after["c2"], "backward reads the forward's c2")
+	for _, n := range g.Nodes[forward+st.Hoisted:] {
+		assert.False(t, n.OpType == "Identity" && len(n.Inputs) == 1 && n.Inputs[0] == "k", "a copy of c: %s", n.Name)
+		assert.NotEqual(t, "Neg", n.OpType, "a copy of c2: %s", n.Name)
+		assert.NotEqual(t, "Constant", n.OpType, "a copy of kk: %s", n.Name)
+	}
+}
