@@ -353,12 +353,13 @@ func (r *recomputePass) chooseRecomputed(read map[string]bool) {
 	r.recomputed = map[string]bool{}
 	r.chains = map[string]map[int]bool{}
 	fixed := r.constantValues()
+	gelu := r.geluIntermediates(fixed)
 	for _, n := range r.fwd {
 		for _, v := range n.Outputs {
 			if !read[v] || r.keep[v] {
 				continue
 			}
-			if fixed[v] {
+			if fixed[v] || gelu[v] {
 				r.keep[v] = true
 				continue
 			}
@@ -401,6 +402,47 @@ func (r *recomputePass) constantValues() map[string]bool {
 		for _, o := range n.Outputs {
 			if o != "" {
 				out[o] = true
+			}
+		}
+	}
+	return out
+}
+
+// geluIntermediates returns the intermediates of the forward pass's exact
+// GELUs that their gradient reads, D = X/c (or X·c), Erf(D) and A =
+// Erf(D) + c' for constants c, c' (fixed: the constant values): the
+// backends' GELU fusions compute them again from X inside the gradient's
+// kernel (graph.RecomputeGeluErfGrad), which copies of them in backward
+// would keep from matching (ViT-B/16 with --recompute: the GELU and its
+// gradient unfused).
+func (r *recomputePass) geluIntermediates(fixed map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	constant := func(name string) bool { return isConstant(r.g, name) || fixed[name] }
+	consumers := map[string][]*Node{}
+	for _, n := range r.fwd {
+		for _, in := range n.Inputs {
+			consumers[in] = append(consumers[in], n)
+		}
+	}
+	plain := func(n *Node, op string) bool {
+		return (n.Domain == "" || n.Domain == "ai.onnx") && n.OpType == op && len(n.Outputs) == 1 && n.Outputs[0] != ""
+	}
+	for _, e := range r.fwd {
+		if !plain(e, "Erf") || len(e.Inputs) != 1 {
+			continue
+		}
+		i, ok := r.producer[e.Inputs[0]]
+		if !ok {
+			continue
+		}
+		d := r.fwd[i]
+		if !(plain(d, "Div") || plain(d, "Mul")) || len(d.Inputs) != 2 || !constant(d.Inputs[1]) {
+			continue
+		}
+		out[d.Outputs[0]], out[e.Outputs[0]] = true, true
+		for _, a := range consumers[e.Outputs[0]] {
+			if plain(a, "Add") && len(a.Inputs) == 2 && (constant(a.Inputs[0]) || constant(a.Inputs[1])) {
+				out[a.Outputs[0]] = true
 			}
 		}
 	}

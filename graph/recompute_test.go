@@ -253,3 +253,52 @@ func TestRecomputeKeepsConstantValues(t *testing.T) {
 		assert.NotEqual(t, "Constant", n.OpType, "a copy of kk: %s", n.Name)
 	}
 }
+
+// The exact GELU's intermediates that its gradient reads — D = X/c,
+// Erf(D) and A = Erf(D) + 1 — are not copied into backward (the
+// backends' GELU fusions compute them again from X inside the gradient's
+// kernel, and copies would keep those fusions from matching); the GELU's
+// output, read by the next product's weight gradient, still is.
+func TestRecomputeLeavesGeluIntermediatesToTheFusions(t *testing.T) {
+	g := NewGraph("gelu")
+	f32 := func(shape ...int64) *Type {
+		ty := &Type{Kind: KindTensor, DType: Float32, HasShape: true}
+		for _, d := range shape {
+			ty.Shape = append(ty.Shape, Dim{Value: d, Known: true})
+		}
+		return ty
+	}
+	g.Inputs = []*ValueInfo{{Name: "x", Type: f32(2, 3)}, {Name: "w", Type: f32(3, 4)}, {Name: "v", Type: f32(4, 2)}}
+	scalar := func(name string, v float32) *Node {
+		return &Node{Name: name, OpType: "Constant", Outputs: []string{name}, Attrs: map[string]*Attr{"value": {Name: "value", Type: AttrTensor, T: FromFloat32([]float32{v})}}}
+	}
+	g.Nodes = []*Node{
+		{Name: "mm1", OpType: "MatMul", Inputs: []string{"x", "w"}, Outputs: []string{"h"}},
+		scalar("sqrt2", 1.4142135), scalar("one", 1), scalar("half", 0.5),
+		{Name: "div", OpType: "Div", Inputs: []string{"h", "sqrt2"}, Outputs: []string{"d"}},
+		{Name: "erf", OpType: "Erf", Inputs: []string{"d"}, Outputs: []string{"e"}},
+		{Name: "add", OpType: "Add", Inputs: []string{"e", "one"}, Outputs: []string{"a"}},
+		{Name: "mul", OpType: "Mul", Inputs: []string{"h", "a"}, Outputs: []string{"m"}},
+		{Name: "mul2", OpType: "Mul", Inputs: []string{"m", "half"}, Outputs: []string{"y"}},
+		{Name: "mm2", OpType: "MatMul", Inputs: []string{"y", "v"}, Outputs: []string{"z"}},
+		{Name: "sum", OpType: "ReduceSum", Inputs: []string{"z"}, Outputs: []string{"loss"}, Attrs: map[string]*Attr{"keepdims": IntAttr("keepdims", 0)}},
+	}
+	forward := len(g.Nodes)
+	grads, err := Gradients(g, "loss", []string{"w", "v"}, "", 17)
+	require.NoError(t, err)
+	for _, gr := range grads {
+		g.Outputs = append(g.Outputs, &ValueInfo{Name: gr})
+	}
+	st, err := Recompute(g, forward, 17, RecomputeOptions{})
+	require.NoError(t, err)
+	copied := map[string]bool{}
+	for _, n := range g.Nodes[forward+st.Hoisted:] {
+		if strings.Contains(n.Name, "/recomputed") {
+			copied[n.OpType] = true
+		}
+	}
+	for _, op := range []string{"Div", "Erf", "Add", "Constant"} {
+		assert.False(t, copied[op], "a %s copied into backward: %v", op, copied)
+	}
+	assert.True(t, copied["Mul"], "the GELU's output is recomputed for the weight gradient: %v", copied)
+}
