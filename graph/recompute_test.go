@@ -261,13 +261,6 @@ func TestRecomputeKeepsConstantValues(t *testing.T) {
 // output, read by the next product's weight gradient, still is.
 func TestRecomputeLeavesGeluIntermediatesToTheFusions(t *testing.T) {
 	g := NewGraph("gelu")
-	f32 := func(shape ...int64) *Type {
-		ty := &Type{Kind: KindTensor, DType: Float32, HasShape: true}
-		for _, d := range shape {
-			ty.Shape = append(ty.Shape, Dim{Value: d, Known: true})
-		}
-		return ty
-	}
 	g.Inputs = []*ValueInfo{{Name: "x", Type: f32(2, 3)}, {Name: "w", Type: f32(3, 4)}, {Name: "v", Type: f32(4, 2)}}
 	scalar := func(name string, v float32) *Node {
 		return &Node{Name: name, OpType: "Constant", Outputs: []string{name}, Attrs: map[string]*Attr{"value": {Name: "value", Type: AttrTensor, T: FromFloat32([]float32{v})}}}
