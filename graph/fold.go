@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
-	"strconv"
 )
 
 // Evaluator computes one node's outputs from constant inputs. Backends
@@ -91,15 +90,7 @@ func (s *sharedResults) share(t *Tensor) *Tensor {
 	if len(b) < shareMinBytes || t.IsContainer() {
 		return t
 	}
-	var h maphash.Hash
-	h.SetSeed(foldSeed)
-	h.WriteByte(byte(t.DType))
-	for _, d := range t.Shape {
-		h.WriteString(strconv.Itoa(d))
-		h.WriteByte(',')
-	}
-	h.Write(b)
-	key := h.Sum64()
+	key := maphash.Bytes(foldSeed, b) // results of other dtypes or shapes told apart below
 	if *s == nil {
 		*s = sharedResults{}
 	}

@@ -23,7 +23,7 @@ func TestFoldConstantsSharesEqualResults(t *testing.T) {
 	g := NewGraph("fold")
 	g.Initializers = map[string]*Tensor{
 		"a": FromFloat32(a, n), "a2": FromFloat32(append([]float32(nil), a...), n), "b": FromFloat32(b, n),
-		"s": FromFloat32(a[:n/2], n/2), "d": FromFloat64(make([]float64, n/2), n/2),
+		"s": FromFloat32(a[:n/2], n/2), "d": Zeros(Int32, n),
 		"z": FromFloat32(make([]float32, n), n),
 	}
 	node := func(op, in, out string) *Node {
@@ -33,7 +33,7 @@ func TestFoldConstantsSharesEqualResults(t *testing.T) {
 		node("Neg", "a", "x1"), node("Neg", "a2", "x2"), node("Neg", "b", "x3"),
 		node("Neg", "s", "s1"), node("Neg", "s", "s2"),
 		node("Square", "a", "m1"),                        // [n/2, 2]: x1's bytes, another shape
-		node("Copy", "d", "f1"), node("Copy", "z", "f2"), // +0s as float64 and float32, the same bytes: another dtype
+		node("Copy", "d", "f1"), node("Copy", "z", "f2"), // zeros as int32 and float32, the same shape and bytes: another dtype
 		node("Copy", "z", "f3"),
 	}
 	for _, nd := range g.Nodes {
@@ -61,7 +61,7 @@ func TestFoldConstantsSharesEqualResults(t *testing.T) {
 	assert.NotSame(t, init["x1"], init["m1"], "another shape")
 	assert.Equal(t, []int{n / 2, 2}, init["m1"].Shape)
 	assert.NotSame(t, init["f1"], init["f2"], "another dtype")
-	assert.Equal(t, Float64, init["f1"].DType)
+	assert.Equal(t, Int32, init["f1"].DType)
 	assert.Same(t, init["f2"], init["f3"], "equal float32 zeros")
 	for i, v := range a {
 		require.Equal(t, -v, init["x2"].Float32s()[i])

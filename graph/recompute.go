@@ -174,10 +174,11 @@ type recomputePass struct {
 	opts  RecomputeOptions
 	st    RecomputeStats
 
-	fwd, bwd []*Node
-	producer map[string]int  // forward value -> index in fwd
-	isOutput map[string]bool // graph outputs
-	hoist    map[int][]*Node // forward index -> CastLike nodes to run after it
+	fwd, bwd  []*Node
+	producer  map[string]int     // forward value -> index in fwd
+	consumers map[string][]*Node // forward value -> the forward nodes reading it
+	isOutput  map[string]bool    // graph outputs
+	hoist     map[int][]*Node    // forward index -> CastLike nodes to run after it
 	// keep: forward values that stay alive until backward reads them;
 	// recomputed: those backward reads as copies, each with its chain of
 	// forward nodes (indices in fwd) to run again.
@@ -190,11 +191,15 @@ type recomputePass struct {
 // before the pass (Stats.Saved).
 func (r *recomputePass) indexForward() error {
 	r.producer = map[string]int{}
+	r.consumers = map[string][]*Node{}
 	for i, n := range r.fwd {
 		for _, o := range n.Outputs {
 			if o != "" {
 				r.producer[o] = i
 			}
+		}
+		for _, in := range n.Inputs {
+			r.consumers[in] = append(r.consumers[in], n)
 		}
 	}
 	for _, n := range r.bwd {
@@ -227,12 +232,8 @@ func (r *recomputePass) indexForward() error {
 func (r *recomputePass) rewriteMetadataReads() {
 	// Shape inference types the forward values.
 	types, _ := InferShapes(r.g, r.opset, nil)
-	consumers := map[string][]*Node{}
 	reluOf := map[string]string{} // Relu input -> its output
 	for _, n := range r.fwd {
-		for _, in := range n.Inputs {
-			consumers[in] = append(consumers[in], n)
-		}
 		if n.OpType == "Relu" && (n.Domain == "" || n.Domain == "ai.onnx") && len(n.Inputs) == 1 && len(n.Outputs) == 1 && n.Outputs[0] != "" {
 			reluOf[n.Inputs[0]] = n.Outputs[0]
 		}
@@ -253,7 +254,7 @@ func (r *recomputePass) rewriteMetadataReads() {
 					backwardOut[o] = n
 				}
 				continue
-			case n.OpType == "SumToShape" && (sameStaticShape(types[n.Inputs[0]], types[like]) || noBroadcastFrom(like, consumers[like], types)):
+			case n.OpType == "SumToShape" && (sameStaticShape(types[n.Inputs[0]], types[like]) || noBroadcastFrom(like, r.consumers[like], types)):
 				n = &Node{Name: n.Name, OpType: "Identity", Inputs: []string{n.Inputs[0]}, Outputs: n.Outputs}
 				r.st.ShapeReads++
 			}
@@ -418,14 +419,8 @@ func (r *recomputePass) constantValues() map[string]bool {
 func (r *recomputePass) geluIntermediates(fixed map[string]bool) map[string]bool {
 	out := map[string]bool{}
 	constant := func(name string) bool { return isConstant(r.g, name) || fixed[name] }
-	consumers := map[string][]*Node{}
-	for _, n := range r.fwd {
-		for _, in := range n.Inputs {
-			consumers[in] = append(consumers[in], n)
-		}
-	}
 	plain := func(n *Node, op string) bool {
-		return (n.Domain == "" || n.Domain == "ai.onnx") && n.OpType == op && len(n.Outputs) == 1 && n.Outputs[0] != ""
+		return isPlain(n) && n.OpType == op && len(n.Outputs) == 1 && n.Outputs[0] != ""
 	}
 	for _, e := range r.fwd {
 		if !plain(e, "Erf") || len(e.Inputs) != 1 {
@@ -440,7 +435,7 @@ func (r *recomputePass) geluIntermediates(fixed map[string]bool) map[string]bool
 			continue
 		}
 		out[d.Outputs[0]], out[e.Outputs[0]] = true, true
-		for _, a := range consumers[e.Outputs[0]] {
+		for _, a := range r.consumers[e.Outputs[0]] {
 			if plain(a, "Add") && len(a.Inputs) == 2 && (constant(a.Inputs[0]) || constant(a.Inputs[1])) {
 				out[a.Outputs[0]] = true
 			}

@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
@@ -106,16 +107,14 @@ func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, e
 	return sp, nil
 }
 
-// attnKept is how many head buffers the attention kernels keep between
-// calls (ops/linalg attnState.release).
-const attnKept = 8
-
 // attnScratchBytes replays the attention kernels' head buffers (ops/linalg
 // attnState.buffer and release) over two steps of the planned graph: each
 // call takes one buffer per core running its heads, of a head's T×Tk
 // scores and one row more, and a gradient that recomputes P
 // (graph.AttnRecomputeP) T×Tk more; a request takes the last kept buffer
-// large enough or allocates; the list keeps the attnKept largest.
+// large enough or allocates; the list keeps the
+// linalg.AttentionBuffersKept largest (appended, then the smallest
+// dropped: the order the next take searches, unlike freeList's).
 func attnScratchBytes(p *plan, types map[string]*graph.Type, opset int64) int64 {
 	var kept []int64 // capacities in elements
 	take := func(n int64) int64 {
@@ -129,7 +128,7 @@ func attnScratchBytes(p *plan, types map[string]*graph.Type, opset int64) int64 
 	}
 	release := func(c int64) {
 		kept = append(kept, c)
-		if len(kept) > attnKept {
+		if len(kept) > linalg.AttentionBuffersKept {
 			small := 0
 			for i, k := range kept {
 				if k < kept[small] {

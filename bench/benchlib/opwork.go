@@ -115,8 +115,10 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		if len(ov) >= 1 && len(qv) >= 1 {
 			dv, dk, np := float64(ov[len(ov)-1]), float64(qv[len(qv)-1]), size(at(in, 1))
 			recompute := n.AttrInt(graph.AttnRecomputeP, 0) == 1
-			if vv := viewShape(n, at(in, 2), graph.AttnDP+"axes2"); recompute && len(vv) >= 2 && dv > 0 {
-				np = size(at(in, 0)) / dv * float64(vv[len(vv)-2])
+			if recompute {
+				if vv := viewShape(n, at(in, 2), graph.AttnDP+"axes2"); len(vv) >= 2 && dv > 0 {
+					np = size(at(in, 0)) / dv * float64(vv[len(vv)-2])
+				}
 			}
 			flops = 4 * np * (dv + dk)
 			if recompute {

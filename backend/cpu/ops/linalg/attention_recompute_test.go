@@ -153,13 +153,9 @@ func TestAttentionScratchEstimate(t *testing.T) {
 			if recompute {
 				assert.GreaterOrEqual(t, plan.ScratchBytes, 4*int64(2*T+1)*T+one, "a recomputing buffer beside a forward one")
 			} else {
-				assert.LessOrEqual(t, plan.ScratchBytes, attnKeptForTest*one)
+				assert.LessOrEqual(t, plan.ScratchBytes, linalg.AttentionBuffersKept*one)
 				assert.Zero(t, plan.ScratchBytes%one, "buffers of T×T + T floats")
 			}
 		})
 	}
 }
-
-// attnKeptForTest is how many head buffers the kernels keep (ops/linalg
-// attnState.release).
-const attnKeptForTest = 8

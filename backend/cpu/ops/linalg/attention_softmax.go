@@ -238,13 +238,19 @@ func DropAttentionBuffers() {
 	attnBuffers.free = nil
 }
 
-// release returns a buffer taken by buffer; at most eight are kept (the
-// largest, so that a smaller head reuses a larger head's buffer).
+// AttentionBuffersKept is how many head buffers the attention kernels keep
+// between calls (the largest, so that a smaller head reuses a larger
+// head's buffer): release's bound, which backend/cpu's attnScratchBytes
+// replays.
+const AttentionBuffersKept = 8
+
+// release returns a buffer taken by buffer; at most AttentionBuffersKept
+// are kept.
 func (s *attnState) release(b []float32) {
 	attnBuffers.mu.Lock()
 	defer attnBuffers.mu.Unlock()
 	f := append(attnBuffers.free, b)
-	if len(f) > 8 {
+	if len(f) > AttentionBuffersKept {
 		small := 0
 		for i, x := range f {
 			if cap(x) < cap(f[small]) {
