@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
+	"github.com/onnxtrain/onnxtrain/train/optim"
 )
 
 // batchShapes gives every data input of p its declared shape with open
@@ -91,6 +93,72 @@ func TestPlanFromShapesMatchesRecordedPlan(t *testing.T) {
 			t.Logf("%s batch %d: planned from shapes %d bytes (recording run %d, scratch %d), recorded %d: ratio %.3f", c.model, c.batch, plan.PeakBytes, plan.RecordingBytes, plan.ScratchBytes, measured, ratio)
 			assert.LessOrEqual(t, ratio, 1.01)
 			assert.GreaterOrEqual(t, ratio, 0.95)
+		})
+	}
+}
+
+// TestPlanFromShapesFusedStep: a program whose optimizer update runs
+// inside the step (FusedUpdate, as `onnxtrain train` runs one micro-batch
+// per step) is planned from shapes as the step it runs, with its per-step
+// scalars and the optimizer's slots as inputs: the planned peak matches
+// the plan a real Step records (the bounds of
+// TestPlanFromShapesMatchesRecordedPlan), with and without recomputation,
+// and it is below the plan of the same step with its gradients as outputs,
+// which all live until the step ends (by 8-20% at these fixtures' batch
+// of 4, whose peak comes before the end of backward).
+func TestPlanFromShapesFusedStep(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		model     string
+		recompute bool
+	}{
+		{"gpt", false},
+		{"gpt", true},
+		{"vit_tiny", false},
+		{"cifar_resnet", true},
+	} {
+		t.Run(fmt.Sprintf("%s/recompute=%v", c.model, c.recompute), func(t *testing.T) {
+			path, loss, inputs, labels := fusedBatch(t, c.model)
+			m, err := importer.Load(path)
+			require.NoError(t, err)
+			p, err := Build(m, ProgramConfig{Loss: loss, FusedUpdate: true, Recompute: c.recompute})
+			require.NoError(t, err)
+			opt, err := optim.NewSGD(optim.SGDConfig{LR: 0.01, Momentum: 0.9})
+			require.NoError(t, err)
+			require.NoError(t, p.BindUpdate(opt, optParams(p), UpdateRecipe{}))
+			shapes := map[string][]int{}
+			for name, x := range inputs {
+				shapes[name] = x.Shape
+			}
+			var labelShape []int
+			if labels != nil {
+				labelShape = labels.Shape
+			}
+			plan, err := p.PlanFromShapes(shapes, labelShape)
+			require.NoError(t, err)
+			assert.Empty(t, plan.Unsized)
+			for range 2 { // the second step runs in the recorded plan
+				_, err = p.Step(ctx, inputs, labels, 1)
+				require.NoError(t, err)
+			}
+			measured := p.PlannedBytes()
+			require.Positive(t, measured)
+			ratio := float64(plan.PeakBytes) / float64(measured)
+
+			mo, err := importer.Load(path)
+			require.NoError(t, err)
+			outs, err := Build(mo, ProgramConfig{Loss: loss, Recompute: c.recompute})
+			require.NoError(t, err)
+			unfused, err := outs.PlanFromShapes(shapes, labelShape)
+			require.NoError(t, err)
+			var grads int64
+			for _, prm := range p.Params {
+				grads += 4 * int64(prm.Value.Size())
+			}
+			t.Logf("planned from shapes %d bytes, recorded %d (ratio %.3f); gradients as outputs %d (gradients %d)", plan.PeakBytes, measured, ratio, unfused.PeakBytes, grads)
+			assert.LessOrEqual(t, ratio, 1.01)
+			assert.GreaterOrEqual(t, ratio, 0.95)
+			assert.Less(t, plan.PeakBytes, unfused.PeakBytes, "the gradients no longer all live at once")
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train"
+	"github.com/onnxtrain/onnxtrain/train/optim"
 )
 
 // MemoryEstimate is what `onnxtrain estimate-memory` reports, in bytes.
@@ -27,8 +28,10 @@ type MemoryEstimate struct {
 	Parameters     int64  `json:"parameters"`
 	Gradients      int64  `json:"gradients"`
 	OptimizerState int64  `json:"optimizer_state"`
-	// Activations is the memory plan's peak of one training step (its
-	// gradient outputs included).
+	// Activations is the memory plan's peak of one training step of the
+	// program train runs, the gradients it holds at that moment included
+	// (with the update inside the step each dies once its parameter is
+	// updated; under --clip-grad-norm all live until the clip).
 	Activations int64 `json:"activations"`
 	// Inputs is one batch; Prefetch the batches the data loader of
 	// `onnxtrain train` prepares while one is in use (its prefetch queue
@@ -100,7 +103,7 @@ func newEstimateMemoryCmd() *cobra.Command {
 				fmt.Fprintf(w, "gradients:       %s (no sums kept: the update runs inside the step, right after each gradient; --grad-accum > 1 or --separate-update keep them)\n", humanBytes(est.Gradients))
 			}
 			fmt.Fprintf(w, "optimizer state: %s\n", humanBytes(est.OptimizerState))
-			fmt.Fprintf(w, "activations:     %s (planned peak of the step, its gradient outputs included)\n", humanBytes(est.Activations))
+			fmt.Fprintf(w, "activations:     %s (planned peak of the step, with the gradients live at that moment)\n", humanBytes(est.Activations))
 			fmt.Fprintf(w, "inputs:          %s (one batch) + %s (batches the loader prepares ahead)\n", humanBytes(est.Inputs), humanBytes(est.Prefetch))
 			if o.Data != "" {
 				fmt.Fprintf(w, "dataset:         %s (%s, in memory)\n", humanBytes(est.Dataset), o.Data)
@@ -122,6 +125,7 @@ func newEstimateMemoryCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&o.Recompute, "recompute", false, "estimate for a step that recomputes cheap activations (as train --recompute)")
 	f.IntVar(&o.GradAccum, "grad-accum", 1, "micro-batches per optimizer step (as train --grad-accum; above 1 the gradient sums are kept)")
+	f.Float64Var(&o.ClipGradNorm, "clip-grad-norm", 0, "as train --clip-grad-norm: every gradient lives until the clip at the end of the backward pass")
 	f.BoolVar(&o.SeparateUpdate, "separate-update", false, "as train --separate-update: the optimizer step after the micro-batch, over gradient sums")
 	return cmd
 }
@@ -148,6 +152,10 @@ type EstimateOptions struct {
 	// memory plan, counted in Activations).
 	GradAccum      int
 	SeparateUpdate bool
+	// ClipGradNorm is train's --clip-grad-norm: with the update inside
+	// the step, every gradient then lives until the clip at the end of
+	// backward.
+	ClipGradNorm float64
 }
 
 // EstimateMemory estimates a training run of the model at o.BatchSize
@@ -196,9 +204,20 @@ func EstimateMemory(ctx context.Context, path string, o EstimateOptions) (*Memor
 	if err != nil {
 		return nil, err
 	}
-	prog, err := train.Build(m, train.ProgramConfig{Loss: lc, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision})
+	// The program train runs: with one micro-batch per step and no
+	// --separate-update the optimizer's update inside the step, each
+	// gradient freed once its parameter is updated (train.fusedStepFits);
+	// otherwise the gradients summed into buffers kept between steps.
+	fused := o.GradAccum <= 1 && !o.SeparateUpdate
+	prog, err := train.Build(m, train.ProgramConfig{Loss: lc, Recompute: o.Recompute, MixedPrecision: o.MixedPrecision,
+		GradSums: !fused, FusedUpdate: fused})
 	if err != nil {
 		return nil, err
+	}
+	if fused {
+		if err := bindEstimateUpdate(prog, o); err != nil {
+			return nil, err
+		}
 	}
 	shapes, syms, err := benchlib.ResolveInputShapes(m.Graph, o.BatchSize, nil)
 	if err != nil {
@@ -272,6 +291,35 @@ func EstimateMemory(ctx context.Context, path string, o EstimateOptions) (*Memor
 		est.Total = satAdd(est.Total, v)
 	}
 	return est, nil
+}
+
+// bindEstimateUpdate compiles prog's step with o's optimizer update
+// inside, as train does with one micro-batch per step (the learning rate
+// does not change the plan). Its slots are allocated, not written: the
+// pages of a large zeroed allocation stay unmapped until touched.
+func bindEstimateUpdate(prog *train.Program, o EstimateOptions) error {
+	var opt optim.Optimizer
+	var err error
+	switch o.Optimizer {
+	case "sgd":
+		opt, err = optim.NewSGD(optim.SGDConfig{LR: 0.01, Momentum: o.Momentum})
+	case "adam":
+		opt, err = optim.NewAdam(optim.AdamConfig{LR: 0.001, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})
+	default:
+		opt, err = optim.NewAdamW(optim.AdamConfig{LR: 0.001, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+	}
+	if err != nil {
+		return fmt.Errorf("estimate-memory: %w", err)
+	}
+	params := make([]*optim.Param, len(prog.Params))
+	for i, p := range prog.Params {
+		params[i] = &optim.Param{Name: p.Name, Value: p.Value}
+	}
+	r := train.UpdateRecipe{ClipGradNorm: o.ClipGradNorm, LossScaled: o.MixedPrecision == "fp16"}
+	if err := prog.BindUpdate(opt, params, r); err != nil {
+		return fmt.Errorf("estimate-memory: %w", err)
+	}
+	return nil
 }
 
 // shapeBytes is the bytes of a tensor of shape s and dtype dt, saturating.
