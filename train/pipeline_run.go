@@ -19,6 +19,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/pipeline"
 	"github.com/onnxtrain/onnxtrain/train/data"
 	"github.com/onnxtrain/onnxtrain/train/optim"
+	"github.com/onnxtrain/onnxtrain/train/track"
 )
 
 // Pipelined reports whether the configuration asks for pipeline
@@ -359,8 +360,8 @@ func runPipeline(ctx context.Context, cfg Config, onRestart bool, out, msg io.Wr
 			if cfg.LogFormat == "json" {
 				enc.Encode(rec)
 			} else {
-				fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %.0f samples/s\n",
-					rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, rec.SamplesPerS)
+				fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %s samples/s\n",
+					rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, track.FormatRate(rec.SamplesPerS))
 			}
 			window, samples, started = window[:0], 0, time.Now()
 			improved := false

@@ -278,8 +278,8 @@ func (r *runner) openLogs() error {
 		if rec.Step != 1 && rec.Step%every != 0 && rec.Step != total && !rec.Stopped {
 			return
 		}
-		fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %.0f samples/s\n",
-			rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, rec.SamplesPerS)
+		fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.5f  lr %.3g  grad_norm %.4g  %s samples/s\n",
+			rec.Step, total, rec.Epoch, rec.Loss, rec.LR, rec.GradNorm, track.FormatRate(rec.SamplesPerS))
 	}
 	r.onEval = func(e EvalRecord) {
 		ev := e

@@ -141,7 +141,7 @@ func progressLine(step, total, epoch int, loss, samplesPerS float64, eta time.Du
 		fmt.Fprintf(&tail, "  loss %.5f", loss)
 	}
 	if !math.IsNaN(samplesPerS) {
-		fmt.Fprintf(&tail, "  %.0f samples/s", samplesPerS)
+		fmt.Fprintf(&tail, "  %s samples/s", FormatRate(samplesPerS))
 	}
 	if total <= 0 {
 		return fitWidth(fmt.Sprintf("step %d", step)+tail.String(), width)
@@ -167,6 +167,20 @@ func fitWidth(s string, width int) string {
 		return s[:width-1]
 	}
 	return s
+}
+
+// FormatRate writes a throughput with the digits that tell it apart: whole
+// numbers from 10 up, one decimal from 1, two below (a GPT-2-sized step of
+// one sequence takes seconds: 0.25 samples/s, not 0).
+func FormatRate(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 10 || math.IsInf(v, 0) || math.IsNaN(v):
+		return fmt.Sprintf("%.0f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
 }
 
 // formatETA writes d rounded to seconds, like 45s, 3m07s or 2h05m.

@@ -111,3 +111,17 @@ func TestProgressWriteError(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "disk full")
 }
+
+// Throughput keeps its digits below 10 samples/s: a step of seconds on one
+// sequence reads 0.25, not 0.
+func TestFormatRate(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{
+		{812.4, "812"}, {64.04, "64"}, {10, "10"}, {9.96, "10.0"}, {5.34, "5.3"}, {0.25, "0.25"}, {0.004, "0.00"}, {0, "0.00"},
+	} {
+		assert.Equal(t, c.want, FormatRate(c.v), "%v", c.v)
+	}
+	assert.Contains(t, progressLine(3, 10, 0, 10.97, 0.25, time.Minute, 120), "loss 10.97000  0.25 samples/s")
+}
