@@ -30,37 +30,12 @@ func FuseUpdateGathered(g *Graph) int {
 			continue
 		}
 		lead := lay.updated[0] // X, after consts, hyper[, skip]; then G and the buffers
-		x, gname := n.Inputs[lead], n.Inputs[lead+1]
-		// The gradient's value (the program's onnxtrain/grad/NAME) may be
-		// an Identity of GatherGrad's output, and the update may read it
-		// through the per-tensor ClipGradNorm that reports its norm: each
-		// link read by the next only.
-		var chain []*Node
-		var clip *Node
-		reader, gg := n, ix.producer[gname]
-	walk:
-		for gg != nil {
-			switch {
-			case gg.OpType == "Identity" && isPlain(gg) && len(gg.Inputs) == 1 && len(gg.Outputs) == 1 &&
-				ix.onlyReader(gg.Outputs[0]) == reader:
-				gname = gg.Inputs[0]
-			case clip == nil && gg.OpType == ClipGradNormOp && gg.Domain == InternalDomain && len(gg.Inputs) == 2 &&
-				len(gg.Outputs) == 2 && gg.Outputs[1] == gname && gg.Outputs[0] != "" && gg.Inputs[0] != "" &&
-				ix.onlyReader(gname) == reader:
-				clip, gname = gg, gg.Inputs[1]
-			default:
-				break walk
-			}
-			chain = append(chain, gg)
-			reader, gg = gg, ix.producer[gname]
-		}
+		x := n.Inputs[lead]
+		src := ix.gradSource(n, at, n.Inputs[lead+1])
+		gg, clip := src.producer, src.clip
 		if gg == nil || gg.OpType != "GatherGrad" || gg.Domain != InternalDomain || len(gg.Inputs) != 3 ||
-			len(gg.Outputs) != 1 || gg.Inputs[1] != x || gg.Inputs[0] == "" || gg.Inputs[2] == "" ||
-			ix.onlyReader(gname) != reader || ix.at[gg] > at {
+			len(gg.Outputs) != 1 || gg.Inputs[1] != x || gg.Inputs[0] == "" || gg.Inputs[2] == "" {
 			continue
-		}
-		if clip != nil && slices.ContainsFunc(ix.readAt[clip.Outputs[0]], func(r int) bool { return r < at }) {
-			continue // the norm is read before the update, where the fused node would write it
 		}
 		xs, xd, ok := knownTensorType(g, x)
 		if !ok || xd != Float32 || len(xs) == 0 {
@@ -91,11 +66,57 @@ func FuseUpdateGathered(g *Graph) int {
 			ix.producer[clip.Outputs[0]] = g.Nodes[at]
 		}
 		drop[gg] = true // read by n only, through the chain
-		for _, m := range chain {
+		for _, m := range src.chain {
 			drop[m] = true
 		}
 		fused++
 	}
 	removeNodes(g, drop)
 	return fused
+}
+
+// gradUpdateSource is where the gradient an update reads comes from: the
+// node that makes it (nil when it does not qualify), the Identities and
+// the per-tensor ClipGradNorm between the two, and that ClipGradNorm.
+type gradUpdateSource struct {
+	producer *Node
+	chain    []*Node
+	clip     *Node
+}
+
+// gradSource follows the gradient gname that update n (at position at)
+// reads back to the node that makes it. The gradient's value (the
+// program's onnxtrain/grad/NAME) may be an Identity of that node's output,
+// and the update may read it through the per-tensor ClipGradNorm that
+// reports its norm: each link read by the next only. The producer is nil
+// unless its output is read by the chain alone, it comes before n, and the
+// ClipGradNorm's norm, if any, is read after n (where a fused node would
+// write it).
+func (ix *fuseIndex) gradSource(n *Node, at int, gname string) gradUpdateSource {
+	var src gradUpdateSource
+	reader, gg := n, ix.producer[gname]
+walk:
+	for gg != nil {
+		switch {
+		case gg.OpType == "Identity" && isPlain(gg) && len(gg.Inputs) == 1 && len(gg.Outputs) == 1 &&
+			ix.onlyReader(gg.Outputs[0]) == reader:
+			gname = gg.Inputs[0]
+		case src.clip == nil && gg.OpType == ClipGradNormOp && gg.Domain == InternalDomain && len(gg.Inputs) == 2 &&
+			len(gg.Outputs) == 2 && gg.Outputs[1] == gname && gg.Outputs[0] != "" && gg.Inputs[0] != "" &&
+			ix.onlyReader(gname) == reader:
+			src.clip, gname = gg, gg.Inputs[1]
+		default:
+			break walk
+		}
+		src.chain = append(src.chain, gg)
+		reader, gg = gg, ix.producer[gname]
+	}
+	if gg == nil || ix.onlyReader(gname) != reader || ix.at[gg] > at || len(gg.Outputs) != 1 || gg.Outputs[0] != gname {
+		return gradUpdateSource{}
+	}
+	if src.clip != nil && slices.ContainsFunc(ix.readAt[src.clip.Outputs[0]], func(r int) bool { return r < at }) {
+		return gradUpdateSource{}
+	}
+	src.producer = gg
+	return src
 }

@@ -53,6 +53,19 @@ import "fmt"
 //	AdamUpdateGathered  the same for AdamUpdate: inputs consts, hyper (and skip when gated),
 //	               (max_norm with norm=1,) indices, X, dY, M, V (and MX with amsgrad); outputs
 //	               (the norm with norm=1 and) AdamUpdate's; attributes AdamUpdate's and norm
+//	SGDUpdateProduct  SGDUpdate of one matrix X whose gradient is MatMulGradB(dY, A, X) = Aᵀ·dY
+//	               over every row of the batch (A [..., m, k], dY [..., m, n], X [k, n]: a linear
+//	               layer's weight, the GPT's 50257-wide head), made by FuseUpdateProduct: inputs
+//	               consts, hyper (and skip when gated), (max_norm with norm=1,) A, X, dY (and B with
+//	               momentum); outputs and attributes SGDUpdateGathered's. The gradient is made a
+//	               block of X's rows at a time, each row as the product makes it, and those rows
+//	               of X and B are updated before the next block: the same bits as MatMulGradB then
+//	               SGDUpdate without the X-sized gradient held (the GPT's head: 147 MiB at the
+//	               step's peak). With norm=1 the per-tensor ClipGradNorm's norm is output 0 (its
+//	               sum of squares in element order, block after block); a finite max_norm needs the
+//	               whole gradient before any update, which the kernel then holds
+//	AdamUpdateProduct  the same for AdamUpdate: inputs consts, hyper (and skip when gated),
+//	               (max_norm with norm=1,) A, X, dY, M, V (and MX with amsgrad)
 const (
 	SGDUpdateOp      = "SGDUpdate"
 	AdamUpdateOp     = "AdamUpdate"
@@ -63,17 +76,28 @@ const (
 
 	SGDUpdateGatheredOp  = "SGDUpdateGathered"
 	AdamUpdateGatheredOp = "AdamUpdateGathered"
+
+	SGDUpdateProductOp  = "SGDUpdateProduct"
+	AdamUpdateProductOp = "AdamUpdateProduct"
 )
 
 // OptimizerOps lists the optimizer-step ops.
 var OptimizerOps = []string{SGDUpdateOp, AdamUpdateOp, ClipGradNormOp, ClipGradValueOp, UnscaleGradsOp, AccumulateGradOp,
 	ClipGradNormShardedOp, UnscaleGradsShardedOp, // zero_ops.go
-	SGDUpdateGatheredOp, AdamUpdateGatheredOp} // fuse_update_gathered.go
+	SGDUpdateGatheredOp, AdamUpdateGatheredOp, // fuse_update_gathered.go
+	SGDUpdateProductOp, AdamUpdateProductOp} // fuse_update_product.go
 
 // IsParamUpdate reports whether n updates parameters: SGDUpdate,
-// AdamUpdate, or one of their gathered forms.
+// AdamUpdate, or one of their gathered or product forms.
 func IsParamUpdate(n *Node) bool {
-	return n.Domain == InternalDomain && (n.OpType == SGDUpdateOp || n.OpType == AdamUpdateOp) || IsGatheredUpdate(n)
+	return n.Domain == InternalDomain && (n.OpType == SGDUpdateOp || n.OpType == AdamUpdateOp) || IsGatheredUpdate(n) || IsProductUpdate(n)
+}
+
+// IsProductUpdate reports whether n is SGDUpdateProduct or
+// AdamUpdateProduct (a weight's update from the product that makes its
+// gradient, FuseUpdateProduct).
+func IsProductUpdate(n *Node) bool {
+	return n.Domain == InternalDomain && (n.OpType == SGDUpdateProductOp || n.OpType == AdamUpdateProductOp)
 }
 
 // IsGatheredUpdate reports whether n is SGDUpdateGathered or
@@ -140,14 +164,14 @@ func UpdateOperands(n *Node) (first, groups int, ok bool) {
 // outputs update, in order.
 func optimizerShape(n *Node) (lead, groups, outLead int, updGroups []int, err error) {
 	switch n.OpType {
-	case SGDUpdateOp, SGDUpdateGatheredOp:
+	case SGDUpdateOp, SGDUpdateGatheredOp, SGDUpdateProductOp:
 		lead, groups = 2+int(n.AttrInt("gated", 0)&1), 2
 		updGroups = []int{0}
 		if n.AttrInt("momentum", 0) == 1 {
 			groups = 3
 			updGroups = []int{0, 2}
 		}
-	case AdamUpdateOp, AdamUpdateGatheredOp:
+	case AdamUpdateOp, AdamUpdateGatheredOp, AdamUpdateProductOp:
 		lead, groups = 2+int(n.AttrInt("gated", 0)&1), 4
 		updGroups = []int{0, 2, 3}
 		if n.AttrInt("amsgrad", 0) == 1 {
@@ -166,9 +190,10 @@ func optimizerShape(n *Node) (lead, groups, outLead int, updGroups []int, err er
 	default:
 		return 0, 0, 0, nil, fmt.Errorf("not an optimizer op")
 	}
-	if IsGatheredUpdate(n) {
-		// The indices follow the scalar inputs (G's place holds dY); with
-		// norm=1 max_norm comes before them and the norm is output 0.
+	if IsGatheredUpdate(n) || IsProductUpdate(n) {
+		// The indices (the product's A) follow the scalar inputs (G's
+		// place holds dY); with norm=1 max_norm comes before them and the
+		// norm is output 0.
 		lead++
 		if n.AttrInt("norm", 0) == 1 {
 			lead, outLead = lead+1, 1
@@ -184,7 +209,7 @@ func optimizerLayout(n *Node) (optimizerOpLayout, error) {
 	if err != nil {
 		return lay, err
 	}
-	gathered := IsGatheredUpdate(n)
+	gathered := IsGatheredUpdate(n) || IsProductUpdate(n)
 	if (ins-lead)%groups != 0 || ins <= lead {
 		return lay, n.Errorf("%d inputs do not make %d scalar inputs and %d groups of operands", ins, lead, groups)
 	}

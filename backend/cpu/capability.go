@@ -5,7 +5,8 @@ import (
 )
 
 // fusedOps are the fused ops the CPU backend has kernels for (of
-// graph.FusedDomain, but the optimizer updates SGDUpdateGathered and AdamUpdateGathered of
+// graph.FusedDomain, but the optimizer updates SGDUpdateGathered, AdamUpdateGathered,
+// SGDUpdateProduct and AdamUpdateProduct of
 // graph.InternalDomain): every fusion of the pass pipeline (graph/passes).
 var fusedOps = []string{
 	graph.TransposedMatMul, graph.PermutedMatMul, graph.GatherGradSum,
@@ -16,6 +17,7 @@ var fusedOps = []string{
 	graph.BatchNormAddReluGrad, graph.MaxPoolArgmax, graph.MaxPoolArgmaxGrad,
 	graph.AttentionSoftmax, graph.AttentionSoftmaxGrad, graph.AttentionSoftmaxGradConcat, graph.AttnRecomputePMode,
 	graph.Patchify, graph.SGDUpdateGatheredOp, graph.AdamUpdateGatheredOp,
+	graph.SGDUpdateProductOp, graph.AdamUpdateProductOp,
 }
 
 // FusedOps implements backend.FusedOpsDeclarer: every fused kernel, or

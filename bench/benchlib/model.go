@@ -16,6 +16,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/backend/cpu"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/optimizer"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/train"
@@ -265,6 +266,15 @@ func RunModel(ctx context.Context, o ModelOptions) (*ModelResult, error) {
 	}
 	var step func() (loss float64, fb, opt time.Duration, err error)
 	var update time.Duration // the latest training step's update-node time
+	// A product update (graph.SGDUpdateProductOp) makes its weight's
+	// gradient inside the node: that product is the backward's work, not
+	// the optimizer's, and a product in the op profile.
+	defer optimizer.SetProductTimer(func(label string, flops float64, d time.Duration) {
+		update -= d
+		if prof != nil {
+			prof.part(label, flops, d)
+		}
+	})()
 	if o.Inference {
 		res.Mode = "inference"
 		step, err = inferenceStep(ctx, m, o, inputs)
@@ -815,8 +825,10 @@ func peakLive(o ModelOptions, prog *train.Program) *cpu.PeakLive {
 
 // gatheredTableElems is the number of elements of the parameters that
 // the program's last run updated from gathered gradient rows
-// (graph.SGDUpdateGatheredOp, AdamUpdateGatheredOp): their table-sized
-// gradients were never read.
+// (graph.SGDUpdateGatheredOp, AdamUpdateGatheredOp) or from their
+// gradient's product a block of rows at a time (SGDUpdateProductOp,
+// AdamUpdateProductOp): their parameter-sized gradients were never read
+// from memory.
 func gatheredTableElems(prog *train.Program) int64 {
 	pi, ok := prog.Executable().(backend.PlanInspector)
 	if !ok {
@@ -828,7 +840,7 @@ func gatheredTableElems(prog *train.Program) int64 {
 	}
 	var elems int64
 	for _, n := range pi.LastRunNodes() {
-		if !graph.IsGatheredUpdate(n) {
+		if !graph.IsGatheredUpdate(n) && !graph.IsProductUpdate(n) {
 			continue
 		}
 		for _, in := range graph.UpdatedInput(n) {

@@ -82,6 +82,11 @@ func opWork(n *graph.Node, in, out []*graph.Tensor) (flops, bytes float64) {
 		// dB = Aᵀ·dY summed over the batch: every element of A meets every
 		// column of dY.
 		flops = 2 * size(at(in, 1)) * last(at(in, 0), 1)
+	case graph.SGDUpdateProductOp, graph.AdamUpdateProductOp:
+		// The update's product: MatMulGradB's, A before X, dY after it.
+		if lead, _, ok := graph.UpdateOperands(n); ok && lead >= 1 {
+			flops = 2 * size(at(in, lead-1)) * last(at(in, lead+1), 1)
+		}
 	case graph.PermutedMatMul, graph.PermutedMatMulAdd:
 		v0 := viewShape(n, at(in, 0), "axes0")
 		k := 0.0

@@ -47,6 +47,7 @@ const (
 	FusePatchEmbed     = "fuse-patch-embedding"
 	FoldExpandReluGrad = "fold-expand-into-relu-grad"
 	FuseUpdateGathered = "fuse-update-gathered"
+	FuseUpdateProduct  = "fuse-update-product"
 	RecomputeAttnProbs = "recompute-attention-probs"
 )
 
@@ -215,6 +216,11 @@ func SpecialisedPasses() []Pass {
 		{Name: FuseUpdateGathered, Doc: "an SGD or Adam update of an embedding table whose gradient is a GatherGrad read by nothing else reads the gathered rows of dY instead (SGDUpdateGathered, AdamUpdateGathered), so the table-sized gradient, mostly zeros, is not written and read back; needs the table's shape",
 			Fuses: []string{graph.SGDUpdateGatheredOp, graph.AdamUpdateGatheredOp}, Requires: []string{Specialize},
 			Run: func(g *graph.Graph, _ *Env) (int, error) { return graph.FuseUpdateGathered(g), nil }},
+		{Name: FuseUpdateProduct, Doc: "an SGD or Adam update of a large weight (graph.UpdateProductMinBytes) whose gradient is a MatMulGradB over every row of the batch read by nothing else makes that gradient a block of rows at a time and updates those rows before the next (SGDUpdateProduct, AdamUpdateProduct), so the weight-sized gradient is never held whole (the GPT's head: 147 MiB off the step's peak); needs every shape",
+			Fuses: []string{graph.SGDUpdateProductOp, graph.AdamUpdateProductOp}, Requires: []string{Specialize},
+			Run: func(g *graph.Graph, _ *Env) (int, error) {
+				return graph.FuseUpdateProduct(g, graph.UpdateProductMinBytes), nil
+			}},
 		{Name: LowerSpecialised, Doc: "ops whose lowering needs static shapes lowered",
 			After: []string{Specialize, FuseMaxPoolArgmax, FuseMatMulBias, FuseGeluErfGrad, RecomputeGeluGrad, RecomputeGeluOut, FuseMatMulGelu, FuseMatMulGeluGrad, FuseResidual, FusePermutedBias, FuseLNGradAdd, FuseBatchNormAdd, FuseAddReluGrad, FuseBatchNormGrad, FuseSliceGrad, PruneDropoutMasks, DropSameShapeSum},
 			Run:   runLower},

@@ -115,34 +115,102 @@ func grow(s []float32, n int) []float32 {
 func (p *problem) run() {
 	mk := kernel
 	workers := kern.Workers()
-	if p.m*p.n*p.k < parallelWork || workers < 2 {
+	switch chooseCut(mk, p.m, p.n, p.k, workers) {
+	case cutK:
+		p.splitK(mk, workers)
+	case cutRows:
+		p.splitBlocks(mk, false, workers)
+	case cutCols:
+		p.splitBlocks(mk, true, workers)
+	default:
 		p.blocked(mk, 0, p.m, 0, p.n)
-		return
 	}
-	mTiles := (p.m + mk.mr - 1) / mk.mr
-	nTiles := (p.n + mk.nr - 1) / mk.nr
-	kBlocks := p.k / mk.kc // whole blocks: a k share below kc wastes the kernel's depth
+}
+
+// A product's cut across workers (run).
+type cut int
+
+const (
+	cutNone cut = iota // one goroutine: small, or too few tiles to split
+	cutK
+	cutRows
+	cutCols
+)
+
+// chooseCut is run's choice for an m×n×k product on workers goroutines.
+func chooseCut(mk microKernel, m, n, k, workers int) cut {
+	if m*n*k < parallelWork || workers < 2 {
+		return cutNone
+	}
+	mTiles := (m + mk.mr - 1) / mk.mr
+	nTiles := (n + mk.nr - 1) / mk.nr
+	kBlocks := k / mk.kc // whole blocks: a k share below kc wastes the kernel's depth
 	const never = int(^uint(0) >> 1)
 	costM, costN, costK := never, never, never
 	if mTiles >= workers {
-		costM = (workers - 1) * p.k * p.n
+		costM = (workers - 1) * k * n
 	}
 	if nTiles >= workers {
-		costN = (workers - 1) * p.m * p.k
+		costN = (workers - 1) * m * k
 	}
 	if kBlocks >= workers {
-		costK = (workers - 1) * p.m * p.n * 2
+		costK = (workers - 1) * m * n * 2
 	}
 	switch {
 	case costK < costM && costK < costN:
-		p.splitK(mk, workers)
+		return cutK
 	case costM <= costN && costM != never:
-		p.splitBlocks(mk, false, workers)
+		return cutRows
 	case costN != never:
+		return cutCols
+	}
+	return cutNone // fewer tiles than workers in both directions
+}
+
+// RowsExact reports whether Sgemm computes an m×n×k product as packed
+// blocks (whole, or split by rows or columns: not the direct loops, not
+// split along the shared dimension), whose every element is the same sum
+// in the same order whichever rows a block holds: then SgemmRows gives its
+// rows Sgemm's bits.
+func RowsExact(m, n, k int) bool {
+	if m <= 0 || n <= 0 || k <= 0 || DirectLoops(m, n, k) {
+		return false
+	}
+	return chooseCut(kernel, m, n, k, kern.Workers()) != cutK
+}
+
+// SgemmRows computes rows [i0, i1) of the m×n product C = alpha·op(A)·op(B)
+// + beta·C into c, which holds those rows only (row stride ldc): with
+// RowsExact(m, n, k) each element has the bits Sgemm of the whole product
+// gives it. The rows run as packed blocks whatever their number, split by
+// rows (or columns) across the workers. A weight's gradient made a block of
+// rows at a time (the optimizer's product updates) uses it.
+func SgemmRows(transA, transB bool, m, n, k, i0, i1 int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if i0 < 0 || i1 > m || i0 >= i1 || n <= 0 {
+		return
+	}
+	if transA {
+		a = a[i0:]
+	} else {
+		a = a[i0*lda:]
+	}
+	if k <= 0 {
+		scaleC(i1-i0, n, beta, c, ldc)
+		return
+	}
+	p := &problem{transA: transA, transB: transB, m: i1 - i0, n: n, k: k, alpha: alpha, beta: beta,
+		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc}
+	mk := kernel
+	workers := kern.Workers()
+	switch {
+	case p.m*n*k < parallelWork || workers < 2:
+		p.blocked(mk, 0, p.m, 0, n)
+	case (p.m+mk.mr-1)/mk.mr >= workers:
+		p.splitBlocks(mk, false, workers)
+	case (n+mk.nr-1)/mk.nr >= workers:
 		p.splitBlocks(mk, true, workers)
 	default:
-		// Fewer tiles than workers in both directions: too small to split.
-		p.blocked(mk, 0, p.m, 0, p.n)
+		p.blocked(mk, 0, p.m, 0, n)
 	}
 }
 

@@ -233,25 +233,33 @@ func (t gatheredTask) rows(_, lo, hi int) {
 // apply updates rows [a, c) of the table and its buffers from the gradient
 // rows g (at least as long).
 func (st *gatheredState) apply(a, c int, g []float32) {
+	st.applyRows(st.isAdam(), a*st.inner, c*st.inner, g)
+}
+
+// applyRows updates elements [lo, hi) of the one tensor of a fused update
+// (SGDUpdateGathered, SGDUpdateProduct and their Adam forms) and of its
+// buffers from the gradient elements g (at least as long), as SGDUpdate
+// or AdamUpdate updates them.
+func (st *nodeState) applyRows(adam bool, lo, hi int, g []float32) {
 	// The operand groups in st.ops (one tensor each): X, G (X's stand-in,
 	// unread), then the buffers.
 	rows := func(k int) []float32 {
 		if k >= len(st.ops) || st.ops[k] == nil {
 			return nil
 		}
-		return st.ops[k][a*st.inner : c*st.inner]
+		return st.ops[k][lo:hi]
 	}
-	if st.isAdam() {
+	if adam {
 		var mx []float32
 		if st.adam.amsgrad {
 			mx = rows(4)
 		}
-		adamSlices(&st.nodeState, 0, rows(0), g, rows(2), rows(3), mx)
+		adamSlices(st, 0, rows(0), g, rows(2), rows(3), mx)
 		return
 	}
 	var b []float32
 	if st.sgd.momentum {
 		b = rows(2)
 	}
-	sgdSlices(&st.nodeState, 0, rows(0), g, b)
+	sgdSlices(st, 0, rows(0), g, b)
 }
