@@ -34,8 +34,8 @@ func SetProductTimer(f func(label string, flops float64, d time.Duration)) (rest
 }
 
 // productState is what an SGDUpdateProduct or AdamUpdateProduct node keeps
-// between runs: the update's state, the block of gradient rows, and the
-// operands and rows of the block being applied.
+// between runs: the update's state, and during a run the block of
+// gradient rows being applied and where it starts.
 type productState struct {
 	nodeState
 	in    []*graph.Tensor
@@ -130,8 +130,15 @@ func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 	if whole {
 		per = k
 	}
-	st.g = kern.Grow(st.g, min(per, k)*cols)
-	st.cols = cols
+	// The block buffer comes from the step's memory plan, which frees it
+	// after this node (the whole gradient in the arena, where it falls
+	// back to that, as MatMulGradB's output would be).
+	buf, err := kern.NewUninit(n, graph.Float32, []int{min(per, k), cols})
+	if err != nil {
+		return nil, err
+	}
+	st.g, st.cols = buf.Float32s(), cols
+	defer func() { st.g = nil }()
 	timer := productTimer.Load()
 	var sq float64
 	for r0 := 0; r0 < k; r0 += per {
