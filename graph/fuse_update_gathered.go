@@ -32,7 +32,7 @@ func FuseUpdateGathered(g *Graph) int {
 		lead := lay.updated[0] // X, after consts, hyper[, skip]; then G and the buffers
 		x := n.Inputs[lead]
 		src := ix.gradSource(n, at, n.Inputs[lead+1])
-		gg, clip := src.producer, src.clip
+		gg := src.producer
 		if gg == nil || gg.OpType != "GatherGrad" || gg.Domain != InternalDomain || len(gg.Inputs) != 3 ||
 			len(gg.Outputs) != 1 || gg.Inputs[1] != x || gg.Inputs[0] == "" || gg.Inputs[2] == "" {
 			continue
@@ -47,32 +47,42 @@ func FuseUpdateGathered(g *Graph) int {
 		if _, dd, ok := knownTensorType(g, gg.Inputs[0]); !ok || dd != Float32 {
 			continue
 		}
-		ins := append([]string{}, n.Inputs[:lead]...)
-		outs := n.Outputs
-		attrs := n.Attrs
-		if clip != nil {
-			ins = append(ins, clip.Inputs[0])
-			outs = append([]string{clip.Outputs[0]}, n.Outputs...)
-			attrs = map[string]*Attr{"norm": {Name: "norm", Type: AttrInt, I: 1}}
-			for k, v := range n.Attrs {
-				attrs[k] = v
-			}
-		}
-		ins = append(ins, gg.Inputs[2], x, gg.Inputs[0])
-		ins = append(ins, n.Inputs[lead+2:]...)
-		g.Nodes[at] = &Node{Name: n.Name, OpType: fusedOp, Domain: InternalDomain, Inputs: ins,
-			Outputs: outs, Attrs: attrs}
-		if clip != nil {
-			ix.producer[clip.Outputs[0]] = g.Nodes[at]
-		}
-		drop[gg] = true // read by n only, through the chain
-		for _, m := range src.chain {
-			drop[m] = true
-		}
+		ix.replaceUpdate(at, lead, fusedOp, src, []string{gg.Inputs[2], x, gg.Inputs[0]}, drop)
 		fused++
 	}
 	removeNodes(g, drop)
 	return fused
+}
+
+// replaceUpdate puts at position at, in place of the update n there
+// (X at input lead, its gradient after it), the fused update fusedOp whose
+// inputs are n's scalar inputs, the ClipGradNorm's max_norm if src has
+// one, operands (what stands for X and G), then n's buffers; with the
+// ClipGradNorm its norm is output 0 and attribute norm=1. The gradient's
+// producer and the chain from it to n go into drop.
+func (ix *fuseIndex) replaceUpdate(at, lead int, fusedOp string, src gradUpdateSource, operands []string, drop map[*Node]bool) {
+	n, clip := ix.g.Nodes[at], src.clip
+	ins := append([]string{}, n.Inputs[:lead]...)
+	outs := n.Outputs
+	attrs := n.Attrs
+	if clip != nil {
+		ins = append(ins, clip.Inputs[0])
+		outs = append([]string{clip.Outputs[0]}, n.Outputs...)
+		attrs = map[string]*Attr{"norm": {Name: "norm", Type: AttrInt, I: 1}}
+		for k, v := range n.Attrs {
+			attrs[k] = v
+		}
+	}
+	ins = append(append(ins, operands...), n.Inputs[lead+2:]...)
+	ix.g.Nodes[at] = &Node{Name: n.Name, OpType: fusedOp, Domain: InternalDomain, Inputs: ins,
+		Outputs: outs, Attrs: attrs}
+	if clip != nil {
+		ix.producer[clip.Outputs[0]] = ix.g.Nodes[at]
+	}
+	drop[src.producer] = true // read by n only, through the chain
+	for _, m := range src.chain {
+		drop[m] = true
+	}
 }
 
 // gradUpdateSource is where the gradient an update reads comes from: the

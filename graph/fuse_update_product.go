@@ -42,12 +42,12 @@ func FuseUpdateProduct(g *Graph, minBytes int64) int {
 		lead := lay.updated[0] // X, after consts, hyper[, skip]; then G and the buffers
 		x := n.Inputs[lead]
 		src := ix.gradSource(n, at, n.Inputs[lead+1])
-		p, clip := src.producer, src.clip
+		p := src.producer
 		if p == nil || p.OpType != "MatMulGradB" || p.Domain != InternalDomain || len(p.Inputs) != 3 ||
 			p.Inputs[2] != x || p.Inputs[0] == "" || p.Inputs[1] == "" || p.Inputs[0] == x || p.Inputs[1] == x {
 			continue
 		}
-		if clip != nil && !infiniteScalar(g, clip.Inputs[0]) {
+		if src.clip != nil && !infiniteScalar(g, src.clip.Inputs[0]) {
 			continue
 		}
 		xs, xd, ok := knownTensorType(g, x)
@@ -63,28 +63,7 @@ func FuseUpdateProduct(g *Graph, minBytes int64) int {
 		if updatedBetween(g, ix.at[p], at, p.Inputs[0], p.Inputs[1]) {
 			continue
 		}
-		ins := append([]string{}, n.Inputs[:lead]...)
-		outs := n.Outputs
-		attrs := n.Attrs
-		if clip != nil {
-			ins = append(ins, clip.Inputs[0])
-			outs = append([]string{clip.Outputs[0]}, n.Outputs...)
-			attrs = map[string]*Attr{"norm": {Name: "norm", Type: AttrInt, I: 1}}
-			for k, v := range n.Attrs {
-				attrs[k] = v
-			}
-		}
-		ins = append(ins, p.Inputs[1], x, p.Inputs[0])
-		ins = append(ins, n.Inputs[lead+2:]...)
-		g.Nodes[at] = &Node{Name: n.Name, OpType: fusedOp, Domain: InternalDomain, Inputs: ins,
-			Outputs: outs, Attrs: attrs}
-		if clip != nil {
-			ix.producer[clip.Outputs[0]] = g.Nodes[at]
-		}
-		drop[p] = true // read by n only, through the chain
-		for _, m := range src.chain {
-			drop[m] = true
-		}
+		ix.replaceUpdate(at, lead, fusedOp, src, []string{p.Inputs[1], x, p.Inputs[0]}, drop)
 		fused++
 	}
 	removeNodes(g, drop)

@@ -26,7 +26,6 @@ type gatheredState struct {
 	rows    []float32
 	zeros   []float32
 	inner   int
-	in      []*graph.Tensor
 	task    gatheredTask
 }
 
@@ -63,14 +62,8 @@ func updateGathered(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gr
 		return nil, n.Errorf("dY has shape %v, want %v (the indices' shape, then the table's rows)", dy.Shape, wantShape)
 	}
 	st := kern.State[gatheredState](n)
-	// prepare checks G's group against X's sizes: X stands in for dY.
-	st.in = append(st.in[:0], in...)
-	st.in[lead+1] = x
-	defer func() {
-		clear(st.in)
-		st.dropOperands()
-	}()
-	if err := prepare(ctx, n, st.in, &st.nodeState); err != nil {
+	defer st.finishFused()
+	if err := st.prepareFused(ctx, n, in, lead); err != nil {
 		return nil, err
 	}
 	var maxNorm float32
@@ -234,6 +227,22 @@ func (t gatheredTask) rows(_, lo, hi int) {
 // rows g (at least as long).
 func (st *gatheredState) apply(a, c int, g []float32) {
 	st.applyRows(st.isAdam(), a*st.inner, c*st.inner, g)
+}
+
+// prepareFused is prepare for a fused update of one tensor (X at input
+// lead) whose gradient operand (input lead+1) holds what the gradient is
+// made from: X stands in for it, so that prepare checks G's group against
+// X's sizes. Defer finishFused.
+func (st *nodeState) prepareFused(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, lead int) error {
+	st.fusedIn = append(st.fusedIn[:0], in...)
+	st.fusedIn[lead+1] = in[lead]
+	return prepare(ctx, n, st.fusedIn, st)
+}
+
+// finishFused forgets a fused update's operands (dropOperands).
+func (st *nodeState) finishFused() {
+	clear(st.fusedIn)
+	st.dropOperands()
 }
 
 // applyRows updates elements [lo, hi) of the one tensor of a fused update

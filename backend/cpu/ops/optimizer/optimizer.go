@@ -57,6 +57,7 @@ type nodeState struct {
 	upd     []int
 	scalar  float32
 	fresh   bool
+	fusedIn []*graph.Tensor // a fused update's inputs, X for G (prepareFused)
 }
 
 // dropOperands forgets the operand slices of the latest run (prepare sets

@@ -38,7 +38,6 @@ func SetProductTimer(f func(label string, flops float64, d time.Duration)) (rest
 // gradient rows being applied and where it starts.
 type productState struct {
 	nodeState
-	in    []*graph.Tensor
 	g     []float32
 	r0    int // the block's first row
 	cols  int
@@ -79,14 +78,8 @@ func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		return nil, n.Errorf("dY has shape %v, want A's rows %v then X's columns (%d)", dy.Shape, a.Shape[:a.Rank()-1], cols)
 	}
 	st := kern.State[productState](n)
-	// prepare checks G's group against X's sizes: X stands in for dY.
-	st.in = append(st.in[:0], in...)
-	st.in[lead+1] = x
-	defer func() {
-		clear(st.in)
-		st.dropOperands()
-	}()
-	if err := prepare(ctx, n, st.in, &st.nodeState); err != nil {
+	defer st.finishFused()
+	if err := st.prepareFused(ctx, n, in, lead); err != nil {
 		return nil, err
 	}
 	maxNorm := float32(math.Inf(1))
