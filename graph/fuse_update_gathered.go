@@ -16,12 +16,37 @@ import "slices"
 // Nodes are in topological order; it returns the number of updates
 // rewritten.
 func FuseUpdateGathered(g *Graph) int {
-	gatheredForm := map[string]string{SGDUpdateOp: SGDUpdateGatheredOp, AdamUpdateOp: AdamUpdateGatheredOp}
+	forms := map[string]string{SGDUpdateOp: SGDUpdateGatheredOp, AdamUpdateOp: AdamUpdateGatheredOp}
+	return fuseUpdates(g, forms, func(_ *fuseIndex, _ int, x string, src gradUpdateSource) []string {
+		gg := src.producer
+		if gg.OpType != "GatherGrad" || gg.Domain != InternalDomain || len(gg.Inputs) != 3 ||
+			len(gg.Outputs) != 1 || gg.Inputs[1] != x || gg.Inputs[0] == "" || gg.Inputs[2] == "" {
+			return nil
+		}
+		xs, xd, ok := knownTensorType(g, x)
+		if !ok || xd != Float32 || len(xs) == 0 {
+			return nil
+		}
+		if ax := gg.AttrInt("axis", 0); ax != 0 && ax != -int64(len(xs)) {
+			return nil
+		}
+		if _, dd, ok := knownTensorType(g, gg.Inputs[0]); !ok || dd != Float32 {
+			return nil
+		}
+		return []string{gg.Inputs[2], x, gg.Inputs[0]}
+	})
+}
+
+// fuseUpdates rewrites each update of one tensor X in g whose op has a
+// fused form in forms and whose gradient's source (gradSource) match
+// accepts, returning the fused node's operands for X and its gradient,
+// into that form (replaceUpdate); it returns the number rewritten.
+func fuseUpdates(g *Graph, forms map[string]string, match func(ix *fuseIndex, at int, x string, src gradUpdateSource) []string) int {
 	ix := newFuseIndex(g)
 	fused := 0
 	drop := map[*Node]bool{}
 	for at, n := range g.Nodes {
-		fusedOp := gatheredForm[n.OpType]
+		fusedOp := forms[n.OpType]
 		if fusedOp == "" || !IsParamUpdate(n) {
 			continue
 		}
@@ -30,24 +55,15 @@ func FuseUpdateGathered(g *Graph) int {
 			continue
 		}
 		lead := lay.updated[0] // X, after consts, hyper[, skip]; then G and the buffers
-		x := n.Inputs[lead]
 		src := ix.gradSource(n, at, n.Inputs[lead+1])
-		gg := src.producer
-		if gg == nil || gg.OpType != "GatherGrad" || gg.Domain != InternalDomain || len(gg.Inputs) != 3 ||
-			len(gg.Outputs) != 1 || gg.Inputs[1] != x || gg.Inputs[0] == "" || gg.Inputs[2] == "" {
+		if src.producer == nil {
 			continue
 		}
-		xs, xd, ok := knownTensorType(g, x)
-		if !ok || xd != Float32 || len(xs) == 0 {
+		operands := match(ix, at, n.Inputs[lead], src)
+		if operands == nil {
 			continue
 		}
-		if ax := gg.AttrInt("axis", 0); ax != 0 && ax != -int64(len(xs)) {
-			continue
-		}
-		if _, dd, ok := knownTensorType(g, gg.Inputs[0]); !ok || dd != Float32 {
-			continue
-		}
-		ix.replaceUpdate(at, lead, fusedOp, src, []string{gg.Inputs[2], x, gg.Inputs[0]}, drop)
+		ix.replaceUpdate(at, lead, fusedOp, src, operands, drop)
 		fused++
 	}
 	removeNodes(g, drop)

@@ -26,48 +26,31 @@ var UpdateProductMinBytes int64 = 16 << 20
 // update; such updates are left alone. It returns the number of updates
 // rewritten.
 func FuseUpdateProduct(g *Graph, minBytes int64) int {
-	productForm := map[string]string{SGDUpdateOp: SGDUpdateProductOp, AdamUpdateOp: AdamUpdateProductOp}
-	ix := newFuseIndex(g)
-	fused := 0
-	drop := map[*Node]bool{}
-	for at, n := range g.Nodes {
-		fusedOp := productForm[n.OpType]
-		if fusedOp == "" || !IsParamUpdate(n) {
-			continue
-		}
-		lay, err := optimizerLayout(n)
-		if err != nil || lay.tensors != 1 {
-			continue
-		}
-		lead := lay.updated[0] // X, after consts, hyper[, skip]; then G and the buffers
-		x := n.Inputs[lead]
-		src := ix.gradSource(n, at, n.Inputs[lead+1])
+	forms := map[string]string{SGDUpdateOp: SGDUpdateProductOp, AdamUpdateOp: AdamUpdateProductOp}
+	return fuseUpdates(g, forms, func(ix *fuseIndex, at int, x string, src gradUpdateSource) []string {
 		p := src.producer
-		if p == nil || p.OpType != "MatMulGradB" || p.Domain != InternalDomain || len(p.Inputs) != 3 ||
+		if p.OpType != "MatMulGradB" || p.Domain != InternalDomain || len(p.Inputs) != 3 ||
 			p.Inputs[2] != x || p.Inputs[0] == "" || p.Inputs[1] == "" || p.Inputs[0] == x || p.Inputs[1] == x {
-			continue
+			return nil
 		}
 		if src.clip != nil && !infiniteScalar(g, src.clip.Inputs[0]) {
-			continue
+			return nil
 		}
 		xs, xd, ok := knownTensorType(g, x)
 		if !ok || xd != Float32 || len(xs) != 2 || int64(xs[0])*int64(xs[1])*4 < minBytes {
-			continue
+			return nil
 		}
 		as, ad, okA := knownTensorType(g, p.Inputs[1])
 		ds, dd, okD := knownTensorType(g, p.Inputs[0])
 		if !okA || !okD || ad != Float32 || dd != Float32 || len(as) < 2 || len(as) != len(ds) ||
 			as[len(as)-1] != xs[0] || ds[len(ds)-1] != xs[1] || !slices.Equal(as[:len(as)-1], ds[:len(ds)-1]) {
-			continue
+			return nil
 		}
 		if updatedBetween(g, ix.at[p], at, p.Inputs[0], p.Inputs[1]) {
-			continue
+			return nil
 		}
-		ix.replaceUpdate(at, lead, fusedOp, src, []string{p.Inputs[1], x, p.Inputs[0]}, drop)
-		fused++
-	}
-	removeNodes(g, drop)
-	return fused
+		return []string{p.Inputs[1], x, p.Inputs[0]}
+	})
 }
 
 // infiniteScalar reports whether name is a one-element float32
