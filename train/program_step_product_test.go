@@ -10,7 +10,6 @@ import (
 
 	"github.com/onnxtrain/onnxtrain/backend"
 	"github.com/onnxtrain/onnxtrain/graph"
-	"github.com/onnxtrain/onnxtrain/importer"
 )
 
 // TestFusedStepUpdatesWeightsFromTheirProduct: with every weight over
@@ -39,18 +38,7 @@ func TestFusedStepUpdatesWeightsFromTheirProduct(t *testing.T) {
 					name += "/norm"
 				}
 				t.Run(name, func(t *testing.T) {
-					ma, err := importer.Load(model)
-					require.NoError(t, err)
-					mb, err := importer.Load(model)
-					require.NoError(t, err)
-					sep, err := Build(ma, ProgramConfig{Loss: loss, GradSums: true, Seed: 3})
-					require.NoError(t, err)
-					fused, err := Build(mb, ProgramConfig{Loss: loss, FusedUpdate: true, Seed: 3})
-					require.NoError(t, err)
-					optA, err := o.make()
-					require.NoError(t, err)
-					optB, err := o.make()
-					require.NoError(t, err)
+					sep, fused, optA, optB := separateAndFused(t, model, loss, o)
 					pa := optParams(sep)
 					require.NoError(t, fused.BindUpdate(optB, optParams(fused), UpdateRecipe{ReportNorm: report}))
 					for step := range 3 {

@@ -129,18 +129,7 @@ func TestFusedStepMatchesSeparateRuns(t *testing.T) {
 				value, norm float64
 			}{{"none", 0, 0}, {"value", 0.01, 0}, {"norm", 0, 0.5}, {"norm+value", 0.01, 0.5}} {
 				t.Run(c+"/"+o.name+"/clip="+clip.name, func(t *testing.T) {
-					ma, err := importer.Load(model)
-					require.NoError(t, err)
-					mb, err := importer.Load(model)
-					require.NoError(t, err)
-					sep, err := Build(ma, ProgramConfig{Loss: loss, GradSums: true, Seed: 3})
-					require.NoError(t, err)
-					fused, err := Build(mb, ProgramConfig{Loss: loss, FusedUpdate: true, Seed: 3})
-					require.NoError(t, err)
-					optA, err := o.make()
-					require.NoError(t, err)
-					optB, err := o.make()
-					require.NoError(t, err)
+					sep, fused, optA, optB := separateAndFused(t, model, loss, o)
 					optA.(optim.Binder).Bind(sep.Backend(), sep.Executable())
 					pa, pb := optParams(sep), optParams(fused)
 					require.NoError(t, fused.BindUpdate(optB, pb, UpdateRecipe{ClipGradValue: clip.value, ClipGradNorm: clip.norm, ReportNorm: true}))
@@ -200,6 +189,26 @@ func TestFusedStepMatchesSeparateRuns(t *testing.T) {
 			}
 		}
 	}
+}
+
+// separateAndFused builds model twice, with gradient sums (the separate
+// path) and with the update inside the step, and makes an optimizer for
+// each.
+func separateAndFused(t *testing.T, model string, loss LossConfig, o fusedOpt) (sep, fused *Program, optA, optB optim.Optimizer) {
+	t.Helper()
+	ma, err := importer.Load(model)
+	require.NoError(t, err)
+	mb, err := importer.Load(model)
+	require.NoError(t, err)
+	sep, err = Build(ma, ProgramConfig{Loss: loss, GradSums: true, Seed: 3})
+	require.NoError(t, err)
+	fused, err = Build(mb, ProgramConfig{Loss: loss, FusedUpdate: true, Seed: 3})
+	require.NoError(t, err)
+	optA, err = o.make()
+	require.NoError(t, err)
+	optB, err = o.make()
+	require.NoError(t, err)
+	return sep, fused, optA, optB
 }
 
 func bitsOf(t *graph.Tensor) []uint32 {
