@@ -53,9 +53,10 @@ type productState struct {
 // the same order), and the block's rows of X and its buffers are updated
 // before the next block: the same bits, without X's size of gradient
 // held (where the product runs as packed blocks, gemm.RowsExact; else the
-// whole of G is made first, as MatMulGradB makes it). With norm=1 the norm is ClipGradNorm's of G, its squares summed in
-// element order across the blocks; a finite max_norm may scale G, so then
-// the whole of G is made before any update.
+// whole of G is made first, as MatMulGradB makes it). With norm=1 the
+// norm is ClipGradNorm's of G, its squares summed in element order across
+// the blocks; a finite max_norm may scale G, so then the whole of G is
+// made before any update.
 func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*graph.Tensor, error) {
 	lead, groups, ok := graph.UpdateOperands(n) // X at lead, A before it
 	if !ok || !graph.IsProductUpdate(n) {
@@ -115,9 +116,9 @@ func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 	m := a.Size() / max(k, 1)
 	ad, dd := a.Float32s(), dy.Float32s()
 	// A block of whole rows, about productBlockBytes of them; all of G
-	// when a finite max_norm may scale it before the update.
-	// Blocks of rows have the whole product's bits only where it runs as
-	// packed blocks (gemm.RowsExact); otherwise the whole product too.
+	// when a finite max_norm may scale it before the update, or where
+	// blocks of rows would not have the whole product's bits (it does not
+	// run as packed blocks: gemm.RowsExact).
 	whole := norm && !math.IsInf(float64(maxNorm), 1) || !gemm.RowsExact(k, cols, m)
 	per := max(1, productBlockBytes/4/max(cols, 1))
 	if whole {
@@ -167,16 +168,14 @@ func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		}
 		t.Float32s()[0] = total
 		st.outs[0] = t
-		if whole {
-			if coef < 1 {
-				for i := range st.g[:k*cols] {
-					st.g[i] *= coef
-				}
-			}
-			if !skip {
-				st.applyBlock(0, k)
+		if whole && coef < 1 {
+			for i := range st.g[:k*cols] {
+				st.g[i] *= coef
 			}
 		}
+	}
+	if whole && !skip {
+		st.applyBlock(0, k)
 	}
 	return kern.Results(n, st.outs...), nil
 }

@@ -62,7 +62,8 @@ func TestUpdateProductMatchesMatMulGradBThenUpdate(t *testing.T) {
 		{name: "norm-inf-gated-skip", aShape: []int{2, 6, 37}, cols: 11, adam: true, norm: inf, skip: &yes, block: 5},
 		// A product split along its shared dimension (4096 rows of the
 		// batch for a 40×40 X) is made whole, as MatMulGradB makes it.
-		{name: "shared-split-whole", aShape: []int{4096, 40}, cols: 40, on: []string{"momentum"}, norm: inf, block: 3},
+		{name: "shared-split-whole", aShape: []int{4096, 40}, cols: 40, on: []string{"momentum"}, block: 3},
+		{name: "shared-split-whole-norm", aShape: []int{4096, 40}, cols: 40, adam: true, norm: inf, block: 3},
 	}
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, c := range cases {
