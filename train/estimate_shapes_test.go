@@ -103,7 +103,9 @@ func TestPlanFromShapesMatchesRecordedPlan(t *testing.T) {
 // scalars and the optimizer's slots as inputs: the planned peak matches
 // the plan a real Step records (the bounds of
 // TestPlanFromShapesMatchesRecordedPlan), with and without recomputation,
-// and it is below the plan of the same step with its gradients as outputs,
+// also with weights updated from their product (whose gradient blocks the
+// shape plan replays), and it is below the plan of the same step with its
+// gradients as outputs,
 // which all live until the step ends (by 8-20% at these fixtures' batch
 // of 4, whose peak comes before the end of backward).
 func TestPlanFromShapesFusedStep(t *testing.T) {
@@ -111,13 +113,21 @@ func TestPlanFromShapesFusedStep(t *testing.T) {
 	for _, c := range []struct {
 		model     string
 		recompute bool
+		products  bool // every weight updated from its product (graph.UpdateProductMinBytes 0)
 	}{
-		{"gpt", false},
-		{"gpt", true},
-		{"vit_tiny", false},
-		{"cifar_resnet", true},
+		{"gpt", false, false},
+		{"gpt", true, false},
+		{"gpt", false, true},
+		{"vit_tiny", false, false},
+		{"vit_tiny", false, true},
+		{"cifar_resnet", true, false},
 	} {
-		t.Run(fmt.Sprintf("%s/recompute=%v", c.model, c.recompute), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/recompute=%v/products=%v", c.model, c.recompute, c.products), func(t *testing.T) {
+			if c.products {
+				old := graph.UpdateProductMinBytes
+				graph.UpdateProductMinBytes = 0
+				defer func() { graph.UpdateProductMinBytes = old }()
+			}
 			path, loss, inputs, labels := fusedBatch(t, c.model)
 			m, err := importer.Load(path)
 			require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/optimizer"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -296,6 +297,11 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 			of[slot] = sto
 			stores = append(stores, sto)
 		}
+		if b := productBufferBytes(n, types); b > 0 {
+			// The product update's gradient block, taken from the plan
+			// and freed after the node.
+			stores = append(stores, &shapeStore{bytes: (b + arenaAlign - 1) / arenaAlign * arenaAlign, exact: b, start: s, end: s})
+		}
 	}
 	// Sweep: a storage is live from its step to its end, inclusive.
 	starts := make([][]*shapeStore, len(p.steps)+1)
@@ -351,6 +357,32 @@ func planFromTypes(p *plan, types map[string]*graph.Type) ShapePlan {
 	}
 	sort.Strings(sp.Unsized)
 	return sp
+}
+
+// productBufferBytes is the gradient buffer a product update n
+// (graph.SGDUpdateProductOp) takes from the step's plan
+// (optimizer.ProductBufferElems), from its operands' types; 0 for other
+// nodes.
+func productBufferBytes(n *graph.Node, types map[string]*graph.Type) int64 {
+	if !graph.IsProductUpdate(n) {
+		return 0
+	}
+	lead, _, ok := graph.UpdateOperands(n)
+	if !ok || lead < 1 || lead >= len(n.Inputs) {
+		return 0
+	}
+	xt, at := types[n.Inputs[lead]], types[n.Inputs[lead-1]]
+	_, xb, okX := valueBytes(xt)
+	_, ab, okA := valueBytes(at)
+	if !okX || !okA || len(xt.Shape) != 2 {
+		return 0
+	}
+	k, cols := xt.Shape[0].Value, xt.Shape[1].Value
+	if k <= 0 || cols <= 0 || xb == 0 {
+		return 0
+	}
+	m := ab / 4 / k
+	return 4 * int64(optimizer.ProductBufferElems(int(k), int(cols), int(m)))
 }
 
 // isStateUpdate reports whether output j of n replaces a state input in

@@ -19,6 +19,22 @@ func init() {
 // SGDUpdateProduct or AdamUpdateProduct makes, then applies, at a time.
 var productBlockBytes = 4 << 20
 
+// ProductBufferElems is the elements of the gradient buffer an
+// SGDUpdateProduct or AdamUpdateProduct of a k×cols matrix X over m rows
+// of the batch takes from the step's memory plan with an infinite (or no)
+// max_norm: a block of rows, or all of G where blocks would not have the
+// whole product's bits. The shape plan (backend/cpu memplan_shapes.go)
+// replays it; keep the two in step with updateProduct.
+func ProductBufferElems(k, cols, m int) int {
+	if k <= 0 || cols <= 0 {
+		return 0
+	}
+	if !gemm.RowsExact(k, cols, m) {
+		return k * cols
+	}
+	return min(max(1, productBlockBytes/4/cols), k) * cols
+}
+
 // productTimer, when set, is told the time of every block's product
 // (SetProductTimer).
 var productTimer atomic.Pointer[func(label string, flops float64, d time.Duration)]
