@@ -103,7 +103,7 @@ func concreteInputTypes(g *Graph, inputShapes map[string][]int) (map[string]*Typ
 		shape := inputShapes[name]
 		i, ok := index[name]
 		if !ok {
-			return nil, fmt.Errorf("graph: specialize: %q is not an input of graph %q (inputs: %v)", name, g.Name, g.InputNames())
+			return nil, fmt.Errorf("graph: specialize: %q is not an input of graph %q (inputs: %s)", name, g.Name, someNames(g.InputNames(), 8))
 		}
 		for _, d := range shape {
 			if d < 0 {
@@ -289,4 +289,14 @@ func ShapeKey(shapes map[string][]int) string {
 		}
 	}
 	return b.String()
+}
+
+// someNames lists names in brackets, the first max of them and how many
+// more there are (a training program's inputs run to hundreds: every
+// parameter and its optimizer slots).
+func someNames(names []string, max int) string {
+	if len(names) <= max {
+		return "[" + strings.Join(names, " ") + "]"
+	}
+	return fmt.Sprintf("[%s and %d more]", strings.Join(names[:max], " "), len(names)-max)
 }

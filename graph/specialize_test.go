@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,6 +105,15 @@ func TestSpecializeRejectsBadShapes(t *testing.T) {
 	_, err = graph.Specialize(g, 17, map[string][]int{"y": {2}}, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not an input")
+	// A graph of many inputs names the first few and counts the rest.
+	for i := range 20 {
+		g.Inputs = append(g.Inputs, input(fmt.Sprintf("w%d", i), tensorType(graph.Float32, graph.Dim{Value: 3, Known: true})))
+	}
+	_, err = graph.Specialize(g, 17, map[string][]int{"y": {2}}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "(inputs: [x w0 w1 w2 w3 w4 w5 w6 and 13 more])")
+	assert.NotContains(t, err.Error(), "w7")
+	g.Inputs = g.Inputs[:len(g.Inputs)-20]
 
 	// A symbolic dim bound to two sizes.
 	g.Inputs = append(g.Inputs, input("mask", tensorType(graph.Float32, param("B"), param("S"))))
