@@ -103,9 +103,10 @@ func TestPlanFromShapesMatchesRecordedPlan(t *testing.T) {
 // scalars and the optimizer's slots as inputs: the planned peak matches
 // the plan a real Step records (the bounds of
 // TestPlanFromShapesMatchesRecordedPlan), with and without recomputation,
-// also with weights updated from their product (whose gradient blocks the
-// shape plan replays), and it is below the plan of the same step with its
-// gradients as outputs,
+// also with every weight updated from its product (the fixtures' peaks
+// come before those updates: TestProductUpdateBufferInShapePlan checks
+// the replay of their buffer), and it is below the plan of the same step
+// with its gradients as outputs,
 // which all live until the step ends (by 8-20% at these fixtures' batch
 // of 4, whose peak comes before the end of backward).
 func TestPlanFromShapesFusedStep(t *testing.T) {

@@ -275,3 +275,31 @@ func TestOptimizerBytesLeaveOutGatheredGradients(t *testing.T) {
 	assert.EqualValues(t, 5*4*int64(res.Parameters)-4*256*64, res.OptimizerBytes)
 	assert.Positive(t, res.OptimizerGBps)
 }
+
+// TestOpProfileProductUpdateParts: with the GPT fixture's weights updated
+// from their product (graph.UpdateProductMinBytes 0), the profile lists
+// each product update and, within it, its gradient's blocks as
+// SGDUpdateProduct/dW, whose flops are the op's own (opWork counts the
+// fused node's product once).
+func TestOpProfileProductUpdateParts(t *testing.T) {
+	old := graph.UpdateProductMinBytes
+	graph.UpdateProductMinBytes = 0
+	defer func() { graph.UpdateProductMinBytes = old }()
+	res, err := RunModel(context.Background(), ModelOptions{
+		Model: "../../models/gpt/gpt_small_train.onnx", Loss: "output:loss", BatchSize: 4,
+		Steps: 2, Warmup: 1, IntHigh: 16, OpProfile: true, Optimizer: "sgd", Momentum: 0.9, LR: 0.01,
+	})
+	require.NoError(t, err)
+	rows := map[string]OpTime{}
+	for _, op := range res.OpProfile {
+		rows[op.Op] = op
+	}
+	op, ok := rows[graph.SGDUpdateProductOp]
+	require.True(t, ok, "product updates in the profile: %v", rows)
+	part, ok := rows[graph.SGDUpdateProductOp+"/dW"]
+	require.True(t, ok, "their products as a part")
+	assert.Equal(t, graph.SGDUpdateProductOp, part.Within)
+	assert.Greater(t, part.GFLOP, 0.0)
+	assert.InEpsilon(t, op.GFLOP, part.GFLOP, 1e-9)
+	assert.Greater(t, res.MedianOptimizerMS, 0.0)
+}

@@ -294,26 +294,20 @@ func EstimateMemory(ctx context.Context, path string, o EstimateOptions) (*Memor
 }
 
 // bindEstimateUpdate compiles prog's step with o's optimizer update
-// inside, as train does with one micro-batch per step (the learning rate
-// does not change the plan). Its slots are allocated, not written: the
+// inside, as train does with one micro-batch per step: the optimizer
+// train.NewOptimizer builds for train's defaults with o's optimizer and
+// momentum (the learning rate and decay do not change the plan). Its slots are allocated, not written: the
 // pages of a large zeroed allocation stay unmapped until touched.
 func bindEstimateUpdate(prog *train.Program, o EstimateOptions) error {
-	var opt optim.Optimizer
-	var err error
-	switch o.Optimizer {
-	case "sgd":
-		opt, err = optim.NewSGD(optim.SGDConfig{LR: 0.01, Momentum: o.Momentum})
-	case "adam":
-		opt, err = optim.NewAdam(optim.AdamConfig{LR: 0.001, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})
-	default:
-		opt, err = optim.NewAdamW(optim.AdamConfig{LR: 0.001, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
-	}
-	if err != nil {
-		return fmt.Errorf("estimate-memory: %w", err)
-	}
 	params := make([]*optim.Param, len(prog.Params))
 	for i, p := range prog.Params {
 		params[i] = &optim.Param{Name: p.Name, Value: p.Value}
+	}
+	cfg := train.DefaultConfig()
+	cfg.Optimizer, cfg.Momentum = o.Optimizer, o.Momentum
+	opt, err := train.NewOptimizer(cfg, params)
+	if err != nil {
+		return fmt.Errorf("estimate-memory: %w", err)
 	}
 	r := train.UpdateRecipe{ClipGradNorm: o.ClipGradNorm, LossScaled: o.MixedPrecision == "fp16"}
 	if err := prog.BindUpdate(opt, params, r); err != nil {

@@ -115,7 +115,12 @@ func grow(s []float32, n int) []float32 {
 func (p *problem) run() {
 	mk := kernel
 	workers := kern.Workers()
-	switch chooseCut(mk, p.m, p.n, p.k, workers) {
+	p.runCut(mk, workers, chooseCut(mk, p.m, p.n, p.k, workers, true))
+}
+
+// runCut computes the whole product on workers goroutines, cut as c says.
+func (p *problem) runCut(mk microKernel, workers int, c cut) {
+	switch c {
 	case cutK:
 		p.splitK(mk, workers)
 	case cutRows:
@@ -137,8 +142,9 @@ const (
 	cutCols
 )
 
-// chooseCut is run's choice for an m×n×k product on workers goroutines.
-func chooseCut(mk microKernel, m, n, k, workers int) cut {
+// chooseCut is run's choice for an m×n×k product on workers goroutines;
+// without splitK it does not cut the shared dimension.
+func chooseCut(mk microKernel, m, n, k, workers int, splitK bool) cut {
 	if m*n*k < parallelWork || workers < 2 {
 		return cutNone
 	}
@@ -153,7 +159,7 @@ func chooseCut(mk microKernel, m, n, k, workers int) cut {
 	if nTiles >= workers {
 		costN = (workers - 1) * m * k
 	}
-	if kBlocks >= workers {
+	if kBlocks >= workers && splitK {
 		costK = (workers - 1) * m * n * 2
 	}
 	switch {
@@ -176,15 +182,16 @@ func RowsExact(m, n, k int) bool {
 	if m <= 0 || n <= 0 || k <= 0 || DirectLoops(m, n, k) {
 		return false
 	}
-	return chooseCut(kernel, m, n, k, kern.Workers()) != cutK
+	return chooseCut(kernel, m, n, k, kern.Workers(), true) != cutK
 }
 
 // SgemmRows computes rows [i0, i1) of the m×n product C = alpha·op(A)·op(B)
 // + beta·C into c, which holds those rows only (row stride ldc): with
 // RowsExact(m, n, k) each element has the bits Sgemm of the whole product
 // gives it. The rows run as packed blocks whatever their number, split by
-// rows (or columns) across the workers. A weight's gradient made a block of
-// rows at a time (the optimizer's product updates) uses it.
+// rows or columns across the workers as run would, never along k. A
+// weight's gradient made a block of rows at a time (the optimizer's
+// product updates) uses it.
 func SgemmRows(transA, transB bool, m, n, k, i0, i1 int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if i0 < 0 || i1 > m || i0 >= i1 || n <= 0 {
 		return
@@ -202,16 +209,7 @@ func SgemmRows(transA, transB bool, m, n, k, i0, i1 int, alpha float32, a []floa
 		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc}
 	mk := kernel
 	workers := kern.Workers()
-	switch {
-	case p.m*n*k < parallelWork || workers < 2:
-		p.blocked(mk, 0, p.m, 0, n)
-	case (p.m+mk.mr-1)/mk.mr >= workers:
-		p.splitBlocks(mk, false, workers)
-	case (n+mk.nr-1)/mk.nr >= workers:
-		p.splitBlocks(mk, true, workers)
-	default:
-		p.blocked(mk, 0, p.m, 0, n)
-	}
+	p.runCut(mk, workers, chooseCut(mk, p.m, n, k, workers, false))
 }
 
 // maxSplit bounds the pieces of a row or column split (workers beyond it

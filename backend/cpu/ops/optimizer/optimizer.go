@@ -60,6 +60,50 @@ type nodeState struct {
 	fusedIn []*graph.Tensor // a fused update's inputs, X for G (prepareFused)
 }
 
+// prepareFused is prepare for a fused update of one tensor (X at input
+// lead) whose gradient operand (input lead+1) holds what the gradient is
+// made from: X stands in for it, so that prepare checks G's group against
+// X's sizes. Defer finishFused.
+func (st *nodeState) prepareFused(ctx *kern.Context, n *graph.Node, in []*graph.Tensor, lead int) error {
+	st.fusedIn = append(st.fusedIn[:0], in...)
+	st.fusedIn[lead+1] = in[lead]
+	return prepare(ctx, n, st.fusedIn, st)
+}
+
+// finishFused forgets a fused update's operands (dropOperands).
+func (st *nodeState) finishFused() {
+	clear(st.fusedIn)
+	st.dropOperands()
+}
+
+// applyRows updates elements [lo, hi) of the one tensor of a fused update
+// (SGDUpdateGathered, SGDUpdateProduct and their Adam forms) and of its
+// buffers from the gradient elements g (at least as long), as SGDUpdate
+// or AdamUpdate updates them.
+func (st *nodeState) applyRows(adam bool, lo, hi int, g []float32) {
+	// The operand groups in st.ops (one tensor each): X, G (X's stand-in,
+	// unread), then the buffers.
+	rows := func(k int) []float32 {
+		if k >= len(st.ops) || st.ops[k] == nil {
+			return nil
+		}
+		return st.ops[k][lo:hi]
+	}
+	if adam {
+		var mx []float32
+		if st.adam.amsgrad {
+			mx = rows(4)
+		}
+		adamSlices(st, 0, rows(0), g, rows(2), rows(3), mx)
+		return
+	}
+	var b []float32
+	if st.sgd.momentum {
+		b = rows(2)
+	}
+	sgdSlices(st, 0, rows(0), g, b)
+}
+
 // dropOperands forgets the operand slices of the latest run (prepare sets
 // them anew on every run). Kept, they would hold the gradients of the
 // memory plan's recording run, which come from the Go heap, past that run

@@ -149,13 +149,16 @@ func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 	}
 	st.g, st.cols = buf.Float32s(), cols
 	defer func() { st.g = nil }()
-	timer := productTimer.Load()
+	var report func(label string, flops float64, d time.Duration)
+	if t := productTimer.Load(); t != nil {
+		report = *t
+	}
 	var sq float64
 	for r0 := 0; r0 < k; r0 += per {
 		r1 := min(r0+per, k)
 		blk := st.g[:(r1-r0)*cols]
 		var t0 time.Time
-		if timer != nil && *timer != nil {
+		if report != nil {
 			t0 = time.Now()
 		}
 		// Rows r0..r1 of Aᵀ·dY (columns r0..r1 of A), or all of it.
@@ -164,8 +167,8 @@ func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 		} else {
 			gemm.SgemmRows(true, false, k, cols, m, r0, r1, 1, ad, k, dd, cols, 0, blk, cols)
 		}
-		if timer != nil && *timer != nil {
-			(*timer)(st.label, 2*float64(r1-r0)*float64(cols)*float64(m), time.Since(t0))
+		if report != nil {
+			report(st.label, 2*float64(r1-r0)*float64(cols)*float64(m), time.Since(t0))
 		}
 		if norm {
 			for _, v := range blk {
