@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/linalg"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/nn"
 	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/optimizer"
@@ -112,22 +113,36 @@ func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, e
 // attnState.buffer and release) over two steps of the planned graph: each
 // call takes one buffer per core running its heads, of a head's T×Tk
 // scores and one row more, and a gradient that recomputes P
-// (graph.AttnRecomputeP) T×Tk more; a request takes the last kept buffer
-// large enough or allocates; the list keeps the
-// linalg.AttentionBuffersKept largest (appended, then the smallest
-// dropped: the order the next take searches, unlike freeList's).
+// (graph.AttnRecomputeP) T×Tk more; a request takes the smallest kept
+// buffer large enough or allocates; the list keeps at most one buffer a
+// core of each size and the linalg.AttentionBuffersKept largest.
 func attnScratchBytes(p *plan, types map[string]*graph.Type, opset int64) int64 {
 	var kept []int64 // capacities in elements
 	take := func(n int64) int64 {
-		for i := len(kept) - 1; i >= 0; i-- {
-			if c := kept[i]; c >= n {
-				kept = append(kept[:i], kept[i+1:]...)
-				return c
+		best := -1
+		for i, c := range kept {
+			if c >= n && (best < 0 || c < kept[best]) {
+				best = i
 			}
 		}
-		return n
+		if best < 0 {
+			return n
+		}
+		c := kept[best]
+		kept = append(kept[:best], kept[best+1:]...)
+		return c
 	}
+	workers := int64(kern.Workers())
 	release := func(c int64) {
+		same := int64(0)
+		for _, k := range kept {
+			if k == c {
+				same++
+			}
+		}
+		if same >= workers {
+			return
+		}
 		kept = append(kept, c)
 		if len(kept) > linalg.AttentionBuffersKept {
 			small := 0
@@ -139,7 +154,6 @@ func attnScratchBytes(p *plan, types map[string]*graph.Type, opset int64) int64 
 			kept = append(kept[:small], kept[small+1:]...)
 		}
 	}
-	workers := int64(runtime.GOMAXPROCS(0))
 	type request struct{ elems, count int64 }
 	var reqs []request
 	for _, st := range p.steps {

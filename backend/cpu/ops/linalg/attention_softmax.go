@@ -209,11 +209,20 @@ func (s *attnState) buffer() []float32 {
 	}
 	attnBuffers.mu.Lock()
 	defer attnBuffers.mu.Unlock()
-	for i := len(attnBuffers.free) - 1; i >= 0; i-- {
-		if b := attnBuffers.free[i]; cap(b) >= want {
-			attnBuffers.free = append(attnBuffers.free[:i], attnBuffers.free[i+1:]...)
-			return b[:want]
+	// The smallest that fits: which buffers are kept then does not
+	// depend on the order in which the cores gave theirs back (taking the
+	// last that fitted, a forward's head could take a gradient's larger
+	// buffer and the gradient allocate another, beyond the replay).
+	best := -1
+	for i, b := range attnBuffers.free {
+		if cap(b) >= want && (best < 0 || cap(b) < cap(attnBuffers.free[best])) {
+			best = i
 		}
+	}
+	if best >= 0 {
+		b := attnBuffers.free[best]
+		attnBuffers.free = append(attnBuffers.free[:best], attnBuffers.free[best+1:]...)
+		return b[:want]
 	}
 	return make([]float32, want)
 }
@@ -245,10 +254,21 @@ func DropAttentionBuffers() {
 const AttentionBuffersKept = 8
 
 // release returns a buffer taken by buffer; at most AttentionBuffersKept
-// are kept.
+// are kept, and at most one a core of each size: a chunk's goroutine
+// descheduled while it holds its buffer lets a third chunk take another
+// on two cores, which is not kept.
 func (s *attnState) release(b []float32) {
 	attnBuffers.mu.Lock()
 	defer attnBuffers.mu.Unlock()
+	same := 0
+	for _, x := range attnBuffers.free {
+		if cap(x) == cap(b) {
+			same++
+		}
+	}
+	if same >= kern.Workers() {
+		return
+	}
 	f := append(attnBuffers.free, b)
 	if len(f) > AttentionBuffersKept {
 		small := 0
