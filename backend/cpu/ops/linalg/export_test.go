@@ -10,3 +10,17 @@ var (
 	CausalCuts        = &causalCuts
 	FollowCausalHints = &followCausalHints
 )
+
+// PoisonAttentionBuffers sets every element of the kept attention head
+// buffers to v (for the external tests: what the kernels read of a
+// buffer without writing it first shows up in their results).
+func PoisonAttentionBuffers(v float32) {
+	attnBuffers.mu.Lock()
+	defer attnBuffers.mu.Unlock()
+	for _, b := range attnBuffers.free {
+		b = b[:cap(b)]
+		for i := range b {
+			b[i] = v
+		}
+	}
+}

@@ -131,9 +131,13 @@ type permutedState struct {
 	// is spread over the cores instead of each product).
 	serial bool
 	// tri: the triangular structure each product's blocks follow
-	// (permuted_causal.go), fill: what the skipped part of C gets.
-	tri  gemm.Tri
-	fill float32
+	// (permuted_causal.go), fill: what the skipped part of C gets;
+	// unfilled: the skipped part of C is left as it was instead (set by
+	// a caller that reads none of it: the fused attention's causal
+	// scores, whose softmax takes each row's prefix).
+	tri      gemm.Tri
+	fill     float32
+	unfilled bool
 	// inA, inB: the operands (indices into plan's in) whose data a and b
 	// are. packA, packB, packC: where A, B and C lie when their matrix is
 	// a part of a packed tensor (packInput, packInto).

@@ -194,7 +194,11 @@ func (p *permutedState) causalProduct(oa, ob, oc int, next *gemm.Operands) {
 // causalProductOf is causalProduct with A, B and C in a, b and c (the
 // attention kernels put a head's buffer in place of one of them).
 func (p *permutedState) causalProductOf(a, b, c []float32, oa, ob, oc int, next *gemm.Operands) {
-	if causalTiles && gemm.SgemmSerialTri(p.tri, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, c[oc:], p.ldc, p.fill, next) {
+	fill := &p.fill
+	if p.unfilled {
+		fill = nil
+	}
+	if causalTiles && gemm.SgemmSerialTri(p.tri, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a[oa:], p.lda, b[ob:], p.ldb, c[oc:], p.ldc, fill, next) {
 		return
 	}
 	p.causalBlocks(p.tri, func(bl causalBlock) {
@@ -210,6 +214,9 @@ func (p *permutedState) causalProductOf(a, b, c []float32, oa, ob, oc int, next 
 			bo = ob + bl.j0*p.ldb + bl.l0
 		}
 		gemm.SgemmSerialNext(p.ta, p.tb, bl.m, bl.n, bl.k, p.alpha, a[ao:], p.lda, b[bo:], p.ldb, 0, c[co:], p.ldc, nx)
+		if p.unfilled {
+			return
+		}
 		for i := bl.fi0; i < bl.fi1; i++ {
 			row := c[oc+i*p.ldc+bl.fj0 : oc+i*p.ldc+bl.fj1]
 			if p.fill == 0 {

@@ -22,8 +22,9 @@ import (
 // 4 heads of 16) lengthened to T = 64, the smallest T whose attention
 // products are cut, gives the same loss and gradients bit for bit with the
 // causal hints followed as without, and with its attention fused (a causal
-// AttentionSoftmax) as unfused (T = 16 of the committed instance, whose
-// PyTorch goldens train/ checks, is below that size).
+// AttentionSoftmax, its head buffers poisoned with NaN) as unfused (T = 16
+// of the committed instance, whose PyTorch goldens train/ checks, is below
+// that size).
 func TestCausalGPTStep(t *testing.T) {
 	const T, B, vocab = 64, 3, 256
 	m, err := importer.Load("../../../../models/gpt/gpt_small_train.onnx")
@@ -79,6 +80,11 @@ func TestCausalGPTStep(t *testing.T) {
 		}
 		return res.Loss, grads, linalg.CausalCuts.Load() - before
 	}
+	step(prog)
+	// The scores' product leaves the tiles above the diagonal as they
+	// were (permutedState.unfilled): the causal softmax must not read
+	// them, whatever a head's buffer held.
+	linalg.PoisonAttentionBuffers(float32(math.NaN()))
 	lossCut, gradsCut, cuts := step(prog)
 	// T = 4·16: the gradient recomputes P (graph.RecomputeMinRatio), the
 	// scores' product a seventh cut product.
