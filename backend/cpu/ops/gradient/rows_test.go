@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/reduce"
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/stretchr/testify/require"
 )
@@ -334,6 +335,62 @@ func TestSoftmaxGradRowsMatchesModel(t *testing.T) {
 			for i := range want {
 				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(apart[i]), "cols %d, dx[%d] apart", cols, i)
 				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(inPlace[i]), "cols %d, dx[%d] in place", cols, i)
+			}
+		}
+	})
+}
+
+// TestSoftmaxGradCausalRows: SoftmaxGradCausalRows32 over causal heads
+// (y from reduce.SoftmaxCausalRows32 of random scores, two heads of t×t)
+// gives what SoftmaxGradRows32 gives over the whole rows with dy +0 past
+// each diagonal (the filled dP it replaces), bit for bit, where a reader
+// of that reach reads (reduce.CausalRowEnd), with dy NaN past the diagonal
+// instead; past that end dx keeps what it held. In place and apart, for t
+// around the 8-element steps and the reaches' blocks, through both row
+// paths.
+func TestSoftmaxGradCausalRows(t *testing.T) {
+	forEachRowPath(t, func(t *testing.T) {
+		for _, tt := range []int{5, 8, 13, 64, 100, 131, 200} {
+			for _, reach := range []int{0, 32, 64} {
+				rng := rand.New(rand.NewPCG(uint64(tt), uint64(reach)))
+				const heads = 2
+				n := heads * tt * tt
+				scores, y := make([]float32, n), make([]float32, n)
+				for i := range scores {
+					scores[i] = float32(rng.NormFloat64() * 3)
+				}
+				reduce.SoftmaxCausalRows32(y, scores, make([]float32, tt), tt)
+				filled, garbage := make([]float32, n), make([]float32, n)
+				for i := range filled {
+					g := float32(rng.NormFloat64() * math.Pow(10, 6*rng.Float64()-3))
+					if r, c := i/tt%tt, i%tt; c > r {
+						filled[i], garbage[i] = 0, float32(math.NaN())
+						continue
+					}
+					filled[i], garbage[i] = g, g
+				}
+				want := make([]float32, n)
+				SoftmaxGradRows32(filled, y, want, tt)
+				poison := float32(-7)
+				apart := make([]float32, n)
+				for i := range apart {
+					apart[i] = poison
+				}
+				in := append([]float32(nil), garbage...)
+				SoftmaxGradCausalRows32(in, y, apart, tt, reach)
+				inPlace := append([]float32(nil), garbage...)
+				SoftmaxGradCausalRows32(inPlace, y, inPlace, tt, reach)
+				for i := range want {
+					r, c := i/tt%tt, i%tt
+					name := fmt.Sprintf("t %d, reach %d, head %d, dx[%d, %d]", tt, reach, i/(tt*tt), r, c)
+					if c >= reduce.CausalRowEnd(r, tt, reach) {
+						require.Equal(t, poison, apart[i], "%s: past the reach, written", name)
+						require.True(t, garbage[i] == inPlace[i] || garbage[i] != garbage[i] && inPlace[i] != inPlace[i], "%s: past the reach, written in place", name)
+						continue
+					}
+					require.Equal(t, math.Float32bits(want[i]), math.Float32bits(apart[i]), "%s apart", name)
+					require.Equal(t, math.Float32bits(want[i]), math.Float32bits(inPlace[i]), "%s in place", name)
+				}
 			}
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
+	"github.com/onnxtrain/onnxtrain/backend/cpu/ops/reduce"
 	"github.com/onnxtrain/onnxtrain/graph"
 )
 
@@ -177,6 +178,53 @@ func softmaxBackwardContiguous[F float](log bool, dy, y, dx []F, size int) {
 		for i, e := range g {
 			d[i] = F(float64(v[i]) * (float64(e) - acc))
 		}
+	}
+}
+
+// SoftmaxGradCausalRows32 is SoftmaxGradRows32 over the rows of causal
+// t×t matrices whose y reduce.SoftmaxCausalRows32 wrote (+0 past each row's
+// diagonal) for a reader with the given reach (reduce.CausalRowEnd): each
+// row r takes its prefix, reduce.MaskedPrefix(r, t) elements, after
+// setting dy to +0 past the diagonal there (dy may hold anything past the
+// prefix: the causal product that wrote it skips those tiles), and sets
+// dx from the prefix to the row's end for that reach, leaving the rest as
+// it was. Every value it writes is SoftmaxGradRows32's over the whole rows
+// of such y with dy +0 past each diagonal (the terms past the prefix are
+// y's +0 times dy, zeros in the lanes the whole row would add them to),
+// bit for bit but where a row's sum is a zero whose sign those terms would
+// change: dx is +0 or −0 past the diagonal, which no product's sum tells
+// apart from its +0 start.
+func SoftmaxGradCausalRows32(dy, y, dx []float32, t, reach int) {
+	if t <= 0 {
+		return
+	}
+	n := len(dy) / t * t
+	for o := 0; o < n; o += t {
+		r := o / t % t
+		l := reduce.MaskedPrefix(r, t)
+		g, v, d := dy[o:o+l], y[o:o+l], dx[o:o+t]
+		clear(g[r+1:])
+		var s float64
+		if !rowAsm || t < 8 {
+			s = dot32(g, v)
+			softmaxRowGrad32(g, v, d[:l], s)
+		} else {
+			pf := 4 * t // the next row's lines
+			if o+t == n {
+				pf = 0
+			}
+			s = softmaxGradRowAVX2(&g[0], &v[0], &d[0], l, pf)
+		}
+		// y·(dy − s) with y and dy +0: −0 where s > 0.
+		rest := d[l:reduce.CausalRowEnd(r, t, reach)]
+		if s > 0 {
+			z := float32(math.Copysign(0, -1))
+			for i := range rest {
+				rest[i] = z
+			}
+			continue
+		}
+		clear(rest)
 	}
 }
 

@@ -58,6 +58,12 @@ type attnState struct {
 	yShape []int
 	// causal: the forward's scores take a causal mask (graph.AttnCausal).
 	causal bool
+	// reach: how far past its diagonal the products that read a causal
+	// head's P (forward, P omitted; the gradient's recomputed P) or dS read
+	// each row (reduce.CausalRowEnd), set by run; 0 (whole rows) unless
+	// every one of them follows its causal structure. The gradient's dP
+	// is then left unfilled and dS made row prefix by row prefix.
+	reach int
 }
 
 // unpack reads a node's graph.AttnPackedQKV: without it in is returned as
@@ -534,7 +540,33 @@ func (s *attnState) run(batch, work int) {
 			p.tri = gemm.TriNone // a product split over the cores runs whole
 		}
 	}
+	s.reach = 0
+	switch {
+	case !s.grad && s.causal:
+		s.reach = causalReach(&s.plans[1])
+	case s.grad && s.plans[0].tri == gemm.TriCLower: // dP causal: P is
+		s.reach = causalReach(&s.plans[1], &s.plans[2], &s.plans[3])
+		// dS takes each row's prefix of dP (gradient.
+		// SoftmaxGradCausalRows32): the tiles dP's product skips need no
+		// fill.
+		s.plans[0].unfilled = s.reach > 0
+	}
 	kern.RunTask("Attention", batch, min(workers, batch), s)
+}
+
+// causalReach is how far past its diagonal a row of a causal head's
+// buffer is read by the products readers (reduce.CausalRowEnd's reach):
+// the widest tile step or block their structured products take; 0, the
+// whole row, where one of them runs whole (no structure, or split over the
+// cores).
+func causalReach(readers ...*permutedState) int {
+	for _, p := range readers {
+		if p.tri == gemm.TriNone {
+			return 0
+		}
+	}
+	mr, nr := gemm.KernelShape()
+	return max(causalBlockSize, 2*nr, mr)
 }
 
 // Chunk runs heads [lo, hi).
@@ -571,7 +603,7 @@ func (s *attnState) Chunk(lo, hi int) {
 		}
 		qk.head(h, nil, false, buf, pv.operands(&nextPV, h, buf, pOnA))
 		if s.causal {
-			reduce.SoftmaxCausalRows32(buf[:size], buf[:size], row, s.cols)
+			reduce.SoftmaxCausalRowsReach32(buf[:size], buf[:size], row, s.cols, s.reach)
 			pv.head(h, buf, pOnA, nil, after)
 			continue
 		}
@@ -830,7 +862,7 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 			}
 			qk.head(h, nil, false, buf, dp.operands(&next[4], h, nil, false))
 			if s.causal {
-				reduce.SoftmaxCausalRows32(pbuf, buf[:size], buf[size:size+s.cols], s.cols)
+				reduce.SoftmaxCausalRowsReach32(pbuf, buf[:size], buf[size:size+s.cols], s.cols, s.reach)
 			} else {
 				reduce.SoftmaxRows32(pbuf, buf[:size], s.cols)
 			}
@@ -843,16 +875,37 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 		if p == nil {
 			p = s.p[h*size : (h+1)*size]
 		}
-		gradient.SoftmaxGradRows32(buf[:size], p, buf[:size], s.cols)
-		if s.hasScale {
-			x, c := buf[:size], s.scale
-			for i := range x {
-				x[i] *= c
+		if s.reach > 0 {
+			s.causalDS(buf[:size], p)
+		} else {
+			gradient.SoftmaxGradRows32(buf[:size], p, buf[:size], s.cols)
+			if s.hasScale {
+				x, c := buf[:size], s.scale
+				for i := range x {
+					x[i] *= c
+				}
 			}
 		}
 		dv.head(h, ph, pOnA, nil, dq.operands(&next[2], h, buf, s.dqOnA))
 		dq.head(h, buf, s.dqOnA, nil, dk.operands(&next[3], h, buf, s.dkOnA))
 		dk.head(h, buf, s.dkOnA, nil, after)
+	}
+}
+
+// causalDS makes a causal head's dS in place of its dP in d, P in p: each
+// row's prefix (gradient.SoftmaxGradCausalRows32), scaled, and +0 on to
+// where the dQ and dK products stop reading (s.reach).
+func (s *attnState) causalDS(d, p []float32) {
+	gradient.SoftmaxGradCausalRows32(d, p, d, s.cols, s.reach)
+	if !s.hasScale {
+		return
+	}
+	c := s.scale
+	for r := 0; r < s.rows; r++ {
+		x := d[r*s.cols : r*s.cols+reduce.CausalRowEnd(r, s.cols, s.reach)]
+		for i := range x {
+			x[i] *= c
+		}
 	}
 }
 

@@ -6,9 +6,11 @@ var PermutedFallbacks = &permutedFallbacks
 
 // CausalCuts counts the PermutedMatMul calls that followed a causal hint;
 // FollowCausalHints switches the hints off (for the external tests).
+// CausalTiles switches SgemmSerialTri off for the causal products' blocks.
 var (
 	CausalCuts        = &causalCuts
 	FollowCausalHints = &followCausalHints
+	CausalTiles       = &causalTiles
 )
 
 // PoisonAttentionBuffers sets every element of the kept attention head

@@ -194,13 +194,20 @@ func TestCausalAttentionSkipsMaskedHalf(t *testing.T) {
 // bit: at T = 17 (products whole), 64 and 128 (the six products cut) and
 // 200 (a last block of 8 rows), and with one head of 300 (split over
 // the cores, whole products), and so does the forward alone (P not
-// kept). A mask with a finite value on the diagonal (added to the scores
+// kept); again at T = 100 (blocks of 50) and 200 with the cut products
+// as GEMMs over blocks instead of one call each (their reads past the
+// diagonal reach a block further). A mask with a finite value on the diagonal (added to the scores
 // there) or −1e9 for −inf is not fused.
 func TestCausalAttentionFused(t *testing.T) {
 	const B, H, D = 2, 2, 16
-	for _, c := range []struct{ b, h, T int }{{B, H, 17}, {B, H, 64}, {B, H, 128}, {B, H, 200}, {1, 1, 300}} {
+	for _, c := range []struct {
+		b, h, T int
+		blocks  bool
+	}{{B, H, 17, false}, {B, H, 64, false}, {B, H, 128, false}, {B, H, 200, false}, {1, 1, 300, false}, {B, H, 100, true}, {B, H, 200, true}} {
 		T := c.T
-		t.Run(fmt.Sprintf("heads=%d,T=%d", c.b*c.h, T), func(t *testing.T) {
+		t.Run(fmt.Sprintf("heads=%d,T=%d,blocks=%v", c.b*c.h, T, c.blocks), func(t *testing.T) {
+			defer func(was bool) { *linalg.CausalTiles = was }(*linalg.CausalTiles)
+			*linalg.CausalTiles = !c.blocks
 			rng := rand.New(rand.NewPCG(uint64(T), 21))
 			inputs := attentionInputs(rng, c.b, T, c.h, D)
 			m := maskedAttentionGraph(t, int64(c.b), int64(T), int64(c.h), D, false, causalMask(T, float32(math.Inf(-1))))

@@ -107,6 +107,24 @@ func maskedPrefix(i, t int) int {
 	return min(t, (i+8)&^7)
 }
 
+// MaskedPrefix is maskedPrefix for the fused attention's gradient
+// (gradient.SoftmaxGradCausalRows32), whose rows follow the softmax's.
+func MaskedPrefix(i, t int) int { return maskedPrefix(i, t) }
+
+// CausalRowEnd is where the part of row i of a causal t×t matrix that a
+// reader with the given reach reads ends: a reader whose structured
+// products run in tiles or blocks of at most reach columns (the fused
+// attention's, gemm.SgemmSerialTri and linalg's causal blocks) reads a row
+// no further than the block after the one holding its diagonal. Past it
+// nothing is read, and the causal kernels leave it as it was; reach 0:
+// the whole row.
+func CausalRowEnd(i, t, reach int) int {
+	if reach <= 0 {
+		return t
+	}
+	return min(t, (i/reach+2)*reach)
+}
+
 // softmaxBlocks applies the op along r in every block of x, writing y.
 func softmaxBlocks[F float](kind softmaxKind, x, y []F, b blocks) {
 	softmaxBlocksWith(new(softmaxTask[F]), kind, x, y, b, 0)
@@ -314,6 +332,13 @@ func SoftmaxRow32(dst, row []float32) {
 // dst may be src; row (t elements at least) is then where each row's
 // result is made before it is copied back.
 func SoftmaxCausalRows32(dst, src, row []float32, t int) {
+	SoftmaxCausalRowsReach32(dst, src, row, t, 0)
+}
+
+// SoftmaxCausalRowsReach32 is SoftmaxCausalRows32 for a reader with the
+// given reach (CausalRowEnd): the +0 past each row's prefix goes only as
+// far as that reader reads; the rest of dst is left as it was.
+func SoftmaxCausalRowsReach32(dst, src, row []float32, t, reach int) {
 	if t <= 0 {
 		return
 	}
@@ -334,7 +359,7 @@ func SoftmaxCausalRows32(dst, src, row []float32, t int) {
 		} else {
 			softmaxRowNext(kindSoftmax, x[:l], y[:l], pf)
 		}
-		clear(y[l:])
+		clear(y[l:CausalRowEnd(r%t, t, reach)])
 	}
 }
 
