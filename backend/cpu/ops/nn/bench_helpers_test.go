@@ -2,7 +2,12 @@ package nn
 
 import (
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 
 	"github.com/onnxtrain/onnxtrain/backend/cpu/gemm"
 )
@@ -19,9 +24,23 @@ func benchRef2048(b *testing.B, rng *rand.Rand) {
 
 // timeFlops calls run b.N times (after one untimed call) and reports
 // GFLOP/s of wall-clock time, and GFLOP/s and ms per call of process CPU
-// time (run with -cpu 1 to read those as one core's), for flops per call.
+// time (run with -cpu 1 to read those as one core's), for flops per call;
+// with ONNXTRAIN_BENCH_COLD_MIB set, GFLOP/s and ms of the calls alone, the
+// caches written before each (coldMiB).
 func timeFlops(b *testing.B, flops float64, run func()) {
 	run()
+	if coldMiB > 0 {
+		var d time.Duration
+		for i := 0; i < b.N; i++ {
+			evictCaches()
+			t0 := time.Now()
+			run()
+			d += time.Since(t0)
+		}
+		b.ReportMetric(flops*float64(b.N)/d.Seconds()/1e9, "GFLOP/s")
+		b.ReportMetric(float64(d.Microseconds())/float64(b.N)/1e3, "ms/call")
+		return
+	}
 	b.ResetTimer()
 	c0 := processCPU()
 	for i := 0; i < b.N; i++ {
@@ -59,4 +78,25 @@ func benchConvPasses(b *testing.B, rng *rand.Rand, name string, g Conv2D) {
 			b.Run(name+"/"+op.name, func(b *testing.B) { timeFlops(b, flops, op.run) })
 		}
 	}
+}
+
+// coldMiB, from ONNXTRAIN_BENCH_COLD_MIB, makes timeFlops write that many
+// MiB over both cores before each timed call (untimed), so that the call
+// finds its operands in memory behind dirty lines, as in a training step.
+var coldMiB, _ = strconv.Atoi(os.Getenv("ONNXTRAIN_BENCH_COLD_MIB"))
+
+var coldBuf []float32
+
+func evictCaches() {
+	if len(coldBuf) < coldMiB<<18 {
+		coldBuf = make([]float32, coldMiB<<18)
+	}
+	kern.RunChunks("evict", 64, 2, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			e := coldBuf[c*len(coldBuf)/64 : (c+1)*len(coldBuf)/64]
+			for j := 0; j < len(e); j += 16 {
+				e[j]++
+			}
+		}
+	})
 }
