@@ -347,7 +347,7 @@ func TestSoftmaxGradRowsMatchesModel(t *testing.T) {
 // of that reach reads (reduce.CausalRowEnd), with dy NaN past the diagonal
 // instead; past that end dx keeps what it held. In place and apart, for t
 // around the 8-element steps and the reaches' blocks, through both row
-// paths.
+// paths; with a scale (the attention's dS scale) multiplied in after.
 func TestSoftmaxGradCausalRows(t *testing.T) {
 	forEachRowPath(t, func(t *testing.T) {
 		for _, tt := range []int{5, 8, 13, 64, 100, 131, 200} {
@@ -371,15 +371,22 @@ func TestSoftmaxGradCausalRows(t *testing.T) {
 				}
 				want := make([]float32, n)
 				SoftmaxGradRows32(filled, y, want, tt)
+				scale := float32(1)
+				if reach == 32 {
+					scale = 0.3 // the attention's dS scale, after the rows
+					for i := range want {
+						want[i] *= scale
+					}
+				}
 				poison := float32(-7)
 				apart := make([]float32, n)
 				for i := range apart {
 					apart[i] = poison
 				}
 				in := append([]float32(nil), garbage...)
-				SoftmaxGradCausalRows32(in, y, apart, tt, reach)
+				SoftmaxGradCausalRows32(in, y, apart, tt, reach, scale)
 				inPlace := append([]float32(nil), garbage...)
-				SoftmaxGradCausalRows32(inPlace, y, inPlace, tt, reach)
+				SoftmaxGradCausalRows32(inPlace, y, inPlace, tt, reach, scale)
 				for i := range want {
 					r, c := i/tt%tt, i%tt
 					name := fmt.Sprintf("t %d, reach %d, head %d, dx[%d, %d]", tt, reach, i/(tt*tt), r, c)

@@ -194,7 +194,11 @@ func softmaxBackwardContiguous[F float](log bool, dy, y, dx []F, size int) {
 // bit for bit but where a row's sum is a zero whose sign those terms would
 // change: dx is +0 or −0 past the diagonal, which no product's sum tells
 // apart from its +0 start.
-func SoftmaxGradCausalRows32(dy, y, dx []float32, t, reach int) {
+//
+// With scale not 1 each row's written part is then multiplied by it, in
+// float32, while it is in the cache (the fused attention's dS scale: a
+// pass of its own over a T = 1024 head's buffer read it back from L3).
+func SoftmaxGradCausalRows32(dy, y, dx []float32, t, reach int, scale float32) {
 	if t <= 0 {
 		return
 	}
@@ -216,15 +220,21 @@ func SoftmaxGradCausalRows32(dy, y, dx []float32, t, reach int) {
 			s = softmaxGradRowAVX2(&g[0], &v[0], &d[0], l, pf)
 		}
 		// y·(dy − s) with y and dy +0: −0 where s > 0.
-		rest := d[l:reduce.CausalRowEnd(r, t, reach)]
+		end := reduce.CausalRowEnd(r, t, reach)
+		rest := d[l:end]
 		if s > 0 {
 			z := float32(math.Copysign(0, -1))
 			for i := range rest {
 				rest[i] = z
 			}
-			continue
+		} else {
+			clear(rest)
 		}
-		clear(rest)
+		if scale != 1 {
+			for i, x := range d[:end] {
+				d[i] = x * scale
+			}
+		}
 	}
 }
 

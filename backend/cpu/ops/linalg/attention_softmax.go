@@ -896,17 +896,11 @@ func (s *attnState) gradHeads(lo, hi int, buf []float32) {
 // row's prefix (gradient.SoftmaxGradCausalRows32), scaled, and +0 on to
 // where the dQ and dK products stop reading (s.reach).
 func (s *attnState) causalDS(d, p []float32) {
-	gradient.SoftmaxGradCausalRows32(d, p, d, s.cols, s.reach)
-	if !s.hasScale {
-		return
+	c := float32(1)
+	if s.hasScale {
+		c = s.scale
 	}
-	c := s.scale
-	for r := 0; r < s.rows; r++ {
-		x := d[r*s.cols : r*s.cols+reduce.CausalRowEnd(r, s.cols, s.reach)]
-		for i := range x {
-			x[i] *= c
-		}
-	}
+	gradient.SoftmaxGradCausalRows32(d, p, d, s.cols, s.reach, c)
 }
 
 // allFloat32 reports whether every tensor is float32.
