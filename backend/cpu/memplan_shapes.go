@@ -113,47 +113,22 @@ func (e *Executable) PlanMemoryFromShapes(shapes map[string][]int) (ShapePlan, e
 // attnState.buffer and release) over two steps of the planned graph: each
 // call takes one buffer per core running its heads, of a head's T×Tk
 // scores and one row more, and a gradient that recomputes P
-// (graph.AttnRecomputeP) T×Tk more; a request takes the smallest kept
-// buffer large enough or allocates; the list keeps at most one buffer a
-// core of each size and the linalg.AttentionBuffersKept largest.
+// (graph.AttnRecomputeP) T×Tk more; a request takes a kept buffer or
+// allocates and gives it back as the kernels do (linalg.TakeKept,
+// linalg.ReleaseKept).
 func attnScratchBytes(p *plan, types map[string]*graph.Type, opset int64) int64 {
 	var kept []int64 // capacities in elements
+	size := func(c int64) int { return int(c) }
 	take := func(n int64) int64 {
-		best := -1
-		for i, c := range kept {
-			if c >= n && (best < 0 || c < kept[best]) {
-				best = i
-			}
+		var c int64
+		var ok bool
+		if kept, c, ok = linalg.TakeKept(kept, size, int(n)); ok {
+			return c
 		}
-		if best < 0 {
-			return n
-		}
-		c := kept[best]
-		kept = append(kept[:best], kept[best+1:]...)
-		return c
+		return n
 	}
 	workers := int64(kern.Workers())
-	release := func(c int64) {
-		same := int64(0)
-		for _, k := range kept {
-			if k == c {
-				same++
-			}
-		}
-		if same >= workers {
-			return
-		}
-		kept = append(kept, c)
-		if len(kept) > linalg.AttentionBuffersKept {
-			small := 0
-			for i, k := range kept {
-				if k < kept[small] {
-					small = i
-				}
-			}
-			kept = append(kept[:small], kept[small+1:]...)
-		}
-	}
+	release := func(c int64) { kept = linalg.ReleaseKept(kept, size, c, int(workers)) }
 	type request struct{ elems, count int64 }
 	var reqs []request
 	for _, st := range p.steps {

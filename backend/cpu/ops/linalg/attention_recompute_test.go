@@ -159,3 +159,32 @@ func TestAttentionScratchEstimate(t *testing.T) {
 		})
 	}
 }
+
+// TestKeptBuffersPolicy: the head buffers' take and release over sizes
+// (what the kernels and estimate-memory's replay both run): the smallest
+// kept item that fits is taken whatever the order kept; a release is
+// dropped once the workers' count of its size is kept; beyond
+// AttentionBuffersKept the smallest goes.
+func TestKeptBuffersPolicy(t *testing.T) {
+	size := func(c int) int { return c }
+	for _, kept := range [][]int{{300, 100, 200}, {100, 200, 300}, {200, 300, 100}} {
+		rest, got, ok := linalg.TakeKept(append([]int(nil), kept...), size, 150)
+		require.True(t, ok)
+		assert.Equal(t, 200, got, "from %v", kept)
+		assert.ElementsMatch(t, []int{100, 300}, rest)
+	}
+	_, _, ok := linalg.TakeKept([]int{100, 120}, size, 150)
+	assert.False(t, ok, "none large enough")
+
+	kept := linalg.ReleaseKept([]int{100, 100}, size, 100, 2)
+	assert.Equal(t, []int{100, 100}, kept, "a third of one size on two workers is not kept")
+	kept = linalg.ReleaseKept(kept, size, 200, 2)
+	assert.Equal(t, []int{100, 100, 200}, kept)
+	var full []int
+	for i := range linalg.AttentionBuffersKept {
+		full = linalg.ReleaseKept(full, size, 10+i, 2)
+	}
+	full = linalg.ReleaseKept(full, size, 5, 2)
+	assert.Len(t, full, linalg.AttentionBuffersKept)
+	assert.NotContains(t, full, 5, "the smallest goes")
+}

@@ -215,22 +215,64 @@ func (s *attnState) buffer() []float32 {
 	}
 	attnBuffers.mu.Lock()
 	defer attnBuffers.mu.Unlock()
-	// The smallest that fits: which buffers are kept then does not
-	// depend on the order in which the cores gave theirs back (taking the
-	// last that fitted, a forward's head could take a gradient's larger
-	// buffer and the gradient allocate another, beyond the replay).
-	best := -1
-	for i, b := range attnBuffers.free {
-		if cap(b) >= want && (best < 0 || cap(b) < cap(attnBuffers.free[best])) {
-			best = i
-		}
-	}
-	if best >= 0 {
-		b := attnBuffers.free[best]
-		attnBuffers.free = append(attnBuffers.free[:best], attnBuffers.free[best+1:]...)
+	var b []float32
+	var ok bool
+	if attnBuffers.free, b, ok = TakeKept(attnBuffers.free, bufferCap, want); ok {
 		return b[:want]
 	}
 	return make([]float32, want)
+}
+
+func bufferCap(b []float32) int { return cap(b) }
+
+// TakeKept is the head buffers' take over kept items of the given sizes
+// (buffer; backend/cpu's attnScratchBytes replays it over capacities):
+// it removes from kept and returns the smallest item of at least want,
+// ok false when there is none. The smallest that fits, so that which
+// items stay kept does not depend on the order in which the cores gave
+// theirs back (taking the last that fitted, a forward's head could take a
+// gradient's larger buffer and the gradient allocate another, beyond the
+// replay).
+func TakeKept[T any](kept []T, size func(T) int, want int) (rest []T, item T, ok bool) {
+	best := -1
+	for i, x := range kept {
+		if size(x) >= want && (best < 0 || size(x) < size(kept[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return kept, item, false
+	}
+	item = kept[best]
+	return append(kept[:best], kept[best+1:]...), item, true
+}
+
+// ReleaseKept is the head buffers' release over kept items of the given
+// sizes (release; replayed as TakeKept is): item is kept unless kept holds
+// workers items of its size already (a chunk's goroutine descheduled
+// while it holds its buffer lets a third chunk take another on two
+// cores), and of more than AttentionBuffersKept items the smallest goes.
+func ReleaseKept[T any](kept []T, size func(T) int, item T, workers int) []T {
+	same := 0
+	for _, x := range kept {
+		if size(x) == size(item) {
+			same++
+		}
+	}
+	if same >= workers {
+		return kept
+	}
+	kept = append(kept, item)
+	if len(kept) > AttentionBuffersKept {
+		small := 0
+		for i, x := range kept {
+			if size(x) < size(kept[small]) {
+				small = i
+			}
+		}
+		kept = append(kept[:small], kept[small+1:]...)
+	}
+	return kept
 }
 
 // AttentionBufferBytes is the bytes of the head buffers the attention
@@ -259,33 +301,11 @@ func DropAttentionBuffers() {
 // replays.
 const AttentionBuffersKept = 8
 
-// release returns a buffer taken by buffer; at most AttentionBuffersKept
-// are kept, and at most one a core of each size: a chunk's goroutine
-// descheduled while it holds its buffer lets a third chunk take another
-// on two cores, which is not kept.
+// release returns a buffer taken by buffer to the kept ones (ReleaseKept).
 func (s *attnState) release(b []float32) {
 	attnBuffers.mu.Lock()
 	defer attnBuffers.mu.Unlock()
-	same := 0
-	for _, x := range attnBuffers.free {
-		if cap(x) == cap(b) {
-			same++
-		}
-	}
-	if same >= kern.Workers() {
-		return
-	}
-	f := append(attnBuffers.free, b)
-	if len(f) > AttentionBuffersKept {
-		small := 0
-		for i, x := range f {
-			if cap(x) < cap(f[small]) {
-				small = i
-			}
-		}
-		f = append(f[:small], f[small+1:]...)
-	}
-	attnBuffers.free = f
+	attnBuffers.free = ReleaseKept(attnBuffers.free, bufferCap, b, kern.Workers())
 }
 
 // sub returns product i's node, built from the attributes under prefix.
@@ -544,7 +564,7 @@ func (s *attnState) run(batch, work int) {
 	switch {
 	case !s.grad && s.causal:
 		s.reach = causalReach(&s.plans[1])
-	case s.grad && s.plans[0].tri == gemm.TriCLower: // dP causal: P is
+	case s.grad && s.plans[0].tri == gemm.TriCLower: // dP's hint: causal attention
 		s.reach = causalReach(&s.plans[1], &s.plans[2], &s.plans[3])
 		// dS takes each row's prefix of dP (gradient.
 		// SoftmaxGradCausalRows32): the tiles dP's product skips need no

@@ -32,7 +32,7 @@ func timeFlops(b *testing.B, flops float64, run func()) {
 	if coldMiB > 0 {
 		var d time.Duration
 		for i := 0; i < b.N; i++ {
-			evictCaches()
+			evictCaches(coldMiB)
 			t0 := time.Now()
 			run()
 			d += time.Since(t0)
@@ -87,13 +87,16 @@ var coldMiB, _ = strconv.Atoi(os.Getenv("ONNXTRAIN_BENCH_COLD_MIB"))
 
 var coldBuf []float32
 
-func evictCaches() {
-	if len(coldBuf) < coldMiB<<18 {
-		coldBuf = make([]float32, coldMiB<<18)
+// evictCaches writes mib MiB over both cores (64 chunks, so that the
+// pool stays awake), one word of each 64-byte line.
+func evictCaches(mib int) {
+	if len(coldBuf) < mib<<18 {
+		coldBuf = make([]float32, mib<<18)
 	}
+	ev := coldBuf[:mib<<18]
 	kern.RunChunks("evict", 64, 2, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
-			e := coldBuf[c*len(coldBuf)/64 : (c+1)*len(coldBuf)/64]
+			e := ev[c*len(ev)/64 : (c+1)*len(ev)/64]
 			for j := 0; j < len(e); j += 16 {
 				e[j]++
 			}

@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/onnxtrain/onnxtrain/backend/cpu/kern"
 )
 
 // resnet50Strided are ResNet-50's convolutions with a window larger than
@@ -49,7 +47,6 @@ func BenchmarkResNet50Strided(b *testing.B) {
 func BenchmarkResNet50StridedPhases(b *testing.B) {
 	const n = 8
 	rng := rand.New(rand.NewPCG(1, 2))
-	ev := make([]float32, 64<<20)
 	for _, l := range resnet50Strided {
 		oh := (l.h+2*l.p-l.k)/l.s + 1
 		g := Conv2D{N: n, C: l.c, H: l.h, W: l.h, M: l.m, KH: l.k, KW: l.k, SH: l.s, SW: l.s, DH: 1, DW: 1,
@@ -61,14 +58,7 @@ func BenchmarkResNet50StridedPhases(b *testing.B) {
 				var d time.Duration
 				for i := 0; i < b.N; i++ {
 					if cold {
-						kern.RunChunks("evict", 64, 2, func(lo, hi int) {
-							for c := lo; c < hi; c++ {
-								e := ev[c*len(ev)/64 : (c+1)*len(ev)/64]
-								for j := 0; j < len(e); j += 16 {
-									e[j] = float32(j)
-								}
-							}
-						})
+						evictCaches(256)
 					}
 					t0 := time.Now()
 					xp := g.pad(x)

@@ -95,21 +95,19 @@ func maskedRows(kind softmaxKind, n *graph.Node, shape []int, b blocks) int {
 	return t
 }
 
-// maskedPrefix is how many elements of row i of a masked T×T matrix
+// MaskedPrefix is how many elements of row i of a masked T×T matrix
 // (maskedRows) the softmax computes: the i+1 that count, rounded up to a
 // multiple of 8, at most t. The row kernels sum the exponentials in
 // float64 lanes that take the elements eight at a time, in order
 // (vmath.ExpShift32, also the AVX-512 loops), and the skipped elements'
 // exponentials are exact zeros: the prefix's maximum and sum, and so
 // every value it writes, are the whole row's bit for bit, and the rest
-// of the row is +0, as the whole row's exp(−inf − max)·(1/s) is.
-func maskedPrefix(i, t int) int {
+// of the row is +0, as the whole row's exp(−inf − max)·(1/s) is. The
+// fused attention's gradient takes the same prefix of its rows
+// (gradient.SoftmaxGradCausalRows32).
+func MaskedPrefix(i, t int) int {
 	return min(t, (i+8)&^7)
 }
-
-// MaskedPrefix is maskedPrefix for the fused attention's gradient
-// (gradient.SoftmaxGradCausalRows32), whose rows follow the softmax's.
-func MaskedPrefix(i, t int) int { return maskedPrefix(i, t) }
 
 // CausalRowEnd is where the part of row i of a causal t×t matrix that a
 // reader with the given reach reads ends: a reader whose structured
@@ -152,7 +150,7 @@ func (t *softmaxTask[F]) Chunk(lo, hi int) {
 			pf = size * int(unsafe.Sizeof(zero))
 		}
 		if t.tri > 0 {
-			l := maskedPrefix(o%t.tri, t.tri)
+			l := MaskedPrefix(o%t.tri, t.tri)
 			softmaxRowNext(t.kind, x[:l], y[:l], pf)
 			clear(y[l:])
 			continue
@@ -328,7 +326,7 @@ func SoftmaxRow32(dst, row []float32) {
 // hint (graph.CausalMaskedAttr) over t rows of t elements that src holds
 // end to end, into dst's, with that kernel's bits: row i's elements past
 // i are taken as −inf (src's are overwritten so: what the mask makes of
-// them), the softmax takes the row's maskedPrefix and writes +0 past it.
+// them), the softmax takes the row's MaskedPrefix and writes +0 past it.
 // dst may be src; row (t elements at least) is then where each row's
 // result is made before it is copied back.
 func SoftmaxCausalRows32(dst, src, row []float32, t int) {
@@ -345,7 +343,7 @@ func SoftmaxCausalRowsReach32(dst, src, row []float32, t, reach int) {
 	negInf := float32(math.Inf(-1))
 	for r := 0; r < len(src)/t; r++ {
 		x, y := src[r*t:(r+1)*t], dst[r*t:(r+1)*t]
-		l := maskedPrefix(r%t, t)
+		l := MaskedPrefix(r%t, t)
 		for j := r%t + 1; j < l; j++ {
 			x[j] = negInf
 		}

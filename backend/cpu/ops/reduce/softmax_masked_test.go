@@ -15,7 +15,7 @@ import (
 // maskedScores returns batch T×T float32 and float64 matrices holding
 // random scores on and below the diagonal (centred at offset) and −inf
 // above it (a causal mask added); with past set, the elements past each
-// row's prefix (maskedPrefix) hold past instead.
+// row's prefix (MaskedPrefix) hold past instead.
 func maskedScores(rng *rand.Rand, batch, t int, offset float64, past float64) (*graph.Tensor, *graph.Tensor) {
 	x32, x64 := make([]float32, batch*t*t), make([]float64, batch*t*t)
 	for i := range x32 {
@@ -24,7 +24,7 @@ func maskedScores(rng *rand.Rand, batch, t int, offset float64, past float64) (*
 		switch {
 		case c <= r:
 			v = offset + 4*rng.NormFloat64()
-		case c >= maskedPrefix(r, t):
+		case c >= MaskedPrefix(r, t):
 			v = past
 		}
 		x32[i], x64[i] = float32(v), float64(float32(v))
@@ -44,7 +44,7 @@ func sameBits(t *testing.T, want, got []float32, what string) {
 }
 
 // TestMaskedSoftmaxMatchesWholeRows: with graph.CausalMaskedAttr, Softmax
-// computes a prefix of each row of a masked T×T matrix (maskedPrefix) and
+// computes a prefix of each row of a masked T×T matrix (MaskedPrefix) and
 // writes +0 past it; every value, +0s included, is the whole rows'
 // softmax bit for bit, in float32 through every row path (AVX-512, AVX2,
 // Go) and in float64, at sizes around the kernels' eight-element steps.
