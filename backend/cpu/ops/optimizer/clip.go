@@ -27,11 +27,7 @@ func clipGradNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 	st.partial = kern.Grow(st.partial, st.n)
 	kern.RunChunks("clip worker", st.n, min(st.n, workersFor(st.sizes[:st.n])), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			var s float64
-			for _, x := range st.ops[i] {
-				s += float64(x) * float64(x)
-			}
-			st.partial[i] = s
+			st.partial[i] = sumSquares(0, st.ops[i])
 		}
 	})
 	total, coef := clipCoef(st.partial[:st.n], maxNorm)
@@ -42,13 +38,40 @@ func clipGradNorm(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*grap
 		}
 		st.runner.forChunks(st.sizes[:st.n], st.fn)
 	}
-	norm, err := kern.NewUninit(n, graph.Float32, nil)
-	if err != nil {
+	if err := st.setNorm(n, total); err != nil {
 		return nil, err
 	}
-	norm.Float32s()[0] = total
-	st.outs[0] = norm
 	return kern.Results(n, st.outs...), nil
+}
+
+// sumSquares is s plus the squares of g in float64, added in element
+// order: a tensor's sum for ClipGradNorm, which the fused updates that
+// take a per-tensor ClipGradNorm in continue block after block to get its
+// bits (the order of the sum matters for the rounding).
+func sumSquares(s float64, g []float32) float64 {
+	for _, x := range g {
+		s += float64(x) * float64(x)
+	}
+	return s
+}
+
+// scaleBy multiplies g by c (the clip coefficient), each product rounded
+// to float32.
+func scaleBy(g []float32, c float32) {
+	for j := range g {
+		g[j] *= c
+	}
+}
+
+// setNorm makes total (clipCoef's) the op's output 0, the norm.
+func (st *nodeState) setNorm(n *graph.Node, total float32) error {
+	t, err := kern.NewUninit(n, graph.Float32, nil)
+	if err != nil {
+		return err
+	}
+	t.Float32s()[0] = total
+	st.outs[0] = t
+	return nil
 }
 
 // clipCoef is clip_grad_norm_'s total norm of the tensors whose sums of
@@ -66,13 +89,7 @@ func clipCoef(partial []float64, maxNorm float32) (total, coef float32) {
 	return total, (1 / (total + float32(1e-6))) * maxNorm
 }
 
-func scaleRun(st *nodeState, i, lo, hi int) {
-	g := st.ops[i][lo:hi]
-	c := st.scalar
-	for j := range g {
-		g[j] *= c
-	}
-}
+func scaleRun(st *nodeState, i, lo, hi int) { scaleBy(st.ops[i][lo:hi], st.scalar) }
 
 // workersFor is how many goroutines a pass over tensors of these sizes
 // uses.

@@ -46,11 +46,7 @@ func clipGradNormSharded(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) (
 	st.partial = kern.Grow(st.partial, st.n)
 	kern.RunChunks("clip worker", st.n, max(1, min(st.n, workersFor(st.sizes[:st.n]))), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			var s float64
-			for _, x := range st.ops[i] {
-				s += float64(x) * float64(x)
-			}
-			st.partial[i] = s
+			st.partial[i] = sumSquares(0, st.ops[i])
 		}
 	})
 	clear(st.whole)

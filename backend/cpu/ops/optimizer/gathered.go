@@ -94,23 +94,16 @@ func updateGathered(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gr
 		var sq float64
 		for _, r := range sorted {
 			s := int(st.slot[r])
-			for _, v := range st.rows[s*inner : (s+1)*inner] {
-				sq += float64(v) * float64(v)
-			}
+			sq = sumSquares(sq, st.rows[s*inner:(s+1)*inner])
 		}
 		total, coef := clipCoef([]float64{sq}, maxNorm)
 		if coef < 1 {
-			for i := range st.rows[:len(st.touched)*inner] {
-				st.rows[i] *= coef
-			}
+			scaleBy(st.rows[:len(st.touched)*inner], coef)
 			zero *= coef
 		}
-		t, err := kern.NewUninit(n, graph.Float32, nil)
-		if err != nil {
+		if err := st.setNorm(n, total); err != nil {
 			return nil, err
 		}
-		t.Float32s()[0] = total
-		st.outs[0] = t
 	}
 	if skip, err := skipped(n, in); err != nil || skip {
 		if err != nil {

@@ -171,9 +171,7 @@ func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 			report(st.label, 2*float64(r1-r0)*float64(cols)*float64(m), time.Since(t0))
 		}
 		if norm {
-			for _, v := range blk {
-				sq += float64(v) * float64(v)
-			}
+			sq = sumSquares(sq, blk)
 		}
 		if !whole && !skip {
 			st.applyBlock(r0, r1)
@@ -181,16 +179,11 @@ func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 	}
 	if norm {
 		total, coef := clipCoef([]float64{sq}, maxNorm)
-		t, err := kern.NewUninit(n, graph.Float32, nil)
-		if err != nil {
+		if err := st.setNorm(n, total); err != nil {
 			return nil, err
 		}
-		t.Float32s()[0] = total
-		st.outs[0] = t
 		if whole && coef < 1 {
-			for i := range st.g[:k*cols] {
-				st.g[i] *= coef
-			}
+			scaleBy(st.g[:k*cols], coef)
 		}
 	}
 	if whole && !skip {
