@@ -208,17 +208,7 @@ func SoftmaxGradCausalRows32(dy, y, dx []float32, t, reach int, scale float32) {
 		l := reduce.MaskedPrefix(r, t)
 		g, v, d := dy[o:o+l], y[o:o+l], dx[o:o+t]
 		clear(g[r+1:])
-		var s float64
-		if !rowAsm || t < 8 {
-			s = dot32(g, v)
-			softmaxRowGrad32(g, v, d[:l], s)
-		} else {
-			pf := 4 * t // the next row's lines
-			if o+t == n {
-				pf = 0
-			}
-			s = softmaxGradRowAVX2(&g[0], &v[0], &d[0], l, pf)
-		}
+		s := softmaxGradRow32(g, v, d[:l], nextRowBytes(o, t, n))
 		// y·(dy − s) with y and dy +0: −0 where s > 0.
 		end := reduce.CausalRowEnd(r, t, reach)
 		rest := d[l:end]
@@ -259,15 +249,29 @@ func SoftmaxGradRows32(dy, y, dx []float32, cols int) {
 	}
 	dy, y, dx = dy[:n], y[:n], dx[:n]
 	for o := 0; o < n; o += cols {
-		g, v, d := dy[o:o+cols], y[o:o+cols], dx[o:o+cols]
-		if !rowAsm || cols < 8 {
-			softmaxRowGrad32(g, v, d, dot32(g, v))
-			continue
-		}
-		pf := 4 * cols // the next row's lines
-		if o+cols == n {
-			pf = 0
-		}
-		softmaxGradRowAVX2(&g[0], &v[0], &d[0], cols, pf)
+		softmaxGradRow32(dy[o:o+cols], y[o:o+cols], dx[o:o+cols], nextRowBytes(o, cols, n))
 	}
+}
+
+// softmaxGradRow32 writes d = v·(g − s) over one row and returns s = Σ
+// g·v: with the assembly row kernels and 8 elements or more one call
+// that also fetches the lines pf bytes on (the next row's), otherwise
+// dot32 and softmaxRowGrad32.
+func softmaxGradRow32(g, v, d []float32, pf int) float64 {
+	if !rowAsm || len(g) < 8 {
+		s := dot32(g, v)
+		softmaxRowGrad32(g, v, d, s)
+		return s
+	}
+	return softmaxGradRowAVX2(&g[0], &v[0], &d[0], len(g), pf)
+}
+
+// nextRowBytes is the distance in bytes from the row at offset o (rows
+// stride elements apart, n elements in all) to the next one, 0 for the
+// last row: what softmaxGradRow32 fetches.
+func nextRowBytes(o, stride, n int) int {
+	if o+stride >= n {
+		return 0
+	}
+	return 4 * stride
 }

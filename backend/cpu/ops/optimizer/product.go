@@ -22,17 +22,27 @@ var productBlockBytes = 4 << 20
 // ProductBufferElems is the elements of the gradient buffer an
 // SGDUpdateProduct or AdamUpdateProduct of a k×cols matrix X over m rows
 // of the batch takes from the step's memory plan with an infinite (or no)
-// max_norm: a block of rows, or all of G where blocks would not have the
-// whole product's bits. The shape plan (backend/cpu memplan_shapes.go)
-// replays it; keep the two in step with updateProduct.
+// max_norm (productRows): the shape plan (backend/cpu memplan_shapes.go)
+// replays it.
 func ProductBufferElems(k, cols, m int) int {
 	if k <= 0 || cols <= 0 {
 		return 0
 	}
-	if !gemm.RowsExact(k, cols, m) {
-		return k * cols
+	rows, _ := productRows(k, cols, m, false)
+	return rows * cols
+}
+
+// productRows is how many rows of G a product update of a k×cols X over
+// m rows of the batch makes, then applies, at a time: a block of whole
+// rows, about productBlockBytes of them; all of G (whole) when a finite
+// max_norm may scale it before the update (clipAll), or where blocks of
+// rows would not have the whole product's bits (it does not run as
+// packed blocks: gemm.RowsExact).
+func productRows(k, cols, m int, clipAll bool) (rows int, whole bool) {
+	if clipAll || !gemm.RowsExact(k, cols, m) {
+		return k, true
 	}
-	return min(max(1, productBlockBytes/4/cols), k) * cols
+	return min(max(1, productBlockBytes/4/max(cols, 1)), k), false
 }
 
 // productTimer, when set, is told the time of every block's product
@@ -131,19 +141,11 @@ func updateProduct(ctx *kern.Context, n *graph.Node, in []*graph.Tensor) ([]*gra
 	}
 	m := a.Size() / max(k, 1)
 	ad, dd := a.Float32s(), dy.Float32s()
-	// A block of whole rows, about productBlockBytes of them; all of G
-	// when a finite max_norm may scale it before the update, or where
-	// blocks of rows would not have the whole product's bits (it does not
-	// run as packed blocks: gemm.RowsExact).
-	whole := norm && !math.IsInf(float64(maxNorm), 1) || !gemm.RowsExact(k, cols, m)
-	per := max(1, productBlockBytes/4/max(cols, 1))
-	if whole {
-		per = k
-	}
+	per, whole := productRows(k, cols, m, norm && !math.IsInf(float64(maxNorm), 1))
 	// The block buffer comes from the step's memory plan, which frees it
 	// after this node (the whole gradient in the arena, where it falls
 	// back to that, as MatMulGradB's output would be).
-	buf, err := kern.NewUninit(n, graph.Float32, []int{min(per, k), cols})
+	buf, err := kern.NewUninit(n, graph.Float32, []int{per, cols})
 	if err != nil {
 		return nil, err
 	}
