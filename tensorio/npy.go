@@ -284,15 +284,34 @@ func ReadNPZ(path string) (map[string]*graph.Tensor, error) {
 		}
 		return map[string]*graph.Tensor{strings.TrimSuffix(filepath.Base(path), ".npy"): t}, nil
 	}
-	zr, err := zip.OpenReader(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return decodeNPZ(path, f, st.Size())
+}
+
+// decodeNPZ reads the arrays of an .npz archive of size bytes from r;
+// path names it in errors. Two members of one name are an error, not the
+// later one silently kept.
+func decodeNPZ(path string, r io.ReaderAt, size int64) (map[string]*graph.Tensor, error) {
+	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("tensorio: %s: not an .npz archive: %w", path, err)
 	}
-	defer zr.Close()
 	out := map[string]*graph.Tensor{}
 	for _, f := range zr.File {
 		if !strings.HasSuffix(f.Name, ".npy") {
 			continue
+		}
+		name := strings.TrimSuffix(f.Name, ".npy")
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("tensorio: %s: the archive holds array %q twice", path, name)
 		}
 		rc, err := f.Open()
 		if err != nil {
@@ -303,7 +322,7 @@ func ReadNPZ(path string) (map[string]*graph.Tensor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tensorio: %s: array %q: %w", path, f.Name, err)
 		}
-		out[strings.TrimSuffix(f.Name, ".npy")] = t
+		out[name] = t
 	}
 	return out, nil
 }

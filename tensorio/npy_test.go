@@ -1,8 +1,11 @@
 package tensorio
 
 import (
+	"archive/zip"
 	"bytes"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -116,4 +119,45 @@ func FuzzDecodeSafetensors(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzDecodeNPZ: whatever an .npz archive holds, reading it returns an
+// error or arrays that are all valid tensors; it never panics.
+func FuzzDecodeNPZ(f *testing.F) {
+	path := filepath.Join(f.TempDir(), "a.npz")
+	require.NoError(f, WriteNPZ(path, map[string]*graph.Tensor{
+		"x":      graph.FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3),
+		"labels": graph.FromInt64([]int64{0, 1}, 2),
+	}))
+	b, err := os.ReadFile(path)
+	require.NoError(f, err)
+	f.Add(b)
+	f.Add([]byte("PK\x05\x06" + strings.Repeat("\x00", 18)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		arrays, err := decodeNPZ("a.npz", bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			return
+		}
+		for name, a := range arrays {
+			require.NoError(t, a.Validate(), name)
+		}
+	})
+}
+
+// TestNPZDuplicateArray: an archive with two members of one name is an
+// error naming the array, not the later member kept in silence.
+func TestNPZDuplicateArray(t *testing.T) {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, v := range []float32{1, 2} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: "x.npy", Method: zip.Store})
+		require.NoError(t, err)
+		require.NoError(t, WriteNPY(w, graph.FromFloat32([]float32{v}, 1)))
+	}
+	require.NoError(t, zw.Close())
+	path := filepath.Join(t.TempDir(), "dup.npz")
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	_, err := ReadNPZ(path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `array "x" twice`)
 }

@@ -612,6 +612,12 @@ func LoadState(dir string) (*State, error) {
 		}
 		data[name] = b
 	}
+	return decodeState(dir, data)
+}
+
+// decodeState makes the State of a checkpoint's verified files (data, by
+// file name); dir names the checkpoint in errors.
+func decodeState(dir string, data map[string][]byte) (*State, error) {
 	st := &State{
 		Params: map[string]*graph.Tensor{}, Buffers: map[string]*graph.Tensor{}, Schedule: map[string]any{},
 		RNG: map[string][]byte{}, LossScaler: map[string]float64{}, Extra: map[string]json.RawMessage{}, Versions: map[string]string{},

@@ -20,7 +20,7 @@ import (
 )
 
 // fullState returns a state with every field set.
-func fullState(t *testing.T) *State {
+func fullState(t testing.TB) *State {
 	t.Helper()
 	pcg := rand.NewPCG(7, 11)
 	pcg.Uint64()

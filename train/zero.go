@@ -618,12 +618,24 @@ func mergeZeroShards(dir string, opt map[string]*graph.Tensor, data map[string][
 		return fmt.Errorf("train: checkpoint %s: %w: %s", dir, ErrCheckpointCorrupt, fmt.Sprintf(format, args...))
 	}
 	covered := map[string]int{}
+	written := map[string][][2]int{} // each key's element ranges, to refuse overlaps
+	// Every element of a sharded tensor comes from one shard's data (four
+	// bytes each), so no tensor may need more than the shards hold: a
+	// range naming a huge shape fails here instead of allocating it.
+	// A missing shard is found before any is decoded (and before a
+	// corrupt shard count is counted up to).
+	shardBytes := 0
 	for r := 0; r < world; r++ {
 		name := ZeroShardFile(r, world)
 		b, ok := data[name]
 		if !ok {
 			return fmt.Errorf("train: checkpoint %s: %w: the optimizer state was saved in %d shards, and the manifest does not list %s", dir, ErrCheckpointIncomplete, world, name)
 		}
+		shardBytes += len(b)
+	}
+	for r := 0; r < world; r++ {
+		name := ZeroShardFile(r, world)
+		b := data[name]
 		ts, meta, err := tensorio.DecodeSafetensors(b)
 		if err != nil {
 			return bad("%s: %v", name, err)
@@ -655,12 +667,21 @@ func mergeZeroShards(dir string, opt map[string]*graph.Tensor, data map[string][
 				return bad("%s: entry %q (%v %v) does not fit its range [%d, %d) of a parameter of shape %v", name, key, t.DType, t.Shape, rg.Start, rg.End, rg.Shape)
 			}
 			full, ok := opt[key]
-			if !ok {
+			switch {
+			case !ok && size > shardBytes/4:
+				return bad("%s: entry %q: a parameter of shape %v (%d elements) is more than the shards' %d bytes could hold", name, key, rg.Shape, size, shardBytes)
+			case !ok:
 				full = graph.Zeros(graph.Float32, rg.Shape...)
 				opt[key] = full
-			} else if !graph.SameShape(full.Shape, rg.Shape) {
-				return bad("%s: entry %q: shape %v, another shard says %v", name, key, rg.Shape, full.Shape)
+			case full.DType != graph.Float32 || !graph.SameShape(full.Shape, rg.Shape):
+				return bad("%s: entry %q: float32 of shape %v, another shard or the optimizer file says %v of shape %v", name, key, rg.Shape, full.DType, full.Shape)
 			}
+			for _, w := range written[key] {
+				if rg.Start < w[1] && w[0] < rg.End {
+					return bad("%s: entry %q: range [%d, %d) overlaps [%d, %d) of another shard", name, key, rg.Start, rg.End, w[0], w[1])
+				}
+			}
+			written[key] = append(written[key], [2]int{rg.Start, rg.End})
 			copy(full.Float32s()[rg.Start:rg.End], t.Float32s())
 			covered[key] += rg.End - rg.Start
 		}

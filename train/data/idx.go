@@ -155,6 +155,11 @@ func readIDX(path string) ([]uint8, []int, error) {
 		return nil, nil, fmt.Errorf("data: %w", err)
 	}
 	defer f.Close()
+	return decodeIDX(path, f)
+}
+
+// decodeIDX is readIDX of a file's contents; path names it in errors.
+func decodeIDX(path string, f io.Reader) ([]uint8, []int, error) {
 	br := bufio.NewReader(f)
 	var r io.Reader = br
 	if head, err := br.Peek(2); err == nil && head[0] == 0x1f && head[1] == 0x8b {

@@ -62,7 +62,7 @@ func TestNPZErrors(t *testing.T) {
 }
 
 // writeIDX writes an IDX file of unsigned bytes, gzipped if the name ends in .gz.
-func writeIDX(t *testing.T, path string, dims []int, data []byte) {
+func writeIDX(t testing.TB, path string, dims []int, data []byte) {
 	var b bytes.Buffer
 	b.Write([]byte{0, 0, 0x08, byte(len(dims))})
 	for _, d := range dims {
@@ -163,4 +163,28 @@ func TestFashionMNIST(t *testing.T) {
 	}
 	assert.InDelta(t, (0-0.2860)/0.3530, lo, 1e-5, "background pixels normalised")
 	assert.Greater(t, hi, float32(1))
+}
+
+// FuzzDecodeIDX: whatever an IDX file (or a gzipped one) holds, reading it
+// returns an error or exactly as many bytes as its dimensions describe;
+// it never panics.
+func FuzzDecodeIDX(f *testing.F) {
+	dir := f.TempDir()
+	for _, name := range []string{"a.idx", "a.idx.gz"} {
+		p := filepath.Join(dir, name)
+		writeIDX(f, p, []int{2, 2, 3}, []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+		b, err := os.ReadFile(p)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Add([]byte{0, 0, 8, 3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		data, dims, err := decodeIDX("x.idx", bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		n, err := graph.NumElements(dims)
+		require.NoError(t, err)
+		require.Len(t, data, n)
+	})
 }
