@@ -619,11 +619,11 @@ func mergeZeroShards(dir string, opt map[string]*graph.Tensor, data map[string][
 	}
 	covered := map[string]int{}
 	written := map[string][][2]int{} // each key's element ranges, to refuse overlaps
-	// Every element of a sharded tensor comes from one shard's data (four
-	// bytes each), so no tensor may need more than the shards hold: a
-	// range naming a huge shape fails here instead of allocating it.
-	// A missing shard is found before any is decoded (and before a
-	// corrupt shard count is counted up to).
+	// First every shard must be there (a corrupt shard count fails at the
+	// first missing file, not after counting up to it), and their bytes
+	// are counted: every element of a sharded tensor comes from one
+	// shard's data, four bytes each, so a range naming a tensor larger
+	// than that fails before the tensor is allocated.
 	shardBytes := 0
 	for r := 0; r < world; r++ {
 		name := ZeroShardFile(r, world)
