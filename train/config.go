@@ -203,7 +203,12 @@ func LoadYAML(path string, cfg *Config) error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	b, err = dashKeys(b) // validate.go: batch_size: is batch-size:
+	return decodeYAML(path, b, cfg)
+}
+
+// decodeYAML is LoadYAML of a file's contents b; path names it in errors.
+func decodeYAML(path string, b []byte, cfg *Config) error {
+	b, err := dashKeys(b) // validate.go: batch_size: is batch-size:
 	if err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
