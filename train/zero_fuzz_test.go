@@ -14,9 +14,7 @@ import (
 // whose every tensor is valid; it never panics, and it never allocates a
 // tensor larger than the shards' data could fill.
 func FuzzMergeZeroShards(f *testing.F) {
-	half := func(x ...float32) *graph.Tensor {
-		return &graph.Tensor{DType: graph.Float32, Shape: []int{len(x)}, Data: x}
-	}
+	half := vecF32
 	enc := func(ranges map[string]zeroRange, ts map[string]*graph.Tensor) []byte {
 		b, err := encodeShardForTest(ranges, ts)
 		require.NoError(f, err)
@@ -51,22 +49,29 @@ func FuzzMergeZeroShards(f *testing.F) {
 	})
 }
 
+// vecF32 is a float32 vector of x.
+func vecF32(x ...float32) *graph.Tensor {
+	return &graph.Tensor{DType: graph.Float32, Shape: []int{len(x)}, Data: x}
+}
+
+// expAvgShards is two shards of w's exp_avg over the ranges r0 and r1 of
+// a [2, 2] parameter, holding x0 and x1.
+func expAvgShards(t *testing.T, r0, r1 [2]int, x0, x1 []float32) map[string][]byte {
+	data := map[string][]byte{}
+	for rank, r := range [][2]int{r0, r1} {
+		b, err := encodeShardForTest(map[string]zeroRange{"w": {r[0], r[1], []int{2, 2}}},
+			map[string]*graph.Tensor{"w/exp_avg": vecF32([][]float32{x0, x1}[rank]...)})
+		require.NoError(t, err)
+		data[ZeroShardFile(rank, 2)] = b
+	}
+	return data
+}
+
 // TestZeroShardsOverlap: two shards whose ranges overlap, so that their
 // element counts add up to the parameter's size while leaving part of it
 // unwritten, fail to load instead of leaving zeros in the state.
 func TestZeroShardsOverlap(t *testing.T) {
-	half := func(x ...float32) *graph.Tensor {
-		return &graph.Tensor{DType: graph.Float32, Shape: []int{len(x)}, Data: x}
-	}
-	mk := func(r zeroRange, x *graph.Tensor) []byte {
-		b, err := encodeShardForTest(map[string]zeroRange{"w": r}, map[string]*graph.Tensor{"w/exp_avg": x})
-		require.NoError(t, err)
-		return b
-	}
-	data := map[string][]byte{
-		ZeroShardFile(0, 2): mk(zeroRange{0, 2, []int{2, 2}}, half(1, 2)),
-		ZeroShardFile(1, 2): mk(zeroRange{0, 2, []int{2, 2}}, half(1, 2)),
-	}
+	data := expAvgShards(t, [2]int{0, 2}, [2]int{0, 2}, []float32{1, 2}, []float32{1, 2})
 	err := mergeZeroShards("ck", map[string]*graph.Tensor{}, data, 2)
 	require.ErrorIs(t, err, ErrCheckpointCorrupt)
 	require.Contains(t, err.Error(), "overlaps")
@@ -76,18 +81,7 @@ func TestZeroShardsOverlap(t *testing.T) {
 // a per-parameter entry of another dtype than the shards' is an error
 // naming the entry, not a panic.
 func TestZeroShardsOptimizerFileClash(t *testing.T) {
-	half := func(x ...float32) *graph.Tensor {
-		return &graph.Tensor{DType: graph.Float32, Shape: []int{len(x)}, Data: x}
-	}
-	mk := func(r zeroRange, x *graph.Tensor) []byte {
-		b, err := encodeShardForTest(map[string]zeroRange{"w": r}, map[string]*graph.Tensor{"w/exp_avg": x})
-		require.NoError(t, err)
-		return b
-	}
-	data := map[string][]byte{
-		ZeroShardFile(0, 2): mk(zeroRange{0, 2, []int{2, 2}}, half(1, 2)),
-		ZeroShardFile(1, 2): mk(zeroRange{2, 4, []int{2, 2}}, half(3, 4)),
-	}
+	data := expAvgShards(t, [2]int{0, 2}, [2]int{2, 4}, []float32{1, 2}, []float32{3, 4})
 	opt := map[string]*graph.Tensor{"w/exp_avg": graph.FromFloat64([]float64{1, 2, 3, 4}, 2, 2)}
 	err := mergeZeroShards("ck", opt, data, 2)
 	require.ErrorIs(t, err, ErrCheckpointCorrupt)
