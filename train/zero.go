@@ -617,13 +617,15 @@ func mergeZeroShards(dir string, opt map[string]*graph.Tensor, data map[string][
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("train: checkpoint %s: %w: %s", dir, ErrCheckpointCorrupt, fmt.Sprintf(format, args...))
 	}
-	covered := map[string]int{}
-	written := map[string][][2]int{} // each key's element ranges, to refuse overlaps
+	// Each key's element ranges: they must not overlap, and together
+	// they must cover the tensor.
+	written := map[string][][2]int{}
 	// First every shard must be there (a corrupt shard count fails at the
 	// first missing file, not after counting up to it), and their bytes
 	// are counted: every element of a sharded tensor comes from one
 	// shard's data, four bytes each, so a range naming a tensor larger
 	// than that fails before the tensor is allocated.
+	shards := make([][]byte, 0, min(world, len(data)))
 	shardBytes := 0
 	for r := 0; r < world; r++ {
 		name := ZeroShardFile(r, world)
@@ -631,11 +633,11 @@ func mergeZeroShards(dir string, opt map[string]*graph.Tensor, data map[string][
 		if !ok {
 			return fmt.Errorf("train: checkpoint %s: %w: the optimizer state was saved in %d shards, and the manifest does not list %s", dir, ErrCheckpointIncomplete, world, name)
 		}
+		shards = append(shards, b)
 		shardBytes += len(b)
 	}
-	for r := 0; r < world; r++ {
+	for r, b := range shards {
 		name := ZeroShardFile(r, world)
-		b := data[name]
 		ts, meta, err := tensorio.DecodeSafetensors(b)
 		if err != nil {
 			return bad("%s: %v", name, err)
@@ -683,12 +685,15 @@ func mergeZeroShards(dir string, opt map[string]*graph.Tensor, data map[string][
 			}
 			written[key] = append(written[key], [2]int{rg.Start, rg.End})
 			copy(full.Float32s()[rg.Start:rg.End], t.Float32s())
-			covered[key] += rg.End - rg.Start
 		}
 	}
-	for _, key := range ckptKeys(covered) {
-		if n := opt[key].Size(); covered[key] != n {
-			return bad("the shards cover %d of the %d elements of %q", covered[key], n, key)
+	for _, key := range ckptKeys(written) {
+		covered := 0
+		for _, w := range written[key] {
+			covered += w[1] - w[0]
+		}
+		if n := opt[key].Size(); covered != n {
+			return bad("the shards cover %d of the %d elements of %q", covered, n, key)
 		}
 	}
 	return nil

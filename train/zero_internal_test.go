@@ -433,27 +433,24 @@ func TestZeroShardErrors(t *testing.T) {
 		return b
 	}
 	full := []float32{1, 2, 3, 4}
-	half := func(x ...float32) *graph.Tensor {
-		return &graph.Tensor{DType: graph.Float32, Shape: []int{len(x)}, Data: x}
-	}
 	data := map[string][]byte{
-		ZeroShardFile(0, 2): mk(map[string]zeroRange{"w": {0, 2, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": half(1, 2)}),
+		ZeroShardFile(0, 2): mk(map[string]zeroRange{"w": {0, 2, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(1, 2)}),
 	}
 	err := mergeZeroShards("ck", opt, data, 2)
 	require.ErrorIs(t, err, ErrCheckpointIncomplete)
 	assert.Contains(t, err.Error(), ZeroShardFile(1, 2))
 
-	data[ZeroShardFile(1, 2)] = mk(map[string]zeroRange{"w": {2, 3, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": half(3)})
+	data[ZeroShardFile(1, 2)] = mk(map[string]zeroRange{"w": {2, 3, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3)})
 	err = mergeZeroShards("ck", map[string]*graph.Tensor{}, data, 2)
 	require.ErrorIs(t, err, ErrCheckpointCorrupt)
 	assert.Contains(t, err.Error(), `cover 3 of the 4 elements of "w/exp_avg"`)
 
-	data[ZeroShardFile(1, 2)] = mk(map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": half(3)})
+	data[ZeroShardFile(1, 2)] = mk(map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3)})
 	err = mergeZeroShards("ck", map[string]*graph.Tensor{}, data, 2)
 	require.ErrorIs(t, err, ErrCheckpointCorrupt)
 	assert.Contains(t, err.Error(), "does not fit its range [2, 4)")
 
-	data[ZeroShardFile(1, 2)] = mk(map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": half(3, 4)})
+	data[ZeroShardFile(1, 2)] = mk(map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3, 4)})
 	got := map[string]*graph.Tensor{}
 	require.NoError(t, mergeZeroShards("ck", got, data, 2))
 	assert.Equal(t, full, got["w/exp_avg"].Float32s())

@@ -127,8 +127,8 @@ func attnScratchBytes(p *plan, types map[string]*graph.Type, opset int64) int64 
 		}
 		return n
 	}
-	workers := int64(kern.Workers())
-	release := func(c int64) { kept = linalg.ReleaseKept(kept, size, c, int(workers)) }
+	workers := kern.Workers()
+	release := func(c int64) { kept = linalg.ReleaseKept(kept, size, c, workers) }
 	type request struct{ elems, count int64 }
 	var reqs []request
 	for _, st := range p.steps {
@@ -144,7 +144,7 @@ func attnScratchBytes(p *plan, types map[string]*graph.Type, opset int64) int64 
 		if n.OpType != graph.AttentionSoftmax && n.AttrInt(graph.AttnRecomputeP, 0) == 1 {
 			elems += rows * cols
 		}
-		reqs = append(reqs, request{elems, min(workers, heads)})
+		reqs = append(reqs, request{elems, min(int64(workers), heads)})
 	}
 	for range 2 {
 		for _, r := range reqs {
