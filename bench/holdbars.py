@@ -3,9 +3,13 @@
 json` under issue 14's bars (products under 0.85 of the 2048³ GEMM, other ops under 0.50 of the
 triad, both measured before and after the steps), with their milliseconds a step, and how many
 milliseconds a step the products lose to the bar. Rows named OP/part are parts of a fused op's
-row (its products), listed but not summed again."""
+row (its products), listed but not summed again. A product whose bytes at the triad cap it under
+0.85 of the GEMM (rooflines.py) is held to the triad's bar instead: listed as R (its rate of the
+triad, then its roofline) when under half the triad, and not summed into the products' loss."""
 import json
 import sys
+
+from rooflines import roofline
 
 for f in sys.argv[1:]:
     d = json.loads([l for l in open(f) if l.startswith('{')][0])
@@ -26,7 +30,11 @@ for f in sys.argv[1:]:
         if 'of_gemm' in o:
             if not part:
                 products += o['ms_per_step']
-            if o['of_gemm'] < 0.85:
+            roof, of_triad = roofline(o, r)
+            if roof < 0.85:
+                if of_triad < 0.5:
+                    print("  R %.2f %7.2f ms  %s (roofline %.2f of the GEMM, at %.2f of it)" % (of_triad, o['ms_per_step'], o['op'][:150], roof, o['of_gemm']))
+            elif o['of_gemm'] < 0.85:
                 if not part:
                     short += o['ms_per_step'] * (1 - o['of_gemm'] / 0.85)
                 print("  P %.2f %7.1f ms  %s%s" % (o['of_gemm'], o['ms_per_step'], o['op'][:150], " (part of its op)" if part else ""))

@@ -4,11 +4,14 @@ table of docs/large-models.md states them: per case the speed against PyTorch's 
 range over the holds, with AVX-512 and with both sides on AVX2; cases under 1.3x marked), the
 range of onnxtrain's peak RSS over PyTorch's, per profile the milliseconds a step the products
 lose to 0.85 of the 2048^3 GEMM, and the memory-bound rows under half the triad with the holds
-they were under in. It reads what holdtable.py and holdbars.py read: large.json,
+they were under in (products whose bytes cap them under 0.85 of the GEMM among them, with their
+roofline: rooflines.py). It reads what holdtable.py and holdbars.py read: large.json,
 large_avx2.json and prof_*.json."""
 import json
 import os
 import sys
+
+from rooflines import roofline
 
 CASES = ['resnet50-sgd', 'resnet50-adamw', 'vit_b16-sgd', 'vit_b16-adamw', 'gpt-sgd', 'gpt-adamw']
 PROFILES = [('resnet50', 'ResNet-50'), ('vit', 'ViT-B/16'), ('gpt', 'GPT')]
@@ -62,8 +65,13 @@ def main(holds):
                 lost = 0.0
                 for o in d['op_profile']:
                     part = '/' in o['op'].split(' ')[0]  # a fused op's product, counted in its op
-                    if 'of_gemm' in o and not part and o['of_gemm'] < GEMM_BAR:
-                        lost += o['ms_per_step'] * (1 - o['of_gemm'] / GEMM_BAR)
+                    if 'of_gemm' in o:
+                        roof, of_triad = roofline(o, d['op_profile_refs'])
+                        if roof < GEMM_BAR:  # held to the triad's bar (rooflines.py)
+                            if of_triad < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
+                                under.setdefault((label, o['op'][:110] + ' (roofline %.2f)' % roof), []).append((start(h), isa, of_triad))
+                        elif not part and o['of_gemm'] < GEMM_BAR:
+                            lost += o['ms_per_step'] * (1 - o['of_gemm'] / GEMM_BAR)
                     elif 'of_triad' in o and o['of_triad'] < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
                         under.setdefault((label, o['op'][:110]), []).append((start(h), isa, o['of_triad']))
                 short.setdefault((label, isa), []).append(lost)

@@ -414,10 +414,18 @@ type OpTime struct {
 	// (ModelResult.OpProfileRefs), when there are any.
 	OfGemm  float64 `json:"of_gemm,omitempty"`
 	OfTriad float64 `json:"of_triad,omitempty"`
-	total   time.Duration
-	n       int
-	flops   float64
-	bytes   float64
+	// Roofline is, for a product with references, the most of the GEMM's
+	// rate its bytes allow: its GFLOP at the GEMM's rate over the longer
+	// of that and its GB at the triad's, at most 1. Under 1 the product is
+	// memory-bound by its shape (a few rows against a whole weight): its
+	// OfTriad is set too, and that is the rate to hold it to. GB counts
+	// each input and output once, a lower bound of the traffic, so the
+	// roofline is an upper bound of what any kernel could reach.
+	Roofline float64 `json:"roofline_of_gemm,omitempty"`
+	total    time.Duration
+	n        int
+	flops    float64
+	bytes    float64
 }
 
 // opProfiler sums kernel times by op type while on (and, unless the

@@ -303,3 +303,29 @@ func TestOpProfileProductUpdateParts(t *testing.T) {
 	assert.InEpsilon(t, op.GFLOP, part.GFLOP, 1e-9)
 	assert.Greater(t, res.MedianOptimizerMS, 0.0)
 }
+
+// A product's roofline is its time at the GEMM's rate over the longer of
+// that and its bytes' time at the triad's: ViT-B/16's class token through
+// its MLP (4 rows against a 3072×768 weight: 18.9 MFLOP, 9.56 MB) is held
+// to a fifth of a 300 GFLOP/s GEMM by a 28.5 GB/s triad, and gets its rate
+// of the triad; a square product keeps a roofline of 1 and no triad rate;
+// other ops are unchanged.
+func TestApplyRefsRoofline(t *testing.T) {
+	refs := &ProfileRefs{GemmGFLOPS: 300, TriadGBps: 28.5}
+	rows := []OpTime{
+		{Op: "MatMulAddGeluErf", GFLOP: 2 * 4 * 768 * 3072 / 1e9, GFLOPS: 24, GB: 4 * (4*768 + 3072*768 + 3072 + 2*4*3072) / 1e9},
+		{Op: "MatMul", GFLOP: 2 * 788 * 768 * 768 / 1e9, GFLOPS: 270, GB: 4 * (788*768*2 + 768*768) / 1e9},
+		{Op: "Add", GB: 0.1, GBPS: 20},
+	}
+	applyRefs(rows, refs)
+	// (0.018874 GFLOP / 300) / (0.009560 GB / 28.5) = 6.291e-5 / 3.354e-4
+	assert.InDelta(t, 0.1876, rows[0].Roofline, 0.0005)
+	assert.InDelta(t, 0.08, rows[0].OfGemm, 1e-9)
+	// its 9.56 MB in 18.874 MFLOP / 24 GFLOP/s = 0.7864 ms: 12.16 GB/s
+	assert.InDelta(t, 12.157/28.5, rows[0].OfTriad, 0.0005)
+	assert.Equal(t, 1.0, rows[1].Roofline)
+	assert.Zero(t, rows[1].OfTriad)
+	assert.InDelta(t, 0.9, rows[1].OfGemm, 1e-9)
+	assert.Zero(t, rows[2].Roofline)
+	assert.InDelta(t, 20/28.5, rows[2].OfTriad, 1e-9)
+}

@@ -154,13 +154,22 @@ func medianMinMax(v []float64) (med, lo, hi float64) {
 }
 
 // applyRefs sets each profile row's rate as a fraction of its reference:
-// products of the GEMM's, the others of the triad's.
+// products of the GEMM's, the others of the triad's. A product with bytes
+// also gets its roofline, and its rate of the triad's where the roofline
+// is under 1.
 func applyRefs(rows []OpTime, refs *ProfileRefs) {
 	for i := range rows {
 		t := &rows[i]
 		switch {
 		case t.GFLOPS > 0 && refs.GemmGFLOPS > 0:
 			t.OfGemm = t.GFLOPS / refs.GemmGFLOPS
+			if t.GB > 0 && refs.TriadGBps > 0 {
+				compute, memory := t.GFLOP/refs.GemmGFLOPS, t.GB/refs.TriadGBps
+				t.Roofline = min(1, compute/memory)
+				if t.Roofline < 1 { // its bytes over its time, against the triad
+					t.OfTriad = t.GB * t.GFLOPS / t.GFLOP / refs.TriadGBps
+				}
+			}
 		case t.GBPS > 0 && refs.TriadGBps > 0:
 			t.OfTriad = t.GBPS / refs.TriadGBps
 		}
