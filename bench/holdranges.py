@@ -51,6 +51,7 @@ def main(holds):
     rss = []
     short = {}
     under = {}
+    roofs = {}  # the products among them: their rooflines
     for h in holds:
         for isa, name in (('avx512', 'large.json'), ('avx2', 'large_avx2.json')):
             for c, r in rows(os.path.join(h, name)).items():
@@ -69,7 +70,8 @@ def main(holds):
                         roof, of_triad = roofline(o, d['op_profile_refs'])
                         if roof < GEMM_BAR:  # held to the triad's bar (rooflines.py)
                             if of_triad < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
-                                under.setdefault((label, o['op'][:110] + ' (roofline %.2f)' % roof), []).append((start(h), isa, of_triad))
+                                under.setdefault((label, o['op'][:110]), []).append((start(h), isa, of_triad))
+                                roofs.setdefault((label, o['op'][:110]), []).append(roof)
                         elif not part and o['of_gemm'] < GEMM_BAR:
                             lost += o['ms_per_step'] * (1 - o['of_gemm'] / GEMM_BAR)
                     elif 'of_triad' in o and o['of_triad'] < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
@@ -92,7 +94,9 @@ def main(holds):
         print('| %s | %s | %s |' % (label, span(short.get((label, 'avx512'), []), '%.0f'), span(short.get((label, 'avx2'), []), '%.0f')))
     print('\nmemory-bound rows under %.1f of the triad (1 MB a step or more), by hold start and instruction set:' % TRIAD_BAR)
     for (label, op), seen in sorted(under.items()):
-        print('- %s: %s — %s' % (label, op, ', '.join('%s %s %.2f' % s for s in seen)))
+        roof = roofs.get((label, op))
+        note = ' (a product whose bytes allow %s of the GEMM)' % span(roof) if roof else ''
+        print('- %s: %s%s — %s' % (label, op, note, ', '.join('%s %s %.2f' % s for s in seen)))
 
 
 if __name__ == '__main__':
