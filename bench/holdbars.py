@@ -32,7 +32,7 @@ for f in sys.argv[1:]:
                 products += o['ms_per_step']
             roof, of_triad = roofline(o, r)
             if roof < 0.85:
-                if of_triad < 0.5:
+                if of_triad is not None and of_triad < 0.5:
                     print("  R %.2f %7.2f ms  %s (roofline %.2f of the GEMM, at %.2f of it)" % (of_triad, o['ms_per_step'], o['op'][:150], roof, o['of_gemm']))
             elif o['of_gemm'] < 0.85:
                 if not part:

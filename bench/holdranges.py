@@ -69,7 +69,7 @@ def main(holds):
                     if 'of_gemm' in o:
                         roof, of_triad = roofline(o, d['op_profile_refs'])
                         if roof < GEMM_BAR:  # held to the triad's bar (rooflines.py)
-                            if of_triad < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
+                            if of_triad is not None and of_triad < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
                                 under.setdefault((label, o['op'][:110]), []).append((start(h), isa, of_triad))
                                 roofs.setdefault((label, o['op'][:110]), []).append(roof)
                         elif not part and o['of_gemm'] < GEMM_BAR:

@@ -8,7 +8,8 @@ its time."""
 
 def roofline(o, refs):
     """The most of the 2048^3 GEMM's rate a product row's bytes allow (1 when compute-bound or
-    unknown), and its rate of the triad where that is under 1 (else None)."""
+    unknown), and its rate of the triad where that is under 1 (else None; None too for a row
+    without a time)."""
     if 'roofline_of_gemm' in o:
         roof = o['roofline_of_gemm']
     elif o.get('gflop_per_step') and o.get('gb_per_step'):

@@ -226,7 +226,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 				rate = fmt.Sprintf(" %8.2f GB/s", t.GBPS)
 			}
 			switch {
-			case t.OfGemm > 0 && t.Roofline > 0 && t.Roofline < gemmBar:
+			case bytesBound(t):
 				rate += fmt.Sprintf("  %.2f of the GEMM (its bytes allow %.2f; %.2f of the triad)", t.OfGemm, t.Roofline, t.OfTriad)
 			case t.OfGemm > 0:
 				rate += fmt.Sprintf("  %.2f of the GEMM", t.OfGemm)
@@ -271,13 +271,16 @@ func printBelowRefs(out io.Writer, rows []benchlib.OpTime) {
 		if t.MS < belowMinMS {
 			continue
 		}
-		bound := t.OfGemm > 0 && t.Roofline > 0 && t.Roofline < gemmBar // by its bytes
 		switch {
-		case t.OfGemm > 0 && !bound && t.OfGemm < gemmBar:
-			products = append(products, fmt.Sprintf("%s %.2f", t.Op, t.OfGemm))
-		case bound && t.OfTriad < triadBar:
-			membound = append(membound, fmt.Sprintf("%s %.2f (a product whose bytes allow %.2f of the GEMM)", t.Op, t.OfTriad, t.Roofline))
-		case !bound && t.OfGemm == 0 && t.OfTriad > 0 && t.OfTriad < triadBar:
+		case bytesBound(t):
+			if t.OfTriad < triadBar {
+				membound = append(membound, fmt.Sprintf("%s %.2f (a product whose bytes allow %.2f of the GEMM)", t.Op, t.OfTriad, t.Roofline))
+			}
+		case t.OfGemm > 0:
+			if t.OfGemm < gemmBar {
+				products = append(products, fmt.Sprintf("%s %.2f", t.Op, t.OfGemm))
+			}
+		case t.OfTriad > 0 && t.OfTriad < triadBar:
 			membound = append(membound, fmt.Sprintf("%s %.2f", t.Op, t.OfTriad))
 		}
 	}
@@ -289,6 +292,12 @@ func printBelowRefs(out io.Writer, rows []benchlib.OpTime) {
 	}
 	fmt.Fprintf(out, "  below %.2f of the GEMM (rows of %.1f ms a step or more; products whose bytes allow it): %s\n", gemmBar, belowMinMS, list(products))
 	fmt.Fprintf(out, "  below %.2f of the triad (rows of %.1f ms a step or more; with the products whose bytes do not): %s\n", triadBar, belowMinMS, list(membound))
+}
+
+// bytesBound reports whether t is a product whose bytes at the triad cap
+// it under the product bar (its roofline), which holds it to the triad's.
+func bytesBound(t benchlib.OpTime) bool {
+	return t.OfGemm > 0 && t.Roofline > 0 && t.Roofline < gemmBar
 }
 
 func transName(t bool) string {
