@@ -419,8 +419,10 @@ type OpTime struct {
 	// of that and its GB at the triad's, at most 1. Under 1 the product is
 	// memory-bound by its shape (a few rows against a whole weight): its
 	// OfTriad is set too, and that is the rate to hold it to. GB counts
-	// each input and output once, a lower bound of the traffic, so the
-	// roofline is an upper bound of what any kernel could reach.
+	// each input and output once, a lower bound of the traffic when they
+	// are distinct tensors, so the roofline is then an upper bound of what
+	// any kernel could reach (attention's fused ops take the one QKV buffer
+	// three times; their rooflines, 1, are not affected).
 	Roofline float64 `json:"roofline_of_gemm,omitempty"`
 	total    time.Duration
 	n        int
