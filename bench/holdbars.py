@@ -5,16 +5,21 @@ triad, both measured before and after the steps), with their milliseconds a step
 milliseconds a step the products lose to the bar. Rows named OP/part are parts of a fused op's
 row (its products), listed but not summed again. A product whose bytes at the triad cap it under
 0.85 of the GEMM (rooflines.py) is held to the triad's bar instead: listed as R (its rate of the
-triad, then its roofline) when under half the triad, and not summed into the products' loss."""
-import json
+triad, then its roofline) when under half the triad, and not summed into the products' loss. Where
+bench/hold.sh repeated the profiles (PROFILE_RUNS, PROF.rN.json beside PROF.json), each number is
+the median over the runs."""
+import re
 import sys
 
-from rooflines import roofline
+from rooflines import median_profile, repeats, roofline
 
 for f in sys.argv[1:]:
-    d = json.loads([l for l in open(f) if l.startswith('{')][0])
+    if re.search(r'\.r\d+\.json$', f):
+        continue  # a repeat: read with its first run
+    d = median_profile(repeats(f))
     r = d['op_profile_refs']
-    print("== %s step %.0f ms, gemm %.1f GFLOP/s, triad %.1f GB/s" % (f, d['median_step_ms'], r['gemm_gflops'], r['triad_gbps']))
+    runs = ' (each number the median of %d runs)' % d['runs'] if d['runs'] > 1 else ''
+    print("== %s step %.0f ms, gemm %.1f GFLOP/s, triad %.1f GB/s%s" % (f, d['median_step_ms'], r['gemm_gflops'], r['triad_gbps'], runs))
     products = short = 0.0
     floor = {'products': 0.0, 'memory': 0.0, 'other': 0.0,
              'optimizer': d.get('optimizer_bytes', 0) / r['triad_gbps'] / 1e6}

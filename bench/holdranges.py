@@ -5,13 +5,14 @@ range over the holds, with AVX-512 and with both sides on AVX2; cases under 1.3x
 range of onnxtrain's peak RSS over PyTorch's, per profile the milliseconds a step the products
 lose to 0.85 of the 2048^3 GEMM, and the memory-bound rows under half the triad with the holds
 they were under in (products whose bytes cap them under 0.85 of the GEMM among them, with their
-roofline: rooflines.py). It reads what holdtable.py and holdbars.py read: large.json,
+roofline: rooflines.py). Where a hold repeated its profiles (PROFILE_RUNS), each number is the
+median over its runs. It reads what holdtable.py and holdbars.py read: large.json,
 large_avx2.json and prof_*.json."""
 import json
 import os
 import sys
 
-from rooflines import roofline
+from rooflines import median_profile, repeats, roofline
 
 CASES = ['resnet50-sgd', 'resnet50-adamw', 'vit_b16-sgd', 'vit_b16-adamw', 'gpt-sgd', 'gpt-adamw']
 PROFILES = [('resnet50', 'ResNet-50'), ('vit', 'ViT-B/16'), ('gpt', 'GPT')]
@@ -28,11 +29,6 @@ def span(xs, fmt='%.2f'):
 def rows(path):
     with open(path) as f:
         return {r['case']: r for r in json.load(f)['rows']}
-
-
-def profile(path):
-    with open(path) as f:
-        return json.loads([line for line in f if line.startswith('{')][0])
 
 
 def start(h):
@@ -62,7 +58,7 @@ def main(holds):
                 path = os.path.join(h, 'prof_%s%s.json' % (key, suffix))
                 if not os.path.exists(path):
                     continue
-                d = profile(path)
+                d = median_profile(repeats(path))
                 lost = 0.0
                 for o in d['op_profile']:
                     part = '/' in o['op'].split(' ')[0]  # a fused op's product, counted in its op

@@ -1,9 +1,62 @@
-"""rooflines.py: what holdbars.py and holdranges.py share. A product whose bytes at the triad
+"""rooflines.py: what holdbars.py and holdranges.py share: reading a profile (or the median of
+a hold's repeated profiles), and the rooflines. A product whose bytes at the triad
 take longer than its arithmetic at the GEMM's rate (a few rows against a whole weight) cannot
 reach 0.85 of the GEMM on any kernel: its roofline is the GEMM's time over the longer of the two.
 `onnxtrain bench` writes it as roofline_of_gemm since 8 December 2026; for older profiles it is
 computed here from the same fields. Such a product is held to the triad's bar, at its bytes over
 its time."""
+import glob
+import json
+import os
+import re
+import statistics
+
+_NUMBERS = ('ms_per_step', 'of_gemm', 'of_triad', 'gflop_per_step', 'gb_per_step', 'roofline_of_gemm')
+
+
+def read_profile(path):
+    """The JSON line of one `onnxtrain bench --log-format json` output."""
+    with open(path) as f:
+        return json.loads([line for line in f if line.startswith('{')][0])
+
+
+def repeats(path):
+    """path and the repeats bench/hold.sh wrote beside it (PROFILE_RUNS: prof_vit1.json, then
+    prof_vit1.r2.json, prof_vit1.r3.json, ...)."""
+    stem, ext = os.path.splitext(path)
+    more = glob.glob(glob.escape(stem) + '.r*' + ext)
+    return [path] + sorted(more, key=lambda p: int(re.search(r'\.r(\d+)' + re.escape(ext) + '$', p).group(1)))
+
+
+def median_profile(paths):
+    """One profile from several runs of the same model and build: per op row (by its op string)
+    the median of each number over the runs that have the row, the step and the references the
+    median over all runs; 'runs' says how many there were."""
+    ds = [read_profile(p) for p in paths]
+    if len(ds) == 1:
+        ds[0]['runs'] = 1
+        return ds[0]
+    out = dict(ds[0])
+    out['runs'] = len(ds)
+    out['median_step_ms'] = statistics.median(d['median_step_ms'] for d in ds)
+    out['op_profile_refs'] = {k: statistics.median(d['op_profile_refs'][k] for d in ds)
+                              for k in ('gemm_gflops', 'triad_gbps')}
+    rows, order = {}, []
+    for d in ds:
+        for o in d['op_profile']:
+            if o['op'] not in rows:
+                order.append(o['op'])
+            rows.setdefault(o['op'], []).append(o)
+    out['op_profile'] = []
+    for op in order:
+        m = dict(rows[op][0])
+        for k in _NUMBERS:
+            vals = [o[k] for o in rows[op] if k in o]
+            if vals:
+                m[k] = statistics.median(vals)
+        out['op_profile'].append(m)
+    return out
+
 
 
 def roofline(o, refs):
