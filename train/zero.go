@@ -492,12 +492,18 @@ func (a *Accelerator) zeroShardBytes() ([]byte, error) {
 	for j, v := range z.views {
 		ranges[v.Name] = zeroRange{Start: z.viewLo[j], End: z.viewLo[j] + v.Value.Size(), Shape: m.params[z.viewOf[j]].Value.Shape}
 	}
+	return encodeZeroShard(tensors, ranges, z.rank, z.world)
+}
+
+// encodeZeroShard is the shard file of rank of world: the per-parameter
+// entries tensors, with each parameter's element range in the metadata.
+func encodeZeroShard(tensors map[string]*graph.Tensor, ranges map[string]zeroRange, rank, world int) ([]byte, error) {
 	rb, err := json.Marshal(ranges)
 	if err != nil {
 		return nil, err
 	}
 	return tensorio.EncodeSafetensors(tensors, map[string]string{"format": "pt", ckptZeroRangesMetaKey: string(rb),
-		"onnxtrain.zero_rank": strconv.Itoa(z.rank), "onnxtrain.zero_world_size": strconv.Itoa(z.world)})
+		"onnxtrain.zero_rank": strconv.Itoa(rank), "onnxtrain.zero_world_size": strconv.Itoa(world)})
 }
 
 // zeroShardEntry is what a rank reports to rank 0 about the shard file it

@@ -14,18 +14,13 @@ import (
 // whose every tensor is valid; it never panics, and it never allocates a
 // tensor larger than the shards' data could fill.
 func FuzzMergeZeroShards(f *testing.F) {
-	enc := func(ranges map[string]zeroRange, ts map[string]*graph.Tensor) []byte {
-		b, err := encodeShardForTest(ranges, ts)
-		require.NoError(f, err)
-		return b
-	}
-	s0 := enc(map[string]zeroRange{"w": {0, 2, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(1, 2), "w/step": graph.FromInt64([]int64{3})})
-	s1 := enc(map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3, 4), "w/step": graph.FromInt64([]int64{3})})
+	s0 := shardFile(f, 0, map[string]zeroRange{"w": {0, 2, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(1, 2), "w/step": graph.FromInt64([]int64{3})})
+	s1 := shardFile(f, 1, map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3, 4), "w/step": graph.FromInt64([]int64{3})})
 	none, err := tensorio.EncodeSafetensors(map[string]*graph.Tensor{"step": graph.FromInt64([]int64{3})}, nil)
 	require.NoError(f, err)
 	clash, err := tensorio.EncodeSafetensors(map[string]*graph.Tensor{"w/exp_avg": graph.FromFloat64([]float64{1, 2, 3, 4}, 2, 2)}, nil)
 	require.NoError(f, err)
-	huge := enc(map[string]zeroRange{"w": {0, 1, []int{1 << 20, 1 << 20}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(1)})
+	huge := shardFile(f, 0, map[string]zeroRange{"w": {0, 1, []int{1 << 20, 1 << 20}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(1)})
 	f.Add(none, s0, s1)
 	f.Add(clash, s0, s1)
 	f.Add(none, huge, s1)
@@ -49,19 +44,15 @@ func FuzzMergeZeroShards(f *testing.F) {
 }
 
 // vecF32 is a float32 vector of x.
-func vecF32(x ...float32) *graph.Tensor {
-	return &graph.Tensor{DType: graph.Float32, Shape: []int{len(x)}, Data: x}
-}
+func vecF32(x ...float32) *graph.Tensor { return graph.FromFloat32(x, len(x)) }
 
 // expAvgShards is two shards of w's exp_avg over the ranges r0 and r1 of
 // a [2, 2] parameter, holding x0 and x1.
 func expAvgShards(t *testing.T, r0, r1 [2]int, x0, x1 []float32) map[string][]byte {
 	data := map[string][]byte{}
 	for rank, r := range [][2]int{r0, r1} {
-		b, err := encodeShardForTest(map[string]zeroRange{"w": {r[0], r[1], []int{2, 2}}},
+		data[ZeroShardFile(rank, 2)] = shardFile(t, rank, map[string]zeroRange{"w": {r[0], r[1], []int{2, 2}}},
 			map[string]*graph.Tensor{"w/exp_avg": vecF32([][]float32{x0, x1}[rank]...)})
-		require.NoError(t, err)
-		data[ZeroShardFile(rank, 2)] = b
 	}
 	return data
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/onnxtrain/onnxtrain/graph"
 	"github.com/onnxtrain/onnxtrain/importer"
 	"github.com/onnxtrain/onnxtrain/internal/testutil"
-	"github.com/onnxtrain/onnxtrain/tensorio"
 	"github.com/onnxtrain/onnxtrain/train/data"
 )
 
@@ -427,48 +426,37 @@ func (r *zeroRank) trainFrom(epoch, steps int) error {
 // cover the state fails to load with an error naming the problem.
 func TestZeroShardErrors(t *testing.T) {
 	opt := map[string]*graph.Tensor{}
-	mk := func(ranges map[string]zeroRange, ts map[string]*graph.Tensor) []byte {
-		b, err := encodeShardForTest(ranges, ts)
-		require.NoError(t, err)
-		return b
-	}
 	full := []float32{1, 2, 3, 4}
 	data := map[string][]byte{
-		ZeroShardFile(0, 2): mk(map[string]zeroRange{"w": {0, 2, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(1, 2)}),
+		ZeroShardFile(0, 2): shardFile(t, 0, map[string]zeroRange{"w": {0, 2, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(1, 2)}),
 	}
 	err := mergeZeroShards("ck", opt, data, 2)
 	require.ErrorIs(t, err, ErrCheckpointIncomplete)
 	assert.Contains(t, err.Error(), ZeroShardFile(1, 2))
 
-	data[ZeroShardFile(1, 2)] = mk(map[string]zeroRange{"w": {2, 3, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3)})
+	data[ZeroShardFile(1, 2)] = shardFile(t, 1, map[string]zeroRange{"w": {2, 3, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3)})
 	err = mergeZeroShards("ck", map[string]*graph.Tensor{}, data, 2)
 	require.ErrorIs(t, err, ErrCheckpointCorrupt)
 	assert.Contains(t, err.Error(), `cover 3 of the 4 elements of "w/exp_avg"`)
 
-	data[ZeroShardFile(1, 2)] = mk(map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3)})
+	data[ZeroShardFile(1, 2)] = shardFile(t, 1, map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3)})
 	err = mergeZeroShards("ck", map[string]*graph.Tensor{}, data, 2)
 	require.ErrorIs(t, err, ErrCheckpointCorrupt)
 	assert.Contains(t, err.Error(), "does not fit its range [2, 4)")
 
-	data[ZeroShardFile(1, 2)] = mk(map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3, 4)})
+	data[ZeroShardFile(1, 2)] = shardFile(t, 1, map[string]zeroRange{"w": {2, 4, []int{2, 2}}}, map[string]*graph.Tensor{"w/exp_avg": vecF32(3, 4)})
 	got := map[string]*graph.Tensor{}
 	require.NoError(t, mergeZeroShards("ck", got, data, 2))
 	assert.Equal(t, full, got["w/exp_avg"].Float32s())
 	assert.Equal(t, []int{2, 2}, got["w/exp_avg"].Shape)
 }
 
-func encodeShardForTest(ranges map[string]zeroRange, ts map[string]*graph.Tensor) ([]byte, error) {
-	rb := "{"
-	first := true
-	for name, r := range ranges {
-		if !first {
-			rb += ","
-		}
-		first = false
-		rb += fmt.Sprintf("%q:{\"start\":%d,\"end\":%d,\"shape\":[%d,%d]}", name, r.Start, r.End, r.Shape[0], r.Shape[1])
-	}
-	rb += "}"
-	return tensorio.EncodeSafetensors(ts, map[string]string{ckptZeroRangesMetaKey: rb})
+// shardFile is rank's shard file (of two) holding the entries ts over
+// ranges, as encodeZeroShard writes it.
+func shardFile(t testing.TB, rank int, ranges map[string]zeroRange, ts map[string]*graph.Tensor) []byte {
+	b, err := encodeZeroShard(ts, ranges, rank, 2)
+	require.NoError(t, err)
+	return b
 }
 
 // TestZeroSaveFailureReachesEveryRank: when rank 0 cannot start a ZeRO
