@@ -11,7 +11,7 @@ the median over the runs."""
 import re
 import sys
 
-from rooflines import median_profile, repeats, roofline
+from rooflines import GEMM_BAR, TRIAD_BAR, bar, median_profile, repeats
 
 for f in sys.argv[1:]:
     if re.search(r'\.r\d+\.json$', f):
@@ -32,20 +32,21 @@ for f in sys.argv[1:]:
                 floor['memory'] += o['gb_per_step'] / r['triad_gbps'] * 1e3
             elif not o['op'].split(' ')[0].endswith(('Update', 'UpdateGathered')):  # in 'optimizer'
                 floor['other'] += o['ms_per_step']
-        if 'of_gemm' in o:
+        if 'of_gemm' in o and not part:
+            products += o['ms_per_step']
+        held = bar(o, r)
+        if held is None or held[1] is None:
+            continue
+        kind, rate, roof = held
+        if kind == 'gemm' and rate < GEMM_BAR:
             if not part:
-                products += o['ms_per_step']
-            roof, of_triad = roofline(o, r)
-            if roof < 0.85:
-                if of_triad is not None and of_triad < 0.5:
-                    print("  R %.2f %7.2f ms  %s (roofline %.2f of the GEMM, at %.2f of it)" % (of_triad, o['ms_per_step'], o['op'][:150], roof, o['of_gemm']))
-            elif o['of_gemm'] < 0.85:
-                if not part:
-                    short += o['ms_per_step'] * (1 - o['of_gemm'] / 0.85)
-                print("  P %.2f %7.1f ms  %s%s" % (o['of_gemm'], o['ms_per_step'], o['op'][:150], " (part of its op)" if part else ""))
-        elif 'of_triad' in o and o['of_triad'] < 0.5:
-            print("  M %.2f %7.2f ms  %s" % (o['of_triad'], o['ms_per_step'], o['op'][:150]))
-    print("  products %.0f ms a step; %.1f ms short of 0.85" % (products, short))
+                short += o['ms_per_step'] * (1 - rate / GEMM_BAR)
+            print("  P %.2f %7.1f ms  %s%s" % (rate, o['ms_per_step'], o['op'][:150], " (part of its op)" if part else ""))
+        elif kind == 'triad' and rate < TRIAD_BAR and roof is not None:
+            print("  R %.2f %7.2f ms  %s (roofline %.2f of the GEMM, at %.2f of it)" % (rate, o['ms_per_step'], o['op'][:150], roof, o['of_gemm']))
+        elif kind == 'triad' and rate < TRIAD_BAR:
+            print("  M %.2f %7.2f ms  %s" % (rate, o['ms_per_step'], o['op'][:150]))
+    print("  products %.0f ms a step; %.1f ms short of %.2f" % (products, short, GEMM_BAR))
     total = sum(floor.values())
     print("  floor %.0f ms (products %.0f at the GEMM, memory-bound %.0f and the update %.0f at the triad, the rest %.0f as run): the step %.2f of it"
           % (total, floor['products'], floor['memory'], floor['optimizer'], floor['other'], d['median_step_ms'] / total))

@@ -12,11 +12,11 @@ import json
 import os
 import sys
 
-from rooflines import median_profile, repeats, roofline
+from rooflines import GEMM_BAR, TRIAD_BAR, bar, median_profile, repeats
 
 CASES = ['resnet50-sgd', 'resnet50-adamw', 'vit_b16-sgd', 'vit_b16-adamw', 'gpt-sgd', 'gpt-adamw']
 PROFILES = [('resnet50', 'ResNet-50'), ('vit', 'ViT-B/16'), ('gpt', 'GPT')]
-SPEED_BAR, RSS_BAR, GEMM_BAR, TRIAD_BAR = 1.3, 0.8, 0.85, 0.5
+SPEED_BAR, RSS_BAR = 1.3, 0.8
 
 
 def span(xs, fmt='%.2f'):
@@ -62,16 +62,16 @@ def main(holds):
                 lost = 0.0
                 for o in d['op_profile']:
                     part = '/' in o['op'].split(' ')[0]  # a fused op's product, counted in its op
-                    if 'of_gemm' in o:
-                        roof, of_triad = roofline(o, d['op_profile_refs'])
-                        if roof < GEMM_BAR:  # held to the triad's bar (rooflines.py)
-                            if of_triad is not None and of_triad < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
-                                under.setdefault((label, o['op'][:110]), []).append((start(h), isa, of_triad))
-                                roofs.setdefault((label, o['op'][:110]), []).append(roof)
-                        elif not part and o['of_gemm'] < GEMM_BAR:
-                            lost += o['ms_per_step'] * (1 - o['of_gemm'] / GEMM_BAR)
-                    elif 'of_triad' in o and o['of_triad'] < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
-                        under.setdefault((label, o['op'][:110]), []).append((start(h), isa, o['of_triad']))
+                    held = bar(o, d['op_profile_refs'])
+                    if held is None or held[1] is None:
+                        continue
+                    kind, rate, roof = held
+                    if kind == 'gemm' and not part and rate < GEMM_BAR:
+                        lost += o['ms_per_step'] * (1 - rate / GEMM_BAR)
+                    elif kind == 'triad' and rate < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
+                        under.setdefault((label, o['op'][:110]), []).append((start(h), isa, rate))
+                        if roof is not None:  # a product its bytes hold to the triad
+                            roofs.setdefault((label, o['op'][:110]), []).append(roof)
                 short.setdefault((label, isa), []).append(lost)
     print('holds: ' + ', '.join('%s (%s)' % (h, start(h)) for h in holds))
     print('\n| case | speed, AVX-512 | speed, AVX2 |')

@@ -11,6 +11,9 @@ import os
 import re
 import statistics
 
+# Issue 14's bars: products at 0.85 of the 2048^3 GEMM, memory-bound ops at half the triad.
+GEMM_BAR, TRIAD_BAR = 0.85, 0.5
+
 _NUMBERS = ('ms_per_step', 'of_gemm', 'of_triad', 'gflop_per_step', 'gb_per_step', 'roofline_of_gemm')
 
 
@@ -58,7 +61,6 @@ def median_profile(paths):
     return out
 
 
-
 def roofline(o, refs):
     """The most of the 2048^3 GEMM's rate a product row's bytes allow (1 when compute-bound or
     unknown), and its rate of the triad where that is under 1 (else None; None too for a row
@@ -72,3 +74,19 @@ def roofline(o, refs):
     if roof >= 1 or not o.get('ms_per_step'):
         return roof, None
     return roof, o.get('of_triad', o['gb_per_step'] / (o['ms_per_step'] / 1e3) / refs['triad_gbps'])
+
+
+def bar(o, refs):
+    """Which bar a profile row is held to and its rate against it: ('gemm', of_gemm, 1) for a
+    product its bytes let reach the GEMM's bar, ('triad', of_triad, roofline) for a product they
+    do not (of_triad None when the row has no time), ('triad', of_triad, None) for another op
+    with a rate, None for a row without one."""
+    if 'of_gemm' in o:
+        roof, of_triad = roofline(o, refs)
+        if roof < GEMM_BAR:
+            return 'triad', of_triad, roof
+        return 'gemm', o['of_gemm'], 1
+    if 'of_triad' in o:
+        return 'triad', o['of_triad'], None
+    return None
+
