@@ -8,13 +8,12 @@ row (its products), listed but not summed again. A product whose bytes at the tr
 triad, then its roofline) when under half the triad, and not summed into the products' loss. Where
 bench/hold.sh repeated the profiles (PROFILE_RUNS, PROF.rN.json beside PROF.json), each number is
 the median over the runs."""
-import re
 import sys
 
-from rooflines import GEMM_BAR, TRIAD_BAR, bar, median_profile, repeats
+from rooflines import GEMM_BAR, TRIAD_BAR, bar, is_part, median_profile, repeat_index, repeats, shortfall
 
 for f in sys.argv[1:]:
-    if re.search(r'\.r\d+\.json$', f):
+    if repeat_index(f) is not None:
         continue  # a repeat: read with its first run
     d = median_profile(repeats(f))
     r = d['op_profile_refs']
@@ -24,7 +23,7 @@ for f in sys.argv[1:]:
     floor = {'products': 0.0, 'memory': 0.0, 'other': 0.0,
              'optimizer': d.get('optimizer_bytes', 0) / r['triad_gbps'] / 1e6}
     for o in d['op_profile']:
-        part = '/' in o['op'].split(' ')[0]
+        part = is_part(o)
         if not part:
             if o.get('gflop_per_step'):
                 floor['products'] += o['gflop_per_step'] / r['gemm_gflops'] * 1e3
@@ -39,8 +38,7 @@ for f in sys.argv[1:]:
             continue
         kind, rate, roof = held
         if kind == 'gemm' and rate < GEMM_BAR:
-            if not part:
-                short += o['ms_per_step'] * (1 - rate / GEMM_BAR)
+            short += shortfall(o, held)
             print("  P %.2f %7.1f ms  %s%s" % (rate, o['ms_per_step'], o['op'][:150], " (part of its op)" if part else ""))
         elif kind == 'triad' and rate < TRIAD_BAR and roof is not None:
             print("  R %.2f %7.2f ms  %s (roofline %.2f of the GEMM, at %.2f of it)" % (rate, o['ms_per_step'], o['op'][:150], roof, o['of_gemm']))

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from rooflines import GEMM_BAR, TRIAD_BAR, bar, median_profile, repeats
+from rooflines import GEMM_BAR, TRIAD_BAR, bar, median_profile, repeats, shortfall
 
 CASES = ['resnet50-sgd', 'resnet50-adamw', 'vit_b16-sgd', 'vit_b16-adamw', 'gpt-sgd', 'gpt-adamw']
 PROFILES = [('resnet50', 'ResNet-50'), ('vit', 'ViT-B/16'), ('gpt', 'GPT')]
@@ -61,14 +61,13 @@ def main(holds):
                 d = median_profile(repeats(path))
                 lost = 0.0
                 for o in d['op_profile']:
-                    part = '/' in o['op'].split(' ')[0]  # a fused op's product, counted in its op
                     held = bar(o, d['op_profile_refs'])
                     if held is None or held[1] is None:
                         continue
                     kind, rate, roof = held
-                    if kind == 'gemm' and not part and rate < GEMM_BAR:
-                        lost += o['ms_per_step'] * (1 - rate / GEMM_BAR)
-                    elif kind == 'triad' and rate < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
+                    if kind == 'gemm':
+                        lost += shortfall(o, held)
+                    elif rate < TRIAD_BAR and o.get('gb_per_step', 0) >= 0.001:
                         under.setdefault((label, o['op'][:110]), []).append((start(h), isa, rate))
                         if roof is not None:  # a product its bytes hold to the triad
                             roofs.setdefault((label, o['op'][:110]), []).append(roof)

@@ -23,12 +23,19 @@ def read_profile(path):
         return json.loads([line for line in f if line.startswith('{')][0])
 
 
+def repeat_index(path):
+    """K for a repeat bench/hold.sh wrote (PROFILE_RUNS: prof_vit1.rK.json beside
+    prof_vit1.json), None for a first run."""
+    m = re.search(r'\.r(\d+)\.[^./]+$', path)
+    return int(m.group(1)) if m else None
+
+
 def repeats(path):
-    """path and the repeats bench/hold.sh wrote beside it (PROFILE_RUNS: prof_vit1.json, then
+    """path and the repeats bench/hold.sh wrote beside it (prof_vit1.json, then
     prof_vit1.r2.json, prof_vit1.r3.json, ...)."""
     stem, ext = os.path.splitext(path)
-    more = glob.glob(glob.escape(stem) + '.r*' + ext)
-    return [path] + sorted(more, key=lambda p: int(re.search(r'\.r(\d+)' + re.escape(ext) + '$', p).group(1)))
+    more = [p for p in glob.glob(glob.escape(stem) + '.r*' + ext) if repeat_index(p) is not None]
+    return [path] + sorted(more, key=repeat_index)
 
 
 def median_profile(paths):
@@ -90,3 +97,20 @@ def bar(o, refs):
         return 'triad', o['of_triad'], None
     return None
 
+
+
+def is_part(o):
+    """Whether a profile row is a product inside a fused op (OP/part), whose time its op's row
+    already holds."""
+    return '/' in o['op'].split(' ')[0]
+
+
+def shortfall(o, held):
+    """The milliseconds a step a row loses to the GEMM's bar, held as bar() holds it: for a
+    product held to the GEMM's bar and under it, not a part of a fused op; else 0."""
+    if held is None or is_part(o):
+        return 0.0
+    kind, rate, _ = held
+    if kind != 'gemm' or rate is None or rate >= GEMM_BAR:
+        return 0.0
+    return o['ms_per_step'] * (1 - rate / GEMM_BAR)
